@@ -1,0 +1,85 @@
+package dhtselect
+
+import (
+	"math"
+	"slices"
+)
+
+// BucketSize is kad-dht's default bucket size (K = 20). Below it, a peer's
+// routing table holds every overlay peer it has met, and kad-dht's own
+// NetworkSize estimator refuses to answer.
+const BucketSize = 20
+
+// Size sources, in the order EstimateSize prefers them.
+const (
+	SourceMembership = "membership"    // count of live announcements on the membership topic
+	SourceRouting    = "routing-table" // exact count of a routing table smaller than a bucket
+	SourceKad        = "kad-dht"       // (*IpfsDHT).NetworkSize
+	SourceSpacing    = "key-spacing"   // fit of the distances to the closest known keys
+)
+
+// SizeInputs is what a peer knows that bears on the size of the network.
+type SizeInputs struct {
+	// Self is this peer's key.
+	Self Key
+	// Members is the number of peers, this one included, with a live
+	// announcement on the membership topic; zero if unknown.
+	Members int
+	// Routing holds the keys of the peers in the routing table.
+	Routing []Key
+	// Kad is kad-dht's estimate, valid when KadOK.
+	Kad   float64
+	KadOK bool
+}
+
+// Estimate is a network-size estimate and where it came from.
+type Estimate struct {
+	N      int
+	Source string
+}
+
+// EstimateSize estimates the number of peers in the network, this one
+// included. It works from one peer up, by choosing among four sources:
+//
+//  1. the membership view, when it counts at least as many peers as the
+//     routing table knows: gossip reaches every peer, so once it has caught
+//     up it is exact, and all peers share it, so they agree on k;
+//  2. the routing table's size plus one, while it is smaller than a bucket:
+//     in a network that small a peer's table holds every peer it has met;
+//  3. kad-dht's NetworkSize, once it answers (20 peers and enough lookups);
+//  4. otherwise a fit of the XOR distances to the closest known keys: the
+//     i-th closest of N uniform keys lies at about i/N of the key space, so
+//     N ≈ Σi² / Σ i·dᵢ over the BucketSize closest.
+func EstimateSize(in SizeInputs) Estimate {
+	rt := len(in.Routing) + 1
+	switch {
+	case in.Members >= rt:
+		return Estimate{N: in.Members, Source: SourceMembership}
+	case rt <= BucketSize:
+		return Estimate{N: rt, Source: SourceRouting}
+	case in.KadOK && in.Kad >= 1 && !math.IsInf(in.Kad, 0):
+		return Estimate{N: max(int(math.Round(in.Kad)), rt), Source: SourceKad}
+	}
+	return Estimate{N: max(spacingEstimate(in.Self, in.Routing), rt), Source: SourceSpacing}
+}
+
+// spacingEstimate fits d_i ≈ i/N to the distances of the BucketSize keys
+// closest to self.
+func spacingEstimate(self Key, keys []Key) int {
+	d := make([]float64, len(keys))
+	for i, k := range keys {
+		d[i] = Xor(self, k).Fraction()
+	}
+	slices.Sort(d)
+	d = d[:min(len(d), BucketSize)]
+	var num, den float64
+	for i, di := range d {
+		r := float64(i + 1)
+		num += r * r
+		den += r * di
+	}
+	if den <= 0 {
+		return len(keys) + 1
+	}
+	return int(math.Round(num / den))
+}
