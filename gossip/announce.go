@@ -1,0 +1,95 @@
+package gossip
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// AnnouncementVersion is the version of the membership payload; payloads of
+// other versions are rejected.
+const AnnouncementVersion = 1
+
+// MaxAnnouncementSize bounds an encoded announcement, in bytes.
+const MaxAnnouncementSize = 8 << 10
+
+// maxAddrs bounds the addresses one announcement may carry.
+const maxAddrs = 32
+
+// ErrBadAnnouncement reports a malformed or inconsistent announcement.
+var ErrBadAnnouncement = errors.New("gossip: bad announcement")
+
+// Announcement is what a peer says of itself on the membership topic.
+type Announcement struct {
+	// ID is the announcing peer. It is not encoded: receivers take it from
+	// the message's signed origin.
+	ID         peer.ID
+	Addrs      []ma.Multiaddr
+	Superpeer  bool
+	K          int
+	ClusterKey dhtselect.Key
+	// Seq orders one peer's announcements; a receiver ignores any that is
+	// not newer than the last it accepted from that peer.
+	Seq uint64
+}
+
+type wireAnnouncement struct {
+	V         int      `json:"v"`
+	Seq       uint64   `json:"seq"`
+	Addrs     []string `json:"addrs"`
+	Superpeer bool     `json:"superpeer"`
+	K         int      `json:"k"`
+	Cluster   string   `json:"cluster"`
+}
+
+// Encode serialises a for the wire.
+func (a Announcement) Encode() ([]byte, error) {
+	w := wireAnnouncement{V: AnnouncementVersion, Seq: a.Seq, Superpeer: a.Superpeer, K: a.K, Cluster: a.ClusterKey.String()}
+	for _, addr := range a.Addrs[:min(len(a.Addrs), maxAddrs)] {
+		w.Addrs = append(w.Addrs, addr.String())
+	}
+	return json.Marshal(w)
+}
+
+// DecodeAnnouncement parses and checks an announcement sent by from: the
+// version, the addresses, k, and that the cluster key is from's key masked
+// to k bits (a peer cannot claim another peer's cluster).
+func DecodeAnnouncement(from peer.ID, data []byte) (Announcement, error) {
+	var w wireAnnouncement
+	if len(data) > MaxAnnouncementSize {
+		return Announcement{}, fmt.Errorf("%w: %d bytes, limit %d", ErrBadAnnouncement, len(data), MaxAnnouncementSize)
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return Announcement{}, fmt.Errorf("%w: %v", ErrBadAnnouncement, err)
+	}
+	if w.V != AnnouncementVersion {
+		return Announcement{}, fmt.Errorf("%w: version %d, want %d", ErrBadAnnouncement, w.V, AnnouncementVersion)
+	}
+	if w.K < 0 || w.K > dhtselect.MaxK {
+		return Announcement{}, fmt.Errorf("%w: k = %d out of [0, %d]", ErrBadAnnouncement, w.K, dhtselect.MaxK)
+	}
+	if len(w.Addrs) > maxAddrs {
+		return Announcement{}, fmt.Errorf("%w: %d addresses, limit %d", ErrBadAnnouncement, len(w.Addrs), maxAddrs)
+	}
+	ck, err := dhtselect.ParseKey(w.Cluster)
+	if err != nil {
+		return Announcement{}, fmt.Errorf("%w: %v", ErrBadAnnouncement, err)
+	}
+	if want := dhtselect.KeyOf(from).Cluster(w.K); ck != want {
+		return Announcement{}, fmt.Errorf("%w: cluster key %s does not belong to %s at k = %d", ErrBadAnnouncement, ck, from, w.K)
+	}
+	a := Announcement{ID: from, Seq: w.Seq, Superpeer: w.Superpeer, K: w.K, ClusterKey: ck}
+	for _, s := range w.Addrs {
+		addr, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return Announcement{}, fmt.Errorf("%w: address %q: %v", ErrBadAnnouncement, s, err)
+		}
+		a.Addrs = append(a.Addrs, addr)
+	}
+	return a, nil
+}

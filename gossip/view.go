@@ -1,0 +1,99 @@
+package gossip
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Entry is one peer's latest accepted announcement and when it arrived.
+type Entry struct {
+	Announcement
+	Seen time.Time
+}
+
+// View is the membership table: the latest announcement of each peer, until
+// it is older than the TTL. It is pure: callers pass the time.
+type View struct {
+	ttl     time.Duration
+	entries map[peer.ID]Entry
+}
+
+// NewView returns an empty view whose entries live for ttl after their last
+// announcement.
+func NewView(ttl time.Duration) *View {
+	return &View{ttl: ttl, entries: make(map[peer.ID]Entry)}
+}
+
+// Stale reports whether a is not newer than what the view holds for its peer.
+func (v *View) Stale(a Announcement) bool {
+	e, ok := v.entries[a.ID]
+	return ok && a.Seq <= e.Seq
+}
+
+// Apply records a at time now. It returns false, changing nothing, for a stale
+// announcement. It reports in changed whether the peer is new or its role,
+// cluster or addresses differ from before (a mere refresh is not a change).
+func (v *View) Apply(a Announcement, now time.Time) (accepted, changed bool) {
+	if v.Stale(a) {
+		return false, false
+	}
+	old, ok := v.entries[a.ID]
+	v.entries[a.ID] = Entry{Announcement: a, Seen: now}
+	return true, !ok || old.Superpeer != a.Superpeer || old.K != a.K || old.ClusterKey != a.ClusterKey ||
+		!sameAddrs(old.Announcement, a)
+}
+
+func sameAddrs(a, b Announcement) bool {
+	if len(a.Addrs) != len(b.Addrs) {
+		return false
+	}
+	for i := range a.Addrs {
+		if !a.Addrs[i].Equal(b.Addrs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Remove forgets a peer at once (it said goodbye, or it was found dead).
+func (v *View) Remove(id peer.ID) bool {
+	_, ok := v.entries[id]
+	delete(v.entries, id)
+	return ok
+}
+
+// Expire removes the entries not refreshed within the TTL before now and
+// returns their peers.
+func (v *View) Expire(now time.Time) []peer.ID {
+	var gone []peer.ID
+	for id, e := range v.entries {
+		if now.Sub(e.Seen) > v.ttl {
+			gone = append(gone, id)
+			delete(v.entries, id)
+		}
+	}
+	slices.Sort(gone)
+	return gone
+}
+
+// Get returns a peer's entry.
+func (v *View) Get(id peer.ID) (Entry, bool) {
+	e, ok := v.entries[id]
+	return e, ok
+}
+
+// Len is the number of live entries.
+func (v *View) Len() int { return len(v.entries) }
+
+// Entries returns all entries, sorted by peer ID.
+func (v *View) Entries() []Entry {
+	out := make([]Entry, 0, len(v.entries))
+	for _, e := range v.entries {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}

@@ -1,0 +1,104 @@
+package gossip
+
+import (
+	"crypto/sha256"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+func fakeID(t *testing.T, i byte) peer.ID {
+	t.Helper()
+	h := sha256.Sum256([]byte{i})
+	id, err := peer.IDFromBytes(append([]byte{0x00, 0x20}, h[:]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func announcement(t *testing.T, id peer.ID, k int, seq uint64) Announcement {
+	return Announcement{
+		ID: id, K: k, ClusterKey: dhtselect.KeyOf(id).Cluster(k), Seq: seq,
+		Addrs: []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/4001")},
+	}
+}
+
+func TestAnnouncementRoundTrip(t *testing.T) {
+	id := fakeID(t, 1)
+	a := announcement(t, id, 3, 42)
+	a.Superpeer = true
+	data, err := a.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DecodeAnnouncement(id, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.ID != id || b.K != 3 || b.Seq != 42 || !b.Superpeer || b.ClusterKey != a.ClusterKey || !sameAddrs(a, b) {
+		t.Fatalf("round trip changed the announcement: %+v -> %+v", a, b)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	id, other := fakeID(t, 1), fakeID(t, 2)
+	good := announcement(t, id, 3, 1)
+	forged := announcement(t, other, 3, 1) // another peer's cluster key
+	forgedData, _ := forged.Encode()
+	cases := map[string][]byte{
+		"not json":        []byte("garbage"),
+		"wrong version":   []byte(`{"v":2,"k":3,"cluster":"` + good.ClusterKey.String() + `"}`),
+		"negative k":      []byte(`{"v":1,"k":-1,"cluster":"` + good.ClusterKey.String() + `"}`),
+		"huge k":          []byte(`{"v":1,"k":300,"cluster":"` + good.ClusterKey.String() + `"}`),
+		"bad cluster hex": []byte(`{"v":1,"k":3,"cluster":"zz"}`),
+		"bad address":     []byte(`{"v":1,"k":3,"cluster":"` + good.ClusterKey.String() + `","addrs":["/nope"]}`),
+		"forged cluster":  forgedData,
+		"oversized":       make([]byte, MaxAnnouncementSize+1),
+	}
+	for name, data := range cases {
+		if _, err := DecodeAnnouncement(id, data); !errors.Is(err, ErrBadAnnouncement) {
+			t.Errorf("%s: err = %v, want ErrBadAnnouncement", name, err)
+		}
+	}
+}
+
+func TestViewApplyStaleAndExpire(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	v := NewView(3 * time.Second)
+	a, b := fakeID(t, 1), fakeID(t, 2)
+	if ok, ch := v.Apply(announcement(t, a, 2, 5), t0); !ok || !ch {
+		t.Fatal("first announcement must be accepted as a change")
+	}
+	if ok, ch := v.Apply(announcement(t, a, 2, 6), t0.Add(time.Second)); !ok || ch {
+		t.Fatalf("a refresh is accepted but no change: ok=%v changed=%v", ok, ch)
+	}
+	if ok, _ := v.Apply(announcement(t, a, 2, 6), t0.Add(time.Second)); ok {
+		t.Fatal("a repeated sequence number must be stale")
+	}
+	if ok, _ := v.Apply(announcement(t, a, 2, 4), t0.Add(time.Second)); ok {
+		t.Fatal("an older sequence number must be stale")
+	}
+	if _, ch := v.Apply(announcement(t, a, 3, 7), t0.Add(time.Second)); !ch {
+		t.Fatal("a new k must count as a change")
+	}
+	v.Apply(announcement(t, b, 3, 1), t0.Add(2*time.Second))
+	if v.Len() != 2 {
+		t.Fatalf("Len = %d, want 2", v.Len())
+	}
+	// a was last seen at t0+1s, b at t0+2s; at t0+4.5s only a is older than 3s.
+	if gone := v.Expire(t0.Add(4500 * time.Millisecond)); len(gone) != 1 || gone[0] != a {
+		t.Fatalf("Expire removed %v, want only %s", gone, a)
+	}
+	if _, ok := v.Get(b); !ok {
+		t.Fatal("b must still be live")
+	}
+	if !v.Remove(b) || v.Len() != 0 {
+		t.Fatal("Remove failed")
+	}
+}
