@@ -158,7 +158,7 @@ func (m *Membership) announce(ctx context.Context) {
 		gone := m.view.Expire(time.Now())
 		m.mu.Unlock()
 		if len(gone) > 0 {
-			m.log.Debug("membership: expired", "peers", len(gone))
+			m.log.Debug("membership: expired", "peers", len(gone), "ids", fmt.Sprint(gone))
 			m.notify()
 		}
 	}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/testnet"
+)
+
+var peerBin string
+
+// TestMain builds the command once; the tests run it as users do.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "peer-test")
+	if err != nil {
+		panic(err)
+	}
+	peerBin = filepath.Join(dir, "peer")
+	if out, err := exec.Command("go", "build", "-o", peerBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Bad input: one line on stderr naming the problem, exit status 1, no panic.
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--listen", "/ip4/127.0.0.1/tcp/notaport"}, "--listen"},
+		{[]string{"run", "--bootstrap", "not-a-multiaddr"}, "--bootstrap"},
+		{[]string{"run", "--bootstrap", "/ip4/127.0.0.1/tcp/1"}, "/p2p/"},
+		{[]string{"run", "--superpeers", "0"}, "--superpeers 0"},
+		{[]string{"run", "--fraction", "1.5"}, "--fraction 1.5"},
+		{[]string{"run", "--network", "a b"}, "network name"},
+		{[]string{"testnet", "-n", "0"}, "-n 0"},
+		{[]string{"testnet", "--superpeers", "0"}, "--superpeers 0"},
+		{[]string{"testnet", "--fraction", "1.5"}, "--fraction 1.5"},
+		{[]string{"testnet", "--superpeers", "2", "--fraction", "0.5"}, "not both"},
+		{[]string{"testnet", "--strategy", "nope", "-n", "2"}, "strategy"},
+		{[]string{"testnet", "--bogus"}, "unknown flag"},
+		{[]string{"nonsense"}, "unknown command"},
+	}
+	for _, tc := range cases {
+		cmd := exec.Command(peerBin, tc.args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 1 {
+			t.Errorf("peer %v: err %v, want exit status 1", tc.args, err)
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "peer: ") || !strings.Contains(msg, tc.want) || strings.Contains(msg, "panic") {
+			t.Errorf("peer %v: stderr %q, want one line containing %q", tc.args, msg, tc.want)
+		}
+	}
+}
+
+// `peer testnet --json` converges, and its nodes and clusters agree with
+// what anyone can recompute from the peer IDs alone.
+func TestTestnetJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes")
+	}
+	out, err := exec.Command(peerBin, "testnet", "-n", "16", "--superpeers", "4", "--seed", "3", "--json").Output()
+	if err != nil {
+		t.Fatalf("peer testnet: %v\n%s", err, out)
+	}
+	var r testnet.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out)
+	}
+	if !r.Converged || r.N != 16 || r.K != 2 || r.TargetSuperpeers != 4 || r.Strategy != "dht" || len(r.Nodes) != 16 {
+		t.Fatalf("report header: %+v", r)
+	}
+	ids := make([]peer.ID, len(r.Nodes))
+	for i, n := range r.Nodes {
+		if ids[i], err = peer.Decode(n.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := dhtselect.Assign(ids, r.K)
+	for i, n := range r.Nodes {
+		wantRole := "ordinary"
+		if want[i].Superpeer == ids[i] {
+			wantRole = "superpeer"
+		}
+		if n.ClusterKey != want[i].ClusterKey.String() || n.Superpeer != want[i].Superpeer.String() || n.Role != wantRole {
+			t.Errorf("node %s: %+v, recomputed %+v", n.ID, n, want[i])
+		}
+	}
+	clusters := dhtselect.Clusters(want, r.K)
+	if len(r.Clusters) != len(clusters) {
+		t.Fatalf("%d clusters reported, %d recomputed", len(r.Clusters), len(clusters))
+	}
+	for i, c := range clusters {
+		if r.Clusters[i].Key != c.Key.String() || r.Clusters[i].Superpeer != c.Superpeer.String() || len(r.Clusters[i].Members) != len(c.Members) {
+			t.Errorf("cluster %d: %+v, recomputed %+v", i, r.Clusters[i], c)
+		}
+	}
+}
+
+// A process's JSON log, read as it runs.
+type procLog struct {
+	mu    sync.Mutex
+	id    string
+	roles []string
+	sps   []string
+}
+
+func (p *procLog) last() (id, role, sp string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.roles) > 0 {
+		role = p.roles[len(p.roles)-1]
+	}
+	if len(p.sps) > 0 {
+		sp = p.sps[len(p.sps)-1]
+	}
+	return p.id, role, sp
+}
+
+func startRun(t *testing.T, ctx context.Context, args ...string) *procLog {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, peerBin, append([]string{"run", "--log-format", "json", "--announce", "200ms", "--reevaluate", "200ms"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	p := &procLog{}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) != nil {
+				continue
+			}
+			p.mu.Lock()
+			switch rec["msg"] {
+			case "node started":
+				p.id, _ = rec["id"].(string)
+			case "role changed":
+				s, _ := rec["to"].(string)
+				p.roles = append(p.roles, s)
+			case "superpeer changed":
+				s, _ := rec["superpeer"].(string)
+				p.sps = append(p.sps, s)
+			}
+			p.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	return p
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Two `peer run` processes on loopback find each other through --bootstrap
+// and agree on their roles; a third whose bootstrap peer is unreachable
+// warns and keeps running.
+func TestTwoProcessesAgree(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	port := freePort(t)
+	a := startRun(t, ctx, "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port), "--superpeers", "1")
+	var aID string
+	waitUntil(t, "process A to start", func() bool { aID, _, _ = a.last(); return aID != "" })
+	b := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0,/ip4/127.0.0.1/udp/0/quic-v1", "--superpeers", "1",
+		"--bootstrap", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, aID))
+	var bID string
+	waitUntil(t, "process B to start", func() bool { bID, _, _ = b.last(); return bID != "" })
+	ids := []peer.ID{peer.ID(""), peer.ID("")}
+	var err error
+	if ids[0], err = peer.Decode(aID); err != nil {
+		t.Fatal(err)
+	}
+	if ids[1], err = peer.Decode(bID); err != nil {
+		t.Fatal(err)
+	}
+	want := dhtselect.Assign(ids, 0)[0].Superpeer.String() // k = 0: one cluster
+	roleOf := func(id string) string {
+		if id == want {
+			return "superpeer"
+		}
+		return "ordinary"
+	}
+	waitUntil(t, "both processes to agree on the superpeer "+want, func() bool {
+		_, ra, sa := a.last()
+		_, rb, sb := b.last()
+		return sa == want && sb == want && ra == roleOf(aID) && rb == roleOf(bID)
+	})
+}
+
+func TestUnreachableBootstrapWarns(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// A valid peer ID at a port where nobody listens.
+	boot := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA", freePort(t))
+	cmd := exec.CommandContext(ctx, peerBin, "run", "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, "panic") {
+			t.Fatalf("panic: %s", line)
+		}
+		if strings.Contains(line, "WARN") && strings.Contains(line, "bootstrap peer unreachable, will retry") {
+			break
+		}
+	}
+	if cmd.ProcessState != nil {
+		t.Fatalf("process exited: %v", cmd.ProcessState)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute) // a bound against hangs only
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

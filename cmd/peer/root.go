@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// errNotConverged makes `peer testnet` exit with status 2 when the overlay
+// did not converge in time (status 1 is for bad input and failures).
+var errNotConverged = errors.New("overlay did not converge before the timeout")
+
+func exitCode(err error) int {
+	if errors.Is(err, errNotConverged) {
+		return 2
+	}
+	return 1
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "peer",
+		Short:         "A libp2p node that organises a swarm into clusters served by superpeers",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
+	})
+	root.AddCommand(newRunCmd(), newTestnetCmd())
+	return root
+}
+
+// targetFlags are --superpeers and --fraction, shared by run and testnet.
+type targetFlags struct {
+	superpeers int
+	fraction   float64
+}
+
+func (t *targetFlags) register(fs *pflag.FlagSet, defFraction float64) {
+	fs.IntVar(&t.superpeers, "superpeers", 0, "target number of superpeers S (k = ceil(log2 S) reserved bits)")
+	fs.Float64Var(&t.fraction, "fraction", defFraction, "target superpeers as a fraction F of the estimated network size, in (0, 1]")
+}
+
+// target returns the validated target; --superpeers, when given, replaces
+// the default fraction.
+func (t *targetFlags) target(fs *pflag.FlagSet) (dhtselect.Target, error) {
+	var tg dhtselect.Target
+	switch {
+	case fs.Changed("superpeers") && fs.Changed("fraction"):
+		return tg, fmt.Errorf("give --superpeers or --fraction, not both")
+	case fs.Changed("superpeers"):
+		if t.superpeers < 1 {
+			return tg, fmt.Errorf("--superpeers %d: want at least 1", t.superpeers)
+		}
+		tg.Superpeers = t.superpeers
+	default:
+		tg.Fraction = t.fraction
+	}
+	if err := tg.Validate(); err != nil {
+		return tg, errors.New(strings.TrimPrefix(err.Error(), dhtselect.ErrBadTarget.Error()+": "))
+	}
+	return tg, nil
+}
+
+// logFlags configure the structured logger.
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (l *logFlags) register(fs *pflag.FlagSet, defLevel string) {
+	fs.StringVar(&l.level, "log-level", defLevel, "log level: debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
+}
+
+func (l *logFlags) logger() (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
+}

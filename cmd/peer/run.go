@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+	"github.com/spf13/cobra"
+
+	"github.com/superpeer/superpeer/overlay"
+)
+
+func newRunCmd() *cobra.Command {
+	var (
+		listen, bootstrap    []string
+		network              string
+		announce, reevaluate time.Duration
+		tf                   targetFlags
+		lf                   logFlags
+	)
+	def := overlay.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run one overlay node that joins the swarm of its bootstrap peers",
+		Long: `Run one overlay node. It listens on the given addresses (TCP and QUIC by
+default), joins the swarm through its bootstrap peers (retrying while none
+answers), and logs its role, cluster and superpeer as they change. Stop it
+with Ctrl-C.`,
+		Example: `  peer run --listen /ip4/127.0.0.1/tcp/4001 --superpeers 4
+  peer run --listen /ip4/127.0.0.1/tcp/4002 --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW…`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := lf.logger()
+			if err != nil {
+				return err
+			}
+			target, err := tf.target(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			listenAddrs, err := parseAddrs("--listen", listen)
+			if err != nil {
+				return err
+			}
+			bootAddrs, err := parseAddrs("--bootstrap", bootstrap)
+			if err != nil {
+				return err
+			}
+			opts := []overlay.Option{
+				overlay.WithNetwork(network), overlay.WithTarget(target),
+				overlay.WithIntervals(announce, reevaluate), overlay.WithLogger(log),
+				overlay.WithBootstrapAddrs(bootAddrs...),
+			}
+			if len(listenAddrs) > 0 {
+				opts = append(opts, overlay.WithListenAddrs(listenAddrs...))
+			}
+			ctx := cmd.Context()
+			n, err := overlay.New(ctx, opts...)
+			if err != nil {
+				return err
+			}
+			log.Info("node started", "id", n.ID(), "addrs", fmt.Sprint(n.P2PAddrs()), "network", network, "target", target.String())
+			<-ctx.Done()
+			log.Info("stopping")
+			return n.Close()
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringSliceVar(&listen, "listen", nil, "listen multiaddrs, comma-separated (default TCP and QUIC on 0.0.0.0, random ports)")
+	fs.StringSliceVar(&bootstrap, "bootstrap", nil, "bootstrap multiaddrs ending in /p2p/<peer ID>, comma-separated")
+	fs.StringVar(&network, "network", def.Network, "overlay network name; overlays of different names never mix")
+	fs.DurationVar(&announce, "announce", def.AnnounceInterval, "membership announcement period")
+	fs.DurationVar(&reevaluate, "reevaluate", def.ReevaluateInterval, "role re-evaluation period")
+	tf.register(fs, def.Target.Fraction)
+	lf.register(fs, "info")
+	return cmd
+}
+
+func parseAddrs(flag string, ss []string) ([]ma.Multiaddr, error) {
+	out := make([]ma.Multiaddr, 0, len(ss))
+	for _, s := range ss {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: not a multiaddr: %w", flag, s, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

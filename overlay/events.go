@@ -1,0 +1,53 @@
+package overlay
+
+import (
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// Role is a peer's role in the overlay.
+type Role uint8
+
+// Roles.
+const (
+	RoleUnknown   Role = iota // not yet evaluated
+	RoleOrdinary              // member of a cluster, attached to its superpeer
+	RoleSuperpeer             // serves its cluster
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleOrdinary:
+		return "ordinary"
+	case RoleSuperpeer:
+		return "superpeer"
+	}
+	return "unknown"
+}
+
+// EvtRoleChanged is emitted when the node becomes a superpeer or stops being one.
+type EvtRoleChanged struct {
+	Old, New Role
+}
+
+// EvtSuperpeerChanged is emitted when the node's superpeer changes (for a
+// superpeer, its superpeer is itself).
+type EvtSuperpeerChanged struct {
+	Old, New peer.AddrInfo
+}
+
+// EvtClusterChanged is emitted when the node's cluster (k or key) or its
+// member list changes.
+type EvtClusterChanged struct {
+	K          int
+	ClusterKey dhtselect.Key
+	Members    []peer.ID
+}
+
+// eventTypes lists every event type the node emits.
+var eventTypes = []any{new(EvtRoleChanged), new(EvtSuperpeerChanged), new(EvtClusterChanged)}
+
+// MarshalText writes the role's name, so logs and JSON show "superpeer"
+// rather than a number.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }

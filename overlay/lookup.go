@@ -1,0 +1,214 @@
+package overlay
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	kb "github.com/libp2p/go-libp2p-kbucket"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// The closer protocol answers "which peers of your routing table are closest
+// to this raw key?". It exists because kad-dht's FIND_NODE hashes the key it
+// is asked for, so it cannot find the peers closest to a cluster key (see
+// dhtselect.Lookup). Request: the 32 key bytes. Response: a count, then per
+// peer its ID and addresses, each length-prefixed with a uvarint.
+const closerVersion = "1.0.0"
+
+func closerProtocol(network string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/closer/" + closerVersion)
+}
+
+// Wire limits of the closer protocol.
+const (
+	maxCloserPeers = dhtselect.BucketSize
+	maxPeerAddrs   = 16
+	maxFieldLen    = 1024
+	streamDeadline = 10 * time.Second
+	lookupAlpha    = 3 // queries in flight, as in Kademlia
+)
+
+var errWire = errors.New("overlay: malformed closer message")
+
+func (n *Node) handleCloser(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	var target dhtselect.Key
+	if _, err := io.ReadFull(s, target[:]); err != nil {
+		n.log.Debug("closer: bad request", "peer", s.Conn().RemotePeer(), "err", err)
+		_ = s.Reset()
+		return
+	}
+	ids := n.dht.RoutingTable().NearestPeers(kb.ID(target[:]), maxCloserPeers)
+	infos := make([]peer.AddrInfo, 0, len(ids))
+	for _, id := range ids {
+		infos = append(infos, n.host.Peerstore().PeerInfo(id))
+	}
+	w := bufio.NewWriter(s)
+	if err := writeInfos(w, infos); err != nil || w.Flush() != nil {
+		_ = s.Reset()
+	}
+}
+
+func writeInfos(w io.Writer, infos []peer.AddrInfo) error {
+	var buf []byte
+	buf = binary.AppendUvarint(buf, uint64(len(infos)))
+	for _, ai := range infos {
+		buf = appendField(buf, []byte(ai.ID))
+		addrs := ai.Addrs[:min(len(ai.Addrs), maxPeerAddrs)]
+		buf = binary.AppendUvarint(buf, uint64(len(addrs)))
+		for _, a := range addrs {
+			buf = appendField(buf, a.Bytes())
+		}
+	}
+	_, err := w.Write(buf)
+	return err
+}
+
+func appendField(buf, f []byte) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(f)))
+	return append(buf, f...)
+}
+
+func readInfos(r *bufio.Reader) ([]peer.AddrInfo, error) {
+	count, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if count > maxCloserPeers {
+		return nil, fmt.Errorf("%w: %d peers, limit %d", errWire, count, maxCloserPeers)
+	}
+	infos := make([]peer.AddrInfo, 0, count)
+	for range count {
+		idb, err := readField(r)
+		if err != nil {
+			return nil, err
+		}
+		id, err := peer.IDFromBytes(idb)
+		if err != nil {
+			return nil, fmt.Errorf("%w: peer ID: %v", errWire, err)
+		}
+		na, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, err
+		}
+		if na > maxPeerAddrs {
+			return nil, fmt.Errorf("%w: %d addresses, limit %d", errWire, na, maxPeerAddrs)
+		}
+		ai := peer.AddrInfo{ID: id}
+		for range na {
+			ab, err := readField(r)
+			if err != nil {
+				return nil, err
+			}
+			a, err := ma.NewMultiaddrBytes(ab)
+			if err != nil {
+				return nil, fmt.Errorf("%w: address: %v", errWire, err)
+			}
+			ai.Addrs = append(ai.Addrs, a)
+		}
+		infos = append(infos, ai)
+	}
+	return infos, nil
+}
+
+func readField(r *bufio.Reader) ([]byte, error) {
+	l, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if l > maxFieldLen {
+		return nil, fmt.Errorf("%w: field of %d bytes, limit %d", errWire, l, maxFieldLen)
+	}
+	b := make([]byte, l)
+	_, err = io.ReadFull(r, b)
+	return b, err
+}
+
+// queryCloser asks p for the peers closest to target.
+func (n *Node) queryCloser(ctx context.Context, p peer.ID, target dhtselect.Key) ([]peer.AddrInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.QueryTimeout)
+	defer cancel()
+	s, err := n.host.NewStream(ctx, p, n.closerProto)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(d)
+	}
+	if _, err := s.Write(target[:]); err != nil {
+		_ = s.Reset()
+		return nil, err
+	}
+	_ = s.CloseWrite()
+	infos, err := readInfos(bufio.NewReader(io.LimitReader(s, 64<<10)))
+	if err != nil {
+		_ = s.Reset()
+	}
+	return infos, err
+}
+
+type queryResult struct {
+	p     peer.ID
+	infos []peer.AddrInfo
+	err   error
+}
+
+// lookup finds the live peer closest to target by an iterative lookup over
+// the routing tables of the overlay's DHT (dhtselect.Lookup drives it). It
+// returns that peer (possibly this node) and the number of queries sent.
+func (n *Node) lookup(ctx context.Context, target dhtselect.Key) (peer.ID, int, error) {
+	self := n.host.ID()
+	seeds := n.dht.RoutingTable().NearestPeers(kb.ID(target[:]), dhtselect.BucketSize)
+	l := dhtselect.NewLookup(target, self, seeds, dhtselect.Resiliency, lookupAlpha)
+	results := make(chan queryResult)
+	inflight, queries := 0, 0
+	for !l.Done() {
+		for _, p := range l.Next() {
+			inflight++
+			queries++
+			go func() {
+				infos, err := n.queryCloser(ctx, p, target)
+				results <- queryResult{p, infos, err}
+			}()
+		}
+		if inflight == 0 {
+			break // nothing in flight and nothing to ask: Done must hold
+		}
+		r := <-results
+		inflight--
+		if r.err != nil {
+			l.Failed(r.p)
+			n.log.Debug("lookup: query failed", "peer", r.p, "err", r.err)
+			continue
+		}
+		ids := make([]peer.ID, 0, len(r.infos))
+		for _, ai := range r.infos {
+			if ai.ID == self {
+				continue
+			}
+			n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
+			ids = append(ids, ai.ID)
+		}
+		l.Answered(r.p, ids)
+	}
+	for ; inflight > 0; inflight-- {
+		<-results
+	}
+	if err := ctx.Err(); err != nil {
+		return "", queries, err
+	}
+	return l.Result()[0], queries, nil
+}

@@ -1,0 +1,371 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/libp2p/go-libp2p"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/gossip"
+)
+
+// State is a node's view of the overlay at one moment.
+type State struct {
+	Self peer.ID
+	Role Role
+	// S and K are the superpeer target and the reserved bits derived from
+	// the size estimate.
+	S, K       int
+	ClusterKey dhtselect.Key
+	// Prefix is the cluster's k-bit prefix, its human name.
+	Prefix string
+	// Superpeer is the cluster's superpeer with its addresses (this node
+	// itself when it is the superpeer). Empty until the first evaluation.
+	Superpeer peer.AddrInfo
+	// Members are the peers of the cluster this node knows of from the
+	// membership topic, itself included, sorted by key (the superpeer first
+	// once the views have converged).
+	Members []peer.ID
+	// Size is the network-size estimate the target was computed from.
+	Size dhtselect.Estimate
+	// Evaluations counts completed re-evaluations; Lookups counts the
+	// lookup queries sent to other peers.
+	Evaluations, Queries uint64
+}
+
+// Node is one overlay peer. Its methods are safe for concurrent use.
+type Node struct {
+	cfg         Config
+	log         *slog.Logger
+	host        host.Host
+	dht         *dht.IpfsDHT
+	ps          *pubsub.PubSub
+	members     *gossip.Membership
+	self        peer.ID
+	selfKey     dhtselect.Key
+	closerProto protocol.ID
+
+	emitRole, emitSuperpeer, emitCluster event.Emitter
+
+	kick     chan struct{}
+	cancel   context.CancelFunc // stops the node's loops
+	cancelPS context.CancelFunc // stops GossipSub, after the topic is left
+	wg       sync.WaitGroup
+	closed   atomic.Bool
+	queries  atomic.Uint64
+
+	mu    sync.RWMutex
+	state State
+}
+
+// New starts a node: it builds (or adopts) the host, starts the DHT in server
+// mode with the overlay's private protocol prefix, joins the membership topic
+// on GossipSub, dials the bootstrap peers (retrying while none answers), and
+// begins evaluating its role. ctx bounds only the start-up; Close stops the
+// node.
+func New(ctx context.Context, opts ...Option) (*Node, error) {
+	cfg := DefaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, kick: make(chan struct{}, 1), closerProto: closerProtocol(cfg.Network)}
+	h := cfg.Host
+	if h == nil {
+		var err error
+		if h, err = newHost(cfg); err != nil {
+			return nil, err
+		}
+	}
+	n.host, n.self = h, h.ID()
+	n.selfKey = dhtselect.KeyOf(n.self)
+	n.log = cfg.Logger.With("peer", n.self.ShortString())
+	runCtx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	if err := n.start(runCtx); err != nil {
+		cancel()
+		n.closeParts()
+		return nil, err
+	}
+	return n, nil
+}
+
+func newHost(cfg Config) (host.Host, error) {
+	key := cfg.Identity
+	if key == nil {
+		var err error
+		if key, _, err = crypto.GenerateEd25519Key(nil); err != nil {
+			return nil, fmt.Errorf("overlay: identity: %w", err)
+		}
+	}
+	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...))
+	if err != nil {
+		return nil, fmt.Errorf("overlay: host on %v: %w", cfg.ListenAddrs, err)
+	}
+	return h, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	var err error
+	n.dht, err = dht.New(n.host,
+		dht.Mode(dht.ModeServer),
+		dht.ProtocolPrefix(protocol.ID("/superpeer/"+n.cfg.Network)),
+		dht.BootstrapPeers(n.cfg.Bootstrap...),
+	)
+	if err != nil {
+		return fmt.Errorf("overlay: dht: %w", err)
+	}
+	psCtx, cancelPS := context.WithCancel(context.Background())
+	n.cancelPS = cancelPS
+	n.ps, err = pubsub.NewGossipSub(psCtx, n.host)
+	if err != nil {
+		return fmt.Errorf("overlay: gossipsub: %w", err)
+	}
+	n.members, err = gossip.JoinMembership(n.ps, n.self, gossip.MembershipConfig{
+		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
+	})
+	if err != nil {
+		return err
+	}
+	bus := n.host.EventBus()
+	for _, e := range []struct {
+		typ any
+		dst *event.Emitter
+	}{{new(EvtRoleChanged), &n.emitRole}, {new(EvtSuperpeerChanged), &n.emitSuperpeer}, {new(EvtClusterChanged), &n.emitCluster}} {
+		if *e.dst, err = bus.Emitter(e.typ); err != nil {
+			return fmt.Errorf("overlay: event emitter: %w", err)
+		}
+	}
+	n.host.SetStreamHandler(n.closerProto, n.handleCloser)
+	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.disconnected})
+	n.state = State{Self: n.self}
+	n.wg.Add(2)
+	go n.bootstrapLoop(ctx)
+	go n.run(ctx)
+	return nil
+}
+
+// disconnected re-evaluates at once when the last connection to the
+// superpeer drops: the fast path of failover.
+func (n *Node) disconnected(nw network.Network, c network.Conn) {
+	p := c.RemotePeer()
+	n.mu.RLock()
+	sp := n.state.Superpeer.ID
+	n.mu.RUnlock()
+	if p == sp && nw.Connectedness(p) != network.Connected {
+		n.Reevaluate()
+	}
+}
+
+// Reevaluate asks the node to re-evaluate its role now rather than at the
+// next period.
+func (n *Node) Reevaluate() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) run(ctx context.Context) {
+	defer n.wg.Done()
+	t := newTicker(n.cfg.ReevaluateInterval)
+	defer t.Stop()
+	for {
+		n.evaluate(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.members.Changes():
+		case <-n.kick:
+		}
+	}
+}
+
+// estimate gathers the inputs of dhtselect.EstimateSize.
+func (n *Node) estimate() dhtselect.Estimate {
+	in := dhtselect.SizeInputs{Self: n.selfKey, Members: n.members.Len()}
+	for _, p := range n.dht.RoutingTable().ListPeers() {
+		in.Routing = append(in.Routing, dhtselect.KeyOf(p))
+	}
+	if s, err := n.dht.NetworkSize(); err == nil {
+		in.Kad, in.KadOK = float64(s), true
+	}
+	return dhtselect.EstimateSize(in)
+}
+
+// evaluate recomputes the node's role, cluster, superpeer and members, emits
+// events for what changed, and announces the result.
+func (n *Node) evaluate(ctx context.Context) {
+	est := n.estimate()
+	s, k := n.cfg.Target.S(est.N), n.cfg.Target.K(est.N)
+	ck := n.selfKey.Cluster(k)
+	sp, q, err := n.lookup(ctx, ck)
+	n.queries.Add(uint64(q))
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("lookup of cluster key failed", "err", err)
+		}
+		return
+	}
+	next := State{
+		Self: n.self, S: s, K: k, ClusterKey: ck, Prefix: ck.Prefix(k), Size: est,
+		Superpeer: n.addrInfo(sp), Members: n.clusterMembers(k, ck),
+		Role: RoleOrdinary, Queries: n.queries.Load(),
+	}
+	if sp == n.self {
+		next.Role = RoleSuperpeer
+	}
+	n.mu.Lock()
+	prev := n.state
+	next.Evaluations = prev.Evaluations + 1
+	n.state = next
+	n.mu.Unlock()
+	n.report(prev, next)
+	if err := n.members.SetLocal(ctx, gossip.Announcement{
+		ID: n.self, Addrs: n.host.Addrs(), Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck,
+	}); err != nil {
+		n.log.Warn("announce", "err", err)
+	}
+}
+
+// addrInfo returns p with the best addresses known: the node's own, the
+// ones p announced, or the peerstore's.
+func (n *Node) addrInfo(p peer.ID) peer.AddrInfo {
+	if p == n.self {
+		return peer.AddrInfo{ID: p, Addrs: n.host.Addrs()}
+	}
+	if e, ok := n.members.Get(p); ok && len(e.Addrs) > 0 {
+		return peer.AddrInfo{ID: p, Addrs: e.Addrs}
+	}
+	return n.host.Peerstore().PeerInfo(p)
+}
+
+// clusterMembers lists the peers of the membership view whose keys share
+// the cluster's prefix, this node included, sorted by key.
+func (n *Node) clusterMembers(k int, ck dhtselect.Key) []peer.ID {
+	out := []peer.ID{n.self}
+	for _, e := range n.members.Entries() {
+		if e.ID != n.self && dhtselect.KeyOf(e.ID).Cluster(k) == ck {
+			out = append(out, e.ID)
+		}
+	}
+	dhtselect.SortByKey(out)
+	return out
+}
+
+// report logs and emits what changed between two states.
+func (n *Node) report(prev, next State) {
+	if prev.Role != next.Role {
+		n.log.Info("role changed", "from", prev.Role, "to", next.Role, "cluster", next.Prefix, "k", next.K)
+		n.emit(n.emitRole, EvtRoleChanged{Old: prev.Role, New: next.Role})
+	}
+	if prev.Superpeer.ID != next.Superpeer.ID {
+		n.log.Info("superpeer changed", "superpeer", next.Superpeer.ID, "cluster", next.Prefix)
+		n.emit(n.emitSuperpeer, EvtSuperpeerChanged{Old: prev.Superpeer, New: next.Superpeer})
+	}
+	if prev.K != next.K || prev.ClusterKey != next.ClusterKey || !slices.Equal(prev.Members, next.Members) {
+		n.log.Info("cluster changed", "cluster", next.Prefix, "k", next.K, "S", next.S,
+			"members", len(next.Members), "size_estimate", next.Size.N, "size_source", next.Size.Source)
+		n.emit(n.emitCluster, EvtClusterChanged{K: next.K, ClusterKey: next.ClusterKey, Members: slices.Clone(next.Members)})
+	}
+}
+
+func (n *Node) emit(e event.Emitter, evt any) {
+	if err := e.Emit(evt); err != nil && !n.closed.Load() {
+		n.log.Warn("emit event", "err", err)
+	}
+}
+
+// State returns the node's current view.
+func (n *Node) State() State {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	s := n.state
+	s.Members = slices.Clone(s.Members)
+	return s
+}
+
+// Subscribe returns a subscription to the node's events (EvtRoleChanged,
+// EvtSuperpeerChanged, EvtClusterChanged) on the host's event bus; its Out()
+// is a Go channel. Read it promptly or Close it: like every event-bus
+// subscription, a full one holds up the emitter.
+func (n *Node) Subscribe() (event.Subscription, error) {
+	return n.host.EventBus().Subscribe(eventTypes)
+}
+
+// ID is the node's peer ID.
+func (n *Node) ID() peer.ID { return n.self }
+
+// Host is the node's libp2p host.
+func (n *Node) Host() host.Host { return n.host }
+
+// P2PAddrs returns the node's addresses with its /p2p/ component, ready to
+// be given to other nodes as bootstrap addresses.
+func (n *Node) P2PAddrs() []ma.Multiaddr {
+	addrs, _ := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.self, Addrs: n.host.Addrs()})
+	return addrs
+}
+
+// Close stops the node and its host. It is safe to call more than once.
+func (n *Node) Close() error {
+	if n.closed.Swap(true) {
+		return nil
+	}
+	n.cancel()
+	n.wg.Wait()
+	return n.closeParts()
+}
+
+func (n *Node) closeParts() error {
+	var errs []error
+	if n.host != nil {
+		n.host.RemoveStreamHandler(n.closerProto)
+	}
+	if n.members != nil {
+		errs = append(errs, n.members.Close())
+	}
+	if n.cancelPS != nil {
+		n.cancelPS()
+	}
+	for _, e := range []event.Emitter{n.emitRole, n.emitSuperpeer, n.emitCluster} {
+		if e != nil {
+			errs = append(errs, e.Close())
+		}
+	}
+	if n.dht != nil {
+		errs = append(errs, n.dht.Close())
+	}
+	if n.host != nil {
+		errs = append(errs, n.host.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// RoutingTableSize is the number of peers in the DHT routing table.
+func (n *Node) RoutingTableSize() int { return n.dht.RoutingTable().Size() }

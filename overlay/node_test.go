@@ -1,0 +1,125 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+func TestConfigValidation(t *testing.T) {
+	bad := map[string][]Option{
+		"network name":     {WithNetwork("no spaces please")},
+		"empty network":    {WithNetwork("")},
+		"superpeers 0":     {WithTarget(dhtselect.Target{})},
+		"fraction 1.5":     {WithTarget(dhtselect.Target{Fraction: 1.5})},
+		"both targets":     {WithTarget(dhtselect.Target{Superpeers: 2, Fraction: 0.5})},
+		"no listen":        {WithListenAddrs()},
+		"zero interval":    {WithIntervals(0, time.Second)},
+		"negative retry":   {WithBootstrapRetry(-time.Second)},
+		"bootstrap no p2p": {WithBootstrapAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/4001"))},
+		"bootstrap bad id": {WithBootstrap(peer.AddrInfo{ID: "x"})},
+	}
+	for name, opts := range bad {
+		n, err := New(context.Background(), append(opts, WithLogger(quiet))...)
+		if err == nil {
+			_ = n.Close()
+		}
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: New() error = %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// Three nodes on real loopback transports (TCP for two, QUIC for one) find
+// each other through bootstrap peers and agree with the brute-force answer;
+// the events arrive on the subscription.
+func TestLoopbackNodesAgree(t *testing.T) {
+	ctx := context.Background()
+	opts := func(listen string, boot ...ma.Multiaddr) []Option {
+		return []Option{
+			WithListenAddrs(ma.StringCast(listen)), WithBootstrapAddrs(boot...),
+			WithTarget(dhtselect.Target{Superpeers: 2}),
+			WithIntervals(200*time.Millisecond, 200*time.Millisecond), WithLogger(quiet),
+		}
+	}
+	a, err := New(ctx, opts("/ip4/127.0.0.1/tcp/0")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	sub, err := a.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	b, err := New(ctx, opts("/ip4/127.0.0.1/udp/0/quic-v1", a.P2PAddrs()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, err := New(ctx, opts("/ip4/127.0.0.1/tcp/0", b.P2PAddrs()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nodes := []*Node{a, b, c}
+	ids := []peer.ID{a.ID(), b.ID(), c.ID()}
+	want := dhtselect.Assign(ids, 1)
+	deadline := time.Now().Add(time.Minute) // a bound against hangs only
+	for {
+		ok := true
+		for i, n := range nodes {
+			s := n.State()
+			ok = ok && s.K == 1 && s.Superpeer.ID == want[i].Superpeer && s.ClusterKey == want[i].ClusterKey &&
+				(s.Role == RoleSuperpeer) == (want[i].Superpeer == ids[i]) && len(s.Superpeer.Addrs) > 0
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			for i, n := range nodes {
+				t.Logf("node %d: %+v, want %+v", i, n.State(), want[i])
+			}
+			t.Fatal("nodes did not agree with the brute-force answer")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Node a's events: at least its first role and superpeer.
+	var sawRole, sawSuperpeer bool
+	for !sawRole || !sawSuperpeer {
+		select {
+		case e := <-sub.Out():
+			switch e := e.(type) {
+			case EvtRoleChanged:
+				sawRole = e.Old == RoleUnknown && e.New != RoleUnknown
+			case EvtSuperpeerChanged:
+				sawSuperpeer = sawSuperpeer || e.New.ID != ""
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("missing events: role %v, superpeer %v", sawRole, sawSuperpeer)
+		}
+	}
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestCloseTwice(t *testing.T) {
+	n, err := New(context.Background(), WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}

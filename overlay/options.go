@@ -1,0 +1,165 @@
+package overlay
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// ErrConfig reports an invalid node configuration.
+var ErrConfig = errors.New("overlay: invalid configuration")
+
+// Config is a node's configuration. Build it with options; New applies the
+// defaults, then the options, then validates.
+type Config struct {
+	// Network names the overlay. The DHT protocol prefix, the topic names and
+	// the lookup protocol derive from it, so overlays of different names
+	// never mix. Default "default".
+	Network string
+	// ListenAddrs are the addresses the host listens on. Default: TCP and
+	// QUIC on all IPv4 interfaces, on random ports.
+	ListenAddrs []ma.Multiaddr
+	// Bootstrap peers are dialled at start and, while none is connected,
+	// again every BootstrapRetry.
+	Bootstrap []peer.AddrInfo
+	// Identity is the host's key. Default: a fresh Ed25519 key.
+	Identity crypto.PrivKey
+	// Host, when set, is used instead of building one (ListenAddrs and
+	// Identity are then ignored); the node closes it on Close. Tests and the
+	// testnet use it to run nodes on an in-process network.
+	Host host.Host
+	// Target is how many superpeers the overlay should have. Default:
+	// a fraction of 0.1 of the estimated network size.
+	Target dhtselect.Target
+	// AnnounceInterval is the period of membership announcements; entries
+	// expire after three of them. Default 5 s.
+	AnnounceInterval time.Duration
+	// ReevaluateInterval is the period of the selector's re-evaluation
+	// (network-size estimate, then the lookup of the cluster key). Default 5 s.
+	ReevaluateInterval time.Duration
+	// BootstrapRetry is the time between attempts to reach the bootstrap
+	// peers while none is connected. Default 5 s.
+	BootstrapRetry time.Duration
+	// QueryTimeout bounds one lookup query to one peer. Default 5 s.
+	QueryTimeout time.Duration
+	// Logger receives the node's structured logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Option changes a Config.
+type Option func(*Config) error
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		Network: "default",
+		ListenAddrs: []ma.Multiaddr{
+			ma.StringCast("/ip4/0.0.0.0/tcp/0"),
+			ma.StringCast("/ip4/0.0.0.0/udp/0/quic-v1"),
+		},
+		Target:             dhtselect.Target{Fraction: 0.1},
+		AnnounceInterval:   5 * time.Second,
+		ReevaluateInterval: 5 * time.Second,
+		BootstrapRetry:     5 * time.Second,
+		QueryTimeout:       5 * time.Second,
+	}
+}
+
+var networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Validate reports the first invalid field, by name.
+func (c *Config) Validate() error {
+	switch {
+	case !networkName.MatchString(c.Network):
+		return fmt.Errorf("%w: network name %q: use 1 to 64 letters, digits, '.', '_' or '-'", ErrConfig, c.Network)
+	case c.Host == nil && len(c.ListenAddrs) == 0:
+		return fmt.Errorf("%w: no listen address", ErrConfig)
+	case c.AnnounceInterval <= 0:
+		return fmt.Errorf("%w: announce interval %v, want > 0", ErrConfig, c.AnnounceInterval)
+	case c.ReevaluateInterval <= 0:
+		return fmt.Errorf("%w: re-evaluate interval %v, want > 0", ErrConfig, c.ReevaluateInterval)
+	case c.BootstrapRetry <= 0:
+		return fmt.Errorf("%w: bootstrap retry %v, want > 0", ErrConfig, c.BootstrapRetry)
+	case c.QueryTimeout <= 0:
+		return fmt.Errorf("%w: query timeout %v, want > 0", ErrConfig, c.QueryTimeout)
+	}
+	if err := c.Target.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	for _, b := range c.Bootstrap {
+		if _, err := peer.IDFromBytes([]byte(b.ID)); err != nil {
+			return fmt.Errorf("%w: bootstrap peer %q: %w", ErrConfig, b.ID, err)
+		}
+	}
+	return nil
+}
+
+// WithNetwork sets the overlay's network name.
+func WithNetwork(name string) Option {
+	return func(c *Config) error { c.Network = name; return nil }
+}
+
+// WithListenAddrs sets the listen addresses.
+func WithListenAddrs(addrs ...ma.Multiaddr) Option {
+	return func(c *Config) error { c.ListenAddrs = addrs; return nil }
+}
+
+// WithBootstrap adds bootstrap peers.
+func WithBootstrap(peers ...peer.AddrInfo) Option {
+	return func(c *Config) error { c.Bootstrap = append(c.Bootstrap, peers...); return nil }
+}
+
+// WithBootstrapAddrs adds bootstrap peers given as multiaddrs that end in
+// /p2p/<peer ID>.
+func WithBootstrapAddrs(addrs ...ma.Multiaddr) Option {
+	return func(c *Config) error {
+		infos, err := peer.AddrInfosFromP2pAddrs(addrs...)
+		if err != nil {
+			return fmt.Errorf("%w: bootstrap address: %w (it must end in /p2p/<peer ID>)", ErrConfig, err)
+		}
+		c.Bootstrap = append(c.Bootstrap, infos...)
+		return nil
+	}
+}
+
+// WithIdentity sets the host's private key.
+func WithIdentity(k crypto.PrivKey) Option {
+	return func(c *Config) error { c.Identity = k; return nil }
+}
+
+// WithHost runs the node on an existing host, which the node then owns.
+func WithHost(h host.Host) Option {
+	return func(c *Config) error { c.Host = h; return nil }
+}
+
+// WithTarget sets the superpeer target.
+func WithTarget(t dhtselect.Target) Option {
+	return func(c *Config) error { c.Target = t; return nil }
+}
+
+// WithIntervals sets the announce and re-evaluate periods.
+func WithIntervals(announce, reevaluate time.Duration) Option {
+	return func(c *Config) error {
+		c.AnnounceInterval, c.ReevaluateInterval = announce, reevaluate
+		return nil
+	}
+}
+
+// WithBootstrapRetry sets the time between attempts to reach bootstrap peers.
+func WithBootstrapRetry(d time.Duration) Option {
+	return func(c *Config) error { c.BootstrapRetry = d; return nil }
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Config) error { c.Logger = l; return nil }
+}

@@ -1,0 +1,13 @@
+// Package testnet runs networks of overlay nodes for tests, the `peer
+// testnet` command and benchmarks.
+//
+// Net starts N real overlay nodes (real libp2p hosts, the real kad-dht and
+// GossipSub) in this process, on mocknet, libp2p's in-process network, with
+// one link per pair of peers. Peer keys come from a seed, so a run's peer
+// IDs, and hence its clusters, can be recomputed by anyone. Net checks the
+// overlay against the brute-force answer of package dhtselect and reports
+// the result as a table or JSON.
+//
+// Subpackages: sim is a deterministic discrete-event simulator for the pure
+// election machines; latency loads RTT matrices.
+package testnet

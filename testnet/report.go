@@ -1,0 +1,156 @@
+package testnet
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// Report is the outcome of a testnet run, in the shape of `peer testnet
+// --json`.
+type Report struct {
+	N                int             `json:"n"`
+	Strategy         string          `json:"strategy"`
+	Seed             uint64          `json:"seed"`
+	TargetSuperpeers int             `json:"target_superpeers"`
+	K                int             `json:"k"`
+	Converged        bool            `json:"converged"`
+	ConvergeMS       int64           `json:"converge_ms"`
+	Lookups          uint64          `json:"lookups"`
+	LookupQueries    uint64          `json:"lookup_queries"`
+	SizeEstimate     EstimateSummary `json:"size_estimate"`
+	Nodes            []NodeReport    `json:"nodes"`
+	Clusters         []ClusterReport `json:"clusters"`
+	Mismatches       []string        `json:"mismatches,omitempty"`
+}
+
+// EstimateSummary compares the nodes' network-size estimates with the true size.
+type EstimateSummary struct {
+	True    int            `json:"true"`
+	Min     int            `json:"min"`
+	Max     int            `json:"max"`
+	Sources map[string]int `json:"sources"`
+}
+
+// NodeReport is one node's view.
+type NodeReport struct {
+	ID           string `json:"id"`
+	Role         string `json:"role"`
+	ClusterKey   string `json:"cluster_key"`
+	Prefix       string `json:"prefix"`
+	Superpeer    string `json:"superpeer"`
+	Members      int    `json:"members"`
+	SizeEstimate int    `json:"size_estimate"`
+	SizeSource   string `json:"size_source"`
+	Lookups      uint64 `json:"lookups"`
+}
+
+// ClusterReport is one cluster as the nodes see it.
+type ClusterReport struct {
+	Prefix    string   `json:"prefix"`
+	Key       string   `json:"key"`
+	Superpeer string   `json:"superpeer"`
+	Members   []string `json:"members"`
+}
+
+// Report describes the live nodes' views. Clusters are grouped by the
+// cluster key each node reports, with the superpeer its members name.
+func (t *Net) Report() Report {
+	nodes := t.Nodes()
+	r := Report{
+		N: len(nodes), Strategy: t.cfg.Strategy, Seed: t.cfg.Seed,
+		TargetSuperpeers: t.cfg.Target.S(len(nodes)),
+		SizeEstimate:     EstimateSummary{True: len(nodes), Sources: map[string]int{}},
+	}
+	r.K, _ = t.Expected()
+	byKey := map[dhtselect.Key]*ClusterReport{}
+	for i, n := range nodes {
+		s := n.State()
+		r.Nodes = append(r.Nodes, NodeReport{
+			ID: s.Self.String(), Role: s.Role.String(), ClusterKey: s.ClusterKey.String(), Prefix: s.Prefix,
+			Superpeer: s.Superpeer.ID.String(), Members: len(s.Members),
+			SizeEstimate: s.Size.N, SizeSource: s.Size.Source, Lookups: s.Evaluations,
+		})
+		r.Lookups += s.Evaluations
+		r.LookupQueries += s.Queries
+		if i == 0 || s.Size.N < r.SizeEstimate.Min {
+			r.SizeEstimate.Min = s.Size.N
+		}
+		r.SizeEstimate.Max = max(r.SizeEstimate.Max, s.Size.N)
+		r.SizeEstimate.Sources[s.Size.Source]++
+		c := byKey[s.ClusterKey]
+		if c == nil {
+			c = &ClusterReport{Prefix: s.Prefix, Key: s.ClusterKey.String()}
+			byKey[s.ClusterKey] = c
+		}
+		c.Members = append(c.Members, s.Self.String())
+		if s.Role.String() == "superpeer" {
+			c.Superpeer = s.Self.String()
+		} else if c.Superpeer == "" {
+			c.Superpeer = s.Superpeer.ID.String()
+		}
+	}
+	for _, c := range byKey {
+		slices.Sort(c.Members)
+		r.Clusters = append(r.Clusters, *c)
+	}
+	slices.SortFunc(r.Clusters, func(a, b ClusterReport) int { return strings.Compare(a.Key, b.Key) })
+	for _, m := range t.Check() {
+		r.Mismatches = append(r.Mismatches, m.String())
+	}
+	return r
+}
+
+// WriteTable prints the report as a readable table of clusters.
+func (r Report) WriteTable(w io.Writer) error {
+	status := "converged"
+	if !r.Converged {
+		status = "NOT converged"
+	}
+	fmt.Fprintf(w, "%d peers, strategy %s, target %d superpeers, k = %d: %s in %d ms (%d lookups, %d queries)\n",
+		r.N, r.Strategy, r.TargetSuperpeers, r.K, status, r.ConvergeMS, r.Lookups, r.LookupQueries)
+	fmt.Fprintf(w, "network-size estimate: true %d, nodes' estimates %d..%d %v\n\n",
+		r.SizeEstimate.True, r.SizeEstimate.Min, r.SizeEstimate.Max, r.SizeEstimate.Sources)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PREFIX\tSUPERPEER\tMEMBERS\tMEMBER IDS")
+	for _, c := range r.Clusters {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", orDash(c.Prefix), short(c.Superpeer), len(c.Members), shortList(c.Members, 6))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, m := range r.Mismatches {
+		fmt.Fprintln(w, "mismatch:", m)
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "(all)"
+	}
+	return s
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return "…" + id[len(id)-8:]
+	}
+	return id
+}
+
+func shortList(ids []string, max int) string {
+	var parts []string
+	for i, id := range ids {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("+%d more", len(ids)-max))
+			break
+		}
+		parts = append(parts, short(id))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,260 @@
+package testnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay"
+)
+
+// ErrConfig reports an invalid testnet configuration.
+var ErrConfig = errors.New("testnet: invalid configuration")
+
+// Config configures a Net.
+type Config struct {
+	// N is the number of nodes, at least 1.
+	N int
+	// Strategy names the selection strategy; only "dht" exists so far.
+	Strategy string
+	// Target is the superpeer target.
+	Target dhtselect.Target
+	// Seed derives the peer keys.
+	Seed uint64
+	// AnnounceInterval and ReevaluateInterval are the nodes' periods.
+	// Defaults: 1 s each, fast enough to converge in seconds and slow enough
+	// that 128 nodes in one process on two cores keep up.
+	AnnounceInterval, ReevaluateInterval time.Duration
+	// Logger receives the nodes' logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// StrategyDHT is selection by ID-space reservation.
+const StrategyDHT = "dht"
+
+func (c *Config) fill() error {
+	if c.N < 1 {
+		return fmt.Errorf("%w: -n %d, want at least 1 node", ErrConfig, c.N)
+	}
+	if c.Strategy == "" {
+		c.Strategy = StrategyDHT
+	}
+	if c.Strategy != StrategyDHT {
+		return fmt.Errorf("%w: strategy %q is not implemented (have: %s)", ErrConfig, c.Strategy, StrategyDHT)
+	}
+	if err := c.Target.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.AnnounceInterval == 0 {
+		c.AnnounceInterval = time.Second
+	}
+	if c.ReevaluateInterval == 0 {
+		c.ReevaluateInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// Net is a running network of overlay nodes.
+type Net struct {
+	cfg     Config
+	mn      mocknet.Mocknet
+	mu      sync.Mutex
+	nodes   []*overlay.Node // nil once stopped
+	started time.Time
+}
+
+// Start builds the in-process network and starts cfg.N nodes. Node 0 is the
+// bootstrap peer of all the others.
+func Start(ctx context.Context, cfg Config) (*Net, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	t := &Net{cfg: cfg, mn: mocknet.New(), started: time.Now()}
+	keys := rand.NewChaCha8(seedBytes(cfg.Seed))
+	for i := range cfg.N {
+		sk, _, err := crypto.GenerateEd25519Key(keys)
+		if err != nil {
+			return nil, errors.Join(err, t.Close())
+		}
+		addr := ma.StringCast(fmt.Sprintf("/ip4/10.%d.%d.%d/tcp/4001", (i>>16)&0xff, (i>>8)&0xff, i&0xff))
+		if _, err := t.mn.AddPeer(sk, addr); err != nil {
+			return nil, errors.Join(fmt.Errorf("testnet: peer %d: %w", i, err), t.Close())
+		}
+	}
+	hosts := t.mn.Hosts() // sorted by peer ID, not in creation order: fine
+	for i := range hosts {
+		for j := i + 1; j < len(hosts); j++ {
+			if _, err := t.mn.LinkPeers(hosts[i].ID(), hosts[j].ID()); err != nil {
+				return nil, errors.Join(err, t.Close())
+			}
+		}
+	}
+	var boot peer.AddrInfo
+	for i, h := range hosts {
+		opts := []overlay.Option{
+			overlay.WithHost(h), overlay.WithTarget(cfg.Target),
+			overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
+			overlay.WithLogger(cfg.Logger.With("node", i)),
+		}
+		if i > 0 {
+			opts = append(opts, overlay.WithBootstrap(boot))
+		}
+		n, err := overlay.New(ctx, opts...)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("testnet: node %d: %w", i, err), t.Close())
+		}
+		if i == 0 {
+			boot = peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
+		}
+		t.mu.Lock()
+		t.nodes = append(t.nodes, n)
+		t.mu.Unlock()
+	}
+	return t, nil
+}
+
+func seedBytes(seed uint64) [32]byte {
+	var b [32]byte
+	for i := range 8 {
+		b[i] = byte(seed >> (8 * i))
+	}
+	return b
+}
+
+// Nodes returns the live nodes, in start order.
+func (t *Net) Nodes() []*overlay.Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*overlay.Node
+	for _, n := range t.nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Stop stops the node with the given ID abruptly, as a crashed process: its
+// links are cut first, so no peer hears from it again (a closed mocknet host
+// alone would still accept connections), then it closes without a goodbye.
+func (t *Net) Stop(id peer.ID) error {
+	t.mu.Lock()
+	i := slices.IndexFunc(t.nodes, func(n *overlay.Node) bool { return n != nil && n.ID() == id })
+	if i < 0 {
+		t.mu.Unlock()
+		return fmt.Errorf("testnet: no live node %s", id)
+	}
+	n := t.nodes[i]
+	t.nodes[i] = nil
+	t.mu.Unlock()
+	var errs []error
+	for _, other := range t.mn.Peers() {
+		if other != id && len(t.mn.LinksBetweenPeers(id, other)) > 0 {
+			errs = append(errs, t.mn.UnlinkPeers(id, other))
+		}
+	}
+	return errors.Join(append(errs, n.Close())...)
+}
+
+// Close stops every node and the network.
+func (t *Net) Close() error {
+	var errs []error
+	for _, n := range t.Nodes() {
+		errs = append(errs, t.Stop(n.ID()))
+	}
+	errs = append(errs, t.mn.Close())
+	return errors.Join(errs...)
+}
+
+// Expected is the brute-force answer for the live nodes: k and every node's
+// assignment.
+func (t *Net) Expected() (int, []dhtselect.Assignment) {
+	nodes := t.Nodes()
+	ids := make([]peer.ID, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID()
+	}
+	k := t.cfg.Target.K(len(ids))
+	return k, dhtselect.Assign(ids, k)
+}
+
+// Mismatch describes one node whose view differs from the brute-force answer.
+type Mismatch struct {
+	Node peer.ID
+	What string
+}
+
+func (m Mismatch) String() string { return m.Node.ShortString() + ": " + m.What }
+
+// Check compares every live node's view (k, role, cluster key, superpeer and
+// cluster members) with the brute-force answer and lists the differences.
+func (t *Net) Check() []Mismatch {
+	k, as := t.Expected()
+	members := map[dhtselect.Key][]peer.ID{}
+	for _, c := range dhtselect.Clusters(as, k) {
+		members[c.Key] = c.Members
+	}
+	byID := map[peer.ID]dhtselect.Assignment{}
+	for _, a := range as {
+		byID[a.ID] = a
+	}
+	var out []Mismatch
+	for _, n := range t.Nodes() {
+		s, want := n.State(), byID[n.ID()]
+		wantRole := overlay.RoleOrdinary
+		if want.Superpeer == want.ID {
+			wantRole = overlay.RoleSuperpeer
+		}
+		switch {
+		case s.K != k:
+			out = append(out, Mismatch{n.ID(), fmt.Sprintf("k = %d, want %d (size estimate %d from %s)", s.K, k, s.Size.N, s.Size.Source)})
+		case s.ClusterKey != want.ClusterKey:
+			out = append(out, Mismatch{n.ID(), "wrong cluster key"})
+		case s.Superpeer.ID != want.Superpeer:
+			out = append(out, Mismatch{n.ID(), fmt.Sprintf("superpeer %s, want %s", s.Superpeer.ID.ShortString(), want.Superpeer.ShortString())})
+		case s.Role != wantRole:
+			out = append(out, Mismatch{n.ID(), fmt.Sprintf("role %s, want %s", s.Role, wantRole)})
+		case !slices.Equal(s.Members, members[want.ClusterKey]):
+			out = append(out, Mismatch{n.ID(), fmt.Sprintf("%d members known, want %d", len(s.Members), len(members[want.ClusterKey]))})
+		}
+	}
+	return out
+}
+
+// WaitConverged polls Check until it finds no mismatch, and returns the time
+// from since until then. It fails when ctx ends first, with the remaining
+// mismatches in the error.
+func (t *Net) WaitConverged(ctx context.Context, since time.Time) (time.Duration, error) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ms := t.Check()
+		if len(ms) == 0 {
+			return time.Since(since), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(since), fmt.Errorf("testnet: not converged: %d of %d nodes disagree with the brute-force answer, e.g. %s",
+				len(ms), len(t.Nodes()), ms[0])
+		case <-tick.C:
+		}
+	}
+}
+
+// Started is when Start began.
+func (t *Net) Started() time.Time { return t.started }
