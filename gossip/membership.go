@@ -28,6 +28,11 @@ type MembershipConfig struct {
 	TTL time.Duration
 	// Logger receives rejections; nil means slog.Default().
 	Logger *slog.Logger
+	// Connected, when set, reports whether this peer holds a live connection
+	// to a peer; such peers do not expire (their liveness is known
+	// first-hand), so departures are seen when the connection drops and the
+	// announce interval can be long. Nil: expiry by TTL alone.
+	Connected func(peer.ID) bool
 }
 
 // ErrBadConfig reports an unusable configuration.
@@ -155,7 +160,7 @@ func (m *Membership) announce(ctx context.Context) {
 		}
 		m.publish(ctx)
 		m.mu.Lock()
-		gone := m.view.Expire(time.Now())
+		gone := m.view.Expire(time.Now(), m.cfg.Connected)
 		m.mu.Unlock()
 		if len(gone) > 0 {
 			m.log.Debug("membership: expired", "peers", len(gone), "ids", fmt.Sprint(gone))

@@ -66,11 +66,13 @@ func (v *View) Remove(id peer.ID) bool {
 }
 
 // Expire removes the entries not refreshed within the TTL before now and
-// returns their peers.
-func (v *View) Expire(now time.Time) []peer.ID {
+// returns their peers. Entries for which keep returns true stay (nil keeps
+// none): the driver keeps peers it is connected to, whose liveness it knows
+// first-hand.
+func (v *View) Expire(now time.Time, keep func(peer.ID) bool) []peer.ID {
 	var gone []peer.ID
 	for id, e := range v.entries {
-		if now.Sub(e.Seen) > v.ttl {
+		if now.Sub(e.Seen) > v.ttl && (keep == nil || !keep(id)) {
 			gone = append(gone, id)
 			delete(v.entries, id)
 		}

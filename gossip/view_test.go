@@ -92,7 +92,10 @@ func TestViewApplyStaleAndExpire(t *testing.T) {
 		t.Fatalf("Len = %d, want 2", v.Len())
 	}
 	// a was last seen at t0+1s, b at t0+2s; at t0+4.5s only a is older than 3s.
-	if gone := v.Expire(t0.Add(4500 * time.Millisecond)); len(gone) != 1 || gone[0] != a {
+	if gone := v.Expire(t0.Add(4500*time.Millisecond), func(id peer.ID) bool { return id == a }); len(gone) != 0 {
+		t.Fatalf("Expire removed %v, but a is kept (connected) and b is fresh", gone)
+	}
+	if gone := v.Expire(t0.Add(4500*time.Millisecond), nil); len(gone) != 1 || gone[0] != a {
 		t.Fatalf("Expire removed %v, want only %s", gone, a)
 	}
 	if _, ok := v.Get(b); !ok {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
@@ -43,9 +44,10 @@ type State struct {
 	Members []peer.ID
 	// Size is the network-size estimate the target was computed from.
 	Size dhtselect.Estimate
-	// Evaluations counts completed re-evaluations; Lookups counts the
-	// lookup queries sent to other peers.
-	Evaluations, Queries uint64
+	// Evaluations counts completed re-evaluations, Lookups the lookups of
+	// the cluster key among them, and Queries the lookup queries sent to
+	// other peers.
+	Evaluations, Lookups, Queries uint64
 }
 
 // Node is one overlay peer. Its methods are safe for concurrent use.
@@ -68,6 +70,7 @@ type Node struct {
 	wg       sync.WaitGroup
 	closed   atomic.Bool
 	queries  atomic.Uint64
+	lookups  atomic.Uint64
 
 	mu    sync.RWMutex
 	state State
@@ -142,12 +145,17 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	psCtx, cancelPS := context.WithCancel(context.Background())
 	n.cancelPS = cancelPS
-	n.ps, err = pubsub.NewGossipSub(psCtx, n.host)
+	// Larger queues than the defaults (32): a swarm that starts at once
+	// sends every node a burst of announcements, and a full queue drops
+	// messages silently.
+	n.ps, err = pubsub.NewGossipSub(psCtx, n.host,
+		pubsub.WithValidateQueueSize(1024), pubsub.WithPeerOutboundQueueSize(256))
 	if err != nil {
 		return fmt.Errorf("overlay: gossipsub: %w", err)
 	}
 	n.members, err = gossip.JoinMembership(n.ps, n.self, gossip.MembershipConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
+		Connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
 	})
 	if err != nil {
 		return err
@@ -195,15 +203,29 @@ func (n *Node) run(ctx context.Context) {
 	defer n.wg.Done()
 	t := newTicker(n.cfg.ReevaluateInterval)
 	defer t.Stop()
+	// Membership changes come in bursts (a swarm starting, a cluster
+	// expiring); they are handled at most once per settle period.
+	settle := n.cfg.ReevaluateInterval / 4
+	var pending <-chan time.Time
+	n.evaluate(ctx, true)
 	for {
-		n.evaluate(ctx)
+		lookup := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-n.members.Changes():
+			lookup = true
 		case <-n.kick:
+			lookup = true
+		case <-n.members.Changes():
+			if pending == nil {
+				pending = time.After(settle)
+			}
+			continue
+		case <-pending:
 		}
+		pending = nil
+		n.evaluate(ctx, lookup)
 	}
 }
 
@@ -220,29 +242,42 @@ func (n *Node) estimate() dhtselect.Estimate {
 }
 
 // evaluate recomputes the node's role, cluster, superpeer and members, emits
-// events for what changed, and announces the result.
-func (n *Node) evaluate(ctx context.Context) {
+// events for what changed, and announces the result. The lookup of the
+// cluster key runs when forced (period, kick) or when k or the set of known
+// cluster members changed, since a joining or leaving member may be the
+// superpeer; otherwise the last lookup's answer stands.
+func (n *Node) evaluate(ctx context.Context, force bool) {
 	est := n.estimate()
 	s, k := n.cfg.Target.S(est.N), n.cfg.Target.K(est.N)
 	ck := n.selfKey.Cluster(k)
-	sp, q, err := n.lookup(ctx, ck)
-	n.queries.Add(uint64(q))
-	if err != nil {
-		if ctx.Err() == nil {
-			n.log.Warn("lookup of cluster key failed", "err", err)
+	members := n.clusterMembers(k, ck)
+	n.mu.RLock()
+	prev := n.state
+	n.mu.RUnlock()
+	sp := prev.Superpeer.ID
+	if force || sp == "" || k != prev.K || !slices.Equal(members, prev.Members) {
+		var q int
+		var err error
+		sp, q, err = n.lookup(ctx, ck)
+		n.queries.Add(uint64(q))
+		n.lookups.Add(1)
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("lookup of cluster key failed", "err", err)
+			}
+			return
 		}
-		return
 	}
 	next := State{
 		Self: n.self, S: s, K: k, ClusterKey: ck, Prefix: ck.Prefix(k), Size: est,
-		Superpeer: n.addrInfo(sp), Members: n.clusterMembers(k, ck),
-		Role: RoleOrdinary, Queries: n.queries.Load(),
+		Superpeer: n.addrInfo(sp), Members: members,
+		Role: RoleOrdinary, Lookups: n.lookups.Load(), Queries: n.queries.Load(),
 	}
 	if sp == n.self {
 		next.Role = RoleSuperpeer
 	}
 	n.mu.Lock()
-	prev := n.state
+	prev = n.state
 	next.Evaluations = prev.Evaluations + 1
 	n.state = next
 	n.mu.Unlock()

@@ -73,9 +73,9 @@ func (t *Net) Report() Report {
 		r.Nodes = append(r.Nodes, NodeReport{
 			ID: s.Self.String(), Role: s.Role.String(), ClusterKey: s.ClusterKey.String(), Prefix: s.Prefix,
 			Superpeer: s.Superpeer.ID.String(), Members: len(s.Members),
-			SizeEstimate: s.Size.N, SizeSource: s.Size.Source, Lookups: s.Evaluations,
+			SizeEstimate: s.Size.N, SizeSource: s.Size.Source, Lookups: s.Lookups,
 		})
-		r.Lookups += s.Evaluations
+		r.Lookups += s.Lookups
 		r.LookupQueries += s.Queries
 		if i == 0 || s.Size.N < r.SizeEstimate.Min {
 			r.SizeEstimate.Min = s.Size.N
