@@ -1,0 +1,326 @@
+package classic
+
+import (
+	"slices"
+)
+
+// memberCore is the bookkeeping shared by Bully, NextInLine and Ring: the
+// completed config, the outbox, and the externally visible role and leader.
+type memberCore struct {
+	cfg    Config
+	member map[ID]int // position of each peer in cfg.Peers
+	role   Role
+	leader ID
+	msgs   []Message
+}
+
+func newMemberCore(cfg Config) memberCore {
+	c := memberCore{cfg: cfg, member: make(map[ID]int, len(cfg.Peers))}
+	for i, p := range cfg.Peers {
+		c.member[p] = i
+	}
+	return c
+}
+
+// above reports whether a ranks above b.
+func (c *memberCore) above(a, b ID) bool { return c.cfg.Rank.Compare(a, b) > 0 }
+
+func (c *memberCore) isMember(id ID) bool {
+	_, ok := c.member[id]
+	return ok
+}
+
+// accepts reports whether m is addressed to this process and comes from a
+// configured member. Anything else is dropped unseen.
+func (c *memberCore) accepts(m Message) bool {
+	return (m.To == c.cfg.ID || m.To == None) && c.isMember(m.From)
+}
+
+func (c *memberCore) send(m Message) {
+	m.From = c.cfg.ID
+	c.msgs = append(c.msgs, m)
+}
+
+// broadcast sends a copy of m to every other member, in Peers order.
+func (c *memberCore) broadcast(m Message) {
+	for _, p := range c.cfg.Peers {
+		if p != c.cfg.ID {
+			m.To = p
+			if m.IDs != nil {
+				m.IDs = slices.Clone(m.IDs) // receivers must not share a slice
+			}
+			c.send(m)
+		}
+	}
+}
+
+func (c *memberCore) ready() Ready {
+	rd := Ready{Messages: c.msgs, State: State{Role: c.role, Leader: c.leader}}
+	c.msgs = nil
+	return rd
+}
+
+// bullyPhase is where a Bully process is in an election.
+type bullyPhase uint8
+
+const (
+	bullyIdle          bullyPhase = iota // follower or leader, no election running
+	bullyAwaitOK                         // sent ELECTION, waiting for an OK
+	bullyAwaitCoord                      // got an OK, waiting for COORDINATOR
+	bullyAwaitFailover                   // next-in-line: leader lost, waiting for my slot
+)
+
+// Bully is the bully election of Garcia-Molina (1982) as a Machine, with
+// leader heartbeats for failure detection. The live process of highest rank
+// (Config.Rank) always ends up as the leader.
+//
+// The protocol, all timing in ticks (T = TimeoutTicks, H = HeartbeatTicks):
+//
+//   - Campaign sends ELECTION to every member that ranks above this process.
+//     If none does, the process wins at once.
+//   - A process that receives ELECTION from a lower-ranked one answers OK
+//     and, unless it is already running an election, starts its own. A
+//     leader answers OK and a COORDINATOR to the sender instead, so the
+//     sender learns that the leader is alive.
+//   - A candidate that gets no OK within T wins: it becomes leader and sends
+//     COORDINATOR (Leader = itself) to every other member.
+//   - A candidate that got an OK waits 2T for the COORDINATOR (the higher
+//     process needs up to T to win, plus the delivery), and starts a new
+//     election if none arrives.
+//   - A COORDINATOR from a higher-ranked process is always adopted. One from
+//     a lower-ranked process is answered by an election of our own: the
+//     higher process bullies its way back.
+//   - The leader sends HEARTBEAT (Leader = itself) every H. A follower that
+//     hears nothing from its leader for T (or has had no leader for T)
+//     campaigns. Heartbeats from a higher-ranked process are adopted like a
+//     COORDINATOR; candidates wait for the COORDINATOR instead.
+//
+// A recovered process is a fresh Bully on which the driver calls Campaign:
+// if it outranks every live process it announces itself and takes over.
+// Bully ignores MsgUnreachable: a dead higher process is detected by its
+// missing OK.
+//
+// With the highest process dead and the lowest one initiating, an election
+// on n processes costs n(n-1)/2 ELECTION, (n-1)(n-2)/2 OK and n-1
+// COORDINATOR messages, n(n-1) in all; with the second highest initiating it
+// costs 1 ELECTION and n-1 COORDINATOR messages, n in all (see
+// TestBullyMessageCounts).
+type Bully struct {
+	c       memberCore
+	phase   bullyPhase
+	elapsed int // ticks in the current phase
+	heard   int // follower: ticks since the leader was last heard
+	beat    int // leader: ticks since the last heartbeat
+
+	// Next-in-line failover (see NextInLine); unused when failover is false.
+	failover bool
+	listLen  int  // length of the list this process publishes as leader
+	list     []ID // the failover list last published by the leader
+	wait     int  // bullyAwaitFailover: ticks to wait before acting
+	takeOver bool // bullyAwaitFailover: on expiry take over (true) or run a bully election
+}
+
+var _ Machine = (*Bully)(nil)
+
+// NewBully returns a Bully for cfg. It uses ID, Peers (any order), Rank (nil
+// means HighestID), HeartbeatTicks (0 means 2) and TimeoutTicks (0 means 10),
+// which must exceed HeartbeatTicks and a round trip. Rand is not used;
+// Quorum is not supported. Errors wrap ErrBadID, ErrBadTicks or ErrBadOption.
+//
+// The process starts as a follower without a leader; it campaigns on its
+// own after TimeoutTicks unless a COORDINATOR or heartbeat arrives first.
+func NewBully(cfg Config) (*Bully, error) {
+	cfg, err := electConfig(cfg, "NewBully", true)
+	if err != nil {
+		return nil, err
+	}
+	return &Bully{c: newMemberCore(cfg)}, nil
+}
+
+// Campaign starts an election now: ELECTION to every higher-ranked member,
+// or, if there is none, an immediate win.
+func (b *Bully) Campaign() {
+	b.c.role, b.c.leader = Candidate, None
+	b.elapsed = 0
+	sent := false
+	for _, p := range b.c.cfg.Peers {
+		if b.c.above(p, b.c.cfg.ID) {
+			b.c.send(Message{Type: MsgElection, To: p})
+			sent = true
+		}
+	}
+	if !sent {
+		b.win()
+		return
+	}
+	b.phase = bullyAwaitOK
+}
+
+// win makes this process the leader and announces it to everyone.
+func (b *Bully) win() {
+	b.c.role, b.c.leader = Leader, b.c.cfg.ID
+	b.phase, b.elapsed, b.beat = bullyIdle, 0, 0
+	if b.failover {
+		b.list = b.failoverList()
+	}
+	b.c.broadcast(Message{Type: MsgCoordinator, Leader: b.c.cfg.ID, IDs: b.published()})
+}
+
+// published is the IDs field of this leader's COORDINATOR and heartbeats.
+func (b *Bully) published() []ID {
+	if !b.failover {
+		return nil
+	}
+	return b.list
+}
+
+// follow adopts leader as this process's leader.
+func (b *Bully) follow(leader ID, ids []ID) {
+	b.c.role, b.c.leader = Follower, leader
+	b.phase, b.elapsed, b.heard = bullyIdle, 0, 0
+	if b.failover && ids != nil {
+		b.list = b.cleanList(ids)
+	}
+}
+
+// campaigning reports whether an election of this process is running.
+func (b *Bully) campaigning() bool {
+	return b.phase == bullyAwaitOK || b.phase == bullyAwaitCoord
+}
+
+// Step implements Machine.
+func (b *Bully) Step(m Message) {
+	if !b.c.accepts(m) {
+		return
+	}
+	self := b.c.cfg.ID
+	switch m.Type {
+	case MsgElection:
+		if !b.c.above(self, m.From) {
+			return // only lower-ranked processes address us
+		}
+		b.c.send(Message{Type: MsgOK, To: m.From})
+		switch {
+		case b.c.role == Leader:
+			b.c.send(Message{Type: MsgCoordinator, To: m.From, Leader: self, IDs: slices.Clone(b.published())})
+		case !b.campaigning():
+			b.Campaign()
+		}
+	case MsgOK:
+		if b.phase == bullyAwaitOK && b.c.above(m.From, self) {
+			b.phase, b.elapsed = bullyAwaitCoord, 0
+		}
+	case MsgCoordinator:
+		if m.Leader != m.From {
+			return // a COORDINATOR names its sender
+		}
+		if b.c.above(m.From, self) {
+			b.follow(m.From, m.IDs)
+		} else if !b.campaigning() {
+			b.Campaign() // bully back
+		}
+	case MsgHeartbeat:
+		if m.Leader != m.From || b.campaigning() {
+			return
+		}
+		switch {
+		case m.From == b.c.leader:
+			b.heard = 0
+			if b.failover && m.IDs != nil {
+				b.list = b.cleanList(m.IDs)
+			}
+		case b.c.above(self, m.From):
+			b.Campaign() // a lower process claims to lead: bully back
+		case b.c.leader == None || b.c.role == Leader || b.c.above(m.From, b.c.leader):
+			b.follow(m.From, m.IDs)
+		}
+	}
+}
+
+// Tick implements Machine.
+func (b *Bully) Tick() {
+	t := b.c.cfg.TimeoutTicks
+	switch {
+	case b.c.role == Leader:
+		b.beat++
+		if b.beat >= b.c.cfg.HeartbeatTicks {
+			b.beat = 0
+			b.c.broadcast(Message{Type: MsgHeartbeat, Leader: b.c.cfg.ID, IDs: b.published()})
+		}
+	case b.phase == bullyAwaitOK:
+		b.elapsed++
+		if b.elapsed >= t {
+			b.win() // no higher process answered
+		}
+	case b.phase == bullyAwaitCoord:
+		b.elapsed++
+		if b.elapsed >= 2*t {
+			b.Campaign() // the higher process died before announcing
+		}
+	case b.phase == bullyAwaitFailover:
+		b.elapsed++
+		if b.elapsed >= b.wait {
+			if b.takeOver {
+				b.win()
+			} else {
+				b.Campaign()
+			}
+		}
+	default:
+		b.heard++
+		if b.heard >= t {
+			b.leaderLost()
+		}
+	}
+}
+
+// leaderLost reacts to a follower timeout: a bully election, or for
+// next-in-line the failover slot of this process.
+func (b *Bully) leaderLost() {
+	if !b.failover || len(b.list) == 0 {
+		b.Campaign()
+		return
+	}
+	pos := slices.Index(b.list, b.c.cfg.ID)
+	if pos == 0 {
+		b.win()
+		return
+	}
+	b.c.role, b.c.leader = Candidate, None
+	b.phase, b.elapsed = bullyAwaitFailover, 0
+	if pos > 0 {
+		b.wait, b.takeOver = pos*b.c.cfg.TimeoutTicks, true
+	} else {
+		b.wait, b.takeOver = len(b.list)*b.c.cfg.TimeoutTicks, false
+	}
+}
+
+// failoverList is the list this process publishes as leader: the other
+// members from the highest rank down, at most listLen of them.
+func (b *Bully) failoverList() []ID {
+	others := make([]ID, 0, len(b.c.cfg.Peers)-1)
+	for _, p := range b.c.cfg.Peers {
+		if p != b.c.cfg.ID {
+			others = append(others, p)
+		}
+	}
+	slices.SortStableFunc(others, func(x, y ID) int { return b.c.cfg.Rank.Compare(y, x) })
+	if b.listLen > 0 && len(others) > b.listLen {
+		others = others[:b.listLen]
+	}
+	return others
+}
+
+// cleanList keeps the members of a received failover list, once each.
+func (b *Bully) cleanList(ids []ID) []ID {
+	out := make([]ID, 0, len(ids))
+	for _, id := range ids {
+		if b.c.isMember(id) && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Ready implements Machine.
+func (b *Bully) Ready() Ready { return b.c.ready() }

@@ -1,0 +1,255 @@
+package classic
+
+import (
+	"fmt"
+	"slices"
+)
+
+// CandidateElection is the candidate/ordinary election as a Machine. Only the
+// configured candidates may lead; every member (candidate or ordinary) watches
+// the leader.
+//
+// The protocol, all timing in ticks:
+//
+//   - The leader sends HEARTBEAT to every member each HeartbeatTicks.
+//   - A process that hears no heartbeat from its leader for TimeoutTicks, or
+//     whose Campaign is called, has noticed a failure. It waits its delay
+//     δ = (p+1)·TimeoutTicks, where p is its position among all members by
+//     rank (0 for the highest), so higher-priority processes act first.
+//   - If a COORDINATOR (or a heartbeat from a candidate) arrives during δ the
+//     process stands down. Otherwise it sends QUERY to every candidate and
+//     collects QUERY_REPLY for at most TimeoutTicks (less when every candidate
+//     has answered). A candidate that queries counts itself as alive.
+//   - It then announces the highest-ranked live candidate: COORDINATOR with
+//     Leader set, to every member. If no candidate answered it waits for the
+//     next timeout and tries again.
+//
+// Because δ of consecutive positions differs by TimeoutTicks, the next
+// process in line starts querying only after the first one has finished its
+// query phase; its own query phase (another TimeoutTicks) then sees the first
+// one's COORDINATOR as long as a one-way delay is below TimeoutTicks, and it
+// stands down. Even if it did not, it would query the same live candidates and
+// announce the same winner.
+//
+// Messages used: HEARTBEAT, QUERY, QUERY_REPLY, COORDINATOR.
+type CandidateElection struct {
+	cfg        Config
+	candidates map[ID]bool
+	delta      int // δ in ticks
+
+	role   Role
+	leader ID
+
+	// elapsed counts ticks since the last sign of the leader (followers) or
+	// since the last heartbeat sent (leader).
+	elapsed int
+	// phase is the failure-handling phase; wait and left count down its ticks.
+	phase   candPhase
+	left    int
+	replies map[ID]bool
+
+	msgs []Message
+}
+
+type candPhase uint8
+
+const (
+	candIdle     candPhase = iota // following a leader (or waiting for one)
+	candWaiting                   // noticed a failure, waiting δ
+	candQuerying                  // QUERY sent, collecting replies
+)
+
+var _ Machine = (*CandidateElection)(nil)
+
+// NewCandidate returns the candidate/ordinary machine for cfg.ID. candidates
+// must be a non-empty subset of cfg.Peers without repeats; cfg.ID may or may
+// not be among them.
+//
+// Config fields used: ID, Peers, Rank (nil: HighestID), HeartbeatTicks
+// (0: 2), TimeoutTicks (0: 10; must exceed HeartbeatTicks and a round trip).
+// Rand is ignored.
+func NewCandidate(cfg Config, candidates []ID) (*CandidateElection, error) {
+	cfg, err := electConfig(cfg, "NewCandidate", true)
+	if err != nil {
+		return nil, err
+	}
+	if len(candidates) == 0 {
+		return nil, fmt.Errorf("%w: NewCandidate: no candidates given; name at least one member that may lead", ErrBadCandidates)
+	}
+	members := make(map[ID]bool, len(cfg.Peers))
+	for _, p := range cfg.Peers {
+		members[p] = true
+	}
+	cs := make(map[ID]bool, len(candidates))
+	for i, c := range candidates {
+		if !members[c] {
+			return nil, fmt.Errorf("%w: NewCandidate: candidates[%d] = %q is not in Config.Peers", ErrBadCandidates, i, c)
+		}
+		if cs[c] {
+			return nil, fmt.Errorf("%w: NewCandidate: candidate %q is listed twice", ErrBadCandidates, c)
+		}
+		cs[c] = true
+	}
+	pos := slices.Index(electByRank(cfg.Rank, cfg.Peers), cfg.ID)
+	return &CandidateElection{
+		cfg:        cfg,
+		candidates: cs,
+		delta:      (pos + 1) * cfg.TimeoutTicks,
+	}, nil
+}
+
+// Delay returns this process's δ in ticks.
+func (c *CandidateElection) Delay() int { return c.delta }
+
+// IsCandidate reports whether id may lead.
+func (c *CandidateElection) IsCandidate(id ID) bool { return c.candidates[id] }
+
+// Campaign reports a noticed leader failure: the process starts waiting δ
+// (unless it is already handling a failure).
+func (c *CandidateElection) Campaign() { c.notice() }
+
+func (c *CandidateElection) notice() {
+	if c.phase != candIdle {
+		return
+	}
+	if c.role == Leader {
+		// A leader has nothing to notice; it keeps leading.
+		return
+	}
+	c.phase, c.left = candWaiting, c.delta
+	c.role = Candidate
+}
+
+// Tick advances the logical clock by one tick.
+func (c *CandidateElection) Tick() {
+	switch {
+	case c.role == Leader:
+		c.elapsed++
+		if c.elapsed >= c.cfg.HeartbeatTicks {
+			c.elapsed = 0
+			c.broadcast(Message{Type: MsgHeartbeat, Leader: c.cfg.ID})
+		}
+	case c.phase == candIdle:
+		c.elapsed++
+		if c.elapsed >= c.cfg.TimeoutTicks {
+			c.notice()
+		}
+	case c.phase == candWaiting:
+		c.left--
+		if c.left <= 0 {
+			c.query()
+		}
+	case c.phase == candQuerying:
+		c.left--
+		if c.left <= 0 {
+			c.announce()
+		}
+	}
+}
+
+// query sends QUERY to every other candidate.
+func (c *CandidateElection) query() {
+	c.phase, c.left = candQuerying, c.cfg.TimeoutTicks
+	c.replies = map[ID]bool{}
+	if c.candidates[c.cfg.ID] {
+		c.replies[c.cfg.ID] = true
+	}
+	for _, p := range c.cfg.Peers {
+		if c.candidates[p] && p != c.cfg.ID {
+			c.send(Message{Type: MsgQuery, To: p})
+		}
+	}
+	if len(c.replies) == len(c.candidates) {
+		c.announce()
+	}
+}
+
+// announce picks the best live candidate and tells everyone.
+func (c *CandidateElection) announce() {
+	live := make([]ID, 0, len(c.replies))
+	for id := range c.replies {
+		live = append(live, id)
+	}
+	best := electBest(c.cfg.Rank, live)
+	c.phase, c.replies, c.elapsed = candIdle, nil, 0
+	if best == None {
+		// Nobody answered: wait for the next timeout and try again.
+		c.role, c.leader = Follower, None
+		return
+	}
+	c.broadcast(Message{Type: MsgCoordinator, Leader: best})
+	c.follow(best)
+}
+
+// follow makes leader the current leader and ends any failure handling.
+func (c *CandidateElection) follow(leader ID) {
+	c.leader, c.phase, c.replies, c.elapsed = leader, candIdle, nil, 0
+	if leader == c.cfg.ID {
+		c.role = Leader
+		c.broadcast(Message{Type: MsgHeartbeat, Leader: c.cfg.ID})
+	} else {
+		c.role = Follower
+	}
+}
+
+// Step delivers one message.
+func (c *CandidateElection) Step(m Message) {
+	switch m.Type {
+	case MsgHeartbeat:
+		if !c.candidates[m.From] || m.From == c.cfg.ID {
+			return
+		}
+		switch {
+		case m.From == c.leader:
+			if c.phase != candIdle {
+				c.follow(m.From) // the leader was only slow
+			}
+			c.elapsed = 0
+		case c.leader == None || c.cfg.Rank.Compare(m.From, c.leader) > 0 || c.phase != candIdle:
+			// A better leader, or any leader while ours is suspected.
+			c.follow(m.From)
+		}
+	case MsgCoordinator:
+		if !c.candidates[m.Leader] {
+			return
+		}
+		if c.role == Leader && m.Leader != c.cfg.ID && c.cfg.Rank.Compare(m.Leader, c.cfg.ID) < 0 {
+			// A stale announcement of a lower candidate: our heartbeats
+			// will correct its sender.
+			return
+		}
+		c.follow(m.Leader)
+	case MsgQuery:
+		if c.candidates[c.cfg.ID] {
+			c.send(Message{Type: MsgQueryReply, To: m.From, Leader: c.leader})
+		}
+	case MsgQueryReply:
+		if c.phase == candQuerying && c.candidates[m.From] {
+			c.replies[m.From] = true
+			if len(c.replies) == len(c.candidates) {
+				c.announce()
+			}
+		}
+	}
+}
+
+// Ready returns and clears the pending messages, with the current state.
+func (c *CandidateElection) Ready() Ready {
+	rd := Ready{Messages: c.msgs, State: State{Role: c.role, Leader: c.leader}}
+	c.msgs = nil
+	return rd
+}
+
+func (c *CandidateElection) send(m Message) {
+	m.From = c.cfg.ID
+	c.msgs = append(c.msgs, m)
+}
+
+func (c *CandidateElection) broadcast(m Message) {
+	for _, p := range c.cfg.Peers {
+		if p != c.cfg.ID {
+			m.To = p
+			c.send(m)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package classic
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+// candNet builds members 1..7 with candidates 5, 6, 7 (HighestID rank,
+// heartbeat every tick, timeout 3 ticks) and runs it until everyone follows 7.
+func candNet(t *testing.T) *h2net {
+	t.Helper()
+	peers := h2ids("1 2 3 4 5 6 7")
+	n := newH2Net(t, peers, func(id ID) Machine {
+		m, err := NewCandidate(Config{ID: id, Peers: peers, HeartbeatTicks: 1, TimeoutTicks: 3}, h2ids("5 6 7"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	})
+	n.runUntil(50, "following 7", func() bool { return n.agree("7") })
+	return n
+}
+
+func TestCandidateDelayByRankPosition(t *testing.T) {
+	peers := h2ids("1 2 3 4 5 6 7")
+	want := map[ID]int{"7": 3, "6": 6, "5": 9, "4": 12, "3": 15, "2": 18, "1": 21}
+	for id, d := range want {
+		m, err := NewCandidate(Config{ID: id, Peers: peers, HeartbeatTicks: 1, TimeoutTicks: 3}, h2ids("5 6 7"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Delay() != d {
+			t.Errorf("δ(%s) = %d, want %d", id, m.Delay(), d)
+		}
+	}
+}
+
+// TestCandidateWalkthrough: candidates {5,6,7}, 7 dies, ordinary 2 notices,
+// waits its δ, queries the candidates, hears from 5 and 6 only and announces 6.
+func TestCandidateWalkthrough(t *testing.T) {
+	n := candNet(t)
+	n.crash("7")
+
+	// 2 notices (Campaign). Only 2's clock runs here, as if the others had
+	// not yet noticed; δ(2) = (5+1)·3 = 18 ticks.
+	n.campaign("2")
+	mark := n.mark()
+	for range 17 {
+		n.tick("2")
+	}
+	if got := n.since(mark, 0); len(got) != 0 {
+		t.Fatalf("2 sent before its δ ran out:\n%s", h2fmts(got))
+	}
+	if st := n.state("2"); st.Role != Candidate {
+		t.Fatalf("2 during δ: role %v, want candidate", st.Role)
+	}
+
+	// Tick 18: QUERY to every candidate; 5 and 6 answer, 7 is dead.
+	n.tick("2")
+	queries := n.since(mark, MsgQuery)
+	if got, want := h2tos(queries), h2ids("5 6 7"); !slices.Equal(got, want) {
+		t.Fatalf("2 queried %v, want %v", got, want)
+	}
+	replies := n.since(mark, MsgQueryReply)
+	if got, want := h2froms(replies), h2ids("5 6"); !slices.Equal(got, want) {
+		t.Fatalf("replies from %v, want %v", got, want)
+	}
+	if c := n.since(mark, MsgCoordinator); len(c) != 0 {
+		t.Fatalf("2 announced before its query timeout although 7 never answered:\n%s", h2fmts(c))
+	}
+
+	// TimeoutTicks later 2 gives up on 7 and announces 6 to everyone.
+	n.tick("2")
+	n.tick("2")
+	if c := n.since(mark, MsgCoordinator); len(c) != 0 {
+		t.Fatalf("2 announced early:\n%s", h2fmts(c))
+	}
+	n.tick("2")
+	coords := n.since(mark, MsgCoordinator)
+	if got, want := h2tos(coords), h2ids("1 3 4 5 6 7"); !slices.Equal(got, want) {
+		t.Fatalf("COORDINATOR sent to %v, want %v", got, want)
+	}
+	for _, m := range coords {
+		if m.From != "2" || m.Leader != "6" {
+			t.Fatalf("bad announcement %s, want 2 announcing 6", h2fmt(m))
+		}
+	}
+	if !n.agree("6") {
+		t.Fatalf("not everyone follows 6: %s", n.states())
+	}
+
+	// 6 now heartbeats; nobody starts another election.
+	mark = n.mark()
+	n.run(30)
+	if q := n.since(mark, MsgQuery); len(q) != 0 {
+		t.Fatalf("an election started under a live leader 6:\n%s", h2fmts(q[:1]))
+	}
+	if hb := n.since(mark, MsgHeartbeat); len(hb) != 30*6 {
+		t.Fatalf("6 sent %d heartbeats in 30 ticks, want %d", len(hb), 30*6)
+	}
+	if !n.agree("6") {
+		t.Fatalf("leadership changed: %s", n.states())
+	}
+}
+
+// TestCandidateTwoOrdinariesNoticeTogether: 1 and 2 notice 7's failure in the
+// same tick. 2 (δ 18) queries first and announces at tick 21; 1 (δ 21)
+// starts querying in that very tick, receives 2's COORDINATOR and stands
+// down. There is exactly one announcement.
+func TestCandidateTwoOrdinariesNoticeTogether(t *testing.T) {
+	n := candNet(t)
+	n.crash("7")
+	n.campaign("1")
+	n.campaign("2")
+	mark := n.mark()
+	for range 40 {
+		n.tick("1", "2")
+	}
+	coords := n.since(mark, MsgCoordinator)
+	if len(coords) != 6 {
+		t.Fatalf("got %d COORDINATOR messages, want one announcement to 6 members:\n%s", len(coords), h2fmts(coords))
+	}
+	for _, m := range coords {
+		if m.From != "2" || m.Leader != "6" {
+			t.Fatalf("bad announcement %s, want only 2 announcing 6", h2fmt(m))
+		}
+	}
+	if !n.agree("6") {
+		t.Fatalf("not everyone follows 6: %s", n.states())
+	}
+}
+
+// TestCandidateEveryoneNotices: the leader dies and every process times out
+// in the same tick. The highest-priority live process, candidate 6, has the
+// smallest δ and announces itself; nobody announces anything else.
+func TestCandidateEveryoneNotices(t *testing.T) {
+	n := candNet(t)
+	n.crash("7")
+	mark := n.mark()
+	n.runUntil(100, "following 6", func() bool { return n.agree("6") })
+	n.run(50)
+	coords := n.since(mark, MsgCoordinator)
+	announcers := map[ID]bool{}
+	for _, m := range coords {
+		if m.Leader != "6" {
+			t.Fatalf("announcement of %s, want only 6:\n%s", m.Leader, h2fmts(coords))
+		}
+		announcers[m.From] = true
+	}
+	if len(announcers) != 1 || !announcers["6"] {
+		t.Fatalf("announcers %v, want only 6", announcers)
+	}
+	if !n.agree("6") {
+		t.Fatalf("not stable under 6: %s", n.states())
+	}
+}
+
+// TestCandidateNoLiveCandidate: with every candidate dead nobody is
+// announced and the ordinaries keep retrying (and keep querying).
+func TestCandidateNoLiveCandidate(t *testing.T) {
+	n := candNet(t)
+	for _, id := range h2ids("5 6 7") {
+		n.crash(id)
+	}
+	mark := n.mark()
+	n.run(200)
+	if c := n.since(mark, MsgCoordinator); len(c) != 0 {
+		t.Fatalf("announced a dead candidate:\n%s", h2fmts(c))
+	}
+	if q := n.since(mark, MsgQuery); len(q) == 0 {
+		t.Fatal("nobody queried the candidates")
+	}
+	for _, id := range h2ids("1 2 3 4") {
+		if st := n.state(id); st.Leader != None && st.Leader != "7" {
+			t.Fatalf("%s follows %s with no live candidate", id, st.Leader)
+		}
+	}
+}
+
+func TestNewCandidateValidation(t *testing.T) {
+	peers := h2ids("1 2 3")
+	cases := []struct {
+		name  string
+		cfg   Config
+		cands []ID
+		want  error
+	}{
+		{"no ID", Config{Peers: peers}, h2ids("3"), ErrBadID},
+		{"ID not a peer", Config{ID: "9", Peers: peers}, h2ids("3"), ErrBadID},
+		{"duplicate peer", Config{ID: "1", Peers: h2ids("1 2 2")}, h2ids("2"), ErrBadID},
+		{"negative ticks", Config{ID: "1", Peers: peers, TimeoutTicks: -1}, h2ids("3"), ErrBadTicks},
+		{"timeout not above heartbeat", Config{ID: "1", Peers: peers, HeartbeatTicks: 4, TimeoutTicks: 4}, h2ids("3"), ErrBadTicks},
+		{"no candidates", Config{ID: "1", Peers: peers}, nil, ErrBadCandidates},
+		{"unknown candidate", Config{ID: "1", Peers: peers}, h2ids("3 8"), ErrBadCandidates},
+		{"duplicate candidate", Config{ID: "1", Peers: peers}, h2ids("3 3"), ErrBadCandidates},
+	}
+	for _, tc := range cases {
+		if _, err := NewCandidate(tc.cfg, tc.cands); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, err := NewCandidate(Config{ID: "1", Peers: peers}, h2ids("2 3")); err != nil {
+		t.Errorf("valid config rejected: %v", err)
+	}
+}
+
+// h2tos lists the recipients of ms in order.
+func h2tos(ms []Message) []ID {
+	var out []ID
+	for _, m := range ms {
+		out = append(out, m.To)
+	}
+	return out
+}
+
+// h2froms lists the senders of ms in order.
+func h2froms(ms []Message) []ID {
+	var out []ID
+	for _, m := range ms {
+		out = append(out, m.From)
+	}
+	return out
+}

@@ -1,0 +1,32 @@
+// Package classic holds the election algorithms that choose a cluster's
+// superpeer when the current one fails, each as a deterministic state machine
+// in the style of etcd-io/raft: input only through Step (a message), Tick (one
+// unit of logical time) and Campaign (this process noticed a failure or has
+// just recovered); output only through Ready (messages to send and the
+// current State). No goroutines, clocks, sockets or global randomness: a
+// seeded *rand.Rand comes in through Config.
+//
+// Algorithms (constructor, messages used):
+//
+//   - NewBully: Garcia-Molina's bully election (ELECTION, OK, COORDINATOR).
+//   - NewRing, NewRingMax: ring election carrying the list of live IDs, or
+//     only the highest seen (ELECTION, COORDINATOR); dead successors are
+//     skipped when the driver reports MsgUnreachable.
+//   - NewNextInLine: the leader publishes an ordered failover list; the first
+//     live one takes over directly; bully when none is alive.
+//   - NewCandidate: only candidates lead; an ordinary process that notices the
+//     failure waits its delay δ, queries the candidates and announces the best.
+//   - NewInvitation: Garcia-Molina's invitation algorithm (group merging).
+//   - NewEcho: echo election with capacities on any connected graph
+//     (Vasudevan, Kurose and Towsley 2004).
+//   - NewStable: a stable leader with heartbeats that is never replaced while
+//     it is live and reachable; flap counts keep an unstable node from winning.
+//
+// Ranks are pluggable (Rank): HighestID (the textbook), XORCloseness (closer
+// to a cluster key wins, so an election agrees with the DHT lookup) and
+// HostQuality (capacity, flaps, uptime, then ID). Config.Quorum (terms plus
+// majority) is rejected until it is implemented.
+//
+// The drivers: package testnet/sim runs the machines on a simulated network
+// with virtual time; the overlay runs them over libp2p streams.
+package classic

@@ -1,0 +1,317 @@
+package classic
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Stable is the stable-leader election with heartbeats as a Machine: once a
+// leader is chosen it stays leader for as long as it is alive and reachable,
+// however well a newcomer ranks, and hosts that keep losing the leadership
+// (flapping) are passed over.
+//
+// The protocol, all timing in ticks:
+//
+//   - The leader sends HEARTBEAT{Term, IDs: flap counts} to every member
+//     each HeartbeatTicks; its followers answer HEARTBEAT_ACK and adopt the
+//     counts, so a process that restarts with no memory relearns them.
+//   - A follower that hears no heartbeat from its leader for TimeoutTicks
+//     suspects it, counts one flap for it (once per term the leader held),
+//     and starts an election; so does a process whose Campaign is called.
+//   - Election (best known candidate after a liveness poll): the candidate
+//     sends ELECTION{Term: its term + 1} to every member and collects VOTE
+//     for at most TimeoutTicks. A VOTE says that its sender is alive and
+//     names the leader the sender still considers alive (itself if it leads,
+//     its leader if it heard from it within TimeoutTicks, else none), and
+//     carries the sender's flap counts (IDs lists an ID once per flap).
+//   - If any vote names a live leader, the candidate simply follows it: a
+//     live, reachable leader is never replaced. Otherwise the winner is the
+//     highest-ranked live process (the voters and the candidate) whose flap
+//     count is below MaxFlaps (WithMaxFlaps); only if every live process
+//     has reached MaxFlaps does the highest-ranked of them win. The candidate
+//     announces COORDINATOR{Term, Leader, IDs: flap counts} to everyone.
+//   - A process adopts a COORDINATOR or HEARTBEAT of a higher term, or of
+//     its own term naming a higher-ranked leader (so concurrent elections
+//     converge), and merges flap counts by taking the maximum per ID. A
+//     leader steps down by the same rule.
+//
+// Messages used: HEARTBEAT, HEARTBEAT_ACK, ELECTION, VOTE, COORDINATOR.
+type Stable struct {
+	cfg      Config
+	maxFlaps int
+
+	role    Role
+	leader  ID
+	term    uint64
+	elapsed int // follower: ticks since the leader's heartbeat; leader: since ours
+	now     int
+
+	electTerm  uint64
+	left       int
+	votes      map[ID]bool
+	liveLeader ID
+
+	flaps    map[ID]int    // flap count per ID, as observed or learned
+	lastFlap map[ID]uint64 // the term for which we last counted a flap of ID
+	lastAck  map[ID]int    // leader: when each follower last acknowledged
+
+	msgs []Message
+}
+
+var _ Machine = (*Stable)(nil)
+
+// StableOption changes a Stable machine's settings.
+type StableOption func(*Stable) error
+
+// WithMaxFlaps sets the flap count at which a process is passed over while a
+// process with fewer flaps is alive. The default is 2.
+func WithMaxFlaps(n int) StableOption {
+	return func(s *Stable) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: WithMaxFlaps(%d): the threshold must be at least 1", ErrBadOption, n)
+		}
+		s.maxFlaps = n
+		return nil
+	}
+}
+
+// NewStable returns the stable-leader machine for cfg.ID, a follower with no
+// leader that elects one after TimeoutTicks unless it hears a heartbeat.
+//
+// Config fields used: ID, Peers, Rank (nil: HighestID), HeartbeatTicks
+// (0: 2), TimeoutTicks (0: 10; must exceed HeartbeatTicks and a round trip).
+// Rand is ignored; Quorum is not implemented yet.
+func NewStable(cfg Config, opts ...StableOption) (*Stable, error) {
+	cfg, err := electConfig(cfg, "NewStable", true)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stable{
+		cfg: cfg, maxFlaps: 2,
+		flaps: map[ID]int{}, lastFlap: map[ID]uint64{}, lastAck: map[ID]int{},
+	}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Flaps returns how many times this process has seen (or learned that) id
+// lose the leadership.
+func (s *Stable) Flaps(id ID) int { return s.flaps[id] }
+
+// Followers returns, for a leader, the members that acknowledged a heartbeat
+// within the last TimeoutTicks, in Peers order; nil for a non-leader.
+func (s *Stable) Followers() []ID {
+	if s.role != Leader {
+		return nil
+	}
+	var out []ID
+	for _, p := range s.cfg.Peers {
+		if at, ok := s.lastAck[p]; ok && s.now-at < s.cfg.TimeoutTicks {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Campaign starts an election unless this process leads or is already
+// running one. If the leader is in fact alive, the election only confirms it.
+func (s *Stable) Campaign() {
+	if s.role == Follower {
+		s.startElection()
+	}
+}
+
+// Tick advances the logical clock by one tick.
+func (s *Stable) Tick() {
+	s.now++
+	switch s.role {
+	case Leader:
+		s.elapsed++
+		if s.elapsed >= s.cfg.HeartbeatTicks {
+			s.heartbeat()
+		}
+	case Candidate:
+		s.left--
+		if s.left <= 0 {
+			s.finish()
+		}
+	case Follower:
+		s.elapsed++
+		if s.elapsed >= s.cfg.TimeoutTicks {
+			s.lose()
+			s.startElection()
+		}
+	}
+}
+
+// lose records that the current leader is gone.
+func (s *Stable) lose() {
+	if s.leader != None && s.leader != s.cfg.ID && s.lastFlap[s.leader] != s.term {
+		s.lastFlap[s.leader] = s.term
+		s.flaps[s.leader]++
+	}
+	s.leader = None
+}
+
+func (s *Stable) heartbeat() {
+	s.elapsed = 0
+	s.broadcast(Message{Type: MsgHeartbeat, Term: s.term, Leader: s.cfg.ID, IDs: s.flapList()})
+}
+
+func (s *Stable) startElection() {
+	s.role = Candidate
+	s.electTerm = s.term + 1
+	s.left = s.cfg.TimeoutTicks
+	s.votes = map[ID]bool{}
+	s.liveLeader = None
+	s.broadcast(Message{Type: MsgElection, Term: s.electTerm})
+	if len(s.cfg.Peers) == 1 {
+		s.finish()
+	}
+}
+
+// finish ends the election: follow a live leader, or announce a winner.
+func (s *Stable) finish() {
+	if s.liveLeader != None {
+		s.follow(s.liveLeader, s.term)
+		return
+	}
+	live := []ID{s.cfg.ID}
+	for id := range s.votes {
+		live = append(live, id)
+	}
+	stable := slices.DeleteFunc(slices.Clone(live), func(id ID) bool { return s.flaps[id] >= s.maxFlaps })
+	if len(stable) == 0 {
+		stable = live
+	}
+	w := electBest(s.cfg.Rank, stable)
+	s.broadcast(Message{Type: MsgCoordinator, Term: s.electTerm, Leader: w, IDs: s.flapList()})
+	s.follow(w, s.electTerm)
+}
+
+// follow makes leader (of term) the current leader and ends any election.
+func (s *Stable) follow(leader ID, term uint64) {
+	s.leader, s.term = leader, term
+	s.votes, s.liveLeader = nil, None
+	s.elapsed = 0
+	if leader == s.cfg.ID {
+		s.role = Leader
+		s.lastAck = map[ID]int{}
+		s.heartbeat()
+		return
+	}
+	s.role = Follower
+}
+
+// supersedes reports whether leader l of term t should replace the one we follow.
+func (s *Stable) supersedes(l ID, t uint64) bool {
+	if t != s.term {
+		return t > s.term
+	}
+	return s.leader == None || s.cfg.Rank.Compare(l, s.leader) > 0
+}
+
+// Step delivers one message.
+func (s *Stable) Step(m Message) {
+	if m.From == s.cfg.ID {
+		return
+	}
+	switch m.Type {
+	case MsgHeartbeat:
+		switch {
+		case m.From == s.leader && s.role != Leader:
+			s.follow(m.From, max(s.term, m.Term))
+		case s.role == Candidate && m.Term >= s.term:
+			s.follow(m.From, m.Term) // a live leader: no need to elect
+		case s.supersedes(m.From, m.Term):
+			s.follow(m.From, m.Term)
+		default:
+			return
+		}
+		s.mergeFlaps(m.IDs)
+		s.send(Message{Type: MsgHeartbeatAck, To: m.From, Term: s.term})
+	case MsgHeartbeatAck:
+		if s.role == Leader {
+			s.lastAck[m.From] = s.now
+		}
+	case MsgElection:
+		s.send(Message{Type: MsgVote, To: m.From, Term: m.Term, Leader: s.aliveLeader(), IDs: s.flapList()})
+	case MsgVote:
+		if s.role != Candidate || m.Term != s.electTerm {
+			return
+		}
+		s.mergeFlaps(m.IDs)
+		s.votes[m.From] = true
+		if m.Leader != None && m.Leader != s.cfg.ID && (s.liveLeader == None || s.cfg.Rank.Compare(m.Leader, s.liveLeader) > 0) {
+			s.liveLeader = m.Leader
+		}
+		if len(s.votes) == len(s.cfg.Peers)-1 {
+			s.finish()
+		}
+	case MsgCoordinator:
+		s.mergeFlaps(m.IDs)
+		if s.supersedes(m.Leader, m.Term) {
+			s.follow(m.Leader, m.Term)
+		}
+	}
+}
+
+// aliveLeader is the leader this process currently considers alive.
+func (s *Stable) aliveLeader() ID {
+	switch {
+	case s.role == Leader:
+		return s.cfg.ID
+	case s.role == Follower && s.leader != None && s.elapsed < s.cfg.TimeoutTicks:
+		return s.leader
+	}
+	return None
+}
+
+// flapList encodes the flap counts as a sorted list with each ID repeated
+// once per flap.
+func (s *Stable) flapList() []ID {
+	var out []ID
+	for _, id := range slices.Sorted(maps.Keys(s.flaps)) {
+		for range s.flaps[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// mergeFlaps takes the maximum of our counts and those encoded in ids.
+func (s *Stable) mergeFlaps(ids []ID) {
+	got := map[ID]int{}
+	for _, id := range ids {
+		got[id]++
+	}
+	for id, c := range got {
+		s.flaps[id] = max(s.flaps[id], c)
+	}
+}
+
+// Ready returns and clears the pending messages, with the current state.
+func (s *Stable) Ready() Ready {
+	rd := Ready{Messages: s.msgs, State: State{Role: s.role, Leader: s.leader, Term: s.term}}
+	s.msgs = nil
+	return rd
+}
+
+func (s *Stable) send(m Message) {
+	m.From = s.cfg.ID
+	s.msgs = append(s.msgs, m)
+}
+
+func (s *Stable) broadcast(m Message) {
+	for _, p := range s.cfg.Peers {
+		if p != s.cfg.ID {
+			m.To = p
+			s.send(m)
+		}
+	}
+}

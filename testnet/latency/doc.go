@@ -1,0 +1,45 @@
+// Package latency holds round-trip-time matrices for network simulations.
+//
+// A Matrix gives, for every pair of hosts i and j in 0..N()-1, the round-trip
+// time between them, or reports that the measurement is missing. The
+// simulator in testnet/sim takes a Matrix as its network: a message from i to
+// j takes RTT(i, j)/2 of virtual time.
+//
+// Matrices come from text files such as the PlanetLab data set in
+// shared/data/planetlab490 (Load or Parse), or are built in code (Constant for
+// a uniform network, Sub to pick some hosts of a larger one):
+//
+//	m, err := latency.Load("planetlab490_median18_ms.txt")
+//	if err != nil {
+//		return err // e.g. "latency: x.txt:7:12: not a number: ..."
+//	}
+//	rtt, ok := m.RTT(3, 17) // ok is false when the entry is missing
+//
+// # File format
+//
+// One row per line, values in milliseconds separated by tabs or spaces; row i
+// column j is the RTT measured from host i to host j. Blank lines and lines
+// starting with '#' are skipped. The matrix must be square. Missing
+// measurements are written as -1, or as 0 off the diagonal (a real RTT is
+// never exactly zero; the PlanetLab data has co-located hosts at 0.09 ms, not
+// 0). The diagonal is read and checked like any other entry but ignored: the
+// RTT from a host to itself is always 0.
+//
+// Malformed input gives a *ParseError naming the line and column (the 1-based
+// position of the value in its row) and wrapping one of the sentinel errors
+// ErrRagged, ErrNotNumber, ErrNegative, ErrTooLarge, ErrNotSquare or
+// ErrEmpty, so callers can test with errors.Is.
+//
+// # Asymmetric input
+//
+// A Matrix is always symmetric: RTT(i, j) == RTT(j, i). When the input gives
+// both directions of a pair and they differ, the RTT is their mean (in
+// nanoseconds, rounded down). When only one direction is present, that one is
+// used. When neither is, the pair is missing. Stats reports how many pairs
+// were averaged and how many were one-sided, so a loader's caller can tell
+// how much the input was repaired.
+//
+// FillMissing returns a copy in which every missing pair has an estimate: the
+// shortest two-hop path through a third host, or the median RTT when no such
+// path exists.
+package latency

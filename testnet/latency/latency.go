@@ -1,0 +1,412 @@
+package latency
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sentinel errors wrapped by a *ParseError (or returned directly), for use
+// with errors.Is.
+var (
+	// ErrEmpty means the input holds no rows.
+	ErrEmpty = errors.New("empty matrix")
+	// ErrRagged means a row has a different number of values than the first.
+	ErrRagged = errors.New("ragged row")
+	// ErrNotNumber means a value is not a finite decimal number.
+	ErrNotNumber = errors.New("not a number")
+	// ErrNegative means a value is negative and not the missing marker -1.
+	ErrNegative = errors.New("negative RTT")
+	// ErrTooLarge means a value does not fit a time.Duration.
+	ErrTooLarge = errors.New("RTT too large")
+	// ErrNotSquare means the number of rows differs from the number of columns.
+	ErrNotSquare = errors.New("matrix is not square")
+	// ErrNoData means FillMissing found no measured pair to estimate from.
+	ErrNoData = errors.New("latency: no measured pair to estimate missing entries from")
+)
+
+// ParseError describes malformed input: where it is and what is wrong.
+type ParseError struct {
+	// File is the file name when the input came from Load, else empty.
+	File string
+	// Line is the 1-based line number in the input.
+	Line int
+	// Column is the 1-based position of the value in its row, or 0 when the
+	// error concerns the whole input (ErrEmpty, too few rows).
+	Column int
+	// Text is the offending value as written, if any.
+	Text string
+	// Err is one of the sentinel errors of this package.
+	Err error
+	// Hint says what was expected.
+	Hint string
+}
+
+// Error formats the error as "latency: file:line:column: problem: text; hint".
+func (e *ParseError) Error() string {
+	var b strings.Builder
+	b.WriteString("latency: ")
+	switch {
+	case e.File != "" && e.Column > 0:
+		fmt.Fprintf(&b, "%s:%d:%d: ", e.File, e.Line, e.Column)
+	case e.File != "":
+		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	case e.Column > 0:
+		fmt.Fprintf(&b, "line %d, column %d: ", e.Line, e.Column)
+	default:
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	b.WriteString(e.Err.Error())
+	if e.Text != "" {
+		fmt.Fprintf(&b, " %q", e.Text)
+	}
+	if e.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(e.Hint)
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel error.
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// missing marks an absent entry in Matrix.rtt.
+const missing = time.Duration(-1)
+
+// Matrix is a symmetric matrix of round-trip times between N hosts. It is
+// immutable once built, so it may be shared between goroutines and
+// simulations.
+type Matrix struct {
+	n int
+	// rtt holds n*n entries, row-major, missing for an absent pair. It is
+	// nil for a constant matrix.
+	rtt      []time.Duration
+	constant time.Duration
+	// Counters from construction, reported by Stats.
+	nMissing, nAveraged, nOneSided int
+}
+
+// N returns the number of hosts.
+func (m *Matrix) N() int { return m.n }
+
+// RTT returns the round-trip time between hosts i and j, or 0 and false when
+// that measurement is missing. RTT(i, i) is 0. It panics if i or j is out of
+// range, like a slice index.
+func (m *Matrix) RTT(i, j int) (time.Duration, bool) {
+	if uint(i) >= uint(m.n) || uint(j) >= uint(m.n) {
+		panic(fmt.Sprintf("latency: RTT(%d, %d) out of range for %d hosts", i, j, m.n))
+	}
+	if i == j {
+		return 0, true
+	}
+	if m.rtt == nil {
+		return m.constant, true
+	}
+	d := m.rtt[i*m.n+j]
+	if d == missing {
+		return 0, false
+	}
+	return d, true
+}
+
+// Missing returns the number of unordered pairs {i, j}, i != j, whose RTT is
+// missing.
+func (m *Matrix) Missing() int { return m.nMissing }
+
+// Constant returns a matrix of n hosts in which every pair of distinct hosts
+// is rtt apart. It stores no per-pair data, so n may be large. It panics if n
+// or rtt is negative.
+func Constant(n int, rtt time.Duration) *Matrix {
+	if n < 0 || rtt < 0 {
+		panic(fmt.Sprintf("latency: Constant(%d, %v): negative argument", n, rtt))
+	}
+	return &Matrix{n: n, constant: rtt}
+}
+
+// Load reads a matrix from the named file; see the package documentation for
+// the format. A format error is a *ParseError carrying the file name.
+func Load(path string) (*Matrix, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("latency: %w", err)
+	}
+	defer f.Close()
+	m, err := Parse(f)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			pe.File = path
+			return nil, pe
+		}
+		return nil, fmt.Errorf("latency: reading %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Parse reads a matrix in the text format described in the package
+// documentation. A format error is a *ParseError; an error from r is
+// returned wrapped.
+func Parse(r io.Reader) (*Matrix, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<30)
+	var (
+		raw    []time.Duration // rows appended as read
+		n      = -1            // columns, from the first row
+		rows   int
+		line   int
+		fields []string
+	)
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		if line == 1 {
+			text = strings.TrimPrefix(text, "\ufeff") // a byte-order mark from some editors
+		}
+		fields = splitFields(text, fields[:0])
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		if n < 0 {
+			n = len(fields)
+			raw = make([]time.Duration, 0, n*n)
+		}
+		if rows == n {
+			return nil, &ParseError{Line: line, Err: ErrNotSquare,
+				Hint: fmt.Sprintf("found more than %d rows, but each row has %d values", n, n)}
+		}
+		if len(fields) != n {
+			col := min(len(fields), n) + 1
+			pe := &ParseError{Line: line, Column: col, Err: ErrRagged,
+				Hint: fmt.Sprintf("row %d has %d values, want %d like the first row", rows+1, len(fields), n)}
+			if len(fields) > n {
+				pe.Text = fields[n]
+			}
+			return nil, pe
+		}
+		for j, f := range fields {
+			d, err := parseMillis(f)
+			if err != nil {
+				err.Line, err.Column = line, j+1
+				return nil, err
+			}
+			raw = append(raw, d)
+		}
+		rows++
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("latency: reading input: %w", err)
+	}
+	if n < 0 {
+		return nil, &ParseError{Line: line, Err: ErrEmpty, Hint: "want one row of RTTs in milliseconds per line"}
+	}
+	if rows != n {
+		return nil, &ParseError{Line: line, Err: ErrNotSquare,
+			Hint: fmt.Sprintf("found %d rows of %d values; an N-host matrix has N rows of N values", rows, n)}
+	}
+	return fromRaw(n, raw), nil
+}
+
+// splitFields splits s at runs of spaces and tabs (and a trailing '\r'),
+// appending to dst.
+func splitFields(s string, dst []string) []string {
+	start := -1
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == ' ' || c == '\t' || c == '\r' {
+			if start >= 0 {
+				dst = append(dst, s[start:i])
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		dst = append(dst, s[start:])
+	}
+	return dst
+}
+
+// parseMillis converts one value in milliseconds; missing becomes -1 (0 is
+// left as 0 and treated as missing off the diagonal by fromRaw).
+func parseMillis(f string) (time.Duration, *ParseError) {
+	v, err := strconv.ParseFloat(f, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		pe := &ParseError{Text: f, Err: ErrNotNumber,
+			Hint: "want a finite RTT in milliseconds, or -1 for a missing entry"}
+		if strings.ContainsAny(f, ",;") {
+			pe.Hint = "values must be separated by tabs or spaces"
+		}
+		return 0, pe
+	}
+	if v == -1 {
+		return missing, nil
+	}
+	if v < 0 {
+		return 0, &ParseError{Text: f, Err: ErrNegative,
+			Hint: "want an RTT >= 0 in milliseconds; write -1 (or 0) for a missing entry"}
+	}
+	ns := math.Round(v * float64(time.Millisecond))
+	if ns >= math.MaxInt64/4 { // leaves room to add two RTTs in FillMissing
+		return 0, &ParseError{Text: f, Err: ErrTooLarge, Hint: "want an RTT in milliseconds, below about 73 years"}
+	}
+	return time.Duration(ns), nil
+}
+
+// fromRaw symmetrises an n*n row-major matrix in place (0 off the diagonal
+// and -1 both mean missing) and wraps it.
+func fromRaw(n int, raw []time.Duration) *Matrix {
+	m := &Matrix{n: n, rtt: raw}
+	for i := 0; i < n; i++ {
+		raw[i*n+i] = 0
+		for j := i + 1; j < n; j++ {
+			a, b := raw[i*n+j], raw[j*n+i]
+			if a == 0 {
+				a = missing
+			}
+			if b == 0 {
+				b = missing
+			}
+			var v time.Duration
+			switch {
+			case a != missing && b != missing:
+				v = a/2 + b/2 + (a%2+b%2)/2 // mean, without overflow
+				if a != b {
+					m.nAveraged++
+				}
+			case a != missing:
+				v = a
+				m.nOneSided++
+			case b != missing:
+				v = b
+				m.nOneSided++
+			default:
+				v = missing
+				m.nMissing++
+			}
+			raw[i*n+j], raw[j*n+i] = v, v
+		}
+	}
+	return m
+}
+
+// Sub returns the matrix of the given hosts: host k of the result is host
+// hosts[k] of m. Hosts may repeat; two copies of one host are 0 apart. It
+// panics if a host is out of range.
+func (m *Matrix) Sub(hosts []int) *Matrix {
+	k := len(hosts)
+	for _, h := range hosts {
+		if uint(h) >= uint(m.n) {
+			panic(fmt.Sprintf("latency: Sub: host %d out of range for %d hosts", h, m.n))
+		}
+	}
+	out := &Matrix{n: k, rtt: make([]time.Duration, k*k)}
+	for a, i := range hosts {
+		for b, j := range hosts {
+			d, ok := m.RTT(i, j)
+			if !ok {
+				d = missing
+				if a < b {
+					out.nMissing++
+				}
+			}
+			out.rtt[a*k+b] = d
+		}
+	}
+	return out
+}
+
+// FillMissing returns a copy of m in which every missing pair {i, j} holds an
+// estimate: the shortest two-hop path min over k of RTT(i,k)+RTT(k,j) through
+// measured pairs, or, when no such path exists, the median measured RTT. It
+// returns m itself when nothing is missing, and ErrNoData when no pair at all
+// is measured.
+func (m *Matrix) FillMissing() (*Matrix, error) {
+	if m.nMissing == 0 {
+		return m, nil
+	}
+	st := m.Stats()
+	if st.Pairs == st.Missing {
+		return nil, ErrNoData
+	}
+	n := m.n
+	out := &Matrix{n: n, rtt: slices.Clone(m.rtt), nAveraged: m.nAveraged, nOneSided: m.nOneSided}
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			if m.rtt[i*n+j] != missing {
+				continue
+			}
+			best := time.Duration(math.MaxInt64)
+			ri, rj := m.rtt[i*n:i*n+n], m.rtt[j*n:j*n+n]
+			for k := 0; k < n; k++ {
+				if k == i || k == j || ri[k] == missing || rj[k] == missing {
+					continue
+				}
+				if d := ri[k] + rj[k]; d < best {
+					best = d
+				}
+			}
+			if best == math.MaxInt64 {
+				best = st.Median
+			}
+			out.rtt[i*n+j], out.rtt[j*n+i] = best, best
+		}
+	}
+	return out, nil
+}
+
+// Stats summarises a matrix over its unordered pairs of distinct hosts.
+type Stats struct {
+	N     int // hosts
+	Pairs int // unordered pairs of distinct hosts, N(N-1)/2
+	// Missing is the number of pairs without a measurement.
+	Missing int
+	// Averaged is the number of pairs whose two directions differed in the
+	// input and were replaced by their mean.
+	Averaged int
+	// OneSided is the number of pairs measured in one direction only.
+	OneSided int
+	// Min, Median, P95, Max and Mean describe the measured pairs; all are 0
+	// when none is measured.
+	Min, Median, P95, Max, Mean time.Duration
+}
+
+// Stats computes summary statistics. It costs O(N² log N) for a stored
+// matrix and O(1) for a constant one.
+func (m *Matrix) Stats() Stats {
+	s := Stats{N: m.n, Pairs: m.n * (m.n - 1) / 2, Missing: m.nMissing,
+		Averaged: m.nAveraged, OneSided: m.nOneSided}
+	if m.rtt == nil {
+		if s.Pairs > 0 {
+			c := m.constant
+			s.Min, s.Median, s.P95, s.Max, s.Mean = c, c, c, c, c
+		}
+		return s
+	}
+	v := make([]time.Duration, 0, s.Pairs-s.Missing)
+	var sum float64
+	for i := 0; i < m.n; i++ {
+		for j := i + 1; j < m.n; j++ {
+			if d := m.rtt[i*m.n+j]; d != missing {
+				v = append(v, d)
+				sum += float64(d)
+			}
+		}
+	}
+	if len(v) == 0 {
+		return s
+	}
+	slices.Sort(v)
+	s.Min, s.Max = v[0], v[len(v)-1]
+	s.Median = v[len(v)/2]
+	s.P95 = v[min(len(v)-1, len(v)*95/100)]
+	s.Mean = time.Duration(sum / float64(len(v)))
+	return s
+}
