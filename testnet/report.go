@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/superpeer/superpeer/dhtselect"
 )
 
@@ -68,6 +70,7 @@ func (t *Net) Report() Report {
 	}
 	r.K, _ = t.Expected()
 	byKey := map[dhtselect.Key]*ClusterReport{}
+	ids := map[dhtselect.Key][]peer.ID{}
 	for i, n := range nodes {
 		s := n.State()
 		r.Nodes = append(r.Nodes, NodeReport{
@@ -87,15 +90,18 @@ func (t *Net) Report() Report {
 			c = &ClusterReport{Prefix: s.Prefix, Key: s.ClusterKey.String()}
 			byKey[s.ClusterKey] = c
 		}
-		c.Members = append(c.Members, s.Self.String())
+		ids[s.ClusterKey] = append(ids[s.ClusterKey], s.Self)
 		if s.Role.String() == "superpeer" {
 			c.Superpeer = s.Self.String()
 		} else if c.Superpeer == "" {
 			c.Superpeer = s.Superpeer.ID.String()
 		}
 	}
-	for _, c := range byKey {
-		slices.Sort(c.Members)
+	for key, c := range byKey {
+		dhtselect.SortByKey(ids[key]) // the superpeer, smallest key, first
+		for _, id := range ids[key] {
+			c.Members = append(c.Members, id.String())
+		}
 		r.Clusters = append(r.Clusters, *c)
 	}
 	slices.SortFunc(r.Clusters, func(a, b ClusterReport) int { return strings.Compare(a.Key, b.Key) })
