@@ -98,8 +98,8 @@ func TestBullyWalkthrough(t *testing.T) {
 	n.resetCounts()
 	n.run(5 * T)
 	n.wantLeader("6 leads", "6")
-	if n.sent[MsgElection] != 0 || n.sent[MsgHeartbeat] == 0 {
-		t.Fatalf("under leader 6: %d ELECTION, %d HEARTBEAT sent; want 0 and some", n.sent[MsgElection], n.sent[MsgHeartbeat])
+	if n.count(MsgElection) != 0 || n.count(MsgHeartbeat) == 0 {
+		t.Fatalf("under leader 6: %d ELECTION, %d HEARTBEAT sent; want 0 and some", n.count(MsgElection), n.count(MsgHeartbeat))
 	}
 
 	// 7 recovers as a fresh process and campaigns: it outranks everyone, so
@@ -126,15 +126,15 @@ func TestBullyEveryoneNoticesTheCrash(t *testing.T) {
 		t.Fatalf("after the timeout: %d leaders, want 0 while 6 waits for OKs", got)
 	}
 	// ELECTION: process i sends 7-i of them; OK: one per live pair.
-	if got, want := n.sent[MsgElection], 7+6+5+4+3+2+1; got != want {
+	if got, want := n.count(MsgElection), 7+6+5+4+3+2+1; got != want {
 		t.Errorf("ELECTION sent: %d, want %d", got, want)
 	}
-	if got, want := n.sent[MsgOK], 6*7/2; got != want {
+	if got, want := n.count(MsgOK), 6*7/2; got != want {
 		t.Errorf("OK sent: %d, want %d", got, want)
 	}
 	n.run(10)
 	n.wantLeader("after the second timeout", "6")
-	if got, want := n.sent[MsgCoordinator], 7; got != want {
+	if got, want := n.count(MsgCoordinator), 7; got != want {
 		t.Errorf("COORDINATOR sent: %d, want %d", got, want)
 	}
 }
@@ -162,8 +162,8 @@ func TestBullyLostCoordinator(t *testing.T) {
 	n.wantState("4 still waits", "4", Candidate, None)
 	n.run(1, "4")
 	n.wantLeader("4 restarted its election", "6")
-	if n.sent[MsgElection] == 0 || n.sent[MsgCoordinator] == 0 {
-		t.Fatalf("restart: %d ELECTION and %d COORDINATOR sent, want some of both", n.sent[MsgElection], n.sent[MsgCoordinator])
+	if n.count(MsgElection) == 0 || n.count(MsgCoordinator) == 0 {
+		t.Fatalf("restart: %d ELECTION and %d COORDINATOR sent, want some of both", n.count(MsgElection), n.count(MsgCoordinator))
 	}
 	if got := n.leaders(); len(got) != 1 || got[0] != "6" {
 		t.Fatalf("leaders %v, want [6]", got)
@@ -244,7 +244,7 @@ func TestBullyMessageCounts(t *testing.T) {
 				n.settle()
 				n.run(10, second) // the winner's OK timeout; the others only wait
 				n.wantLeader("after the election", second)
-				got := [4]int{n.sent[MsgElection], n.sent[MsgOK], n.sent[MsgCoordinator], n.total()}
+				got := [4]int{n.count(MsgElection), n.count(MsgOK), n.count(MsgCoordinator), n.total()}
 				want := [4]int{tt.election, tt.ok, tt.coord, tt.all}
 				if got != want {
 					t.Fatalf("ELECTION, OK, COORDINATOR, total = %v, want %v", got, want)

@@ -6,30 +6,28 @@ import (
 	"testing"
 )
 
+// newCand makes member id of peers with candidates 5, 6, 7 (HighestID rank,
+// heartbeat every tick, timeout 3 ticks).
+func newCand(t testing.TB, id ID, peers []ID) *CandidateElection {
+	t.Helper()
+	return tnMust[*CandidateElection](t)(NewCandidate(Config{ID: id, Peers: peers, HeartbeatTicks: 1, TimeoutTicks: 3}, tnSplit("5 6 7")))
+}
+
 // candNet builds members 1..7 with candidates 5, 6, 7 (HighestID rank,
 // heartbeat every tick, timeout 3 ticks) and runs it until everyone follows 7.
-func candNet(t *testing.T) *h2net {
+func candNet(t *testing.T) *tnet {
 	t.Helper()
-	peers := h2ids("1 2 3 4 5 6 7")
-	n := newH2Net(t, peers, func(id ID) Machine {
-		m, err := NewCandidate(Config{ID: id, Peers: peers, HeartbeatTicks: 1, TimeoutTicks: 3}, h2ids("5 6 7"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	})
+	peers := tnSplit("1 2 3 4 5 6 7")
+	n := newTnet(t, peers, func(id ID) Machine { return newCand(t, id, peers) })
 	n.runUntil(50, "following 7", func() bool { return n.agree("7") })
 	return n
 }
 
 func TestCandidateDelayByRankPosition(t *testing.T) {
-	peers := h2ids("1 2 3 4 5 6 7")
+	peers := tnSplit("1 2 3 4 5 6 7")
 	want := map[ID]int{"7": 3, "6": 6, "5": 9, "4": 12, "3": 15, "2": 18, "1": 21}
 	for id, d := range want {
-		m, err := NewCandidate(Config{ID: id, Peers: peers, HeartbeatTicks: 1, TimeoutTicks: 3}, h2ids("5 6 7"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := newCand(t, id, peers)
 		if m.Delay() != d {
 			t.Errorf("δ(%s) = %d, want %d", id, m.Delay(), d)
 		}
@@ -45,45 +43,46 @@ func TestCandidateWalkthrough(t *testing.T) {
 	// 2 notices (Campaign). Only 2's clock runs here, as if the others had
 	// not yet noticed; δ(2) = (5+1)·3 = 18 ticks.
 	n.campaign("2")
+	n.settle()
 	mark := n.mark()
 	for range 17 {
-		n.tick("2")
+		n.run(1, "2")
 	}
 	if got := n.since(mark, 0); len(got) != 0 {
-		t.Fatalf("2 sent before its δ ran out:\n%s", h2fmts(got))
+		t.Fatalf("2 sent before its δ ran out:\n%s", tnFmtLongs(got))
 	}
 	if st := n.state("2"); st.Role != Candidate {
 		t.Fatalf("2 during δ: role %v, want candidate", st.Role)
 	}
 
 	// Tick 18: QUERY to every candidate; 5 and 6 answer, 7 is dead.
-	n.tick("2")
+	n.run(1, "2")
 	queries := n.since(mark, MsgQuery)
-	if got, want := h2tos(queries), h2ids("5 6 7"); !slices.Equal(got, want) {
+	if got, want := tnTos(queries), tnSplit("5 6 7"); !slices.Equal(got, want) {
 		t.Fatalf("2 queried %v, want %v", got, want)
 	}
 	replies := n.since(mark, MsgQueryReply)
-	if got, want := h2froms(replies), h2ids("5 6"); !slices.Equal(got, want) {
+	if got, want := tnFroms(replies), tnSplit("5 6"); !slices.Equal(got, want) {
 		t.Fatalf("replies from %v, want %v", got, want)
 	}
 	if c := n.since(mark, MsgCoordinator); len(c) != 0 {
-		t.Fatalf("2 announced before its query timeout although 7 never answered:\n%s", h2fmts(c))
+		t.Fatalf("2 announced before its query timeout although 7 never answered:\n%s", tnFmtLongs(c))
 	}
 
 	// TimeoutTicks later 2 gives up on 7 and announces 6 to everyone.
-	n.tick("2")
-	n.tick("2")
+	n.run(1, "2")
+	n.run(1, "2")
 	if c := n.since(mark, MsgCoordinator); len(c) != 0 {
-		t.Fatalf("2 announced early:\n%s", h2fmts(c))
+		t.Fatalf("2 announced early:\n%s", tnFmtLongs(c))
 	}
-	n.tick("2")
+	n.run(1, "2")
 	coords := n.since(mark, MsgCoordinator)
-	if got, want := h2tos(coords), h2ids("1 3 4 5 6 7"); !slices.Equal(got, want) {
+	if got, want := tnTos(coords), tnSplit("1 3 4 5 6 7"); !slices.Equal(got, want) {
 		t.Fatalf("COORDINATOR sent to %v, want %v", got, want)
 	}
 	for _, m := range coords {
 		if m.From != "2" || m.Leader != "6" {
-			t.Fatalf("bad announcement %s, want 2 announcing 6", h2fmt(m))
+			t.Fatalf("bad announcement %s, want 2 announcing 6", tnFmtLong(m))
 		}
 	}
 	if !n.agree("6") {
@@ -94,7 +93,7 @@ func TestCandidateWalkthrough(t *testing.T) {
 	mark = n.mark()
 	n.run(30)
 	if q := n.since(mark, MsgQuery); len(q) != 0 {
-		t.Fatalf("an election started under a live leader 6:\n%s", h2fmts(q[:1]))
+		t.Fatalf("an election started under a live leader 6:\n%s", tnFmtLongs(q[:1]))
 	}
 	if hb := n.since(mark, MsgHeartbeat); len(hb) != 30*6 {
 		t.Fatalf("6 sent %d heartbeats in 30 ticks, want %d", len(hb), 30*6)
@@ -112,18 +111,20 @@ func TestCandidateTwoOrdinariesNoticeTogether(t *testing.T) {
 	n := candNet(t)
 	n.crash("7")
 	n.campaign("1")
+	n.settle()
 	n.campaign("2")
+	n.settle()
 	mark := n.mark()
 	for range 40 {
-		n.tick("1", "2")
+		n.run(1, "1", "2")
 	}
 	coords := n.since(mark, MsgCoordinator)
 	if len(coords) != 6 {
-		t.Fatalf("got %d COORDINATOR messages, want one announcement to 6 members:\n%s", len(coords), h2fmts(coords))
+		t.Fatalf("got %d COORDINATOR messages, want one announcement to 6 members:\n%s", len(coords), tnFmtLongs(coords))
 	}
 	for _, m := range coords {
 		if m.From != "2" || m.Leader != "6" {
-			t.Fatalf("bad announcement %s, want only 2 announcing 6", h2fmt(m))
+			t.Fatalf("bad announcement %s, want only 2 announcing 6", tnFmtLong(m))
 		}
 	}
 	if !n.agree("6") {
@@ -144,7 +145,7 @@ func TestCandidateEveryoneNotices(t *testing.T) {
 	announcers := map[ID]bool{}
 	for _, m := range coords {
 		if m.Leader != "6" {
-			t.Fatalf("announcement of %s, want only 6:\n%s", m.Leader, h2fmts(coords))
+			t.Fatalf("announcement of %s, want only 6:\n%s", m.Leader, tnFmtLongs(coords))
 		}
 		announcers[m.From] = true
 	}
@@ -160,18 +161,18 @@ func TestCandidateEveryoneNotices(t *testing.T) {
 // announced and the ordinaries keep retrying (and keep querying).
 func TestCandidateNoLiveCandidate(t *testing.T) {
 	n := candNet(t)
-	for _, id := range h2ids("5 6 7") {
+	for _, id := range tnSplit("5 6 7") {
 		n.crash(id)
 	}
 	mark := n.mark()
 	n.run(200)
 	if c := n.since(mark, MsgCoordinator); len(c) != 0 {
-		t.Fatalf("announced a dead candidate:\n%s", h2fmts(c))
+		t.Fatalf("announced a dead candidate:\n%s", tnFmtLongs(c))
 	}
 	if q := n.since(mark, MsgQuery); len(q) == 0 {
 		t.Fatal("nobody queried the candidates")
 	}
-	for _, id := range h2ids("1 2 3 4") {
+	for _, id := range tnSplit("1 2 3 4") {
 		if st := n.state(id); st.Leader != None && st.Leader != "7" {
 			t.Fatalf("%s follows %s with no live candidate", id, st.Leader)
 		}
@@ -179,46 +180,28 @@ func TestCandidateNoLiveCandidate(t *testing.T) {
 }
 
 func TestNewCandidateValidation(t *testing.T) {
-	peers := h2ids("1 2 3")
+	peers := tnSplit("1 2 3")
 	cases := []struct {
 		name  string
 		cfg   Config
 		cands []ID
 		want  error
 	}{
-		{"no ID", Config{Peers: peers}, h2ids("3"), ErrBadID},
-		{"ID not a peer", Config{ID: "9", Peers: peers}, h2ids("3"), ErrBadID},
-		{"duplicate peer", Config{ID: "1", Peers: h2ids("1 2 2")}, h2ids("2"), ErrBadID},
-		{"negative ticks", Config{ID: "1", Peers: peers, TimeoutTicks: -1}, h2ids("3"), ErrBadTicks},
-		{"timeout not above heartbeat", Config{ID: "1", Peers: peers, HeartbeatTicks: 4, TimeoutTicks: 4}, h2ids("3"), ErrBadTicks},
+		{"no ID", Config{Peers: peers}, tnSplit("3"), ErrBadID},
+		{"ID not a peer", Config{ID: "9", Peers: peers}, tnSplit("3"), ErrBadID},
+		{"duplicate peer", Config{ID: "1", Peers: tnSplit("1 2 2")}, tnSplit("2"), ErrBadID},
+		{"negative ticks", Config{ID: "1", Peers: peers, TimeoutTicks: -1}, tnSplit("3"), ErrBadTicks},
+		{"timeout not above heartbeat", Config{ID: "1", Peers: peers, HeartbeatTicks: 4, TimeoutTicks: 4}, tnSplit("3"), ErrBadTicks},
 		{"no candidates", Config{ID: "1", Peers: peers}, nil, ErrBadCandidates},
-		{"unknown candidate", Config{ID: "1", Peers: peers}, h2ids("3 8"), ErrBadCandidates},
-		{"duplicate candidate", Config{ID: "1", Peers: peers}, h2ids("3 3"), ErrBadCandidates},
+		{"unknown candidate", Config{ID: "1", Peers: peers}, tnSplit("3 8"), ErrBadCandidates},
+		{"duplicate candidate", Config{ID: "1", Peers: peers}, tnSplit("3 3"), ErrBadCandidates},
 	}
 	for _, tc := range cases {
 		if _, err := NewCandidate(tc.cfg, tc.cands); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	if _, err := NewCandidate(Config{ID: "1", Peers: peers}, h2ids("2 3")); err != nil {
+	if _, err := NewCandidate(Config{ID: "1", Peers: peers}, tnSplit("2 3")); err != nil {
 		t.Errorf("valid config rejected: %v", err)
 	}
-}
-
-// h2tos lists the recipients of ms in order.
-func h2tos(ms []Message) []ID {
-	var out []ID
-	for _, m := range ms {
-		out = append(out, m.To)
-	}
-	return out
-}
-
-// h2froms lists the senders of ms in order.
-func h2froms(ms []Message) []ID {
-	var out []ID
-	for _, m := range ms {
-		out = append(out, m.From)
-	}
-	return out
 }

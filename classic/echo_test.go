@@ -30,15 +30,11 @@ func (g *echoGraph) edge(a, b ID) bool {
 	return true
 }
 
-// net builds an h2net of Echo machines on g.
-func (g *echoGraph) net(t testing.TB) *h2net {
+// net builds a tnet of Echo machines on g.
+func (g *echoGraph) net(t testing.TB) *tnet {
 	t.Helper()
-	return newH2Net(t, g.ids, func(id ID) Machine {
-		m, err := NewEcho(Config{ID: id, Peers: g.ids, TimeoutTicks: 2}, g.adj[id], g.caps[id])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
+	return newTnet(t, g.ids, func(id ID) Machine {
+		return tnMust[*Echo](t)(NewEcho(Config{ID: id, Peers: g.ids, TimeoutTicks: 2}, g.adj[id], g.caps[id]))
 	})
 }
 
@@ -57,7 +53,7 @@ func (g *echoGraph) net(t testing.TB) *h2net {
 //	        \     /
 //	         j(5)
 func tenNodes() *echoGraph {
-	g := newEchoGraph(h2ids("a b c d e f g h i j"))
+	g := newEchoGraph(tnSplit("a b c d e f g h i j"))
 	for _, e := range [][2]ID{
 		{"a", "b"}, {"a", "c"}, {"b", "d"}, {"c", "d"}, {"c", "e"}, {"d", "f"},
 		{"e", "g"}, {"f", "h"}, {"g", "h"}, {"g", "i"}, {"h", "j"}, {"i", "j"},
@@ -70,7 +66,7 @@ func tenNodes() *echoGraph {
 	return g
 }
 
-func echoOf(n *h2net, id ID) *Echo { return n.nodes[id].(*Echo) }
+func echoOf(n *tnet, id ID) *Echo { return n.nodes[id].(*Echo) }
 
 // TestEchoTenNodeWalkthrough: a starts the election; the ELECTION wave builds
 // the spanning tree, the echoes carry each subtree's best (capacity, ID) up,
@@ -79,6 +75,7 @@ func TestEchoTenNodeWalkthrough(t *testing.T) {
 	g := tenNodes()
 	n := g.net(t)
 	n.campaign("a")
+	n.settle()
 
 	// The spanning tree (the network is FIFO, so the wave is breadth-first).
 	wantParent := map[ID]ID{"a": None, "b": "a", "c": "a", "d": "b", "e": "c", "f": "d", "g": "e", "h": "f", "i": "g", "j": "h"}
@@ -95,11 +92,11 @@ func TestEchoTenNodeWalkthrough(t *testing.T) {
 	}
 	echoes := n.since(0, MsgEcho)
 	if len(echoes) != len(wantEcho) {
-		t.Fatalf("%d echoes, want one per non-source node:\n%s", len(echoes), h2fmts(echoes))
+		t.Fatalf("%d echoes, want one per non-source node:\n%s", len(echoes), tnFmtLongs(echoes))
 	}
 	for _, m := range echoes {
 		if m.To != wantParent[m.From] {
-			t.Errorf("%s: echo not sent to the parent %s", h2fmt(m), wantParent[m.From])
+			t.Errorf("%s: echo not sent to the parent %s", tnFmtLong(m), wantParent[m.From])
 		}
 		if got := fmt.Sprintf("%s/%d", m.Leader, m.Capacity); got != wantEcho[m.From] {
 			t.Errorf("echo of %s carries %s, want %s", m.From, got, wantEcho[m.From])
@@ -135,7 +132,7 @@ func TestEchoTenNodeWalkthrough(t *testing.T) {
 	coords := n.since(0, MsgCoordinator)
 	for _, m := range coords {
 		if wantParent[m.To] != m.From || m.Leader != "h" || m.Capacity != 8 {
-			t.Errorf("bad announcement %s", h2fmt(m))
+			t.Errorf("bad announcement %s", tnFmtLong(m))
 		}
 	}
 
@@ -180,6 +177,7 @@ func TestEchoMessageCount(t *testing.T) {
 			n := g.net(t)
 			source := g.ids[int(seed)%size]
 			n.campaign(source)
+			n.settle()
 			want := None
 			for _, id := range g.ids {
 				if want == None || g.caps[id] > g.caps[want] || g.caps[id] == g.caps[want] && id > want {
@@ -208,11 +206,10 @@ func TestEchoMessageCount(t *testing.T) {
 func TestEchoConcurrentElections(t *testing.T) {
 	g := tenNodes()
 	n := g.net(t)
-	for _, src := range h2ids("a j") {
-		n.nodes[src].Campaign()
-		n.collect(src)
+	for _, src := range tnSplit("a j") {
+		n.campaign(src)
 	}
-	n.deliverAll()
+	n.settle()
 	winner := ElectionID{Source: "j", Seq: 1}
 	for _, id := range g.ids {
 		if got := echoOf(n, id).Election(); got != winner {
@@ -221,11 +218,11 @@ func TestEchoConcurrentElections(t *testing.T) {
 	}
 	coords := n.since(0, MsgCoordinator)
 	if len(coords) != len(g.ids)-1 {
-		t.Fatalf("%d COORDINATOR messages, want one broadcast of %d:\n%s", len(coords), len(g.ids)-1, h2fmts(coords))
+		t.Fatalf("%d COORDINATOR messages, want one broadcast of %d:\n%s", len(coords), len(g.ids)-1, tnFmtLongs(coords))
 	}
 	for _, m := range coords {
 		if m.Election != winner || m.Leader != "h" {
-			t.Fatalf("announcement %s, want h in election %v", h2fmt(m), winner)
+			t.Fatalf("announcement %s, want h in election %v", tnFmtLong(m), winner)
 		}
 	}
 	if !n.agree("h") {
@@ -241,6 +238,7 @@ func TestEchoDeadNeighbour(t *testing.T) {
 	n.unreachable = true
 	n.crash("h")
 	n.campaign("a")
+	n.settle()
 	if !n.agree("g") {
 		t.Fatalf("not everyone follows g: %s", n.states())
 	}
@@ -249,7 +247,7 @@ func TestEchoDeadNeighbour(t *testing.T) {
 		if m.Type == MsgUnreachable {
 			unreach++
 			if m.From != "h" {
-				t.Errorf("unexpected %s", h2fmt(m))
+				t.Errorf("unexpected %s", tnFmtLong(m))
 			}
 		}
 	}
@@ -266,6 +264,7 @@ func TestEchoTimeoutRestarts(t *testing.T) {
 	n := g.net(t)
 	n.cut[[2]ID{"h", "f"}] = true // h's echo to its parent f is lost
 	n.campaign("a")
+	n.settle()
 	if st := n.state("a"); st.Role != Candidate || st.Leader != None {
 		t.Fatalf("a: %v of %q, want a stuck election", st.Role, st.Leader)
 	}
@@ -291,7 +290,7 @@ func TestEchoTimeoutRestarts(t *testing.T) {
 
 // TestEchoSingleNode: a lone process elects itself.
 func TestEchoSingleNode(t *testing.T) {
-	e, err := NewEcho(Config{ID: "x", Peers: h2ids("x")}, nil, 1)
+	e, err := NewEcho(Config{ID: "x", Peers: tnSplit("x")}, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +302,7 @@ func TestEchoSingleNode(t *testing.T) {
 }
 
 func TestNewEchoValidation(t *testing.T) {
-	peers := h2ids("a b c")
+	peers := tnSplit("a b c")
 	cases := []struct {
 		name string
 		nbs  []ID
@@ -311,17 +310,17 @@ func TestNewEchoValidation(t *testing.T) {
 		want error
 	}{
 		{"no neighbours", nil, nil, ErrBadNeighbours},
-		{"self", h2ids("a b"), nil, ErrBadNeighbours},
-		{"stranger", h2ids("b z"), nil, ErrBadNeighbours},
-		{"twice", h2ids("b b"), nil, ErrBadNeighbours},
-		{"bad timeout", h2ids("b"), []EchoOption{WithElectionTimeout(0)}, ErrBadOption},
+		{"self", tnSplit("a b"), nil, ErrBadNeighbours},
+		{"stranger", tnSplit("b z"), nil, ErrBadNeighbours},
+		{"twice", tnSplit("b b"), nil, ErrBadNeighbours},
+		{"bad timeout", tnSplit("b"), []EchoOption{WithElectionTimeout(0)}, ErrBadOption},
 	}
 	for _, tc := range cases {
 		if _, err := NewEcho(Config{ID: "a", Peers: peers}, tc.nbs, 1, tc.opts...); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	if _, err := NewEcho(Config{ID: "a", Peers: peers}, h2ids("b c"), 1, WithElectionTimeout(5)); err != nil {
+	if _, err := NewEcho(Config{ID: "a", Peers: peers}, tnSplit("b c"), 1, WithElectionTimeout(5)); err != nil {
 		t.Errorf("valid config rejected: %v", err)
 	}
 }

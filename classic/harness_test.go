@@ -8,27 +8,36 @@ import (
 	"testing"
 )
 
-// tnet is a tiny message-passing network for the machines of bully.go,
-// ring.go and nextinline.go, in the style of etcd-io/raft's test network.
-// Messages travel through one FIFO queue. A crashed process neither sends,
-// receives nor ticks; an isolated one runs but everything it sends or is sent
-// is lost. With unreachable set, a send to a crashed process comes back to
-// its sender as MsgUnreachable, as the real driver reports a failed dial.
+// tnet is a tiny deterministic message-passing network for the machines of
+// this package, in the style of etcd-io/raft's test network.
+//
+// Messages travel through one global FIFO queue, so a wave of messages is
+// delivered breadth-first. The caller drives it: tick and campaign only
+// enqueue; round delivers what is in flight now, settle delivers until
+// nothing is, and run(k) ticks and settles k times (a round trip then takes
+// no ticks at all, which keeps timeouts easy to reason about).
+//
+// A crashed process neither sends, receives nor ticks; an isolated one runs
+// but everything it sends or is sent is lost; a cut link a→b loses the
+// messages from a to b (see partition). With unreachable set, a send to a
+// crashed process comes back to its sender as MsgUnreachable, as the real
+// driver reports a failed dial.
 type tnet struct {
 	t           testing.TB
 	ids         []ID
 	nodes       map[ID]Machine
 	crashed     map[ID]bool
 	isolated    map[ID]bool
+	cut         map[[2]ID]bool // cut[{a,b}]: messages a→b are lost
 	unreachable bool
 
 	queue []Message
 	drops []func(Message) bool // one-shot loss filters
 
-	sent      map[MsgType]int // messages the machines emitted, by type
-	lost      int             // messages that reached no one
-	injected  int             // MsgUnreachable notices injected
-	delivered int
+	sent     []Message // every message a machine emitted, in order
+	log      []Message // every message delivered, in order
+	lost     int       // messages that reached no one
+	injected int       // MsgUnreachable notices injected
 }
 
 // newTnet builds a network of the processes ids, making each with mk.
@@ -36,7 +45,7 @@ func newTnet(t testing.TB, ids []ID, mk func(id ID) Machine) *tnet {
 	t.Helper()
 	n := &tnet{
 		t: t, ids: slices.Clone(ids), nodes: map[ID]Machine{},
-		crashed: map[ID]bool{}, isolated: map[ID]bool{}, sent: map[MsgType]int{},
+		crashed: map[ID]bool{}, isolated: map[ID]bool{}, cut: map[[2]ID]bool{},
 	}
 	for _, id := range ids {
 		n.nodes[id] = mk(id)
@@ -71,7 +80,7 @@ func (n *tnet) collect(id ID) State {
 		if m.From != id {
 			n.t.Fatalf("%s sent a message with From=%q: %s", id, m.From, tnFmt(m))
 		}
-		n.sent[m.Type]++
+		n.sent = append(n.sent, m)
 		if n.isolated[id] {
 			n.lost++
 			continue
@@ -84,7 +93,7 @@ func (n *tnet) collect(id ID) State {
 // state returns id's current state (flushing its outbox into the queue).
 func (n *tnet) state(id ID) State { return n.collect(id) }
 
-// campaign makes id start an election.
+// campaign makes id start an election (without delivering anything).
 func (n *tnet) campaign(id ID) {
 	n.nodes[id].Campaign()
 	n.collect(id)
@@ -100,16 +109,20 @@ func (n *tnet) deliver(m Message) {
 		}
 	}
 	switch {
+	case n.nodes[m.To] == nil:
+		n.t.Fatalf("message to unknown process: %s", tnFmt(m))
+	case n.cut[[2]ID{m.From, m.To}]:
+		n.lost++
 	case n.crashed[m.To]:
 		n.lost++
 		if n.unreachable && m.Type != MsgUnreachable && !n.crashed[m.From] && !n.isolated[m.From] {
 			n.injected++
-			n.queue = append(n.queue, Message{Type: MsgUnreachable, From: m.To, To: m.From})
+			n.queue = append(n.queue, Message{Type: MsgUnreachable, From: m.To, To: m.From, Election: m.Election, Term: m.Term})
 		}
-	case n.isolated[m.To] || n.nodes[m.To] == nil:
+	case n.isolated[m.To]:
 		n.lost++
 	default:
-		n.delivered++
+		n.log = append(n.log, m)
 		n.nodes[m.To].Step(m)
 		n.collect(m.To)
 	}
@@ -140,7 +153,8 @@ func (n *tnet) settle() {
 	}
 }
 
-// tick advances the clocks of the given processes (every live one if none).
+// tick advances the clocks of the given processes (every live one if none),
+// without delivering anything.
 func (n *tnet) tick(ids ...ID) {
 	if len(ids) == 0 {
 		ids = n.ids
@@ -163,10 +177,25 @@ func (n *tnet) run(k int, ids ...ID) {
 	}
 }
 
+// runUntil runs the network one tick at a time until cond holds, at most
+// limit ticks, and returns the number of ticks taken.
+func (n *tnet) runUntil(limit int, what string, cond func() bool) int {
+	n.t.Helper()
+	for i := 0; i <= limit; i++ {
+		if cond() {
+			return i
+		}
+		n.run(1)
+	}
+	n.t.Fatalf("after %d ticks: still not %s; states: %s", limit, what, n.states())
+	return -1
+}
+
 // crash stops id: it sends, receives and ticks no more.
 func (n *tnet) crash(id ID) { n.crashed[id] = true }
 
-// restart replaces id by a fresh machine m (a recovered process).
+// restart replaces id by a fresh machine m (a recovered process with no
+// memory).
 func (n *tnet) restart(id ID, m Machine) {
 	n.crashed[id] = false
 	n.nodes[id] = m
@@ -175,26 +204,63 @@ func (n *tnet) restart(id ID, m Machine) {
 // isolate cuts id off: it keeps running, but its messages are lost.
 func (n *tnet) isolate(id ID) { n.isolated[id] = true }
 
-// heal reconnects an isolated process.
-func (n *tnet) heal(id ID) { n.isolated[id] = false }
+// partition cuts every link between different groups.
+func (n *tnet) partition(groups ...[]ID) {
+	for i, g := range groups {
+		for j, h := range groups {
+			if i == j {
+				continue
+			}
+			for _, a := range g {
+				for _, b := range h {
+					n.cut[[2]ID{a, b}] = true
+				}
+			}
+		}
+	}
+}
+
+// heal reconnects the given isolated processes; with none, it reconnects
+// every isolated process and restores every cut link.
+func (n *tnet) heal(ids ...ID) {
+	if len(ids) == 0 {
+		n.isolated = map[ID]bool{}
+		n.cut = map[[2]ID]bool{}
+	}
+	for _, id := range ids {
+		n.isolated[id] = false
+	}
+}
 
 // dropNext loses the next message for which match is true.
 func (n *tnet) dropNext(match func(Message) bool) { n.drops = append(n.drops, match) }
 
-// resetCounts zeroes the message counters.
+// resetCounts forgets the messages sent and delivered so far and zeroes the
+// loss counters (marks taken before are void).
 func (n *tnet) resetCounts() {
-	n.sent = map[MsgType]int{}
-	n.lost, n.injected, n.delivered = 0, 0, 0
+	n.sent, n.log = nil, nil
+	n.lost, n.injected = 0, 0
 }
 
 // total is the number of messages the machines emitted since resetCounts.
-func (n *tnet) total() int {
-	s := 0
-	for _, c := range n.sent {
-		s += c
+func (n *tnet) total() int { return len(n.sent) }
+
+// mark returns the current position in the send log, for since.
+func (n *tnet) mark() int { return len(n.sent) }
+
+// since returns the messages of type t sent after mark (all types when t is 0).
+func (n *tnet) since(mark int, t MsgType) []Message {
+	var out []Message
+	for _, m := range n.sent[mark:] {
+		if t == 0 || m.Type == t {
+			out = append(out, m)
+		}
 	}
-	return s
+	return out
 }
+
+// count returns the number of messages of type t sent since resetCounts.
+func (n *tnet) count(t MsgType) int { return len(n.since(0, t)) }
 
 // pending describes the messages in flight, e.g. "4->5 ELECTION, 4->6 ELECTION".
 func (n *tnet) pending() string {
@@ -263,6 +329,30 @@ func (n *tnet) leaders() []ID {
 	return out
 }
 
+// followed returns the distinct leaders the live processes follow, in the
+// order of ids (None included).
+func (n *tnet) followed() []ID {
+	var out []ID
+	for _, id := range n.live() {
+		if l := n.state(id).Leader; !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// agree reports whether every live process follows leader, and leader itself
+// (if live) is in role Leader and no other live process is.
+func (n *tnet) agree(leader ID) bool {
+	for _, id := range n.live() {
+		st := n.state(id)
+		if st.Leader != leader || (id == leader) != (st.Role == Leader) {
+			return false
+		}
+	}
+	return true
+}
+
 // states describes every process, for failure messages.
 func (n *tnet) states() string {
 	var b strings.Builder
@@ -291,6 +381,65 @@ func tnFmt(m Message) string {
 	}
 	return s
 }
+
+// tnFmtLong formats a message as "TYPE from→to leader=… ids=… e=src/seq".
+func tnFmtLong(m Message) string {
+	s := fmt.Sprintf("%s %s→%s", m.Type, m.From, m.To)
+	if m.Leader != None {
+		s += " leader=" + string(m.Leader)
+	}
+	if len(m.IDs) > 0 {
+		s += fmt.Sprintf(" ids=%v", m.IDs)
+	}
+	if m.Election.Source != None {
+		s += fmt.Sprintf(" e=%s/%d", m.Election.Source, m.Election.Seq)
+	}
+	return s
+}
+
+// tnFmtLongs formats messages with tnFmtLong, one per line.
+func tnFmtLongs(ms []Message) string {
+	var b strings.Builder
+	for _, m := range ms {
+		b.WriteString("  " + tnFmtLong(m) + "\n")
+	}
+	return b.String()
+}
+
+// tnWantLog asserts the rendering (tnFmtLong) of the delivered messages got.
+func tnWantLog(t testing.TB, what string, got []Message, want []string) {
+	t.Helper()
+	var g []string
+	for _, m := range got {
+		g = append(g, tnFmtLong(m))
+	}
+	if !slices.Equal(g, want) {
+		t.Fatalf("%s: delivered\n%s\nwant\n  %v", what, tnFmtLongs(got), want)
+	}
+}
+
+// tnTos lists the recipients of ms in order.
+func tnTos(ms []Message) []ID {
+	var out []ID
+	for _, m := range ms {
+		out = append(out, m.To)
+	}
+	return out
+}
+
+// tnFroms lists the senders of ms in order.
+func tnFroms(ms []Message) []ID {
+	var out []ID
+	for _, m := range ms {
+		out = append(out, m.From)
+	}
+	return out
+}
+
+// tnLowestID is a Rank where the smaller ID wins (the reverse of HighestID).
+type tnLowestID struct{}
+
+func (tnLowestID) Compare(a, b ID) int { return HighestID{}.Compare(b, a) }
 
 // tnCfg is the configuration the tests use unless they say otherwise.
 func tnCfg(id ID, peers []ID) Config {
@@ -377,9 +526,7 @@ func tnChaos(t *testing.T, seeds int, unreachable bool, mk func(t testing.TB, id
 				n.round()
 			}
 			n.drops = nil
-			for _, id := range ids {
-				n.heal(id)
-			}
+			n.heal()
 			n.run(200)
 			live := n.live()
 			n.wantLeader("200 ticks after the faults", live[len(live)-1])

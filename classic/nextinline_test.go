@@ -76,13 +76,13 @@ func TestNextInLineWalkthrough(t *testing.T) {
 	n.settle()
 	n.wantLeader("6 took over", "6")
 	wantList(t, n, "6 published", tnSplit("7 5 4 3 2 1 0"))
-	if n.sent[MsgElection]+n.sent[MsgOK] != 0 || n.sent[MsgCoordinator] != 7 {
+	if n.count(MsgElection)+n.count(MsgOK) != 0 || n.count(MsgCoordinator) != 7 {
 		t.Fatalf("failover to 6: %d ELECTION, %d OK, %d COORDINATOR; want 0, 0, 7",
-			n.sent[MsgElection], n.sent[MsgOK], n.sent[MsgCoordinator])
+			n.count(MsgElection), n.count(MsgOK), n.count(MsgCoordinator))
 	}
 	n.run(3 * T)
-	if n.sent[MsgCoordinator] != 7 {
-		t.Fatalf("%d COORDINATOR after the failover, want still 7: nobody later in line announces", n.sent[MsgCoordinator])
+	if n.count(MsgCoordinator) != 7 {
+		t.Fatalf("%d COORDINATOR after the failover, want still 7: nobody later in line announces", n.count(MsgCoordinator))
 	}
 
 	// 6 crashes; 7, first on 6's list, is dead; 5 waits one slot, then
@@ -96,9 +96,9 @@ func TestNextInLineWalkthrough(t *testing.T) {
 	n.wantState("5 still waits", "5", Candidate, None)
 	n.run(1)
 	n.wantLeader("5 took over after its delay", "5")
-	if n.sent[MsgElection]+n.sent[MsgOK] != 0 || n.sent[MsgCoordinator] != 7 {
+	if n.count(MsgElection)+n.count(MsgOK) != 0 || n.count(MsgCoordinator) != 7 {
 		t.Fatalf("failover to 5: %d ELECTION, %d OK, %d COORDINATOR; want 0, 0, 7",
-			n.sent[MsgElection], n.sent[MsgOK], n.sent[MsgCoordinator])
+			n.count(MsgElection), n.count(MsgOK), n.count(MsgCoordinator))
 	}
 
 	// 7 recovers and campaigns: a bully election, which it wins at once.
@@ -130,7 +130,7 @@ func TestNextInLineWholeListDead(t *testing.T) {
 		t.Fatalf("%d messages while waiting for the list, want 0", n.total())
 	}
 	n.run(1)
-	if n.sent[MsgElection] == 0 {
+	if n.count(MsgElection) == 0 {
 		t.Fatalf("no bully election after the list's slots passed")
 	}
 	n.run(T)
@@ -142,7 +142,7 @@ func TestNextInLineWholeListDead(t *testing.T) {
 func TestNextInLineWithoutList(t *testing.T) {
 	n := tnNextInLine(t, tnIDs(4), 0)
 	n.run(10)
-	if n.sent[MsgElection] == 0 {
+	if n.count(MsgElection) == 0 {
 		t.Fatalf("no election after the timeout")
 	}
 	n.run(10)

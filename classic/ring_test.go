@@ -85,7 +85,7 @@ func TestRingMaxWalkthrough(t *testing.T) {
 		}
 	}
 	n.wantLeader("B elected", "5")
-	if e, c := n.sent[MsgElection], n.sent[MsgCoordinator]; e != 9 || c != 5 {
+	if e, c := n.count(MsgElection), n.count(MsgCoordinator); e != 9 || c != 5 {
 		t.Fatalf("ELECTION %d, COORDINATOR %d; want 9 (n + 4 hops from C to B) and 5 (n)", e, c)
 	}
 }
@@ -115,7 +115,7 @@ func TestRingIDListWalkthrough(t *testing.T) {
 			t.Errorf("%s learned the ring %v, want %v", id, got, wantRing)
 		}
 	}
-	if e, c := n.sent[MsgElection], n.sent[MsgCoordinator]; e != 5 || c != 5 {
+	if e, c := n.count(MsgElection), n.count(MsgCoordinator); e != 5 || c != 5 {
 		t.Fatalf("ELECTION %d, COORDINATOR %d; want 5 and 5", e, c)
 	}
 }
@@ -199,7 +199,7 @@ func TestRingConcurrentInitiators(t *testing.T) {
 				}
 				n.settle()
 				n.wantLeader("after the election", ids[size-1])
-				e, c := n.sent[MsgElection], n.sent[MsgCoordinator]
+				e, c := n.count(MsgElection), n.count(MsgCoordinator)
 				if c != size {
 					t.Errorf("COORDINATOR %d, want %d: one round", c, size)
 				}
@@ -242,7 +242,7 @@ func TestRingMessageCounts(t *testing.T) {
 				n.campaign(tt.initiator)
 				n.settle()
 				n.wantLeader("after the election", ids[size-1])
-				e, c := n.sent[MsgElection], n.sent[MsgCoordinator]
+				e, c := n.count(MsgElection), n.count(MsgCoordinator)
 				if e != tt.election || c != size || n.total() != e+c {
 					t.Fatalf("ELECTION %d, COORDINATOR %d, total %d; want %d, %d, %d",
 						e, c, n.total(), tt.election, size, tt.election+size)
@@ -280,7 +280,7 @@ func TestRingLostMessages(t *testing.T) {
 				}
 				n.resetCounts()
 				n.run(10)
-				if n.sent[MsgElection] == 0 {
+				if n.count(MsgElection) == 0 {
 					t.Fatalf("no election was restarted")
 				}
 				n.run(10)
@@ -303,8 +303,8 @@ func TestRingLeaderFailure(t *testing.T) {
 		n.resetCounts()
 		n.run(30)
 		n.wantLeader("4 leads", "4")
-		if n.sent[MsgElection] != 0 || n.sent[MsgHeartbeat] == 0 {
-			t.Fatalf("under a live leader: %d ELECTION, %d HEARTBEAT; want 0 and some", n.sent[MsgElection], n.sent[MsgHeartbeat])
+		if n.count(MsgElection) != 0 || n.count(MsgHeartbeat) == 0 {
+			t.Fatalf("under a live leader: %d ELECTION, %d HEARTBEAT; want 0 and some", n.count(MsgElection), n.count(MsgHeartbeat))
 		}
 
 		n.crash("4")
