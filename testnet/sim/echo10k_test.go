@@ -2,7 +2,6 @@ package sim
 
 import (
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -20,19 +19,7 @@ func echoNet(t testing.TB, n int, seed uint64) (s *Sim, want classic.ID, edges i
 	pl := planetLabMatrix()
 	all := ids(n)
 	r := rand.New(rand.NewPCG(seed, 2))
-	adj := make([][]classic.ID, n)
-	link := func(a, b int) {
-		if a != b && !slices.Contains(adj[a], all[b]) {
-			adj[a] = append(adj[a], all[b])
-			adj[b] = append(adj[b], all[a])
-		}
-	}
-	for i := range n {
-		link(i, (i+1)%n)
-		for range 3 {
-			link(i, r.IntN(n))
-		}
-	}
+	adj := sparseGraph(all, r)
 	caps := make([]uint64, n)
 	best := 0
 	for i := range caps {

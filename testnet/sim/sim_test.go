@@ -548,11 +548,11 @@ var planetLabMatrix = sync.OnceValue(func() *latency.Matrix {
 // sparseFloods builds n flood nodes on a ring plus 3 random chords per node
 // (about 8 neighbours each, about 8n directed edges), placed round-robin on
 // the PlanetLab hosts (or 100ms apart without the data).
-func sparseFloods(t testing.TB, n int, seed uint64) *Sim {
-	t.Helper()
-	pl := planetLabMatrix()
-	all := ids(n)
-	r := rand.New(rand.NewPCG(seed, 1))
+// sparseGraph links the nodes in a ring plus three random links per node:
+// a connected graph of average degree about 8. It returns each node's
+// neighbours.
+func sparseGraph(all []classic.ID, r *rand.Rand) [][]classic.ID {
+	n := len(all)
 	adj := make([][]classic.ID, n)
 	link := func(a, b int) {
 		if a != b && !slices.Contains(adj[a], all[b]) {
@@ -566,6 +566,15 @@ func sparseFloods(t testing.TB, n int, seed uint64) *Sim {
 			link(i, r.IntN(n))
 		}
 	}
+	return adj
+}
+
+func sparseFloods(t testing.TB, n int, seed uint64) *Sim {
+	t.Helper()
+	pl := planetLabMatrix()
+	all := ids(n)
+	r := rand.New(rand.NewPCG(seed, 1))
+	adj := sparseGraph(all, r)
 	s, err := New(Config{
 		IDs: all, Latency: pl, HostOf: func(i int) int { return i % pl.N() }, Seed: seed,
 		// Settle 1.5s: the flood crosses the graph (a handful of hops of up
