@@ -11,11 +11,11 @@ type memberCore struct {
 	member map[ID]int // position of each peer in cfg.Peers
 	role   Role
 	leader ID
-	msgs   []Message
+	outbox
 }
 
 func newMemberCore(cfg Config) memberCore {
-	c := memberCore{cfg: cfg, member: make(map[ID]int, len(cfg.Peers))}
+	c := memberCore{cfg: cfg, member: make(map[ID]int, len(cfg.Peers)), outbox: newOutbox(cfg)}
 	for i, p := range cfg.Peers {
 		c.member[p] = i
 	}
@@ -36,28 +36,8 @@ func (c *memberCore) accepts(m Message) bool {
 	return (m.To == c.cfg.ID || m.To == None) && c.isMember(m.From)
 }
 
-func (c *memberCore) send(m Message) {
-	m.From = c.cfg.ID
-	c.msgs = append(c.msgs, m)
-}
-
-// broadcast sends a copy of m to every other member, in Peers order.
-func (c *memberCore) broadcast(m Message) {
-	for _, p := range c.cfg.Peers {
-		if p != c.cfg.ID {
-			m.To = p
-			if m.IDs != nil {
-				m.IDs = slices.Clone(m.IDs) // receivers must not share a slice
-			}
-			c.send(m)
-		}
-	}
-}
-
 func (c *memberCore) ready() Ready {
-	rd := Ready{Messages: c.msgs, State: State{Role: c.role, Leader: c.leader}}
-	c.msgs = nil
-	return rd
+	return Ready{Messages: c.take(), State: State{Role: c.role, Leader: c.leader}}
 }
 
 // bullyPhase is where a Bully process is in an election.

@@ -48,7 +48,7 @@ type CandidateElection struct {
 	left    int
 	replies map[ID]bool
 
-	msgs []Message
+	outbox
 }
 
 type candPhase uint8
@@ -93,6 +93,7 @@ func NewCandidate(cfg Config, candidates []ID) (*CandidateElection, error) {
 	pos := slices.Index(electByRank(cfg.Rank, cfg.Peers), cfg.ID)
 	return &CandidateElection{
 		cfg:        cfg,
+		outbox:     newOutbox(cfg),
 		candidates: cs,
 		delta:      (pos + 1) * cfg.TimeoutTicks,
 	}, nil
@@ -235,21 +236,5 @@ func (c *CandidateElection) Step(m Message) {
 
 // Ready returns and clears the pending messages, with the current state.
 func (c *CandidateElection) Ready() Ready {
-	rd := Ready{Messages: c.msgs, State: State{Role: c.role, Leader: c.leader}}
-	c.msgs = nil
-	return rd
-}
-
-func (c *CandidateElection) send(m Message) {
-	m.From = c.cfg.ID
-	c.msgs = append(c.msgs, m)
-}
-
-func (c *CandidateElection) broadcast(m Message) {
-	for _, p := range c.cfg.Peers {
-		if p != c.cfg.ID {
-			m.To = p
-			c.send(m)
-		}
-	}
+	return Ready{Messages: c.take(), State: State{Role: c.role, Leader: c.leader}}
 }

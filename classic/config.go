@@ -108,3 +108,38 @@ func electBest(r Rank, ids []ID) ID {
 	}
 	return best
 }
+
+// outbox holds a machine's outgoing messages until Ready takes them. Every
+// machine embeds one; it stamps the sender and fans out broadcasts.
+type outbox struct {
+	self  ID
+	peers []ID // the cluster, in Config.Peers order
+	msgs  []Message
+}
+
+func newOutbox(cfg Config) outbox { return outbox{self: cfg.ID, peers: cfg.Peers} }
+
+func (o *outbox) send(m Message) {
+	m.From = o.self
+	o.msgs = append(o.msgs, m)
+}
+
+// broadcast sends a copy of m to every other member, in Peers order.
+func (o *outbox) broadcast(m Message) {
+	for _, p := range o.peers {
+		if p != o.self {
+			m.To = p
+			if m.IDs != nil {
+				m.IDs = slices.Clone(m.IDs) // receivers must not share a slice
+			}
+			o.send(m)
+		}
+	}
+}
+
+// take returns the pending messages and clears them.
+func (o *outbox) take() []Message {
+	m := o.msgs
+	o.msgs = nil
+	return m
+}

@@ -61,7 +61,7 @@ type Echo struct {
 	best     echoBest
 	left     int // ticks until the election times out
 
-	msgs []Message
+	outbox
 }
 
 type echoBest struct {
@@ -116,6 +116,7 @@ func NewEcho(cfg Config, neighbours []ID, capacity uint64, opts ...EchoOption) (
 	}
 	e := &Echo{
 		cfg:        cfg,
+		outbox:     newOutbox(cfg),
 		neighbours: slices.Clone(neighbours),
 		capacity:   capacity,
 		timeout:    2 * len(cfg.Peers) * cfg.TimeoutTicks,
@@ -259,12 +260,5 @@ func (e *Echo) Ready() Ready {
 	case e.leader == e.cfg.ID:
 		st.Role = Leader
 	}
-	rd := Ready{Messages: e.msgs, State: st}
-	e.msgs = nil
-	return rd
-}
-
-func (e *Echo) send(m Message) {
-	m.From = e.cfg.ID
-	e.msgs = append(e.msgs, m)
+	return Ready{Messages: e.take(), State: st}
 }

@@ -51,7 +51,7 @@ type Invitation struct {
 	now       int
 	invitedAt map[ID]int // leader: when each process was last invited
 
-	msgs []Message
+	outbox
 }
 
 var _ Machine = (*Invitation)(nil)
@@ -67,7 +67,7 @@ func NewInvitation(cfg Config) (*Invitation, error) {
 	if err != nil {
 		return nil, err
 	}
-	iv := &Invitation{cfg: cfg, invitedAt: map[ID]int{}}
+	iv := &Invitation{cfg: cfg, invitedAt: map[ID]int{}, outbox: newOutbox(cfg)}
 	iv.lead([]ID{cfg.ID})
 	iv.inviteIn = 1 + cfg.Rand.IntN(cfg.TimeoutTicks)
 	return iv, nil
@@ -285,12 +285,5 @@ func (iv *Invitation) Ready() Ready {
 	if iv.leading() {
 		role = Leader
 	}
-	rd := Ready{Messages: iv.msgs, State: State{Role: role, Leader: iv.leader}}
-	iv.msgs = nil
-	return rd
-}
-
-func (iv *Invitation) send(m Message) {
-	m.From = iv.cfg.ID
-	iv.msgs = append(iv.msgs, m)
+	return Ready{Messages: iv.take(), State: State{Role: role, Leader: iv.leader}}
 }

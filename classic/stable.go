@@ -56,7 +56,7 @@ type Stable struct {
 	lastFlap map[ID]uint64 // the term for which we last counted a flap of ID
 	lastAck  map[ID]int    // leader: when each follower last acknowledged
 
-	msgs []Message
+	outbox
 }
 
 var _ Machine = (*Stable)(nil)
@@ -88,7 +88,7 @@ func NewStable(cfg Config, opts ...StableOption) (*Stable, error) {
 		return nil, err
 	}
 	s := &Stable{
-		cfg: cfg, maxFlaps: 2,
+		cfg: cfg, maxFlaps: 2, outbox: newOutbox(cfg),
 		flaps: map[ID]int{}, lastFlap: map[ID]uint64{}, lastAck: map[ID]int{},
 	}
 	for _, o := range opts {
@@ -297,21 +297,5 @@ func (s *Stable) mergeFlaps(ids []ID) {
 
 // Ready returns and clears the pending messages, with the current state.
 func (s *Stable) Ready() Ready {
-	rd := Ready{Messages: s.msgs, State: State{Role: s.role, Leader: s.leader, Term: s.term}}
-	s.msgs = nil
-	return rd
-}
-
-func (s *Stable) send(m Message) {
-	m.From = s.cfg.ID
-	s.msgs = append(s.msgs, m)
-}
-
-func (s *Stable) broadcast(m Message) {
-	for _, p := range s.cfg.Peers {
-		if p != s.cfg.ID {
-			m.To = p
-			s.send(m)
-		}
-	}
+	return Ready{Messages: s.take(), State: State{Role: s.role, Leader: s.leader, Term: s.term}}
 }
