@@ -23,6 +23,23 @@ import (
 //   - It then announces the highest-ranked live candidate: COORDINATOR with
 //     Leader set, to every member. If no candidate answered it waits for the
 //     next timeout and tries again.
+//   - A candidate never follows a candidate it outranks (bully-back). When a
+//     candidate that is not leading hears a HEARTBEAT from, or a COORDINATOR
+//     naming, a lower-ranked candidate, it announces itself at once:
+//     COORDINATOR naming itself to every member, then it leads. This happens
+//     in any phase, during δ too: a candidate that restarts (Campaign) while a
+//     lesser candidate leads takes over as soon as it hears that leader,
+//     instead of standing down behind it; so does a candidate that an
+//     ordinary process passed over because its QUERY_REPLY was lost. A
+//     leader that hears a better candidate's heartbeat or COORDINATOR follows
+//     it; a leader ignores a lower candidate's COORDINATOR and heartbeat
+//     (its own heartbeats make that candidate follow it).
+//
+// Every bully-back names a strictly better candidate than the leader it
+// replaces, so leadership only moves up the ranking and the highest-ranked
+// live, connected candidate ends up leading: whoever leads below it is heard
+// by it and displaced. The rule concerns candidates only; an ordinary
+// process still waits δ, and the argument below is unchanged.
 //
 // Because δ of consecutive positions differs by TimeoutTicks, the next
 // process in line starts querying only after the first one has finished its
@@ -193,6 +210,19 @@ func (c *CandidateElection) follow(leader ID) {
 	}
 }
 
+// outranks reports whether this process is a candidate that outranks the
+// candidate id, and so must not follow it.
+func (c *CandidateElection) outranks(id ID) bool {
+	return c.candidates[c.cfg.ID] && id != c.cfg.ID && c.cfg.Rank.Compare(c.cfg.ID, id) > 0
+}
+
+// takeOver announces this candidate as leader to everyone and leads
+// (bully-back: it heard a lower-ranked candidate lead).
+func (c *CandidateElection) takeOver() {
+	c.broadcast(Message{Type: MsgCoordinator, Leader: c.cfg.ID})
+	c.follow(c.cfg.ID)
+}
+
 // Step delivers one message.
 func (c *CandidateElection) Step(m Message) {
 	switch m.Type {
@@ -201,6 +231,12 @@ func (c *CandidateElection) Step(m Message) {
 			return
 		}
 		switch {
+		case c.outranks(m.From):
+			// A lesser candidate leads: take over, unless we already lead
+			// (then our heartbeats make it follow us).
+			if c.role != Leader {
+				c.takeOver()
+			}
 		case m.From == c.leader:
 			if c.phase != candIdle {
 				c.follow(m.From) // the leader was only slow
@@ -214,9 +250,13 @@ func (c *CandidateElection) Step(m Message) {
 		if !c.candidates[m.Leader] {
 			return
 		}
-		if c.role == Leader && m.Leader != c.cfg.ID && c.cfg.Rank.Compare(m.Leader, c.cfg.ID) < 0 {
-			// A stale announcement of a lower candidate: our heartbeats
-			// will correct its sender.
+		if c.outranks(m.Leader) {
+			if c.role != Leader {
+				// Never follow a lesser candidate: take over.
+				c.takeOver()
+			}
+			// A leader ignores a stale announcement of a lower
+			// candidate: its heartbeats will correct the sender.
 			return
 		}
 		c.follow(m.Leader)

@@ -205,3 +205,91 @@ func TestNewCandidateValidation(t *testing.T) {
 		t.Errorf("valid config rejected: %v", err)
 	}
 }
+
+// TestCandidateRecoveredBetterCandidateTakesOver: 7 dies and 6 takes over;
+// then 7 recovers with no memory and campaigns (as a restarted process does).
+// While 7 waits its δ, 6's heartbeat arrives. A candidate never follows a
+// candidate it outranks, so 7 does not stand down behind 6 (the old
+// behaviour, which left 6 leading for ever while the better 7 was live): it
+// announces itself at once, and everyone, 6 included, follows 7.
+func TestCandidateRecoveredBetterCandidateTakesOver(t *testing.T) {
+	peers := tnSplit("1 2 3 4 5 6 7")
+	n := candNet(t)
+	n.crash("7")
+	n.runUntil(100, "following 6", func() bool { return n.agree("6") })
+
+	// 7 recovers and campaigns: it waits δ(7) = 3 ticks, silent.
+	n.restart("7", newCand(t, "7", peers))
+	n.campaign("7")
+	n.wantState("7 recovered", "7", Candidate, None)
+	mark := n.mark()
+	if got := n.since(mark, 0); len(got) != 0 {
+		t.Fatalf("7 sent on Campaign, before its δ:\n%s", tnFmtLongs(got))
+	}
+
+	// One tick: 6 heartbeats; 7 hears the lesser leader during δ and takes
+	// over without querying anyone.
+	n.run(1)
+	if q := n.since(mark, MsgQuery); len(q) != 0 {
+		t.Fatalf("7 queried instead of taking over:\n%s", tnFmtLongs(q))
+	}
+	coords := n.since(mark, MsgCoordinator)
+	if got, want := tnTos(coords), tnSplit("1 2 3 4 5 6"); !slices.Equal(got, want) {
+		t.Fatalf("COORDINATOR sent to %v, want %v:\n%s", got, want, tnFmtLongs(coords))
+	}
+	for _, m := range coords {
+		if m.From != "7" || m.Leader != "7" {
+			t.Fatalf("bad announcement %s, want 7 announcing itself", tnFmtLong(m))
+		}
+	}
+	n.wantLeader("after 7's take-over", "7")
+
+	// Stable under 7: no further announcements or queries, 6 stays a
+	// follower.
+	mark = n.mark()
+	n.run(30)
+	if c := n.since(mark, MsgCoordinator); len(c) != 0 {
+		t.Fatalf("announcement under a live leader 7:\n%s", tnFmtLongs(c[:1]))
+	}
+	if q := n.since(mark, MsgQuery); len(q) != 0 {
+		t.Fatalf("an election started under a live leader 7:\n%s", tnFmtLongs(q[:1]))
+	}
+	n.wantLeader("30 ticks later", "7")
+}
+
+// TestCandidatePassedOverCandidateTakesOver: 7 dies; ordinary 2 queries the
+// candidates but 6's QUERY_REPLY is lost, so 2 announces 5. 6 is live and
+// outranks 5: on the COORDINATOR naming 5 it announces itself, and everyone
+// ends up following 6, the best live candidate.
+func TestCandidatePassedOverCandidateTakesOver(t *testing.T) {
+	n := candNet(t)
+	n.crash("7")
+	n.campaign("2")
+	n.settle()
+	n.dropNext(func(m Message) bool { return m.Type == MsgQueryReply && m.From == "6" })
+	mark := n.mark()
+	for range 21 { // δ(2) = 18, then the query timeout of 3 ticks
+		n.run(1, "2")
+	}
+	coords := n.since(mark, MsgCoordinator)
+	var from2, from6 []Message
+	for _, m := range coords {
+		switch {
+		case m.From == "2" && m.Leader == "5":
+			from2 = append(from2, m)
+		case m.From == "6" && m.Leader == "6":
+			from6 = append(from6, m)
+		default:
+			t.Fatalf("unexpected announcement %s:\n%s", tnFmtLong(m), tnFmtLongs(coords))
+		}
+	}
+	if got, want := tnTos(from2), tnSplit("1 3 4 5 6 7"); !slices.Equal(got, want) {
+		t.Fatalf("2 announced 5 to %v, want %v:\n%s", got, want, tnFmtLongs(coords))
+	}
+	if got, want := tnTos(from6), tnSplit("1 2 3 4 5 7"); !slices.Equal(got, want) {
+		t.Fatalf("6 announced itself to %v, want %v:\n%s", got, want, tnFmtLongs(coords))
+	}
+	n.wantLeader("after 6's take-over", "6")
+	n.run(30)
+	n.wantLeader("30 ticks later", "6")
+}

@@ -44,12 +44,17 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// MaxNodes bounds N: every pair of nodes gets a mocknet link and the
+// membership topic costs O(N²), so a larger in-process testnet would only
+// exhaust the machine. Scale beyond it belongs to the simulator.
+const MaxNodes = 1000
+
 // StrategyDHT is selection by ID-space reservation.
 const StrategyDHT = "dht"
 
 func (c *Config) fill() error {
-	if c.N < 1 {
-		return fmt.Errorf("%w: -n %d, want at least 1 node", ErrConfig, c.N)
+	if c.N < 1 || c.N > MaxNodes {
+		return fmt.Errorf("%w: -n %d, want 1 to %d nodes in one process", ErrConfig, c.N, MaxNodes)
 	}
 	if c.Strategy == "" {
 		c.Strategy = StrategyDHT

@@ -98,6 +98,7 @@ func TestSinglePeer(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{
 		{N: 0, Target: dhtselect.Target{Superpeers: 1}},
+		{N: MaxNodes + 1, Target: dhtselect.Target{Superpeers: 1}},
 		{N: 4, Target: dhtselect.Target{Superpeers: 0}},
 		{N: 4, Target: dhtselect.Target{Fraction: 1.5}},
 		{N: 4, Target: dhtselect.Target{Superpeers: 1}, Strategy: "nope"},

@@ -52,6 +52,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--fraction", "1.5"}, "--fraction 1.5"},
 		{[]string{"run", "--network", "a b"}, "network name"},
 		{[]string{"testnet", "-n", "0"}, "-n 0"},
+		{[]string{"testnet", "-n", "200000"}, "-n 200000"},
 		{[]string{"testnet", "--superpeers", "0"}, "--superpeers 0"},
 		{[]string{"testnet", "--fraction", "1.5"}, "--fraction 1.5"},
 		{[]string{"testnet", "--superpeers", "2", "--fraction", "0.5"}, "not both"},
