@@ -15,7 +15,8 @@
 //   - NewNextInLine: the leader publishes an ordered failover list; the first
 //     live one takes over directly; bully when none is alive.
 //   - NewCandidate: only candidates lead; an ordinary process that notices the
-//     failure waits its delay δ, queries the candidates and announces the best.
+//     failure waits its delay δ, queries the candidates and announces the best;
+//     a candidate never follows one it outranks (it takes over).
 //   - NewInvitation: Garcia-Molina's invitation algorithm (group merging).
 //   - NewEcho: echo election with capacities on any connected graph
 //     (Vasudevan, Kurose and Towsley 2004).

@@ -143,10 +143,6 @@ func algos() []algo {
 				return classic.NewCandidate(cfg, candidates(sc))
 			},
 			// The best live candidate.
-			known: "known failure: seed 22 (n=3), and 34 more of 1000: a restarted candidate that " +
-				"outranks the current leader hears the leader's heartbeat during its delay δ and " +
-				"stands down, so a lower candidate (p75) keeps leading while a higher live " +
-				"candidate (p77) follows it",
 			expect: func(sc schedule, alive []bool) classic.ID {
 				cs := candidates(sc)
 				for _, c := range cs { // highest first
