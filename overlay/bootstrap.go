@@ -7,9 +7,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 )
 
-// newTicker is time.NewTicker; a seam kept in one place.
-var newTicker = time.NewTicker
-
 // bootstrapLoop dials the bootstrap peers until at least one is connected,
 // then refreshes the routing table; while the node has no overlay peer at
 // all, it keeps trying every BootstrapRetry. An unreachable bootstrap peer is
@@ -19,7 +16,7 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	if len(n.cfg.Bootstrap) == 0 {
 		return
 	}
-	t := newTicker(n.cfg.BootstrapRetry)
+	t := time.NewTicker(n.cfg.BootstrapRetry)
 	defer t.Stop()
 	for {
 		if n.dht.RoutingTable().Size() == 0 {

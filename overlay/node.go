@@ -201,7 +201,7 @@ func (n *Node) Reevaluate() {
 
 func (n *Node) run(ctx context.Context) {
 	defer n.wg.Done()
-	t := newTicker(n.cfg.ReevaluateInterval)
+	t := time.NewTicker(n.cfg.ReevaluateInterval)
 	defer t.Stop()
 	// Membership changes come in bursts (a swarm starting, a cluster
 	// expiring); they are handled at most once per settle period.
@@ -401,6 +401,3 @@ func (n *Node) closeParts() error {
 	}
 	return errors.Join(errs...)
 }
-
-// RoutingTableSize is the number of peers in the DHT routing table.
-func (n *Node) RoutingTableSize() int { return n.dht.RoutingTable().Size() }
