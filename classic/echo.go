@@ -13,9 +13,9 @@ import (
 //
 // The protocol:
 //
-//   - The source (a process whose Campaign is called, or whose election timed
-//     out) starts election E = (Source: self, Seq: one above any sequence
-//     number it has seen) and sends ELECTION{E} to all its neighbours.
+//   - The source (a process whose Campaign is called) starts election
+//     E = (Source: self, Seq: one above any sequence number it has seen) and
+//     sends ELECTION{E} to all its neighbours.
 //   - A process not yet in E (or in a lower election, which it abandons)
 //     joins E: the sender becomes its parent (the spanning tree edge), and it
 //     sends ELECTION{E} to every other neighbour.
@@ -30,13 +30,42 @@ import (
 //   - When the source has heard from all neighbours it knows the winner and
 //     sends COORDINATOR{E, Leader, Capacity} down the tree: every process
 //     forwards it to its children (the neighbours that sent it ECHO).
-//   - A process drops messages of elections lower than the one it is in. A
-//     process that has been in an election for the election timeout (see
-//     WithElectionTimeout) without a COORDINATOR starts a new election.
+//   - A process drops messages of elections lower than the one it is in,
+//     except that a process which already knows the result of a higher
+//     election answers them with that COORDINATOR (see below).
 //
 // Each edge thus carries exactly two messages per election (ELECTION and
 // ECHO on tree edges, an ELECTION each way on the others), and the broadcast
-// one per tree edge: 2·|edges| + (n − 1) messages for n processes.
+// one per tree edge: 2·|edges| + (n − 1) messages for n processes. Nothing
+// else is sent unless a message is lost or a timer expires.
+//
+// Recovery from lost messages (every receiver treats duplicates
+// idempotently):
+//
+//   - Retransmission: a process still waiting for answers re-sends ELECTION{E}
+//     to each neighbour that has not answered, every retransmission interval
+//     (see WithRetransmitTimeout). A neighbour that is in E and already
+//     answered re-sends its answer: its ELECTION{E}, or its ECHO{E} if the
+//     retransmission came from its parent.
+//   - A process that has sent its ECHO but heard no COORDINATOR within the
+//     retransmission interval re-sends its ECHO to its parent; a parent that
+//     already knows the result answers any ECHO{E} with COORDINATOR{E}. So a
+//     process that missed COORDINATOR learns the leader instead of starting a
+//     new election.
+//   - A process that knows the result of an election answers any message of
+//     a lower election (a restarted process, or one that missed the whole
+//     election) with its COORDINATOR. A process that receives COORDINATOR of
+//     an election higher than its own (one it was not part of) adopts that
+//     leader, unless it beats the leader itself; then it starts a new
+//     election, since its capacity was not counted.
+//   - A process that receives an ECHO of an election higher than its own
+//     lost its state in that election (it restarted): it starts a new
+//     election, since the old one can no longer complete.
+//   - A process whose parent is reported UNREACHABLE after it sent its ECHO
+//     starts a new election: the result can no longer reach it.
+//   - A process that has been in an election for the election timeout (see
+//     WithElectionTimeout) without any progress (an answer, or the result)
+//     starts a new election.
 //
 // Messages used: ELECTION, ECHO, COORDINATOR, UNREACHABLE. Echo has no
 // heartbeats; the driver calls Campaign when it notices the leader is gone.
@@ -45,7 +74,8 @@ type Echo struct {
 	cfg        Config
 	neighbours []ID
 	capacity   uint64
-	timeout    int // election timeout in ticks
+	timeout    int // election timeout in ticks: no progress for this long starts a new election
+	rtxTimeout int // retransmission interval in ticks; 0 means timeout/4
 
 	leader    ID
 	leaderCap uint64
@@ -59,7 +89,8 @@ type Echo struct {
 	pending  map[ID]bool
 	children []ID
 	best     echoBest
-	left     int // ticks until the election times out
+	left     int // ticks without progress until the election times out
+	rtx      int // ticks until the next retransmission
 
 	outbox
 }
@@ -75,15 +106,35 @@ var _ Machine = (*Echo)(nil)
 type EchoOption func(*Echo) error
 
 // WithElectionTimeout sets how many ticks a process stays in an election
-// without hearing its result before it starts a new one. The default is
-// 2·len(Peers)·TimeoutTicks, enough for an echo to cross a path through every
-// process and back when each hop takes under TimeoutTicks/2.
+// without any progress (an answer from a neighbour, or the result) before it
+// starts a new one. The default is 4·len(Peers)·TimeoutTicks: four
+// retransmission intervals (see WithRetransmitTimeout), each enough for an
+// echo to cross a path through every process and back when each hop takes
+// under TimeoutTicks/2, so that a lost message is re-sent several times
+// before the election is given up.
 func WithElectionTimeout(ticks int) EchoOption {
 	return func(e *Echo) error {
 		if ticks <= 0 {
 			return fmt.Errorf("%w: WithElectionTimeout(%d): the timeout must be a positive number of ticks", ErrBadOption, ticks)
 		}
 		e.timeout = ticks
+		return nil
+	}
+}
+
+// WithRetransmitTimeout sets how many ticks a process waits for a neighbour's
+// answer (or, after its ECHO, for the COORDINATOR) before it re-sends its
+// ELECTION (or its ECHO). It must exceed the time a subtree's echo can take
+// without loss, or loss-free elections send more than 2·|edges| + (n − 1)
+// messages; the default is a quarter of the election timeout
+// (len(Peers)·TimeoutTicks by default: a subtree's echo crosses at most
+// 2·(n−1) hops).
+func WithRetransmitTimeout(ticks int) EchoOption {
+	return func(e *Echo) error {
+		if ticks <= 0 {
+			return fmt.Errorf("%w: WithRetransmitTimeout(%d): the interval must be a positive number of ticks", ErrBadOption, ticks)
+		}
+		e.rtxTimeout = ticks
 		return nil
 	}
 }
@@ -119,12 +170,15 @@ func NewEcho(cfg Config, neighbours []ID, capacity uint64, opts ...EchoOption) (
 		outbox:     newOutbox(cfg),
 		neighbours: slices.Clone(neighbours),
 		capacity:   capacity,
-		timeout:    2 * len(cfg.Peers) * cfg.TimeoutTicks,
+		timeout:    4 * len(cfg.Peers) * cfg.TimeoutTicks,
 	}
 	for _, o := range opts {
 		if err := o(e); err != nil {
 			return nil, err
 		}
+	}
+	if e.rtxTimeout == 0 {
+		e.rtxTimeout = max(1, e.timeout/4)
 	}
 	return e, nil
 }
@@ -151,6 +205,8 @@ func (e *Echo) better(a, b echoBest) bool {
 	return e.cfg.Rank.Compare(a.leader, b.leader) > 0
 }
 
+func (e *Echo) self() echoBest { return echoBest{cap: e.capacity, leader: e.cfg.ID} }
+
 // Campaign starts a new election with this process as its source.
 func (e *Echo) Campaign() {
 	e.maxSeq++
@@ -163,8 +219,8 @@ func (e *Echo) join(id ElectionID, parent ID) {
 	e.maxSeq = max(e.maxSeq, id.Seq)
 	e.active, e.answered = true, false
 	e.children = nil
-	e.best = echoBest{cap: e.capacity, leader: e.cfg.ID}
-	e.left = e.timeout
+	e.best = e.self()
+	e.left, e.rtx = e.timeout, e.rtxTimeout
 	e.pending = map[ID]bool{}
 	for _, nb := range e.neighbours {
 		if nb != parent {
@@ -183,10 +239,20 @@ func (e *Echo) maybeAnswer() {
 	}
 	e.answered = true
 	if e.parent != None {
-		e.send(Message{Type: MsgEcho, To: e.parent, Election: e.cur, Leader: e.best.leader, Capacity: e.best.cap})
+		e.rtx = e.rtxTimeout // now waiting for the COORDINATOR
+		e.sendEcho()
 		return
 	}
 	e.decide(e.best)
+}
+
+func (e *Echo) sendEcho() {
+	e.send(Message{Type: MsgEcho, To: e.parent, Election: e.cur, Leader: e.best.leader, Capacity: e.best.cap})
+}
+
+// sendResult tells nb the result of the election we are in.
+func (e *Echo) sendResult(nb ID) {
+	e.send(Message{Type: MsgCoordinator, To: nb, Election: e.cur, Leader: e.leader, Capacity: e.leaderCap})
 }
 
 // decide adopts the result of the current election and passes it down the tree.
@@ -194,7 +260,7 @@ func (e *Echo) decide(b echoBest) {
 	e.active = false
 	e.leader, e.leaderCap, e.term = b.leader, b.cap, e.cur.Seq
 	for _, c := range e.children {
-		e.send(Message{Type: MsgCoordinator, To: c, Election: e.cur, Leader: b.leader, Capacity: b.cap})
+		e.sendResult(c)
 	}
 }
 
@@ -203,39 +269,133 @@ func (e *Echo) Tick() {
 	if !e.active {
 		return
 	}
-	e.left--
-	if e.left <= 0 {
+	if e.left--; e.left <= 0 {
 		e.Campaign()
+		return
+	}
+	if e.rtx--; e.rtx > 0 {
+		return
+	}
+	e.rtx = e.rtxTimeout
+	if e.answered {
+		e.sendEcho() // the ECHO or the COORDINATOR was lost
+		return
+	}
+	for _, nb := range e.neighbours {
+		if e.pending[nb] {
+			e.send(Message{Type: MsgElection, To: nb, Election: e.cur})
+		}
 	}
 }
+
+// progress notes that the current election moved on.
+func (e *Echo) progress() { e.left = e.timeout }
 
 // Step delivers one message.
 func (e *Echo) Step(m Message) {
 	if !slices.Contains(e.neighbours, m.From) {
 		return // only neighbours can reach us
 	}
+	if m.Type == MsgUnreachable {
+		e.unreachable(m)
+		return
+	}
 	e.maxSeq = max(e.maxSeq, m.Election.Seq)
+	switch {
+	case m.Election == e.cur:
+		e.stepCurrent(m)
+	case e.cur.Less(m.Election):
+		e.stepHigher(m)
+	case !e.active && e.leader != None:
+		// The sender is behind: it missed the election we know the result
+		// of, or it restarted. Tell it.
+		e.sendResult(m.From)
+	}
+}
+
+// stepCurrent handles a message of the election we are in (or were last in).
+func (e *Echo) stepCurrent(m Message) {
 	switch m.Type {
 	case MsgElection:
 		switch {
-		case e.cur.Less(m.Election):
-			e.join(m.Election, m.From)
-		case m.Election == e.cur && e.active:
+		case e.active && e.pending[m.From]:
 			e.answer(m.From, echoBest{})
+		case m.From == e.parent && e.answered && e.active:
+			e.sendEcho() // the parent never got our ECHO
+		case m.From != e.parent && e.active && !slices.Contains(e.children, m.From):
+			// A retransmission: the neighbour never got our ELECTION, which
+			// is our (empty) answer to it.
+			e.send(Message{Type: MsgElection, To: m.From, Election: e.cur})
 		}
 	case MsgEcho:
-		if m.Election == e.cur && e.active && e.pending[m.From] {
+		switch {
+		case e.active && e.pending[m.From]:
 			e.children = append(e.children, m.From)
 			e.answer(m.From, echoBest{cap: m.Capacity, leader: m.Leader})
-		}
-	case MsgUnreachable:
-		if e.active && (m.Election == e.cur || m.Election == ElectionID{}) {
-			e.answer(m.From, echoBest{})
+		case e.active && !e.answered && !slices.Contains(e.children, m.From):
+			// A child we had counted as answered (by a stale UNREACHABLE):
+			// still take its subtree into account.
+			e.children = append(e.children, m.From)
+			if b := (echoBest{cap: m.Capacity, leader: m.Leader}); e.better(b, e.best) {
+				e.best = b
+			}
+			e.progress()
+		case !e.active:
+			// A child that missed our COORDINATOR re-sent its ECHO.
+			if !slices.Contains(e.children, m.From) {
+				e.children = append(e.children, m.From)
+			}
+			e.sendResult(m.From)
 		}
 	case MsgCoordinator:
-		if m.Election == e.cur && e.active && m.From == e.parent {
+		if e.active {
+			// Normally from the parent; from anyone else it is the same
+			// result, the election's source decided it.
 			e.decide(echoBest{cap: m.Capacity, leader: m.Leader})
 		}
+	}
+}
+
+// stepHigher handles a message of an election higher than ours.
+func (e *Echo) stepHigher(m Message) {
+	switch m.Type {
+	case MsgElection:
+		e.join(m.Election, m.From)
+	case MsgEcho:
+		// The sender thinks we are its parent in an election we do not
+		// know: we restarted and lost it, and it can no longer complete.
+		e.Campaign()
+	case MsgCoordinator:
+		// The result of an election we were not part of.
+		b := echoBest{cap: m.Capacity, leader: m.Leader}
+		switch {
+		case e.better(e.self(), b):
+			e.Campaign() // we were not counted, and we beat the winner
+			return
+		case e.active && e.parent == None && !e.answered:
+			// Our own campaign turned out lower than an election already
+			// decided: run it again above that one, or it would be lost
+			// and the processes only it reached would never merge.
+			e.Campaign()
+			return
+		}
+		e.cur, e.parent, e.children = m.Election, None, nil
+		e.active, e.answered, e.pending = false, true, nil
+		e.leader, e.leaderCap, e.term = b.leader, b.cap, m.Election.Seq
+	}
+}
+
+// unreachable handles the driver's report that m.From could not be reached.
+func (e *Echo) unreachable(m Message) {
+	if !e.active || (m.Election != e.cur && m.Election != ElectionID{}) {
+		return
+	}
+	switch {
+	case e.pending[m.From]:
+		e.answer(m.From, echoBest{})
+	case m.From == e.parent && e.answered:
+		// Our ECHO cannot reach the parent: the result will never reach us.
+		e.Campaign()
 	}
 }
 
@@ -245,6 +405,7 @@ func (e *Echo) answer(nb ID, b echoBest) {
 		return
 	}
 	delete(e.pending, nb)
+	e.progress()
 	if e.better(b, e.best) {
 		e.best = b
 	}

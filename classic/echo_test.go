@@ -256,10 +256,14 @@ func TestEchoDeadNeighbour(t *testing.T) {
 	}
 }
 
-// TestEchoTimeoutRestarts: the link f→h loses messages during the first
-// election, which therefore never completes. After the election timeout the
-// waiting nodes start a new election (Seq 2), which succeeds.
-func TestEchoTimeoutRestarts(t *testing.T) {
+// TestEchoLostEchoRetransmitted: the link h→f loses h's echo during the
+// first election, which therefore stalls at f. (This test used to assert that
+// the election stayed stuck until the election timeout and that a new, Seq 2
+// election then pulled every node back in: that was the bug that kept a lossy
+// cluster from ever agreeing.) Now, one retransmission interval later, f
+// re-sends its ELECTION to the silent h and h re-sends its ECHO to f, and the
+// same election (Seq 1) completes with h.
+func TestEchoLostEchoRetransmitted(t *testing.T) {
 	g := tenNodes()
 	n := g.net(t)
 	n.cut[[2]ID{"h", "f"}] = true // h's echo to its parent f is lost
@@ -269,22 +273,178 @@ func TestEchoTimeoutRestarts(t *testing.T) {
 		t.Fatalf("a: %v of %q, want a stuck election", st.Role, st.Leader)
 	}
 	n.heal()
-	// Default election timeout: 2·len(Peers)·TimeoutTicks = 40 ticks.
-	n.run(39)
-	if n.count(MsgCoordinator) != 0 {
-		t.Fatal("the first election completed without h's echo")
+	// Default retransmission interval: len(Peers)·TimeoutTicks = 20 ticks.
+	mark := n.mark()
+	n.run(19)
+	if got := n.since(mark, 0); len(got) != 0 {
+		t.Fatalf("retransmitted before the interval:\n%s", tnFmtLongs(got))
 	}
 	n.run(1)
 	if !n.agree("h") {
-		t.Fatalf("the restarted election did not elect h: %s", n.states())
+		t.Fatalf("the retransmitted echo did not elect h: %s", n.states())
 	}
 	for _, id := range g.ids {
-		if e := echoOf(n, id).Election(); e.Seq != 2 {
-			t.Errorf("%s is in election %v, want a Seq 2 election", id, e)
+		if e := echoOf(n, id).Election(); e != (ElectionID{Source: "a", Seq: 1}) {
+			t.Errorf("%s is in election %v, want the first one", id, e)
 		}
-		if st := n.state(id); st.Term != 2 {
-			t.Errorf("%s: term %d, want 2", id, st.Term)
+		if st := n.state(id); st.Term != 1 {
+			t.Errorf("%s: term %d, want 1", id, st.Term)
 		}
+	}
+	// At the interval every node that still waits retransmits once: the
+	// ancestors of the stall (a, b, d, f) re-send ELECTION to the child
+	// they wait for, and the nodes that answered (c, e, g, h, i, j) re-send
+	// their ECHO, since they have no result yet. Only h's duplicate
+	// matters: it gets through now. h also answers f's duplicate ELECTION
+	// with its ECHO again; the other duplicates are ignored. The election
+	// then finishes as it would have: 4 echoes up from f to a and the 9
+	// COORDINATORs.
+	tnWantLog(t, "retransmissions", n.since(mark, 0)[:11], []string{
+		"ELECTION a→b e=a/1", "ELECTION b→d e=a/1", "ECHO c→a leader=g e=a/1", "ELECTION d→f e=a/1",
+		"ECHO e→c leader=g e=a/1", "ELECTION f→h e=a/1", "ECHO g→e leader=g e=a/1", "ECHO h→f leader=h e=a/1",
+		"ECHO i→g leader=i e=a/1", "ECHO j→h leader=j e=a/1", "ECHO h→f leader=h e=a/1",
+	})
+	if got, want := n.total(), 33+11; got != want {
+		t.Errorf("%d messages in all, want the 33 of a loss-free election plus 11 retransmissions = %d:\n%s",
+			got, want, tnFmtLongs(n.since(mark, 0)))
+	}
+	// Nothing more is sent once everyone knows the result.
+	mark = n.mark()
+	n.run(200)
+	if got := n.since(mark, 0); len(got) != 0 {
+		t.Fatalf("messages after agreement:\n%s", tnFmtLongs(got))
+	}
+}
+
+// TestEchoLostElectionRetransmitted: the ELECTION a→c is lost; c still joins
+// through d (a's wave reaches it the other way round), so c answers a by its
+// own ELECTION and nothing needs retransmitting. The ELECTION c→a is lost as
+// well, so a waits for c; after the retransmission interval a re-sends, c
+// (already in the election, a not its parent) answers with its ELECTION again,
+// and the election completes.
+func TestEchoLostElectionRetransmitted(t *testing.T) {
+	g := tenNodes()
+	n := g.net(t)
+	n.dropNext(func(m Message) bool { return m.Type == MsgElection && m.From == "a" && m.To == "c" })
+	n.dropNext(func(m Message) bool { return m.Type == MsgElection && m.From == "c" && m.To == "a" })
+	n.campaign("a")
+	n.settle()
+	if n.lost != 2 {
+		t.Fatalf("%d messages lost, want 2", n.lost)
+	}
+	if st := n.state("a"); st.Role != Candidate {
+		t.Fatalf("a: %v, want still waiting for c", st.Role)
+	}
+	mark := n.mark()
+	n.run(20)
+	if !n.agree("h") {
+		t.Fatalf("not everyone follows h after the retransmission: %s", n.states())
+	}
+	// a re-sends to its two silent neighbours (b's echo waits on the same
+	// lost answer further down); c answers the duplicate.
+	tnWantLog(t, "retransmission", n.since(mark, 0)[:2], []string{"ELECTION a→b e=a/1", "ELECTION a→c e=a/1"})
+	if st := n.state("c"); st.Term != 1 {
+		t.Errorf("c: term %d, want the first election", st.Term)
+	}
+}
+
+// TestEchoLostCoordinatorRecovered: the COORDINATOR d→f is lost, so f (and
+// its subtree) miss the result. f does not start a new election: after the
+// retransmission interval it re-sends its ECHO, d answers with the result,
+// and f passes it down.
+func TestEchoLostCoordinatorRecovered(t *testing.T) {
+	g := tenNodes()
+	n := g.net(t)
+	n.dropNext(func(m Message) bool { return m.Type == MsgCoordinator && m.To == "f" })
+	n.campaign("a")
+	n.settle()
+	if st := n.state("f"); st.Role != Candidate || st.Leader != None {
+		t.Fatalf("f: %v of %q, want waiting for the result", st.Role, st.Leader)
+	}
+	mark := n.mark()
+	n.run(20)
+	if !n.agree("h") {
+		t.Fatalf("not everyone follows h: %s", n.states())
+	}
+	// f and the nodes below it (h, j) all re-send their echoes; only d,
+	// which knows the result, answers, and f passes it down.
+	tnWantLog(t, "recovery", n.since(mark, 0), []string{
+		"ECHO f→d leader=h e=a/1", "ECHO h→f leader=h e=a/1", "ECHO j→h leader=j e=a/1",
+		"COORDINATOR d→f leader=h e=a/1", "COORDINATOR f→h leader=h e=a/1", "COORDINATOR h→j leader=h e=a/1",
+	})
+	for _, id := range g.ids {
+		if e := echoOf(n, id).Election(); e.Seq != 1 {
+			t.Errorf("%s is in election %v, want no new election", id, e)
+		}
+	}
+}
+
+// TestEchoTimeoutRestarts: the source a crashes after its ELECTION wave went
+// out, and the driver's failure detector is slow: for the first 80 ticks no
+// send to a is reported UNREACHABLE, so the election can never complete. After
+// the election timeout without progress the waiting nodes start new elections
+// (Seq 2 and up). By then the driver reports a unreachable, which counts as
+// a's empty answer, and h is elected among the live nodes. (Without any
+// report no echo election can complete next to a dead neighbour: each
+// timeout would start another one that waits for a too.)
+func TestEchoTimeoutRestarts(t *testing.T) {
+	g := tenNodes()
+	n := g.net(t)
+	n.campaign("a")
+	n.round() // the wave leaves a
+	n.crash("a")
+	n.settle()
+	if st := n.state("b"); st.Role != Candidate || st.Leader != None {
+		t.Fatalf("b: %v of %q, want a stuck election", st.Role, st.Leader)
+	}
+	// Default election timeout: 4·len(Peers)·TimeoutTicks = 80 ticks
+	// without progress; b and c re-send their echoes to a meanwhile.
+	n.run(79)
+	if n.count(MsgCoordinator) != 0 {
+		t.Fatal("the first election completed without its source")
+	}
+	for _, id := range n.live() {
+		if e := echoOf(n, id).Election(); e.Seq != 1 {
+			t.Fatalf("%s is in election %v before the timeout, want the first one", id, e)
+		}
+	}
+	n.unreachable = true // the failure detector catches up
+	n.runUntil(80, "following h after a new election", func() bool { return n.agree("h") })
+	for _, id := range n.live() {
+		if st := n.state(id); st.Term < 2 {
+			t.Errorf("%s: term %d, want a new election (Seq 2 or above)", id, st.Term)
+		}
+	}
+}
+
+// TestEchoRestartedNodeLearnsLeader: after h won (twice, Seq 2), h's
+// neighbour i restarts with no memory and campaigns with Seq 1, below the
+// finished election. Its neighbours no longer ignore it: they answer with the
+// known result, and i, the source of a campaign that would otherwise be lost,
+// runs it again above that election (Seq 3), so that everyone counts it.
+func TestEchoRestartedNodeLearnsLeader(t *testing.T) {
+	g := tenNodes()
+	n := g.net(t)
+	n.campaign("a")
+	n.settle()
+	n.campaign("a") // (a, 2): above the restarted node's (i, 1)
+	n.settle()
+	n.restart("i", tnMust[*Echo](t)(NewEcho(Config{ID: "i", Peers: g.ids, TimeoutTicks: 2}, g.adj["i"], g.caps["i"])))
+	mark := n.mark()
+	n.campaign("i")
+	n.settle()
+	if !n.agree("h") {
+		t.Fatalf("not everyone follows h: %s", n.states())
+	}
+	for _, id := range g.ids {
+		if st := n.state(id); st.Term != 3 {
+			t.Errorf("%s: term %d, want i's rerun campaign (3)", id, st.Term)
+		}
+	}
+	// i's first ELECTIONs, the two answers with the result, then one
+	// loss-free election.
+	if got, want := len(n.since(mark, 0)), 2+2+33; got != want {
+		t.Errorf("%d messages, want %d:\n%s", got, want, tnFmtLongs(n.since(mark, 0)))
 	}
 }
 
@@ -314,6 +474,7 @@ func TestNewEchoValidation(t *testing.T) {
 		{"stranger", tnSplit("b z"), nil, ErrBadNeighbours},
 		{"twice", tnSplit("b b"), nil, ErrBadNeighbours},
 		{"bad timeout", tnSplit("b"), []EchoOption{WithElectionTimeout(0)}, ErrBadOption},
+		{"bad retransmit", tnSplit("b"), []EchoOption{WithRetransmitTimeout(-1)}, ErrBadOption},
 	}
 	for _, tc := range cases {
 		if _, err := NewEcho(Config{ID: "a", Peers: peers}, tc.nbs, 1, tc.opts...); !errors.Is(err, tc.want) {
