@@ -63,6 +63,9 @@ import (
 //     election, since the old one can no longer complete.
 //   - A process whose parent is reported UNREACHABLE after it sent its ECHO
 //     starts a new election: the result can no longer reach it.
+//   - A process that receives a result worse than the best of its own
+//     subtree starts a new election: its ECHO reached the source too late to
+//     count (the source had taken a stale UNREACHABLE as its answer).
 //   - A process that has been in an election for the election timeout (see
 //     WithElectionTimeout) without any progress (an answer, or the result)
 //     starts a new election.
@@ -348,6 +351,12 @@ func (e *Echo) stepCurrent(m Message) {
 			e.sendResult(m.From)
 		}
 	case MsgCoordinator:
+		if b := (echoBest{cap: m.Capacity, leader: m.Leader}); e.better(e.best, b) {
+			// The result misses the best of our subtree: our ECHO came too
+			// late (the source had counted us by a stale UNREACHABLE).
+			e.Campaign()
+			return
+		}
 		if e.active {
 			// Normally from the parent; from anyone else it is the same
 			// result, the election's source decided it.
