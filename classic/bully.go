@@ -104,8 +104,9 @@ var _ Machine = (*Bully)(nil)
 
 // NewBully returns a Bully for cfg. It uses ID, Peers (any order), Rank (nil
 // means HighestID), HeartbeatTicks (0 means 2) and TimeoutTicks (0 means 10),
-// which must exceed HeartbeatTicks and a round trip. Rand is not used;
-// Quorum is not supported. Errors wrap ErrBadID, ErrBadTicks or ErrBadOption.
+// which must exceed HeartbeatTicks and a round trip. Rand is not used. For
+// terms and majority wrap it with NewQuorum. Errors wrap ErrBadID or
+// ErrBadTicks.
 //
 // The process starts as a follower without a leader; it campaigns on its
 // own after TimeoutTicks unless a COORDINATOR or heartbeat arrives first.

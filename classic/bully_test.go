@@ -21,7 +21,6 @@ func TestNewBullyValidatesConfig(t *testing.T) {
 		{"negative timeout", Config{ID: "a", Peers: peers, TimeoutTicks: -1}, ErrBadTicks},
 		{"negative heartbeat", Config{ID: "a", Peers: peers, HeartbeatTicks: -1}, ErrBadTicks},
 		{"timeout not above heartbeat", Config{ID: "a", Peers: peers, HeartbeatTicks: 5, TimeoutTicks: 5}, ErrBadTicks},
-		{"quorum", Config{ID: "a", Peers: peers, Quorum: true}, ErrBadOption},
 		{"defaults", Config{ID: "a", Peers: peers}, nil},
 	}
 	for _, tt := range tests {

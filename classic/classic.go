@@ -22,7 +22,7 @@ const (
 	MsgOK                              // bully: "I outrank you, stand down"
 	MsgCoordinator                     // the winner announces itself
 	MsgHeartbeat                       // leader liveness
-	MsgHeartbeatAck                    // follower's answer (majority mode, stable leader)
+	MsgHeartbeatAck                    // stable leader: a follower's answer
 	MsgInvite                          // invitation: a leader invites another group
 	MsgAccept                          // invitation: accept, or a non-leader names its leader
 	MsgReady                           // invitation: the new group's membership
@@ -30,7 +30,9 @@ const (
 	MsgQuery                           // candidate/ordinary: "are you alive, what rank"
 	MsgQueryReply                      // candidate/ordinary: the answer
 	MsgUnreachable                     // injected by the driver: To could not reach From
-	MsgVote                            // majority mode: acknowledgement of a term
+	MsgVote                            // stable leader: a vote reply
+	MsgClaim                           // Quorum: a claim of a term, one round of it
+	MsgClaimAck                        // Quorum: a grant of a claim, or a refusal naming the current term
 )
 
 var msgNames = [...]string{
@@ -38,6 +40,7 @@ var msgNames = [...]string{
 	MsgHeartbeat: "HEARTBEAT", MsgHeartbeatAck: "HEARTBEAT_ACK", MsgInvite: "INVITE",
 	MsgAccept: "ACCEPT", MsgReady: "READY", MsgEcho: "ECHO", MsgQuery: "QUERY",
 	MsgQueryReply: "QUERY_REPLY", MsgUnreachable: "UNREACHABLE", MsgVote: "VOTE",
+	MsgClaim: "CLAIM", MsgClaimAck: "CLAIM_ACK",
 }
 
 func (t MsgType) String() string {
@@ -144,8 +147,6 @@ type Config struct {
 	// COORDINATOR, heartbeat) before it acts, in ticks. It must exceed a
 	// round trip.
 	TimeoutTicks int
-	// Quorum enables terms plus majority (see the package doc).
-	Quorum bool
 }
 
 // Machine is an election algorithm as a deterministic state machine: input

@@ -68,10 +68,6 @@ func electConfig(cfg Config, algo string, heartbeats bool) (Config, error) {
 		return cfg, fmt.Errorf("%w: %s: TimeoutTicks=%d must exceed HeartbeatTicks=%d, or every follower suspects a live leader",
 			ErrBadTicks, algo, cfg.TimeoutTicks, cfg.HeartbeatTicks)
 	}
-	if cfg.Quorum {
-		return cfg, fmt.Errorf("%w: %s: Config.Quorum (terms plus majority) is not implemented yet; leave it false",
-			ErrBadOption, algo)
-	}
 	if cfg.Rank == nil {
 		cfg.Rank = HighestID{}
 	}

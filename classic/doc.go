@@ -23,10 +23,14 @@
 //   - NewStable: a stable leader with heartbeats that is never replaced while
 //     it is live and reachable; flap counts keep an unstable node from winning.
 //
+// NewQuorum wraps any of them with terms and majority (CLAIM, CLAIM_ACK): a
+// process is Leader only while a majority of the configured members back its
+// term, so two leaders never share a term and a minority side has no leader.
+// Without it the algorithms behave as in the textbook, split brain included.
+//
 // Ranks are pluggable (Rank): HighestID (the textbook), XORCloseness (closer
 // to a cluster key wins, so an election agrees with the DHT lookup) and
-// HostQuality (capacity, flaps, uptime, then ID). Config.Quorum (terms plus
-// majority) is rejected until it is implemented.
+// HostQuality (capacity, flaps, uptime, then ID).
 //
 // The drivers: package testnet/sim runs the machines on a simulated network
 // with virtual time; the overlay runs them over libp2p streams.

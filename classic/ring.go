@@ -87,8 +87,8 @@ var _ Machine = (*Ring)(nil)
 // NewRing returns a Ring running the ID-list variant. It uses ID, Peers (in
 // ring order), Rank (nil means HighestID), HeartbeatTicks (0 means 2) and
 // TimeoutTicks (0 means 10; see the type comment for what it must exceed).
-// Rand is not used; Quorum is not supported. Errors wrap ErrBadID,
-// ErrBadTicks or ErrBadOption.
+// Rand is not used. For terms and majority wrap it with NewQuorum. Errors
+// wrap ErrBadID or ErrBadTicks.
 func NewRing(cfg Config) (*Ring, error) { return newRing(cfg, false, "NewRing") }
 
 // NewRingMax returns a Ring running the max-only (Chang-Roberts) variant. It

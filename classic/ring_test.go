@@ -34,7 +34,6 @@ func TestNewRingValidatesConfig(t *testing.T) {
 			{Config{ID: "a", Peers: tnSplit("a b b")}, ErrBadID},
 			{Config{ID: "a", Peers: tnSplit("a b"), TimeoutTicks: -3}, ErrBadTicks},
 			{Config{ID: "a", Peers: tnSplit("a b"), HeartbeatTicks: 20, TimeoutTicks: 15}, ErrBadTicks},
-			{Config{ID: "a", Peers: tnSplit("a b"), Quorum: true}, ErrBadOption},
 		}
 		for _, tt := range bad {
 			if r, err := mk(tt.cfg); !errors.Is(err, tt.want) || r != nil {

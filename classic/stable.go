@@ -81,7 +81,7 @@ func WithMaxFlaps(n int) StableOption {
 //
 // Config fields used: ID, Peers, Rank (nil: HighestID), HeartbeatTicks
 // (0: 2), TimeoutTicks (0: 10; must exceed HeartbeatTicks and a round trip).
-// Rand is ignored; Quorum is not implemented yet.
+// Rand is ignored. For terms and majority wrap it with NewQuorum.
 func NewStable(cfg Config, opts ...StableOption) (*Stable, error) {
 	cfg, err := electConfig(cfg, "NewStable", true)
 	if err != nil {

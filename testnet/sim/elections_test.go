@@ -42,6 +42,9 @@ const (
 	faultWindow = 2 * time.Second
 	settle      = 6 * time.Second
 	grace       = 2 * time.Second
+	// detectEvery is how often the failure detector of a driver without
+	// heartbeats (kick) looks for live nodes that follow a crashed leader.
+	detectEvery = 500 * time.Millisecond
 )
 
 var seedFlag = flag.Uint64("seed", 0, "run only this seed of TestElectionProperties (0: all)")
@@ -78,7 +81,8 @@ type algo struct {
 	// says who is up; nil allows any crash that leaves a live node.
 	keepAlive func(sc schedule, alive []bool, i int) bool
 	// kick, when set, makes the driver campaign a live node when the faults
-	// end: the algorithm has no failure detector of its own.
+	// end, and then any follower that stays without a live leader: the
+	// algorithm has no failure detector of its own.
 	kick bool
 }
 
@@ -306,7 +310,13 @@ func newSchedule(seed uint64) schedule {
 
 // runSchedule runs algorithm a on the schedule of seed and returns an error
 // if the property does not hold at the end.
-func runSchedule(a algo, seed uint64) error {
+//
+// With quorum set every machine is wrapped with classic.NewQuorum (its
+// HardState survives restarts, as a driver must keep it), crashes never leave
+// fewer than a majority of the nodes up, and two more properties are checked
+// over the whole run: no two live leaders ever share a term, and no node on
+// the minority side of the partition is leader once a lease has passed.
+func runSchedule(a algo, seed uint64, quorum bool) error {
 	sc := newSchedule(seed)
 	// The faults come from a generator of their own, so that the network
 	// of a seed is the same for every algorithm.
@@ -315,6 +325,7 @@ func runSchedule(a algo, seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
 
 	restarts := make([]uint64, sc.n)
+	machines := make([]classic.Machine, sc.n) // the last machine of each node: its "disk"
 	var buildErr error
 	factory := func(i int, id classic.ID, restarted bool) classic.Machine {
 		if restarted {
@@ -327,12 +338,21 @@ func runSchedule(a algo, seed uint64) error {
 			Rand:         rand.New(rand.NewPCG(seed, uint64(i)<<32|restarts[i])),
 		}
 		m, err := a.build(sc, cfg, i)
+		if err == nil && quorum {
+			var hs classic.HardState
+			if old, ok := machines[i].(*classic.Quorum); ok {
+				hs = old.HardState()
+			}
+			m, err = classic.NewQuorum(cfg, m, hs)
+		}
 		if err != nil {
 			buildErr = err
 			return nil
 		}
+		machines[i] = m
 		return m
 	}
+	majority := sc.n/2 + 1
 	s, err := sim.New(sim.Config{
 		IDs:     sc.ids,
 		Factory: factory,
@@ -360,7 +380,7 @@ func runSchedule(a algo, seed uint64) error {
 				live++
 			}
 		}
-		if live == 0 {
+		if live == 0 || quorum && live < majority {
 			return false
 		}
 		return a.keepAlive == nil || a.keepAlive(sc, up, i)
@@ -405,6 +425,8 @@ func runSchedule(a algo, seed uint64) error {
 		groups[g] = append(groups[g], i)
 	}
 	s.At(tp, func(s *sim.Sim) { note(s, "partition %v", groups); s.Partition(groups...) })
+	// A leader on a minority side keeps its lease at most until it runs out.
+	lease := time.Duration(a.timeoutTicks+classicPromiseMargin+1) * sim.DefaultTickInterval
 	s.At(th, func(s *sim.Sim) { note(s, "heal"); s.Heal() })
 	// Sometimes a cut link as well, recovered by the heal at the end.
 	if rng.IntN(2) == 0 {
@@ -430,6 +452,31 @@ func runSchedule(a algo, seed uint64) error {
 			s.Campaign(k)
 		}
 	})
+	if a.kick {
+		// The driver's failure detector: from then on, a follower that has
+		// had no live leader at two checks in a row (detectEvery apart)
+		// campaigns; one at a time.
+		// (A leader can crash after its election counted it and before
+		// the result arrives: the election cannot know.)
+		suspect := make([]bool, sc.n)
+		var detect func(s *sim.Sim)
+		detect = func(s *sim.Sim) {
+			for i := range sc.n {
+				st := s.State(i)
+				j, ok := s.Index(st.Leader)
+				was := suspect[i]
+				suspect[i] = s.Alive(i) && st.Role == classic.Follower && (!ok || !s.Alive(j))
+				if was && suspect[i] {
+					note(s, "campaign %d (%s): no live leader (%q)", i, sc.ids[i], st.Leader)
+					s.Campaign(i)
+					suspect[i] = false
+					break
+				}
+			}
+			s.After(detectEvery, detect)
+		}
+		s.At(faultWindow+detectEvery, detect)
+	}
 
 	s.Run(faultWindow + settle)
 	s.RunUntil(sim.AllAgree, faultWindow+settle+grace)
@@ -438,6 +485,11 @@ func runSchedule(a algo, seed uint64) error {
 	}
 
 	up := alive(s)
+	if quorum {
+		if err := checkQuorum(s.Record(), sc, groups, majority, tp+lease, th); err != nil {
+			return fmt.Errorf("%v\nfaults: %q\n%v", sc, log, err)
+		}
+	}
 	want := a.expect(sc, up)
 	if _, err := s.Record().FinalLeader(want, nil); err != nil {
 		var states []string
@@ -454,10 +506,62 @@ func runSchedule(a algo, seed uint64) error {
 	return nil
 }
 
+// classicPromiseMargin is the margin (in ticks) that classic.Quorum adds to
+// every promise.
+const classicPromiseMargin = 2
+
+// checkQuorum checks the safety properties of majority mode on a record: no
+// term with two live leaders, no two live leaders at once at all, and no
+// leader in a group of fewer than majority nodes during [from, to).
+func checkQuorum(r *sim.Record, sc schedule, groups [][]int, majority int, from, to time.Duration) error {
+	sb, err := r.SplitBrain()
+	if err != nil {
+		return err
+	}
+	if len(sb.SameTerm) > 0 {
+		return fmt.Errorf("two leaders of one term: %+v", sb.SameTerm)
+	}
+	// Promises outlast leases, so leaders of different terms never
+	// overlap either.
+	if len(sb.Intervals) > 0 {
+		return fmt.Errorf("two leaders at once for %v: %+v", sb.Total, sb.Intervals)
+	}
+	if from >= to {
+		return nil // the partition was shorter than a lease
+	}
+	for _, g := range groups {
+		if len(g) >= majority {
+			continue
+		}
+		for _, i := range g {
+			spans, err := r.Leading(i)
+			if err != nil {
+				return err
+			}
+			for _, sp := range spans {
+				if sp.From < to && sp.To > from {
+					return fmt.Errorf("%s leads term %d on the minority side %v during [%v, %v), partition until %v",
+						sc.ids[i], sp.Term, g, sp.From, sp.To, to)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // TestElectionProperties runs every algorithm on 1000 random fault schedules
 // (50 with -short) and checks that the live nodes end with exactly one agreed
 // leader, the one the algorithm's rule picks among them.
-func TestElectionProperties(t *testing.T) {
+func TestElectionProperties(t *testing.T) { properties(t, false) }
+
+// TestQuorumProperties runs every algorithm wrapped with classic.NewQuorum
+// on the same 1000 random schedules (50 with -short), each with a random
+// partition into two or three groups: besides the final leader, it checks
+// that no two live leaders ever share a term and that no node of a minority
+// group leads once a lease has passed after the partition.
+func TestQuorumProperties(t *testing.T) { properties(t, true) }
+
+func properties(t *testing.T, quorum bool) {
 	seeds := uint64(1000)
 	if testing.Short() {
 		seeds = 50
@@ -466,14 +570,14 @@ func TestElectionProperties(t *testing.T) {
 		t.Run(a.name, func(t *testing.T) {
 			t.Parallel()
 			if *seedFlag != 0 {
-				if err := runSchedule(a, *seedFlag); err != nil {
+				if err := runSchedule(a, *seedFlag, quorum); err != nil {
 					t.Fatalf("%s, replay with -seed %d: %v", a.name, *seedFlag, err)
 				}
 				return
 			}
 			failed := 0
 			for seed := uint64(1); seed <= seeds; seed++ {
-				if err := runSchedule(a, seed); err != nil {
+				if err := runSchedule(a, seed, quorum); err != nil {
 					failed++
 					if failed <= 3 {
 						t.Errorf("%s, replay with -seed %d: %v", a.name, seed, err)

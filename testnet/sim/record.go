@@ -384,3 +384,34 @@ func sameTermInterval(t time.Duration, tr *tracker) Interval {
 	}
 	return iv
 }
+
+// Span is a stretch of time [From, To) during which a node was live and
+// reported role Leader in term Term.
+type Span struct {
+	From, To time.Duration
+	Term     uint64
+}
+
+// Leading returns the spans during which node i was live and Leader, in
+// time order. A crash ends a span; a change of term starts a new one.
+func (r *Record) Leading(i int) ([]Span, error) {
+	var (
+		out  []Span
+		cur  Span
+		open bool
+	)
+	err := r.replay([]int{i}, func(t time.Duration, tr *tracker, atEnd bool) {
+		st := tr.state[i]
+		leading := !atEnd && tr.alive[i] && st.Role == classic.Leader
+		if open && (!leading || st.Term != cur.Term) {
+			if cur.To = t; cur.To > cur.From {
+				out = append(out, cur)
+			}
+			open = false
+		}
+		if leading && !open {
+			cur, open = Span{From: t, Term: st.Term}, true
+		}
+	})
+	return out, err
+}

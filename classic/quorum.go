@@ -1,0 +1,318 @@
+package classic
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Quorum adds terms and majority to any election machine (the inner one), so
+// that two leaders never hold the same term and the minority side of a
+// partition has no leader.
+//
+// The inner machine still decides who should lead: when it says this process
+// is Leader, Quorum claims a term for it, and this process reports itself
+// Leader only while a majority of the cluster's configured members
+// (Config.Peers, this process included) back that claim. The protocol:
+//
+//   - A claimant takes term T = one above any term it has seen, votes for
+//     itself, and broadcasts CLAIM{Term: T, round r} every HeartbeatTicks.
+//   - A process grants a claim by answering CLAIM_ACK{Term: T, Leader:
+//     claimant, round r}. It grants at most one claimant per term (its vote),
+//     never a term below the highest it has voted in, and never another
+//     claimant while it has a promise outstanding: each grant promises the
+//     claimant not to grant anyone else for the lease (TimeoutTicks) plus two
+//     ticks, counted from the grant.
+//   - The claimant is Leader while a majority of members (itself included)
+//     granted a round it sent less than a lease ago. Since its lease counts
+//     from sending and each promise from receiving (plus a margin for the
+//     phase of the ticks), every promise outlasts the lease it backs.
+//   - A process refuses any other claim with CLAIM_ACK{Term: its term,
+//     Leader: the one it is bound to}, so a claimant learns the current term.
+//     It names as Leader the claimant it has promised, or itself during its
+//     first lease; None means it is free but the claim's term is too low
+//     (it voted for someone else in it), and the claimant then claims a
+//     higher term at once. A claimant without a majority for a lease also
+//     starts over one term higher.
+//   - A leader that moves to a higher term keeps the lease of the term it
+//     holds until the new term has a majority, so it stays Leader (of the
+//     old term) in between.
+//   - When the inner machine stops saying Leader, the claimant stops
+//     claiming; its followers' promises run out within a lease, and only then
+//     can they back another claimant.
+//
+// Hence one leader per term (a majority voted once in it), no leader on a
+// minority side once a lease has passed since the partition, and, because
+// promises outlast leases, no two Leaders at the same time either, as long as
+// ticks run at the same rate everywhere (which the simulator guarantees).
+//
+// Followers report the claimant they back, while their promise holds, as
+// their Leader; a process that backs no one reports no leader. Messages of
+// older terms are refused; the inner machine's own messages pass through
+// untouched (their kinds are distinct from CLAIM and CLAIM_ACK).
+//
+// The vote must survive a restart, as Raft's HardState does: the driver
+// stores HardState after each Ready, before it sends that Ready's messages,
+// and passes it to NewQuorum when the process comes back. Promises are not
+// stored: a process grants no new claimant for its first lease after it
+// starts, so the promises it made before a crash run out first.
+type Quorum struct {
+	cfg      Config
+	inner    Machine
+	innerSt  State
+	majority int
+	lease    int // ticks: Config.TimeoutTicks
+
+	now          int // ticks since this process started
+	term         uint64
+	vote         ID  // whom we granted in term (ourselves when claiming)
+	promisedTo   ID  // whom we must not betray until promiseUntil
+	promiseUntil int // tick
+	startGuard   int // no new claimant before this tick
+
+	// Claiming.
+	claiming   bool
+	claimTerm  uint64         // the term we claim (term may have moved above it)
+	claimStart int            // tick of the claim's first round
+	held       uint64         // the term a majority backs (0: none)
+	heldUntil  int            // tick when that majority's lease runs out
+	round      uint64         // last round sent
+	sentAt     map[uint64]int // round -> tick sent, for the rounds of a lease
+	backed     map[ID]int     // member -> send tick of the latest round it granted
+	nextRound  int            // tick of the next round
+
+	outbox
+}
+
+var _ Machine = (*Quorum)(nil)
+
+// HardState is what a Quorum process must keep across restarts: the highest
+// term it has seen and whom it voted for in that term.
+type HardState struct {
+	Term uint64
+	Vote ID
+}
+
+// NewQuorum wraps inner, which must have been built from the same cfg, with
+// terms and majority. hs is the HardState stored before a restart (zero for a
+// fresh process). It uses Peers (the majority is over all configured
+// members, live or not), HeartbeatTicks (the claim interval) and TimeoutTicks
+// (the lease), which must exceed HeartbeatTicks plus a round trip. Errors wrap
+// ErrBadID, ErrBadTicks or ErrBadOption.
+func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
+	cfg, err := electConfig(cfg, "quorum", true)
+	if err != nil {
+		return nil, err
+	}
+	if inner == nil {
+		return nil, fmt.Errorf("%w: quorum: the inner machine is nil", ErrBadOption)
+	}
+	if hs.Vote != None && !slices.Contains(cfg.Peers, hs.Vote) {
+		return nil, fmt.Errorf("%w: quorum: HardState.Vote %q is not one of Config.Peers", ErrBadID, hs.Vote)
+	}
+	q := &Quorum{
+		cfg:      cfg,
+		inner:    inner,
+		majority: len(cfg.Peers)/2 + 1,
+		lease:    cfg.TimeoutTicks,
+		term:     hs.Term,
+		vote:     hs.Vote,
+		outbox:   newOutbox(cfg),
+	}
+	q.startGuard = q.lease + promiseMargin
+	q.pull()
+	return q, nil
+}
+
+// promiseMargin is added to every promise: the ticks of two processes are up
+// to one tick out of phase, and the receiver's tick count at a message's
+// arrival may lag the sender's by one more.
+const promiseMargin = 2
+
+// HardState returns what the driver must store before it sends the messages
+// of the last Ready.
+func (q *Quorum) HardState() HardState { return HardState{Term: q.term, Vote: q.vote} }
+
+// Inner returns the wrapped machine.
+func (q *Quorum) Inner() Machine { return q.inner }
+
+// Tick advances the clock of both machines.
+func (q *Quorum) Tick() {
+	q.now++
+	q.inner.Tick()
+	q.pull()
+	if q.claiming && q.now >= q.nextRound {
+		switch {
+		case q.sentAt == nil: // waiting for our promise to someone else to run out
+			q.startClaim()
+		case !q.leading() && q.now-q.claimStart >= q.lease:
+			q.startClaim() // no majority for a whole lease: try a higher term
+		default:
+			q.sendRound()
+		}
+	}
+}
+
+// Campaign starts an election in the inner machine.
+func (q *Quorum) Campaign() {
+	q.inner.Campaign()
+	q.pull()
+}
+
+// Step delivers one message: claims to Quorum, everything else to the inner
+// machine.
+func (q *Quorum) Step(m Message) {
+	switch m.Type {
+	case MsgClaim:
+		q.stepClaim(m)
+	case MsgClaimAck:
+		q.stepAck(m)
+	default:
+		q.inner.Step(m)
+		q.pull()
+	}
+}
+
+// Ready returns the inner machine's messages and Quorum's own, and the state
+// backed by the majority.
+func (q *Quorum) Ready() Ready {
+	q.pull()
+	return Ready{Messages: q.take(), State: q.state()}
+}
+
+// pull takes the inner machine's output and follows its view of who leads.
+func (q *Quorum) pull() {
+	rd := q.inner.Ready()
+	q.msgs = append(q.msgs, rd.Messages...)
+	q.innerSt = rd.State
+	switch {
+	case rd.State.Role == Leader && !q.claiming:
+		q.startClaim()
+	case rd.State.Role != Leader && q.claiming:
+		q.stopClaim() // our followers' promises run out within a lease
+	}
+}
+
+// stopClaim gives up claiming, and any lease we hold.
+func (q *Quorum) stopClaim() {
+	q.claiming, q.held, q.heldUntil = false, 0, 0
+	q.sentAt, q.backed = nil, nil
+}
+
+// free reports whether we may grant c now.
+func (q *Quorum) free(c ID) bool {
+	if q.promisedTo == c && q.now < q.promiseUntil {
+		return true
+	}
+	return q.now >= q.promiseUntil && q.now >= q.startGuard
+}
+
+// startClaim claims a new term for ourselves, if no promise forbids it.
+func (q *Quorum) startClaim() {
+	if !q.free(q.cfg.ID) {
+		// Claim when the promise runs out (Tick calls us again).
+		q.claiming, q.nextRound = true, max(q.promiseUntil, q.startGuard)
+		q.sentAt, q.backed = nil, nil
+		return
+	}
+	q.term++
+	q.vote, q.claimTerm = q.cfg.ID, q.term
+	q.claiming, q.claimStart, q.round = true, q.now, 0
+	q.sentAt, q.backed = map[uint64]int{}, map[ID]int{}
+	q.sendRound()
+}
+
+// sendRound broadcasts one CLAIM round and promises ourselves for a lease.
+func (q *Quorum) sendRound() {
+	q.round++
+	q.sentAt[q.round] = q.now
+	q.backed[q.cfg.ID] = q.now
+	q.count()
+	q.promisedTo, q.promiseUntil = q.cfg.ID, q.now+q.lease+promiseMargin
+	for r, at := range q.sentAt {
+		if q.now-at >= q.lease {
+			delete(q.sentAt, r) // its grants could not extend the lease
+		}
+	}
+	q.nextRound = q.now + q.cfg.HeartbeatTicks
+	q.broadcast(Message{Type: MsgClaim, Term: q.claimTerm, Election: ElectionID{Source: q.cfg.ID, Seq: q.round}})
+}
+
+// leading reports whether a majority backs a term of ours now.
+func (q *Quorum) leading() bool { return q.claiming && q.held != 0 && q.now < q.heldUntil }
+
+// count updates the lease from the grants of the current term: it lasts a
+// lease from the oldest round among the majority's latest grants.
+func (q *Quorum) count() {
+	ats := make([]int, 0, len(q.backed))
+	for _, at := range q.backed {
+		ats = append(ats, at)
+	}
+	if len(ats) < q.majority {
+		return
+	}
+	slices.Sort(ats)
+	slices.Reverse(ats)
+	if until := ats[q.majority-1] + q.lease; until > q.now {
+		q.held, q.heldUntil = q.claimTerm, until
+	}
+}
+
+func (q *Quorum) stepClaim(m Message) {
+	q.pull()
+	grant := q.free(m.From) && (m.Term > q.term || m.Term == q.term && (q.vote == m.From || q.vote == None))
+	if !grant {
+		bound := None
+		switch {
+		case q.now < q.promiseUntil:
+			bound = q.promisedTo
+		case q.now < q.startGuard:
+			bound = q.cfg.ID
+		}
+		q.send(Message{Type: MsgClaimAck, To: m.From, Term: q.term, Leader: bound, Election: m.Election})
+		return
+	}
+	if q.claiming && m.From != q.cfg.ID {
+		q.stopClaim() // only reached when our own promise ran out
+	}
+	q.term, q.vote = m.Term, m.From
+	q.promisedTo, q.promiseUntil = m.From, q.now+q.lease+promiseMargin
+	q.send(Message{Type: MsgClaimAck, To: m.From, Term: m.Term, Leader: m.From, Election: m.Election})
+}
+
+func (q *Quorum) stepAck(m Message) {
+	q.pull()
+	if m.Term > q.term {
+		q.term, q.vote = m.Term, None // we never voted in m.Term
+	}
+	if !q.claiming || q.sentAt == nil {
+		return
+	}
+	switch {
+	case m.Term == q.claimTerm && m.Leader == q.cfg.ID:
+		if at, ok := q.sentAt[m.Election.Seq]; ok && at > q.backed[m.From] {
+			q.backed[m.From] = at
+			q.count()
+		}
+	case m.Leader == None && m.Term >= q.claimTerm:
+		// A free process whose term is at or above ours (it voted for
+		// someone else in it): claim above it, and it will back us. A
+		// bound process (Leader set) is not worth a new term: claiming
+		// again at once against it would only raise the terms of both
+		// sides round after round; our claim runs out instead.
+		q.startClaim()
+	}
+}
+
+// state is what Quorum reports: Leader only with a majority behind us; a
+// follower names the claimant it has promised while the promise holds.
+func (q *Quorum) state() State {
+	switch {
+	case q.leading():
+		return State{Role: Leader, Leader: q.cfg.ID, Term: q.held}
+	case q.promisedTo != None && q.promisedTo != q.cfg.ID && q.now < q.promiseUntil:
+		return State{Role: Follower, Leader: q.promisedTo, Term: q.term}
+	case q.claiming || q.innerSt.Role == Candidate:
+		return State{Role: Candidate, Term: q.term}
+	}
+	return State{Role: Follower, Term: q.term}
+}
