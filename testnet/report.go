@@ -3,9 +3,11 @@ package testnet
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -25,9 +27,16 @@ type Report struct {
 	Lookups          uint64          `json:"lookups"`
 	LookupQueries    uint64          `json:"lookup_queries"`
 	SizeEstimate     EstimateSummary `json:"size_estimate"`
-	Nodes            []NodeReport    `json:"nodes"`
-	Clusters         []ClusterReport `json:"clusters"`
-	Mismatches       []string        `json:"mismatches,omitempty"`
+	// MaxClusterSize is the largest cluster, its superpeer included.
+	MaxClusterSize int `json:"max_cluster_size"`
+	// MeanRTTToSuperpeerMS and P95RTTToSuperpeerMS summarise, over the
+	// ordinary peers, the matrix RTT to the superpeer each one names; they
+	// are present only when the testnet has a latency matrix.
+	MeanRTTToSuperpeerMS *float64        `json:"mean_rtt_to_superpeer_ms,omitempty"`
+	P95RTTToSuperpeerMS  *float64        `json:"p95_rtt_to_superpeer_ms,omitempty"`
+	Nodes                []NodeReport    `json:"nodes"`
+	Clusters             []ClusterReport `json:"clusters"`
+	Mismatches           []string        `json:"mismatches,omitempty"`
 }
 
 // EstimateSummary compares the nodes' network-size estimates with the true size.
@@ -40,6 +49,9 @@ type EstimateSummary struct {
 
 // NodeReport is one node's view.
 type NodeReport struct {
+	// Index is the node's place in start order: its row of the latency
+	// matrix.
+	Index        int    `json:"index"`
 	ID           string `json:"id"`
 	Role         string `json:"role"`
 	ClusterKey   string `json:"cluster_key"`
@@ -49,6 +61,10 @@ type NodeReport struct {
 	SizeEstimate int    `json:"size_estimate"`
 	SizeSource   string `json:"size_source"`
 	Lookups      uint64 `json:"lookups"`
+	// RTTToSuperpeerMS is the matrix RTT from this node to the superpeer it
+	// names (0 for a superpeer); absent without a latency matrix, or when
+	// the named superpeer is not a live node.
+	RTTToSuperpeerMS *float64 `json:"rtt_to_superpeer_ms,omitempty"`
 }
 
 // ClusterReport is one cluster as the nodes see it.
@@ -62,7 +78,7 @@ type ClusterReport struct {
 // Report describes the live nodes' views. Clusters are grouped by the
 // cluster key each node reports, with the superpeer its members name.
 func (t *Net) Report() Report {
-	nodes := t.Nodes()
+	nodes := t.indexed()
 	r := Report{
 		N: len(nodes), Strategy: t.cfg.Strategy, Seed: t.cfg.Seed,
 		TargetSuperpeers: t.cfg.Target.S(len(nodes)),
@@ -71,13 +87,27 @@ func (t *Net) Report() Report {
 	r.K, _ = t.Expected()
 	byKey := map[dhtselect.Key]*ClusterReport{}
 	ids := map[dhtselect.Key][]peer.ID{}
+	index := map[peer.ID]int{}
+	for _, n := range nodes {
+		index[n.ID()] = n.Index
+	}
+	var rtts []float64 // ordinary peers to their superpeers, ms
 	for i, n := range nodes {
 		s := n.State()
-		r.Nodes = append(r.Nodes, NodeReport{
-			ID: s.Self.String(), Role: s.Role.String(), ClusterKey: s.ClusterKey.String(), Prefix: s.Prefix,
+		nr := NodeReport{
+			Index: n.Index, ID: s.Self.String(), Role: s.Role.String(), ClusterKey: s.ClusterKey.String(), Prefix: s.Prefix,
 			Superpeer: s.Superpeer.ID.String(), Members: len(s.Members),
 			SizeEstimate: s.Size.N, SizeSource: s.Size.Source, Lookups: s.Lookups,
-		})
+		}
+		if sp, ok := index[s.Superpeer.ID]; ok && t.cfg.Latency != nil {
+			rtt, _ := t.cfg.Latency.RTT(n.Index, sp)
+			ms := float64(rtt) / float64(time.Millisecond)
+			nr.RTTToSuperpeerMS = &ms
+			if s.Superpeer.ID != s.Self {
+				rtts = append(rtts, ms)
+			}
+		}
+		r.Nodes = append(r.Nodes, nr)
 		r.Lookups += s.Lookups
 		r.LookupQueries += s.Queries
 		if i == 0 || s.Size.N < r.SizeEstimate.Min {
@@ -105,6 +135,13 @@ func (t *Net) Report() Report {
 		r.Clusters = append(r.Clusters, *c)
 	}
 	slices.SortFunc(r.Clusters, func(a, b ClusterReport) int { return strings.Compare(a.Key, b.Key) })
+	for _, c := range r.Clusters {
+		r.MaxClusterSize = max(r.MaxClusterSize, len(c.Members))
+	}
+	if len(rtts) > 0 {
+		mean, p95 := meanP95(rtts)
+		r.MeanRTTToSuperpeerMS, r.P95RTTToSuperpeerMS = &mean, &p95
+	}
 	for _, m := range t.Check() {
 		r.Mismatches = append(r.Mismatches, m.String())
 	}
@@ -121,6 +158,10 @@ func (r Report) WriteTable(w io.Writer) error {
 		r.N, r.Strategy, r.TargetSuperpeers, r.K, status, r.ConvergeMS, r.Lookups, r.LookupQueries)
 	fmt.Fprintf(w, "network-size estimate: true %d, nodes' estimates %d..%d %v\n\n",
 		r.SizeEstimate.True, r.SizeEstimate.Min, r.SizeEstimate.Max, r.SizeEstimate.Sources)
+	if r.MeanRTTToSuperpeerMS != nil {
+		fmt.Fprintf(w, "RTT from ordinary peers to their superpeer: mean %.1f ms, p95 %.1f ms; largest cluster %d\n\n",
+			*r.MeanRTTToSuperpeerMS, *r.P95RTTToSuperpeerMS, r.MaxClusterSize)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PREFIX\tSUPERPEER\tMEMBERS\tMEMBER IDS")
 	for _, c := range r.Clusters {
@@ -133,6 +174,18 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w, "mismatch:", m)
 	}
 	return nil
+}
+
+// meanP95 returns the mean and the 95th percentile (nearest rank) of v,
+// which must not be empty. It sorts v.
+func meanP95(v []float64) (mean, p95 float64) {
+	slices.Sort(v)
+	sum := 0.0
+	for _, x := range v {
+		sum += x
+	}
+	rank := int(math.Ceil(0.95*float64(len(v)))) - 1
+	return sum / float64(len(v)), v[max(rank, 0)]
 }
 
 func orDash(s string) string {

@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/testnet/latency"
 )
 
 // ErrConfig reports an invalid testnet configuration.
@@ -40,6 +42,11 @@ type Config struct {
 	// topic costs O(N²) deliveries per interval, and all N nodes share this
 	// process's CPU. The default keeps that load constant as N grows.
 	AnnounceInterval, ReevaluateInterval time.Duration
+	// Latency, when set, gives the links their delays: node i is host i of
+	// the matrix, and the one link between nodes i and j delays every write
+	// by RTT(i, j)/2 each way. It needs at least N hosts; missing entries are
+	// filled in (see latency.Matrix.FillMissing). Nil means no delay.
+	Latency *latency.Matrix
 	// Logger receives the nodes' logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -64,6 +71,17 @@ func (c *Config) fill() error {
 	}
 	if err := c.Target.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.Latency != nil {
+		if c.Latency.N() < c.N {
+			return fmt.Errorf("%w: the latency matrix has %d hosts, fewer than the %d nodes; node i needs row i",
+				ErrConfig, c.Latency.N(), c.N)
+		}
+		full, err := c.Latency.FillMissing()
+		if err != nil {
+			return fmt.Errorf("%w: latency matrix: %w", ErrConfig, err)
+		}
+		c.Latency = full
 	}
 	if c.AnnounceInterval == 0 {
 		c.AnnounceInterval = max(2*time.Second, time.Duration(c.N)*time.Second/16)
@@ -94,21 +112,26 @@ func Start(ctx context.Context, cfg Config) (*Net, error) {
 	}
 	t := &Net{cfg: cfg, mn: mocknet.New(), started: time.Now()}
 	keys := rand.NewChaCha8(seedBytes(cfg.Seed))
+	hosts := make([]host.Host, cfg.N) // node i is host i, row i of the matrix
 	for i := range cfg.N {
 		sk, _, err := crypto.GenerateEd25519Key(keys)
 		if err != nil {
 			return nil, errors.Join(err, t.Close())
 		}
 		addr := ma.StringCast(fmt.Sprintf("/ip4/10.%d.%d.%d/tcp/4001", (i>>16)&0xff, (i>>8)&0xff, i&0xff))
-		if _, err := t.mn.AddPeer(sk, addr); err != nil {
+		if hosts[i], err = t.mn.AddPeer(sk, addr); err != nil {
 			return nil, errors.Join(fmt.Errorf("testnet: peer %d: %w", i, err), t.Close())
 		}
 	}
-	hosts := t.mn.Hosts() // sorted by peer ID, not in creation order: fine
 	for i := range hosts {
 		for j := i + 1; j < len(hosts); j++ {
-			if _, err := t.mn.LinkPeers(hosts[i].ID(), hosts[j].ID()); err != nil {
+			l, err := t.mn.LinkPeers(hosts[i].ID(), hosts[j].ID())
+			if err != nil {
 				return nil, errors.Join(err, t.Close())
+			}
+			if cfg.Latency != nil {
+				rtt, _ := cfg.Latency.RTT(i, j) // filled in by fill
+				l.SetOptions(mocknet.LinkOptions{Latency: rtt / 2})
 			}
 		}
 	}
@@ -146,12 +169,26 @@ func seedBytes(seed uint64) [32]byte {
 
 // Nodes returns the live nodes, in start order.
 func (t *Net) Nodes() []*overlay.Node {
+	var out []*overlay.Node
+	for _, n := range t.indexed() {
+		out = append(out, n.Node)
+	}
+	return out
+}
+
+// indexedNode is a live node and its index (its row of the latency matrix).
+type indexedNode struct {
+	Index int
+	*overlay.Node
+}
+
+func (t *Net) indexed() []indexedNode {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []*overlay.Node
-	for _, n := range t.nodes {
+	var out []indexedNode
+	for i, n := range t.nodes {
 		if n != nil {
-			out = append(out, n)
+			out = append(out, indexedNode{i, n})
 		}
 	}
 	return out

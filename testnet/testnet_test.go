@@ -3,11 +3,18 @@ package testnet
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/testnet/latency"
 )
 
 // convergeBound is a bound against hangs, generous for a loaded two-core
@@ -106,5 +113,99 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := Start(context.Background(), cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("Start(%+v) = %v, want ErrConfig", cfg, err)
 		}
+	}
+}
+
+// A testnet with a latency matrix: the links delay as the matrix says (a
+// libp2p ping between two nodes takes at least their RTT), and the report
+// gives each node its row index and the matrix RTT to its superpeer.
+func TestLatencyMatrix(t *testing.T) {
+	// Six hosts; hosts i and j are 10·(i+j) ms apart, except that the pair
+	// {1, 4} is missing; it is filled in with the shortest two-hop path,
+	// through host 0: 10·1 + 10·4 = 50 ms.
+	var b strings.Builder
+	for i := range 6 {
+		for j := range 6 {
+			v := 10 * (i + j)
+			switch {
+			case i == j:
+				v = 0
+			case i+j == 5 && i*j == 4:
+				v = -1
+			}
+			fmt.Fprintf(&b, "%d\t", v)
+		}
+		b.WriteString("\n")
+	}
+	m, err := latency.Parse(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := startNet(t, Config{N: 5, Target: dhtselect.Target{Superpeers: 2}, Seed: 3, Latency: m})
+	waitConverged(t, tn, tn.Started())
+
+	nodes := tn.Nodes()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, pair := range [][2]int{{0, 3}, {2, 4}, {1, 4}} {
+		a, c := nodes[pair[0]].Host(), nodes[pair[1]].Host()
+		ping.NewPingService(c)
+		res := <-ping.Ping(ctx, a, c.ID())
+		if res.Error != nil {
+			t.Fatalf("ping %v: %v", pair, res.Error)
+		}
+		want := 10 * time.Duration(pair[0]+pair[1]) * time.Millisecond
+		if pair == [2]int{1, 4} {
+			want = 50 * time.Millisecond
+		}
+		if res.RTT < want {
+			t.Errorf("ping %d→%d took %v, less than the matrix's %v", pair[0], pair[1], res.RTT, want)
+		}
+	}
+
+	r := tn.Report()
+	var ordinary []float64
+	for i, nr := range r.Nodes {
+		if nr.Index != i {
+			t.Errorf("node %d reports index %d", i, nr.Index)
+		}
+		sp := slices.IndexFunc(r.Nodes, func(o NodeReport) bool { return o.ID == nr.Superpeer })
+		if sp < 0 || nr.RTTToSuperpeerMS == nil {
+			t.Fatalf("node %d: superpeer %s not found or no RTT", i, nr.Superpeer)
+		}
+		rtt, _ := m.RTT(i, sp)
+		if sp == 1 && i == 4 || sp == 4 && i == 1 {
+			rtt = 50 * time.Millisecond
+		}
+		if got := *nr.RTTToSuperpeerMS; got != float64(rtt.Milliseconds()) {
+			t.Errorf("node %d: rtt_to_superpeer_ms %v, want %v", i, got, rtt.Milliseconds())
+		}
+		if sp != i {
+			ordinary = append(ordinary, *nr.RTTToSuperpeerMS)
+		}
+	}
+	mean := 0.0
+	for _, v := range ordinary {
+		mean += v / float64(len(ordinary))
+	}
+	if r.MeanRTTToSuperpeerMS == nil || math.Abs(*r.MeanRTTToSuperpeerMS-mean) > 1e-9 {
+		t.Errorf("mean_rtt_to_superpeer_ms %v, want %v", r.MeanRTTToSuperpeerMS, mean)
+	}
+	if r.P95RTTToSuperpeerMS == nil || *r.P95RTTToSuperpeerMS != slices.Max(ordinary) {
+		t.Errorf("p95_rtt_to_superpeer_ms %v, want the largest of %v (fewer than 20 values)", r.P95RTTToSuperpeerMS, ordinary)
+	}
+	sizes := 0
+	for _, c := range r.Clusters {
+		sizes = max(sizes, len(c.Members))
+	}
+	if r.MaxClusterSize != sizes || sizes == 0 {
+		t.Errorf("max_cluster_size %d, want %d", r.MaxClusterSize, sizes)
+	}
+}
+
+func TestLatencyMatrixTooSmall(t *testing.T) {
+	_, err := Start(context.Background(), Config{N: 5, Target: dhtselect.Target{Superpeers: 2}, Latency: latency.Constant(4, time.Millisecond)})
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("error %v, want ErrConfig", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/superpeer/superpeer/testnet"
+	"github.com/superpeer/superpeer/testnet/latency"
 )
 
 func newTestnetCmd() *cobra.Command {
@@ -19,6 +20,7 @@ func newTestnetCmd() *cobra.Command {
 		seed     uint64
 		timeout  time.Duration
 		asJSON   bool
+		latFile  string
 		tf       targetFlags
 		lf       logFlags
 	)
@@ -29,9 +31,14 @@ func newTestnetCmd() *cobra.Command {
 in-process network, wait until every node's view agrees with the answer
 computed from the peer IDs alone, and print the clusters. Peer keys derive
 from --seed, so a run can be recomputed. Exits 0 only when the overlay
-converged before --timeout (2 when it did not, 1 on bad input).`,
+converged before --timeout (2 when it did not, 1 on bad input).
+
+With --latency FILE (a matrix of RTTs in milliseconds, such as the PlanetLab
+data), node i gets row i and every link delays by half the pair's RTT each
+way; the report then gives each node's RTT to its superpeer.`,
 		Example: `  peer testnet -n 32 --superpeers 4
-  peer testnet -n 64 --superpeers 8 --json`,
+  peer testnet -n 64 --superpeers 8 --json
+  peer testnet -n 100 --superpeers 10 --latency planetlab490_median18_ms.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if timeout <= 0 {
@@ -45,12 +52,18 @@ converged before --timeout (2 when it did not, 1 on bad input).`,
 			if err != nil {
 				return err
 			}
+			var lat *latency.Matrix
+			if latFile != "" {
+				if lat, err = latency.Load(latFile); err != nil {
+					return fmt.Errorf("--latency: %w", err)
+				}
+			}
 			// N nodes share this process: trade memory (plentiful) for
 			// less GC work (a quarter of the CPU at 64 nodes otherwise).
 			debug.SetGCPercent(400)
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			tn, err := testnet.Start(ctx, testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Logger: log})
+			tn, err := testnet.Start(ctx, testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -83,6 +96,7 @@ converged before --timeout (2 when it did not, 1 on bad input).`,
 	fs.Uint64Var(&seed, "seed", 1, "seed of the peer keys")
 	fs.DurationVar(&timeout, "timeout", 2*time.Minute, "give up when not converged after this long")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of a table")
+	fs.StringVar(&latFile, "latency", "", "RTT matrix file (ms, tab-separated); node i gets row i")
 	tf.register(fs, 0.125)
 	lf.register(fs, "error")
 	return cmd
