@@ -1,0 +1,138 @@
+package geometric
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ID identifies a peer. In the overlay it is a libp2p peer ID
+// (string(peer.ID)); in the simulator and in tests any distinct strings do.
+type ID string
+
+// Sentinel errors. Each is returned wrapped with %w together with a message
+// that names the offending field or value, so callers test with errors.Is.
+var (
+	// ErrBadRTT reports an RTT sample that is zero, negative or above MaxRTT.
+	ErrBadRTT = errors.New("geometric: bad RTT sample")
+	// ErrBadCoordinate reports a nil coordinate, one of the wrong
+	// dimensionality, or one with a NaN, infinite, negative or absurdly large
+	// component.
+	ErrBadCoordinate = errors.New("geometric: bad coordinate")
+	// ErrConfig reports a configuration value out of range.
+	ErrConfig = errors.New("geometric: bad config")
+	// ErrNoRoom reports that no superpeer has room for one more ordinary peer.
+	ErrNoRoom = errors.New("geometric: no superpeer has room")
+)
+
+// Config configures the token dynamics (Holder, Simulate) and attachment.
+// Zero fields take the value of DefaultConfig. The package documentation
+// states the force law the fields parametrise. The defaults were chosen on
+// the PlanetLab matrix (sim_test.go): there the mean RTT to the superpeer
+// changed by a few percent at most for Range 1-3 ms, Softening 1-5 ms and
+// Margin 0.1-3 ms, and got worse with Range 10 ms and more.
+type Config struct {
+	// Tokens is S, the number of tokens and so of superpeers. Default 10.
+	Tokens int
+
+	// Capacity is C, the most ordinary peers one superpeer serves. Default
+	// 64.
+	Capacity int
+
+	// Range is ρ, the strength of the repulsion between tokens: a token at
+	// estimated RTT d from another has potential energy ρ²/(d+ε) from it
+	// and is pushed away with a force of ρ²/(d+ε)². Default 3 ms: repulsion
+	// matters only between tokens a few milliseconds apart.
+	Range time.Duration
+
+	// Softening is ε, which bounds the repulsion at zero distance: at most
+	// ρ²/ε of energy and ρ²/ε² of force, however close two tokens are
+	// (PlanetLab has hosts 0.09 ms apart). Default 1 ms.
+	Softening time.Duration
+
+	// Attraction is A, the dimensionless weight of the pull of the peers:
+	// each known peer pulls the token nearest to it with a force of A·S/N
+	// (N peers known), so a cell of average size N/S pulls with at most A.
+	// Zero means the default; a negative value turns attraction off, leaving
+	// pure repulsion (which measures worse than random placement; see the
+	// package documentation). Default 1.
+	Attraction float64
+
+	// Threshold is the magnitude of the net force (dimensionless, seconds of
+	// energy per second of distance) at or below which a holder keeps its
+	// token without looking for a better place. Default 0.05.
+	Threshold float64
+
+	// Margin is the least decrease of the token's potential energy that
+	// justifies a pass. Every pass lowers the total energy of the system by
+	// at least Margin, which is what stops tokens from oscillating between
+	// nearly equal peers. Default 1 ms.
+	Margin time.Duration
+
+	// Dwell is how long a peer must hold a token without interruption before
+	// it promotes itself to superpeer. Default 30 s.
+	Dwell time.Duration
+}
+
+// DefaultConfig returns the defaults named in the fields of Config.
+func DefaultConfig() Config {
+	return Config{
+		Tokens:     10,
+		Capacity:   64,
+		Range:      3 * time.Millisecond,
+		Softening:  time.Millisecond,
+		Attraction: 1,
+		Threshold:  0.05,
+		Margin:     time.Millisecond,
+		Dwell:      30 * time.Second,
+	}
+}
+
+// withDefaults fills zero fields from DefaultConfig and validates the rest.
+func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
+	if c.Tokens == 0 {
+		c.Tokens = d.Tokens
+	}
+	if c.Capacity == 0 {
+		c.Capacity = d.Capacity
+	}
+	if c.Range == 0 {
+		c.Range = d.Range
+	}
+	if c.Softening == 0 {
+		c.Softening = d.Softening
+	}
+	if c.Attraction == 0 {
+		c.Attraction = d.Attraction
+	}
+	if c.Threshold == 0 {
+		c.Threshold = d.Threshold
+	}
+	if c.Margin == 0 {
+		c.Margin = d.Margin
+	}
+	if c.Dwell == 0 {
+		c.Dwell = d.Dwell
+	}
+	switch {
+	case c.Tokens < 0:
+		return c, fmt.Errorf("%w: Tokens = %d, want at least 1", ErrConfig, c.Tokens)
+	case c.Capacity < 0:
+		return c, fmt.Errorf("%w: Capacity = %d, want at least 1 ordinary peer per superpeer", ErrConfig, c.Capacity)
+	case c.Range < 0:
+		return c, fmt.Errorf("%w: Range = %v, want a positive duration", ErrConfig, c.Range)
+	case c.Softening < 0:
+		return c, fmt.Errorf("%w: Softening = %v, want a positive duration", ErrConfig, c.Softening)
+	case c.Threshold < 0 || math.IsNaN(c.Threshold) || math.IsInf(c.Threshold, 0):
+		return c, fmt.Errorf("%w: Threshold = %v, want a finite positive force", ErrConfig, c.Threshold)
+	case math.IsNaN(c.Attraction) || math.IsInf(c.Attraction, 0):
+		return c, fmt.Errorf("%w: Attraction = %v, want a finite weight", ErrConfig, c.Attraction)
+	case c.Margin < 0:
+		return c, fmt.Errorf("%w: Margin = %v, want a positive duration", ErrConfig, c.Margin)
+	case c.Dwell < 0:
+		return c, fmt.Errorf("%w: Dwell = %v, want a positive duration", ErrConfig, c.Dwell)
+	}
+	return c, nil
+}

@@ -1,0 +1,210 @@
+package geometric
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+)
+
+// Bounds on what Sample and Valid accept.
+const (
+	// MaxRTT is the largest RTT sample accepted: 10 s, the bound serf's own
+	// client enforces. Anything longer is a broken measurement or a peer that
+	// is gone, not a path worth fitting.
+	MaxRTT = 10 * time.Second
+
+	// MaxComponent is the largest absolute value, in seconds, accepted for any
+	// component of a coordinate (each Vec entry, Height, Adjustment): the
+	// distance a single component can stand for is then at most one MaxRTT.
+	// No honest fit on Earth gets anywhere near it (the PlanetLab fit stays
+	// below 0.3 s); a larger value is corrupt or forged.
+	MaxComponent = 10.0
+
+	// Dimensions is the dimensionality of serf's default configuration (8
+	// Euclidean dimensions, plus a height), which Valid expects.
+	Dimensions = 8
+)
+
+// coincide is serf's zeroThreshold (seconds): below this distance serf treats
+// two coordinates as one point and draws a random direction from the global
+// math/rand source. Client keeps its coordinate away from that case so that
+// every run is reproducible.
+const coincide = 1e-6
+
+// CoordConfig configures a Client.
+type CoordConfig struct {
+	// Vivaldi holds serf's tuning parameters (Dabek et al. 2004, Ledlie et
+	// al. 2007): 8 dimensions plus height, a median filter over the last 3
+	// samples per peer, an adjustment window of 20 samples and gravity ρ of
+	// 150 s. Nil means coordinate.DefaultConfig().
+	Vivaldi *coordinate.Config
+
+	// Rand supplies the small deterministic nudges that keep the coordinate
+	// off the points where serf would use global randomness. Nil means a
+	// source with a fixed seed.
+	Rand *rand.Rand
+}
+
+// DefaultCoordConfig returns serf's defaults and a fixed-seed Rand.
+func DefaultCoordConfig() CoordConfig {
+	return CoordConfig{Vivaldi: coordinate.DefaultConfig()}
+}
+
+// Client fits this peer's network coordinate from RTT samples. It is a thin
+// wrapper over serf's coordinate.Client that rejects bad input instead of
+// folding it in, and that never lets serf draw from the global random source
+// (which would make runs unrepeatable). It is not safe for concurrent use
+// without a lock of the caller's.
+type Client struct {
+	cfg CoordConfig
+	vc  *coordinate.Client
+}
+
+// NewClient returns a Client at the origin of the coordinate space.
+func NewClient(cfg CoordConfig) (*Client, error) {
+	if cfg.Vivaldi == nil {
+		cfg.Vivaldi = coordinate.DefaultConfig()
+	}
+	if cfg.Vivaldi.Dimensionality == 0 {
+		return nil, fmt.Errorf("%w: CoordConfig.Vivaldi.Dimensionality is 0; use coordinate.DefaultConfig() (8)", ErrConfig)
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(0x6e0, 0x5eed))
+	}
+	vc, err := coordinate.NewClient(cfg.Vivaldi)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return &Client{cfg: cfg, vc: vc}, nil
+}
+
+// Coordinate returns a copy of the current coordinate.
+func (c *Client) Coordinate() *coordinate.Coordinate { return c.vc.GetCoordinate() }
+
+// DistanceTo returns the RTT estimated between this peer and other, which
+// must have the Client's dimensionality.
+func (c *Client) DistanceTo(other *coordinate.Coordinate) time.Duration {
+	return c.vc.DistanceTo(other)
+}
+
+// Forget drops the RTT filter state kept for peer, for instance when it
+// leaves.
+func (c *Client) Forget(peer ID) { c.vc.ForgetNode(string(peer)) }
+
+// Sample folds one RTT measurement to peer, whose coordinate is remote, into
+// this peer's coordinate and returns the updated coordinate. It rejects,
+// without changing any state, an RTT that is zero, negative or above MaxRTT
+// (ErrBadRTT) and a remote coordinate that fails validation (ErrBadCoordinate).
+func (c *Client) Sample(peer ID, remote *coordinate.Coordinate, rtt time.Duration) (*coordinate.Coordinate, error) {
+	if rtt <= 0 || rtt > MaxRTT {
+		return nil, fmt.Errorf("%w: rtt %v to peer %q is outside (0, %v]", ErrBadRTT, rtt, peer, MaxRTT)
+	}
+	if err := validate(remote, int(c.cfg.Vivaldi.Dimensionality)); err != nil {
+		return nil, fmt.Errorf("coordinate of peer %q: %w", peer, err)
+	}
+	// Keep serf away from the two points where it would use global
+	// randomness: our Vec on the remote's, and our Vec on the origin (the
+	// gravity step).
+	own := c.vc.GetCoordinate()
+	if dist(own.Vec, remote.Vec) <= coincide || norm(own.Vec) <= coincide {
+		for i := range own.Vec {
+			own.Vec[i] += (c.cfg.Rand.Float64() - 0.5) * 20 * coincide
+		}
+		if err := c.vc.SetCoordinate(own); err != nil {
+			return nil, fmt.Errorf("geometric: nudging own coordinate: %w", err)
+		}
+	}
+	out, err := c.vc.Update(string(peer), remote, rtt)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadCoordinate, err)
+	}
+	return out, nil
+}
+
+// RTTFromSeconds converts an RTT measured in seconds as a float, as some
+// transports report it, to a time.Duration. It fails with ErrBadRTT for NaN,
+// infinite, zero, negative or too large values (a time.Duration itself can be
+// neither NaN nor infinite, so Sample checks only the range).
+func RTTFromSeconds(s float64) (time.Duration, error) {
+	if math.IsNaN(s) || math.IsInf(s, 0) || s <= 0 || s > MaxRTT.Seconds() {
+		return 0, fmt.Errorf("%w: %v s is not a finite RTT in (0, %v]", ErrBadRTT, s, MaxRTT)
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
+// Valid reports whether c is a usable coordinate of serf's default
+// dimensionality (Dimensions): non-nil, every component finite and no larger
+// in absolute value than MaxComponent seconds, Height and Error not negative.
+// Gossip validators use it to reject malformed or forged coordinates. The
+// error wraps ErrBadCoordinate and names the offending field.
+func Valid(c *coordinate.Coordinate) error { return validate(c, Dimensions) }
+
+func validate(c *coordinate.Coordinate, dims int) error {
+	if c == nil {
+		return fmt.Errorf("%w: nil coordinate", ErrBadCoordinate)
+	}
+	if len(c.Vec) != dims {
+		return fmt.Errorf("%w: Vec has %d dimensions, want %d", ErrBadCoordinate, len(c.Vec), dims)
+	}
+	check := func(name string, v float64) error {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: %s = %v is not finite", ErrBadCoordinate, name, v)
+		}
+		if math.Abs(v) > MaxComponent {
+			return fmt.Errorf("%w: |%s| = %v s exceeds %v s", ErrBadCoordinate, name, math.Abs(v), MaxComponent)
+		}
+		return nil
+	}
+	for i, v := range c.Vec {
+		if err := check(fmt.Sprintf("Vec[%d]", i), v); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"Height", c.Height}, {"Adjustment", c.Adjustment}, {"Error", c.Error}} {
+		if err := check(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if c.Height < 0 {
+		return fmt.Errorf("%w: Height = %v is negative", ErrBadCoordinate, c.Height)
+	}
+	if c.Error < 0 {
+		return fmt.Errorf("%w: Error = %v is negative", ErrBadCoordinate, c.Error)
+	}
+	return nil
+}
+
+// Distance returns the RTT that coordinates a and b predict, exactly as
+// serf's Coordinate.DistanceTo (Euclidean distance of Vec, plus both heights,
+// plus both adjustments unless that would make it negative), in seconds and
+// without allocating. a and b must have the same dimensionality.
+func Distance(a, b *coordinate.Coordinate) float64 {
+	d := dist(a.Vec, b.Vec) + a.Height + b.Height
+	if adj := d + a.Adjustment + b.Adjustment; adj > 0 {
+		return adj
+	}
+	return d
+}
+
+func dist(a, b []float64) float64 {
+	s := 0.0
+	for i := range a {
+		d := a[i] - b[i]
+		s += d * d
+	}
+	return math.Sqrt(s)
+}
+
+func norm(a []float64) float64 {
+	s := 0.0
+	for _, v := range a {
+		s += v * v
+	}
+	return math.Sqrt(s)
+}

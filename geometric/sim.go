@@ -1,0 +1,317 @@
+package geometric
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+)
+
+// SimConfig configures Simulate. Zero fields take the defaults named below.
+type SimConfig struct {
+	// Config holds the token dynamics and the capacity.
+	Config
+
+	// Seed seeds everything random in the run: the peers sampled for RTTs,
+	// the coordinate clients' nudges and the round seed of InitialHolders.
+	Seed uint64
+
+	// CoordRounds is the number of rounds of coordinate fitting before the
+	// tokens start; in each, every peer samples the RTT to one random peer.
+	// Default 200.
+	CoordRounds int
+
+	// Coords, when not nil, holds a coordinate for every peer and replaces
+	// the fitting (CoordRounds is then ignored). Runs that compare settings
+	// on one network pass the Coords of an earlier result.
+	Coords []*coordinate.Coordinate
+
+	// Neighbours is the number of peers, nearest by estimated distance, that
+	// each peer may pass a token to. Default 8.
+	Neighbours int
+
+	// RandomNeighbours is the number of further neighbours of each peer drawn
+	// at random (seeded) from the others: long links that let a token leave
+	// its region in one pass. Default 8; negative means none.
+	RandomNeighbours int
+
+	// MaxRounds bounds the rounds of token dynamics. Default 1000.
+	MaxRounds int
+
+	// Round is the virtual time one round of token dynamics stands for (one
+	// gossip period). Dwell is counted in it. Default 1 s.
+	Round time.Duration
+}
+
+// SimResult is the outcome of Simulate.
+type SimResult struct {
+	// Coords holds the fitted coordinate of every peer.
+	Coords []*coordinate.Coordinate
+	// Superpeers lists the indexes of the peers holding a token at the end,
+	// in increasing order. When Settled there are exactly S of them and all
+	// are promoted.
+	Superpeers []int
+	// Attach maps every peer to the index of its superpeer (AttachAll); a
+	// superpeer maps to itself.
+	Attach []int
+	// Rounds is the number of rounds of token dynamics run.
+	Rounds int
+	// LastPass is the last round in which a token moved (0 if none did).
+	LastPass int
+	// Passes counts the token passes (messages handing a token over).
+	Passes int
+	// Settled reports that every token was held by a promoted superpeer and
+	// none moved in the last round.
+	Settled bool
+}
+
+// Simulate runs coordinates, token dynamics and attachment in-process for n
+// peers (named "p0", "p1", ...) whose true RTTs are rtt(i, j); rtt(i, j) <= 0
+// marks a pair that was not measured, whose samples Client.Sample rejects.
+//
+// The model, round by round: first CoordRounds rounds in which every peer
+// samples the RTT to one random peer. Then the tokens start on
+// InitialHolders(Seed, all peers, Tokens), and in every round the holders
+// tick one at a time, in a seeded random order; each hears the current
+// position of every token just before its tick (gossip faster than the
+// tick) and a pass it makes is delivered at once. Every holder knows the
+// coordinates of all peers (SetPeers) and has Neighbours nearest plus
+// RandomNeighbours random peers as neighbours. Dwell is counted in rounds of
+// Round each. The run stops when every token is held by a superpeer and none
+// moved in the round, or after MaxRounds; then every ordinary peer attaches
+// with AttachAll.
+//
+// It fails with ErrConfig when n < 1, when Tokens exceeds n (a peer holds at
+// most one token; Tokens == n makes every peer a superpeer), or when the
+// ordinary peers n-Tokens exceed Tokens × Capacity.
+func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResult, error) {
+	c, err := cfg.Config.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Config = c
+	if cfg.CoordRounds == 0 {
+		cfg.CoordRounds = 200
+	}
+	if cfg.Neighbours == 0 {
+		cfg.Neighbours = 8
+	}
+	switch {
+	case cfg.RandomNeighbours == 0:
+		cfg.RandomNeighbours = 8
+	case cfg.RandomNeighbours < 0:
+		cfg.RandomNeighbours = 0
+	}
+	if cfg.MaxRounds == 0 {
+		cfg.MaxRounds = 1000
+	}
+	if cfg.Round == 0 {
+		cfg.Round = time.Second
+	}
+	switch {
+	case n < 1:
+		return nil, fmt.Errorf("%w: n = %d peers, want at least 1", ErrConfig, n)
+	case c.Tokens > n:
+		return nil, fmt.Errorf("%w: Tokens = %d exceeds the %d peers; a peer holds at most one token", ErrConfig, c.Tokens, n)
+	case n-c.Tokens > c.Tokens*c.Capacity:
+		return nil, fmt.Errorf("%w: %d ordinary peers exceed Tokens × Capacity = %d × %d; raise either", ErrConfig, n-c.Tokens, c.Tokens, c.Capacity)
+	case cfg.CoordRounds < 0 || cfg.Neighbours < 0 || cfg.MaxRounds < 0 || cfg.Round < 0:
+		return nil, fmt.Errorf("%w: CoordRounds = %d, Neighbours = %d, MaxRounds = %d, Round = %v; none may be negative",
+			ErrConfig, cfg.CoordRounds, cfg.Neighbours, cfg.MaxRounds, cfg.Round)
+	}
+
+	coords := cfg.Coords
+	if coords == nil {
+		if coords, err = simCoords(n, rtt, cfg); err != nil {
+			return nil, err
+		}
+	} else if len(coords) != n {
+		return nil, fmt.Errorf("%w: %d Coords for %d peers", ErrConfig, len(coords), n)
+	}
+	ids := make([]ID, n)
+	index := make(map[ID]int, n)
+	peers := make([]Peer, n)
+	for i := range ids {
+		ids[i] = ID(fmt.Sprintf("p%d", i))
+		index[ids[i]] = i
+		peers[i] = Peer{ids[i], coords[i]}
+	}
+	hs := make([]*Holder, n)
+	nr := rand.New(rand.NewPCG(cfg.Seed, 0xe1))
+	for i := range hs {
+		if hs[i], err = NewHolder(ids[i], c); err != nil {
+			return nil, err
+		}
+		if err := hs[i].SetCoordinate(coords[i]); err != nil {
+			return nil, err
+		}
+		ns := nearest(i, peers, cfg.Neighbours)
+		for k := 0; k < cfg.RandomNeighbours && n > 1; k++ {
+			j := nr.IntN(n - 1)
+			if j >= i {
+				j++
+			}
+			ns = append(ns, peers[j])
+		}
+		hs[i].SetNeighbours(ns)
+		hs[i].SetPeers(peers)
+	}
+	first, err := InitialHolders(cfg.Seed, ids, c.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Unix(0, 0)
+	for k, id := range first {
+		if err := hs[index[id]].Receive(Token{Num: k}, t0); err != nil {
+			return nil, err
+		}
+	}
+
+	res := &SimResult{Coords: coords}
+	tr := rand.New(rand.NewPCG(cfg.Seed, 0x71c))
+	for round := 1; round <= cfg.MaxRounds; round++ {
+		now := t0.Add(time.Duration(round) * cfg.Round)
+		res.Rounds = round
+		moved := false
+		for _, i := range tr.Perm(n) {
+			h := hs[i]
+			if _, ok := h.Holding(); !ok {
+				continue
+			}
+			for _, p := range positions(hs) {
+				h.Observe(p)
+			}
+			for _, o := range h.Tick(now) {
+				p, ok := o.(Pass)
+				if !ok {
+					continue
+				}
+				err := hs[index[p.To]].Receive(p.Token, now)
+				h.PassDone(err == nil)
+				if err == nil {
+					moved = true
+					res.Passes++
+					res.LastPass = round
+				}
+			}
+		}
+		settled := !moved
+		for _, h := range hs {
+			if _, ok := h.Holding(); ok && !h.Superpeer() {
+				settled = false
+			}
+		}
+		if settled {
+			res.Settled = true
+			break
+		}
+	}
+	for i, h := range hs {
+		if _, ok := h.Holding(); ok {
+			res.Superpeers = append(res.Superpeers, i)
+		}
+	}
+	res.Attach, err = AttachAll(coords, res.Superpeers, c.Capacity)
+	return res, err
+}
+
+// simCoords fits a coordinate for every peer: CoordRounds rounds in which
+// each peer samples the RTT to one random other peer.
+func simCoords(n int, rtt func(i, j int) time.Duration, cfg SimConfig) ([]*coordinate.Coordinate, error) {
+	r := rand.New(rand.NewPCG(cfg.Seed, 0xc0))
+	cs := make([]*Client, n)
+	for i := range cs {
+		cc := DefaultCoordConfig()
+		cc.Rand = rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
+		var err error
+		if cs[i], err = NewClient(cc); err != nil {
+			return nil, err
+		}
+	}
+	coords := make([]*coordinate.Coordinate, n)
+	for i := range coords {
+		coords[i] = cs[i].Coordinate()
+	}
+	for round := 0; round < cfg.CoordRounds && n > 1; round++ {
+		for i := 0; i < n; i++ {
+			j := r.IntN(n - 1)
+			if j >= i {
+				j++
+			}
+			c, err := cs[i].Sample(ID(fmt.Sprint(j)), coords[j], rtt(i, j))
+			if err == nil { // unmeasured pairs (rtt <= 0) are rejected
+				coords[i] = c
+			}
+		}
+	}
+	return coords, nil
+}
+
+// nearest returns the k peers nearest to peers[i] by estimated distance, ties
+// by index, excluding i. It keeps the k best seen in a sorted slice, O(n·k).
+func nearest(i int, peers []Peer, k int) []Peer {
+	type cand struct {
+		d float64
+		j int
+	}
+	less := func(a, b cand) bool { return a.d < b.d || (a.d == b.d && a.j < b.j) }
+	best := make([]cand, 0, k+1)
+	for j := range peers {
+		if j == i || k == 0 {
+			continue
+		}
+		c := cand{Distance(peers[i].Coord, peers[j].Coord), j}
+		if len(best) == k && !less(c, best[k-1]) {
+			continue
+		}
+		at := len(best)
+		for at > 0 && less(c, best[at-1]) {
+			at--
+		}
+		best = slices.Insert(best, at, c)
+		if len(best) > k {
+			best = best[:k]
+		}
+	}
+	out := make([]Peer, len(best))
+	for n, c := range best {
+		out[n] = peers[c.j]
+	}
+	return out
+}
+
+// AttachmentRTT scores an attachment against the true RTTs: the mean and the
+// 95th percentile of rtt(i, attach[i]) over the ordinary peers i (those with
+// attach[i] != i and attach[i] >= 0) whose RTT is measured (> 0). It returns
+// zeros when there is none.
+func AttachmentRTT(attach []int, rtt func(i, j int) time.Duration) (mean, p95 time.Duration) {
+	var ds []time.Duration
+	var sum time.Duration
+	for i, s := range attach {
+		if s < 0 || s == i {
+			continue
+		}
+		if d := rtt(i, s); d > 0 {
+			ds = append(ds, d)
+			sum += d
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	return sum / time.Duration(len(ds)), ds[min(len(ds)-1, len(ds)*95/100)]
+}
+
+// positions returns the position of every token, in peer order.
+func positions(hs []*Holder) []Position {
+	var out []Position
+	for _, h := range hs {
+		if p, ok := h.Position(); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}

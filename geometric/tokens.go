@@ -1,0 +1,513 @@
+package geometric
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+)
+
+// Token is one of the S tokens. Num names it (0..S-1); Seq counts its passes
+// and orders reports of its position: of two reports about one token, the one
+// with the higher Seq is the newer.
+type Token struct {
+	Num int
+	Seq uint64
+}
+
+// Position is a report, spread by gossip, that Holder holds Token at Coord.
+type Position struct {
+	Token  Token
+	Holder ID
+	Coord  *coordinate.Coordinate
+}
+
+// Peer is a peer and its coordinate, as a holder knows them.
+type Peer struct {
+	ID    ID
+	Coord *coordinate.Coordinate
+}
+
+// Output is a decision of a Holder for its driver to carry out: Pass,
+// Release, Promote or Demote.
+type Output interface{ isOutput() }
+
+// Pass asks the driver to hand Token to peer To. The holder keeps the token
+// (but makes no further decision) until the driver reports the outcome with
+// PassDone. Token.Seq is already advanced for the recipient.
+type Pass struct {
+	Token Token
+	To    ID
+}
+
+// Release reports that the holder is leaving with a token and had no
+// neighbour to pass it to (or the pass failed). The driver re-homes it: the
+// peer chosen by Rehome receives Token{Num, Seq + 1}, so that the number of
+// tokens stays S.
+type Release struct{ Token Token }
+
+// Promote reports that the holder has held Token for the dwell time and is
+// now a superpeer.
+type Promote struct{ Token int }
+
+// Demote reports that the holder is no longer a superpeer: it passed its
+// token on, lost it to a newer holder, or is leaving.
+type Demote struct{ Token int }
+
+func (Pass) isOutput()    {}
+func (Release) isOutput() {}
+func (Promote) isOutput() {}
+func (Demote) isOutput()  {}
+
+// Score is the placement score of peer id for the round seed: the first 8
+// bytes, big-endian, of SHA-256(seed as 8 big-endian bytes || id).
+func Score(seed uint64, id ID) uint64 {
+	h := sha256.New()
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seed)
+	h.Write(b[:])
+	h.Write([]byte(id))
+	return binary.BigEndian.Uint64(h.Sum(nil))
+}
+
+// InitialHolders places s tokens without a coordinator: every peer computes
+// Score(seed, id) for the peers it knows, and the s peers with the smallest
+// scores hold the tokens, token i going to the i-th smallest (ties, which
+// need a SHA-256 collision on 64 bits, are broken by ID). Peers are distinct,
+// so no peer gets two tokens. Peers that know the same set agree on the
+// result; while membership is still spreading they may not, and the Seq rule
+// of Observe settles any duplicate. Duplicate IDs in peers are counted once.
+// It fails with ErrConfig when s < 1 or s exceeds the number of distinct
+// peers.
+func InitialHolders(seed uint64, peers []ID, s int) ([]ID, error) {
+	ids := slices.Clone(peers)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if s < 1 || s > len(ids) {
+		return nil, fmt.Errorf("%w: Tokens = %d, want 1 <= Tokens <= %d (the number of distinct peers)", ErrConfig, s, len(ids))
+	}
+	type scored struct {
+		id    ID
+		score uint64
+	}
+	sc := make([]scored, len(ids))
+	for i, id := range ids {
+		sc[i] = scored{id, Score(seed, id)}
+	}
+	slices.SortFunc(sc, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(a.score, b.score), cmp.Compare(a.id, b.id))
+	})
+	out := make([]ID, s)
+	for i := range out {
+		out[i] = sc[i].id
+	}
+	return out, nil
+}
+
+// Rehome chooses the peer that picks up a released token: among peers that
+// do not hold a token (holding), the one with the smallest
+// Score(seed^token, id), ties by ID. It returns "" when every peer holds one.
+func Rehome(seed uint64, token int, peers []ID, holding map[ID]bool) ID {
+	var best ID
+	var bestScore uint64
+	for _, id := range peers {
+		if holding[id] || id == "" {
+			continue
+		}
+		s := Score(seed^uint64(token), id)
+		if best == "" || s < bestScore || (s == bestScore && id < best) {
+			best, bestScore = id, s
+		}
+	}
+	return best
+}
+
+// Holder is the token state machine of one peer. It runs the dynamics
+// described in the package documentation: input through SetCoordinate,
+// SetNeighbours, SetPeers, Observe, Receive, PassDone, Leave and Tick (with
+// an explicit now), output as Output values. It uses no clock, goroutine or
+// randomness and is not safe for concurrent use.
+type Holder struct {
+	cfg   Config
+	self  ID
+	coord *coordinate.Coordinate
+
+	neighbours []Peer
+	peers      []Peer
+	heard      map[int]Position // newest position of every other token
+
+	held    bool
+	token   Token
+	since   time.Time
+	super   bool
+	passing bool
+	left    bool
+	// stale is set when an input changed since the last decision to stay.
+	stale bool
+}
+
+// NewHolder returns the state machine of peer self. Zero fields of cfg take
+// their defaults; the others are validated.
+func NewHolder(self ID, cfg Config) (*Holder, error) {
+	if self == "" {
+		return nil, fmt.Errorf("%w: peer ID is empty", ErrConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Holder{cfg: cfg, self: self, heard: map[int]Position{}}, nil
+}
+
+// SetCoordinate sets this peer's own coordinate. It is rejected, and the old
+// one kept, when it fails Valid's checks (of any dimensionality, but the
+// same as the one before).
+func (h *Holder) SetCoordinate(c *coordinate.Coordinate) error {
+	dims := Dimensions
+	switch {
+	case h.coord != nil:
+		dims = len(h.coord.Vec)
+	case c != nil:
+		dims = len(c.Vec)
+	}
+	if err := validate(c, dims); err != nil {
+		return err
+	}
+	h.coord = c.Clone()
+	h.stale = true
+	return nil
+}
+
+// SetNeighbours sets the peers a token may be passed to. Peers known to hold
+// a token, this peer itself and peers without a usable coordinate are
+// skipped when choosing.
+func (h *Holder) SetNeighbours(ns []Peer) {
+	h.neighbours = slices.Clone(ns)
+	h.stale = true
+}
+
+// SetPeers sets the peers whose coordinates the attraction term uses (see
+// the package documentation); this peer may be among them. Without peers,
+// or with a negative Config.Attraction, only repulsion acts. The holder
+// keeps ps, which may be large and shared between holders: the caller must
+// not modify it afterwards.
+func (h *Holder) SetPeers(ps []Peer) {
+	h.peers = ps
+	h.stale = true
+}
+
+// Holding returns the token this peer holds, if any. A token being passed
+// is still held until PassDone.
+func (h *Holder) Holding() (Token, bool) { return h.token, h.held }
+
+// Superpeer reports whether this peer has been promoted and still holds its
+// token.
+func (h *Holder) Superpeer() bool { return h.super }
+
+// Position returns the report to gossip about the token this peer holds, or
+// false when it holds none (or has no coordinate yet).
+func (h *Holder) Position() (Position, bool) {
+	if !h.held || h.coord == nil {
+		return Position{}, false
+	}
+	return Position{Token: h.token, Holder: h.self, Coord: h.coord.Clone()}, true
+}
+
+// Observe records a token position heard by gossip. A report that fails
+// Valid's checks, or that is older (by Seq) than one already heard for that
+// token, is ignored. A report that this peer's own token is held elsewhere
+// with a higher Seq, or with the same Seq by a smaller ID (a duplicate, for
+// instance from disagreeing initial placements), means this peer has lost
+// it: it drops the token, outputting Demote if it was a superpeer.
+func (h *Holder) Observe(p Position) []Output {
+	if p.Holder == h.self || p.Coord == nil || validate(p.Coord, len(p.Coord.Vec)) != nil {
+		return nil
+	}
+	old, ok := h.heard[p.Token.Num]
+	if ok && old.Token.Seq > p.Token.Seq {
+		return nil
+	}
+	if h.held && p.Token.Num == h.token.Num {
+		if h.passing || p.Token.Seq < h.token.Seq || (p.Token.Seq == h.token.Seq && p.Holder > h.self) {
+			return nil // ours is newer, or it is the pass we are making
+		}
+		h.heard[p.Token.Num] = p
+		return h.drop()
+	}
+	if !ok || old.Holder != p.Holder || old.Token.Seq != p.Token.Seq || !sameCoord(old.Coord, p.Coord) {
+		h.stale = true
+	}
+	h.heard[p.Token.Num] = p
+	return nil
+}
+
+// Receive hands token t to this peer at time now; its holding time starts.
+// It fails, and the sender should keep the token (PassDone(false)), when this
+// peer already holds a token, is leaving, or has heard of a newer holder of
+// t (a replayed pass).
+func (h *Holder) Receive(t Token, now time.Time) error {
+	switch {
+	case h.held:
+		return fmt.Errorf("geometric: peer %q cannot take token %d: it holds token %d", h.self, t.Num, h.token.Num)
+	case h.left:
+		return fmt.Errorf("geometric: peer %q cannot take token %d: it is leaving", h.self, t.Num)
+	}
+	if old, ok := h.heard[t.Num]; ok && old.Token.Seq >= t.Seq {
+		return fmt.Errorf("geometric: peer %q refuses token %d at seq %d: %q holds it at seq %d", h.self, t.Num, t.Seq, old.Holder, old.Token.Seq)
+	}
+	h.held, h.token, h.since, h.super, h.passing, h.stale = true, t, now, false, false, true
+	delete(h.heard, t.Num)
+	return nil
+}
+
+// PassDone reports the outcome of the last Pass. When ok, the token is gone
+// (Demote if this peer was a superpeer). When not, this peer keeps it with
+// its holding time unbroken, unless it is leaving, in which case it outputs
+// Release.
+func (h *Holder) PassDone(ok bool) []Output {
+	if !h.passing {
+		return nil
+	}
+	h.passing = false
+	if ok {
+		return h.drop()
+	}
+	if h.left {
+		h.held = false
+		return []Output{Release{Token: h.token}}
+	}
+	h.stale = true // try again at the next tick
+	return nil
+}
+
+// Leave is called when this peer leaves the overlay. A superpeer outputs
+// Demote. A holder passes its token to its nearest eligible neighbour, or
+// outputs Release when it has none. Afterwards the machine takes no token
+// and makes no decision.
+func (h *Holder) Leave() []Output {
+	if h.left {
+		return nil
+	}
+	h.left = true
+	if !h.held {
+		return nil
+	}
+	var out []Output
+	if h.super {
+		h.super = false
+		out = append(out, Demote{Token: h.token.Num})
+	}
+	if h.passing {
+		return out // the pending Pass carries it away; PassDone(false) releases it
+	}
+	best, bestD := -1, math.Inf(1)
+	for i, n := range h.neighbours {
+		if h.eligible(n) {
+			if d := Distance(h.coord, n.Coord); d < bestD {
+				best, bestD = i, d
+			}
+		}
+	}
+	if best < 0 {
+		h.held = false
+		return append(out, Release{Token: h.token})
+	}
+	h.passing = true
+	return append(out, Pass{Token: Token{h.token.Num, h.token.Seq + 1}, To: h.neighbours[best].ID})
+}
+
+// Tick advances the machine to time now. A holder not waiting for a pass
+// decides whether to move its token (see the package documentation) and, if
+// so, outputs Pass. Otherwise, once it has held the token for Config.Dwell,
+// it outputs Promote, once.
+func (h *Holder) Tick(now time.Time) []Output {
+	if !h.held || h.passing || h.left || h.coord == nil {
+		return nil
+	}
+	if h.stale {
+		h.stale = false
+		if to, ok := h.move(); ok {
+			h.passing = true
+			return []Output{Pass{Token: Token{h.token.Num, h.token.Seq + 1}, To: to}}
+		}
+	}
+	if !h.super && now.Sub(h.since) >= h.cfg.Dwell {
+		h.super = true
+		return []Output{Promote{Token: h.token.Num}}
+	}
+	return nil
+}
+
+func (h *Holder) drop() []Output {
+	h.held, h.passing = false, false
+	if h.super {
+		h.super = false
+		return []Output{Demote{Token: h.token.Num}}
+	}
+	return nil
+}
+
+// eligible reports whether a token may be passed to n.
+func (h *Holder) eligible(n Peer) bool {
+	if n.ID == h.self || n.ID == "" || n.Coord == nil || len(n.Coord.Vec) != len(h.coord.Vec) || !n.Coord.IsValid() {
+		return false
+	}
+	for _, p := range h.heard {
+		if p.Holder == n.ID {
+			return false
+		}
+	}
+	return true
+}
+
+// move returns the neighbour to pass the token to, if any; see the package
+// documentation for the rule.
+func (h *Holder) move() (ID, bool) {
+	f := h.field()
+	self := Peer{h.self, h.coord}
+	force := f.force(self)
+	limit := f.energy(self) - h.cfg.Margin.Seconds()
+	steep := norm(force) > h.cfg.Threshold
+	best, bestCos := -1, 0.0 // along the force
+	jump, jumpE := -1, limit // anywhere
+	for i, n := range h.neighbours {
+		if !h.eligible(n) {
+			continue
+		}
+		e := f.energy(n)
+		if e > limit {
+			continue
+		}
+		if c := cosine(force, n.Coord.Vec, h.coord.Vec); steep && c > bestCos {
+			best, bestCos = i, c
+		}
+		if e < jumpE || jump < 0 {
+			jump, jumpE = i, e
+		}
+	}
+	if best < 0 {
+		best = jump
+	}
+	if best < 0 {
+		return "", false
+	}
+	return h.neighbours[best].ID, true
+}
+
+// field is what a holder knows when it decides: the positions of the other
+// tokens and the coordinates of the known peers.
+type field struct {
+	cfg    Config
+	others []Position
+	peers  []Peer
+	near   []float64 // estimated RTT from peers[i] to the nearest other token
+	share  float64   // A·S/N
+}
+
+func (h *Holder) field() *field {
+	f := &field{cfg: h.cfg}
+	dims := len(h.coord.Vec)
+	for _, num := range slices.Sorted(maps.Keys(h.heard)) {
+		if p := h.heard[num]; len(p.Coord.Vec) == dims {
+			f.others = append(f.others, p)
+		}
+	}
+	if h.cfg.Attraction <= 0 {
+		return f
+	}
+	for _, p := range h.peers {
+		if p.Coord == nil || len(p.Coord.Vec) != dims || !p.Coord.IsValid() {
+			continue
+		}
+		near := math.Inf(1)
+		for _, o := range f.others {
+			near = min(near, rtt(p, Peer{o.Holder, o.Coord}))
+		}
+		f.peers = append(f.peers, p)
+		f.near = append(f.near, near)
+	}
+	if len(f.peers) > 0 {
+		f.share = h.cfg.Attraction * float64(len(f.others)+1) / float64(len(f.peers))
+	}
+	return f
+}
+
+// rtt is the estimated RTT, in seconds, between two peers: 0 from a peer to
+// itself, else Distance.
+func rtt(a, b Peer) float64 {
+	if a.ID == b.ID {
+		return 0
+	}
+	return Distance(a.Coord, b.Coord)
+}
+
+// energy is the potential energy, in seconds, of the token if x held it.
+func (f *field) energy(x Peer) float64 {
+	rho, eps := f.cfg.Range.Seconds(), f.cfg.Softening.Seconds()
+	u := 0.0
+	for _, t := range f.others {
+		u += rho * rho / (Distance(x.Coord, t.Coord) + eps)
+	}
+	if f.share > 0 {
+		s := 0.0
+		for i, p := range f.peers {
+			s += min(rtt(x, p), f.near[i])
+		}
+		u += f.share * s
+	}
+	return u
+}
+
+// force is -∇U at x with respect to x's Vec (dimensionless: seconds of
+// energy per second of distance).
+func (f *field) force(x Peer) []float64 {
+	rho, eps := f.cfg.Range.Seconds(), f.cfg.Softening.Seconds()
+	out := make([]float64, len(x.Coord.Vec))
+	for _, t := range f.others {
+		d := Distance(x.Coord, t.Coord)
+		addUnit(out, x.Coord.Vec, t.Coord.Vec, rho*rho/((d+eps)*(d+eps)))
+	}
+	for i, p := range f.peers {
+		if rtt(x, p) < f.near[i] {
+			addUnit(out, p.Coord.Vec, x.Coord.Vec, f.share)
+		}
+	}
+	return out
+}
+
+// addUnit adds to f the unit vector from b towards a, scaled by k. It adds
+// nothing when a and b coincide.
+func addUnit(f, a, b []float64, k float64) {
+	d := dist(a, b)
+	if d <= coincide {
+		return
+	}
+	for i := range f {
+		f[i] += k * (a[i] - b[i]) / d
+	}
+}
+
+// cosine returns the cosine of the angle between f and the step from x to y.
+func cosine(f, y, x []float64) float64 {
+	dot, ny := 0.0, 0.0
+	for i := range f {
+		s := y[i] - x[i]
+		dot += f[i] * s
+		ny += s * s
+	}
+	nf := norm(f)
+	if nf == 0 || ny == 0 {
+		return 0
+	}
+	return dot / (nf * math.Sqrt(ny))
+}
+
+func sameCoord(a, b *coordinate.Coordinate) bool {
+	return slices.Equal(a.Vec, b.Vec) && a.Height == b.Height && a.Adjustment == b.Adjustment
+}

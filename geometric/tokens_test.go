@@ -1,0 +1,445 @@
+package geometric
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+)
+
+var t0 = time.Unix(1000, 0)
+
+// at returns a coordinate at (x, y) milliseconds in the first two dimensions.
+func at(x, y float64) *coordinate.Coordinate { return coordAt(x/1000, y/1000) }
+
+func peer(id string, x, y float64) Peer { return Peer{ID(id), at(x, y)} }
+
+func newHolder(t *testing.T, p Peer, cfg Config) *Holder {
+	t.Helper()
+	h, err := NewHolder(p.ID, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetCoordinate(p.Coord); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func mustReceive(t *testing.T, h *Holder, tok Token, now time.Time) {
+	t.Helper()
+	if err := h.Receive(tok, now); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pos(num int, seq uint64, p Peer) Position {
+	return Position{Token: Token{num, seq}, Holder: p.ID, Coord: p.Coord}
+}
+
+func TestInitialHolders(t *testing.T) {
+	var ids []ID
+	for i := 0; i < 100; i++ {
+		ids = append(ids, ID(fmt.Sprintf("peer-%d", i)))
+	}
+	got, err := InitialHolders(42, ids, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The S smallest scores, in order.
+	byScore := slices.Clone(ids)
+	slices.SortFunc(byScore, func(a, b ID) int {
+		sa, sb := Score(42, a), Score(42, b)
+		if sa != sb {
+			if sa < sb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(string(a), string(b))
+	})
+	if !slices.Equal(got, byScore[:5]) {
+		t.Errorf("InitialHolders = %v, want %v", got, byScore[:5])
+	}
+	// Every peer that knows the same set, in any order and with
+	// repetitions, computes the same holders.
+	shuffled := slices.Clone(ids)
+	rand.New(rand.NewPCG(1, 1)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	shuffled = append(shuffled, ids[:10]...)
+	again, err := InitialHolders(42, shuffled, 5)
+	if err != nil || !slices.Equal(again, got) {
+		t.Errorf("shuffled input: %v, %v; want %v", again, err, got)
+	}
+	// Another round seed, another placement.
+	other, _ := InitialHolders(43, ids, 5)
+	if slices.Equal(other, got) {
+		t.Errorf("seeds 42 and 43 give the same holders %v", got)
+	}
+	for _, s := range []int{0, -1, 101} {
+		if _, err := InitialHolders(42, ids, s); !errors.Is(err, ErrConfig) {
+			t.Errorf("InitialHolders(s=%d): err = %v, want ErrConfig", s, err)
+		}
+	}
+	if _, err := InitialHolders(42, []ID{"a", "a"}, 2); !errors.Is(err, ErrConfig) {
+		t.Errorf("two tokens for one distinct peer: err = %v, want ErrConfig", err)
+	}
+}
+
+func TestRehome(t *testing.T) {
+	ids := []ID{"a", "b", "c", "d"}
+	got := Rehome(7, 3, ids, map[ID]bool{"a": true})
+	if got == "" || got == "a" {
+		t.Fatalf("Rehome = %q, want a peer other than the holder a", got)
+	}
+	rev := slices.Clone(ids)
+	slices.Reverse(rev)
+	if again := Rehome(7, 3, rev, map[ID]bool{"a": true}); again != got {
+		t.Errorf("Rehome depends on the order of peers: %q vs %q", again, got)
+	}
+	if none := Rehome(7, 3, ids, map[ID]bool{"a": true, "b": true, "c": true, "d": true}); none != "" {
+		t.Errorf("Rehome with every peer holding = %q, want \"\"", none)
+	}
+}
+
+// TestRepulsionPushesAway: with attraction off, a token whose holder sits 1
+// ms from another token is passed to the neighbour straight away from it.
+func TestRepulsionPushesAway(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Attraction = -1
+	a, b := peer("a", 0, 0), peer("b", 1, 0)
+	away, side, toward := peer("away", -5, 0), peer("side", 0, 5), peer("toward", -1, 4)
+	h := newHolder(t, a, cfg)
+	h.SetNeighbours([]Peer{side, toward, away, b})
+	mustReceive(t, h, Token{0, 3}, t0)
+	h.Observe(pos(1, 0, b))
+	out := h.Tick(t0.Add(time.Second))
+	want := []Output{Pass{Token: Token{0, 4}, To: "away"}}
+	if !reflect.DeepEqual(out, want) {
+		t.Fatalf("Tick = %v, want %v", out, want)
+	}
+	// While the pass is pending the holder decides nothing.
+	if out := h.Tick(t0.Add(time.Hour)); out != nil {
+		t.Fatalf("Tick while passing = %v, want nothing", out)
+	}
+	if out := h.PassDone(true); out != nil {
+		t.Fatalf("PassDone(true) of a non-superpeer = %v, want nothing", out)
+	}
+	if _, ok := h.Holding(); ok {
+		t.Fatal("still holding after the pass")
+	}
+}
+
+// TestLoneTokenPromotes: a token with no force on it stays, and its holder
+// becomes superpeer once, after exactly Dwell.
+func TestLoneTokenPromotes(t *testing.T) {
+	cfg := DefaultConfig()
+	h := newHolder(t, peer("a", 0, 0), cfg)
+	h.SetNeighbours([]Peer{peer("b", 10, 0)})
+	h.SetPeers([]Peer{peer("a", 0, 0), peer("left", -10, 0), peer("right", 10, 0)})
+	mustReceive(t, h, Token{0, 0}, t0)
+	for s := time.Duration(0); s < cfg.Dwell; s += time.Second {
+		if out := h.Tick(t0.Add(s)); out != nil {
+			t.Fatalf("Tick at %v = %v, want nothing", s, out)
+		}
+	}
+	if out := h.Tick(t0.Add(cfg.Dwell)); !reflect.DeepEqual(out, []Output{Promote{0}}) {
+		t.Fatalf("Tick at Dwell = %v, want Promote", out)
+	}
+	if !h.Superpeer() {
+		t.Fatal("not a superpeer after Promote")
+	}
+	if out := h.Tick(t0.Add(2 * cfg.Dwell)); out != nil {
+		t.Fatalf("Tick after promotion = %v, want nothing", out)
+	}
+}
+
+// TestTokenWalksToMedian: one token starting at the end of a row of eleven
+// peers, 10 ms apart, is passed peer by peer to the middle one and stays
+// there; every pass lowers its energy. (With the default Margin of 1 ms it
+// would stop one peer short: the last step gains 10 ms × S/N = 0.9 ms.)
+func TestTokenWalksToMedian(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Margin = 100 * time.Microsecond
+	var peers []Peer
+	for i := 0; i <= 10; i++ {
+		peers = append(peers, peer(fmt.Sprint(i), float64(10*i), float64(i%2))) // a slight zigzag
+	}
+	hs := map[ID]*Holder{}
+	for i, p := range peers {
+		h := newHolder(t, p, cfg)
+		var ns []Peer
+		for _, j := range []int{i - 1, i + 1} {
+			if j >= 0 && j < len(peers) {
+				ns = append(ns, peers[j])
+			}
+		}
+		h.SetNeighbours(ns)
+		h.SetPeers(peers)
+		hs[p.ID] = h
+	}
+	cur := hs["0"]
+	mustReceive(t, cur, Token{0, 0}, t0)
+	var path []ID
+	last := math.Inf(1)
+	for s := 1; s < 100; s++ {
+		now := t0.Add(time.Duration(s) * time.Second)
+		out := cur.Tick(now)
+		if len(out) == 0 {
+			continue
+		}
+		if p, ok := out[0].(Pass); ok {
+			e := cur.field().energy(Peer{cur.self, cur.coord})
+			if e >= last {
+				t.Fatalf("energy rose to %v at %s", e, cur.self)
+			}
+			last = e
+			next := hs[p.To]
+			mustReceive(t, next, p.Token, now)
+			cur.PassDone(true)
+			cur = next
+			path = append(path, p.To)
+			continue
+		}
+		if _, ok := out[0].(Promote); ok {
+			break
+		}
+	}
+	if want := []ID{"1", "2", "3", "4", "5"}; !slices.Equal(path, want) {
+		t.Fatalf("token path %v, want %v", path, want)
+	}
+	if !cur.Superpeer() {
+		t.Fatalf("holder %s not promoted", cur.self)
+	}
+	if tok, _ := cur.Holding(); tok.Seq != 5 {
+		t.Errorf("token Seq = %d after 5 passes", tok.Seq)
+	}
+}
+
+// TestSuperpeerDemotedOnPass: a superpeer that passes its token on reports
+// Demote when the pass completes.
+func TestSuperpeerDemotedOnPass(t *testing.T) {
+	cfg := DefaultConfig()
+	a, b, n := peer("a", 0, 0), peer("b", 1, 0), peer("n", -5, 0)
+	cfg.Attraction = -1
+	h := newHolder(t, a, cfg)
+	h.SetNeighbours([]Peer{n})
+	mustReceive(t, h, Token{0, 0}, t0)
+	if out := h.Tick(t0.Add(cfg.Dwell)); !reflect.DeepEqual(out, []Output{Promote{0}}) {
+		t.Fatalf("Tick = %v, want Promote", out)
+	}
+	h.Observe(pos(1, 0, b)) // a token arrives next door
+	if out := h.Tick(t0.Add(cfg.Dwell + time.Second)); !reflect.DeepEqual(out, []Output{Pass{Token{0, 1}, "n"}}) {
+		t.Fatalf("Tick = %v, want Pass to n", out)
+	}
+	if !h.Superpeer() {
+		t.Fatal("demoted before the pass completed")
+	}
+	if out := h.PassDone(true); !reflect.DeepEqual(out, []Output{Demote{0}}) {
+		t.Fatalf("PassDone = %v, want Demote", out)
+	}
+}
+
+// TestFailedPassKeepsDwell: when the recipient refuses, the holder keeps its
+// token and its holding time is unbroken.
+func TestFailedPassKeepsDwell(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Attraction = -1
+	a, b, n := peer("a", 0, 0), peer("b", 1, 0), peer("n", -5, 0)
+	h := newHolder(t, a, cfg)
+	h.SetNeighbours([]Peer{n})
+	mustReceive(t, h, Token{0, 0}, t0)
+	h.Observe(pos(1, 0, b))
+	if out := h.Tick(t0.Add(time.Second)); len(out) != 1 {
+		t.Fatalf("Tick = %v, want a Pass", out)
+	}
+	if out := h.PassDone(false); out != nil {
+		t.Fatalf("PassDone(false) = %v", out)
+	}
+	h.Observe(pos(2, 0, n)) // n turned out to hold a token: no longer eligible
+	if out := h.Tick(t0.Add(cfg.Dwell)); !reflect.DeepEqual(out, []Output{Promote{0}}) {
+		t.Fatalf("Tick at Dwell = %v, want Promote", out)
+	}
+}
+
+func TestInterruptedHoldingRestartsDwell(t *testing.T) {
+	cfg := DefaultConfig()
+	h := newHolder(t, peer("a", 0, 0), cfg)
+	mustReceive(t, h, Token{0, 0}, t0)
+	h.Tick(t0.Add(10 * time.Second))
+	// The token is lost to a newer holder, and comes back later.
+	h.Observe(pos(0, 1, peer("b", 5, 0)))
+	if _, ok := h.Holding(); ok {
+		t.Fatal("still holding a token held elsewhere at a higher Seq")
+	}
+	mustReceive(t, h, Token{0, 2}, t0.Add(20*time.Second))
+	if out := h.Tick(t0.Add(cfg.Dwell + time.Second)); out != nil {
+		t.Fatalf("Tick = %v: promoted before a full Dwell of the second holding", out)
+	}
+	if out := h.Tick(t0.Add(20*time.Second + cfg.Dwell)); !reflect.DeepEqual(out, []Output{Promote{0}}) {
+		t.Fatalf("Tick = %v, want Promote", out)
+	}
+}
+
+func TestObserve(t *testing.T) {
+	cfg := DefaultConfig()
+	h := newHolder(t, peer("m", 0, 0), cfg)
+	mustReceive(t, h, Token{0, 5}, t0)
+	h.Tick(t0.Add(cfg.Dwell)) // promoted
+
+	// Reports about other tokens: older ones are ignored.
+	h.Observe(pos(1, 4, peer("x", 10, 0)))
+	h.Observe(pos(1, 3, peer("y", 20, 0)))
+	if got := h.heard[1].Holder; got != "x" {
+		t.Errorf("token 1 heard at %s, want x (the report with the higher Seq)", got)
+	}
+	// Malformed reports are ignored.
+	bad := at(1, 1)
+	bad.Vec[0] = math.NaN()
+	h.Observe(Position{Token: Token{1, 9}, Holder: "z", Coord: bad})
+	h.Observe(Position{Token: Token{1, 9}, Holder: "z"})
+	if got := h.heard[1].Holder; got != "x" {
+		t.Errorf("malformed report accepted: token 1 at %s", got)
+	}
+	// Reports about our own token: an older Seq, or the same Seq from a
+	// larger ID, are stale or lose the tie.
+	h.Observe(pos(0, 4, peer("a", 1, 0)))
+	h.Observe(pos(0, 5, peer("z", 1, 0)))
+	if _, ok := h.Holding(); !ok || !h.Superpeer() {
+		t.Fatal("lost the token to a stale report or to a larger ID")
+	}
+	// The same Seq from a smaller ID wins the tie: this peer lost it.
+	if out := h.Observe(pos(0, 5, peer("a", 1, 0))); !reflect.DeepEqual(out, []Output{Demote{0}}) {
+		t.Fatalf("Observe duplicate = %v, want Demote", out)
+	}
+	if _, ok := h.Holding(); ok || h.Superpeer() {
+		t.Fatal("still holding after losing the token")
+	}
+}
+
+func TestReceiveRefuses(t *testing.T) {
+	cfg := DefaultConfig()
+	h := newHolder(t, peer("a", 0, 0), cfg)
+	mustReceive(t, h, Token{0, 0}, t0)
+	if err := h.Receive(Token{1, 0}, t0); err == nil {
+		t.Error("took a second token")
+	}
+	g := newHolder(t, peer("g", 0, 0), cfg)
+	g.Observe(pos(2, 7, peer("b", 3, 0)))
+	if err := g.Receive(Token{2, 7}, t0); err == nil {
+		t.Error("took a replayed pass of a token held elsewhere at the same Seq")
+	}
+	mustReceive(t, g, Token{2, 8}, t0)
+	l := newHolder(t, peer("l", 0, 0), cfg)
+	l.Leave()
+	if err := l.Receive(Token{3, 0}, t0); err == nil {
+		t.Error("a leaving peer took a token")
+	}
+}
+
+func TestLeave(t *testing.T) {
+	cfg := DefaultConfig()
+	near, far, busy := peer("near", 5, 0), peer("far", 50, 0), peer("busy", 1, 0)
+	t.Run("superpeer passes to nearest free neighbour", func(t *testing.T) {
+		h := newHolder(t, peer("a", 0, 0), cfg)
+		h.SetNeighbours([]Peer{far, busy, near})
+		mustReceive(t, h, Token{0, 2}, t0)
+		if out := h.Tick(t0.Add(cfg.Dwell)); !reflect.DeepEqual(out, []Output{Promote{0}}) {
+			t.Fatalf("Tick = %v, want Promote", out)
+		}
+		h.Observe(pos(1, 0, busy))
+		want := []Output{Demote{0}, Pass{Token{0, 3}, "near"}}
+		if out := h.Leave(); !reflect.DeepEqual(out, want) {
+			t.Fatalf("Leave = %v, want %v", out, want)
+		}
+		if out := h.PassDone(false); !reflect.DeepEqual(out, []Output{Release{Token{0, 2}}}) {
+			t.Fatalf("failed pass while leaving = %v, want Release", out)
+		}
+		if out := h.Tick(t0.Add(time.Hour)); out != nil {
+			t.Fatalf("Tick after leaving = %v", out)
+		}
+	})
+	t.Run("no neighbour: release", func(t *testing.T) {
+		h := newHolder(t, peer("a", 0, 0), cfg)
+		mustReceive(t, h, Token{0, 2}, t0)
+		if out := h.Leave(); !reflect.DeepEqual(out, []Output{Release{Token{0, 2}}}) {
+			t.Fatalf("Leave = %v, want Release", out)
+		}
+		if _, ok := h.Holding(); ok {
+			t.Fatal("holding after release")
+		}
+	})
+	t.Run("leaving during a pass", func(t *testing.T) {
+		c := cfg
+		c.Attraction = -1
+		h := newHolder(t, peer("a", 0, 0), c)
+		h.SetNeighbours([]Peer{far})
+		mustReceive(t, h, Token{0, 0}, t0)
+		h.Observe(pos(1, 0, busy))
+		if out := h.Tick(t0.Add(time.Second)); len(out) != 1 {
+			t.Fatalf("Tick = %v, want Pass", out)
+		}
+		if out := h.Leave(); out != nil {
+			t.Fatalf("Leave during a pass = %v, want nothing (the pass carries the token)", out)
+		}
+		if out := h.PassDone(true); out != nil {
+			t.Fatalf("PassDone = %v", out)
+		}
+	})
+	t.Run("not holding", func(t *testing.T) {
+		h := newHolder(t, peer("a", 0, 0), cfg)
+		if out := h.Leave(); out != nil {
+			t.Fatalf("Leave = %v", out)
+		}
+	})
+}
+
+func TestHolderConfig(t *testing.T) {
+	if _, err := NewHolder("", DefaultConfig()); !errors.Is(err, ErrConfig) {
+		t.Errorf("empty ID: err = %v", err)
+	}
+	for _, tc := range []struct {
+		field string
+		mod   func(*Config)
+	}{
+		{"Tokens", func(c *Config) { c.Tokens = -2 }},
+		{"Capacity", func(c *Config) { c.Capacity = -1 }},
+		{"Range", func(c *Config) { c.Range = -time.Millisecond }},
+		{"Softening", func(c *Config) { c.Softening = -time.Millisecond }},
+		{"Threshold", func(c *Config) { c.Threshold = math.Inf(1) }},
+		{"Attraction", func(c *Config) { c.Attraction = math.Inf(-1) }},
+		{"Margin", func(c *Config) { c.Margin = -1 }},
+		{"Dwell", func(c *Config) { c.Dwell = -time.Second }},
+	} {
+		cfg := DefaultConfig()
+		tc.mod(&cfg)
+		_, err := NewHolder("a", cfg)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("bad %s: err = %v, want ErrConfig naming it", tc.field, err)
+		}
+	}
+	h, _ := NewHolder("a", Config{}) // zero fields take the defaults
+	if !reflect.DeepEqual(h.cfg, DefaultConfig()) {
+		t.Errorf("zero Config became %+v, want the defaults %+v", h.cfg, DefaultConfig())
+	}
+	nan := at(0, 0)
+	nan.Height = math.NaN()
+	if err := h.SetCoordinate(nan); !errors.Is(err, ErrBadCoordinate) {
+		t.Errorf("SetCoordinate(NaN height) = %v", err)
+	}
+	if err := h.SetCoordinate(nil); !errors.Is(err, ErrBadCoordinate) {
+		t.Errorf("SetCoordinate(nil) = %v", err)
+	}
+	if err := h.SetCoordinate(at(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetCoordinate(&coordinate.Coordinate{Vec: []float64{1, 2}}); !errors.Is(err, ErrBadCoordinate) {
+		t.Errorf("SetCoordinate(2 dims after 8) = %v", err)
+	}
+}
