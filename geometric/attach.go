@@ -65,7 +65,13 @@ func Attach(self *coordinate.Coordinate, sps []Superpeer, capacity int) (ID, err
 // ErrNoRoom when the ordinary peers outnumber the room (then the result is
 // still returned, with -1 for the peers left out).
 func AttachAll(coords []*coordinate.Coordinate, superpeers []int, capacity int) ([]int, error) {
-	n := len(coords)
+	return AttachAllBy(len(coords), func(i, j int) float64 { return Distance(coords[i], coords[j]) }, superpeers, capacity)
+}
+
+// AttachAllBy is AttachAll for n peers with any distance: dist(i, j) is
+// the distance from peer i to superpeer j (benchmarks pass the true RTT to
+// judge a placement apart from the coordinates' errors).
+func AttachAllBy(n int, dist func(i, j int) float64, superpeers []int, capacity int) ([]int, error) {
 	if capacity < 1 {
 		return nil, fmt.Errorf("%w: capacity = %d, want at least 1 ordinary peer per superpeer", ErrConfig, capacity)
 	}
@@ -87,12 +93,12 @@ func AttachAll(coords []*coordinate.Coordinate, superpeers []int, capacity int) 
 		peer, k int
 	}
 	pairs := make([]pair, 0, (n-len(superpeers))*len(superpeers))
-	for i := range coords {
+	for i := range n {
 		if out[i] >= 0 {
 			continue
 		}
 		for k, s := range superpeers {
-			pairs = append(pairs, pair{Distance(coords[i], coords[s]), i, k})
+			pairs = append(pairs, pair{dist(i, s), i, k})
 		}
 	}
 	slices.SortFunc(pairs, func(a, b pair) int {

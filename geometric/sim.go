@@ -20,7 +20,10 @@ type SimConfig struct {
 
 	// CoordRounds is the number of rounds of coordinate fitting before the
 	// tokens start; in each, every peer samples the RTT to one random peer.
-	// Default 200.
+	// Default 1000: on PlanetLab, 200 rounds leave the placement at S = 50
+	// 1.5 times worse (mean RTT to the superpeer 15.8 ms against 10.6 ms
+	// for 1000 rounds; a k-median placement on the coordinates, judged by
+	// true RTT), and 3000 rounds gain nothing more.
 	CoordRounds int
 
 	// Coords, when not nil, holds a coordinate for every peer and replaces
@@ -93,7 +96,7 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 	}
 	cfg.Config = c
 	if cfg.CoordRounds == 0 {
-		cfg.CoordRounds = 200
+		cfg.CoordRounds = 1000
 	}
 	if cfg.Neighbours == 0 {
 		cfg.Neighbours = 8
