@@ -136,3 +136,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+// Validate reports the first field of c out of range (zero fields take
+// their defaults and are fine).
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// Filled returns c with the defaults in place of its zero fields.
+func (c Config) Filled() (Config, error) { return c.withDefaults() }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -48,6 +49,11 @@ type State struct {
 	// the cluster key among them, and Queries the lookup queries sent to
 	// other peers.
 	Evaluations, Lookups, Queries uint64
+	// Coord is the node's network coordinate (geometric strategy only).
+	Coord *coordinate.Coordinate
+	// Token is the number of the token the node holds, or -1 (geometric
+	// strategy only; 0 with the DHT strategy).
+	Token int
 }
 
 // Node is one overlay peer. Its methods are safe for concurrent use.
@@ -58,6 +64,7 @@ type Node struct {
 	dht         *dht.IpfsDHT
 	ps          *pubsub.PubSub
 	members     *gossip.Membership
+	geo         *geo // nil with the DHT strategy
 	self        peer.ID
 	selfKey     dhtselect.Key
 	closerProto protocol.ID
@@ -87,6 +94,12 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Geometric.Dwell == 0 {
+		cfg.Geometric.Dwell = 5 * cfg.TokenInterval
+	}
+	if cfg.Geometric.Margin == 0 {
+		cfg.Geometric.Margin = liveMargin
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -172,6 +185,15 @@ func (n *Node) start(ctx context.Context) error {
 	n.host.SetStreamHandler(n.closerProto, n.handleCloser)
 	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.disconnected})
 	n.state = State{Self: n.self}
+	if n.cfg.Strategy == StrategyGeometric {
+		n.state.Token = -1
+		if err := n.startGeo(ctx); err != nil {
+			return err
+		}
+		n.wg.Add(1)
+		go n.bootstrapLoop(ctx)
+		return nil
+	}
 	n.wg.Add(2)
 	go n.bootstrapLoop(ctx)
 	go n.run(ctx)
@@ -372,6 +394,11 @@ func (n *Node) Close() error {
 	if n.closed.Swap(true) {
 		return nil
 	}
+	if n.geo != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), streamDeadline)
+		n.geo.leave(ctx) // hand the token on before going
+		cancel()
+	}
 	n.cancel()
 	n.wg.Wait()
 	return n.closeParts()
@@ -381,6 +408,9 @@ func (n *Node) closeParts() error {
 	var errs []error
 	if n.host != nil {
 		n.host.RemoveStreamHandler(n.closerProto)
+	}
+	if n.geo != nil {
+		errs = append(errs, n.geo.close())
 	}
 	if n.members != nil {
 		errs = append(errs, n.members.Close())

@@ -13,6 +13,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/geometric"
 )
 
 // ErrConfig reports an invalid node configuration.
@@ -51,6 +52,20 @@ type Config struct {
 	BootstrapRetry time.Duration
 	// QueryTimeout bounds one lookup query to one peer. Default 5 s.
 	QueryTimeout time.Duration
+	// Strategy is how superpeers are chosen: StrategyDHT (ID-space
+	// reservation, the default) or StrategyGeometric (repelling tokens in
+	// network coordinates, which needs a fixed Target.Superpeers).
+	Strategy string
+	// Geometric tunes the geometric strategy (Tokens comes from
+	// Target.Superpeers); zero fields take geometric.DefaultConfig's values,
+	// except Dwell, whose default here is 5 token intervals (New sets it).
+	Geometric geometric.Config
+	// PingInterval is the period of RTT measurements that fit the
+	// coordinate (geometric strategy). Default 1 s.
+	PingInterval time.Duration
+	// TokenInterval is the period of the token machine and of attachment
+	// requests (geometric strategy). Default 1 s.
+	TokenInterval time.Duration
 	// Logger receives the node's structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -71,6 +86,9 @@ func DefaultConfig() Config {
 		ReevaluateInterval: 5 * time.Second,
 		BootstrapRetry:     5 * time.Second,
 		QueryTimeout:       5 * time.Second,
+		Strategy:           StrategyDHT,
+		PingInterval:       time.Second,
+		TokenInterval:      time.Second,
 	}
 }
 
@@ -94,6 +112,24 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Target.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	switch c.Strategy {
+	case StrategyDHT:
+	case StrategyGeometric:
+		if c.Target.Superpeers < 1 {
+			return fmt.Errorf("%w: the geometric strategy needs a fixed number of superpeers (tokens), not a fraction of %v; set it with --superpeers",
+				ErrConfig, c.Target.Fraction)
+		}
+		if c.PingInterval <= 0 || c.TokenInterval <= 0 {
+			return fmt.Errorf("%w: ping interval %v and token interval %v, want both > 0", ErrConfig, c.PingInterval, c.TokenInterval)
+		}
+		g := c.Geometric
+		g.Tokens = c.Target.Superpeers
+		if err := g.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	default:
+		return fmt.Errorf("%w: strategy %q: use %q or %q", ErrConfig, c.Strategy, StrategyDHT, StrategyGeometric)
 	}
 	for _, b := range c.Bootstrap {
 		if _, err := peer.IDFromBytes([]byte(b.ID)); err != nil {
@@ -157,6 +193,27 @@ func WithIntervals(announce, reevaluate time.Duration) Option {
 // WithBootstrapRetry sets the time between attempts to reach bootstrap peers.
 func WithBootstrapRetry(d time.Duration) Option {
 	return func(c *Config) error { c.BootstrapRetry = d; return nil }
+}
+
+// WithStrategy sets the selection strategy (StrategyDHT or
+// StrategyGeometric).
+func WithStrategy(name string) Option {
+	return func(c *Config) error { c.Strategy = name; return nil }
+}
+
+// WithGeometric tunes the geometric strategy and sets its ping and token
+// intervals (zero keeps the default).
+func WithGeometric(g geometric.Config, ping, token time.Duration) Option {
+	return func(c *Config) error {
+		c.Geometric = g
+		if ping != 0 {
+			c.PingInterval = ping
+		}
+		if token != 0 {
+			c.TokenInterval = token
+		}
+		return nil
+	}
 }
 
 // WithLogger sets the logger.

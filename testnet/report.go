@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -84,9 +85,13 @@ func (t *Net) Report() Report {
 		TargetSuperpeers: t.cfg.Target.S(len(nodes)),
 		SizeEstimate:     EstimateSummary{True: len(nodes), Sources: map[string]int{}},
 	}
-	r.K, _ = t.Expected()
-	byKey := map[dhtselect.Key]*ClusterReport{}
-	ids := map[dhtselect.Key][]peer.ID{}
+	geo := t.cfg.Strategy == StrategyGeometric
+	if !geo {
+		r.K, _ = t.Expected()
+	}
+	// Clusters are keyed by cluster key (DHT) or by superpeer (geometric).
+	byKey := map[string]*ClusterReport{}
+	ids := map[string][]peer.ID{}
 	index := map[peer.ID]int{}
 	for _, n := range nodes {
 		index[n.ID()] = n.Index
@@ -115,12 +120,16 @@ func (t *Net) Report() Report {
 		}
 		r.SizeEstimate.Max = max(r.SizeEstimate.Max, s.Size.N)
 		r.SizeEstimate.Sources[s.Size.Source]++
-		c := byKey[s.ClusterKey]
-		if c == nil {
-			c = &ClusterReport{Prefix: s.Prefix, Key: s.ClusterKey.String()}
-			byKey[s.ClusterKey] = c
+		key := s.ClusterKey.String()
+		if geo {
+			key = s.Superpeer.ID.String()
 		}
-		ids[s.ClusterKey] = append(ids[s.ClusterKey], s.Self)
+		c := byKey[key]
+		if c == nil {
+			c = &ClusterReport{Prefix: s.Prefix, Key: key}
+			byKey[key] = c
+		}
+		ids[key] = append(ids[key], s.Self)
 		if s.Role.String() == "superpeer" {
 			c.Superpeer = s.Self.String()
 		} else if c.Superpeer == "" {
@@ -128,7 +137,17 @@ func (t *Net) Report() Report {
 		}
 	}
 	for key, c := range byKey {
-		dhtselect.SortByKey(ids[key]) // the superpeer, smallest key, first
+		if geo { // the superpeer first, then by ID
+			first := func(p peer.ID) int {
+				if p.String() == key {
+					return 0
+				}
+				return 1
+			}
+			slices.SortFunc(ids[key], func(a, b peer.ID) int { return cmp.Or(cmp.Compare(first(a), first(b)), cmp.Compare(a, b)) })
+		} else {
+			dhtselect.SortByKey(ids[key]) // the superpeer, smallest key, first
+		}
 		for _, id := range ids[key] {
 			c.Members = append(c.Members, id.String())
 		}

@@ -18,6 +18,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/overlay"
 	"github.com/superpeer/superpeer/testnet/latency"
 )
@@ -29,8 +30,15 @@ var ErrConfig = errors.New("testnet: invalid configuration")
 type Config struct {
 	// N is the number of nodes, at least 1.
 	N int
-	// Strategy names the selection strategy; only "dht" exists so far.
+	// Strategy names the selection strategy: StrategyDHT (default) or
+	// StrategyGeometric, which needs Target.Superpeers.
 	Strategy string
+	// Geometric tunes the geometric strategy (see overlay.Config); its
+	// Capacity is the most ordinary peers per superpeer. PingInterval and
+	// TokenInterval are the nodes' periods of RTT samples and of the token
+	// machine; zero means overlay's defaults (1 s each).
+	Geometric                   geometric.Config
+	PingInterval, TokenInterval time.Duration
 	// Target is the superpeer target.
 	Target dhtselect.Target
 	// Seed derives the peer keys.
@@ -56,8 +64,12 @@ type Config struct {
 // exhaust the machine. Scale beyond it belongs to the simulator.
 const MaxNodes = 1000
 
-// StrategyDHT is selection by ID-space reservation.
-const StrategyDHT = "dht"
+// Strategies: selection by ID-space reservation, or by repelling tokens in
+// network coordinates.
+const (
+	StrategyDHT       = overlay.StrategyDHT
+	StrategyGeometric = overlay.StrategyGeometric
+)
 
 func (c *Config) fill() error {
 	if c.N < 1 || c.N > MaxNodes {
@@ -66,8 +78,11 @@ func (c *Config) fill() error {
 	if c.Strategy == "" {
 		c.Strategy = StrategyDHT
 	}
-	if c.Strategy != StrategyDHT {
-		return fmt.Errorf("%w: strategy %q is not implemented (have: %s)", ErrConfig, c.Strategy, StrategyDHT)
+	if c.Strategy != StrategyDHT && c.Strategy != StrategyGeometric {
+		return fmt.Errorf("%w: strategy %q: use %s or %s", ErrConfig, c.Strategy, StrategyDHT, StrategyGeometric)
+	}
+	if c.Strategy == StrategyGeometric && c.Target.Superpeers < 1 {
+		return fmt.Errorf("%w: the geometric strategy needs --superpeers (a number of tokens), not a fraction", ErrConfig)
 	}
 	if err := c.Target.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -88,6 +103,12 @@ func (c *Config) fill() error {
 	}
 	if c.ReevaluateInterval == 0 {
 		c.ReevaluateInterval = time.Second
+	}
+	if c.TokenInterval == 0 {
+		c.TokenInterval = time.Second
+	}
+	if c.PingInterval == 0 {
+		c.PingInterval = time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -141,6 +162,7 @@ func Start(ctx context.Context, cfg Config) (*Net, error) {
 			overlay.WithHost(h), overlay.WithTarget(cfg.Target),
 			overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
 			overlay.WithLogger(cfg.Logger.With("node", i)),
+			overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),
 		}
 		if i > 0 {
 			opts = append(opts, overlay.WithBootstrap(boot))
@@ -257,6 +279,9 @@ func (m Mismatch) String() string { return m.Node.ShortString() + ": " + m.What 
 // Check compares every live node's view (k, role, cluster key, superpeer and
 // cluster members) with the brute-force answer and lists the differences.
 func (t *Net) Check() []Mismatch {
+	if t.cfg.Strategy == StrategyGeometric {
+		return t.checkGeometric()
+	}
 	k, as := t.Expected()
 	members := map[dhtselect.Key][]peer.ID{}
 	for _, c := range dhtselect.Clusters(as, k) {
@@ -289,24 +314,106 @@ func (t *Net) Check() []Mismatch {
 	return out
 }
 
+// checkGeometric checks the geometric strategy's end state, which has no
+// brute-force answer: exactly S superpeers (or N, if fewer), each holding a
+// distinct token; every ordinary node attached to a live superpeer that
+// lists it; no superpeer serving more than its capacity.
+func (t *Net) checkGeometric() []Mismatch {
+	nodes := t.Nodes()
+	capacity := t.cfg.Geometric.Capacity
+	if capacity == 0 {
+		capacity = geometric.DefaultConfig().Capacity
+	}
+	states := map[peer.ID]overlay.State{}
+	for _, n := range nodes {
+		states[n.ID()] = n.State()
+	}
+	var out []Mismatch
+	supers, tokens := 0, map[int]peer.ID{}
+	for _, n := range nodes {
+		s := states[n.ID()]
+		switch {
+		case s.Role == overlay.RoleSuperpeer:
+			supers++
+			if other, dup := tokens[s.Token]; dup {
+				out = append(out, Mismatch{n.ID(), fmt.Sprintf("holds token %d, as does %s", s.Token, other.ShortString())})
+			}
+			tokens[s.Token] = n.ID()
+			if len(s.Members)-1 > capacity {
+				out = append(out, Mismatch{n.ID(), fmt.Sprintf("serves %d ordinary peers, capacity %d", len(s.Members)-1, capacity)})
+			}
+		case s.Superpeer.ID == "":
+			out = append(out, Mismatch{n.ID(), "not attached to a superpeer"})
+		default:
+			sp, ok := states[s.Superpeer.ID]
+			switch {
+			case !ok:
+				out = append(out, Mismatch{n.ID(), "attached to " + s.Superpeer.ID.ShortString() + ", not a live node"})
+			case sp.Role != overlay.RoleSuperpeer:
+				out = append(out, Mismatch{n.ID(), "attached to " + s.Superpeer.ID.ShortString() + ", not a superpeer"})
+			case !slices.Contains(sp.Members, n.ID()):
+				out = append(out, Mismatch{n.ID(), "attached to " + s.Superpeer.ID.ShortString() + ", which does not list it"})
+			}
+		}
+	}
+	if want := min(t.cfg.Target.Superpeers, len(nodes)); supers != want && len(nodes) > 0 {
+		out = append(out, Mismatch{nodes[0].ID(), fmt.Sprintf("(overlay) %d superpeers, want %d", supers, want)})
+	}
+	return out
+}
+
 // WaitConverged polls Check until it finds no mismatch, and returns the time
-// from since until then. It fails when ctx ends first, with the remaining
-// mismatches in the error.
+// from since until then. With the geometric strategy, whose end state is not
+// known in advance, the state must also hold still: no mismatch and no
+// change of any node's role or superpeer for three token intervals; the time
+// returned is when that quiet stretch began. It fails when ctx ends first,
+// with the remaining mismatches in the error.
 func (t *Net) WaitConverged(ctx context.Context, since time.Time) (time.Duration, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	quiet := 3 * t.cfg.TokenInterval
+	var (
+		last   string
+		stable time.Time
+	)
 	for {
 		ms := t.Check()
 		if len(ms) == 0 {
-			return time.Since(since), nil
+			if t.cfg.Strategy != StrategyGeometric {
+				return time.Since(since), nil
+			}
+			if sig := t.signature(); sig != last || stable.IsZero() {
+				last, stable = sig, time.Now()
+			} else if time.Since(stable) >= quiet {
+				return stable.Sub(since), nil
+			}
+		} else {
+			last, stable = "", time.Time{}
 		}
 		select {
 		case <-ctx.Done():
 			return time.Since(since), fmt.Errorf("testnet: not converged: %d of %d nodes disagree with the brute-force answer, e.g. %s",
-				len(ms), len(t.Nodes()), ms[0])
+				len(ms), len(t.Nodes()), firstOr(ms, "the roles kept changing"))
 		case <-tick.C:
 		}
 	}
+}
+
+// signature summarises every node's role and superpeer.
+func (t *Net) signature() string {
+	var b []byte
+	for _, n := range t.Nodes() {
+		s := n.State()
+		b = fmt.Appendf(b, "%s:%d:%s;", n.ID(), s.Role, s.Superpeer.ID)
+	}
+	return string(b)
+}
+
+func firstOr(ms []Mismatch, none string) string {
+	if len(ms) == 0 {
+		return none
+	}
+	return ms[0].String()
 }
 
 // Started is when Start began.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -207,5 +208,58 @@ func TestLatencyMatrixTooSmall(t *testing.T) {
 	_, err := Start(context.Background(), Config{N: 5, Target: dhtselect.Target{Superpeers: 2}, Latency: latency.Constant(4, time.Millisecond)})
 	if !errors.Is(err, ErrConfig) {
 		t.Fatalf("error %v, want ErrConfig", err)
+	}
+}
+
+// planetLab loads the PlanetLab matrix of the repository's shared data.
+func planetLab(t *testing.T) *latency.Matrix {
+	t.Helper()
+	m, err := latency.Load("../../shared/data/planetlab490/planetlab490_median18_ms.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// The geometric strategy on 16 real libp2p nodes whose links have the RTTs
+// of the first 16 PlanetLab hosts: the tokens settle on exactly 3
+// superpeers, every other node is attached to one of them, which lists it.
+// Then a superpeer stops abruptly: its token is re-homed, and the overlay
+// settles again with 3 superpeers. Intervals are short (pings every 100 ms,
+// token rounds every 250 ms) to keep the test brief.
+func TestGeometricConvergesAndRepairs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes for a minute")
+	}
+	tn := startNet(t, Config{
+		N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 3}, Seed: 1,
+		Latency: planetLab(t), AnnounceInterval: time.Second,
+		PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,
+	})
+	d := waitConverged(t, tn, tn.Started())
+	r := tn.Report()
+	t.Logf("16 nodes settled in %v: mean RTT to superpeer %.1f ms, largest cluster %d",
+		d, *r.MeanRTTToSuperpeerMS, r.MaxClusterSize)
+	var victim peer.ID
+	supers := 0
+	for _, n := range tn.Nodes() {
+		if n.State().Role == overlay.RoleSuperpeer {
+			supers++
+			victim = n.ID()
+		}
+	}
+	if supers != 3 {
+		t.Fatalf("%d superpeers after convergence, want 3", supers)
+	}
+	if err := tn.Stop(victim); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	d = waitConverged(t, tn, stopped)
+	t.Logf("settled again %v after superpeer %s stopped", d, victim.ShortString())
+	for _, n := range tn.Nodes() {
+		if s := n.State(); s.Superpeer.ID == victim {
+			t.Fatalf("%s still names the stopped superpeer", n.ID())
+		}
 	}
 }

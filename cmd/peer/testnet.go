@@ -92,7 +92,7 @@ way; the report then gives each node's RTT to its superpeer.`,
 	}
 	fs := cmd.Flags()
 	fs.IntVarP(&n, "nodes", "n", 32, "number of nodes")
-	fs.StringVar(&strategy, "strategy", testnet.StrategyDHT, "superpeer selection strategy (dht)")
+	fs.StringVar(&strategy, "strategy", testnet.StrategyDHT, "superpeer selection strategy: dht or geometric (geometric needs --superpeers)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the peer keys")
 	fs.DurationVar(&timeout, "timeout", 2*time.Minute, "give up when not converged after this long")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of a table")

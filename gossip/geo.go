@@ -1,0 +1,496 @@
+package gossip
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// GeoVersion is the version of the coordinate and token payloads, and the
+// last element of their topic names; payloads of other versions are
+// rejected.
+const GeoVersion = 1
+
+// MaxGeoSize bounds an encoded coordinate or token payload, in bytes. An
+// honest one is about 300 bytes.
+const MaxGeoSize = 4 << 10
+
+// MaxTokens bounds the number of tokens of a network: token numbers lie in
+// [0, MaxTokens).
+const MaxTokens = 4096
+
+// ErrBadGeo reports a malformed or out-of-range coordinate or token payload.
+var ErrBadGeo = errors.New("gossip: bad geometric message")
+
+// CoordTopic is the name of the coordinate topic of an overlay network.
+func CoordTopic(network string) string {
+	return fmt.Sprintf("/superpeer/%s/coords/%d", network, GeoVersion)
+}
+
+// TokenTopic is the name of the token topic of an overlay network.
+func TokenTopic(network string) string {
+	return fmt.Sprintf("/superpeer/%s/tokens/%d", network, GeoVersion)
+}
+
+// Coord is what a peer says of its own network coordinate.
+type Coord struct {
+	// ID is the peer. It is not encoded: receivers take it from the
+	// message's signed origin.
+	ID peer.ID
+	// Seq orders one peer's messages; a receiver ignores one that is not
+	// newer than the last it accepted from that peer. Geo sets it when
+	// publishing.
+	Seq   uint64
+	Coord *coordinate.Coordinate
+}
+
+// TokenPos is what a token holder says of the token it holds, or released.
+type TokenPos struct {
+	// Holder is the peer. It is not encoded: receivers take it from the
+	// message's signed origin.
+	Holder peer.ID
+	// Seq orders one holder's messages (whatever token they are about).
+	// Geo sets it when publishing.
+	Seq uint64
+	// Token is the token: Num in [0, MaxTokens), and its own pass counter
+	// Seq, which orders reports of one token from different holders.
+	Token geometric.Token
+	// Coord is the holder's coordinate. It may be nil only when Released.
+	Coord *coordinate.Coordinate
+	// Superpeer reports that the holder has held the token for the dwell
+	// time and promoted itself.
+	Superpeer bool
+	// Load is the number of ordinary peers attached to the holder, in
+	// [0, Capacity].
+	Load int
+	// Capacity is the most ordinary peers the holder serves, at least 1.
+	Capacity int
+	// Released reports that the holder gave the token up (it is leaving);
+	// receivers drop the holder's entry.
+	Released bool
+}
+
+// wireCoord is a coordinate on the wire. It is spelled out here rather than
+// taken from serf's own JSON tags so that the wire format is ours and every
+// field is checked (geometric.Valid) after decoding.
+type wireCoord struct {
+	Vec        []float64 `json:"vec"`
+	Error      float64   `json:"error"`
+	Adjustment float64   `json:"adjustment"`
+	Height     float64   `json:"height"`
+}
+
+type wireCoordMsg struct {
+	V     int        `json:"v"`
+	Seq   uint64     `json:"seq"`
+	Coord *wireCoord `json:"coord"`
+}
+
+type wireToken struct {
+	V         int        `json:"v"`
+	Seq       uint64     `json:"seq"`
+	Num       int        `json:"num"`
+	TokenSeq  uint64     `json:"tseq"`
+	Coord     *wireCoord `json:"coord,omitempty"`
+	Superpeer bool       `json:"superpeer,omitempty"`
+	Load      int        `json:"load"`
+	Capacity  int        `json:"capacity"`
+	Released  bool       `json:"released,omitempty"`
+}
+
+func toWire(c *coordinate.Coordinate) *wireCoord {
+	if c == nil {
+		return nil
+	}
+	return &wireCoord{Vec: slices.Clone(c.Vec), Error: c.Error, Adjustment: c.Adjustment, Height: c.Height}
+}
+
+func fromWire(w *wireCoord) *coordinate.Coordinate {
+	if w == nil {
+		return nil
+	}
+	return &coordinate.Coordinate{Vec: w.Vec, Error: w.Error, Adjustment: w.Adjustment, Height: w.Height}
+}
+
+func checkCoord(c *coordinate.Coordinate) error {
+	if err := geometric.Valid(c); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadGeo, err)
+	}
+	return nil
+}
+
+// Encode serialises c for the wire. It fails with ErrBadGeo for a coordinate
+// that receivers would reject.
+func (c Coord) Encode() ([]byte, error) {
+	if err := checkCoord(c.Coord); err != nil {
+		return nil, err
+	}
+	return json.Marshal(wireCoordMsg{V: GeoVersion, Seq: c.Seq, Coord: toWire(c.Coord)})
+}
+
+// decodeWire checks the size and version of a payload and parses it into w.
+func decodeWire(data []byte, w any) error {
+	if len(data) > MaxGeoSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrBadGeo, len(data), MaxGeoSize)
+	}
+	var probe struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadGeo, err)
+	}
+	if probe.V != GeoVersion {
+		return fmt.Errorf("%w: version %d, want %d", ErrBadGeo, probe.V, GeoVersion)
+	}
+	// Numbers that do not fit a float64 (1e400) or an int are errors here,
+	// never infinities; so is anything after the JSON value.
+	if err := json.Unmarshal(data, w); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadGeo, err)
+	}
+	return nil
+}
+
+// DecodeCoord parses and checks a coordinate published by origin (the
+// message's signed origin): size, version, encoding, and the coordinate
+// itself with geometric.Valid (finite, within geometric.MaxComponent, of
+// geometric.Dimensions dimensions). Errors wrap ErrBadGeo.
+func DecodeCoord(origin peer.ID, data []byte) (Coord, error) {
+	if origin == "" {
+		return Coord{}, fmt.Errorf("%w: no origin (unsigned message)", ErrBadGeo)
+	}
+	var w wireCoordMsg
+	if err := decodeWire(data, &w); err != nil {
+		return Coord{}, err
+	}
+	c := fromWire(w.Coord)
+	if err := checkCoord(c); err != nil {
+		return Coord{}, err
+	}
+	return Coord{ID: origin, Seq: w.Seq, Coord: c}, nil
+}
+
+// check reports what is wrong with t, if anything.
+func (t TokenPos) check() error {
+	if t.Token.Num < 0 || t.Token.Num >= MaxTokens {
+		return fmt.Errorf("%w: token number %d out of [0, %d)", ErrBadGeo, t.Token.Num, MaxTokens)
+	}
+	if t.Capacity < 1 {
+		return fmt.Errorf("%w: capacity %d, want >= 1", ErrBadGeo, t.Capacity)
+	}
+	if t.Load < 0 || t.Load > t.Capacity {
+		return fmt.Errorf("%w: load %d out of [0, capacity %d]", ErrBadGeo, t.Load, t.Capacity)
+	}
+	if t.Coord == nil && t.Released {
+		return nil
+	}
+	return checkCoord(t.Coord)
+}
+
+// Encode serialises t for the wire. It fails with ErrBadGeo for a position
+// that receivers would reject.
+func (t TokenPos) Encode() ([]byte, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(wireToken{
+		V: GeoVersion, Seq: t.Seq, Num: t.Token.Num, TokenSeq: t.Token.Seq, Coord: toWire(t.Coord),
+		Superpeer: t.Superpeer, Load: t.Load, Capacity: t.Capacity, Released: t.Released,
+	})
+}
+
+// DecodeTokenPos parses and checks a token position published by origin
+// (the message's signed origin, which becomes the Holder): size, version,
+// encoding, token number in [0, MaxTokens), capacity >= 1, load in
+// [0, capacity], and the coordinate with geometric.Valid (it may be absent
+// only from a release). Errors wrap ErrBadGeo.
+func DecodeTokenPos(origin peer.ID, data []byte) (TokenPos, error) {
+	if origin == "" {
+		return TokenPos{}, fmt.Errorf("%w: no origin (unsigned message)", ErrBadGeo)
+	}
+	var w wireToken
+	if err := decodeWire(data, &w); err != nil {
+		return TokenPos{}, err
+	}
+	t := TokenPos{
+		Holder: origin, Seq: w.Seq, Token: geometric.Token{Num: w.Num, Seq: w.TokenSeq}, Coord: fromWire(w.Coord),
+		Superpeer: w.Superpeer, Load: w.Load, Capacity: w.Capacity, Released: w.Released,
+	}
+	if err := t.check(); err != nil {
+		return TokenPos{}, err
+	}
+	return t, nil
+}
+
+func sameCoord(a, b *coordinate.Coordinate) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Error == b.Error && a.Adjustment == b.Adjustment && a.Height == b.Height && slices.Equal(a.Vec, b.Vec)
+}
+
+var coordSpec = feedSpec[Coord]{
+	kind:   "coordinate",
+	decode: DecodeCoord,
+	encode: Coord.Encode,
+	seq:    func(c Coord) uint64 { return c.Seq },
+	setSeq: func(c *Coord, s uint64) { c.Seq = s },
+	live:   func(Coord) bool { return true },
+	same:   func(a, b Coord) bool { return sameCoord(a.Coord, b.Coord) },
+	urgent: func(old *Coord, _ Coord) bool { return old == nil },
+}
+
+var tokenSpec = feedSpec[TokenPos]{
+	kind:   "token",
+	decode: DecodeTokenPos,
+	encode: TokenPos.Encode,
+	seq:    func(t TokenPos) uint64 { return t.Seq },
+	setSeq: func(t *TokenPos, s uint64) { t.Seq = s },
+	live:   func(t TokenPos) bool { return !t.Released },
+	same: func(a, b TokenPos) bool {
+		return a.Token == b.Token && a.Superpeer == b.Superpeer && a.Load == b.Load && a.Capacity == b.Capacity &&
+			a.Released == b.Released && sameCoord(a.Coord, b.Coord)
+	},
+	// A new token, a promotion and a release go out at once; load and
+	// coordinate updates may wait for the minimum gap.
+	urgent: func(old *TokenPos, t TokenPos) bool {
+		return old == nil || old.Token != t.Token || old.Superpeer != t.Superpeer || t.Released
+	},
+}
+
+// GeoConfig configures a Geo.
+type GeoConfig struct {
+	// Network names the overlay; it keeps topics of different overlays apart.
+	Network string
+	// Interval is the republish period of the local coordinate and token.
+	Interval time.Duration
+	// TTL is how long an entry stays without a refresh. Zero means three
+	// intervals; it may not be shorter than Interval.
+	TTL time.Duration
+	// MinGap is the least time between two publications on one topic that
+	// Set calls prompt: a change within MinGap of the last publication goes
+	// out, coalesced with later ones, when MinGap has passed. It keeps a
+	// coordinate that changes with every RTT sample from flooding the
+	// topic. A first value, a new token, a promotion and a release are
+	// published at once regardless. Zero means Interval/4; negative means no
+	// limit.
+	MinGap time.Duration
+	// Logger receives rejections (at debug level); nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of entry times and expiry; nil means time.Now. The
+	// republish period runs on the real clock regardless.
+	Now func() time.Time
+}
+
+func (cfg GeoConfig) withDefaults() (GeoConfig, error) {
+	if cfg.Network == "" {
+		return cfg, fmt.Errorf("%w: empty network name", ErrBadConfig)
+	}
+	if cfg.Interval <= 0 {
+		return cfg, fmt.Errorf("%w: republish interval %v, want > 0", ErrBadConfig, cfg.Interval)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 3 * cfg.Interval
+	}
+	if cfg.TTL < cfg.Interval {
+		return cfg, fmt.Errorf("%w: TTL %v is shorter than the republish interval %v", ErrBadConfig, cfg.TTL, cfg.Interval)
+	}
+	if cfg.MinGap == 0 {
+		cfg.MinGap = cfg.Interval / 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg, nil
+}
+
+// GeoStats counts the validators' decisions on both topics.
+type GeoStats struct {
+	Coords, Tokens FeedStats
+}
+
+// Geo keeps, from the coordinate and token topics of one overlay, the latest
+// coordinate of every peer and the latest position of every token, and
+// publishes this peer's own.
+type Geo struct {
+	cfg     GeoConfig
+	self    peer.ID
+	coords  *feed[Coord]
+	tokens  *feed[TokenPos]
+	changes chan struct{}
+}
+
+// newGeo returns a Geo attached to no topic (for JoinGeo and for tests).
+func newGeo(self peer.ID, cfg GeoConfig) (*Geo, feedConfig, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, feedConfig{}, err
+	}
+	if self == "" {
+		return nil, feedConfig{}, fmt.Errorf("%w: empty local peer ID", ErrBadConfig)
+	}
+	g := &Geo{cfg: cfg, self: self, changes: make(chan struct{}, 1)}
+	fc := feedConfig{
+		self: self, interval: cfg.Interval, ttl: cfg.TTL, minGap: cfg.MinGap,
+		now: cfg.Now, log: cfg.Logger, changed: g.notify,
+	}
+	return g, fc, nil
+}
+
+// JoinGeo joins the coordinate and token topics of cfg.Network on ps, with
+// validators that reject malformed payloads and ignore stale ones. self is
+// the local peer, the author of ps's messages; ps should sign strictly (the
+// default), since the sender of every payload is its signed origin. Call
+// SetCoord and SetToken to publish, and Close to leave.
+func JoinGeo(ps *pubsub.PubSub, self peer.ID, cfg GeoConfig) (*Geo, error) {
+	g, fc, err := newGeo(self, cfg)
+	if err != nil {
+		return nil, err
+	}
+	fc.topic = CoordTopic(g.cfg.Network)
+	if g.coords, err = joinFeed(ps, fc, &coordSpec); err != nil {
+		return nil, err
+	}
+	fc.topic = TokenTopic(g.cfg.Network)
+	if g.tokens, err = joinFeed(ps, fc, &tokenSpec); err != nil {
+		_ = g.coords.close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *Geo) notify() {
+	select {
+	case g.changes <- struct{}{}:
+	default:
+	}
+}
+
+// SetCoord sets this peer's coordinate: it is published at once if it
+// changed (within the MinGap rule of GeoConfig) and again every Interval. A
+// coordinate that fails geometric.Valid is refused with ErrBadGeo.
+func (g *Geo) SetCoord(ctx context.Context, c *coordinate.Coordinate) error {
+	if c == nil {
+		return fmt.Errorf("%w: nil coordinate", ErrBadGeo)
+	}
+	return g.coords.set(ctx, &Coord{ID: g.self, Coord: c.Clone()})
+}
+
+// SetToken sets the token this peer holds. Nil means it holds none: nothing
+// further is published and its own entry goes from Tokens (others drop it
+// when it expires, or sooner when the token's new holder reports a higher
+// Token.Seq). A non-nil position is published at once if it changed (a new
+// token, a promotion or a release always at once; a load or coordinate
+// change within the MinGap rule) and again every Interval; with Released set
+// it is published once and then cleared, as if SetToken(nil) followed.
+// t.Holder must be empty or this peer. A position receivers would reject is
+// refused with ErrBadGeo.
+func (g *Geo) SetToken(ctx context.Context, t *TokenPos) error {
+	if t == nil {
+		return g.tokens.set(ctx, nil)
+	}
+	if t.Holder != "" && t.Holder != g.self {
+		return fmt.Errorf("%w: position held by %s, local peer is %s", ErrBadGeo, t.Holder, g.self)
+	}
+	v := *t
+	v.Holder = g.self
+	if v.Coord != nil {
+		v.Coord = v.Coord.Clone()
+	}
+	return g.tokens.set(ctx, &v)
+}
+
+// Coord returns a copy of peer p's latest coordinate, this peer's included.
+func (g *Geo) Coord(p peer.ID) (*coordinate.Coordinate, bool) {
+	f := g.coords
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.tab.get(p, g.cfg.Now())
+	if !ok {
+		return nil, false
+	}
+	return c.Coord.Clone(), true
+}
+
+// Coords returns a copy of the latest coordinate of every peer, this peer's
+// included once set.
+func (g *Geo) Coords() map[peer.ID]*coordinate.Coordinate {
+	f := g.coords
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[peer.ID]*coordinate.Coordinate, len(f.tab.recs))
+	f.tab.each(g.cfg.Now(), func(id peer.ID, c Coord) { out[id] = c.Coord.Clone() })
+	return out
+}
+
+// Tokens returns one position per token number, sorted by number: of the
+// live reports about a token, the one with the highest Token.Seq, and on
+// equal Token.Seq the one whose holder has the smaller ID (the rule by which
+// geometric.Holder gives way). Released and expired reports are left out;
+// this peer's own is included.
+func (g *Geo) Tokens() []TokenPos {
+	f := g.tokens
+	f.mu.Lock()
+	best := make(map[int]TokenPos)
+	f.tab.each(g.cfg.Now(), func(_ peer.ID, t TokenPos) {
+		if b, ok := best[t.Token.Num]; !ok || beats(t, b) {
+			best[t.Token.Num] = t
+		}
+	})
+	f.mu.Unlock()
+	out := make([]TokenPos, 0, len(best))
+	for _, t := range best {
+		if t.Coord != nil {
+			t.Coord = t.Coord.Clone()
+		}
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b TokenPos) int { return cmp.Compare(a.Token.Num, b.Token.Num) })
+	return out
+}
+
+// beats reports whether report a of a token wins over report b of the same
+// token.
+func beats(a, b TokenPos) bool {
+	if a.Token.Seq != b.Token.Seq {
+		return a.Token.Seq > b.Token.Seq
+	}
+	return a.Holder < b.Holder
+}
+
+// Changes is signalled (coalesced, capacity 1) when a coordinate or a token
+// position changed: appeared, went, or differs by more than a refresh.
+func (g *Geo) Changes() <-chan struct{} { return g.changes }
+
+// Forget drops p's coordinate and token position at once, for instance when
+// it disconnected or left; a later message from p brings them back.
+func (g *Geo) Forget(p peer.ID) {
+	a := g.coords.forget(p)
+	b := g.tokens.forget(p)
+	if a || b {
+		g.notify()
+	}
+}
+
+// Stats returns the validators' counts on both topics.
+func (g *Geo) Stats() GeoStats {
+	return GeoStats{Coords: g.coords.stats(), Tokens: g.tokens.stats()}
+}
+
+// Close stops publishing and leaves both topics.
+func (g *Geo) Close() error {
+	return errors.Join(g.coords.close(), g.tokens.close())
+}

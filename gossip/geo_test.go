@@ -1,0 +1,760 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// coordAt returns serf's default coordinate moved to x seconds on the first
+// axis.
+func coordAt(x float64) *coordinate.Coordinate {
+	c := coordinate.NewCoordinate(coordinate.DefaultConfig())
+	c.Vec[0] = x
+	return c
+}
+
+// rawCoord is a coordinate payload with the given JSON in place of the
+// coordinate, for crafting bad input the encoder refuses to produce.
+func rawCoord(seq uint64, coordJSON string) []byte {
+	return fmt.Appendf(nil, `{"v":1,"seq":%d,"coord":%s}`, seq, coordJSON)
+}
+
+const goodCoordJSON = `{"vec":[0.01,0,0,0,0,0,0,0],"error":1.5,"adjustment":0,"height":0.00001}`
+
+func TestCoordRoundTrip(t *testing.T) {
+	id := fakeID(t, 1)
+	c := coordAt(0.012)
+	c.Adjustment, c.Height, c.Error = -0.001, 0.002, 0.3
+	data, err := Coord{ID: id, Seq: 42, Coord: c}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeCoord(id, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != id || got.Seq != 42 || !sameCoord(got.Coord, c) {
+		t.Fatalf("round trip changed the coordinate: %+v -> %+v", c, got)
+	}
+	// The wire format is ours, with the field names the brief fixes.
+	for _, field := range []string{`"v":1`, `"seq":42`, `"vec":`, `"error":`, `"adjustment":`, `"height":`} {
+		if !strings.Contains(string(data), field) {
+			t.Errorf("payload %s lacks %s", data, field)
+		}
+	}
+}
+
+func TestTokenPosRoundTrip(t *testing.T) {
+	id := fakeID(t, 1)
+	tp := TokenPos{
+		Holder: id, Seq: 7, Token: geometric.Token{Num: MaxTokens - 1, Seq: 1 << 60}, Coord: coordAt(-0.02),
+		Superpeer: true, Load: 3, Capacity: 3,
+	}
+	data, err := tp.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeTokenPos(id, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Holder != id || got.Seq != 7 || got.Token != tp.Token || !sameCoord(got.Coord, tp.Coord) ||
+		!got.Superpeer || got.Load != 3 || got.Capacity != 3 || got.Released {
+		t.Fatalf("round trip changed the position: %+v -> %+v", tp, got)
+	}
+	// A release may leave the coordinate out.
+	rel := TokenPos{Token: geometric.Token{Num: 2, Seq: 9}, Capacity: 1, Released: true}
+	data, err = rel.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeTokenPos(id, data); err != nil || !got.Released || got.Coord != nil || got.Token != rel.Token {
+		t.Fatalf("release round trip: %+v, %v", got, err)
+	}
+}
+
+func TestDecodeCoordRejects(t *testing.T) {
+	id := fakeID(t, 1)
+	vec := func(first string) string {
+		return `{"vec":[` + first + `,0,0,0,0,0,0,0],"error":1.5,"adjustment":0,"height":0.00001}`
+	}
+	cases := []struct {
+		name   string
+		origin peer.ID
+		data   []byte
+		coord  bool // the error also wraps geometric.ErrBadCoordinate
+	}{
+		{name: "not json", data: []byte("garbage")},
+		{name: "empty", data: nil},
+		{name: "oversized", data: append(rawCoord(1, goodCoordJSON), make([]byte, MaxGeoSize)...)},
+		{name: "no version", data: []byte(`{"seq":1,"coord":` + goodCoordJSON + `}`)},
+		{name: "unknown version", data: []byte(`{"v":2,"seq":1,"coord":` + goodCoordJSON + `}`)},
+		{name: "trailing data", data: append(rawCoord(1, goodCoordJSON), []byte(`{}`)...)},
+		{name: "negative seq", data: []byte(`{"v":1,"seq":-1,"coord":` + goodCoordJSON + `}`)},
+		{name: "no origin", origin: "-", data: rawCoord(1, goodCoordJSON)},
+		{name: "no coordinate", data: []byte(`{"v":1,"seq":1}`), coord: true},
+		{name: "null coordinate", data: rawCoord(1, `null`), coord: true},
+		{name: "no vec", data: rawCoord(1, `{"error":1.5,"height":0.00001}`), coord: true},
+		{name: "wrong dimension", data: rawCoord(1, `{"vec":[0,0,0],"error":1.5,"height":0.00001}`), coord: true},
+		{name: "overflow to inf", data: rawCoord(1, vec("1e400"))},
+		{name: "negative overflow", data: rawCoord(1, vec("-1e400"))},
+		{name: "NaN literal", data: rawCoord(1, vec("NaN"))},
+		{name: "Infinity literal", data: rawCoord(1, vec("Infinity"))},
+		{name: "string component", data: rawCoord(1, vec(`"0.1"`))},
+		{name: "huge component", data: rawCoord(1, vec("1e300")), coord: true},
+		{name: "absurd component", data: rawCoord(1, vec("11")), coord: true},
+		{name: "huge height", data: rawCoord(1, `{"vec":[0,0,0,0,0,0,0,0],"error":1.5,"height":1e12}`), coord: true},
+		{name: "negative height", data: rawCoord(1, `{"vec":[0,0,0,0,0,0,0,0],"error":1.5,"height":-0.1}`), coord: true},
+		{name: "negative error", data: rawCoord(1, `{"vec":[0,0,0,0,0,0,0,0],"error":-1,"height":0.1}`), coord: true},
+		{name: "huge adjustment", data: rawCoord(1, `{"vec":[0,0,0,0,0,0,0,0],"error":1,"height":0.1,"adjustment":-1e9}`), coord: true},
+	}
+	for _, c := range cases {
+		origin := id
+		if c.origin == "-" {
+			origin = ""
+		}
+		_, err := DecodeCoord(origin, c.data)
+		if !errors.Is(err, ErrBadGeo) {
+			t.Errorf("%s: err = %v, want ErrBadGeo", c.name, err)
+			continue
+		}
+		if c.coord && !errors.Is(err, geometric.ErrBadCoordinate) {
+			t.Errorf("%s: err = %v, want it to wrap geometric.ErrBadCoordinate too", c.name, err)
+		}
+	}
+	if _, err := DecodeCoord(id, rawCoord(1, goodCoordJSON)); err != nil {
+		t.Fatalf("the good payload of these cases is rejected: %v", err)
+	}
+}
+
+func TestDecodeTokenPosRejects(t *testing.T) {
+	id := fakeID(t, 1)
+	tok := func(fields string) []byte {
+		return []byte(`{"v":1,"seq":1,"coord":` + goodCoordJSON + `,` + fields + `}`)
+	}
+	cases := map[string][]byte{
+		"not json":          []byte("{"),
+		"unknown version":   []byte(`{"v":3,"num":0,"capacity":1,"coord":` + goodCoordJSON + `}`),
+		"oversized":         append(tok(`"num":0,"capacity":1`), make([]byte, MaxGeoSize)...),
+		"negative num":      tok(`"num":-1,"capacity":1`),
+		"num at MaxTokens":  tok(fmt.Sprintf(`"num":%d,"capacity":1`, MaxTokens)),
+		"num overflows int": tok(`"num":1e30,"capacity":1`),
+		"fractional num":    tok(`"num":1.5,"capacity":1`),
+		"negative tseq":     tok(`"num":0,"tseq":-1,"capacity":1`),
+		"zero capacity":     tok(`"num":0,"capacity":0`),
+		"no capacity":       tok(`"num":0`),
+		"negative load":     tok(`"num":0,"load":-1,"capacity":4`),
+		"load > capacity":   tok(`"num":0,"load":5,"capacity":4`),
+		"missing coord":     []byte(`{"v":1,"seq":1,"num":0,"capacity":1}`),
+		"bad coord":         []byte(`{"v":1,"seq":1,"num":0,"capacity":1,"coord":{"vec":[1e300,0,0,0,0,0,0,0]}}`),
+		"inf coord":         []byte(`{"v":1,"seq":1,"num":0,"capacity":1,"coord":{"vec":[1e999,0,0,0,0,0,0,0]}}`),
+		"bad released":      []byte(`{"v":1,"seq":1,"num":0,"capacity":1,"released":true,"coord":{"vec":[0]}}`),
+		"released bad load": []byte(`{"v":1,"seq":1,"num":0,"capacity":1,"load":2,"released":true}`),
+	}
+	for name, data := range cases {
+		if _, err := DecodeTokenPos(id, data); !errors.Is(err, ErrBadGeo) {
+			t.Errorf("%s: err = %v, want ErrBadGeo", name, err)
+		}
+	}
+	if _, err := DecodeTokenPos("", tok(`"num":0,"capacity":1`)); !errors.Is(err, ErrBadGeo) {
+		t.Errorf("no origin: err = %v, want ErrBadGeo", err)
+	}
+	if _, err := DecodeTokenPos(id, tok(`"num":0,"capacity":1,"load":1`)); err != nil {
+		t.Fatalf("the good payload of these cases is rejected: %v", err)
+	}
+}
+
+func TestEncodeRefusesWhatDecodeRejects(t *testing.T) {
+	nan := coordAt(0)
+	nan.Vec[3] = math.NaN()
+	inf := coordAt(0)
+	inf.Height = math.Inf(1)
+	short := coordAt(0)
+	short.Vec = short.Vec[:2]
+	for name, c := range map[string]*coordinate.Coordinate{"nil": nil, "NaN": nan, "Inf": inf, "2 dimensions": short} {
+		if _, err := (Coord{Coord: c}).Encode(); !errors.Is(err, ErrBadGeo) {
+			t.Errorf("Coord %s: err = %v, want ErrBadGeo", name, err)
+		}
+		if _, err := (TokenPos{Coord: c, Capacity: 1}).Encode(); !errors.Is(err, ErrBadGeo) {
+			t.Errorf("TokenPos %s: err = %v, want ErrBadGeo", name, err)
+		}
+	}
+	for name, tp := range map[string]TokenPos{
+		"num":      {Token: geometric.Token{Num: MaxTokens}, Coord: coordAt(0), Capacity: 1},
+		"load":     {Coord: coordAt(0), Load: 2, Capacity: 1},
+		"capacity": {Coord: coordAt(0)},
+	} {
+		if _, err := tp.Encode(); !errors.Is(err, ErrBadGeo) {
+			t.Errorf("TokenPos bad %s: err = %v, want ErrBadGeo", name, err)
+		}
+	}
+}
+
+func TestTopicNames(t *testing.T) {
+	if got := CoordTopic("x"); got != "/superpeer/x/coords/1" {
+		t.Errorf("CoordTopic = %q", got)
+	}
+	if got := TokenTopic("x"); got != "/superpeer/x/tokens/1" {
+		t.Errorf("TokenTopic = %q", got)
+	}
+}
+
+// clock is a settable clock for tests.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// offlineGeo returns a Geo attached to no topic, whose messages the test
+// hands in with offer, on a clock the test moves.
+func offlineGeo(t *testing.T, self peer.ID, minGap time.Duration) (*Geo, *clock) {
+	t.Helper()
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	g, fc, err := newGeo(self, GeoConfig{Network: "test", Interval: time.Second, MinGap: minGap, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.coords = newFeed(fc, &coordSpec)
+	g.tokens = newFeed(fc, &tokenSpec)
+	return g, clk
+}
+
+// offer passes a message from origin through f's validator, as GossipSub
+// does, and delivers it if accepted. The message comes through a relay, a
+// peer other than the local one.
+func offer[T any](f *feed[T], origin peer.ID, data []byte) pubsub.ValidationResult {
+	const relay = peer.ID("relay")
+	msg := &pubsub.Message{Message: &pb.Message{From: []byte(origin), Data: data}, ReceivedFrom: relay}
+	r := f.validate(context.Background(), relay, msg)
+	if r == pubsub.ValidationAccept {
+		f.deliver(msg)
+	}
+	return r
+}
+
+func coordMsg(t *testing.T, seq uint64, c *coordinate.Coordinate) []byte {
+	t.Helper()
+	data, err := Coord{Seq: seq, Coord: c}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func tokenMsg(t *testing.T, seq uint64, num int, tseq uint64, released bool) []byte {
+	t.Helper()
+	data, err := TokenPos{Seq: seq, Token: geometric.Token{Num: num, Seq: tseq}, Coord: coordAt(float64(num) / 100), Capacity: 2, Released: released}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func drain(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestGeoValidatorStaleness(t *testing.T) {
+	self, a := fakeID(t, 1), fakeID(t, 2)
+	g, _ := offlineGeo(t, self, -1)
+	f := g.coords
+	steps := []struct {
+		what string
+		seq  uint64
+		x    float64
+		want pubsub.ValidationResult
+	}{
+		{"first", 10, 0.01, pubsub.ValidationAccept},
+		{"same seq", 10, 0.02, pubsub.ValidationIgnore},
+		{"older", 9, 0.03, pubsub.ValidationIgnore},
+		{"newer", 11, 0.04, pubsub.ValidationAccept},
+	}
+	for _, s := range steps {
+		if got := offer(f, a, coordMsg(t, s.seq, coordAt(s.x))); got != s.want {
+			t.Fatalf("%s (seq %d): %v, want %v", s.what, s.seq, got, s.want)
+		}
+	}
+	if c, ok := g.Coord(a); !ok || c.Vec[0] != 0.04 {
+		t.Fatalf("coordinate of a = %v, %v; want the newest (0.04)", c, ok)
+	}
+	if got := offer(f, a, rawCoord(12, `{"vec":[1e300,0,0,0,0,0,0,0]}`)); got != pubsub.ValidationReject {
+		t.Fatalf("bad coordinate: %v, want Reject", got)
+	}
+	if got := offer(f, "", rawCoord(13, goodCoordJSON)); got != pubsub.ValidationReject {
+		t.Fatalf("unsigned message: %v, want Reject", got)
+	}
+	// Our own message, relayed back by another peer, is ignored: we know our
+	// own coordinate first-hand.
+	if got := offer(f, self, coordMsg(t, 1, coordAt(0.5))); got != pubsub.ValidationIgnore {
+		t.Fatalf("our own message relayed: %v, want Ignore", got)
+	}
+	if _, ok := g.Coord(self); ok {
+		t.Fatal("a relayed message of ours entered our view")
+	}
+	if s := g.Stats().Coords; s != (FeedStats{Accepted: 2, Rejected: 2, Ignored: 3}) {
+		t.Fatalf("stats = %+v", s)
+	}
+
+	// Forget drops a's coordinate but keeps its sequence number: a delayed
+	// older message does not bring it back, a newer one does.
+	g.Forget(a)
+	if _, ok := g.Coord(a); ok {
+		t.Fatal("Forget kept the coordinate")
+	}
+	if got := offer(f, a, coordMsg(t, 11, coordAt(0.05))); got != pubsub.ValidationIgnore {
+		t.Fatalf("replay after Forget: %v, want Ignore", got)
+	}
+	if got := offer(f, a, coordMsg(t, 12, coordAt(0.06))); got != pubsub.ValidationAccept {
+		t.Fatalf("newer after Forget: %v, want Accept", got)
+	}
+}
+
+func TestGeoTokensResolution(t *testing.T) {
+	self := fakeID(t, 1)
+	g, _ := offlineGeo(t, self, -1)
+	// Three peers in ID order.
+	ids := []peer.ID{fakeID(t, 2), fakeID(t, 3), fakeID(t, 4)}
+	for i := range ids {
+		for j := i + 1; j < len(ids); j++ {
+			if ids[j] < ids[i] {
+				ids[i], ids[j] = ids[j], ids[i]
+			}
+		}
+	}
+	lo, mid, hi := ids[0], ids[1], ids[2]
+	f := g.tokens
+	holderOf := func(num int) (peer.ID, uint64) {
+		for _, tp := range g.Tokens() {
+			if tp.Token.Num == num {
+				return tp.Holder, tp.Token.Seq
+			}
+		}
+		return "", 0
+	}
+	mustAccept := func(from peer.ID, data []byte) {
+		t.Helper()
+		if r := offer(f, from, data); r != pubsub.ValidationAccept {
+			t.Fatalf("message from %s: %v, want Accept", from, r)
+		}
+	}
+
+	mustAccept(hi, tokenMsg(t, 1, 3, 5, false))
+	if h, s := holderOf(3); h != hi || s != 5 {
+		t.Fatalf("token 3 held by %s at %d, want hi at 5", h, s)
+	}
+	// A higher token Seq wins whatever the holder's ID.
+	mustAccept(mid, tokenMsg(t, 1, 3, 6, false))
+	if h, _ := holderOf(3); h != mid {
+		t.Fatalf("token 3 held by %s, want mid (higher token seq)", h)
+	}
+	// A lower one loses even with a smaller ID.
+	mustAccept(lo, tokenMsg(t, 1, 3, 4, false))
+	if h, _ := holderOf(3); h != mid {
+		t.Fatalf("token 3 held by %s, want mid (lo's report is older)", h)
+	}
+	// On an equal token Seq the smaller holder ID wins.
+	mustAccept(lo, tokenMsg(t, 2, 3, 6, false))
+	if h, _ := holderOf(3); h != lo {
+		t.Fatalf("token 3 held by %s, want lo (equal token seq, smaller ID)", h)
+	}
+	// lo releases it: mid's report stands again.
+	mustAccept(lo, tokenMsg(t, 3, 3, 6, true))
+	if h, _ := holderOf(3); h != mid {
+		t.Fatalf("after lo's release token 3 held by %s, want mid", h)
+	}
+	// A holder's newer message about another token replaces its old claim.
+	mustAccept(mid, tokenMsg(t, 2, 5, 1, false))
+	if h, s := holderOf(3); h != hi || s != 5 {
+		t.Fatalf("after mid moved to token 5, token 3 held by %s at %d, want hi at 5", h, s)
+	}
+	// Our own token counts too, and the list is sorted by number.
+	if err := g.SetToken(context.Background(), &TokenPos{Token: geometric.Token{Num: 0, Seq: 1}, Coord: coordAt(0), Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var nums []int
+	for _, tp := range g.Tokens() {
+		nums = append(nums, tp.Token.Num)
+	}
+	if fmt.Sprint(nums) != "[0 3 5]" {
+		t.Fatalf("token numbers %v, want [0 3 5]", nums)
+	}
+	if h, _ := holderOf(0); h != self {
+		t.Fatalf("token 0 held by %s, want self", h)
+	}
+	// A stale message of a holder is ignored even though it names a token.
+	if r := offer(f, hi, tokenMsg(t, 1, 9, 100, false)); r != pubsub.ValidationIgnore {
+		t.Fatalf("stale token message: %v, want Ignore", r)
+	}
+	// Releasing our own clears it at once, and nothing is left to republish.
+	if err := g.SetToken(context.Background(), &TokenPos{Token: geometric.Token{Num: 0, Seq: 1}, Coord: coordAt(0), Capacity: 1, Released: true}); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := holderOf(0); h != "" {
+		t.Fatalf("our released token still held by %s", h)
+	}
+	if g.tokens.local != nil {
+		t.Fatal("a release stays to be republished")
+	}
+	// Forget drops a holder's position.
+	g.Forget(hi)
+	if h, _ := holderOf(3); h != "" {
+		t.Fatalf("after Forget(hi) token 3 held by %s", h)
+	}
+}
+
+func TestGeoExpiry(t *testing.T) {
+	self, a := fakeID(t, 1), fakeID(t, 2)
+	g, clk := offlineGeo(t, self, -1)
+	ttl := g.cfg.TTL
+	if ttl != 3*time.Second {
+		t.Fatalf("default TTL %v, want 3 intervals", ttl)
+	}
+	offer(g.coords, a, coordMsg(t, 5, coordAt(0.01)))
+	offer(g.tokens, a, tokenMsg(t, 5, 1, 1, false))
+	drain(g.Changes())
+
+	clk.advance(ttl)
+	if len(g.Coords()) != 1 || len(g.Tokens()) != 1 {
+		t.Fatalf("entries gone at exactly the TTL: %v, %v", g.Coords(), g.Tokens())
+	}
+	clk.advance(time.Nanosecond)
+	if len(g.Coords()) != 0 || len(g.Tokens()) != 0 {
+		t.Fatalf("entries past the TTL still shown: %v, %v", g.Coords(), g.Tokens())
+	}
+	// The republish loop's expiry deletes them and signals the change.
+	for _, changed := range []bool{g.coords.tab.expire(clk.now()), g.tokens.tab.expire(clk.now())} {
+		if !changed {
+			t.Fatal("expiry of a live entry not reported as a change")
+		}
+	}
+	if len(g.coords.tab.recs) != 0 || len(g.tokens.tab.recs) != 0 {
+		t.Fatal("expired records kept")
+	}
+	// Our own entry is refreshed by republication, not expired.
+	if err := g.SetCoord(context.Background(), coordAt(0.02)); err != nil {
+		t.Fatal(err)
+	}
+	if !drain(g.Changes()) {
+		t.Fatal("setting our coordinate signalled no change")
+	}
+	clk.advance(ttl / 2)
+	g.coords.publish(context.Background())
+	clk.advance(ttl)
+	if c, ok := g.Coord(self); !ok || c.Vec[0] != 0.02 {
+		t.Fatalf("our own coordinate = %v, %v after republication", c, ok)
+	}
+}
+
+func TestGeoSetAndMinGap(t *testing.T) {
+	self := fakeID(t, 1)
+	g, clk := offlineGeo(t, self, 100*time.Millisecond)
+	ctx := context.Background()
+	f := g.coords
+	if err := g.SetCoord(ctx, nil); !errors.Is(err, ErrBadGeo) {
+		t.Fatalf("nil coordinate: %v", err)
+	}
+	bad := coordAt(0)
+	bad.Vec[0] = math.Inf(-1)
+	if err := g.SetCoord(ctx, bad); !errors.Is(err, ErrBadGeo) {
+		t.Fatalf("infinite coordinate: %v", err)
+	}
+	if len(g.Coords()) != 0 {
+		t.Fatal("a refused coordinate entered the view")
+	}
+	// The first value is published at once.
+	if err := g.SetCoord(ctx, coordAt(0.01)); err != nil {
+		t.Fatal(err)
+	}
+	seq := f.lastSeq
+	if seq == 0 || f.pending {
+		t.Fatalf("first coordinate not published: seq %d, pending %v", seq, f.pending)
+	}
+	// The same value again publishes nothing.
+	_ = g.SetCoord(ctx, coordAt(0.01))
+	if f.lastSeq != seq || f.pending {
+		t.Fatal("an unchanged coordinate was published")
+	}
+	// A change within MinGap waits, but our own view shows it at once.
+	_ = g.SetCoord(ctx, coordAt(0.02))
+	if f.lastSeq != seq || !f.pending {
+		t.Fatal("a change within MinGap was published at once")
+	}
+	if c, _ := g.Coord(self); c.Vec[0] != 0.02 {
+		t.Fatalf("own coordinate %v, want the pending one", c.Vec[0])
+	}
+	// After MinGap a change goes out at once.
+	clk.advance(100 * time.Millisecond)
+	_ = g.SetCoord(ctx, coordAt(0.03))
+	if f.lastSeq == seq || f.pending {
+		t.Fatal("a change after MinGap was not published")
+	}
+	// Tokens: a new token is urgent, a load change within MinGap is not.
+	tf := g.tokens
+	tp := TokenPos{Token: geometric.Token{Num: 1, Seq: 1}, Coord: coordAt(0), Capacity: 2}
+	_ = g.SetToken(ctx, &tp)
+	tseq := tf.lastSeq
+	tp.Load = 1
+	_ = g.SetToken(ctx, &tp)
+	if tf.lastSeq != tseq || !tf.pending {
+		t.Fatal("a load change within MinGap was published at once")
+	}
+	tp.Token.Seq = 2
+	_ = g.SetToken(ctx, &tp)
+	if tf.lastSeq == tseq || tf.pending {
+		t.Fatal("a new token was not published at once")
+	}
+	if err := g.SetToken(ctx, &TokenPos{Holder: fakeID(t, 9), Token: tp.Token, Coord: coordAt(0), Capacity: 1}); !errors.Is(err, ErrBadGeo) {
+		t.Fatalf("a position of another holder: %v", err)
+	}
+	// SetToken(nil) drops our own position and stops republication.
+	_ = g.SetToken(ctx, nil)
+	if len(g.Tokens()) != 0 || tf.local != nil {
+		t.Fatal("SetToken(nil) kept our position")
+	}
+}
+
+// A change held back by MinGap goes out from the republish loop when the gap
+// has passed, well before the next periodic republication.
+func TestGeoDeferredPublish(t *testing.T) {
+	self := fakeID(t, 1)
+	g, fc, err := newGeo(self, GeoConfig{Network: "test", Interval: time.Hour, MinGap: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFeed(fc, &coordSpec)
+	g.coords = f
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.done.Add(1)
+	go f.run(ctx)
+	defer func() { cancel(); f.done.Wait() }()
+
+	if err := g.SetCoord(ctx, coordAt(0.01)); err != nil {
+		t.Fatal(err)
+	}
+	state := func() (uint64, bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.lastSeq, f.pending
+	}
+	first, _ := state()
+	if err := g.SetCoord(ctx, coordAt(0.02)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deferred change to be published", func() bool {
+		seq, pending := state()
+		return seq > first && !pending
+	})
+	f.mu.Lock()
+	r := f.tab.recs[self]
+	f.mu.Unlock()
+	if r.val.Coord.Vec[0] != 0.02 || r.seq == first {
+		t.Fatalf("published record %+v, want the deferred coordinate under a new seq", r)
+	}
+}
+
+// Real GossipSub over an in-process network: every peer's view converges on
+// every coordinate and token; a pass and a release spread; bad payloads
+// published through the raw topic are rejected by every receiver and stale
+// ones ignored, and neither reaches a view.
+func TestGeoOverGossipSub(t *testing.T) {
+	const n = 5
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mn, err := mocknet.FullMeshConnected(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mn.Close()
+	hosts := mn.Hosts()
+	gs := make([]*Geo, n)
+	ids := make([]peer.ID, n)
+	for i, h := range hosts {
+		ps, err := pubsub.NewGossipSub(ctx, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := JoinGeo(ps, h.ID(), GeoConfig{Network: "test", Interval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs[i], ids[i] = g, h.ID()
+		if err := g.SetCoord(ctx, coordAt(float64(i)/100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, g := range gs {
+			if err := g.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	pos := func(i, num int, tseq uint64) *TokenPos {
+		return &TokenPos{Token: geometric.Token{Num: num, Seq: tseq}, Coord: coordAt(float64(i) / 100), Capacity: 4}
+	}
+	if err := gs[0].SetToken(ctx, pos(0, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := gs[1].SetToken(ctx, pos(1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// holders renders a view's tokens as "num@peer-index".
+	holders := func(g *Geo) string {
+		var out []string
+		for _, tp := range g.Tokens() {
+			i := 0
+			for i < n && ids[i] != tp.Holder {
+				i++
+			}
+			out = append(out, fmt.Sprintf("%d@%d", tp.Token.Num, i))
+		}
+		return strings.Join(out, " ")
+	}
+	converged := func(want string) func() bool {
+		return func() bool {
+			for _, g := range gs {
+				cs := g.Coords()
+				if len(cs) != n || holders(g) != want {
+					return false
+				}
+				for i, id := range ids {
+					if c := cs[id]; c == nil || c.Vec[0] != float64(i)/100 {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+	waitFor(t, "every view to hold 5 coordinates and tokens 0@0 1@1", converged("0@0 1@1"))
+
+	// Peer 0 passes token 0 to peer 2: the higher token Seq wins everywhere,
+	// though peer 0's older report lives on until it expires.
+	if err := gs[2].SetToken(ctx, pos(2, 0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := gs[0].SetToken(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pass of token 0 to peer 2 to spread", converged("0@2 1@1"))
+	// A load change right after (within MinGap, so it may wait) spreads too.
+	loaded := pos(2, 0, 2)
+	loaded.Load = 3
+	if err := gs[2].SetToken(ctx, loaded); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "peer 2's load to spread", func() bool {
+		for _, g := range gs {
+			if ts := g.Tokens(); len(ts) == 0 || ts[0].Load != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	// Peer 1 leaves and releases token 1.
+	rel := pos(1, 1, 1)
+	rel.Released = true
+	if err := gs[1].SetToken(ctx, rel); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the release of token 1 to spread", converged("0@2"))
+
+	// Peer 4 publishes bad payloads through the raw topics: a token with a
+	// load above its capacity, and a coordinate that overflows to infinity.
+	// Each has the highest sequence number, so were it accepted it would
+	// stick. Peer 4's own validator passes its own messages, so they do go
+	// out; every receiver must reject them.
+	badToken := []byte(fmt.Sprintf(`{"v":1,"seq":%d,"num":7,"tseq":9,"load":9,"capacity":1,"coord":%s}`, uint64(math.MaxUint64), goodCoordJSON))
+	badCoord := rawCoord(math.MaxUint64, `{"vec":[1e400,0,0,0,0,0,0,0],"error":1,"height":0.1}`)
+	before := make([]GeoStats, n)
+	for i, g := range gs {
+		before[i] = g.Stats()
+	}
+	publishUntil(t, "every peer to reject both bad payloads", func() {
+		_ = gs[4].tokens.topic.Publish(ctx, badToken)
+		_ = gs[4].coords.topic.Publish(ctx, badCoord)
+	}, func() bool {
+		for i, g := range gs[:4] {
+			s := g.Stats()
+			if s.Tokens.Rejected == before[i].Tokens.Rejected || s.Coords.Rejected == before[i].Coords.Rejected {
+				return false
+			}
+		}
+		return true
+	})
+	// A stale, well-formed coordinate (sequence number 1) is ignored.
+	stale := coordMsg(t, 1, coordAt(0.09))
+	publishUntil(t, "every peer to ignore the stale coordinate", func() {
+		_ = gs[4].coords.topic.Publish(ctx, stale)
+	}, func() bool {
+		for i, g := range gs[:4] {
+			if g.Stats().Coords.Ignored == before[i].Coords.Ignored {
+				return false
+			}
+		}
+		return true
+	})
+	for i, g := range gs[:4] {
+		if h := holders(g); h != "0@2" {
+			t.Errorf("peer %d accepted a bad token: tokens %s", i, h)
+		}
+		if c, ok := g.Coord(ids[4]); !ok || c.Vec[0] != 0.04 {
+			t.Errorf("peer %d's coordinate of peer 4 = %v, %v; want the honest one", i, c, ok)
+		}
+	}
+	// Peer 4 stays in every view after this: its honest republications
+	// still count.
+	waitFor(t, "views to hold after the bad payloads", converged("0@2"))
+}
+
+// publishUntil calls publish, then again every 200 ms, until cond holds or a
+// generous deadline passes (GossipSub delivers a message only to the mesh
+// peers of the moment, so one publication may miss a peer).
+func publishUntil(t *testing.T, what string, publish func(), cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		publish()
+		for range 10 {
+			if cond() {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

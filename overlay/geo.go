@@ -1,0 +1,639 @@
+package overlay
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+
+	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/gossip"
+)
+
+// The geometric strategy (Config.Strategy = StrategyGeometric) drives the
+// pure machines of package geometric:
+//
+//   - Coordinates: every PingInterval the node pings one random peer whose
+//     coordinate it knows (libp2p's ping protocol), feeds the RTT and that
+//     peer's coordinate to its Vivaldi client, and publishes its own
+//     coordinate on the coordinates topic.
+//   - Tokens: every TokenInterval (jittered by up to a quarter, so that
+//     holders rarely move at the same instant on stale positions) the node
+//     gives its Holder the coordinates and token positions heard by gossip
+//     and ticks it. A Pass is carried out over the token protocol (the
+//     receiver's Holder accepts or refuses it); the holder publishes its
+//     position on the tokens topic. The S tokens start on
+//     geometric.InitialHolders of the membership view once the view has had
+//     warmup to fill; a token that nobody reports for three token intervals
+//     is re-homed (geometric.Rehome) to a peer that then takes it.
+//   - Attachment: a promoted holder is a superpeer. An ordinary peer attaches
+//     to the nearest superpeer with room (geometric.Attach, preferring
+//     measured RTTs) by asking it over the attach protocol, which the
+//     superpeer refuses when it already serves Capacity peers; the request is
+//     repeated every token interval and is the superpeer's proof that the
+//     member is alive.
+//
+// Stream protocols (versioned; the sender is the stream's authenticated
+// remote peer): token "/superpeer/<network>/token/1.0.0", request 16 bytes
+// (token number and sequence, big-endian), response 1 byte (1 taken, 0
+// refused); attach "/superpeer/<network>/attach/1.0.0", request 1 byte (the
+// version, 1), response 1 byte (1 accepted, 0 refused).
+
+// Strategies of superpeer selection.
+const (
+	StrategyDHT       = "dht"
+	StrategyGeometric = "geometric"
+)
+
+func geoProtocol(network, name string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/" + name + "/1.0.0")
+}
+
+// geoWarmups is how many token intervals a node waits, when it hears of no
+// token, before it places the tokens itself: time for the membership view
+// to fill so that the peers agree on the initial holders, and for the
+// coordinates to take shape (the first fastSamples pings go out five times
+// as often).
+const (
+	geoWarmups  = 10
+	fastSamples = 30
+)
+
+// liveMargin is the default Margin of the live token dynamics, larger than
+// the simulator's: live coordinates keep moving with every sample (by a few
+// milliseconds), and a token should not chase that noise. A token's energy
+// is of the order of the mean RTT in its cluster (tens of milliseconds), so
+// 5 ms asks for a gain of some ten per cent.
+const liveMargin = 5 * time.Millisecond
+
+// snapshotTicks is how many token intervals the token machine keeps one
+// snapshot of the coordinates.
+const snapshotTicks = 10
+
+type geo struct {
+	n                       *Node
+	cfg                     geometric.Config
+	feed                    *gossip.Geo
+	tokenProto, attachProto protocol.ID
+	seed                    uint64
+	rng                     *rand.Rand
+
+	mu       sync.Mutex
+	client   *geometric.Client
+	holder   *geometric.Holder
+	rtt      map[peer.ID]time.Duration // last measured
+	members  map[peer.ID]time.Time     // a superpeer's attached peers, last request
+	attached peer.ID                   // an ordinary peer's superpeer
+	missing  map[int]time.Time         // token number -> since when nobody reports it
+	started  time.Time
+	// The coordinates the token machine decides on: a snapshot refreshed
+	// every snapshotTicks ticks, so that tokens settle between refreshes
+	// instead of chasing every sample's noise; and the random half of the
+	// neighbours, drawn once.
+	snapshot      map[peer.ID]*coordinate.Coordinate
+	snapshotAge   int
+	longNeighbors []peer.ID
+	holding       bool // we published a token position last time
+}
+
+func (n *Node) startGeo(ctx context.Context) error {
+	cfg := n.cfg.Geometric
+	cfg.Tokens = n.cfg.Target.Superpeers
+	cfg, err := cfg.Filled()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
+	if err != nil {
+		return err
+	}
+	holder, err := geometric.NewHolder(geometric.ID(n.self), cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(n.cfg.Network))
+	seed := h.Sum64()
+	g := &geo{
+		n: n, cfg: cfg, seed: seed,
+		rng:        rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))),
+		tokenProto: geoProtocol(n.cfg.Network, "token"), attachProto: geoProtocol(n.cfg.Network, "attach"),
+		client: client, holder: holder,
+		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, missing: map[int]time.Time{},
+		started: time.Now(),
+	}
+	g.feed, err = gossip.JoinGeo(n.ps, n.self, gossip.GeoConfig{
+		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
+	})
+	if err != nil {
+		return err
+	}
+	ping.NewPingService(n.host) // a host of our own has it already; a given one may not
+	n.host.SetStreamHandler(g.tokenProto, g.handleToken)
+	n.host.SetStreamHandler(g.attachProto, g.handleAttach)
+	n.geo = g
+	if err := g.feed.SetCoord(ctx, client.Coordinate()); err != nil {
+		n.log.Warn("geometric: publish coordinate", "err", err)
+	}
+	n.wg.Add(2)
+	go g.pingLoop(ctx)
+	go g.tickLoop(ctx)
+	return nil
+}
+
+// pingLoop measures one RTT per PingInterval and updates the coordinate.
+func (g *geo) pingLoop(ctx context.Context) {
+	defer g.n.wg.Done()
+	t := time.NewTicker(g.n.cfg.PingInterval / 5)
+	defer t.Stop()
+	for samples := 0; ; samples++ {
+		if samples == fastSamples {
+			t.Reset(g.n.cfg.PingInterval)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, remote, ok := g.pickPingTarget()
+		if !ok {
+			continue
+		}
+		rtt, err := g.ping(ctx, p)
+		if err != nil {
+			g.n.log.Debug("geometric: ping", "peer", p, "err", err)
+			continue
+		}
+		g.mu.Lock()
+		g.rtt[p] = rtt
+		c, err := g.client.Sample(geometric.ID(p), remote, rtt)
+
+		g.mu.Unlock()
+		if err != nil {
+			g.n.log.Debug("geometric: sample rejected", "peer", p, "rtt", rtt, "err", err)
+			continue
+		}
+		if err := g.feed.SetCoord(ctx, c); err != nil && ctx.Err() == nil {
+			g.n.log.Warn("geometric: publish coordinate", "err", err)
+		}
+	}
+}
+
+// pickPingTarget chooses a random peer with a known coordinate, preferring
+// a superpeer whose RTT is not measured yet (attachment compares them).
+func (g *geo) pickPingTarget() (peer.ID, *coordinate.Coordinate, bool) {
+	coords := g.feed.Coords()
+	delete(coords, g.n.self)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, tp := range g.feed.Tokens() {
+		if _, ok := g.rtt[tp.Holder]; !ok && tp.Superpeer && tp.Holder != g.n.self {
+			if c, ok := coords[tp.Holder]; ok {
+				return tp.Holder, c, true
+			}
+		}
+	}
+	if len(coords) == 0 {
+		return "", nil, false
+	}
+	ids := make([]peer.ID, 0, len(coords))
+	for p := range coords {
+		ids = append(ids, p)
+	}
+	slices.Sort(ids)
+	p := ids[g.rng.IntN(len(ids))]
+	return p, coords[p], true
+}
+
+func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
+	defer cancel()
+	res := <-ping.Ping(ctx, g.n.host, p)
+	return res.RTT, res.Error
+}
+
+// tickLoop runs the token machine and attachment every TokenInterval, or
+// at once when kicked.
+func (g *geo) tickLoop(ctx context.Context) {
+	defer g.n.wg.Done()
+	for {
+		d := g.n.cfg.TokenInterval
+		g.mu.Lock()
+		d += time.Duration(g.rng.Int64N(int64(d)/2+1)) - d/4
+		g.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		case <-g.n.kick:
+		}
+		g.tick(ctx, time.Now())
+	}
+}
+
+// tick is one round: inputs to the holder, its decisions, the position
+// report, the attachment and the node's state.
+func (g *geo) tick(ctx context.Context, now time.Time) {
+	coords := g.feed.Coords()
+	tokens := g.feed.Tokens()
+	ids := []geometric.ID{geometric.ID(g.n.self)}
+	for _, e := range g.n.members.Entries() {
+		if e.ID != g.n.self {
+			ids = append(ids, geometric.ID(e.ID))
+		}
+	}
+	slices.Sort(ids)
+
+	g.mu.Lock()
+	if g.snapshotAge%snapshotTicks == 0 || len(g.snapshot) < len(coords) {
+		g.snapshot = coords
+		g.snapshot[g.n.self] = g.client.Coordinate()
+	}
+	g.snapshotAge++
+	self := g.snapshot[g.n.self]
+	peers := make([]geometric.Peer, 0, len(g.snapshot))
+	for p, c := range g.snapshot {
+		peers = append(peers, geometric.Peer{ID: geometric.ID(p), Coord: c})
+	}
+	slices.SortFunc(peers, func(a, b geometric.Peer) int { return cmp.Compare(a.ID, b.ID) })
+	if err := g.holder.SetCoordinate(self); err != nil {
+		g.n.log.Warn("geometric: own coordinate rejected", "err", err)
+	}
+	g.holder.SetPeers(peers)
+	g.holder.SetNeighbours(g.neighbours(self, peers))
+	var outs []geometric.Output
+	for _, tp := range tokens {
+		if tp.Holder != g.n.self {
+			c := tp.Coord
+			if sc, ok := g.snapshot[tp.Holder]; ok {
+				c = sc // decide on one consistent picture
+			}
+			outs = append(outs, g.holder.Observe(geometric.Position{Token: tp.Token, Holder: geometric.ID(tp.Holder), Coord: c})...)
+		}
+	}
+	g.place(ids, tokens, now)
+	outs = append(outs, g.holder.Tick(now)...)
+	g.mu.Unlock()
+	g.carryOut(ctx, outs)
+	g.publishToken(ctx)
+	g.attach(ctx, tokens, now)
+	g.update()
+}
+
+// neighbours are the 8 nearest peers by coordinate and 8 random others,
+// drawn once (the simulator's choice): the peers a token may be passed to.
+// Called with g.mu held.
+func (g *geo) neighbours(self *coordinate.Coordinate, peers []geometric.Peer) []geometric.Peer {
+	others := slices.DeleteFunc(slices.Clone(peers), func(p geometric.Peer) bool { return p.ID == geometric.ID(g.n.self) })
+	slices.SortStableFunc(others, func(a, b geometric.Peer) int {
+		return cmp.Compare(geometric.Distance(self, a.Coord), geometric.Distance(self, b.Coord))
+	})
+	k := min(8, len(others))
+	out := slices.Clone(others[:k])
+	rest := others[k:]
+	if len(g.longNeighbors) < min(8, len(rest)) {
+		g.longNeighbors = g.longNeighbors[:0]
+		for _, i := range g.rng.Perm(len(rest))[:min(8, len(rest))] {
+			g.longNeighbors = append(g.longNeighbors, peer.ID(rest[i].ID))
+		}
+	}
+	for _, p := range rest {
+		if slices.Contains(g.longNeighbors, peer.ID(p.ID)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// place takes a token this node should hold and nobody reports: one of the
+// initial tokens once the warm-up is over, or a token missing for three
+// token intervals. Called with g.mu held.
+func (g *geo) place(ids []geometric.ID, tokens []gossip.TokenPos, now time.Time) {
+	if _, held := g.holder.Holding(); held {
+		return
+	}
+	if now.Sub(g.started) < geoWarmups*g.n.cfg.TokenInterval {
+		return
+	}
+	reported := map[int]bool{}
+	holding := map[geometric.ID]bool{}
+	for _, tp := range tokens {
+		reported[tp.Token.Num] = true
+		holding[geometric.ID(tp.Holder)] = true
+	}
+	if len(tokens) == 0 {
+		first, err := geometric.InitialHolders(g.seed, ids, min(g.cfg.Tokens, len(ids)))
+		if err != nil {
+			return
+		}
+		for num, id := range first {
+			if id == geometric.ID(g.n.self) {
+				g.receive(geometric.Token{Num: num}, now)
+				return
+			}
+		}
+		return
+	}
+	for num := range g.cfg.Tokens {
+		if reported[num] {
+			delete(g.missing, num)
+			continue
+		}
+		since, ok := g.missing[num]
+		if !ok {
+			g.missing[num] = now
+			continue
+		}
+		if now.Sub(since) >= 3*g.n.cfg.TokenInterval &&
+			geometric.Rehome(g.seed, num, ids, holding) == geometric.ID(g.n.self) {
+			g.receive(geometric.Token{Num: num, Seq: 1}, now)
+			delete(g.missing, num)
+			return
+		}
+	}
+}
+
+func (g *geo) receive(t geometric.Token, now time.Time) {
+	if err := g.holder.Receive(t, now); err != nil {
+		g.n.log.Debug("geometric: take token", "token", t.Num, "err", err)
+		return
+	}
+	g.n.log.Info("took token", "token", t.Num, "seq", t.Seq)
+}
+
+// carryOut executes the holder's decisions.
+func (g *geo) carryOut(ctx context.Context, outs []geometric.Output) {
+	for _, o := range outs {
+		switch o := o.(type) {
+		case geometric.Pass:
+			ok := g.pass(ctx, peer.ID(o.To), o.Token)
+			g.mu.Lock()
+			more := g.holder.PassDone(ok)
+			g.mu.Unlock()
+			if ok {
+				g.n.log.Info("passed token", "token", o.Token.Num, "to", peer.ID(o.To))
+			}
+			g.carryOut(ctx, more)
+		case geometric.Release:
+			if err := g.feed.SetToken(ctx, &gossip.TokenPos{Token: o.Token, Released: true, Capacity: g.cfg.Capacity,
+				Coord: g.coordinate()}); err != nil {
+				g.n.log.Warn("geometric: release token", "err", err)
+			}
+		case geometric.Promote:
+			g.n.log.Info("promoted to superpeer", "token", o.Token)
+		case geometric.Demote:
+			g.n.log.Info("no longer a superpeer", "token", o.Token)
+		}
+	}
+}
+
+func (g *geo) coordinate() *coordinate.Coordinate {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.client.Coordinate()
+}
+
+// pass hands t to p over the token protocol and reports whether p took it.
+func (g *geo) pass(ctx context.Context, p peer.ID, t geometric.Token) bool {
+	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
+	defer cancel()
+	s, err := g.n.host.NewStream(ctx, p, g.tokenProto)
+	if err != nil {
+		return false
+	}
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	var req [16]byte
+	binary.BigEndian.PutUint64(req[:8], uint64(t.Num))
+	binary.BigEndian.PutUint64(req[8:], t.Seq)
+	if _, err := s.Write(req[:]); err != nil {
+		_ = s.Reset()
+		return false
+	}
+	var resp [1]byte
+	if _, err := io.ReadFull(s, resp[:]); err != nil {
+		return false
+	}
+	return resp[0] == 1
+}
+
+func (g *geo) handleToken(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	var req [16]byte
+	if _, err := io.ReadFull(s, req[:]); err != nil {
+		_ = s.Reset()
+		return
+	}
+	num, seq := binary.BigEndian.Uint64(req[:8]), binary.BigEndian.Uint64(req[8:])
+	resp := byte(0)
+	if num < uint64(g.cfg.Tokens) {
+		g.mu.Lock()
+		err := g.holder.Receive(geometric.Token{Num: int(num), Seq: seq}, time.Now())
+		g.mu.Unlock()
+		if err == nil {
+			resp = 1
+			g.n.log.Info("received token", "token", num, "from", s.Conn().RemotePeer())
+		}
+	}
+	_, _ = s.Write([]byte{resp})
+	if resp == 1 {
+		g.publishToken(context.Background())
+	}
+}
+
+// publishToken reports the token this node holds, or stops reporting one
+// it no longer holds.
+func (g *geo) publishToken(ctx context.Context) {
+	g.mu.Lock()
+	pos, ok := g.holder.Position()
+	super := g.holder.Superpeer()
+	load := len(g.members)
+	was := g.holding
+	g.holding = ok
+	g.mu.Unlock()
+	var err error
+	switch {
+	case ok:
+		err = g.feed.SetToken(ctx, &gossip.TokenPos{Token: pos.Token, Coord: pos.Coord, Superpeer: super,
+			Load: min(load, g.cfg.Capacity), Capacity: g.cfg.Capacity})
+	case was:
+		err = g.feed.SetToken(ctx, nil)
+	}
+	if err != nil && ctx.Err() == nil {
+		g.n.log.Warn("geometric: publish token", "err", err)
+	}
+}
+
+// attach keeps an ordinary peer attached to a superpeer with room, and a
+// superpeer's member list fresh.
+func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Time) {
+	g.mu.Lock()
+	super := g.holder.Superpeer()
+	expiry := 3 * g.n.cfg.TokenInterval
+	for p, seen := range g.members {
+		if now.Sub(seen) > expiry {
+			delete(g.members, p)
+		}
+	}
+	if super {
+		g.attached = g.n.self
+		g.mu.Unlock()
+		return
+	}
+	for p := range g.members {
+		delete(g.members, p) // no longer a superpeer: nobody is attached
+	}
+	self := g.client.Coordinate()
+	current := g.attached
+	var sps []geometric.Superpeer
+	for _, tp := range tokens {
+		if tp.Superpeer && tp.Holder != g.n.self {
+			sps = append(sps, geometric.Superpeer{ID: geometric.ID(tp.Holder), Coord: tp.Coord, Load: tp.Load, RTT: g.rtt[tp.Holder]})
+		}
+	}
+	g.mu.Unlock()
+	// Stay with the current superpeer while it serves us and no superpeer
+	// with room is clearly nearer (by a tenth): superpeers are promoted one
+	// by one, and the first must not keep everyone.
+	if i := slices.IndexFunc(sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(current) }); i >= 0 {
+		stay := true
+		if best, err := geometric.Attach(self, sps, g.cfg.Capacity); err == nil && best != sps[i].ID {
+			j := slices.IndexFunc(sps, func(s geometric.Superpeer) bool { return s.ID == best })
+			stay = nearness(self, sps[j])*11/10 >= nearness(self, sps[i])
+		}
+		if stay && g.requestAttach(ctx, current) {
+			return
+		}
+	}
+	for range 3 {
+		best, err := geometric.Attach(self, sps, g.cfg.Capacity)
+		if err != nil {
+			break
+		}
+		if g.requestAttach(ctx, peer.ID(best)) {
+			g.mu.Lock()
+			g.attached = peer.ID(best)
+			g.mu.Unlock()
+			return
+		}
+		sps = slices.DeleteFunc(sps, func(s geometric.Superpeer) bool { return s.ID == best })
+	}
+	g.mu.Lock()
+	g.attached = ""
+	g.mu.Unlock()
+}
+
+// nearness is the measured RTT to sp, or the estimate from coordinates.
+func nearness(self *coordinate.Coordinate, sp geometric.Superpeer) time.Duration {
+	if sp.RTT > 0 || self == nil || sp.Coord == nil {
+		return sp.RTT
+	}
+	return time.Duration(geometric.Distance(self, sp.Coord) * float64(time.Second))
+}
+
+func (g *geo) requestAttach(ctx context.Context, p peer.ID) bool {
+	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
+	defer cancel()
+	s, err := g.n.host.NewStream(ctx, p, g.attachProto)
+	if err != nil {
+		return false
+	}
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	if _, err := s.Write([]byte{1}); err != nil {
+		_ = s.Reset()
+		return false
+	}
+	var resp [1]byte
+	if _, err := io.ReadFull(s, resp[:]); err != nil {
+		return false
+	}
+	return resp[0] == 1
+}
+
+func (g *geo) handleAttach(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	var req [1]byte
+	if _, err := io.ReadFull(s, req[:]); err != nil || req[0] != 1 {
+		_ = s.Reset()
+		return
+	}
+	p := s.Conn().RemotePeer()
+	g.mu.Lock()
+	_, member := g.members[p]
+	ok := g.holder.Superpeer() && (member || len(g.members) < g.cfg.Capacity)
+	if ok {
+		g.members[p] = time.Now()
+	}
+	g.mu.Unlock()
+	resp := byte(0)
+	if ok {
+		resp = 1
+	}
+	_, _ = s.Write([]byte{resp})
+}
+
+// update sets the node's state from the machines and reports changes.
+func (g *geo) update() {
+	g.mu.Lock()
+	token, held := g.holder.Holding()
+	super := g.holder.Superpeer()
+	sp := g.attached
+	members := []peer.ID{g.n.self}
+	if super {
+		for p := range g.members {
+			members = append(members, p)
+		}
+	} else if sp != "" {
+		members = append(members, sp)
+	}
+	coord := g.client.Coordinate()
+	g.mu.Unlock()
+	slices.Sort(members)
+	next := State{Self: g.n.self, S: g.cfg.Tokens, Members: members, Role: RoleOrdinary, Coord: coord, Token: -1}
+	if held {
+		next.Token = token.Num
+	}
+	if super {
+		next.Role = RoleSuperpeer
+	}
+	if sp != "" {
+		next.Superpeer = g.n.addrInfo(sp)
+		id := sp.String()
+		next.Prefix = "sp-" + id[max(0, len(id)-8):]
+	}
+	g.n.mu.Lock()
+	prev := g.n.state
+	next.Evaluations = prev.Evaluations + 1
+	g.n.state = next
+	g.n.mu.Unlock()
+	g.n.report(prev, next)
+}
+
+// leave hands the token on (or releases it) when the node closes.
+func (g *geo) leave(ctx context.Context) {
+	g.mu.Lock()
+	outs := g.holder.Leave()
+	g.mu.Unlock()
+	g.carryOut(ctx, outs)
+}
+
+func (g *geo) close() error {
+	g.n.host.RemoveStreamHandler(g.tokenProto)
+	g.n.host.RemoveStreamHandler(g.attachProto)
+	return g.feed.Close()
+}
