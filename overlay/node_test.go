@@ -12,20 +12,27 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/geometric"
 )
 
 func TestConfigValidation(t *testing.T) {
 	bad := map[string][]Option{
-		"network name":     {WithNetwork("no spaces please")},
-		"empty network":    {WithNetwork("")},
-		"superpeers 0":     {WithTarget(dhtselect.Target{})},
-		"fraction 1.5":     {WithTarget(dhtselect.Target{Fraction: 1.5})},
-		"both targets":     {WithTarget(dhtselect.Target{Superpeers: 2, Fraction: 0.5})},
-		"no listen":        {WithListenAddrs()},
-		"zero interval":    {WithIntervals(0, time.Second)},
-		"negative retry":   {WithBootstrapRetry(-time.Second)},
-		"bootstrap no p2p": {WithBootstrapAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/4001"))},
-		"bootstrap bad id": {WithBootstrap(peer.AddrInfo{ID: "x"})},
+		"network name":        {WithNetwork("no spaces please")},
+		"empty network":       {WithNetwork("")},
+		"superpeers 0":        {WithTarget(dhtselect.Target{})},
+		"fraction 1.5":        {WithTarget(dhtselect.Target{Fraction: 1.5})},
+		"both targets":        {WithTarget(dhtselect.Target{Superpeers: 2, Fraction: 0.5})},
+		"no listen":           {WithListenAddrs()},
+		"zero interval":       {WithIntervals(0, time.Second)},
+		"negative retry":      {WithBootstrapRetry(-time.Second)},
+		"bootstrap no p2p":    {WithBootstrapAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/4001"))},
+		"bootstrap bad id":    {WithBootstrap(peer.AddrInfo{ID: "x"})},
+		"bad strategy":        {WithStrategy("ring")},
+		"geometric, fraction": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Fraction: 0.1})},
+		"geometric, capacity": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}),
+			WithGeometric(geometric.Config{Capacity: -1}, 0, 0)},
+		"geometric, ping": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}),
+			WithGeometric(geometric.Config{}, -time.Second, 0)},
 	}
 	for name, opts := range bad {
 		n, err := New(context.Background(), append(opts, WithLogger(quiet))...)

@@ -58,6 +58,11 @@ func TestBadInput(t *testing.T) {
 		{[]string{"testnet", "--superpeers", "2", "--fraction", "0.5"}, "not both"},
 		{[]string{"testnet", "--strategy", "nope", "-n", "2"}, "strategy"},
 		{[]string{"testnet", "--bogus"}, "unknown flag"},
+		{[]string{"testnet", "--strategy", "geometric", "-n", "4"}, "needs --superpeers"},
+		{[]string{"testnet", "-n", "4", "--latency", "/nonexistent/matrix.txt"}, "--latency"},
+		{[]string{"run", "--strategy", "geometric"}, "--superpeers"},
+		{[]string{"run", "--strategy", "ring", "--superpeers", "2"}, "strategy"},
+		{[]string{"run", "--strategy", "geometric", "--superpeers", "2", "--capacity", "0"}, "--capacity 0"},
 		{[]string{"nonsense"}, "unknown command"},
 	}
 	for _, tc := range cases {

@@ -7,6 +7,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/spf13/cobra"
 
+	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/overlay"
 )
 
@@ -15,6 +16,8 @@ func newRunCmd() *cobra.Command {
 		listen, bootstrap    []string
 		network              string
 		announce, reevaluate time.Duration
+		strategy             string
+		capacity             int
 		tf                   targetFlags
 		lf                   logFlags
 	)
@@ -38,6 +41,9 @@ with Ctrl-C.`,
 			if err != nil {
 				return err
 			}
+			if capacity < 1 {
+				return fmt.Errorf("--capacity %d: want at least 1 ordinary peer per superpeer", capacity)
+			}
 			listenAddrs, err := parseAddrs("--listen", listen)
 			if err != nil {
 				return err
@@ -50,6 +56,7 @@ with Ctrl-C.`,
 				overlay.WithNetwork(network), overlay.WithTarget(target),
 				overlay.WithIntervals(announce, reevaluate), overlay.WithLogger(log),
 				overlay.WithBootstrapAddrs(bootAddrs...),
+				overlay.WithStrategy(strategy), overlay.WithGeometric(geometric.Config{Capacity: capacity}, 0, 0),
 			}
 			if len(listenAddrs) > 0 {
 				opts = append(opts, overlay.WithListenAddrs(listenAddrs...))
@@ -71,6 +78,8 @@ with Ctrl-C.`,
 	fs.StringVar(&network, "network", def.Network, "overlay network name; overlays of different names never mix")
 	fs.DurationVar(&announce, "announce", def.AnnounceInterval, "membership announcement period")
 	fs.DurationVar(&reevaluate, "reevaluate", def.ReevaluateInterval, "role re-evaluation period")
+	fs.StringVar(&strategy, "strategy", def.Strategy, "superpeer selection: dht (ID-space reservation) or geometric (tokens in network coordinates; needs --superpeers)")
+	fs.IntVar(&capacity, "capacity", geometric.DefaultConfig().Capacity, "geometric strategy: most ordinary peers per superpeer")
 	tf.register(fs, def.Target.Fraction)
 	lf.register(fs, "info")
 	return cmd
