@@ -11,4 +11,14 @@
 //
 // View is the pure membership table (explicit time, no I/O); Membership
 // drives it from a GossipSub topic.
+//
+// The geometric strategy adds two topics (Geo, JoinGeo): coordinates, on
+// which every peer publishes its network coordinate, and tokens, on which a
+// token holder publishes the token it holds (its number and pass counter),
+// its coordinate, whether it is a superpeer yet, and its load and capacity.
+// Their validators reject malformed payloads, unknown versions and
+// coordinates that fail geometric.Valid (NaN, infinite or absurd
+// components, the wrong dimension), and ignore stale ones; the sender is the
+// signed origin. Both share one generic driver (feed.go): topic, validator,
+// per-origin sequence numbers, receive loop and periodic republishing.
 package gossip

@@ -20,4 +20,10 @@
 // routing tables of the private DHT; it is the superpeer when the lookup ends
 // at itself. It re-evaluates periodically, when the membership view changes,
 // and when the connection to its superpeer drops.
+//
+// Geometric selection (WithStrategy(StrategyGeometric), package geometric):
+// the node fits a network coordinate from libp2p pings, S tokens move by
+// gossip and a token protocol towards the peers, a holder that keeps its
+// token for the dwell time becomes a superpeer, and ordinary peers attach to
+// the nearest superpeer with room over an attach protocol (see geo.go).
 package overlay
