@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/testnet/latency"
+)
+
+// synthetic returns the RTTs of n hosts placed at random in a plane of
+// 200 ms × 200 ms with 5 dense regions (like continents), plus 1 ms per
+// host of access delay: a stand-in for a 10,000-host measurement.
+func synthetic(n int, seed uint64) func(i, j int) time.Duration {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	type pt struct{ x, y float64 }
+	centres := make([]pt, 5)
+	for i := range centres {
+		centres[i] = pt{rng.Float64() * 200, rng.Float64() * 200}
+	}
+	hosts := make([]pt, n)
+	for i := range hosts {
+		c := centres[rng.IntN(len(centres))]
+		hosts[i] = pt{c.x + rng.NormFloat64()*15, c.y + rng.NormFloat64()*15}
+	}
+	return func(i, j int) time.Duration {
+		if i == j {
+			return 0
+		}
+		d := math.Hypot(hosts[i].x-hosts[j].x, hosts[i].y-hosts[j].y) + 2
+		return time.Duration(d * float64(time.Millisecond))
+	}
+}
+
+// How many gossip rounds the token dynamics take to stop moving, as n grows,
+// with S = n/10 (seed 1; the 10,000-host figure is BenchmarkGeometric10k's):
+//
+//	n       S    last pass (round)  passes  passes per peer
+//	100     10   7                  37      0.37
+//	490     49   4                  99      0.20
+//	10,000  100  3                  145     0.015   (synthetic, 200 coordinate rounds, 62 s)
+//
+// Every token then holds still for the dwell time (30 rounds) before its
+// holder is promoted. The bound asserted is generous: within 20 rounds.
+func TestGeometricRounds(t *testing.T) {
+	m, err := latency.Load(planetLab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = m.FillMissing(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{100, 490} {
+		sub := m
+		if n < m.N() {
+			hosts := make([]int, n)
+			for i := range hosts {
+				hosts[i] = i
+			}
+			sub = m.Sub(hosts)
+		}
+		rtt := func(i, j int) time.Duration { d, _ := sub.RTT(i, j); return d }
+		s := n / 10
+		res, err := geometric.Simulate(n, rtt, geometric.SimConfig{Config: geometric.Config{Tokens: s}, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("n = %d, S = %d: last pass in round %d, %d passes (%.2f per peer), settled %v after %d rounds",
+			n, s, res.LastPass, res.Passes, float64(res.Passes)/float64(n), res.Settled, res.Rounds)
+		if !res.Settled || len(res.Superpeers) != s || res.LastPass > 20 {
+			t.Errorf("n = %d: settled %v with %d superpeers, last pass in round %d", n, res.Settled, len(res.Superpeers), res.LastPass)
+		}
+	}
+}
+
+// BenchmarkGeometric10k runs the token dynamics on a synthetic network of
+// 10,000 hosts with S = 100 (too slow for the test suite: about a minute;
+// its coordinates get 200 rounds of samples rather than 1000 to keep it so).
+func BenchmarkGeometric10k(b *testing.B) {
+	const n, s = 10000, 100
+	rtt := synthetic(n, 1)
+	for range b.N {
+		res, err := geometric.Simulate(n, rtt, geometric.SimConfig{Config: geometric.Config{Tokens: s, Capacity: 200}, Seed: 1, CoordRounds: 200})
+		if err != nil {
+			b.Fatal(err)
+		}
+		q := Measure(func(i, j int) float64 { return float64(rtt(i, j)) / 1e6 }, res.Attach)
+		b.ReportMetric(float64(res.LastPass), "last-pass-round")
+		b.ReportMetric(float64(res.Passes), "passes")
+		b.ReportMetric(q.Mean, "mean-rtt-ms")
+		if !res.Settled {
+			b.Errorf("not settled after %d rounds", res.Rounds)
+		}
+	}
+}
