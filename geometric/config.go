@@ -73,19 +73,27 @@ type Config struct {
 	// Dwell is how long a peer must hold a token without interruption before
 	// it promotes itself to superpeer. Default 30 s.
 	Dwell time.Duration
+
+	// PromotedMargin replaces Margin once the holder is a superpeer: moving
+	// a superpeer costs its members a new attachment and the overlay a
+	// dwell time without it, so it must buy more. Default 3 × Margin. (In
+	// the simulator tokens settle before anyone is promoted, so it matters
+	// only where coordinates keep moving: on live nodes.)
+	PromotedMargin time.Duration
 }
 
 // DefaultConfig returns the defaults named in the fields of Config.
 func DefaultConfig() Config {
 	return Config{
-		Tokens:     10,
-		Capacity:   64,
-		Range:      3 * time.Millisecond,
-		Softening:  time.Millisecond,
-		Attraction: 1,
-		Threshold:  0.05,
-		Margin:     time.Millisecond,
-		Dwell:      30 * time.Second,
+		Tokens:         10,
+		Capacity:       64,
+		Range:          3 * time.Millisecond,
+		Softening:      time.Millisecond,
+		Attraction:     1,
+		Threshold:      0.05,
+		Margin:         time.Millisecond,
+		Dwell:          30 * time.Second,
+		PromotedMargin: 3 * time.Millisecond,
 	}
 }
 
@@ -116,6 +124,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Dwell == 0 {
 		c.Dwell = d.Dwell
 	}
+	if c.PromotedMargin == 0 {
+		c.PromotedMargin = 3 * c.Margin
+	}
 	switch {
 	case c.Tokens < 0:
 		return c, fmt.Errorf("%w: Tokens = %d, want at least 1", ErrConfig, c.Tokens)
@@ -129,6 +140,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: Threshold = %v, want a finite positive force", ErrConfig, c.Threshold)
 	case math.IsNaN(c.Attraction) || math.IsInf(c.Attraction, 0):
 		return c, fmt.Errorf("%w: Attraction = %v, want a finite weight", ErrConfig, c.Attraction)
+	case c.PromotedMargin < 0:
+		return c, fmt.Errorf("%w: PromotedMargin = %v, want a positive duration", ErrConfig, c.PromotedMargin)
 	case c.Margin < 0:
 		return c, fmt.Errorf("%w: Margin = %v, want a positive duration", ErrConfig, c.Margin)
 	case c.Dwell < 0:

@@ -59,8 +59,9 @@ func DefaultCoordConfig() CoordConfig {
 // (which would make runs unrepeatable). It is not safe for concurrent use
 // without a lock of the caller's.
 type Client struct {
-	cfg CoordConfig
-	vc  *coordinate.Client
+	cfg    CoordConfig
+	vc     *coordinate.Client
+	resets int
 }
 
 // NewClient returns a Client at the origin of the coordinate space.
@@ -121,8 +122,21 @@ func (c *Client) Sample(peer ID, remote *coordinate.Coordinate, rtt time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadCoordinate, err)
 	}
+	if err := validate(out, int(c.cfg.Vivaldi.Dimensionality)); err != nil {
+		// Seen live (100 nodes on two loaded cores, RTTs inflated by
+		// scheduling): serf's coordinate ran off to 1e11 s. A coordinate
+		// nobody would accept is worth less than none: start again.
+		if rerr := c.vc.SetCoordinate(coordinate.NewCoordinate(c.cfg.Vivaldi)); rerr != nil {
+			return nil, fmt.Errorf("geometric: resetting a diverged coordinate: %w", rerr)
+		}
+		c.resets++
+		return nil, fmt.Errorf("own coordinate diverged after a sample from %q, reset to the origin: %w", peer, err)
+	}
 	return out, nil
 }
+
+// Resets counts the times the coordinate diverged and was reset.
+func (c *Client) Resets() int { return c.resets }
 
 // RTTFromSeconds converts an RTT measured in seconds as a float, as some
 // transports report it, to a time.Duration. It fails with ErrBadRTT for NaN,

@@ -372,7 +372,11 @@ func (h *Holder) move() (ID, bool) {
 	f := h.field()
 	self := Peer{h.self, h.coord}
 	force := f.force(self)
-	limit := f.energy(self) - h.cfg.Margin.Seconds()
+	margin := h.cfg.Margin
+	if h.super {
+		margin = h.cfg.PromotedMargin
+	}
+	limit := f.energy(self) - margin.Seconds()
 	steep := norm(force) > h.cfg.Threshold
 	best, bestCos := -1, 0.0 // along the force
 	jump, jumpE := -1, limit // anywhere

@@ -97,11 +97,14 @@ type geo struct {
 	members  map[peer.ID]time.Time     // a superpeer's attached peers, last request
 	attached peer.ID                   // an ordinary peer's superpeer
 	missing  map[int]time.Time         // token number -> since when nobody reports it
+	seen     map[int]uint64            // token number -> highest pass counter reported
 	started  time.Time
 	// The coordinates the token machine decides on: a snapshot refreshed
 	// every snapshotTicks ticks, so that tokens settle between refreshes
 	// instead of chasing every sample's noise; and the random half of the
 	// neighbours, drawn once.
+	viewSize      int       // membership view size at the last tick
+	viewSince     time.Time // since when it has had that size
 	snapshot      map[peer.ID]*coordinate.Coordinate
 	snapshotAge   int
 	longNeighbors []peer.ID
@@ -131,7 +134,7 @@ func (n *Node) startGeo(ctx context.Context) error {
 		rng:        rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))),
 		tokenProto: geoProtocol(n.cfg.Network, "token"), attachProto: geoProtocol(n.cfg.Network, "attach"),
 		client: client, holder: holder,
-		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, missing: map[int]time.Time{},
+		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, missing: map[int]time.Time{}, seen: map[int]uint64{},
 		started: time.Now(),
 	}
 	g.feed, err = gossip.JoinGeo(n.ps, n.self, gossip.GeoConfig{
@@ -217,11 +220,26 @@ func (g *geo) pickPingTarget() (peer.ID, *coordinate.Coordinate, bool) {
 	return p, coords[p], true
 }
 
+// ping measures the RTT to p: the least of three pings, since a busy host
+// adds its scheduling delays to a ping but never takes any away.
 func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
 	defer cancel()
-	res := <-ping.Ping(ctx, g.n.host, p)
-	return res.RTT, res.Error
+	results := ping.Ping(ctx, g.n.host, p)
+	best := time.Duration(0)
+	for range 3 {
+		res := <-results
+		if res.Error != nil {
+			if best > 0 {
+				break
+			}
+			return 0, res.Error
+		}
+		if best == 0 || res.RTT < best {
+			best = res.RTT
+		}
+	}
+	return best, nil
 }
 
 // tickLoop runs the token machine and attachment every TokenInterval, or
@@ -317,34 +335,37 @@ func (g *geo) neighbours(self *coordinate.Coordinate, peers []geometric.Peer) []
 	return out
 }
 
-// place takes a token this node should hold and nobody reports: one of the
-// initial tokens once the warm-up is over, or a token missing for three
-// token intervals. Called with g.mu held.
+// place takes a token this node should hold and nobody reports: an initial
+// token never heard of, once the warm-up is over, or a token that was
+// reported and then missing for three token intervals. Called with g.mu held.
 func (g *geo) place(ids []geometric.ID, tokens []gossip.TokenPos, now time.Time) {
 	if _, held := g.holder.Holding(); held {
 		return
 	}
-	if now.Sub(g.started) < geoWarmups*g.n.cfg.TokenInterval {
+	if len(ids) != g.viewSize {
+		g.viewSize, g.viewSince = len(ids), now
+	}
+	// Act only on a membership view that has held still for the warm-up:
+	// peers that place or re-home tokens from views that differ take the
+	// same token twice (Observe settles it, but the tokens churn).
+	if now.Sub(g.started) < geoWarmups*g.n.cfg.TokenInterval || now.Sub(g.viewSince) < geoWarmups*g.n.cfg.TokenInterval {
 		return
 	}
 	reported := map[int]bool{}
 	holding := map[geometric.ID]bool{}
 	for _, tp := range tokens {
 		reported[tp.Token.Num] = true
+		g.seen[tp.Token.Num] = max(g.seen[tp.Token.Num], tp.Token.Seq+1)
 		holding[geometric.ID(tp.Holder)] = true
 	}
-	if len(tokens) == 0 {
-		first, err := geometric.InitialHolders(g.seed, ids, min(g.cfg.Tokens, len(ids)))
-		if err != nil {
-			return
-		}
+	// A token never heard of starts on its initial holder.
+	if first, err := geometric.InitialHolders(g.seed, ids, min(g.cfg.Tokens, len(ids))); err == nil {
 		for num, id := range first {
-			if id == geometric.ID(g.n.self) {
+			if _, seen := g.seen[num]; id == geometric.ID(g.n.self) && !seen {
 				g.receive(geometric.Token{Num: num}, now)
 				return
 			}
 		}
-		return
 	}
 	for num := range g.cfg.Tokens {
 		if reported[num] {
@@ -356,9 +377,19 @@ func (g *geo) place(ids []geometric.ID, tokens []gossip.TokenPos, now time.Time)
 			g.missing[num] = now
 			continue
 		}
-		if now.Sub(since) >= 3*g.n.cfg.TokenInterval &&
-			geometric.Rehome(g.seed, num, ids, holding) == geometric.ID(g.n.self) {
-			g.receive(geometric.Token{Num: num, Seq: 1}, now)
+		// A token report is republished every announce interval and
+		// expires after three. One that was reported has been silent that
+		// long before it shows here as missing; one never heard of may
+		// still be on its way from its first holder for as long.
+		wait := 3 * g.n.cfg.TokenInterval
+		last, seen := g.seen[num]
+		if !seen {
+			wait = 3 * g.n.cfg.AnnounceInterval
+		}
+		if now.Sub(since) >= wait && geometric.Rehome(g.seed, num, ids, holding) == geometric.ID(g.n.self) {
+			// Above every pass counter heard, or the holder machine
+			// (which remembers the last holder) refuses it.
+			g.receive(geometric.Token{Num: num, Seq: max(last, 1)}, now)
 			delete(g.missing, num)
 			return
 		}
@@ -622,6 +653,13 @@ func (g *geo) update() {
 	g.n.state = next
 	g.n.mu.Unlock()
 	g.n.report(prev, next)
+	// The membership topic is how peers learn of each other (the initial
+	// holders and re-homing are computed over it); k is 0 here.
+	if err := g.n.members.SetLocal(context.Background(), gossip.Announcement{
+		ID: g.n.self, Addrs: g.n.host.Addrs(), Superpeer: super, ClusterKey: g.n.selfKey.Cluster(0),
+	}); err != nil && !g.n.closed.Load() {
+		g.n.log.Warn("announce", "err", err)
+	}
 }
 
 // leave hands the token on (or releases it) when the node closes.

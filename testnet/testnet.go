@@ -232,7 +232,9 @@ func (t *Net) Stop(id peer.ID) error {
 	var errs []error
 	for _, other := range t.mn.Peers() {
 		if other != id && len(t.mn.LinksBetweenPeers(id, other)) > 0 {
-			errs = append(errs, t.mn.UnlinkPeers(id, other))
+			// Unlinking stops new connections; open ones must be cut too,
+			// or the node's Close would still say goodbye over them.
+			errs = append(errs, t.mn.UnlinkPeers(id, other), t.mn.DisconnectPeers(id, other))
 		}
 	}
 	return errors.Join(append(errs, n.Close())...)
