@@ -80,6 +80,12 @@ type Config struct {
 	// the simulator tokens settle before anyone is promoted, so it matters
 	// only where coordinates keep moving: on live nodes.)
 	PromotedMargin time.Duration
+
+	// MinHold is how long a holder keeps a token it received before it may
+	// move it on. Zero (the default) lets it move at its next tick. Live
+	// nodes, each deciding on its own snapshot of the coordinates, use it
+	// to damp tokens bouncing between peers whose pictures differ.
+	MinHold time.Duration
 }
 
 // DefaultConfig returns the defaults named in the fields of Config.
@@ -140,6 +146,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: Threshold = %v, want a finite positive force", ErrConfig, c.Threshold)
 	case math.IsNaN(c.Attraction) || math.IsInf(c.Attraction, 0):
 		return c, fmt.Errorf("%w: Attraction = %v, want a finite weight", ErrConfig, c.Attraction)
+	case c.MinHold < 0:
+		return c, fmt.Errorf("%w: MinHold = %v, want a positive duration or 0", ErrConfig, c.MinHold)
 	case c.PromotedMargin < 0:
 		return c, fmt.Errorf("%w: PromotedMargin = %v, want a positive duration", ErrConfig, c.PromotedMargin)
 	case c.Margin < 0:

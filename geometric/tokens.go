@@ -330,7 +330,7 @@ func (h *Holder) Tick(now time.Time) []Output {
 	if !h.held || h.passing || h.left || h.coord == nil {
 		return nil
 	}
-	if h.stale {
+	if h.stale && now.Sub(h.since) >= h.cfg.MinHold {
 		h.stale = false
 		if to, ok := h.move(); ok {
 			h.passing = true

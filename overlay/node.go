@@ -101,6 +101,9 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	if cfg.Geometric.Margin == 0 {
 		cfg.Geometric.Margin = liveMargin
 	}
+	if cfg.Geometric.MinHold == 0 {
+		cfg.Geometric.MinHold = snapshotTicks * cfg.TokenInterval
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
