@@ -7,7 +7,7 @@ import (
 	"github.com/superpeer/superpeer/testnet/latency"
 )
 
-const planetLab = "../../shared/data/planetlab490/planetlab490_median18_ms.txt"
+const planetLab = "../testdata/planetlab490/planetlab490_median18_ms.txt"
 
 // The placement table of issue 4 on all 490 PlanetLab hosts: the geometric
 // placement against random placement (100 draws) and the offline k-median,

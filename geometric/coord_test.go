@@ -16,7 +16,7 @@ import (
 
 // planetlab is the all-pairs RTT matrix of 490 PlanetLab hosts (ms, median
 // of 18 time slices).
-const planetlab = "../../shared/data/planetlab490/planetlab490_median18_ms.txt"
+const planetlab = "../testdata/planetlab490/planetlab490_median18_ms.txt"
 
 func loadPlanetLab(t testing.TB) *latency.Matrix {
 	t.Helper()

@@ -214,7 +214,7 @@ func TestLatencyMatrixTooSmall(t *testing.T) {
 // planetLab loads the PlanetLab matrix of the repository's shared data.
 func planetLab(t *testing.T) *latency.Matrix {
 	t.Helper()
-	m, err := latency.Load("../../shared/data/planetlab490/planetlab490_median18_ms.txt")
+	m, err := latency.Load("../testdata/planetlab490/planetlab490_median18_ms.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

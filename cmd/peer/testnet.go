@@ -38,7 +38,7 @@ data), node i gets row i and every link delays by half the pair's RTT each
 way; the report then gives each node's RTT to its superpeer.`,
 		Example: `  peer testnet -n 32 --superpeers 4
   peer testnet -n 64 --superpeers 8 --json
-  peer testnet -n 100 --superpeers 10 --latency planetlab490_median18_ms.txt`,
+  peer testnet -n 100 --superpeers 10 --latency testdata/planetlab490/planetlab490_median18_ms.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if timeout <= 0 {

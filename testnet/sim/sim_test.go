@@ -535,7 +535,7 @@ func TestMessagesMatchStats(t *testing.T) {
 	}
 }
 
-const planetLab = "../../../shared/data/planetlab490/planetlab490_median18_ms.txt"
+const planetLab = "../../testdata/planetlab490/planetlab490_median18_ms.txt"
 
 var planetLabMatrix = sync.OnceValue(func() *latency.Matrix {
 	m, err := latency.Load(planetLab)
