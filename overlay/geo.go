@@ -106,7 +106,7 @@ type geo struct {
 	viewSize      int       // membership view size at the last tick
 	viewSince     time.Time // since when it has had that size
 	snapshot      map[peer.ID]*coordinate.Coordinate
-	snapshotAge   int
+	snapshotEpoch int64
 	longNeighbors []peer.ID
 	holding       bool // we published a token position last time
 }
@@ -275,11 +275,14 @@ func (g *geo) tick(ctx context.Context, now time.Time) {
 	slices.Sort(ids)
 
 	g.mu.Lock()
-	if g.snapshotAge%snapshotTicks == 0 || len(g.snapshot) < len(coords) {
-		g.snapshot = coords
+	// Snapshots are taken at the same wall-clock epochs everywhere, so that
+	// holders (and the peers they pass to) decide on nearly the same
+	// picture: tokens bounce between peers whose pictures differ.
+	epoch := now.UnixNano() / int64(snapshotTicks*g.n.cfg.TokenInterval)
+	if epoch != g.snapshotEpoch || len(g.snapshot) < len(coords) {
+		g.snapshot, g.snapshotEpoch = coords, epoch
 		g.snapshot[g.n.self] = g.client.Coordinate()
 	}
-	g.snapshotAge++
 	self := g.snapshot[g.n.self]
 	peers := make([]geometric.Peer, 0, len(g.snapshot))
 	for p, c := range g.snapshot {
