@@ -54,25 +54,33 @@ func greedyMedians(n int, d Dist, k int) []int {
 		near[i] = math.Inf(1)
 	}
 	for range k { // greedy start
-		best, bestCost := -1, math.Inf(1)
-		for c := range n {
-			if slices.Contains(medians, c) {
-				continue
-			}
-			cost := 0.0
-			for i := range n {
-				cost += min(near[i], d(i, c))
-			}
-			if cost < bestCost {
-				best, bestCost = c, cost
-			}
-		}
+		best, _ := bestAddition(n, d, near, medians, math.Inf(1))
 		medians = append(medians, best)
 		for i := range n {
 			near[i] = min(near[i], d(i, best))
 		}
 	}
 	return medians
+}
+
+// bestAddition returns the non-median c that minimises Σ_i min(base[i],
+// d(i, c)), the cost once c is added to medians whose nearest distances are
+// base, and that cost, if it is below limit; otherwise -1.
+func bestAddition(n int, d Dist, base []float64, medians []int, limit float64) (int, float64) {
+	best, bestCost := -1, limit
+	for c := range n {
+		if slices.Contains(medians, c) {
+			continue
+		}
+		cost := 0.0
+		for i := range n {
+			cost += min(base[i], d(i, c))
+		}
+		if cost < bestCost {
+			best, bestCost = c, cost
+		}
+	}
+	return best, bestCost
 }
 
 // localSearch improves medians by single swaps until none helps.
@@ -93,19 +101,7 @@ func localSearch(n int, d Dist, medians []int, rng *rand.Rand) []int {
 					}
 				}
 			}
-			bestC, bestCost := -1, cost*(1-1e-9)
-			for c := range n {
-				if slices.Contains(medians, c) {
-					continue
-				}
-				nc := 0.0
-				for i := range n {
-					nc += min(base[i], d(i, c))
-				}
-				if nc < bestCost {
-					bestC, bestCost = c, nc
-				}
-			}
+			bestC, bestCost := bestAddition(n, d, base, medians, cost*(1-1e-9))
 			if bestC >= 0 {
 				medians[slot], cost, improved = bestC, bestCost, true
 			}

@@ -441,18 +441,24 @@ func (g *geo) coordinate() *coordinate.Coordinate {
 
 // pass hands t to p over the token protocol and reports whether p took it.
 func (g *geo) pass(ctx context.Context, p peer.ID, t geometric.Token) bool {
+	var req [16]byte
+	binary.BigEndian.PutUint64(req[:8], uint64(t.Num))
+	binary.BigEndian.PutUint64(req[8:], t.Seq)
+	return g.ask(ctx, p, g.tokenProto, req[:])
+}
+
+// ask sends req to p over proto and reports whether p answered yes (one
+// byte, 1). Any failure counts as no.
+func (g *geo) ask(ctx context.Context, p peer.ID, proto protocol.ID, req []byte) bool {
 	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
 	defer cancel()
-	s, err := g.n.host.NewStream(ctx, p, g.tokenProto)
+	s, err := g.n.host.NewStream(ctx, p, proto)
 	if err != nil {
 		return false
 	}
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	var req [16]byte
-	binary.BigEndian.PutUint64(req[:8], uint64(t.Num))
-	binary.BigEndian.PutUint64(req[8:], t.Seq)
-	if _, err := s.Write(req[:]); err != nil {
+	if _, err := s.Write(req); err != nil {
 		_ = s.Reset()
 		return false
 	}
@@ -463,27 +469,43 @@ func (g *geo) pass(ctx context.Context, p peer.ID, t geometric.Token) bool {
 	return resp[0] == 1
 }
 
-func (g *geo) handleToken(s network.Stream) {
+// answer serves one request of size bytes: decide gets the request and
+// the authenticated sender and says yes or no; a short read resets the
+// stream.
+func answer(s network.Stream, size int, decide func(req []byte, from peer.ID) bool) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	var req [16]byte
-	if _, err := io.ReadFull(s, req[:]); err != nil {
+	req := make([]byte, size)
+	if _, err := io.ReadFull(s, req); err != nil {
 		_ = s.Reset()
 		return
 	}
-	num, seq := binary.BigEndian.Uint64(req[:8]), binary.BigEndian.Uint64(req[8:])
 	resp := byte(0)
-	if num < uint64(g.cfg.Tokens) {
+	if decide(req, s.Conn().RemotePeer()) {
+		resp = 1
+	}
+	_, _ = s.Write([]byte{resp})
+}
+
+func (g *geo) handleToken(s network.Stream) {
+	took := false
+	answer(s, 16, func(req []byte, from peer.ID) bool {
+		num, seq := binary.BigEndian.Uint64(req[:8]), binary.BigEndian.Uint64(req[8:])
+		if num >= uint64(g.cfg.Tokens) {
+			g.n.log.Debug("geometric: refused a token number out of range", "token", num, "from", from)
+			return false
+		}
 		g.mu.Lock()
 		err := g.holder.Receive(geometric.Token{Num: int(num), Seq: seq}, time.Now())
 		g.mu.Unlock()
-		if err == nil {
-			resp = 1
-			g.n.log.Info("received token", "token", num, "from", s.Conn().RemotePeer())
+		if err != nil {
+			return false
 		}
-	}
-	_, _ = s.Write([]byte{resp})
-	if resp == 1 {
+		g.n.log.Info("received token", "token", num, "from", from)
+		took = true
+		return true
+	})
+	if took {
 		g.publishToken(context.Background())
 	}
 }
@@ -579,46 +601,24 @@ func nearness(self *coordinate.Coordinate, sp geometric.Superpeer) time.Duration
 }
 
 func (g *geo) requestAttach(ctx context.Context, p peer.ID) bool {
-	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
-	defer cancel()
-	s, err := g.n.host.NewStream(ctx, p, g.attachProto)
-	if err != nil {
-		return false
-	}
-	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	if _, err := s.Write([]byte{1}); err != nil {
-		_ = s.Reset()
-		return false
-	}
-	var resp [1]byte
-	if _, err := io.ReadFull(s, resp[:]); err != nil {
-		return false
-	}
-	return resp[0] == 1
+	return g.ask(ctx, p, g.attachProto, []byte{1})
 }
 
 func (g *geo) handleAttach(s network.Stream) {
-	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	var req [1]byte
-	if _, err := io.ReadFull(s, req[:]); err != nil || req[0] != 1 {
-		_ = s.Reset()
-		return
-	}
-	p := s.Conn().RemotePeer()
-	g.mu.Lock()
-	_, member := g.members[p]
-	ok := g.holder.Superpeer() && (member || len(g.members) < g.cfg.Capacity)
-	if ok {
-		g.members[p] = time.Now()
-	}
-	g.mu.Unlock()
-	resp := byte(0)
-	if ok {
-		resp = 1
-	}
-	_, _ = s.Write([]byte{resp})
+	answer(s, 1, func(req []byte, from peer.ID) bool {
+		if req[0] != 1 {
+			g.n.log.Debug("geometric: attach request of unknown version", "version", req[0], "from", from)
+			return false
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		_, member := g.members[from]
+		ok := g.holder.Superpeer() && (member || len(g.members) < g.cfg.Capacity)
+		if ok {
+			g.members[from] = time.Now()
+		}
+		return ok
+	})
 }
 
 // update sets the node's state from the machines and reports changes.
