@@ -211,20 +211,9 @@ func newFeed[T any](cfg feedConfig, spec *feedSpec[T]) *feed[T] {
 func joinFeed[T any](ps *pubsub.PubSub, cfg feedConfig, spec *feedSpec[T]) (*feed[T], error) {
 	f := newFeed(cfg, spec)
 	f.ps = ps
-	name := cfg.topic
-	if err := ps.RegisterTopicValidator(name, pubsub.ValidatorEx(f.validate)); err != nil {
-		return nil, fmt.Errorf("gossip: validator for %s: %w", name, err)
-	}
-	topic, err := ps.Join(name)
+	topic, sub, err := subscribe(ps, cfg.topic, f.validate)
 	if err != nil {
-		_ = ps.UnregisterTopicValidator(name)
-		return nil, fmt.Errorf("gossip: join %s: %w", name, err)
-	}
-	sub, err := topic.Subscribe()
-	if err != nil {
-		_ = topic.Close()
-		_ = ps.UnregisterTopicValidator(name)
-		return nil, fmt.Errorf("gossip: subscribe %s: %w", name, err)
+		return nil, err
 	}
 	f.topic, f.sub = topic, sub
 	ctx, cancel := context.WithCancel(context.Background())
@@ -233,6 +222,26 @@ func joinFeed[T any](ps *pubsub.PubSub, cfg feedConfig, spec *feedSpec[T]) (*fee
 	go f.receive(ctx)
 	go f.run(ctx)
 	return f, nil
+}
+
+// subscribe registers validate on the topic name, joins it and subscribes,
+// undoing what it did on failure.
+func subscribe(ps *pubsub.PubSub, name string, validate pubsub.ValidatorEx) (*pubsub.Topic, *pubsub.Subscription, error) {
+	if err := ps.RegisterTopicValidator(name, validate); err != nil {
+		return nil, nil, fmt.Errorf("gossip: validator for %s: %w", name, err)
+	}
+	topic, err := ps.Join(name)
+	if err != nil {
+		_ = ps.UnregisterTopicValidator(name)
+		return nil, nil, fmt.Errorf("gossip: join %s: %w", name, err)
+	}
+	sub, err := topic.Subscribe()
+	if err != nil {
+		_ = topic.Close()
+		_ = ps.UnregisterTopicValidator(name)
+		return nil, nil, fmt.Errorf("gossip: subscribe %s: %w", name, err)
+	}
+	return topic, sub, nil
 }
 
 // validate is the topic's pubsub.ValidatorEx.

@@ -82,20 +82,9 @@ func JoinMembership(ps *pubsub.PubSub, self peer.ID, cfg MembershipConfig) (*Mem
 		view:    NewView(cfg.TTL),
 		changes: make(chan struct{}, 1),
 	}
-	name := MembershipTopic(cfg.Network)
-	if err := ps.RegisterTopicValidator(name, pubsub.ValidatorEx(m.validate)); err != nil {
-		return nil, fmt.Errorf("gossip: validator for %s: %w", name, err)
-	}
-	topic, err := ps.Join(name)
+	topic, sub, err := subscribe(ps, MembershipTopic(cfg.Network), m.validate)
 	if err != nil {
-		_ = ps.UnregisterTopicValidator(name)
-		return nil, fmt.Errorf("gossip: join %s: %w", name, err)
-	}
-	sub, err := topic.Subscribe()
-	if err != nil {
-		_ = topic.Close()
-		_ = ps.UnregisterTopicValidator(name)
-		return nil, fmt.Errorf("gossip: subscribe %s: %w", name, err)
+		return nil, err
 	}
 	m.topic, m.sub = topic, sub
 	ctx, cancel := context.WithCancel(context.Background())
