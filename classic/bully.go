@@ -285,7 +285,7 @@ func (b *Bully) failoverList() []ID {
 			others = append(others, p)
 		}
 	}
-	slices.SortStableFunc(others, func(x, y ID) int { return b.c.cfg.Rank.Compare(y, x) })
+	others = electByRank(b.c.cfg.Rank, others)
 	if b.listLen > 0 && len(others) > b.listLen {
 		others = others[:b.listLen]
 	}

@@ -183,6 +183,10 @@ func NewEcho(cfg Config, neighbours []ID, capacity uint64, opts ...EchoOption) (
 	if e.rtxTimeout == 0 {
 		e.rtxTimeout = max(1, e.timeout/4)
 	}
+	if e.rtxTimeout >= e.timeout {
+		return nil, fmt.Errorf("%w: retransmission interval %d ticks is not below the election timeout %d ticks; no retransmission would ever go out",
+			ErrBadOption, e.rtxTimeout, e.timeout)
+	}
 	return e, nil
 }
 

@@ -475,6 +475,7 @@ func TestNewEchoValidation(t *testing.T) {
 		{"twice", tnSplit("b b"), nil, ErrBadNeighbours},
 		{"bad timeout", tnSplit("b"), []EchoOption{WithElectionTimeout(0)}, ErrBadOption},
 		{"bad retransmit", tnSplit("b"), []EchoOption{WithRetransmitTimeout(-1)}, ErrBadOption},
+		{"retransmit not below timeout", tnSplit("b"), []EchoOption{WithElectionTimeout(40), WithRetransmitTimeout(40)}, ErrBadOption},
 	}
 	for _, tc := range cases {
 		if _, err := NewEcho(Config{ID: "a", Peers: peers}, tc.nbs, 1, tc.opts...); !errors.Is(err, tc.want) {

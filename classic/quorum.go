@@ -57,6 +57,7 @@ import (
 // starts, so the promises it made before a crash run out first.
 type Quorum struct {
 	cfg      Config
+	members  map[ID]bool // Config.Peers: only they may claim or grant
 	inner    Machine
 	innerSt  State
 	majority int
@@ -109,8 +110,13 @@ func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
 	if hs.Vote != None && !slices.Contains(cfg.Peers, hs.Vote) {
 		return nil, fmt.Errorf("%w: quorum: HardState.Vote %q is not one of Config.Peers", ErrBadID, hs.Vote)
 	}
+	members := make(map[ID]bool, len(cfg.Peers))
+	for _, p := range cfg.Peers {
+		members[p] = true
+	}
 	q := &Quorum{
 		cfg:      cfg,
+		members:  members,
 		inner:    inner,
 		majority: len(cfg.Peers)/2 + 1,
 		lease:    cfg.TimeoutTicks,
@@ -118,15 +124,15 @@ func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
 		vote:     hs.Vote,
 		outbox:   newOutbox(cfg),
 	}
-	q.startGuard = q.lease + promiseMargin
+	q.startGuard = q.lease + PromiseMargin
 	q.pull()
 	return q, nil
 }
 
-// promiseMargin is added to every promise: the ticks of two processes are up
-// to one tick out of phase, and the receiver's tick count at a message's
-// arrival may lag the sender's by one more.
-const promiseMargin = 2
+// PromiseMargin, in ticks, is added to every promise: the ticks of two
+// processes are up to one tick out of phase, and the receiver's tick count
+// at a message's arrival may lag the sender's by one more.
+const PromiseMargin = 2
 
 // HardState returns what the driver must store before it sends the messages
 // of the last Ready.
@@ -162,10 +168,15 @@ func (q *Quorum) Campaign() {
 // machine.
 func (q *Quorum) Step(m Message) {
 	switch m.Type {
-	case MsgClaim:
-		q.stepClaim(m)
-	case MsgClaimAck:
-		q.stepAck(m)
+	case MsgClaim, MsgClaimAck:
+		if !q.members[m.From] || m.From == q.cfg.ID {
+			return // a stranger's vote would break the majority
+		}
+		if m.Type == MsgClaim {
+			q.stepClaim(m)
+		} else {
+			q.stepAck(m)
+		}
 	default:
 		q.inner.Step(m)
 		q.pull()
@@ -227,7 +238,7 @@ func (q *Quorum) sendRound() {
 	q.sentAt[q.round] = q.now
 	q.backed[q.cfg.ID] = q.now
 	q.count()
-	q.promisedTo, q.promiseUntil = q.cfg.ID, q.now+q.lease+promiseMargin
+	q.promisedTo, q.promiseUntil = q.cfg.ID, q.now+q.lease+PromiseMargin
 	for r, at := range q.sentAt {
 		if q.now-at >= q.lease {
 			delete(q.sentAt, r) // its grants could not extend the lease
@@ -275,7 +286,7 @@ func (q *Quorum) stepClaim(m Message) {
 		q.stopClaim() // only reached when our own promise ran out
 	}
 	q.term, q.vote = m.Term, m.From
-	q.promisedTo, q.promiseUntil = m.From, q.now+q.lease+promiseMargin
+	q.promisedTo, q.promiseUntil = m.From, q.now+q.lease+PromiseMargin
 	q.send(Message{Type: MsgClaimAck, To: m.From, Term: m.Term, Leader: m.From, Election: m.Election})
 }
 

@@ -216,3 +216,53 @@ func TestQuorumOneVotePerTerm(t *testing.T) {
 		t.Fatalf("restarted process voted twice in term 2: %+v", hs)
 	}
 }
+
+// Claims and grants from a process that is not a configured member are
+// dropped: a stranger neither gets a vote nor counts towards a majority.
+func TestQuorumIgnoresStrangers(t *testing.T) {
+	ids := tnSplit("a b c")
+	q := tnMust[*Quorum](t)(NewQuorum(tnCfg("c", ids), tnPassive{}, HardState{}))
+	for range 13 {
+		q.Tick()
+	}
+	q.Step(Message{Type: MsgClaim, From: "z", To: "c", Term: 5, Election: ElectionID{Source: "z", Seq: 1}})
+	if hs := q.HardState(); hs != (HardState{}) {
+		t.Fatalf("a stranger's claim changed the vote: %+v", hs)
+	}
+	if msgs := q.Ready().Messages; len(msgs) != 0 {
+		t.Fatalf("answered a stranger: %v", msgs)
+	}
+
+	// c claims (its inner machine says it leads); only b of the members
+	// grants, and a stranger's grant must not make the majority of 2.
+	lead := &tnLeader{id: "c"}
+	l := tnMust[*Quorum](t)(NewQuorum(tnCfg("c", ids), lead, HardState{}))
+	for range 13 {
+		l.Tick()
+	}
+	var round uint64
+	for _, m := range l.Ready().Messages {
+		if m.Type == MsgClaim {
+			round = m.Election.Seq
+		}
+	}
+	if round == 0 {
+		t.Fatal("c sent no claim")
+	}
+	l.Step(Message{Type: MsgClaimAck, From: "z", To: "c", Term: 1, Leader: "c", Election: ElectionID{Source: "c", Seq: round}})
+	if st := l.Ready().State; st.Role == Leader {
+		t.Fatalf("a stranger's grant made c leader: %+v", st)
+	}
+	l.Step(Message{Type: MsgClaimAck, From: "b", To: "c", Term: 1, Leader: "c", Election: ElectionID{Source: "c", Seq: round}})
+	if st := l.Ready().State; st.Role != Leader || st.Term != 1 {
+		t.Fatalf("with b's grant c should lead term 1: %+v", st)
+	}
+}
+
+// tnLeader is an inner machine that always says its process leads.
+type tnLeader struct{ id ID }
+
+func (*tnLeader) Step(Message)   {}
+func (*tnLeader) Tick()          {}
+func (*tnLeader) Campaign()      {}
+func (l *tnLeader) Ready() Ready { return Ready{State: State{Role: Leader, Leader: l.id}} }

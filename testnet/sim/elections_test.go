@@ -426,7 +426,7 @@ func runSchedule(a algo, seed uint64, quorum bool) error {
 	}
 	s.At(tp, func(s *sim.Sim) { note(s, "partition %v", groups); s.Partition(groups...) })
 	// A leader on a minority side keeps its lease at most until it runs out.
-	lease := time.Duration(a.timeoutTicks+classicPromiseMargin+1) * sim.DefaultTickInterval
+	lease := time.Duration(a.timeoutTicks+classic.PromiseMargin+1) * sim.DefaultTickInterval
 	s.At(th, func(s *sim.Sim) { note(s, "heal"); s.Heal() })
 	// Sometimes a cut link as well, recovered by the heal at the end.
 	if rng.IntN(2) == 0 {
@@ -505,10 +505,6 @@ func runSchedule(a algo, seed uint64, quorum bool) error {
 	}
 	return nil
 }
-
-// classicPromiseMargin is the margin (in ticks) that classic.Quorum adds to
-// every promise.
-const classicPromiseMargin = 2
 
 // checkQuorum checks the safety properties of majority mode on a record: no
 // term with two live leaders, no two live leaders at once at all, and no

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -124,22 +125,12 @@ func (r *Record) MessagesByType(from, to time.Duration) map[classic.MsgType]int 
 }
 
 func (r *Record) sendsIn(from, to time.Duration) []SendRun {
-	lo, _ := slices.BinarySearchFunc(r.Sends, from, func(s SendRun, t time.Duration) int { return cmpDur(s.At, t) })
-	hi, _ := slices.BinarySearchFunc(r.Sends, to, func(s SendRun, t time.Duration) int { return cmpDur(s.At, t) })
+	lo, _ := slices.BinarySearchFunc(r.Sends, from, func(s SendRun, t time.Duration) int { return cmp.Compare(s.At, t) })
+	hi, _ := slices.BinarySearchFunc(r.Sends, to, func(s SendRun, t time.Duration) int { return cmp.Compare(s.At, t) })
 	if hi < lo {
 		return nil
 	}
 	return r.Sends[lo:hi]
-}
-
-func cmpDur(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // replay applies the record in time order to a tracker restricted to scope
@@ -163,12 +154,12 @@ func (r *Record) replay(scope []int, visit func(t time.Duration, tr *tracker, at
 		}
 	}
 	changes, faults := r.Changes, r.Faults
-	byAt := func(a, b Change) int { return cmpDur(a.At, b.At) }
+	byAt := func(a, b Change) int { return cmp.Compare(a.At, b.At) }
 	if !slices.IsSortedFunc(changes, byAt) {
 		changes = slices.Clone(changes)
 		slices.SortStableFunc(changes, byAt)
 	}
-	faultAt := func(a, b Fault) int { return cmpDur(a.At, b.At) }
+	faultAt := func(a, b Fault) int { return cmp.Compare(a.At, b.At) }
 	if !slices.IsSortedFunc(faults, faultAt) {
 		faults = slices.Clone(faults)
 		slices.SortStableFunc(faults, faultAt)

@@ -443,10 +443,14 @@ func (s *Sim) Crash(i int) {
 }
 
 // Restart brings node i back now with a fresh machine from the factory
-// (restarted true), which then campaigns. A live node is crashed first.
+// (restarted true), which then campaigns. A live node is crashed first. It
+// panics if the factory returns nil, as New reports it as an error.
 func (s *Sim) Restart(i int) {
 	s.Crash(i)
 	s.machines[i] = s.cfg.Factory(i, s.ids[i], true)
+	if s.machines[i] == nil {
+		panic(fmt.Sprintf("sim: Restart(%d): Factory returned nil for node %q", i, s.ids[i]))
+	}
 	s.alive[i] = true
 	s.inc[i]++
 	s.faults = append(s.faults, Fault{At: s.now, Kind: FaultRestart, Node: i})

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -62,7 +63,7 @@ func (w *tickWheel) init(first []time.Duration) {
 	}
 	slices.SortFunc(w.slots, func(a, b tickSlot) int {
 		if a.at != b.at {
-			return cmpDur(a.at, b.at)
+			return cmp.Compare(a.at, b.at)
 		}
 		return int(a.node - b.node)
 	})
