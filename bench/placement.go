@@ -159,15 +159,23 @@ type Quality struct {
 	MaxCluster      int
 	ClusterCV       float64 // coefficient of variation of the cluster sizes
 	OrdinaryCounted int
+	// Unattached counts the peers without a superpeer (attach[i] < 0, as
+	// geometric.AttachAllBy leaves them when there is no room); they are
+	// in no other figure.
+	Unattached int
 }
 
 // Measure computes the quality of attach (attach[i] is peer i's superpeer;
-// a superpeer names itself).
+// a superpeer names itself; a negative entry is a peer left unattached).
 func Measure(d Dist, attach []int) Quality {
 	var q Quality
 	var v []float64
 	size := map[int]int{}
 	for i, s := range attach {
+		if s < 0 {
+			q.Unattached++
+			continue
+		}
 		size[s]++
 		if s != i {
 			v = append(v, d(i, s))
@@ -182,7 +190,7 @@ func Measure(d Dist, attach []int) Quality {
 		}
 		q.Mean, q.P95, q.Max = sum/float64(len(v)), v[max(int(math.Ceil(0.95*float64(len(v))))-1, 0)], v[len(v)-1]
 	}
-	mean := float64(len(attach)) / float64(len(size))
+	mean := float64(len(attach)-q.Unattached) / float64(len(size))
 	varsum := 0.0
 	for _, c := range size {
 		q.MaxCluster = max(q.MaxCluster, c)

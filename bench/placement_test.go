@@ -113,3 +113,13 @@ func TestMeasure(t *testing.T) {
 		t.Fatalf("ClusterCV = %v, want 0.2", q.ClusterCV)
 	}
 }
+
+// Peers left without a superpeer (-1) are counted apart, not measured.
+func TestMeasureUnattached(t *testing.T) {
+	pos := []float64{0, 1, 5}
+	d := func(i, j int) float64 { return math.Abs(pos[i] - pos[j]) }
+	q := Measure(d, []int{0, 0, -1})
+	if q.Unattached != 1 || q.Clusters != 1 || q.MaxCluster != 2 || q.Mean != 1 {
+		t.Fatalf("Measure = %+v, want one unattached peer and one cluster of 2 at mean 1", q)
+	}
+}

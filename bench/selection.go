@@ -56,6 +56,14 @@ func Placement(m *latency.Matrix, cfg PlacementConfig) ([]PlacementRow, error) {
 	if cfg.Capacity == 0 {
 		cfg.Capacity = geometric.DefaultConfig().Capacity
 	}
+	if len(cfg.Sizes) == 0 || cfg.RandomDraws < 0 {
+		return nil, fmt.Errorf("%w: %d sizes and %d random draws; want at least one size and draws >= 0", ErrPlacement, len(cfg.Sizes), cfg.RandomDraws)
+	}
+	for _, s := range cfg.Sizes {
+		if s < 1 || s > m.N() {
+			return nil, fmt.Errorf("%w: S = %d superpeers among %d hosts", ErrPlacement, s, m.N())
+		}
+	}
 	if m.Missing() > 0 {
 		return nil, fmt.Errorf("%w: the matrix misses %d pairs; fill them in first", ErrPlacement, m.Missing())
 	}

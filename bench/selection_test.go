@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/superpeer/superpeer/testnet/latency"
 )
@@ -60,6 +62,15 @@ func TestPlacementPlanetLab(t *testing.T) {
 		}
 		if got := r.Geometric.Mean / r.KMedian.Mean; got > bound.vsKMedian {
 			t.Errorf("S = %d: geometric/k-median = %.2f, want at most %.2f", r.S, got, bound.vsKMedian)
+		}
+	}
+}
+
+func TestPlacementBadRequest(t *testing.T) {
+	m := latency.Constant(5, time.Millisecond)
+	for _, cfg := range []PlacementConfig{{}, {Sizes: []int{0}}, {Sizes: []int{6}}, {Sizes: []int{2}, RandomDraws: -1}} {
+		if _, err := Placement(m, cfg); !errors.Is(err, ErrPlacement) {
+			t.Errorf("Placement(%+v): error %v, want ErrPlacement", cfg, err)
 		}
 	}
 }

@@ -39,8 +39,8 @@ func Attach(self *coordinate.Coordinate, sps []Superpeer, capacity int) (ID, err
 		}
 		d := sp.RTT
 		if d <= 0 {
-			if self == nil || sp.Coord == nil || len(self.Vec) != len(sp.Coord.Vec) {
-				continue
+			if self == nil || validate(self, len(self.Vec)) != nil || validate(sp.Coord, len(self.Vec)) != nil {
+				continue // no usable estimate (nil, NaN, absurd, other dimension)
 			}
 			d = time.Duration(Distance(self, sp.Coord) * float64(time.Second))
 		}

@@ -79,7 +79,7 @@ func clusterSizes(attach []int) map[int]int {
 func TestPlacementPlanetLab(t *testing.T) {
 	coords, err := planetLabCoords()
 	if err != nil {
-		t.Skipf("PlanetLab matrix not available: %v", err)
+		t.Fatalf("PlanetLab matrix (the repository copy in testdata/): %v", err)
 	}
 	m := loadPlanetLab(t)
 	rtt := measured(m)
@@ -123,7 +123,7 @@ func TestPlacementPlanetLab(t *testing.T) {
 func TestPureRepulsionIsWorse(t *testing.T) {
 	coords, err := planetLabCoords()
 	if err != nil {
-		t.Skipf("PlanetLab matrix not available: %v", err)
+		t.Fatalf("PlanetLab matrix (the repository copy in testdata/): %v", err)
 	}
 	m := loadPlanetLab(t)
 	rtt := measured(m)

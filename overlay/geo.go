@@ -228,7 +228,10 @@ func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
 	results := ping.Ping(ctx, g.n.host, p)
 	best := time.Duration(0)
 	for range 3 {
-		res := <-results
+		res, ok := <-results
+		if !ok { // the deadline passed: the channel closes without a result
+			res.Error = ctx.Err()
+		}
 		if res.Error != nil {
 			if best > 0 {
 				break
@@ -650,12 +653,7 @@ func (g *geo) update() {
 		id := sp.String()
 		next.Prefix = "sp-" + id[max(0, len(id)-8):]
 	}
-	g.n.mu.Lock()
-	prev := g.n.state
-	next.Evaluations = prev.Evaluations + 1
-	g.n.state = next
-	g.n.mu.Unlock()
-	g.n.report(prev, next)
+	g.n.commit(next)
 	// The membership topic is how peers learn of each other (the initial
 	// holders and re-homing are computed over it); k is 0 here.
 	if err := g.n.members.SetLocal(context.Background(), gossip.Announcement{

@@ -301,12 +301,7 @@ func (n *Node) evaluate(ctx context.Context, force bool) {
 	if sp == n.self {
 		next.Role = RoleSuperpeer
 	}
-	n.mu.Lock()
-	prev = n.state
-	next.Evaluations = prev.Evaluations + 1
-	n.state = next
-	n.mu.Unlock()
-	n.report(prev, next)
+	n.commit(next)
 	if err := n.members.SetLocal(ctx, gossip.Announcement{
 		ID: n.self, Addrs: n.host.Addrs(), Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck,
 	}); err != nil {
@@ -337,6 +332,17 @@ func (n *Node) clusterMembers(k int, ck dhtselect.Key) []peer.ID {
 	}
 	dhtselect.SortByKey(out)
 	return out
+}
+
+// commit makes next the node's state, counting the evaluation, and reports
+// what changed.
+func (n *Node) commit(next State) {
+	n.mu.Lock()
+	prev := n.state
+	next.Evaluations = prev.Evaluations + 1
+	n.state = next
+	n.mu.Unlock()
+	n.report(prev, next)
 }
 
 // report logs and emits what changed between two states.
@@ -397,13 +403,14 @@ func (n *Node) Close() error {
 	if n.closed.Swap(true) {
 		return nil
 	}
+	n.cancel()
+	n.wg.Wait()
 	if n.geo != nil {
+		// The loops have stopped: nothing else moves the token now.
 		ctx, cancel := context.WithTimeout(context.Background(), streamDeadline)
 		n.geo.leave(ctx) // hand the token on before going
 		cancel()
 	}
-	n.cancel()
-	n.wg.Wait()
 	return n.closeParts()
 }
 

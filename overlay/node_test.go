@@ -31,6 +31,9 @@ func TestConfigValidation(t *testing.T) {
 		"geometric, fraction": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Fraction: 0.1})},
 		"geometric, capacity": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}),
 			WithGeometric(geometric.Config{Capacity: -1}, 0, 0)},
+		"geometric, tokens": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}),
+			WithGeometric(geometric.Config{Tokens: 3}, 0, 0)},
+		"geometric, too many": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 5000})},
 		"geometric, ping": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}),
 			WithGeometric(geometric.Config{}, -time.Second, 0)},
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/gossip"
 )
 
 // ErrConfig reports an invalid node configuration.
@@ -116,6 +117,13 @@ func (c *Config) Validate() error {
 	switch c.Strategy {
 	case StrategyDHT:
 	case StrategyGeometric:
+		if c.Geometric.Tokens != 0 && c.Geometric.Tokens != c.Target.Superpeers {
+			return fmt.Errorf("%w: Geometric.Tokens = %d disagrees with Target.Superpeers = %d; set the number of tokens with the target",
+				ErrConfig, c.Geometric.Tokens, c.Target.Superpeers)
+		}
+		if c.Target.Superpeers > gossip.MaxTokens {
+			return fmt.Errorf("%w: %d superpeers: the geometric strategy carries at most %d tokens", ErrConfig, c.Target.Superpeers, gossip.MaxTokens)
+		}
 		if c.Target.Superpeers < 1 {
 			return fmt.Errorf("%w: the geometric strategy needs a fixed number of superpeers (tokens), not a fraction of %v; set it with --superpeers",
 				ErrConfig, c.Target.Fraction)

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay"
 )
 
 // Report is the outcome of a testnet run, in the shape of `peer testnet
@@ -130,7 +131,7 @@ func (t *Net) Report() Report {
 			byKey[key] = c
 		}
 		ids[key] = append(ids[key], s.Self)
-		if s.Role.String() == "superpeer" {
+		if s.Role == overlay.RoleSuperpeer {
 			c.Superpeer = s.Self.String()
 		} else if c.Superpeer == "" {
 			c.Superpeer = s.Superpeer.ID.String()
