@@ -124,22 +124,6 @@ func Cost(n int, d Dist, medians []int) float64 {
 	return sum
 }
 
-// Nearest attaches every peer to its nearest superpeer (a superpeer to
-// itself) and returns, for each peer, the index of its superpeer.
-func Nearest(n int, d Dist, superpeers []int) []int {
-	out := make([]int, n)
-	for i := range n {
-		best, bestD := -1, math.Inf(1)
-		for _, s := range superpeers {
-			if v := d(i, s); v < bestD || v == bestD && s < best {
-				best, bestD = s, v
-			}
-		}
-		out[i] = best
-	}
-	return out
-}
-
 // RandomPlacement draws k distinct superpeers uniformly at random.
 func RandomPlacement(n, k int, rng *rand.Rand) ([]int, error) {
 	if n < 1 || k < 1 || k > n {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/superpeer/superpeer/geometric"
 )
 
 // points returns n random points in the unit square and their Euclidean
@@ -98,11 +100,14 @@ func TestMeasure(t *testing.T) {
 	// Peers 0..4 on a line at 0, 1, 2, 10, 11; superpeers 1 and 10.
 	pos := []float64{0, 1, 2, 10, 11}
 	d := func(i, j int) float64 { return math.Abs(pos[i] - pos[j]) }
-	attach := Nearest(5, d, []int{1, 3})
+	attach, err := geometric.AttachAllBy(5, d, []int{1, 3}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []int{1, 1, 1, 3, 3}
 	for i := range want {
 		if attach[i] != want[i] {
-			t.Fatalf("Nearest = %v, want %v", attach, want)
+			t.Fatalf("AttachAllBy = %v, want %v", attach, want)
 		}
 	}
 	q := Measure(d, attach)

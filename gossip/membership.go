@@ -165,7 +165,8 @@ func (m *Membership) publish(ctx context.Context) {
 		m.mu.Unlock()
 		return // nothing to say yet
 	}
-	a.Seq = uint64(time.Now().UnixNano())
+	// Rising even if the clock steps back, or receivers drop it as stale.
+	a.Seq = max(uint64(time.Now().UnixNano()), m.local.Seq+1)
 	m.local.Seq = a.Seq
 	m.view.Apply(a, time.Now())
 	m.mu.Unlock()

@@ -278,6 +278,12 @@ func (g *geo) tick(ctx context.Context, now time.Time) {
 	slices.Sort(ids)
 
 	g.mu.Lock()
+	for p := range g.rtt {
+		if _, ok := coords[p]; !ok { // gone: drop its RTT and serf's filter for it
+			delete(g.rtt, p)
+			g.client.Forget(geometric.ID(p))
+		}
+	}
 	// Snapshots are taken at the same wall-clock epochs everywhere, so that
 	// holders (and the peers they pass to) decide on nearly the same
 	// picture: tokens bounce between peers whose pictures differ.
