@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -296,46 +295,19 @@ func ringCount(tb testing.TB, n int, maxOnly, decreasing bool, initiators []int,
 	}
 }
 
-// echoCount prepares n echo machines on sparseGraph (a ring plus three
-// random links per node: average degree about 8, less at n = 8 where a node
-// has at most 7 neighbours), on the PlanetLab latencies, with seeded
-// capacities, as TestEcho10k does. The election timeout is so long that no
+// echoCount prepares the echo network of TestEcho10k (echoNet: sparseGraph,
+// a ring plus three random links per node, average degree about 8, less at n
+// = 8 where a node has at most 7 neighbours; PlanetLab latencies; seeded
+// capacities) for n nodes. Its election timeout is so long that no
 // retransmission fires in a loss-free run.
 func echoCount(tb testing.TB, n int) *countElection {
 	tb.Helper()
-	pl := planetLabMatrix()
-	all := ids(n)
-	r := rand.New(rand.NewPCG(uint64(n), 3))
-	adj := sparseGraph(all, r)
-	caps := make([]uint64, n)
-	best, edges := 0, 0
-	for i := range caps {
-		caps[i] = 1 + r.Uint64N(1000)
-		if caps[i] > caps[best] || caps[i] == caps[best] && all[i] > all[best] {
-			best = i
-		}
-		edges += len(adj[i])
-	}
-	edges /= 2
-	s, err := New(Config{
-		IDs: all, Latency: pl, HostOf: func(i int) int { return i % pl.N() }, Seed: uint64(n),
-		Factory: func(i int, id classic.ID, _ bool) classic.Machine {
-			m, err := classic.NewEcho(classic.Config{ID: id, Peers: append([]classic.ID{id}, adj[i]...), TimeoutTicks: 10},
-				adj[i], caps[i], classic.WithElectionTimeout(1_000_000))
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return m
-		},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	s, want, edges := echoNet(tb, n, uint64(n))
 	expected := 2*edges + n - 1
 	return &countElection{
 		s:     s,
 		start: func(s *Sim) { s.Campaign(0) },
-		want:  all[best], expected: expected,
+		want:  want, expected: expected,
 		detail: fmt.Sprintf("2·%d+%d = %d (avg degree %.1f)", edges, n-1, expected, 2*float64(edges)/float64(n)),
 	}
 }
