@@ -30,6 +30,20 @@ func (c *memberCore) isMember(id ID) bool {
 	return ok
 }
 
+// cleanIDs keeps the members of ids, each once, in order: a list received
+// from the wire (a failover list, a ring) may carry anything.
+func (c *memberCore) cleanIDs(ids []ID) []ID {
+	out := make([]ID, 0, len(ids))
+	seen := make(map[ID]bool, len(ids))
+	for _, id := range ids {
+		if c.isMember(id) && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // accepts reports whether m is addressed to this process and comes from a
 // configured member. Anything else is dropped unseen.
 func (c *memberCore) accepts(m Message) bool {
@@ -160,7 +174,7 @@ func (b *Bully) follow(leader ID, ids []ID) {
 	b.c.role, b.c.leader = Follower, leader
 	b.phase, b.elapsed, b.heard = bullyIdle, 0, 0
 	if b.failover && ids != nil {
-		b.list = b.cleanList(ids)
+		b.list = b.c.cleanIDs(ids)
 	}
 }
 
@@ -208,7 +222,7 @@ func (b *Bully) Step(m Message) {
 		case m.From == b.c.leader:
 			b.heard = 0
 			if b.failover && m.IDs != nil {
-				b.list = b.cleanList(m.IDs)
+				b.list = b.c.cleanIDs(m.IDs)
 			}
 		case b.c.above(self, m.From):
 			b.Campaign() // a lower process claims to lead: bully back
@@ -290,17 +304,6 @@ func (b *Bully) failoverList() []ID {
 		others = others[:b.listLen]
 	}
 	return others
-}
-
-// cleanList keeps the members of a received failover list, once each.
-func (b *Bully) cleanList(ids []ID) []ID {
-	out := make([]ID, 0, len(ids))
-	for _, id := range ids {
-		if b.c.isMember(id) && !slices.Contains(out, id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // Ready implements Machine.

@@ -292,7 +292,7 @@ func (r *Ring) stepList(m Message) {
 	}
 	if src == self {
 		if r.participating && r.best == self && m.Election.Seq == r.seq {
-			r.announce(r.cleanIDs(m.IDs))
+			r.announce(r.c.cleanIDs(m.IDs))
 		}
 		return
 	}
@@ -326,7 +326,7 @@ func (r *Ring) stepCoordinator(m Message) {
 		// send (MsgUnreachable) marks a member down, so a member missing
 		// from the list because it was down for a moment rejoins as soon
 		// as it answers again.
-		r.ring = r.cleanIDs(m.IDs)
+		r.ring = r.c.cleanIDs(m.IDs)
 	}
 	r.dropRecentElections()
 	r.sendRing(m)
@@ -347,14 +347,14 @@ func (r *Ring) stepHeartbeat(m Message) {
 	case m.From == r.c.leader:
 		r.heard = 0
 		if !r.maxOnly && m.IDs != nil {
-			r.ring = r.cleanIDs(m.IDs)
+			r.ring = r.c.cleanIDs(m.IDs)
 		}
 	case r.c.above(self, m.From):
 		r.Campaign() // a lower process claims to lead
 	case r.c.leader == None || r.c.role == Leader || r.c.above(m.From, r.c.leader):
 		r.follow(m.From)
 		if !r.maxOnly && m.IDs != nil {
-			r.ring = r.cleanIDs(m.IDs)
+			r.ring = r.c.cleanIDs(m.IDs)
 		}
 	}
 }
@@ -400,19 +400,6 @@ func (r *Ring) unreachable(dead ID) {
 // ended, so a late MsgUnreachable cannot revive them.
 func (r *Ring) dropRecentElections() {
 	r.recent = slices.DeleteFunc(r.recent, func(s ringSent) bool { return s.m.Type == MsgElection })
-}
-
-// cleanIDs keeps the members in ids, once each, in order.
-func (r *Ring) cleanIDs(ids []ID) []ID {
-	out := make([]ID, 0, len(ids))
-	seen := make(map[ID]bool, len(ids))
-	for _, id := range ids {
-		if r.c.isMember(id) && !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // Tick implements Machine.
