@@ -87,6 +87,19 @@ type Config struct {
 	// nodes, each deciding on its own snapshot of the coordinates, use it
 	// to damp tokens bouncing between peers whose pictures differ.
 	MinHold time.Duration
+
+	// Cooling is how many passes a token makes, after it was placed, before
+	// it cools: from then on every pass doubles the margin the next must
+	// buy, so a token that has made p > Cooling passes moves only for a
+	// gain of Margin·2^(p−Cooling) (PromotedMargin likewise). Where
+	// coordinates stand still every pass lowers the total energy and tokens
+	// stop long before they cool (on PlanetLab a token makes 1 to 3
+	// passes); on live nodes every snapshot of the coordinates moves the
+	// optimum a little and, without cooling, tokens chase it for ever.
+	// Cooling bounds the passes of a token: some twenty past Cooling raise
+	// the margin above any energy a token can have. A re-homed token starts
+	// hot again (see Token). Default 8; negative turns cooling off.
+	Cooling int
 }
 
 // DefaultConfig returns the defaults named in the fields of Config.
@@ -101,6 +114,7 @@ func DefaultConfig() Config {
 		Margin:         time.Millisecond,
 		Dwell:          30 * time.Second,
 		PromotedMargin: 3 * time.Millisecond,
+		Cooling:        8,
 	}
 }
 
@@ -133,6 +147,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PromotedMargin == 0 {
 		c.PromotedMargin = 3 * c.Margin
+	}
+	if c.Cooling == 0 {
+		c.Cooling = d.Cooling
 	}
 	switch {
 	case c.Tokens < 0:

@@ -13,12 +13,24 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 )
 
-// Token is one of the S tokens. Num names it (0..S-1); Seq counts its passes
-// and orders reports of its position: of two reports about one token, the one
-// with the higher Seq is the newer.
+// Token is one of the S tokens. Num names it (0..S-1); Seq orders reports
+// of its position: of two reports about one token, the one with the higher
+// Seq is the newer. Every pass adds one to Seq. Its high 32 bits count the
+// placements of the token (0 for the initial one, one more for every
+// re-homing: Rehomed) and its low 32 bits the passes since (Passes), which
+// set how cool the token is (Config.Cooling).
 type Token struct {
 	Num int
 	Seq uint64
+}
+
+// Passes returns the number of passes of t since it was placed.
+func (t Token) Passes() int { return int(uint32(t.Seq)) }
+
+// Rehomed returns token num as placed again by a re-homing, newer than any
+// report whose Seq is below after: the next placement, with no passes.
+func Rehomed(num int, after uint64) Token {
+	return Token{Num: num, Seq: (after>>32 + 1) << 32}
 }
 
 // Position is a report, spread by gossip, that Holder holds Token at Coord.
@@ -44,6 +56,9 @@ type Output interface{ isOutput() }
 type Pass struct {
 	Token Token
 	To    ID
+	// Gain is the decrease of the token's potential energy the holder
+	// expects from the pass, in seconds (zero for a pass made on leaving).
+	Gain float64
 }
 
 // Release reports that the holder is leaving with a token and had no
@@ -332,9 +347,9 @@ func (h *Holder) Tick(now time.Time) []Output {
 	}
 	if h.stale && now.Sub(h.since) >= h.cfg.MinHold {
 		h.stale = false
-		if to, ok := h.move(); ok {
+		if to, gain, ok := h.move(); ok {
 			h.passing = true
-			return []Output{Pass{Token: Token{h.token.Num, h.token.Seq + 1}, To: to}}
+			return []Output{Pass{Token: Token{h.token.Num, h.token.Seq + 1}, To: to, Gain: gain}}
 		}
 	}
 	if !h.super && now.Sub(h.since) >= h.cfg.Dwell {
@@ -366,9 +381,9 @@ func (h *Holder) eligible(n Peer) bool {
 	return true
 }
 
-// move returns the neighbour to pass the token to, if any; see the package
-// documentation for the rule.
-func (h *Holder) move() (ID, bool) {
+// move returns the neighbour to pass the token to, if any, and the energy
+// the pass saves; see the package documentation for the rule.
+func (h *Holder) move() (ID, float64, bool) {
 	f := h.field()
 	self := Peer{h.self, h.coord}
 	force := f.force(self)
@@ -376,10 +391,11 @@ func (h *Holder) move() (ID, bool) {
 	if h.super {
 		margin = h.cfg.PromotedMargin
 	}
-	limit := f.energy(self) - margin.Seconds()
+	here := f.energy(self)
+	limit := here - h.cfg.cooled(margin, h.token)
 	steep := norm(force) > h.cfg.Threshold
-	best, bestCos := -1, 0.0 // along the force
-	jump, jumpE := -1, limit // anywhere
+	best, bestCos, bestE := -1, 0.0, 0.0 // along the force
+	jump, jumpE := -1, limit             // anywhere
 	for i, n := range h.neighbours {
 		if !h.eligible(n) {
 			continue
@@ -389,19 +405,28 @@ func (h *Holder) move() (ID, bool) {
 			continue
 		}
 		if c := cosine(force, n.Coord.Vec, h.coord.Vec); steep && c > bestCos {
-			best, bestCos = i, c
+			best, bestCos, bestE = i, c, e
 		}
 		if e < jumpE || jump < 0 {
 			jump, jumpE = i, e
 		}
 	}
 	if best < 0 {
-		best = jump
+		best, bestE = jump, jumpE
 	}
 	if best < 0 {
-		return "", false
+		return "", 0, false
 	}
-	return h.neighbours[best].ID, true
+	return h.neighbours[best].ID, here - bestE, true
+}
+
+// cooled returns margin, in seconds, as raised for a token that has made
+// t.Passes() passes (Config.Cooling); +Inf once it overflows.
+func (c Config) cooled(margin time.Duration, t Token) float64 {
+	if c.Cooling < 0 || t.Passes() <= c.Cooling {
+		return margin.Seconds()
+	}
+	return margin.Seconds() * math.Exp2(float64(t.Passes()-c.Cooling))
 }
 
 // field is what a holder knows when it decides: the positions of the other

@@ -40,6 +40,24 @@ func mustReceive(t *testing.T, h *Holder, tok Token, now time.Time) {
 	}
 }
 
+// withoutGain checks that every Pass in outs expects a positive gain of at
+// least the default margin and returns outs with the gains zeroed, for
+// comparison.
+func withoutGain(t *testing.T, outs []Output) []Output {
+	t.Helper()
+	out := slices.Clone(outs)
+	for i, o := range out {
+		if p, ok := o.(Pass); ok {
+			if p.Gain < DefaultConfig().Margin.Seconds() {
+				t.Errorf("%+v: gain %v s, want at least the margin %v", p, p.Gain, DefaultConfig().Margin)
+			}
+			p.Gain = 0
+			out[i] = p
+		}
+	}
+	return out
+}
+
 func pos(num int, seq uint64, p Peer) Position {
 	return Position{Token: Token{num, seq}, Holder: p.ID, Coord: p.Coord}
 }
@@ -119,7 +137,7 @@ func TestRepulsionPushesAway(t *testing.T) {
 	h.SetNeighbours([]Peer{side, toward, away, b})
 	mustReceive(t, h, Token{0, 3}, t0)
 	h.Observe(pos(1, 0, b))
-	out := h.Tick(t0.Add(time.Second))
+	out := withoutGain(t, h.Tick(t0.Add(time.Second)))
 	want := []Output{Pass{Token: Token{0, 4}, To: "away"}}
 	if !reflect.DeepEqual(out, want) {
 		t.Fatalf("Tick = %v, want %v", out, want)
@@ -167,6 +185,57 @@ func TestLoneTokenPromotes(t *testing.T) {
 func TestTokenWalksToMedian(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Margin = 100 * time.Microsecond
+	path, last := walkRow(t, cfg, Token{0, 0})
+	if want := []ID{"1", "2", "3", "4", "5"}; !slices.Equal(path, want) {
+		t.Fatalf("token path %v, want %v", path, want)
+	}
+	if last.Seq != 5 {
+		t.Errorf("token Seq = %d after 5 passes", last.Seq)
+	}
+}
+
+// TestCooling: on the row of TestTokenWalksToMedian the steps from peer i to
+// i+1 gain 0.91 × (9 − 2i) ms: 8.2, 6.4, 4.5, 2.7 and 0.9 ms. With Margin
+// 0.5 ms a token without cooling walks to the median. With Cooling = 1 its
+// margin doubles with every pass after the first: the fifth pass must gain
+// 0.5 × 2³ = 4 ms and the token stops one peer short. A re-homed token is
+// hot again, whatever its Seq.
+func TestCooling(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Margin = 500 * time.Microsecond
+	cfg.Cooling = -1
+	if path, _ := walkRow(t, cfg, Token{0, 0}); !slices.Equal(path, []ID{"1", "2", "3", "4", "5"}) {
+		t.Fatalf("without cooling: path %v, want to the median", path)
+	}
+	cfg.Cooling = 1
+	want := []ID{"1", "2", "3", "4"}
+	if path, _ := walkRow(t, cfg, Token{0, 0}); !slices.Equal(path, want) {
+		t.Fatalf("Cooling = 1: path %v, want %v", path, want)
+	}
+	// Re-homed after 40 passes: the same walk, and newer than any report
+	// of the old placement.
+	again := Rehomed(0, 41)
+	if again.Passes() != 0 || again.Seq <= 41 {
+		t.Fatalf("Rehomed(0, 41) = %+v, Passes %d; want Seq above 41 and no passes", again, again.Passes())
+	}
+	path, last := walkRow(t, cfg, again)
+	if !slices.Equal(path, want) {
+		t.Fatalf("re-homed token: path %v, want %v", path, want)
+	}
+	if last.Passes() != 4 || last.Seq != again.Seq+4 {
+		t.Errorf("re-homed token after 4 passes: %+v, Passes %d", last, last.Passes())
+	}
+	if r := Rehomed(0, last.Seq+1); r.Seq <= last.Seq || r.Passes() != 0 {
+		t.Errorf("second re-homing %+v is not newer than %+v", r, last)
+	}
+}
+
+// walkRow puts token tok on the first of a row of eleven peers 10 ms apart,
+// each with its two neighbours in the row, ticks the holders until one is
+// promoted, and returns the path of the token and the token as last held.
+// It fails t if a pass does not lower the token's energy.
+func walkRow(t *testing.T, cfg Config, tok Token) ([]ID, Token) {
+	t.Helper()
 	var peers []Peer
 	for i := 0; i <= 10; i++ {
 		peers = append(peers, peer(fmt.Sprint(i), float64(10*i), float64(i%2))) // a slight zigzag
@@ -185,7 +254,7 @@ func TestTokenWalksToMedian(t *testing.T) {
 		hs[p.ID] = h
 	}
 	cur := hs["0"]
-	mustReceive(t, cur, Token{0, 0}, t0)
+	mustReceive(t, cur, tok, t0)
 	var path []ID
 	last := math.Inf(1)
 	for s := 1; s < 100; s++ {
@@ -211,15 +280,11 @@ func TestTokenWalksToMedian(t *testing.T) {
 			break
 		}
 	}
-	if want := []ID{"1", "2", "3", "4", "5"}; !slices.Equal(path, want) {
-		t.Fatalf("token path %v, want %v", path, want)
-	}
 	if !cur.Superpeer() {
 		t.Fatalf("holder %s not promoted", cur.self)
 	}
-	if tok, _ := cur.Holding(); tok.Seq != 5 {
-		t.Errorf("token Seq = %d after 5 passes", tok.Seq)
-	}
+	held, _ := cur.Holding()
+	return path, held
 }
 
 // TestSuperpeerDemotedOnPass: a superpeer that passes its token on reports
@@ -235,7 +300,7 @@ func TestSuperpeerDemotedOnPass(t *testing.T) {
 		t.Fatalf("Tick = %v, want Promote", out)
 	}
 	h.Observe(pos(1, 0, b)) // a token arrives next door
-	if out := h.Tick(t0.Add(cfg.Dwell + time.Second)); !reflect.DeepEqual(out, []Output{Pass{Token{0, 1}, "n"}}) {
+	if out := withoutGain(t, h.Tick(t0.Add(cfg.Dwell+time.Second))); !reflect.DeepEqual(out, []Output{Pass{Token: Token{0, 1}, To: "n"}}) {
 		t.Fatalf("Tick = %v, want Pass to n", out)
 	}
 	if !h.Superpeer() {
@@ -354,7 +419,7 @@ func TestLeave(t *testing.T) {
 			t.Fatalf("Tick = %v, want Promote", out)
 		}
 		h.Observe(pos(1, 0, busy))
-		want := []Output{Demote{0}, Pass{Token{0, 3}, "near"}}
+		want := []Output{Demote{0}, Pass{Token: Token{0, 3}, To: "near"}} // no gain: it is leaving
 		if out := h.Leave(); !reflect.DeepEqual(out, want) {
 			t.Fatalf("Leave = %v, want %v", out, want)
 		}
