@@ -78,6 +78,14 @@ const (
 // 5 ms asks for a gain of some ten per cent.
 const liveMargin = 5 * time.Millisecond
 
+// liveCooling is the default Cooling of the live token dynamics: four
+// passes at full heat, then the margin doubles with every pass. Live
+// coordinates are noisy (on 100 nodes sharing two cores, passes late in a
+// run still claimed gains of 15 to 150 ms from one snapshot to the next),
+// and a live pass costs a snapshot period (MinHold) and a demotion; the
+// first passes from a random start are the ones that gain most.
+const liveCooling = 4
+
 // snapshotTicks is how many token intervals the token machine keeps one
 // snapshot of the coordinates.
 const snapshotTicks = 10
@@ -90,15 +98,19 @@ type geo struct {
 	seed                    uint64
 	rng                     *rand.Rand
 
-	mu       sync.Mutex
-	client   *geometric.Client
-	holder   *geometric.Holder
-	rtt      map[peer.ID]time.Duration // last measured
-	members  map[peer.ID]time.Time     // a superpeer's attached peers, last request
-	attached peer.ID                   // an ordinary peer's superpeer
-	missing  map[int]time.Time         // token number -> since when nobody reports it
-	seen     map[int]uint64            // token number -> highest pass counter reported
-	started  time.Time
+	mu        sync.Mutex
+	client    *geometric.Client
+	holder    *geometric.Holder
+	rtt       map[peer.ID]time.Duration // last measured
+	members   map[peer.ID]time.Time     // a superpeer's attached peers, last request
+	attached  peer.ID                   // an ordinary peer's superpeer
+	attachOK  time.Time                 // when it last accepted our request
+	missing   map[int]time.Time         // token number -> since when nobody reports it (or, after we passed it, from when it counts)
+	seen      map[int]uint64            // token number -> highest pass counter reported
+	reporter  map[int]peer.ID           // token number -> holder in the newest report
+	probing   map[int]bool              // token number -> its last holder is being pinged
+	postponed map[int]int               // token number -> re-homings postponed by answered pings
+	started   time.Time
 	// The coordinates the token machine decides on: a snapshot refreshed
 	// every snapshotTicks ticks, so that tokens settle between refreshes
 	// instead of chasing every sample's noise; and the random half of the
@@ -135,10 +147,17 @@ func (n *Node) startGeo(ctx context.Context) error {
 		tokenProto: geoProtocol(n.cfg.Network, "token"), attachProto: geoProtocol(n.cfg.Network, "attach"),
 		client: client, holder: holder,
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, missing: map[int]time.Time{}, seen: map[int]uint64{},
+		reporter: map[int]peer.ID{}, probing: map[int]bool{}, postponed: map[int]int{},
 		started: time.Now(),
 	}
+	// A coordinate changes with every ping, but the token machine decides
+	// on a snapshot of them every snapshotTicks token intervals: publishing
+	// it more often than every AnnounceInterval only costs every peer a
+	// signature check per message (a profile of 100 nodes on mocknet spent
+	// a fifth of its CPU there). New tokens, promotions and releases still
+	// go out at once.
 	g.feed, err = gossip.JoinGeo(n.ps, n.self, gossip.GeoConfig{
-		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
+		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, MinGap: n.cfg.AnnounceInterval, Logger: n.log,
 	})
 	if err != nil {
 		return err
@@ -150,9 +169,10 @@ func (n *Node) startGeo(ctx context.Context) error {
 	if err := g.feed.SetCoord(ctx, client.Coordinate()); err != nil {
 		n.log.Warn("geometric: publish coordinate", "err", err)
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go g.pingLoop(ctx)
 	go g.tickLoop(ctx)
+	go g.attachLoop(ctx)
 	return nil
 }
 
@@ -313,14 +333,43 @@ func (g *geo) tick(ctx context.Context, now time.Time) {
 			outs = append(outs, g.holder.Observe(geometric.Position{Token: tp.Token, Holder: geometric.ID(tp.Holder), Coord: c})...)
 		}
 	}
-	g.place(ids, tokens, now)
+	g.place(ctx, ids, tokens, now)
 	outs = append(outs, g.holder.Tick(now)...)
 	g.mu.Unlock()
 	g.carryOut(ctx, outs)
 	g.publishToken(ctx)
-	g.attach(ctx, tokens, now)
 	g.update()
 }
+
+// attachLoop keeps the attachment every TokenInterval (jittered like the
+// ticks). It runs apart from the token machine because an attach request
+// is a stream round trip, or up to three, which on a loaded host with
+// PlanetLab latencies takes seconds (measured: 2.5 to 5.5 s with 100 nodes
+// on two cores); the token machine must not wait for it.
+func (g *geo) attachLoop(ctx context.Context) {
+	defer g.n.wg.Done()
+	for {
+		d := g.n.cfg.TokenInterval
+		g.mu.Lock()
+		d += time.Duration(g.rng.Int64N(int64(d)/2+1)) - d/4
+		g.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		g.attach(ctx, g.feed.Tokens(), time.Now())
+		g.update()
+	}
+}
+
+// attachTTL is how long an attachment lasts without a successful request:
+// a superpeer drops a member it has not heard from for that long, and a
+// member keeps a superpeer whose refreshes fail (while it still reports its
+// token) for as long. It is the membership topic's TTL, three announce
+// intervals, so that a loaded host that answers slowly is not taken for a
+// dead one sooner than the overlay takes any peer for dead.
+func (g *geo) attachTTL() time.Duration { return 3 * g.n.cfg.AnnounceInterval }
 
 // neighbours are the 8 nearest peers by coordinate and 8 random others,
 // drawn once (the simulator's choice): the peers a token may be passed to.
@@ -350,25 +399,34 @@ func (g *geo) neighbours(self *coordinate.Coordinate, peers []geometric.Peer) []
 // place takes a token this node should hold and nobody reports: an initial
 // token never heard of, once the warm-up is over, or a token that was
 // reported and then missing for three token intervals. Called with g.mu held.
-func (g *geo) place(ids []geometric.ID, tokens []gossip.TokenPos, now time.Time) {
-	if _, held := g.holder.Holding(); held {
+func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.TokenPos, now time.Time) {
+	// Remember every token heard of, our own included, before anything
+	// else: a token we held and passed on is not ours to place again.
+	reported := map[int]bool{}
+	holding := map[geometric.ID]bool{}
+	for _, tp := range tokens {
+		reported[tp.Token.Num] = true
+		if tp.Token.Seq+1 >= g.seen[tp.Token.Num] {
+			g.reporter[tp.Token.Num] = tp.Holder
+		}
+		g.seen[tp.Token.Num] = max(g.seen[tp.Token.Num], tp.Token.Seq+1)
+		holding[geometric.ID(tp.Holder)] = true
+	}
+	if t, held := g.holder.Holding(); held {
+		g.seen[t.Num] = max(g.seen[t.Num], t.Seq+1)
 		return
 	}
 	if len(ids) != g.viewSize {
 		g.viewSize, g.viewSince = len(ids), now
 	}
-	// Act only on a membership view that has held still for the warm-up:
+	// Act only on a membership view that has held still for the warm-up,
+	// and not before every report republished (each AnnounceInterval,
+	// membership and token positions alike) has had one TTL to arrive:
 	// peers that place or re-home tokens from views that differ take the
 	// same token twice (Observe settles it, but the tokens churn).
-	if now.Sub(g.started) < geoWarmups*g.n.cfg.TokenInterval || now.Sub(g.viewSince) < geoWarmups*g.n.cfg.TokenInterval {
+	warm := geoWarmups * g.n.cfg.TokenInterval
+	if now.Sub(g.started) < max(warm, 3*g.n.cfg.AnnounceInterval) || now.Sub(g.viewSince) < warm {
 		return
-	}
-	reported := map[int]bool{}
-	holding := map[geometric.ID]bool{}
-	for _, tp := range tokens {
-		reported[tp.Token.Num] = true
-		g.seen[tp.Token.Num] = max(g.seen[tp.Token.Num], tp.Token.Seq+1)
-		holding[geometric.ID(tp.Holder)] = true
 	}
 	// A token never heard of starts on its initial holder.
 	if first, err := geometric.InitialHolders(g.seed, ids, min(g.cfg.Tokens, len(ids))); err == nil {
@@ -382,6 +440,7 @@ func (g *geo) place(ids []geometric.ID, tokens []gossip.TokenPos, now time.Time)
 	for num := range g.cfg.Tokens {
 		if reported[num] {
 			delete(g.missing, num)
+			delete(g.postponed, num)
 			continue
 		}
 		since, ok := g.missing[num]
@@ -393,18 +452,62 @@ func (g *geo) place(ids []geometric.ID, tokens []gossip.TokenPos, now time.Time)
 		// expires after three. One that was reported has been silent that
 		// long before it shows here as missing; one never heard of may
 		// still be on its way from its first holder for as long.
+		//
+		// Gossip under load loses messages, and a false re-homing takes
+		// the token from its true holder (the higher Seq wins) and starts
+		// it hot somewhere else. So before it re-homes a token that was
+		// reported, the peer pings the last reported holder: one that
+		// answers is alive and still holds the token, or passed it on and
+		// the new holder's report is late; the wait starts again. After
+		// maxPostpones answered pings the token is re-homed all the same
+		// (its holder may have passed it to a peer that crashed).
 		wait := 3 * g.n.cfg.TokenInterval
 		last, seen := g.seen[num]
 		if !seen {
 			wait = 3 * g.n.cfg.AnnounceInterval
 		}
-		if now.Sub(since) >= wait && geometric.Rehome(g.seed, num, ids, holding) == geometric.ID(g.n.self) {
-			// Above every pass counter heard, or the holder machine
-			// (which remembers the last holder) refuses it.
-			g.receive(geometric.Token{Num: num, Seq: max(last, 1)}, now)
-			delete(g.missing, num)
-			return
+		if now.Sub(since) < wait || geometric.Rehome(g.seed, num, ids, holding) != geometric.ID(g.n.self) {
+			continue
 		}
+		if rep := g.reporter[num]; seen && rep != "" && rep != g.n.self && g.postponed[num] < maxPostpones {
+			if !g.probing[num] {
+				g.probing[num] = true
+				g.n.wg.Add(1) // the tick loop holds the group open
+				go g.probe(ctx, num, rep)
+			}
+			continue
+		}
+		// Above every pass counter heard, or the holder machine (which
+		// remembers the last holder) refuses it; and hot again, to find
+		// its place.
+		g.receive(geometric.Rehomed(num, last), now)
+		delete(g.missing, num)
+		delete(g.postponed, num)
+		return
+	}
+}
+
+// maxPostpones is how many times a re-homing waits again because the last
+// reported holder of the token answered a ping.
+const maxPostpones = 3
+
+// probe pings rep, the last reported holder of the missing token num, and
+// postpones the token's re-homing when rep answers, or lets the next tick
+// re-home it when rep does not.
+func (g *geo) probe(ctx context.Context, num int, rep peer.ID) {
+	defer g.n.wg.Done()
+	_, err := g.ping(ctx, rep)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.probing, num)
+	if err != nil {
+		g.postponed[num] = maxPostpones // gone: re-home at the next tick
+		g.n.log.Info("geometric: last holder of a missing token is gone", "token", num, "holder", rep, "err", err)
+		return
+	}
+	if _, ok := g.missing[num]; ok {
+		g.missing[num] = time.Now()
+		g.postponed[num]++
 	}
 }
 
@@ -424,9 +527,15 @@ func (g *geo) carryOut(ctx context.Context, outs []geometric.Output) {
 			ok := g.pass(ctx, peer.ID(o.To), o.Token)
 			g.mu.Lock()
 			more := g.holder.PassDone(ok)
+			if ok {
+				// Our own report goes at once, the recipient's may take a
+				// while to reach us: the token is not missing, and not ours
+				// to re-home, before that report has had one TTL to come.
+				g.missing[o.Token.Num] = time.Now().Add(3 * g.n.cfg.AnnounceInterval)
+			}
 			g.mu.Unlock()
 			if ok {
-				g.n.log.Info("passed token", "token", o.Token.Num, "to", peer.ID(o.To))
+				g.n.log.Info("passed token", "token", o.Token.Num, "passes", o.Token.Passes(), "gain_ms", o.Gain*1000, "to", peer.ID(o.To))
 			}
 			g.carryOut(ctx, more)
 		case geometric.Release:
@@ -547,7 +656,7 @@ func (g *geo) publishToken(ctx context.Context) {
 func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Time) {
 	g.mu.Lock()
 	super := g.holder.Superpeer()
-	expiry := 3 * g.n.cfg.TokenInterval
+	expiry := g.attachTTL()
 	for p, seen := range g.members {
 		if now.Sub(seen) > expiry {
 			delete(g.members, p)
@@ -562,7 +671,7 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 		delete(g.members, p) // no longer a superpeer: nobody is attached
 	}
 	self := g.client.Coordinate()
-	current := g.attached
+	current, since := g.attached, g.attachOK
 	var sps []geometric.Superpeer
 	for _, tp := range tokens {
 		if tp.Superpeer && tp.Holder != g.n.self {
@@ -580,7 +689,13 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 			stay = nearness(self, sps[j])*11/10 >= nearness(self, sps[i])
 		}
 		if stay && g.requestAttach(ctx, current) {
+			g.mu.Lock()
+			g.attachOK = now
+			g.mu.Unlock()
 			return
+		}
+		if stay && now.Sub(since) < expiry {
+			return // a slow answer, not yet a lost superpeer
 		}
 	}
 	for range 3 {
@@ -590,7 +705,7 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 		}
 		if g.requestAttach(ctx, peer.ID(best)) {
 			g.mu.Lock()
-			g.attached = peer.ID(best)
+			g.attached, g.attachOK = peer.ID(best), now
 			g.mu.Unlock()
 			return
 		}
@@ -620,11 +735,14 @@ func (g *geo) handleAttach(s network.Stream) {
 			return false
 		}
 		g.mu.Lock()
-		defer g.mu.Unlock()
 		_, member := g.members[from]
 		ok := g.holder.Superpeer() && (member || len(g.members) < g.cfg.Capacity)
 		if ok {
 			g.members[from] = time.Now()
+		}
+		g.mu.Unlock()
+		if ok && !member {
+			g.update() // list a new member before it hears yes
 		}
 		return ok
 	})
