@@ -64,7 +64,9 @@ type Node struct {
 	dht         *dht.IpfsDHT
 	ps          *pubsub.PubSub
 	members     *gossip.Membership
-	geo         *geo // nil with the DHT strategy
+	geo         *geo     // nil with the DHT strategy
+	elect       *elector // nil without Config.Election
+	lastLookup  peer.ID  // the last lookup's answer; only the run loop uses it
 	self        peer.ID
 	selfKey     dhtselect.Key
 	closerProto protocol.ID
@@ -103,6 +105,9 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	}
 	if cfg.Geometric.MinHold == 0 {
 		cfg.Geometric.MinHold = snapshotTicks * cfg.TokenInterval
+	}
+	if cfg.Geometric.Cooling == 0 {
+		cfg.Geometric.Cooling = liveCooling
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -197,6 +202,11 @@ func (n *Node) start(ctx context.Context) error {
 		go n.bootstrapLoop(ctx)
 		return nil
 	}
+	if n.cfg.Election != "" {
+		if err := n.startElector(ctx); err != nil {
+			return err
+		}
+	}
 	n.wg.Add(2)
 	go n.bootstrapLoop(ctx)
 	go n.run(ctx)
@@ -212,6 +222,9 @@ func (n *Node) disconnected(nw network.Network, c network.Conn) {
 	n.mu.RUnlock()
 	if p == sp && nw.Connectedness(p) != network.Connected {
 		n.Reevaluate()
+	}
+	if n.elect != nil && nw.Connectedness(p) != network.Connected {
+		n.elect.lost(p)
 	}
 }
 
@@ -279,7 +292,7 @@ func (n *Node) evaluate(ctx context.Context, force bool) {
 	n.mu.RLock()
 	prev := n.state
 	n.mu.RUnlock()
-	sp := prev.Superpeer.ID
+	sp := n.lastLookup
 	if force || sp == "" || k != prev.K || !slices.Equal(members, prev.Members) {
 		var q int
 		var err error
@@ -290,6 +303,14 @@ func (n *Node) evaluate(ctx context.Context, force bool) {
 			if ctx.Err() == nil {
 				n.log.Warn("lookup of cluster key failed", "err", err)
 			}
+			return
+		}
+		n.lastLookup = sp
+	}
+	if n.elect != nil {
+		var err error
+		if sp, err = n.elect.superpeer(ctx, k, ck, members, sp); err != nil {
+			n.log.Warn("election", "err", err)
 			return
 		}
 	}
@@ -418,6 +439,9 @@ func (n *Node) closeParts() error {
 	var errs []error
 	if n.host != nil {
 		n.host.RemoveStreamHandler(n.closerProto)
+	}
+	if n.elect != nil {
+		n.elect.close()
 	}
 	if n.geo != nil {
 		errs = append(errs, n.geo.close())

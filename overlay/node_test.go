@@ -36,6 +36,10 @@ func TestConfigValidation(t *testing.T) {
 		"geometric, too many": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 5000})},
 		"geometric, ping": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}),
 			WithGeometric(geometric.Config{}, -time.Second, 0)},
+		"unknown election":    {WithElection("raft", false)},
+		"quorum, no election": {WithElection("", true)},
+		"geometric, election": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}), WithElection("bully", false)},
+		"election tick":       {WithElection("bully", false), func(c *Config) error { c.ElectionTick = 0; return nil }},
 	}
 	for name, opts := range bad {
 		n, err := New(context.Background(), append(opts, WithLogger(quiet))...)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -12,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/gossip"
@@ -59,7 +62,9 @@ type Config struct {
 	Strategy string
 	// Geometric tunes the geometric strategy (Tokens comes from
 	// Target.Superpeers); zero fields take geometric.DefaultConfig's values,
-	// except Dwell, whose default here is 5 token intervals (New sets it).
+	// except four that New sets for live coordinates, which keep moving:
+	// Dwell 5 token intervals, Margin 5 ms, MinHold 10 token intervals (one
+	// snapshot of the coordinates) and Cooling 4 passes; see geo.go.
 	Geometric geometric.Config
 	// PingInterval is the period of RTT measurements that fit the
 	// coordinate (geometric strategy). Default 1 s.
@@ -67,6 +72,19 @@ type Config struct {
 	// TokenInterval is the period of the token machine and of attachment
 	// requests (geometric strategy). Default 1 s.
 	TokenInterval time.Duration
+	// Election names the election algorithm each cluster runs (one of
+	// classic.Algorithms: bully, ring, ring-max, next-in-line, candidate,
+	// invitation, echo, stable); see elect.go for how it hands over with
+	// the lookup. Empty (the default) runs none: the lookup alone names the
+	// superpeer. The geometric strategy does not run elections yet.
+	Election string
+	// Quorum wraps the election with terms and majority
+	// (classic.NewQuorum): at most one superpeer per cluster per term, and
+	// none on the minority side of a partition. Needs Election.
+	Quorum bool
+	// ElectionTick is the period of the election machines' ticks; their
+	// heartbeats and timeouts are counted in it. Default 100 ms.
+	ElectionTick time.Duration
 	// Logger receives the node's structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -90,6 +108,7 @@ func DefaultConfig() Config {
 		Strategy:           StrategyDHT,
 		PingInterval:       time.Second,
 		TokenInterval:      time.Second,
+		ElectionTick:       100 * time.Millisecond,
 	}
 }
 
@@ -113,6 +132,16 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Target.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	switch {
+	case c.Election != "" && !slices.Contains(classic.Algorithms(), c.Election):
+		return fmt.Errorf("%w: election %q: use one of %s", ErrConfig, c.Election, strings.Join(classic.Algorithms(), ", "))
+	case c.Quorum && c.Election == "":
+		return fmt.Errorf("%w: quorum needs an election algorithm", ErrConfig)
+	case c.Election != "" && c.Strategy == StrategyGeometric:
+		return fmt.Errorf("%w: elections run with the %q strategy only (not yet with %q)", ErrConfig, StrategyDHT, StrategyGeometric)
+	case c.Election != "" && c.ElectionTick <= 0:
+		return fmt.Errorf("%w: election tick %v, want > 0", ErrConfig, c.ElectionTick)
 	}
 	switch c.Strategy {
 	case StrategyDHT:
@@ -222,6 +251,12 @@ func WithGeometric(g geometric.Config, ping, token time.Duration) Option {
 		}
 		return nil
 	}
+}
+
+// WithElection makes every cluster run the named election algorithm (one
+// of classic.Algorithms), with terms and majority when quorum is set.
+func WithElection(name string, quorum bool) Option {
+	return func(c *Config) error { c.Election, c.Quorum = name, quorum; return nil }
 }
 
 // WithLogger sets the logger.

@@ -55,6 +55,10 @@ type Config struct {
 	// by RTT(i, j)/2 each way. It needs at least N hosts; missing entries are
 	// filled in (see latency.Matrix.FillMissing). Nil means no delay.
 	Latency *latency.Matrix
+	// Election and Quorum make every cluster run that election algorithm
+	// (overlay.Config.Election, Quorum); empty runs none.
+	Election string
+	Quorum   bool
 	// Logger receives the nodes' logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -163,6 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Net, error) {
 			overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
 			overlay.WithLogger(cfg.Logger.With("node", i)),
 			overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),
+			overlay.WithElection(cfg.Election, cfg.Quorum),
 		}
 		if i > 0 {
 			opts = append(opts, overlay.WithBootstrap(boot))
@@ -270,6 +275,40 @@ func (t *Net) Expected() (int, []dhtselect.Assignment) {
 	return k, dhtselect.Assign(ids, k)
 }
 
+// ByRank reports whether the named election elects the highest-ranked live
+// member, so that its winner is the peer the DHT lookup names. Invitation
+// does not: groups merge under the leader of the larger group.
+func ByRank(election string) bool { return election != "invitation" }
+
+// agreedLeaders returns, when the nodes run an election that does not elect
+// by rank (ByRank), the superpeer of each cluster that has exactly one live
+// member in the superpeer role: there the election's choice, not the
+// closest peer, is the right answer. It is empty otherwise.
+func (t *Net) agreedLeaders(as []dhtselect.Assignment) map[dhtselect.Key]peer.ID {
+	out := map[dhtselect.Key]peer.ID{}
+	if t.cfg.Election == "" || ByRank(t.cfg.Election) {
+		return out
+	}
+	cluster := map[peer.ID]dhtselect.Key{}
+	for _, a := range as {
+		cluster[a.ID] = a.ClusterKey
+	}
+	count := map[dhtselect.Key]int{}
+	for _, n := range t.Nodes() {
+		if n.State().Role == overlay.RoleSuperpeer {
+			ck := cluster[n.ID()]
+			out[ck] = n.ID()
+			count[ck]++
+		}
+	}
+	for ck, c := range count {
+		if c != 1 {
+			delete(out, ck)
+		}
+	}
+	return out
+}
+
 // Mismatch describes one node whose view differs from the brute-force answer.
 type Mismatch struct {
 	Node peer.ID
@@ -293,9 +332,13 @@ func (t *Net) Check() []Mismatch {
 	for _, a := range as {
 		byID[a.ID] = a
 	}
+	agreed := t.agreedLeaders(as)
 	var out []Mismatch
 	for _, n := range t.Nodes() {
 		s, want := n.State(), byID[n.ID()]
+		if sp, ok := agreed[want.ClusterKey]; ok {
+			want.Superpeer = sp
+		}
 		wantRole := overlay.RoleOrdinary
 		if want.Superpeer == want.ID {
 			wantRole = overlay.RoleSuperpeer

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/dhtselect"
 )
 
@@ -39,6 +40,17 @@ func newRoot() *cobra.Command {
 }
 
 // targetFlags are --superpeers and --fraction, shared by run and testnet.
+// electionFlags are --election and --quorum, shared by run and testnet.
+type electionFlags struct {
+	name   string
+	quorum bool
+}
+
+func (e *electionFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&e.name, "election", "", "election algorithm each cluster runs: "+strings.Join(classic.Algorithms(), ", ")+" (dht strategy; default none: the lookup alone)")
+	fs.BoolVar(&e.quorum, "quorum", false, "wrap the election with terms and majority, against split brain (needs --election)")
+}
+
 type targetFlags struct {
 	superpeers int
 	fraction   float64

@@ -19,6 +19,7 @@ func newRunCmd() *cobra.Command {
 		strategy             string
 		capacity             int
 		tf                   targetFlags
+		ef                   electionFlags
 		lf                   logFlags
 	)
 	def := overlay.DefaultConfig()
@@ -57,6 +58,7 @@ with Ctrl-C.`,
 				overlay.WithIntervals(announce, reevaluate), overlay.WithLogger(log),
 				overlay.WithBootstrapAddrs(bootAddrs...),
 				overlay.WithStrategy(strategy), overlay.WithGeometric(geometric.Config{Capacity: capacity}, 0, 0),
+				overlay.WithElection(ef.name, ef.quorum),
 			}
 			if len(listenAddrs) > 0 {
 				opts = append(opts, overlay.WithListenAddrs(listenAddrs...))
@@ -81,6 +83,7 @@ with Ctrl-C.`,
 	fs.StringVar(&strategy, "strategy", def.Strategy, "superpeer selection: dht (ID-space reservation) or geometric (tokens in network coordinates; needs --superpeers)")
 	fs.IntVar(&capacity, "capacity", geometric.DefaultConfig().Capacity, "geometric strategy: most ordinary peers per superpeer")
 	tf.register(fs, def.Target.Fraction)
+	ef.register(fs)
 	lf.register(fs, "info")
 	return cmd
 }

@@ -21,6 +21,7 @@ func newTestnetCmd() *cobra.Command {
 		timeout  time.Duration
 		asJSON   bool
 		latFile  string
+		ef       electionFlags
 		tf       targetFlags
 		lf       logFlags
 	)
@@ -41,8 +42,13 @@ way; the report then gives each node's RTT to its superpeer.`,
   peer testnet -n 100 --superpeers 10 --latency testdata/planetlab490/planetlab490_median18_ms.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if timeout <= 0 {
+			switch {
+			case timeout < 0:
 				return fmt.Errorf("--timeout %v: want a positive duration", timeout)
+			case timeout == 0 && strategy == testnet.StrategyGeometric:
+				timeout = 10 * time.Minute // tokens settle in minutes: see README
+			case timeout == 0:
+				timeout = 2 * time.Minute
 			}
 			target, err := tf.target(cmd.Flags())
 			if err != nil {
@@ -63,7 +69,8 @@ way; the report then gives each node's RTT to its superpeer.`,
 			debug.SetGCPercent(400)
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			tn, err := testnet.Start(ctx, testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log})
+			tn, err := testnet.Start(ctx, testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log,
+				Election: ef.name, Quorum: ef.quorum})
 			if err != nil {
 				return err
 			}
@@ -94,9 +101,10 @@ way; the report then gives each node's RTT to its superpeer.`,
 	fs.IntVarP(&n, "nodes", "n", 32, "number of nodes")
 	fs.StringVar(&strategy, "strategy", testnet.StrategyDHT, "superpeer selection strategy: dht or geometric (geometric needs --superpeers)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the peer keys")
-	fs.DurationVar(&timeout, "timeout", 2*time.Minute, "give up when not converged after this long")
+	fs.DurationVar(&timeout, "timeout", 0, "give up when not converged after this long (default 2m, 10m with --strategy geometric)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of a table")
 	fs.StringVar(&latFile, "latency", "", "RTT matrix file (ms, tab-separated); node i gets row i")
+	ef.register(fs)
 	tf.register(fs, 0.125)
 	lf.register(fs, "error")
 	return cmd

@@ -1,0 +1,359 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/superpeer/superpeer/classic"
+	"github.com/superpeer/superpeer/classic/pb"
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// Elections (Config.Election). Each cluster runs the election machine of
+// package classic named by Config.Election among the members the node
+// knows (the membership view's peers whose keys share the cluster prefix).
+// Its rank is classic.XORCloseness to the cluster key, so the member it
+// elects is the one the DHT lookup of the cluster key ends at. The machines
+// talk over "/superpeer/<network>/election/1.0.0": one classic/pb frame per
+// stream, whose sender is the stream's authenticated remote peer; a message
+// from a peer that is not a member of the cluster is dropped. A send that
+// fails is reported to the machine as classic.MsgUnreachable.
+//
+// How the two mechanisms hand over to each other:
+//
+//   - The lookup finds the cluster (k, key, members) and, while the election
+//     has no leader (a node that has just joined, a cluster whose members
+//     changed), it names the superpeer.
+//   - Once the election has a leader that is a member, the leader is the
+//     superpeer: when a superpeer dies, its members stop hearing its
+//     heartbeats and elect the next after one failure-detection timeout,
+//     long before routing tables and membership views forget the dead peer.
+//   - When the lookup names this node and the election names another for
+//     longer than one failure-detection timeout (a peer closer to the key
+//     has joined, or came back), this node campaigns. With bully and the
+//     algorithms that elect the highest rank it wins, and the two agree
+//     again. Stable and invitation keep a live leader by design: with them
+//     the election's answer stands.
+//
+// Timeouts are measured in RTTs: a machine ticks every ElectionTick, its
+// leader beats every heartbeatTicks ticks, and a follower waits
+// heartbeatTicks ticks plus four of the largest RTT (libp2p's latency
+// estimate) to a member, at least three heartbeats, before it acts.
+
+// heartbeatTicks is the leader's heartbeat period in election ticks.
+const heartbeatTicks = 5
+
+type elector struct {
+	n     *Node
+	name  string
+	opts  classic.Options
+	proto protocol.ID
+	rng   *rand.Rand
+
+	mu      sync.Mutex
+	k       int
+	key     dhtselect.Key
+	peers   []peer.ID
+	m       classic.Machine // nil until the first cluster is known
+	state   classic.State
+	timeout int // TimeoutTicks of m
+	hard    map[dhtselect.Key]classic.HardState
+	differ  int                        // ticks the lookup has named us while the election named another
+	orphan  int                        // ticks without a leader
+	lookup  peer.ID                    // the lookup's last answer
+	sent    map[classic.MsgType]uint64 // messages sent, by type
+	dropped uint64                     // messages received from non-members or malformed
+}
+
+func (n *Node) startElector(ctx context.Context) error {
+	h := fnv.New64a()
+	h.Write([]byte(n.self))
+	seed := h.Sum64()
+	e := &elector{
+		n: n, name: n.cfg.Election, opts: classic.Options{Quorum: n.cfg.Quorum},
+		proto: protocol.ID("/superpeer/" + n.cfg.Network + "/election/1.0.0"),
+		rng:   rand.New(rand.NewPCG(seed, seed>>1)),
+		hard:  map[dhtselect.Key]classic.HardState{},
+		sent:  map[classic.MsgType]uint64{},
+	}
+	n.host.SetStreamHandler(e.proto, e.handle)
+	n.elect = e
+	n.wg.Add(1)
+	go e.loop(ctx)
+	return nil
+}
+
+func (e *elector) close() { e.n.host.RemoveStreamHandler(e.proto) }
+
+// loop ticks the machine every ElectionTick.
+func (e *elector) loop(ctx context.Context) {
+	defer e.n.wg.Done()
+	t := time.NewTicker(e.n.cfg.ElectionTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.mu.Lock()
+		if e.m == nil {
+			e.mu.Unlock()
+			continue
+		}
+		e.m.Tick()
+		// A machine without a leader for two timeouts campaigns: echo has
+		// no failure detector of its own (the driver is its detector, as in
+		// the simulator's property tests), and an election whose messages
+		// were lost starts again.
+		if e.state.Leader == classic.None {
+			e.orphan++
+			if e.orphan > 2*e.timeout {
+				e.orphan = 0
+				e.m.Campaign()
+			}
+		} else {
+			e.orphan = 0
+		}
+		if e.lookup == e.n.self && e.state.Leader != classic.None && e.state.Leader != classic.ID(e.n.self) {
+			e.differ++
+			if e.differ > e.timeout {
+				e.differ = 0
+				e.m.Campaign() // the hand-over rule: see the top of this file
+			}
+		} else {
+			e.differ = 0
+		}
+		e.drainLocked(ctx)
+		e.mu.Unlock()
+	}
+}
+
+// drainLocked sends the machine's messages and takes note of its state;
+// called with e.mu held. A change of leader makes the node re-evaluate.
+func (e *elector) drainLocked(ctx context.Context) {
+	rd := e.m.Ready()
+	changed := rd.State.Leader != e.state.Leader
+	e.state = rd.State
+	for _, m := range rd.Messages {
+		e.sent[m.Type]++
+		e.send(ctx, m)
+	}
+	if changed {
+		e.n.log.Info("election", "algorithm", e.name, "leader", peer.ID(rd.State.Leader), "role", rd.State.Role, "term", rd.State.Term)
+		e.n.Reevaluate()
+	}
+}
+
+// send delivers m in the background (called with e.mu held, so it must not
+// wait); a failure comes back to the machine as MsgUnreachable. Each
+// message lives at most one deadline, so the goroutines in flight are
+// bounded by the message rate.
+func (e *elector) send(ctx context.Context, m classic.Message) {
+	to := peer.ID(m.To)
+	if to == e.n.self {
+		return
+	}
+	machine, deadline := e.m, e.deadlineLocked()
+	go func() {
+		err := e.write(ctx, to, m, deadline)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		e.n.log.Debug("election: send", "to", to, "type", m.Type, "err", err)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.m != machine { // rebuilt meanwhile: the notice is for another cluster
+			return
+		}
+		e.m.Step(classic.Message{Type: classic.MsgUnreachable, From: m.To, To: classic.ID(e.n.self)})
+		e.drainLocked(ctx)
+	}()
+}
+
+func (e *elector) write(ctx context.Context, to peer.ID, m classic.Message, deadline time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	s, err := e.n.host.NewStream(ctx, to, e.proto)
+	if err != nil {
+		return err
+	}
+	_ = s.SetDeadline(time.Now().Add(deadline))
+	if err := pb.WriteMsg(s, m); err != nil {
+		_ = s.Reset()
+		return err
+	}
+	return s.Close()
+}
+
+// deadline bounds one election message: the failure-detection timeout,
+// so that an unreachable member is reported before the machine gives up.
+func (e *elector) deadline() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.deadlineLocked()
+}
+
+func (e *elector) deadlineLocked() time.Duration {
+	return time.Duration(max(e.timeout, 3*heartbeatTicks)) * e.n.cfg.ElectionTick
+}
+
+// handle reads one election message. The sender is the stream's remote
+// peer; a message from outside the cluster, or one that does not decode,
+// is dropped.
+func (e *elector) handle(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(e.deadline()))
+	from := s.Conn().RemotePeer()
+	m, err := pb.ReadMsg(s, classic.ID(from))
+	if err != nil && !errors.Is(err, io.EOF) {
+		e.n.log.Debug("election: bad message", "from", from, "err", err)
+		_ = s.Reset()
+		e.mu.Lock()
+		e.dropped++
+		e.mu.Unlock()
+		return
+	}
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil || !slices.Contains(e.peers, from) || m.Type == classic.MsgUnreachable {
+		e.dropped++
+		return
+	}
+	m.To = classic.ID(e.n.self)
+	e.m.Step(m)
+	e.drainLocked(context.Background())
+}
+
+// superpeer brings the machine up to date with the cluster the lookup found
+// and returns the superpeer: the election's leader when it has one among
+// the members, else the lookup's answer.
+func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, members []peer.ID, lookup peer.ID) (peer.ID, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lookup = lookup
+	if e.m == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) {
+		if err := e.rebuildLocked(ctx, k, key, members); err != nil {
+			return "", err
+		}
+	}
+	if l := peer.ID(e.state.Leader); l != "" && slices.Contains(e.peers, l) {
+		return l, nil
+	}
+	return lookup, nil
+}
+
+// rebuildLocked builds a machine for a new cluster or member set. A fresh
+// machine knows no leader; it learns it from the leader's next heartbeat.
+// The node campaigns at once when it led before (to re-assert itself to
+// the new set) and when it has just joined (a process that recovers
+// campaigns, as in bully); otherwise it waits like any follower.
+func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, members []peer.ID) error {
+	first := e.m == nil
+	led := e.state.Role == classic.Leader
+	if q, ok := e.m.(*classic.Quorum); ok {
+		e.hard[e.key] = q.HardState()
+	}
+	ids := make([]classic.ID, len(members))
+	for i, p := range members {
+		ids[i] = classic.ID(p)
+	}
+	timeout := e.timeoutTicks(members)
+	cfg := classic.Config{
+		ID: classic.ID(e.n.self), Peers: ids,
+		Rank:           classic.XORCloseness{Target: key[:]},
+		Rand:           rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64())),
+		HeartbeatTicks: heartbeatTicks, TimeoutTicks: timeout,
+	}
+	opts := e.opts
+	opts.HardState = e.hard[key]
+	m, err := classic.New(e.name, cfg, opts)
+	if err != nil {
+		return fmt.Errorf("election: %w", err)
+	}
+	e.m, e.k, e.key, e.peers, e.timeout = m, k, key, slices.Clone(members), timeout
+	e.state, e.differ, e.orphan = classic.State{}, 0, 0
+	if first || led {
+		e.m.Campaign()
+	}
+	e.drainLocked(ctx)
+	return nil
+}
+
+// timeoutTicks is the failure-detection timeout for a cluster: three
+// heartbeats plus four of the largest RTT to a member that libp2p has
+// measured, in ticks.
+func (e *elector) timeoutTicks(members []peer.ID) int {
+	var rtt time.Duration
+	for _, p := range members {
+		if p != e.n.self {
+			rtt = max(rtt, e.n.host.Peerstore().LatencyEWMA(p))
+		}
+	}
+	tick := e.n.cfg.ElectionTick
+	return 3*heartbeatTicks + int((4*rtt+tick-1)/tick)
+}
+
+// lost is told that the last connection to p closed. When p is the leader
+// the machine campaigns at once: a failure notice that echo, which has no
+// heartbeats of its own, needs, and that saves the others a timeout.
+func (e *elector) lost(p peer.ID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil || p == e.n.self || peer.ID(e.state.Leader) != p {
+		return
+	}
+	e.n.log.Info("election: lost the connection to the leader", "leader", p)
+	e.m.Campaign()
+	e.drainLocked(context.Background())
+}
+
+// ElectionStats are a node's election counters.
+type ElectionStats struct {
+	// Algorithm is Config.Election; empty when the node runs none.
+	Algorithm string
+	// Leader, Role and Term are the machine's current state.
+	Leader peer.ID
+	Role   string
+	Term   uint64
+	// TimeoutTicks is the current failure-detection timeout, in ticks of
+	// Config.ElectionTick.
+	TimeoutTicks int
+	// Sent counts the messages sent, by type name.
+	Sent map[string]uint64
+	// Dropped counts messages received from non-members or malformed.
+	Dropped uint64
+}
+
+// ElectionStats returns the node's election counters (zero when it runs
+// no election).
+func (n *Node) ElectionStats() ElectionStats {
+	e := n.elect
+	if e == nil {
+		return ElectionStats{}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := ElectionStats{
+		Algorithm: e.name, Leader: peer.ID(e.state.Leader), Role: e.state.Role.String(), Term: e.state.Term,
+		TimeoutTicks: e.timeout, Sent: map[string]uint64{}, Dropped: e.dropped,
+	}
+	for t, c := range e.sent {
+		st.Sent[t.String()] = c
+	}
+	return st
+}
