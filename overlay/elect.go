@@ -330,9 +330,8 @@ type ElectionStats struct {
 	Leader peer.ID
 	Role   string
 	Term   uint64
-	// TimeoutTicks is the current failure-detection timeout, in ticks of
-	// Config.ElectionTick.
-	TimeoutTicks int
+	// Timeout is the current failure-detection timeout.
+	Timeout time.Duration
 	// Sent counts the messages sent, by type name.
 	Sent map[string]uint64
 	// Dropped counts messages received from non-members or malformed.
@@ -350,7 +349,7 @@ func (n *Node) ElectionStats() ElectionStats {
 	defer e.mu.Unlock()
 	st := ElectionStats{
 		Algorithm: e.name, Leader: peer.ID(e.state.Leader), Role: e.state.Role.String(), Term: e.state.Term,
-		TimeoutTicks: e.timeout, Sent: map[string]uint64{}, Dropped: e.dropped,
+		Timeout: time.Duration(e.timeout) * e.n.cfg.ElectionTick, Sent: map[string]uint64{}, Dropped: e.dropped,
 	}
 	for t, c := range e.sent {
 		st.Sent[t.String()] = c

@@ -456,11 +456,12 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 		// Gossip under load loses messages, and a false re-homing takes
 		// the token from its true holder (the higher Seq wins) and starts
 		// it hot somewhere else. So before it re-homes a token that was
-		// reported, the peer pings the last reported holder: one that
-		// answers is alive and still holds the token, or passed it on and
-		// the new holder's report is late; the wait starts again. After
-		// maxPostpones answered pings the token is re-homed all the same
-		// (its holder may have passed it to a peer that crashed).
+		// reported, the peer checks that the last reported holder is gone:
+		// one still in the membership view, or that answers a ping, is
+		// alive and still holds the token, or passed it on and the new
+		// holder's report is late; the wait starts again. After
+		// maxPostpones such checks the token is re-homed all the same (its
+		// holder may have passed it to a peer that crashed).
 		wait := 3 * g.n.cfg.TokenInterval
 		last, seen := g.seen[num]
 		if !seen {
@@ -470,6 +471,11 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 			continue
 		}
 		if rep := g.reporter[num]; seen && rep != "" && rep != g.n.self && g.postponed[num] < maxPostpones {
+			if _, alive := g.n.members.Get(rep); alive {
+				g.missing[num] = now.Add(3*g.n.cfg.AnnounceInterval - wait) // wait one TTL more
+				g.postponed[num]++
+				continue
+			}
 			if !g.probing[num] {
 				g.probing[num] = true
 				g.n.wg.Add(1) // the tick loop holds the group open

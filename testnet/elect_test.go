@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -130,21 +131,39 @@ func largestCluster(t *testing.T, tn *Net, election string) (peer.ID, []peer.ID)
 	return sp, former
 }
 
-// waitFor polls cond every 20 ms until it returns nil, and returns how long
-// that took, or cond's last error when ctx ends first.
-func waitFor(ctx context.Context, cond func() error) (time.Duration, error) {
-	start := time.Now()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return time.Since(start), nil
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(start), err
-		case <-tick.C:
-		}
+// TestKillSuperpeerScenario runs the kill-superpeer scenario with bully on
+// 16 nodes: two superpeers stopped one after another. Every peer must end
+// with a live superpeer, both failovers must be timed, and the observer
+// must have seen the election's messages and a coverage between 0 and 1.
+func TestKillSuperpeerScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes")
+	}
+	tn := startNet(t, Config{
+		N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 2,
+		AnnounceInterval: time.Second, Election: "bully",
+	})
+	waitConverged(t, tn, tn.Started())
+	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+	defer cancel()
+	r, err := tn.RunScenario(ctx, ScenarioConfig{Name: ScenarioKillSuperpeer, Kills: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", r)
+	switch {
+	case r.Orphans != 0:
+		t.Errorf("%d orphans at the end", r.Orphans)
+	case r.FailoverMS.N != 2 || r.FailoverMS.Max <= 0:
+		t.Errorf("failovers %+v, want two timed", r.FailoverMS)
+	case r.Coverage <= 0 || r.Coverage > 1:
+		t.Errorf("coverage %v, want in (0, 1]", r.Coverage)
+	case r.Messages["HEARTBEAT"] == 0 || r.Messages["COORDINATOR"] == 0:
+		t.Errorf("messages %v, want heartbeats and coordinators", r.Messages)
+	case len(r.Faults) != 2 || r.DetectionTimeoutMS <= 0:
+		t.Errorf("faults %v, detection timeout %v ms", r.Faults, r.DetectionTimeoutMS)
+	}
+	if _, err := tn.RunScenario(ctx, ScenarioConfig{Name: "meteor"}); !errors.Is(err, ErrConfig) {
+		t.Errorf("unknown scenario: %v, want ErrConfig", err)
 	}
 }

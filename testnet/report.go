@@ -39,6 +39,8 @@ type Report struct {
 	Nodes                []NodeReport    `json:"nodes"`
 	Clusters             []ClusterReport `json:"clusters"`
 	Mismatches           []string        `json:"mismatches,omitempty"`
+	// Scenario is what a fault scenario measured (peer testnet --scenario).
+	Scenario *ScenarioReport `json:"scenario,omitempty"`
 }
 
 // EstimateSummary compares the nodes' network-size estimates with the true size.
@@ -192,6 +194,11 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	for _, m := range r.Mismatches {
 		fmt.Fprintln(w, "mismatch:", m)
+	}
+	if sc := r.Scenario; sc != nil {
+		fmt.Fprintf(w, "scenario %s: %d faults, failover median %.0f ms max %.0f ms (%d), detection timeout %.0f ms, coverage %.4f, split brain %.0f ms, orphans %d, election messages %v\n",
+			sc.Name, len(sc.Faults), sc.FailoverMS.Median, sc.FailoverMS.Max, sc.FailoverMS.N, sc.DetectionTimeoutMS,
+			sc.Coverage, sc.SplitBrainMS, sc.Orphans, sc.Messages)
 	}
 	return nil
 }

@@ -127,6 +127,8 @@ type Net struct {
 	mu      sync.Mutex
 	nodes   []*overlay.Node // nil once stopped
 	started time.Time
+	// stoppedSent counts the election messages of stopped nodes, by type.
+	stoppedSent map[string]uint64
 }
 
 // Start builds the in-process network and starts cfg.N nodes. Node 0 is the
@@ -233,6 +235,12 @@ func (t *Net) Stop(id peer.ID) error {
 	}
 	n := t.nodes[i]
 	t.nodes[i] = nil
+	if t.stoppedSent == nil {
+		t.stoppedSent = map[string]uint64{}
+	}
+	for typ, c := range n.ElectionStats().Sent {
+		t.stoppedSent[typ] += c
+	}
 	t.mu.Unlock()
 	var errs []error
 	for _, other := range t.mn.Peers() {
@@ -261,6 +269,23 @@ func (t *Net) Close() error {
 	wg.Wait()
 	errs[len(nodes)] = t.mn.Close()
 	return errors.Join(errs...)
+}
+
+// ElectionMessages counts the election messages sent by all nodes, by
+// type: the live ones so far and the stopped ones until they stopped.
+func (t *Net) ElectionMessages() map[string]uint64 {
+	out := map[string]uint64{}
+	t.mu.Lock()
+	for typ, c := range t.stoppedSent {
+		out[typ] += c
+	}
+	t.mu.Unlock()
+	for _, n := range t.Nodes() {
+		for typ, c := range n.ElectionStats().Sent {
+			out[typ] += c
+		}
+	}
+	return out
 }
 
 // Expected is the brute-force answer for the live nodes: k and every node's

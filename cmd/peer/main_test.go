@@ -64,6 +64,11 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--strategy", "ring", "--superpeers", "2"}, "strategy"},
 		{[]string{"run", "--strategy", "geometric", "--superpeers", "2", "--capacity", "0"}, "--capacity 0"},
 		{[]string{"nonsense"}, "unknown command"},
+		{[]string{"testnet", "-n", "4", "--scenario", "meteor"}, "--scenario"},
+		{[]string{"testnet", "-n", "4", "--scenario", "kill-superpeer", "--kills", "0"}, "--kills 0"},
+		{[]string{"testnet", "-n", "4", "--election", "raft"}, "election"},
+		{[]string{"testnet", "-n", "4", "--quorum"}, "quorum"},
+		{[]string{"run", "--election", "bully", "--strategy", "geometric", "--superpeers", "2"}, "election"},
 	}
 	for _, tc := range cases {
 		cmd := exec.Command(peerBin, tc.args...)

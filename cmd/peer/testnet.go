@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +24,8 @@ func newTestnetCmd() *cobra.Command {
 		asJSON   bool
 		latFile  string
 		ef       electionFlags
+		scenario string
+		kills    int
 		tf       targetFlags
 		lf       logFlags
 	)
@@ -50,6 +54,12 @@ way; the report then gives each node's RTT to its superpeer.`,
 			case timeout == 0:
 				timeout = 2 * time.Minute
 			}
+			if scenario != "" && !slices.Contains(testnet.Scenarios(), scenario) {
+				return fmt.Errorf("--scenario %q: use one of %s", scenario, strings.Join(testnet.Scenarios(), ", "))
+			}
+			if kills < 1 {
+				return fmt.Errorf("--kills %d: want at least 1", kills)
+			}
 			target, err := tf.target(cmd.Flags())
 			if err != nil {
 				return err
@@ -76,8 +86,13 @@ way; the report then gives each node's RTT to its superpeer.`,
 			}
 			defer tn.Close()
 			d, waitErr := tn.WaitConverged(ctx, tn.Started())
+			var sr *testnet.ScenarioReport
+			if scenario != "" && waitErr == nil {
+				rep, err := tn.RunScenario(ctx, testnet.ScenarioConfig{Name: scenario, Kills: kills, Seed: seed})
+				sr, waitErr = &rep, err
+			}
 			r := tn.Report()
-			r.Converged, r.ConvergeMS = waitErr == nil, d.Milliseconds()
+			r.Converged, r.ConvergeMS, r.Scenario = waitErr == nil, d.Milliseconds(), sr
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -105,6 +120,8 @@ way; the report then gives each node's RTT to its superpeer.`,
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of a table")
 	fs.StringVar(&latFile, "latency", "", "RTT matrix file (ms, tab-separated); node i gets row i")
 	ef.register(fs)
+	fs.StringVar(&scenario, "scenario", "", "after converging, run a fault scenario and report what it measured: "+strings.Join(testnet.Scenarios(), ", "))
+	fs.IntVar(&kills, "kills", 1, "kill-superpeer: how many superpeers to stop, one after another")
 	tf.register(fs, 0.125)
 	lf.register(fs, "error")
 	return cmd
