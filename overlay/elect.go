@@ -47,9 +47,10 @@ import (
 //     the election's answer stands.
 //
 // Timeouts are measured in RTTs: a machine ticks every ElectionTick, its
-// leader beats every heartbeatTicks ticks, and a follower waits
-// heartbeatTicks ticks plus four of the largest RTT (libp2p's latency
-// estimate) to a member, at least three heartbeats, before it acts.
+// leader beats every heartbeatTicks ticks, and a follower waits three
+// heartbeats plus four of the largest RTT to a member (libp2p's latency
+// estimate, at most maxRTT) before it acts: 1.5 s plus 4 RTTs with the
+// default tick of 100 ms.
 
 // heartbeatTicks is the leader's heartbeat period in election ticks.
 const heartbeatTicks = 5
@@ -294,14 +295,20 @@ func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, m
 	return nil
 }
 
+// maxRTT caps the RTT estimates the timeout is made of: libp2p's latency
+// estimates on a loaded host include its scheduling delays (about 2 s on
+// 64 in-process nodes sharing two cores), which would stretch the timeout
+// to ten seconds.
+const maxRTT = time.Second
+
 // timeoutTicks is the failure-detection timeout for a cluster: three
 // heartbeats plus four of the largest RTT to a member that libp2p has
-// measured, in ticks.
+// measured (at most maxRTT), in ticks.
 func (e *elector) timeoutTicks(members []peer.ID) int {
 	var rtt time.Duration
 	for _, p := range members {
 		if p != e.n.self {
-			rtt = max(rtt, e.n.host.Peerstore().LatencyEWMA(p))
+			rtt = max(rtt, min(e.n.host.Peerstore().LatencyEWMA(p), maxRTT))
 		}
 	}
 	tick := e.n.cfg.ElectionTick
