@@ -72,9 +72,12 @@ type elector struct {
 	hard    map[dhtselect.Key]classic.HardState
 	differ  int                        // ticks the lookup has named us while the election named another
 	orphan  int                        // ticks without a leader
+	carried bool                       // e.state.Leader comes from the machine before the last rebuild
 	lookup  peer.ID                    // the lookup's last answer
 	sent    map[classic.MsgType]uint64 // messages sent, by type
 	dropped uint64                     // messages received from non-members or malformed
+
+	events chan any // EvtSuperpeerElected and EvtSuperpeerLost for emitLoop
 }
 
 func (n *Node) startElector(ctx context.Context) error {
@@ -83,15 +86,17 @@ func (n *Node) startElector(ctx context.Context) error {
 	seed := h.Sum64()
 	e := &elector{
 		n: n, name: n.cfg.Election, opts: classic.Options{Quorum: n.cfg.Quorum},
-		proto: protocol.ID("/superpeer/" + n.cfg.Network + "/election/1.0.0"),
-		rng:   rand.New(rand.NewPCG(seed, seed>>1)),
-		hard:  map[dhtselect.Key]classic.HardState{},
-		sent:  map[classic.MsgType]uint64{},
+		proto:  protocol.ID("/superpeer/" + n.cfg.Network + "/election/1.0.0"),
+		rng:    rand.New(rand.NewPCG(seed, seed>>1)),
+		hard:   map[dhtselect.Key]classic.HardState{},
+		sent:   map[classic.MsgType]uint64{},
+		events: make(chan any, electionEvents),
 	}
 	n.host.SetStreamHandler(e.proto, e.handle)
 	n.elect = e
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go e.loop(ctx)
+	go e.emitLoop(ctx)
 	return nil
 }
 
@@ -145,7 +150,20 @@ func (e *elector) loop(ctx context.Context) {
 // called with e.mu held. A change of leader makes the node re-evaluate.
 func (e *elector) drainLocked(ctx context.Context) {
 	rd := e.m.Ready()
+	if e.carried && rd.State.Leader == classic.None {
+		// A rebuilt machine that names no leader yet: the carried one
+		// stands (see rebuildLocked).
+		rd.State = classic.State{Role: rd.State.Role, Leader: e.state.Leader, Term: e.state.Term}
+	} else {
+		e.carried = false
+	}
 	changed := rd.State.Leader != e.state.Leader
+	if changed && e.state.Leader != classic.None {
+		e.queue(EvtSuperpeerLost{Superpeer: peer.ID(e.state.Leader)})
+	}
+	if changed && rd.State.Leader != classic.None {
+		e.queue(EvtSuperpeerElected{Superpeer: peer.ID(rd.State.Leader), Term: rd.State.Term})
+	}
 	e.state = rd.State
 	for _, m := range rd.Messages {
 		e.sent[m.Type]++
@@ -156,6 +174,39 @@ func (e *elector) drainLocked(ctx context.Context) {
 		e.n.Reevaluate()
 	}
 }
+
+// queue hands an event to the emitter goroutine without blocking (called
+// with e.mu held; a subscriber that does not read holds up only the
+// emitter, and events beyond electionEvents pending are dropped with a
+// warning).
+func (e *elector) queue(evt any) {
+	select {
+	case e.events <- evt:
+	default:
+		e.n.log.Warn("election: event dropped, subscribers are not reading", "event", fmt.Sprintf("%T", evt))
+	}
+}
+
+// emitLoop emits the queued events in order.
+func (e *elector) emitLoop(ctx context.Context) {
+	defer e.n.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case evt := <-e.events:
+			switch evt.(type) {
+			case EvtSuperpeerElected:
+				e.n.emit(e.n.emitElected, evt)
+			case EvtSuperpeerLost:
+				e.n.emit(e.n.emitLost, evt)
+			}
+		}
+	}
+}
+
+// electionEvents is how many events may wait for the emitter.
+const electionEvents = 256
 
 // send delivers m in the background (called with e.mu held, so it must not
 // wait); a failure comes back to the machine as MsgUnreachable. Each
@@ -264,8 +315,8 @@ func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, membe
 // the new set) and when it has just joined (a process that recovers
 // campaigns, as in bully); otherwise it waits like any follower.
 func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, members []peer.ID) error {
-	first := e.m == nil
-	led := e.state.Role == classic.Leader
+	first, oldKey := e.m == nil, e.key
+	led := e.state.Role == classic.Leader || e.state.Leader == classic.ID(e.n.self)
 	if q, ok := e.m.(*classic.Quorum); ok {
 		e.hard[e.key] = q.HardState()
 	}
@@ -287,7 +338,19 @@ func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, m
 		return fmt.Errorf("election: %w", err)
 	}
 	e.m, e.k, e.key, e.peers, e.timeout = m, k, key, slices.Clone(members), timeout
-	e.state, e.differ, e.orphan = classic.State{}, 0, 0
+	// The new machine knows no leader yet. The old one's leader, if it is
+	// still a member, stands until the new machine names one (its next
+	// heartbeat usually), so that a change of members is not reported as
+	// a lost superpeer; one that is no longer a member is lost.
+	e.differ, e.orphan = 0, 0
+	if l := e.state.Leader; l != classic.None && slices.Contains(ids, l) && oldKey == key {
+		e.state, e.carried = classic.State{Leader: l, Term: e.state.Term}, true
+	} else {
+		if l != classic.None {
+			e.queue(EvtSuperpeerLost{Superpeer: peer.ID(l)})
+		}
+		e.state, e.carried = classic.State{}, false
+	}
 	if first || led {
 		e.m.Campaign()
 	}

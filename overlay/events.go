@@ -45,8 +45,23 @@ type EvtClusterChanged struct {
 	Members    []peer.ID
 }
 
+// EvtSuperpeerElected is emitted when the node's cluster election (Config.
+// Election) names a leader: the superpeer it elected, and the term (0
+// unless the algorithm or Quorum counts terms).
+type EvtSuperpeerElected struct {
+	Superpeer peer.ID
+	Term      uint64
+}
+
+// EvtSuperpeerLost is emitted when the node's cluster election stops
+// naming the leader it named (it died, or an election started).
+type EvtSuperpeerLost struct {
+	Superpeer peer.ID
+}
+
 // eventTypes lists every event type the node emits.
-var eventTypes = []any{new(EvtRoleChanged), new(EvtSuperpeerChanged), new(EvtClusterChanged)}
+var eventTypes = []any{new(EvtRoleChanged), new(EvtSuperpeerChanged), new(EvtClusterChanged),
+	new(EvtSuperpeerElected), new(EvtSuperpeerLost)}
 
 // MarshalText writes the role's name, so logs and JSON show "superpeer"
 // rather than a number.

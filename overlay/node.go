@@ -72,6 +72,7 @@ type Node struct {
 	closerProto protocol.ID
 
 	emitRole, emitSuperpeer, emitCluster event.Emitter
+	emitElected, emitLost                event.Emitter
 
 	kick     chan struct{}
 	cancel   context.CancelFunc // stops the node's loops
@@ -185,7 +186,8 @@ func (n *Node) start(ctx context.Context) error {
 	for _, e := range []struct {
 		typ any
 		dst *event.Emitter
-	}{{new(EvtRoleChanged), &n.emitRole}, {new(EvtSuperpeerChanged), &n.emitSuperpeer}, {new(EvtClusterChanged), &n.emitCluster}} {
+	}{{new(EvtRoleChanged), &n.emitRole}, {new(EvtSuperpeerChanged), &n.emitSuperpeer}, {new(EvtClusterChanged), &n.emitCluster},
+		{new(EvtSuperpeerElected), &n.emitElected}, {new(EvtSuperpeerLost), &n.emitLost}} {
 		if *e.dst, err = bus.Emitter(e.typ); err != nil {
 			return fmt.Errorf("overlay: event emitter: %w", err)
 		}
@@ -452,7 +454,7 @@ func (n *Node) closeParts() error {
 	if n.cancelPS != nil {
 		n.cancelPS()
 	}
-	for _, e := range []event.Emitter{n.emitRole, n.emitSuperpeer, n.emitCluster} {
+	for _, e := range []event.Emitter{n.emitRole, n.emitSuperpeer, n.emitCluster, n.emitElected, n.emitLost} {
 		if e != nil {
 			errs = append(errs, e.Close())
 		}

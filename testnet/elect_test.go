@@ -21,9 +21,9 @@ import (
 // larger cluster is stopped abruptly (its links cut). Every former member
 // must then name the right successor, the member closest to the cluster key
 // among the live ones, both as its superpeer and as its election's leader:
-// the election, not only the lookup, made the choice. (Invitation does not
-// elect by rank: there the former members must agree on one live member of
-// theirs.) Then the whole overlay must agree with the brute-force answer
+// the election, not only the lookup, made the choice. (Invitation and
+// stable do not keep the highest rank as leader, see ByRank: there the
+// former members must agree on one live member of theirs.) Then the whole overlay must agree with the brute-force answer
 // again.
 func TestElectionFailover(t *testing.T) {
 	if testing.Short() {
@@ -51,6 +51,20 @@ func TestElectionFailover(t *testing.T) {
 			waitConverged(t, tn, tn.Started())
 
 			victim, former := largestCluster(t, tn, v.name)
+			var watched *overlay.Node
+			for _, n := range tn.Nodes() {
+				if n.ID() == former[len(former)-1] {
+					watched = n
+				}
+			}
+			sub, err := watched.Subscribe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			// A member whose election named the victim must report losing
+			// it; every member must report electing the successor.
+			named := watched.ElectionStats().Leader == victim
 			if err := tn.Stop(victim); err != nil {
 				t.Fatal(err)
 			}
@@ -89,6 +103,24 @@ func TestElectionFailover(t *testing.T) {
 			}
 			t.Logf("%s: %d former members follow successor %s %v after superpeer %s stopped",
 				name, len(former), want.ShortString(), took.Round(time.Millisecond), victim.ShortString())
+			// The watched member's events: it lost the victim (if its
+			// election named it), then elected the successor (possibly
+			// with other leaders and losses in between).
+			lost, elected := !named, false
+			for !elected {
+				select {
+				case evt := <-sub.Out():
+					switch e := evt.(type) {
+					case overlay.EvtSuperpeerLost:
+						lost = lost || e.Superpeer == victim
+					case overlay.EvtSuperpeerElected:
+						elected = lost && e.Superpeer == want
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: no EvtSuperpeerLost(%s) then EvtSuperpeerElected(%s) event (lost seen: %v)",
+						watched.ID().ShortString(), victim.ShortString(), want.ShortString(), lost)
+				}
+			}
 			waitConverged(t, tn, stopped)
 			var sent uint64
 			for _, n := range tn.Nodes() {

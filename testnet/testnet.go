@@ -300,10 +300,12 @@ func (t *Net) Expected() (int, []dhtselect.Assignment) {
 	return k, dhtselect.Assign(ids, k)
 }
 
-// ByRank reports whether the named election elects the highest-ranked live
-// member, so that its winner is the peer the DHT lookup names. Invitation
-// does not: groups merge under the leader of the larger group.
-func ByRank(election string) bool { return election != "invitation" }
+// ByRank reports whether the named election keeps the highest-ranked live
+// member as leader, so that its winner is the peer the DHT lookup names.
+// Two do not: invitation merges groups under the leader of the larger
+// group, and stable never replaces a live leader, so a closer peer that
+// joins later does not take over.
+func ByRank(election string) bool { return election != "invitation" && election != "stable" }
 
 // agreedLeaders returns, when the nodes run an election that does not elect
 // by rank (ByRank), the superpeer of each cluster that has exactly one live
