@@ -401,8 +401,9 @@ func (n *Node) State() State {
 }
 
 // Subscribe returns a subscription to the node's events (EvtRoleChanged,
-// EvtSuperpeerChanged, EvtClusterChanged) on the host's event bus; its Out()
-// is a Go channel. Read it promptly or Close it: like every event-bus
+// EvtSuperpeerChanged, EvtClusterChanged, and with an election
+// EvtSuperpeerElected and EvtSuperpeerLost) on the host's event bus; its
+// Out() is a Go channel. Read it promptly or Close it: like every event-bus
 // subscription, a full one holds up the emitter.
 func (n *Node) Subscribe() (event.Subscription, error) {
 	return n.host.EventBus().Subscribe(eventTypes)
