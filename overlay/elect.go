@@ -80,7 +80,7 @@ type elector struct {
 	events chan any // EvtSuperpeerElected and EvtSuperpeerLost for emitLoop
 }
 
-func (n *Node) startElector(ctx context.Context) error {
+func (n *Node) startElector(ctx context.Context) {
 	h := fnv.New64a()
 	h.Write([]byte(n.self))
 	seed := h.Sum64()
@@ -97,7 +97,6 @@ func (n *Node) startElector(ctx context.Context) error {
 	n.wg.Add(2)
 	go e.loop(ctx)
 	go e.emitLoop(ctx)
-	return nil
 }
 
 func (e *elector) close() { e.n.host.RemoveStreamHandler(e.proto) }
@@ -122,28 +121,32 @@ func (e *elector) loop(ctx context.Context) {
 		// A machine without a leader for two timeouts campaigns: echo has
 		// no failure detector of its own (the driver is its detector, as in
 		// the simulator's property tests), and an election whose messages
-		// were lost starts again.
-		if e.state.Leader == classic.None {
-			e.orphan++
-			if e.orphan > 2*e.timeout {
-				e.orphan = 0
-				e.m.Campaign()
-			}
-		} else {
-			e.orphan = 0
-		}
-		if e.lookup == e.n.self && e.state.Leader != classic.None && e.state.Leader != classic.ID(e.n.self) {
-			e.differ++
-			if e.differ > e.timeout {
-				e.differ = 0
-				e.m.Campaign() // the hand-over rule: see the top of this file
-			}
-		} else {
-			e.differ = 0
+		// were lost starts again. And the hand-over rule (see the top of
+		// this file): the lookup names us, the election another.
+		leader := e.state.Leader
+		orphaned := overdue(&e.orphan, leader == classic.None, 2*e.timeout)
+		passedOver := overdue(&e.differ, e.lookup == e.n.self && leader != classic.None && leader != classic.ID(e.n.self), e.timeout)
+		if orphaned || passedOver {
+			e.m.Campaign()
 		}
 		e.drainLocked(ctx)
 		e.mu.Unlock()
 	}
+}
+
+// overdue counts *ticks up while cond holds (and resets it when not), and
+// reports, resetting it, when the count passes limit.
+func overdue(ticks *int, cond bool, limit int) bool {
+	if !cond {
+		*ticks = 0
+		return false
+	}
+	*ticks++
+	if *ticks <= limit {
+		return false
+	}
+	*ticks = 0
+	return true
 }
 
 // drainLocked sends the machine's messages and takes note of its state;

@@ -81,7 +81,7 @@ const liveMargin = 5 * time.Millisecond
 // liveCooling is the default Cooling of the live token dynamics: four
 // passes at full heat, then the margin doubles with every pass. Live
 // coordinates are noisy (on 100 nodes sharing two cores, passes late in a
-// run still claimed gains of 15 to 150 ms from one snapshot to the next),
+// run still claimed gains of 15 to 170 ms, and up to 500 ms in later runs),
 // and a live pass costs a snapshot period (MinHold) and a demotion; the
 // first passes from a random start are the ones that gain most.
 const liveCooling = 4
@@ -270,18 +270,22 @@ func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
 func (g *geo) tickLoop(ctx context.Context) {
 	defer g.n.wg.Done()
 	for {
-		d := g.n.cfg.TokenInterval
-		g.mu.Lock()
-		d += time.Duration(g.rng.Int64N(int64(d)/2+1)) - d/4
-		g.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d):
+		case <-time.After(g.jittered()):
 		case <-g.n.kick:
 		}
 		g.tick(ctx, time.Now())
 	}
+}
+
+// jittered returns TokenInterval give or take a quarter, at random.
+func (g *geo) jittered() time.Duration {
+	d := g.n.cfg.TokenInterval
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return d + time.Duration(g.rng.Int64N(int64(d)/2+1)) - d/4
 }
 
 // tick is one round: inputs to the holder, its decisions, the position
@@ -349,14 +353,10 @@ func (g *geo) tick(ctx context.Context, now time.Time) {
 func (g *geo) attachLoop(ctx context.Context) {
 	defer g.n.wg.Done()
 	for {
-		d := g.n.cfg.TokenInterval
-		g.mu.Lock()
-		d += time.Duration(g.rng.Int64N(int64(d)/2+1)) - d/4
-		g.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d):
+		case <-time.After(g.jittered()):
 		}
 		g.attach(ctx, g.feed.Tokens(), time.Now())
 		g.update()

@@ -205,9 +205,7 @@ func (n *Node) start(ctx context.Context) error {
 		return nil
 	}
 	if n.cfg.Election != "" {
-		if err := n.startElector(ctx); err != nil {
-			return err
-		}
+		n.startElector(ctx)
 	}
 	n.wg.Add(2)
 	go n.bootstrapLoop(ctx)

@@ -109,7 +109,7 @@ func (t *Net) Report() Report {
 		}
 		if sp, ok := index[s.Superpeer.ID]; ok && t.cfg.Latency != nil {
 			rtt, _ := t.cfg.Latency.RTT(n.Index, sp)
-			ms := float64(rtt) / float64(time.Millisecond)
+			ms := millis(rtt)
 			nr.RTTToSuperpeerMS = &ms
 			if s.Superpeer.ID != s.Self {
 				rtts = append(rtts, ms)
@@ -214,6 +214,9 @@ func meanP95(v []float64) (mean, p95 float64) {
 	rank := int(math.Ceil(0.95*float64(len(v)))) - 1
 	return sum / float64(len(v)), v[max(rank, 0)]
 }
+
+// millis returns d in milliseconds.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func orDash(s string) string {
 	if s == "" {

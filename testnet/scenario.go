@@ -54,7 +54,8 @@ type ScenarioReport struct {
 	// every live peer that named it names another live superpeer.
 	FailoverMS Distribution `json:"failover_ms"`
 	// SplitBrainMS is the total time during which two live peers claimed
-	// to be the superpeer of the same cluster.
+	// to be the superpeer of the same cluster. DHT strategy only (geometric
+	// clusters have no key of their own); always 0 with geometric.
 	SplitBrainMS float64 `json:"split_brain_ms"`
 	// Messages counts the election messages sent, by type, by all nodes
 	// (stopped ones up to their stop) over the whole run.
@@ -106,10 +107,7 @@ func (o *observer) run(ctx context.Context) {
 // sample looks at every live node once.
 func (o *observer) sample() {
 	nodes := o.t.Nodes()
-	live := make(map[peer.ID]bool, len(nodes))
-	for _, n := range nodes {
-		live[n.ID()] = true
-	}
+	live := liveSet(nodes)
 	states := make(map[peer.ID]overlay.State, len(nodes))
 	claims := map[dhtselect.Key]int{}
 	for _, n := range nodes {
@@ -242,27 +240,33 @@ func (t *Net) RunScenario(ctx context.Context, sc ScenarioConfig) (ScenarioRepor
 	var took []float64
 	for _, f := range o.failovers {
 		if f.took != 0 {
-			took = append(took, float64(f.took)/float64(time.Millisecond))
+			took = append(took, millis(f.took))
 		}
 	}
 	rep.FailoverMS = summarize(took)
-	rep.SplitBrainMS = float64(o.splitBrain) / float64(time.Millisecond)
+	rep.SplitBrainMS = millis(o.splitBrain)
 	if o.samples > 0 {
 		rep.Coverage = float64(o.covered) / float64(o.samples)
 	}
 	rep.Messages = t.ElectionMessages()
-	live := map[peer.ID]bool{}
-	for _, n := range t.Nodes() {
-		live[n.ID()] = true
-	}
-	for _, n := range t.Nodes() {
+	nodes := t.Nodes()
+	live := liveSet(nodes)
+	for _, n := range nodes {
 		if !live[n.State().Superpeer.ID] {
 			rep.Orphans++
 		}
-		d := float64(n.ElectionStats().Timeout) / float64(time.Millisecond)
-		rep.DetectionTimeoutMS = max(rep.DetectionTimeoutMS, d)
+		rep.DetectionTimeoutMS = max(rep.DetectionTimeoutMS, millis(n.ElectionStats().Timeout))
 	}
 	return rep, err
+}
+
+// liveSet returns the IDs of nodes as a set.
+func liveSet(nodes []*overlay.Node) map[peer.ID]bool {
+	live := make(map[peer.ID]bool, len(nodes))
+	for _, n := range nodes {
+		live[n.ID()] = true
+	}
+	return live
 }
 
 // waitFor polls cond every 20 ms until it returns nil, and returns how long

@@ -238,9 +238,7 @@ func (t *Net) Stop(id peer.ID) error {
 	if t.stoppedSent == nil {
 		t.stoppedSent = map[string]uint64{}
 	}
-	for typ, c := range n.ElectionStats().Sent {
-		t.stoppedSent[typ] += c
-	}
+	addCounts(t.stoppedSent, n.ElectionStats().Sent)
 	t.mu.Unlock()
 	var errs []error
 	for _, other := range t.mn.Peers() {
@@ -276,16 +274,19 @@ func (t *Net) Close() error {
 func (t *Net) ElectionMessages() map[string]uint64 {
 	out := map[string]uint64{}
 	t.mu.Lock()
-	for typ, c := range t.stoppedSent {
-		out[typ] += c
-	}
+	addCounts(out, t.stoppedSent)
 	t.mu.Unlock()
 	for _, n := range t.Nodes() {
-		for typ, c := range n.ElectionStats().Sent {
-			out[typ] += c
-		}
+		addCounts(out, n.ElectionStats().Sent)
 	}
 	return out
+}
+
+// addCounts adds the counts of src to dst.
+func addCounts(dst, src map[string]uint64) {
+	for k, c := range src {
+		dst[k] += c
+	}
 }
 
 // Expected is the brute-force answer for the live nodes: k and every node's
