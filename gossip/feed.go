@@ -73,9 +73,11 @@ type FeedStats struct {
 	// the last accepted from their origin) and of our own messages relayed
 	// back by others.
 	Ignored uint64
+	// Published is the number of messages this peer published.
+	Published uint64
 }
 
-type feedCounters struct{ accepted, rejected, ignored atomic.Uint64 }
+type feedCounters struct{ accepted, rejected, ignored, published atomic.Uint64 }
 
 // record is the latest value heard from one origin.
 type record[T any] struct {
@@ -317,7 +319,18 @@ func (f *feed[T]) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			f.publish(ctx)
+			// A value published for a change less than half an interval
+			// ago needs no republication yet: the ticker and the
+			// minimum-gap timer would otherwise send it twice per
+			// interval, and every peer checks a signature per message.
+			// The longest silence is then 1.5 intervals, within the TTL
+			// (less when the TTL is shorter than that).
+			f.mu.Lock()
+			recent := f.local != nil && !f.pending && f.cfg.now().Sub(f.lastPub) < min(f.cfg.interval/2, f.cfg.ttl-f.cfg.interval)
+			f.mu.Unlock()
+			if !recent {
+				f.publish(ctx)
+			}
 			f.mu.Lock()
 			changed := f.tab.expire(f.cfg.now())
 			f.mu.Unlock()
@@ -373,6 +386,7 @@ func (f *feed[T]) publish(ctx context.Context) {
 		f.cfg.log.Warn("gossip: encode "+f.spec.kind, "topic", f.cfg.topic, "err", err)
 		return
 	}
+	f.n.published.Add(1)
 	if f.topic == nil {
 		return
 	}
@@ -435,7 +449,8 @@ func (f *feed[T]) forget(p peer.ID) bool {
 }
 
 func (f *feed[T]) stats() FeedStats {
-	return FeedStats{Accepted: f.n.accepted.Load(), Rejected: f.n.rejected.Load(), Ignored: f.n.ignored.Load()}
+	return FeedStats{Accepted: f.n.accepted.Load(), Rejected: f.n.rejected.Load(), Ignored: f.n.ignored.Load(),
+		Published: f.n.published.Load()}
 }
 
 // close stops the loops and leaves the topic.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
@@ -757,4 +758,51 @@ func publishUntil(t *testing.T, what string, publish func(), cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// A coordinate that changes with every sample, with MinGap equal to the
+// republish interval (the live node's setting), goes out about once per
+// interval: the periodic republication and the deferred change do not both
+// send it. Virtual time: the feed's ticker and timers run on synctest's
+// clock.
+func TestGeoOnePublicationPerInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, intervals = time.Second, 60
+		self := fakeID(t, 1)
+		g, fc, err := newGeo(self, GeoConfig{Network: "test", Interval: interval, MinGap: interval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFeed(fc, &coordSpec)
+		g.coords = f
+		ctx, cancel := context.WithCancel(context.Background())
+		f.cancel = cancel
+		f.done.Add(1)
+		go f.run(ctx)
+		var longest, last time.Duration
+		start := time.Now()
+		prev := f.stats().Published
+		for i := range intervals * 10 {
+			if err := g.SetCoord(ctx, coordAt(float64(i+1)/1000)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(interval / 10)
+			synctest.Wait()
+			if p := f.stats().Published; p != prev {
+				prev = p
+				now := time.Since(start)
+				longest, last = max(longest, now-last), now
+			}
+		}
+		cancel()
+		f.done.Wait()
+		got := f.stats().Published
+		if got < intervals-1 || got > intervals+2 {
+			t.Fatalf("%d publications in %d intervals, want one per interval", got, intervals)
+		}
+		if longest > 3*interval/2+interval/10 {
+			t.Fatalf("silence of %v between publications, want at most 1.5 intervals", longest)
+		}
+		t.Logf("%d publications in %d intervals, longest silence %v", got, intervals, longest)
+	})
 }

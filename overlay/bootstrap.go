@@ -8,9 +8,12 @@ import (
 )
 
 // bootstrapLoop dials the bootstrap peers until at least one is connected,
-// then refreshes the routing table; while the node has no overlay peer at
-// all, it keeps trying every BootstrapRetry. An unreachable bootstrap peer is
-// a warning, never a failure.
+// then refreshes the routing table. Every BootstrapRetry it dials them again
+// when the node has no overlay peer at all, or is connected to none of
+// them: after a partition heals, or a node's own link comes back, the
+// bootstrap peers are the ones it knows how to reach, and one connection is
+// enough for gossip and the DHT to find the rest. An unreachable bootstrap
+// peer is a warning, never a failure.
 func (n *Node) bootstrapLoop(ctx context.Context) {
 	defer n.wg.Done()
 	if len(n.cfg.Bootstrap) == 0 {
@@ -19,7 +22,7 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.BootstrapRetry)
 	defer t.Stop()
 	for {
-		if n.dht.RoutingTable().Size() == 0 {
+		if n.dht.RoutingTable().Size() == 0 || !n.bootstrapConnected() {
 			n.dialBootstrap(ctx)
 		}
 		select {
@@ -56,4 +59,20 @@ func (n *Node) dialBootstrap(ctx context.Context) {
 		n.dht.RefreshRoutingTable()
 		n.Reevaluate()
 	}
+}
+
+// bootstrapConnected reports whether a bootstrap peer other than this node
+// is connected (true when the node is the only bootstrap peer).
+func (n *Node) bootstrapConnected() bool {
+	others := false
+	for _, b := range n.cfg.Bootstrap {
+		if b.ID == n.self {
+			continue
+		}
+		if n.host.Network().Connectedness(b.ID) == network.Connected {
+			return true
+		}
+		others = true
+	}
+	return !others
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -34,7 +35,11 @@ import (
 //
 //   - The lookup finds the cluster (k, key, members) and, while the election
 //     has no leader (a node that has just joined, a cluster whose members
-//     changed), it names the superpeer.
+//     changed), it names the superpeer. Not with Quorum: there a cluster
+//     without a leader backed by a majority has no superpeer, and its
+//     members are the peers seen in the membership view within
+//     quorumMemory announce intervals, so that the minority side of a
+//     partition cannot make a majority of itself.
 //   - Once the election has a leader that is a member, the leader is the
 //     superpeer: when a superpeer dies, its members stop hearing its
 //     heartbeats and elect the next after one failure-detection timeout,
@@ -74,6 +79,8 @@ type elector struct {
 	orphan  int                        // ticks without a leader
 	carried bool                       // e.state.Leader comes from the machine before the last rebuild
 	lookup  peer.ID                    // the lookup's last answer
+	losses  []loss                     // lost connections to members, within flapWindow
+	demoted map[peer.ID]bool           // flapping members, ranked last (host quality)
 	sent    map[classic.MsgType]uint64 // messages sent, by type
 	dropped uint64                     // messages received from non-members or malformed
 
@@ -125,7 +132,7 @@ func (e *elector) loop(ctx context.Context) {
 		// this file): the lookup names us, the election another.
 		leader := e.state.Leader
 		orphaned := overdue(&e.orphan, leader == classic.None, 2*e.timeout)
-		passedOver := overdue(&e.differ, e.lookup == e.n.self && leader != classic.None && leader != classic.ID(e.n.self), e.timeout)
+		passedOver := overdue(&e.differ, e.lookup == e.n.self && !e.demoted[e.n.self] && leader != classic.None && leader != classic.ID(e.n.self), e.timeout)
 		if orphaned || passedOver {
 			e.m.Campaign()
 		}
@@ -296,18 +303,31 @@ func (e *elector) handle(s network.Stream) {
 
 // superpeer brings the machine up to date with the cluster the lookup found
 // and returns the superpeer: the election's leader when it has one among
-// the members, else the lookup's answer.
+// the members, else the lookup's answer; with Quorum, none: a peer that
+// cannot reach a majority has no superpeer rather than one that the other
+// side of a partition may not know of.
 func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, members []peer.ID, lookup peer.ID) (peer.ID, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lookup = lookup
-	if e.m == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) {
+	var demoted map[peer.ID]bool
+	if !e.n.cfg.IgnoreFlaps {
+		demoted = e.flapping(time.Now())
+	}
+	if e.m == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) {
+		if len(demoted) > 0 || len(e.demoted) > 0 {
+			e.n.log.Info("election: host quality", "flapping", fmt.Sprint(slices.Sorted(maps.Keys(demoted))))
+		}
+		e.demoted = demoted
 		if err := e.rebuildLocked(ctx, k, key, members); err != nil {
 			return "", err
 		}
 	}
 	if l := peer.ID(e.state.Leader); l != "" && slices.Contains(e.peers, l) {
 		return l, nil
+	}
+	if e.opts.Quorum {
+		return "", nil
 	}
 	return lookup, nil
 }
@@ -330,7 +350,7 @@ func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, m
 	timeout := e.timeoutTicks(members)
 	cfg := classic.Config{
 		ID: classic.ID(e.n.self), Peers: ids,
-		Rank:           classic.XORCloseness{Target: key[:]},
+		Rank:           qualityRank{inner: classic.XORCloseness{Target: key[:]}, demoted: e.demoted},
 		Rand:           rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64())),
 		HeartbeatTicks: heartbeatTicks, TimeoutTicks: timeout,
 	}
@@ -381,13 +401,88 @@ func (e *elector) timeoutTicks(members []peer.ID) int {
 	return 3*heartbeatTicks + int((4*rtt+tick-1)/tick)
 }
 
-// lost is told that the last connection to p closed. When p is the leader
-// the machine campaigns at once: a failure notice that echo, which has no
-// heartbeats of its own, needs, and that saves the others a timeout.
+// Host quality: a member that flaps (goes down and comes back) ranks last
+// while it has lost its connections flapLimit times within flapWindow.
+// Every member sees the same losses of the flapping node, so they agree on
+// its rank; the flapping node itself sees every other member go at once,
+// and counts that as an outage of its own (ownOutage), so it agrees too.
+const (
+	flapLimit  = 2
+	flapWindow = time.Minute
+	// ownOutage: losing at least half of the other members (two or more)
+	// within this long is this node's outage, not theirs.
+	ownOutage = time.Second
+)
+
+// loss is a lost connection to a member.
+type loss struct {
+	p  peer.ID
+	at time.Time
+}
+
+// flapping returns the members that lost their connections flapLimit
+// times within flapWindow before now, this node among them when it lost
+// most of its cluster at once flapLimit times. Called with e.mu held.
+func (e *elector) flapping(now time.Time) map[peer.ID]bool {
+	e.losses = slices.DeleteFunc(e.losses, func(l loss) bool { return now.Sub(l.at) > flapWindow })
+	others := len(e.peers) - 1
+	outages := map[peer.ID]int{}
+	for i := 0; i < len(e.losses); {
+		// A burst: the losses within ownOutage of the first.
+		j := i + 1
+		for j < len(e.losses) && e.losses[j].at.Sub(e.losses[i].at) <= ownOutage {
+			j++
+		}
+		if burst := j - i; burst >= 2 && 2*burst >= others {
+			outages[e.n.self]++
+		} else {
+			for _, l := range e.losses[i:j] {
+				outages[l.p]++
+			}
+		}
+		i = j
+	}
+	out := map[peer.ID]bool{}
+	for p, c := range outages {
+		if c >= flapLimit {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// qualityRank ranks the demoted members below all others, and otherwise
+// as inner does.
+type qualityRank struct {
+	inner   classic.Rank
+	demoted map[peer.ID]bool
+}
+
+func (r qualityRank) Compare(a, b classic.ID) int {
+	da, db := r.demoted[peer.ID(a)], r.demoted[peer.ID(b)]
+	switch {
+	case da && !db:
+		return -1
+	case db && !da:
+		return 1
+	}
+	return r.inner.Compare(a, b)
+}
+
+// lost is told that the last connection to p closed. It notes the loss of a
+// member for host quality. When p is the leader the machine campaigns at
+// once: a failure notice that echo, which has no heartbeats of its own,
+// needs, and that saves the others a timeout.
 func (e *elector) lost(p peer.ID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.m == nil || p == e.n.self || peer.ID(e.state.Leader) != p {
+	if e.m == nil || p == e.n.self {
+		return
+	}
+	if slices.Contains(e.peers, p) {
+		e.losses = append(e.losses, loss{p, time.Now()})
+	}
+	if peer.ID(e.state.Leader) != p {
 		return
 	}
 	e.n.log.Info("election: lost the connection to the leader", "leader", p)
@@ -399,6 +494,9 @@ func (e *elector) lost(p peer.ID) {
 type ElectionStats struct {
 	// Algorithm is Config.Election; empty when the node runs none.
 	Algorithm string
+	// Lookup is the DHT lookup's last answer for the cluster key, which the
+	// election's Leader should agree with (see elect.go).
+	Lookup peer.ID
 	// Leader, Role and Term are the machine's current state.
 	Leader peer.ID
 	Role   string
@@ -421,7 +519,7 @@ func (n *Node) ElectionStats() ElectionStats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := ElectionStats{
-		Algorithm: e.name, Leader: peer.ID(e.state.Leader), Role: e.state.Role.String(), Term: e.state.Term,
+		Algorithm: e.name, Lookup: e.lookup, Leader: peer.ID(e.state.Leader), Role: e.state.Role.String(), Term: e.state.Term,
 		Timeout: time.Duration(e.timeout) * e.n.cfg.ElectionTick, Sent: map[string]uint64{}, Dropped: e.dropped,
 	}
 	for t, c := range e.sent {

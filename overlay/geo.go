@@ -200,7 +200,7 @@ func (g *geo) pingLoop(ctx context.Context) {
 			continue
 		}
 		g.mu.Lock()
-		g.rtt[p] = rtt
+		g.rtt[p] = filterRTT(g.rtt[p], rtt)
 		c, err := g.client.Sample(geometric.ID(p), remote, rtt)
 
 		g.mu.Unlock()
@@ -212,6 +212,19 @@ func (g *geo) pingLoop(ctx context.Context) {
 			g.n.log.Warn("geometric: publish coordinate", "err", err)
 		}
 	}
+}
+
+// filterRTT folds a new sample into the RTT kept for a peer: a lower one
+// replaces it at once, a higher one moves it an eighth of the way. A busy
+// host adds its scheduling delays to a ping but never takes any away, so
+// the kept RTT follows the floor of the samples, not their spikes (which
+// made ordinary peers hop between superpeers), and still follows a route
+// that got slower.
+func filterRTT(old, sample time.Duration) time.Duration {
+	if old <= 0 || sample <= old {
+		return sample
+	}
+	return old + (sample-old)/8
 }
 
 // pickPingTarget chooses a random peer with a known coordinate, preferring
@@ -568,29 +581,30 @@ func (g *geo) pass(ctx context.Context, p peer.ID, t geometric.Token) bool {
 	var req [16]byte
 	binary.BigEndian.PutUint64(req[:8], uint64(t.Num))
 	binary.BigEndian.PutUint64(req[8:], t.Seq)
-	return g.ask(ctx, p, g.tokenProto, req[:])
+	yes, _ := g.ask(ctx, p, g.tokenProto, req[:])
+	return yes
 }
 
 // ask sends req to p over proto and reports whether p answered yes (one
-// byte, 1). Any failure counts as no.
-func (g *geo) ask(ctx context.Context, p peer.ID, proto protocol.ID, req []byte) bool {
+// byte, 1); err is nil when p answered, yes or no.
+func (g *geo) ask(ctx context.Context, p peer.ID, proto protocol.ID, req []byte) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
 	defer cancel()
 	s, err := g.n.host.NewStream(ctx, p, proto)
 	if err != nil {
-		return false
+		return false, err
 	}
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(streamDeadline))
 	if _, err := s.Write(req); err != nil {
 		_ = s.Reset()
-		return false
+		return false, err
 	}
 	var resp [1]byte
 	if _, err := io.ReadFull(s, resp[:]); err != nil {
-		return false
+		return false, err
 	}
-	return resp[0] == 1
+	return resp[0] == 1, nil
 }
 
 // answer serves one request of size bytes: decide gets the request and
@@ -659,6 +673,16 @@ func (g *geo) publishToken(ctx context.Context) {
 
 // attach keeps an ordinary peer attached to a superpeer with room, and a
 // superpeer's member list fresh.
+//
+// An ordinary peer stays with its superpeer while no superpeer with room is
+// clearly nearer (by a tenth and by the live margin: superpeers are
+// promoted one by one, and the first must not keep everyone; and nearness
+// is noisy). It renews the attachment once per announce interval, well
+// within attachTTL: a request is a stream, and a hundred peers asking every
+// tick loaded the host enough to time their own requests out. A superpeer
+// that does not answer is kept until attachTTL has passed since its last
+// yes, whether or not its token report is in our view: a slow answer or a
+// late report is not a lost superpeer.
 func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Time) {
 	g.mu.Lock()
 	super := g.holder.Superpeer()
@@ -676,6 +700,9 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 	for p := range g.members {
 		delete(g.members, p) // no longer a superpeer: nobody is attached
 	}
+	if g.attached == g.n.self {
+		g.attached = "" // a superpeer no longer: it must attach like anyone
+	}
 	self := g.client.Coordinate()
 	current, since := g.attached, g.attachOK
 	var sps []geometric.Superpeer
@@ -685,23 +712,41 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 		}
 	}
 	g.mu.Unlock()
-	// Stay with the current superpeer while it serves us and no superpeer
-	// with room is clearly nearer (by a tenth): superpeers are promoted one
-	// by one, and the first must not keep everyone.
-	if i := slices.IndexFunc(sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(current) }); i >= 0 {
+	if current != "" {
+		i := slices.IndexFunc(sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(current) })
 		stay := true
-		if best, err := geometric.Attach(self, sps, g.cfg.Capacity); err == nil && best != sps[i].ID {
-			j := slices.IndexFunc(sps, func(s geometric.Superpeer) bool { return s.ID == best })
-			stay = nearness(self, sps[j])*11/10 >= nearness(self, sps[i])
+		if i >= 0 {
+			others := slices.Delete(slices.Clone(sps), i, i+1)
+			if best, err := geometric.Attach(self, others, g.cfg.Capacity); err == nil {
+				j := slices.IndexFunc(others, func(s geometric.Superpeer) bool { return s.ID == best })
+				// Measured against measured only: coordinates
+				// estimate some RTTs at a tenth of their value, and a
+				// move on such an estimate is undone by the next
+				// measurement. pickPingTarget measures superpeers first.
+				b, c := others[j].RTT, sps[i].RTT
+				stay = b <= 0 || c <= 0 || b*11/10+liveMargin >= c
+				if !stay {
+					g.n.log.Info("geometric: a superpeer is clearly nearer", "current", current, "current_ms", ms(c),
+						"nearer", peer.ID(best), "nearer_ms", ms(b))
+				}
+			}
 		}
-		if stay && g.requestAttach(ctx, current) {
-			g.mu.Lock()
-			g.attachOK = now
-			g.mu.Unlock()
-			return
-		}
-		if stay && now.Sub(since) < expiry {
-			return // a slow answer, not yet a lost superpeer
+		if stay {
+			if i >= 0 && now.Sub(since) < g.n.cfg.AnnounceInterval {
+				return
+			}
+			yes, err := g.requestAttach(ctx, current)
+			if yes {
+				g.mu.Lock()
+				g.attachOK = now
+				g.mu.Unlock()
+				return
+			}
+			if err != nil && now.Sub(since) < expiry {
+				return // no answer yet, not yet a lost superpeer
+			}
+			g.n.log.Info("geometric: the superpeer let us go", "superpeer", current, "refused", err == nil, "err", err,
+				"reported", i >= 0, "last_yes_ago", now.Sub(since))
 		}
 	}
 	for range 3 {
@@ -709,7 +754,7 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 		if err != nil {
 			break
 		}
-		if g.requestAttach(ctx, peer.ID(best)) {
+		if yes, _ := g.requestAttach(ctx, peer.ID(best)); yes {
 			g.mu.Lock()
 			g.attached, g.attachOK = peer.ID(best), now
 			g.mu.Unlock()
@@ -717,10 +762,15 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 		}
 		sps = slices.DeleteFunc(sps, func(s geometric.Superpeer) bool { return s.ID == best })
 	}
+	if current != "" && now.Sub(since) < expiry && slices.ContainsFunc(sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(current) }) {
+		return // none better would take us: keep the current one
+	}
 	g.mu.Lock()
 	g.attached = ""
 	g.mu.Unlock()
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // nearness is the measured RTT to sp, or the estimate from coordinates.
 func nearness(self *coordinate.Coordinate, sp geometric.Superpeer) time.Duration {
@@ -730,7 +780,9 @@ func nearness(self *coordinate.Coordinate, sp geometric.Superpeer) time.Duration
 	return time.Duration(geometric.Distance(self, sp.Coord) * float64(time.Second))
 }
 
-func (g *geo) requestAttach(ctx context.Context, p peer.ID) bool {
+// requestAttach asks p to take us: yes, or no (err nil: p answered no), or
+// no answer (err).
+func (g *geo) requestAttach(ctx context.Context, p peer.ID) (bool, error) {
 	return g.ask(ctx, p, g.attachProto, []byte{1})
 }
 

@@ -58,15 +58,18 @@ type State struct {
 
 // Node is one overlay peer. Its methods are safe for concurrent use.
 type Node struct {
-	cfg         Config
-	log         *slog.Logger
-	host        host.Host
-	dht         *dht.IpfsDHT
-	ps          *pubsub.PubSub
-	members     *gossip.Membership
-	geo         *geo     // nil with the DHT strategy
-	elect       *elector // nil without Config.Election
-	lastLookup  peer.ID  // the last lookup's answer; only the run loop uses it
+	cfg        Config
+	log        *slog.Logger
+	host       host.Host
+	dht        *dht.IpfsDHT
+	ps         *pubsub.PubSub
+	members    *gossip.Membership
+	geo        *geo     // nil with the DHT strategy
+	elect      *elector // nil without Config.Election
+	lastLookup peer.ID  // the last lookup's answer; only the run loop uses it
+	// remembered holds, with Config.Quorum, when each peer was last in the
+	// membership view; only the run loop uses it (see configured).
+	remembered  map[peer.ID]time.Time
 	self        peer.ID
 	selfKey     dhtselect.Key
 	closerProto protocol.ID
@@ -267,9 +270,45 @@ func (n *Node) run(ctx context.Context) {
 	}
 }
 
-// estimate gathers the inputs of dhtselect.EstimateSize.
-func (n *Node) estimate() dhtselect.Estimate {
-	in := dhtselect.SizeInputs{Self: n.selfKey, Members: n.members.Len()}
+// quorumMemory is, in announce intervals, how long a peer that left the
+// membership view still counts as a member of its cluster with
+// Config.Quorum: a majority is of the cluster as configured, not as seen,
+// or the minority side of a partition, which stops seeing the others after
+// one membership TTL, would make a majority of itself. The price is that a
+// cluster that loses half of its members for good has no superpeer until
+// they are forgotten.
+const quorumMemory = 30
+
+// configured returns the peers that count as members with Config.Quorum:
+// those in the membership view now, and those seen there within
+// quorumMemory announce intervals. Without quorum it is the view. Called
+// by the run loop only.
+func (n *Node) configured(view []peer.ID) []peer.ID {
+	if !n.cfg.Quorum {
+		return view
+	}
+	if n.remembered == nil {
+		n.remembered = map[peer.ID]time.Time{}
+	}
+	now := time.Now()
+	for _, p := range view {
+		n.remembered[p] = now
+	}
+	var ids []peer.ID
+	for p, seen := range n.remembered {
+		if now.Sub(seen) > quorumMemory*n.cfg.AnnounceInterval {
+			delete(n.remembered, p)
+			continue
+		}
+		ids = append(ids, p)
+	}
+	return ids
+}
+
+// estimate gathers the inputs of dhtselect.EstimateSize; known is the
+// number of peers known (configured).
+func (n *Node) estimate(known int) dhtselect.Estimate {
+	in := dhtselect.SizeInputs{Self: n.selfKey, Members: known}
 	for _, p := range n.dht.RoutingTable().ListPeers() {
 		in.Routing = append(in.Routing, dhtselect.KeyOf(p))
 	}
@@ -285,10 +324,15 @@ func (n *Node) estimate() dhtselect.Estimate {
 // cluster members changed, since a joining or leaving member may be the
 // superpeer; otherwise the last lookup's answer stands.
 func (n *Node) evaluate(ctx context.Context, force bool) {
-	est := n.estimate()
+	var view []peer.ID
+	for _, e := range n.members.Entries() {
+		view = append(view, e.ID)
+	}
+	known := n.configured(view)
+	est := n.estimate(len(known))
 	s, k := n.cfg.Target.S(est.N), n.cfg.Target.K(est.N)
 	ck := n.selfKey.Cluster(k)
-	members := n.clusterMembers(k, ck)
+	members := n.clusterMembers(k, ck, view)
 	n.mu.RLock()
 	prev := n.state
 	n.mu.RUnlock()
@@ -309,7 +353,11 @@ func (n *Node) evaluate(ctx context.Context, force bool) {
 	}
 	if n.elect != nil {
 		var err error
-		if sp, err = n.elect.superpeer(ctx, k, ck, members, sp); err != nil {
+		electorate := members
+		if n.cfg.Quorum {
+			electorate = n.clusterMembers(k, ck, known)
+		}
+		if sp, err = n.elect.superpeer(ctx, k, ck, electorate, sp); err != nil {
 			n.log.Warn("election", "err", err)
 			return
 		}
@@ -342,13 +390,13 @@ func (n *Node) addrInfo(p peer.ID) peer.AddrInfo {
 	return n.host.Peerstore().PeerInfo(p)
 }
 
-// clusterMembers lists the peers of the membership view whose keys share
-// the cluster's prefix, this node included, sorted by key.
-func (n *Node) clusterMembers(k int, ck dhtselect.Key) []peer.ID {
+// clusterMembers lists the peers whose keys share the cluster's prefix,
+// this node included, sorted by key.
+func (n *Node) clusterMembers(k int, ck dhtselect.Key, peers []peer.ID) []peer.ID {
 	out := []peer.ID{n.self}
-	for _, e := range n.members.Entries() {
-		if e.ID != n.self && dhtselect.KeyOf(e.ID).Cluster(k) == ck {
-			out = append(out, e.ID)
+	for _, p := range peers {
+		if p != n.self && dhtselect.KeyOf(p).Cluster(k) == ck {
+			out = append(out, p)
 		}
 	}
 	dhtselect.SortByKey(out)

@@ -82,6 +82,12 @@ type Config struct {
 	// (classic.NewQuorum): at most one superpeer per cluster per term, and
 	// none on the minority side of a partition. Needs Election.
 	Quorum bool
+	// IgnoreFlaps turns host quality off. By default a member whose
+	// connection was lost flapLimit times within flapWindow (a node counts
+	// its own outage when it loses most of its cluster at once) ranks below
+	// every steady member until that has passed, so that a node that keeps
+	// going down and coming back does not keep winning elections.
+	IgnoreFlaps bool
 	// ElectionTick is the period of the election machines' ticks; their
 	// heartbeats and timeouts are counted in it. Default 100 ms.
 	ElectionTick time.Duration
@@ -257,6 +263,11 @@ func WithGeometric(g geometric.Config, ping, token time.Duration) Option {
 // of classic.Algorithms), with terms and majority when quorum is set.
 func WithElection(name string, quorum bool) Option {
 	return func(c *Config) error { c.Election, c.Quorum = name, quorum; return nil }
+}
+
+// WithIgnoreFlaps turns host quality (see Config.IgnoreFlaps) off.
+func WithIgnoreFlaps(ignore bool) Option {
+	return func(c *Config) error { c.IgnoreFlaps = ignore; return nil }
 }
 
 // WithLogger sets the logger.

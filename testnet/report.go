@@ -41,6 +41,10 @@ type Report struct {
 	Mismatches           []string        `json:"mismatches,omitempty"`
 	// Scenario is what a fault scenario measured (peer testnet --scenario).
 	Scenario *ScenarioReport `json:"scenario,omitempty"`
+	// Baseline, with a latency matrix, judges the run's superpeers against
+	// placements computed in the same run on the same rows (filled in by
+	// peer testnet with bench.Baseline).
+	Baseline *PlacementBaseline `json:"baseline,omitempty"`
 }
 
 // EstimateSummary compares the nodes' network-size estimates with the true size.
@@ -49,6 +53,23 @@ type EstimateSummary struct {
 	Min     int            `json:"min"`
 	Max     int            `json:"max"`
 	Sources map[string]int `json:"sources"`
+}
+
+// PlacementBaseline compares, on the matrix rows of a run, mean and p95
+// RTTs (ms) from ordinary peers to their superpeers: the run's superpeers
+// with every peer attached to the nearest one with room by true RTT
+// (Ideal), random placements (the mean of 100), and the offline k-median
+// placement; and the run's own mean RTT as attached, as a ratio to the
+// random and the k-median means.
+type PlacementBaseline struct {
+	IdealMeanMS   float64 `json:"ideal_attach_mean_ms"`
+	IdealP95MS    float64 `json:"ideal_attach_p95_ms"`
+	RandomMeanMS  float64 `json:"random_mean_ms"`
+	RandomP95MS   float64 `json:"random_p95_ms"`
+	KMedianMeanMS float64 `json:"kmedian_mean_ms"`
+	KMedianP95MS  float64 `json:"kmedian_p95_ms"`
+	VsRandom      float64 `json:"mean_vs_random"`
+	VsKMedian     float64 `json:"mean_vs_kmedian"`
 }
 
 // NodeReport is one node's view.
@@ -183,6 +204,10 @@ func (r Report) WriteTable(w io.Writer) error {
 	if r.MeanRTTToSuperpeerMS != nil {
 		fmt.Fprintf(w, "RTT from ordinary peers to their superpeer: mean %.1f ms, p95 %.1f ms; largest cluster %d\n\n",
 			*r.MeanRTTToSuperpeerMS, *r.P95RTTToSuperpeerMS, r.MaxClusterSize)
+	}
+	if b := r.Baseline; b != nil {
+		fmt.Fprintf(w, "same rows, mean / p95 ms: these superpeers ideally attached %.1f / %.1f, random %.1f / %.1f, k-median %.1f / %.1f; mean as attached %.2f× random, %.2f× k-median\n\n",
+			b.IdealMeanMS, b.IdealP95MS, b.RandomMeanMS, b.RandomP95MS, b.KMedianMeanMS, b.KMedianP95MS, b.VsRandom, b.VsKMedian)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PREFIX\tSUPERPEER\tMEMBERS\tMEMBER IDS")

@@ -36,7 +36,7 @@ type Config struct {
 	// Geometric tunes the geometric strategy (see overlay.Config); its
 	// Capacity is the most ordinary peers per superpeer. PingInterval and
 	// TokenInterval are the nodes' periods of RTT samples and of the token
-	// machine; zero means overlay's defaults (1 s each).
+	// machine; zero means N × 20 ms (at least 1 s) and 1 s.
 	Geometric                   geometric.Config
 	PingInterval, TokenInterval time.Duration
 	// Target is the superpeer target.
@@ -55,10 +55,12 @@ type Config struct {
 	// by RTT(i, j)/2 each way. It needs at least N hosts; missing entries are
 	// filled in (see latency.Matrix.FillMissing). Nil means no delay.
 	Latency *latency.Matrix
-	// Election and Quorum make every cluster run that election algorithm
-	// (overlay.Config.Election, Quorum); empty runs none.
-	Election string
-	Quorum   bool
+	// Election, Quorum and IgnoreFlaps make every cluster run that election
+	// algorithm (overlay.Config.Election, Quorum, IgnoreFlaps); empty runs
+	// none.
+	Election    string
+	Quorum      bool
+	IgnoreFlaps bool
 	// Logger receives the nodes' logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -112,7 +114,9 @@ func (c *Config) fill() error {
 		c.TokenInterval = time.Second
 	}
 	if c.PingInterval == 0 {
-		c.PingInterval = time.Second
+		// Like the announcements: every ping is a stream and three round
+		// trips, on one shared CPU.
+		c.PingInterval = max(time.Second, time.Duration(c.N)*20*time.Millisecond)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -124,8 +128,11 @@ func (c *Config) fill() error {
 type Net struct {
 	cfg     Config
 	mn      mocknet.Mocknet
+	keys    *rand.ChaCha8 // the peer keys, in start order
 	mu      sync.Mutex
-	nodes   []*overlay.Node // nil once stopped
+	ids     []peer.ID       // host i's ID, stopped nodes included
+	nodes   []*overlay.Node // node i is host i, row i of the matrix; nil once stopped
+	cut     [][2]int        // links cut by Partition or Down (node indexes), for Heal and Up
 	started time.Time
 	// stoppedSent counts the election messages of stopped nodes, by type.
 	stoppedSent map[string]uint64
@@ -137,55 +144,124 @@ func Start(ctx context.Context, cfg Config) (*Net, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	t := &Net{cfg: cfg, mn: mocknet.New(), started: time.Now()}
-	keys := rand.NewChaCha8(seedBytes(cfg.Seed))
-	hosts := make([]host.Host, cfg.N) // node i is host i, row i of the matrix
+	t := &Net{cfg: cfg, mn: mocknet.New(), keys: rand.NewChaCha8(seedBytes(cfg.Seed)), started: time.Now()}
+	hosts := make([]host.Host, cfg.N)
 	for i := range cfg.N {
-		sk, _, err := crypto.GenerateEd25519Key(keys)
-		if err != nil {
+		var err error
+		if hosts[i], err = t.addHost(i); err != nil {
 			return nil, errors.Join(err, t.Close())
-		}
-		addr := ma.StringCast(fmt.Sprintf("/ip4/10.%d.%d.%d/tcp/4001", (i>>16)&0xff, (i>>8)&0xff, i&0xff))
-		if hosts[i], err = t.mn.AddPeer(sk, addr); err != nil {
-			return nil, errors.Join(fmt.Errorf("testnet: peer %d: %w", i, err), t.Close())
 		}
 	}
 	for i := range hosts {
 		for j := i + 1; j < len(hosts); j++ {
-			l, err := t.mn.LinkPeers(hosts[i].ID(), hosts[j].ID())
-			if err != nil {
+			if err := t.link(i, j); err != nil {
 				return nil, errors.Join(err, t.Close())
 			}
-			if cfg.Latency != nil {
-				rtt, _ := cfg.Latency.RTT(i, j) // filled in by fill
-				l.SetOptions(mocknet.LinkOptions{Latency: rtt / 2})
-			}
 		}
 	}
-	var boot peer.AddrInfo
 	for i, h := range hosts {
-		opts := []overlay.Option{
-			overlay.WithHost(h), overlay.WithTarget(cfg.Target),
-			overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
-			overlay.WithLogger(cfg.Logger.With("node", i)),
-			overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),
-			overlay.WithElection(cfg.Election, cfg.Quorum),
-		}
+		var boot []peer.AddrInfo
 		if i > 0 {
-			opts = append(opts, overlay.WithBootstrap(boot))
+			boot = []peer.AddrInfo{{ID: hosts[0].ID(), Addrs: hosts[0].Addrs()}}
 		}
-		n, err := overlay.New(ctx, opts...)
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("testnet: node %d: %w", i, err), t.Close())
+		if err := t.startNode(ctx, i, h, boot); err != nil {
+			return nil, errors.Join(err, t.Close())
 		}
-		if i == 0 {
-			boot = peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
-		}
-		t.mu.Lock()
-		t.nodes = append(t.nodes, n)
-		t.mu.Unlock()
 	}
 	return t, nil
+}
+
+// addHost adds host i to the mocknet, with the next key.
+func (t *Net) addHost(i int) (host.Host, error) {
+	sk, _, err := crypto.GenerateEd25519Key(t.keys)
+	if err != nil {
+		return nil, err
+	}
+	addr := ma.StringCast(fmt.Sprintf("/ip4/10.%d.%d.%d/tcp/4001", (i>>16)&0xff, (i>>8)&0xff, i&0xff))
+	h, err := t.mn.AddPeer(sk, addr)
+	if err != nil {
+		return nil, fmt.Errorf("testnet: peer %d: %w", i, err)
+	}
+	t.mu.Lock()
+	t.ids = append(t.ids, h.ID())
+	t.mu.Unlock()
+	return h, nil
+}
+
+// link links hosts i and j, with the matrix's delay.
+func (t *Net) link(i, j int) error {
+	t.mu.Lock()
+	a, b := t.ids[i], t.ids[j]
+	t.mu.Unlock()
+	l, err := t.mn.LinkPeers(a, b)
+	if err != nil {
+		return err
+	}
+	if t.cfg.Latency != nil {
+		rtt, _ := t.cfg.Latency.RTT(i, j) // filled in by fill
+		l.SetOptions(mocknet.LinkOptions{Latency: rtt / 2})
+	}
+	return nil
+}
+
+// startNode starts node i on host h.
+func (t *Net) startNode(ctx context.Context, i int, h host.Host, boot []peer.AddrInfo) error {
+	cfg := t.cfg
+	opts := []overlay.Option{
+		overlay.WithHost(h), overlay.WithTarget(cfg.Target),
+		overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
+		overlay.WithLogger(cfg.Logger.With("node", i)),
+		overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),
+		overlay.WithElection(cfg.Election, cfg.Quorum), overlay.WithIgnoreFlaps(cfg.IgnoreFlaps),
+		overlay.WithBootstrap(boot...),
+	}
+	n, err := overlay.New(ctx, opts...)
+	if err != nil {
+		return fmt.Errorf("testnet: node %d: %w", i, err)
+	}
+	t.mu.Lock()
+	t.nodes = append(t.nodes, n)
+	t.mu.Unlock()
+	return nil
+}
+
+// Join starts one more node, linked to every live one and bootstrapped
+// from the live node started first, and returns it. Its key comes next from
+// the seed; with a latency matrix it gets the next row, which must exist.
+func (t *Net) Join(ctx context.Context) (*overlay.Node, error) {
+	live := t.indexed()
+	t.mu.Lock()
+	i := len(t.ids)
+	t.mu.Unlock()
+	switch {
+	case len(live) == 0:
+		return nil, fmt.Errorf("testnet: no live node to join through")
+	case i >= MaxNodes:
+		return nil, fmt.Errorf("%w: node %d would pass the limit of %d nodes in one process", ErrConfig, i, MaxNodes)
+	case t.cfg.Latency != nil && i >= t.cfg.Latency.N():
+		return nil, fmt.Errorf("%w: node %d has no row in the latency matrix of %d hosts", ErrConfig, i, t.cfg.Latency.N())
+	}
+	h, err := t.addHost(i)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range live {
+		if err := t.link(o.Index, i); err != nil {
+			return nil, err
+		}
+	}
+	b := live[0].Host()
+	if err := t.startNode(ctx, i, h, []peer.AddrInfo{{ID: b.ID(), Addrs: b.Addrs()}}); err != nil {
+		return nil, err
+	}
+	return t.nodeAt(i), nil
+}
+
+// nodeAt returns node i, nil if stopped.
+func (t *Net) nodeAt(i int) *overlay.Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nodes[i]
 }
 
 func seedBytes(seed uint64) [32]byte {
@@ -249,6 +325,94 @@ func (t *Net) Stop(id peer.ID) error {
 		}
 	}
 	return errors.Join(append(errs, n.Close())...)
+}
+
+// Partition cuts every link between the live nodes in side and the other
+// live nodes, and the connections over them, until Heal. The nodes keep
+// running: each side sees the other fall silent.
+func (t *Net) Partition(side []peer.ID) error {
+	in := map[peer.ID]bool{}
+	for _, p := range side {
+		in[p] = true
+	}
+	var pairs [][2]int
+	live := t.indexed()
+	for x, a := range live {
+		for _, b := range live[x+1:] {
+			if in[a.ID()] != in[b.ID()] {
+				pairs = append(pairs, [2]int{a.Index, b.Index})
+			}
+		}
+	}
+	return t.cutLinks(pairs)
+}
+
+// Down cuts every link of the live node id, as a host whose network is
+// gone while its process runs on, until Up or Heal.
+func (t *Net) Down(id peer.ID) error {
+	var pairs [][2]int
+	live := t.indexed()
+	i := slices.IndexFunc(live, func(n indexedNode) bool { return n.ID() == id })
+	if i < 0 {
+		return fmt.Errorf("testnet: no live node %s", id)
+	}
+	for _, o := range live {
+		if o.ID() != id {
+			pairs = append(pairs, [2]int{live[i].Index, o.Index})
+		}
+	}
+	return t.cutLinks(pairs)
+}
+
+func (t *Net) cutLinks(pairs [][2]int) error {
+	var errs []error
+	for _, pr := range pairs {
+		t.mu.Lock()
+		a, b := t.ids[pr[0]], t.ids[pr[1]]
+		t.mu.Unlock()
+		if len(t.mn.LinksBetweenPeers(a, b)) == 0 {
+			continue
+		}
+		errs = append(errs, t.mn.UnlinkPeers(a, b), t.mn.DisconnectPeers(a, b))
+		t.mu.Lock()
+		t.cut = append(t.cut, pr)
+		t.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Up restores the links that Down or Partition cut from the node id to
+// live nodes. The node reconnects by itself (it dials its bootstrap peers
+// again, and they or gossip lead it to the rest).
+func (t *Net) Up(id peer.ID) error {
+	return t.restore(func(a, b peer.ID) bool { return a == id || b == id })
+}
+
+// Heal restores every link that Partition or Down cut between live nodes.
+func (t *Net) Heal() error {
+	return t.restore(func(a, b peer.ID) bool { return true })
+}
+
+func (t *Net) restore(match func(a, b peer.ID) bool) error {
+	t.mu.Lock()
+	var keep, redo [][2]int
+	for _, pr := range t.cut {
+		a, b := t.ids[pr[0]], t.ids[pr[1]]
+		switch {
+		case t.nodes[pr[0]] == nil || t.nodes[pr[1]] == nil: // stopped since: stays cut
+		case match(a, b):
+			redo = append(redo, pr)
+		default:
+			keep = append(keep, pr)
+		}
+	}
+	t.cut = keep
+	t.mu.Unlock()
+	var errs []error
+	for _, pr := range redo {
+		errs = append(errs, t.link(pr[0], pr[1]))
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops every node, concurrently, and the network.
@@ -438,13 +602,17 @@ func (t *Net) checkGeometric() []Mismatch {
 // WaitConverged polls Check until it finds no mismatch, and returns the time
 // from since until then. With the geometric strategy, whose end state is not
 // known in advance, the state must also hold still: no mismatch and no
-// change of any node's role or superpeer for three token intervals; the time
+// change of any node's role or superpeer for 20 token intervals; the time
 // returned is when that quiet stretch began. It fails when ctx ends first,
 // with the remaining mismatches in the error.
 func (t *Net) WaitConverged(ctx context.Context, since time.Time) (time.Duration, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	quiet := 3 * t.cfg.TokenInterval
+	// Geometric: nothing may change for 20 token intervals, the live
+	// MinHold (10) plus one snapshot period (10): by then every holder has
+	// held its token long enough to move it and has decided on a fresh
+	// snapshot of the coordinates not to.
+	quiet := 20 * t.cfg.TokenInterval
 	var (
 		last   string
 		stable time.Time

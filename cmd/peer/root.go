@@ -40,15 +40,18 @@ func newRoot() *cobra.Command {
 }
 
 // targetFlags are --superpeers and --fraction, shared by run and testnet.
-// electionFlags are --election and --quorum, shared by run and testnet.
+// electionFlags are --election, --quorum and --ignore-flaps, shared by run
+// and testnet.
 type electionFlags struct {
-	name   string
-	quorum bool
+	name        string
+	quorum      bool
+	ignoreFlaps bool
 }
 
 func (e *electionFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&e.name, "election", "", "election algorithm each cluster runs: "+strings.Join(classic.Algorithms(), ", ")+" (dht strategy; default none: the lookup alone)")
 	fs.BoolVar(&e.quorum, "quorum", false, "wrap the election with terms and majority, against split brain (needs --election)")
+	fs.BoolVar(&e.ignoreFlaps, "ignore-flaps", false, "turn host quality off: a member that keeps losing its connections is not ranked last")
 }
 
 type targetFlags struct {

@@ -58,7 +58,7 @@ with Ctrl-C.`,
 				overlay.WithIntervals(announce, reevaluate), overlay.WithLogger(log),
 				overlay.WithBootstrapAddrs(bootAddrs...),
 				overlay.WithStrategy(strategy), overlay.WithGeometric(geometric.Config{Capacity: capacity}, 0, 0),
-				overlay.WithElection(ef.name, ef.quorum),
+				overlay.WithElection(ef.name, ef.quorum), overlay.WithIgnoreFlaps(ef.ignoreFlaps),
 			}
 			if len(listenAddrs) > 0 {
 				opts = append(opts, overlay.WithListenAddrs(listenAddrs...))

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/superpeer/superpeer/bench"
 	"github.com/superpeer/superpeer/testnet"
 	"github.com/superpeer/superpeer/testnet/latency"
 )
@@ -26,6 +29,9 @@ func newTestnetCmd() *cobra.Command {
 		ef       electionFlags
 		scenario string
 		kills    int
+		rate     float64
+		duration time.Duration
+		cpuProf  string
 		tf       targetFlags
 		lf       logFlags
 	)
@@ -54,11 +60,20 @@ way; the report then gives each node's RTT to its superpeer.`,
 			case timeout == 0:
 				timeout = 2 * time.Minute
 			}
+			if scenario != "" && !cmd.Flags().Changed("timeout") {
+				// The faults' own time, and as long again to converge.
+				timeout += 2 * max(duration, testnet.DefaultDuration(scenario))
+			}
 			if scenario != "" && !slices.Contains(testnet.Scenarios(), scenario) {
 				return fmt.Errorf("--scenario %q: use one of %s", scenario, strings.Join(testnet.Scenarios(), ", "))
 			}
-			if kills < 1 {
+			switch {
+			case kills < 1:
 				return fmt.Errorf("--kills %d: want at least 1", kills)
+			case !(rate > 0 && rate <= 1):
+				return fmt.Errorf("--rate %v: want a fraction of the peers per minute, above 0 and at most 1", rate)
+			case duration < 0:
+				return fmt.Errorf("--duration %v: want a positive duration", duration)
 			}
 			target, err := tf.target(cmd.Flags())
 			if err != nil {
@@ -74,13 +89,20 @@ way; the report then gives each node's RTT to its superpeer.`,
 					return fmt.Errorf("--latency: %w", err)
 				}
 			}
+			if cpuProf != "" {
+				stop, err := startCPUProfile(cpuProf)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			// N nodes share this process: trade memory (plentiful) for
 			// less GC work (a quarter of the CPU at 64 nodes otherwise).
 			debug.SetGCPercent(400)
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			tn, err := testnet.Start(ctx, testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log,
-				Election: ef.name, Quorum: ef.quorum})
+				Election: ef.name, Quorum: ef.quorum, IgnoreFlaps: ef.ignoreFlaps})
 			if err != nil {
 				return err
 			}
@@ -88,11 +110,17 @@ way; the report then gives each node's RTT to its superpeer.`,
 			d, waitErr := tn.WaitConverged(ctx, tn.Started())
 			var sr *testnet.ScenarioReport
 			if scenario != "" && waitErr == nil {
-				rep, err := tn.RunScenario(ctx, testnet.ScenarioConfig{Name: scenario, Kills: kills, Seed: seed})
+				rep, err := tn.RunScenario(ctx, testnet.ScenarioConfig{Name: scenario, Kills: kills, Seed: seed,
+					Rate: rate, Duration: duration})
 				sr, waitErr = &rep, err
 			}
 			r := tn.Report()
 			r.Converged, r.ConvergeMS, r.Scenario = waitErr == nil, d.Milliseconds(), sr
+			if lat != nil && r.MeanRTTToSuperpeerMS != nil && scenario == "" { // stopped nodes keep their rows
+				if r.Baseline, err = baseline(r, lat, seed); err != nil {
+					return err
+				}
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -116,13 +144,61 @@ way; the report then gives each node's RTT to its superpeer.`,
 	fs.IntVarP(&n, "nodes", "n", 32, "number of nodes")
 	fs.StringVar(&strategy, "strategy", testnet.StrategyDHT, "superpeer selection strategy: dht or geometric (geometric needs --superpeers)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the peer keys")
-	fs.DurationVar(&timeout, "timeout", 0, "give up when not converged after this long (default 2m, 10m with --strategy geometric)")
+	fs.DurationVar(&timeout, "timeout", 0, "give up when not converged after this long (default 2m, 10m with --strategy geometric, plus twice a scenario's --duration)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of a table")
 	fs.StringVar(&latFile, "latency", "", "RTT matrix file (ms, tab-separated); node i gets row i")
 	ef.register(fs)
 	fs.StringVar(&scenario, "scenario", "", "after converging, run a fault scenario and report what it measured: "+strings.Join(testnet.Scenarios(), ", "))
 	fs.IntVar(&kills, "kills", 1, "kill-superpeer: how many superpeers to stop, one after another")
+	fs.Float64Var(&rate, "rate", 0.1, "churn: the fraction of the peers replaced per minute")
+	fs.DurationVar(&duration, "duration", 0, "how long churn replaces peers (default 2m), a partition lasts (30s), or flap goes on (1m)")
+	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	tf.register(fs, 0.125)
 	lf.register(fs, "error")
 	return cmd
+}
+
+// startCPUProfile profiles the process's CPU into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// baseline judges the run's superpeers against random and k-median
+// placements on the same rows of the matrix (bench.Baseline).
+func baseline(r testnet.Report, lat *latency.Matrix, seed uint64) (*testnet.PlacementBaseline, error) {
+	full, err := lat.FillMissing()
+	if err != nil {
+		return nil, err
+	}
+	var sps []int
+	n := 0
+	for _, nd := range r.Nodes {
+		n = max(n, nd.Index+1)
+		if nd.Role == "superpeer" {
+			sps = append(sps, nd.Index)
+		}
+	}
+	if len(sps) == 0 {
+		return nil, nil
+	}
+	placed, random, km, err := bench.Baseline(full, n, sps, 0, seed)
+	if err != nil {
+		return nil, err
+	}
+	mean := *r.MeanRTTToSuperpeerMS
+	return &testnet.PlacementBaseline{
+		IdealMeanMS: placed.Mean, IdealP95MS: placed.P95, RandomMeanMS: random.Mean, RandomP95MS: random.P95,
+		KMedianMeanMS: km.Mean, KMedianP95MS: km.P95, VsRandom: mean / random.Mean, VsKMedian: mean / km.Mean,
+	}, nil
 }

@@ -1,0 +1,94 @@
+package testnet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// runScenario starts a converged net of 16 nodes with two clusters and
+// runs sc on it.
+func runScenario(t *testing.T, cfg Config, sc ScenarioConfig) ScenarioReport {
+	t.Helper()
+	cfg.N, cfg.Target, cfg.AnnounceInterval = 16, dhtselect.Target{Superpeers: 2}, time.Second
+	tn := startNet(t, cfg)
+	waitConverged(t, tn, tn.Started())
+	ctx, cancel := context.WithTimeout(context.Background(), convergeBound+2*sc.Duration)
+	defer cancel()
+	r, err := tn.RunScenario(ctx, sc)
+	t.Logf("%+v", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Orphans != 0 {
+		t.Errorf("%d orphans at the end", r.Orphans)
+	}
+	if r.Coverage <= 0 || r.Coverage > 1 {
+		t.Errorf("coverage %v, want in (0, 1]", r.Coverage)
+	}
+	if got := len(tn.Nodes()); got != 16 {
+		t.Errorf("%d live nodes at the end, want 16", got)
+	}
+	return r
+}
+
+// Churn on 16 nodes: a peer replaced every 7.5 s for 30 s. Four
+// replacements, and at the end every live peer (joiners included) has a
+// live superpeer.
+func TestChurnScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes and replaces four")
+	}
+	r := runScenario(t, Config{Seed: 3, Election: "bully"},
+		ScenarioConfig{Name: ScenarioChurn, Rate: 0.5, Duration: 30 * time.Second, Seed: 1})
+	if len(r.Faults) != 4 {
+		t.Errorf("faults %v, want 4 replacements", r.Faults)
+	}
+	if r.Coverage < 0.5 {
+		t.Errorf("coverage %v: most peers lacked a live superpeer most of the time", r.Coverage)
+	}
+}
+
+// A partition of a third of 16 nodes for 10 s. With quorum there is never
+// a split brain, and by the heal the minority side of every cluster has
+// no superpeer; without it both sides of a cut cluster elect their own
+// (the split brain shows), and it ends after the heal (the run
+// converges).
+func TestPartitionScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes twice")
+	}
+	sc := ScenarioConfig{Name: ScenarioPartition, Duration: 10 * time.Second, Seed: 1}
+	t.Run("quorum", func(t *testing.T) {
+		r := runScenario(t, Config{Seed: 4, Election: "bully", Quorum: true}, sc)
+		if r.SplitBrainMS != 0 || r.MinorityAtHeal != 0 {
+			t.Errorf("split brain %v ms, %d minority superpeers at the heal; want none with quorum", r.SplitBrainMS, r.MinorityAtHeal)
+		}
+	})
+	t.Run("no quorum", func(t *testing.T) {
+		r := runScenario(t, Config{Seed: 4, Election: "bully"}, sc)
+		if r.SplitBrainMS == 0 {
+			t.Errorf("no split brain without quorum: does the cut separate a cluster?")
+		}
+	})
+}
+
+// Flap: the superpeer of the largest cluster goes down and up every
+// FlapPeriod for three periods. With host quality it wins back its cluster
+// at most twice: after its first outage, which alone is no flapping, and
+// once at the end, when its outages have aged out of the window.
+func TestFlapScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes and waits for a flap window")
+	}
+	r := runScenario(t, Config{Seed: 5, Election: "bully"},
+		ScenarioConfig{Name: ScenarioFlap, Duration: 3 * FlapPeriod, Seed: 1})
+	if r.LeaderChanges == 0 {
+		t.Errorf("no leader change: did the flapping node's cluster notice?")
+	}
+	if r.FlapperWins > 2 {
+		t.Errorf("the flapping node won its cluster back %d times, want at most 2", r.FlapperWins)
+	}
+}
