@@ -281,6 +281,18 @@ func (h *Holder) Receive(t Token, now time.Time) error {
 	return nil
 }
 
+// Takeover hands token t to this peer as Receive does, and promotes it at
+// once (output Promote): the cluster of t's holder, which is gone, elected
+// this peer to take its place, and its members need a superpeer now, not
+// after a dwell time. It fails as Receive does.
+func (h *Holder) Takeover(t Token, now time.Time) ([]Output, error) {
+	if err := h.Receive(t, now); err != nil {
+		return nil, err
+	}
+	h.super = true
+	return []Output{Promote{Token: t.Num}}, nil
+}
+
 // PassDone reports the outcome of the last Pass. When ok, the token is gone
 // (Demote if this peer was a superpeer). When not, this peer keeps it with
 // its holding time unbroken, unless it is leaving, in which case it outputs

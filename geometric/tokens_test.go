@@ -178,6 +178,23 @@ func TestLoneTokenPromotes(t *testing.T) {
 	}
 }
 
+// Takeover promotes at once, and refuses like Receive: a peer that holds a
+// token, or a token older than one heard of.
+func TestTakeover(t *testing.T) {
+	h := newHolder(t, peer("a", 0, 0), DefaultConfig())
+	h.Observe(Position{Token: Token{1, 5}, Holder: "dead", Coord: peer("dead", 1, 0).Coord})
+	if _, err := h.Takeover(Token{1, 5}, t0); err == nil {
+		t.Fatal("took over token 1 at the seq its last holder had")
+	}
+	out, err := h.Takeover(Rehomed(1, 6), t0)
+	if err != nil || !reflect.DeepEqual(out, []Output{Promote{1}}) || !h.Superpeer() {
+		t.Fatalf("Takeover = %v, %v; superpeer %v; want Promote at once", out, err, h.Superpeer())
+	}
+	if _, err := h.Takeover(Rehomed(2, 0), t0); err == nil {
+		t.Fatal("took over a second token")
+	}
+}
+
 // TestTokenWalksToMedian: one token starting at the end of a row of eleven
 // peers, 10 ms apart, is passed peer by peer to the middle one and stays
 // there; every pass lowers its energy. (With the default Margin of 1 ms it

@@ -81,6 +81,7 @@ type elector struct {
 	lookup  peer.ID                    // the lookup's last answer
 	losses  []loss                     // lost connections to members, within flapWindow
 	demoted map[peer.ID]bool           // flapping members, ranked last (host quality)
+	first   peer.ID                    // ranked first: the geometric cluster's token holder
 	sent    map[classic.MsgType]uint64 // messages sent, by type
 	dropped uint64                     // messages received from non-members or malformed
 
@@ -301,12 +302,13 @@ func (e *elector) handle(s network.Stream) {
 	e.drainLocked(context.Background())
 }
 
-// superpeer brings the machine up to date with the cluster the lookup found
-// and returns the superpeer: the election's leader when it has one among
-// the members, else the lookup's answer; with Quorum, none: a peer that
-// cannot reach a majority has no superpeer rather than one that the other
-// side of a partition may not know of.
-func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, members []peer.ID, lookup peer.ID) (peer.ID, error) {
+// superpeer brings the machine up to date with the cluster the selector
+// found and returns the superpeer: the election's leader when it has one
+// among the members, else the selector's answer (lookup); with Quorum,
+// none: a peer that cannot reach a majority has no superpeer rather than
+// one that the other side of a partition may not know of. first, when not
+// empty, ranks above every member (the geometric strategy's token holder).
+func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, members []peer.ID, lookup, first peer.ID) (peer.ID, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lookup = lookup
@@ -314,11 +316,11 @@ func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, membe
 	if !e.n.cfg.IgnoreFlaps {
 		demoted = e.flapping(time.Now())
 	}
-	if e.m == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) {
+	if e.m == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) || first != e.first {
 		if len(demoted) > 0 || len(e.demoted) > 0 {
 			e.n.log.Info("election: host quality", "flapping", fmt.Sprint(slices.Sorted(maps.Keys(demoted))))
 		}
-		e.demoted = demoted
+		e.demoted, e.first = demoted, first
 		if err := e.rebuildLocked(ctx, k, key, members); err != nil {
 			return "", err
 		}
@@ -350,7 +352,7 @@ func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, m
 	timeout := e.timeoutTicks(members)
 	cfg := classic.Config{
 		ID: classic.ID(e.n.self), Peers: ids,
-		Rank:           qualityRank{inner: classic.XORCloseness{Target: key[:]}, demoted: e.demoted},
+		Rank:           rank{inner: classic.XORCloseness{Target: key[:]}, first: e.first, demoted: e.demoted},
 		Rand:           rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64())),
 		HeartbeatTicks: heartbeatTicks, TimeoutTicks: timeout,
 	}
@@ -451,14 +453,21 @@ func (e *elector) flapping(now time.Time) map[peer.ID]bool {
 	return out
 }
 
-// qualityRank ranks the demoted members below all others, and otherwise
-// as inner does.
-type qualityRank struct {
+// rank ranks first (the geometric cluster's token holder, if any) above
+// all, the demoted members below all others, and otherwise as inner does.
+type rank struct {
 	inner   classic.Rank
+	first   peer.ID
 	demoted map[peer.ID]bool
 }
 
-func (r qualityRank) Compare(a, b classic.ID) int {
+func (r rank) Compare(a, b classic.ID) int {
+	if a != b && r.first != "" && (peer.ID(a) == r.first || peer.ID(b) == r.first) {
+		if peer.ID(a) == r.first {
+			return 1
+		}
+		return -1
+	}
 	da, db := r.demoted[peer.ID(a)], r.demoted[peer.ID(b)]
 	switch {
 	case da && !db:
@@ -467,6 +476,32 @@ func (r qualityRank) Compare(a, b classic.ID) int {
 		return 1
 	}
 	return r.inner.Compare(a, b)
+}
+
+// detection is the current failure-detection timeout (0 on a nil elector
+// or before the first cluster).
+func (e *elector) detection() time.Duration {
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return time.Duration(e.timeout) * e.n.cfg.ElectionTick
+}
+
+// leaderOf returns the election's leader when the machine runs for the
+// cluster whose first-ranked member is first (the geometric strategy's
+// token holder), and "" otherwise. Safe on a nil elector.
+func (e *elector) leaderOf(first peer.ID) peer.ID {
+	if e == nil {
+		return ""
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil || e.first != first {
+		return ""
+	}
+	return peer.ID(e.state.Leader)
 }
 
 // lost is told that the last connection to p closed. It notes the loss of a

@@ -1,8 +1,10 @@
 package overlay
 
 import (
+	"bufio"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -18,6 +20,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
+	"github.com/superpeer/superpeer/classic/pb"
+	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/gossip"
 )
@@ -48,8 +52,11 @@ import (
 // Stream protocols (versioned; the sender is the stream's authenticated
 // remote peer): token "/superpeer/<network>/token/1.0.0", request 16 bytes
 // (token number and sequence, big-endian), response 1 byte (1 taken, 0
-// refused); attach "/superpeer/<network>/attach/1.0.0", request 1 byte (the
-// version, 1), response 1 byte (1 accepted, 0 refused).
+// refused); attach "/superpeer/<network>/attach/2.0.0", request 1 byte (the
+// version, 2), response 1 byte (1 accepted, 0 refused) and, when accepted,
+// the cluster: a uvarint count (at most pb.MaxIDs) of peer IDs, each a
+// uvarint length (at most pb.MaxIDLen) and the ID's bytes, the superpeer
+// first. Members learn their cluster-mates from it, for elections.
 
 // Strategies of superpeer selection.
 const (
@@ -57,9 +64,12 @@ const (
 	StrategyGeometric = "geometric"
 )
 
-func geoProtocol(network, name string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/" + name + "/1.0.0")
+func geoProtocol(network, name, version string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/" + name + "/" + version)
 }
+
+// attachVersion is the attach protocol's version, and the request's byte.
+const attachVersion = 2
 
 // geoWarmups is how many token intervals a node waits, when it hears of no
 // token, before it places the tokens itself: time for the membership view
@@ -98,19 +108,25 @@ type geo struct {
 	seed                    uint64
 	rng                     *rand.Rand
 
-	mu        sync.Mutex
-	client    *geometric.Client
-	holder    *geometric.Holder
-	rtt       map[peer.ID]time.Duration // last measured
-	members   map[peer.ID]time.Time     // a superpeer's attached peers, last request
-	attached  peer.ID                   // an ordinary peer's superpeer
-	attachOK  time.Time                 // when it last accepted our request
-	missing   map[int]time.Time         // token number -> since when nobody reports it (or, after we passed it, from when it counts)
-	seen      map[int]uint64            // token number -> highest pass counter reported
-	reporter  map[int]peer.ID           // token number -> holder in the newest report
-	probing   map[int]bool              // token number -> its last holder is being pinged
-	postponed map[int]int               // token number -> re-homings postponed by answered pings
-	started   time.Time
+	mu       sync.Mutex
+	client   *geometric.Client
+	holder   *geometric.Holder
+	rtt      map[peer.ID]time.Duration // last measured
+	members  map[peer.ID]time.Time     // a superpeer's attached peers, last request
+	attached peer.ID                   // an ordinary peer's superpeer
+	attachOK time.Time                 // when it last accepted our request
+	mates    []peer.ID                 // the cluster matesOf sent with its last yes, itself first
+	matesOf  peer.ID
+	// clusterToken is the token number of our cluster's holder, as last
+	// reported (it outlives the holder, for the election's takeover).
+	clusterToken int
+	ctx          context.Context   // the node's run context
+	missing      map[int]time.Time // token number -> since when nobody reports it (or, after we passed it, from when it counts)
+	seen         map[int]uint64    // token number -> highest pass counter reported
+	reporter     map[int]peer.ID   // token number -> holder in the newest report
+	probing      map[int]bool      // token number -> its last holder is being pinged
+	postponed    map[int]int       // token number -> re-homings postponed by answered pings
+	started      time.Time
 	// The coordinates the token machine decides on: a snapshot refreshed
 	// every snapshotTicks ticks, so that tokens settle between refreshes
 	// instead of chasing every sample's noise; and the random half of the
@@ -144,11 +160,11 @@ func (n *Node) startGeo(ctx context.Context) error {
 	g := &geo{
 		n: n, cfg: cfg, seed: seed,
 		rng:        rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))),
-		tokenProto: geoProtocol(n.cfg.Network, "token"), attachProto: geoProtocol(n.cfg.Network, "attach"),
+		tokenProto: geoProtocol(n.cfg.Network, "token", "1.0.0"), attachProto: geoProtocol(n.cfg.Network, "attach", "2.0.0"),
 		client: client, holder: holder,
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, missing: map[int]time.Time{}, seen: map[int]uint64{},
 		reporter: map[int]peer.ID{}, probing: map[int]bool{}, postponed: map[int]int{},
-		started: time.Now(),
+		started: time.Now(), ctx: ctx, clusterToken: -1,
 	}
 	// A coordinate changes with every ping, but the token machine decides
 	// on a snapshot of them every snapshotTicks token intervals: publishing
@@ -200,8 +216,12 @@ func (g *geo) pingLoop(ctx context.Context) {
 			continue
 		}
 		g.mu.Lock()
+		// The coordinate is fitted to the filtered RTT, not to the raw
+		// sample, whose spikes on a loaded host are scheduling delays
+		// (with raw samples, passes 7 to 10 of tokens on 100 nodes still
+		// claimed gains of 120 to 850 ms, far above any cluster's RTTs).
 		g.rtt[p] = filterRTT(g.rtt[p], rtt)
-		c, err := g.client.Sample(geometric.ID(p), remote, rtt)
+		c, err := g.client.Sample(geometric.ID(p), remote, g.rtt[p])
 
 		g.mu.Unlock()
 		if err != nil {
@@ -475,7 +495,11 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 		// holder's report is late; the wait starts again. After
 		// maxPostpones such checks the token is re-homed all the same (its
 		// holder may have passed it to a peer that crashed).
-		wait := 3 * g.n.cfg.TokenInterval
+		// With an election the cluster of a lost holder takes its token
+		// over (see election): give it five failure-detection timeouts
+		// first, as long as candidate needs (detection, two timeouts of
+		// delay for the second in rank, a query round).
+		wait := max(3*g.n.cfg.TokenInterval, 5*g.n.elect.detection())
 		last, seen := g.seen[num]
 		if !seen {
 			wait = 3 * g.n.cfg.AnnounceInterval
@@ -712,6 +736,17 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 		}
 	}
 	g.mu.Unlock()
+	// The cluster elected another in place of the current superpeer
+	// (see election): go to it as soon as it reports the token.
+	if l := g.n.elect.leaderOf(current); current != "" && l != "" && l != current && l != g.n.self &&
+		slices.ContainsFunc(sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(l) }) {
+		if yes, _ := g.requestAttach(ctx, l); yes {
+			g.mu.Lock()
+			g.attached, g.attachOK = l, now
+			g.mu.Unlock()
+			return
+		}
+	}
 	if current != "" {
 		i := slices.IndexFunc(sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(current) })
 		stay := true
@@ -742,7 +777,10 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 				g.mu.Unlock()
 				return
 			}
-			if err != nil && now.Sub(since) < expiry {
+			// With an election the cluster may still elect a successor
+			// to take the token over (see election): wait for it as long
+			// as place does.
+			if err != nil && now.Sub(since) < max(expiry, 5*g.n.elect.detection()) {
 				return // no answer yet, not yet a lost superpeer
 			}
 			g.n.log.Info("geometric: the superpeer let us go", "superpeer", current, "refused", err == nil, "err", err,
@@ -781,29 +819,113 @@ func nearness(self *coordinate.Coordinate, sp geometric.Superpeer) time.Duration
 }
 
 // requestAttach asks p to take us: yes, or no (err nil: p answered no), or
-// no answer (err).
+// no answer (err). On yes it keeps the cluster p sent.
 func (g *geo) requestAttach(ctx context.Context, p peer.ID) (bool, error) {
-	return g.ask(ctx, p, g.attachProto, []byte{1})
+	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
+	defer cancel()
+	s, err := g.n.host.NewStream(ctx, p, g.attachProto)
+	if err != nil {
+		return false, err
+	}
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	if _, err := s.Write([]byte{attachVersion}); err != nil {
+		_ = s.Reset()
+		return false, err
+	}
+	r := bufio.NewReader(s)
+	yes, err := r.ReadByte()
+	if err != nil || yes != 1 {
+		return false, err
+	}
+	cluster, err := readIDs(r)
+	if err != nil || len(cluster) == 0 || cluster[0] != p {
+		_ = s.Reset()
+		return false, fmt.Errorf("attach: bad cluster list from %s: %v", p, err)
+	}
+	g.mu.Lock()
+	g.mates, g.matesOf = cluster, p
+	g.mu.Unlock()
+	return true, nil
+}
+
+// readIDs reads a uvarint count of peer IDs, each a uvarint length and the
+// ID's bytes, within the election wire's limits.
+func readIDs(r *bufio.Reader) ([]peer.ID, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > pb.MaxIDs {
+		return nil, fmt.Errorf("count %d: %v", n, err)
+	}
+	ids := make([]peer.ID, 0, n)
+	for range n {
+		l, err := binary.ReadUvarint(r)
+		if err != nil || l == 0 || l > pb.MaxIDLen {
+			return nil, fmt.Errorf("ID length %d: %v", l, err)
+		}
+		b := make([]byte, l)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		id, err := peer.IDFromBytes(b)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// appendIDs is readIDs' writer.
+func appendIDs(b []byte, ids []peer.ID) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = binary.AppendUvarint(b, uint64(len(id)))
+		b = append(b, id...)
+	}
+	return b
 }
 
 func (g *geo) handleAttach(s network.Stream) {
-	answer(s, 1, func(req []byte, from peer.ID) bool {
-		if req[0] != 1 {
-			g.n.log.Debug("geometric: attach request of unknown version", "version", req[0], "from", from)
-			return false
-		}
-		g.mu.Lock()
-		_, member := g.members[from]
-		ok := g.holder.Superpeer() && (member || len(g.members) < g.cfg.Capacity)
-		if ok {
-			g.members[from] = time.Now()
-		}
-		g.mu.Unlock()
-		if ok && !member {
-			g.update() // list a new member before it hears yes
-		}
-		return ok
-	})
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	from := s.Conn().RemotePeer()
+	var req [1]byte
+	if _, err := io.ReadFull(s, req[:]); err != nil {
+		_ = s.Reset()
+		return
+	}
+	if req[0] != attachVersion {
+		g.n.log.Debug("geometric: attach request of unknown version", "version", req[0], "from", from)
+		_, _ = s.Write([]byte{0})
+		return
+	}
+	g.mu.Lock()
+	_, member := g.members[from]
+	ok := g.holder.Superpeer() && (member || len(g.members) < g.cfg.Capacity)
+	if ok {
+		g.members[from] = time.Now()
+	}
+	cluster := g.clusterLocked()
+	g.mu.Unlock()
+	if !ok {
+		_, _ = s.Write([]byte{0})
+		return
+	}
+	if !member {
+		g.update() // list a new member before it hears yes
+	}
+	_, _ = s.Write(appendIDs([]byte{1}, cluster))
+}
+
+// clusterLocked lists a superpeer's cluster: itself first, then its
+// members by ID. Called with g.mu held.
+func (g *geo) clusterLocked() []peer.ID {
+	ids := make([]peer.ID, 0, len(g.members)+1)
+	for p := range g.members {
+		ids = append(ids, p)
+	}
+	slices.Sort(ids)
+	return append([]peer.ID{g.n.self}, ids...)
 }
 
 // update sets the node's state from the machines and reports changes.
@@ -843,6 +965,96 @@ func (g *geo) update() {
 	}); err != nil && !g.n.closed.Load() {
 		g.n.log.Warn("announce", "err", err)
 	}
+	g.election()
+}
+
+// Elections with the geometric strategy (Config.Election). A cluster is a
+// token holder and the peers attached to it; members learn the cluster
+// from the superpeer's answer to their attach requests. Its election key
+// is TokenKey of the token's number, and its rank puts the holder first,
+// then XOR closeness to the key: while the holder lives, the election
+// names it (its heartbeats are the members' failure detector). How the two
+// mechanisms hand over to each other:
+//
+//   - The token dynamics place the superpeers; the election follows: a
+//     holder that passes its token leaves the cluster, and the members
+//     attach elsewhere and rebuild their machines for the new cluster.
+//   - When the holder dies (its heartbeats stop, or its connection drops),
+//     the members elect the next by rank, and the winner takes over the
+//     token (geometric.Holder.Takeover: above every pass counter heard, and
+//     promoted at once), as long as nobody else reports the token and the
+//     old holder is not connected. The members then attach to it, since the
+//     election names it. The token dynamics may move it on from there.
+//   - A token that no cluster takes over (its holder had no members) is
+//     re-homed as before, after three token intervals or five
+//     failure-detection timeouts, whichever is longer (see place).
+func (g *geo) election() {
+	e := g.n.elect
+	if e == nil {
+		return
+	}
+	tokens := g.feed.Tokens()
+	g.mu.Lock()
+	tok, held := g.holder.Holding()
+	var holder peer.ID
+	var members []peer.ID
+	switch {
+	case held:
+		holder, g.clusterToken, members = g.n.self, tok.Num, g.clusterLocked()
+	case g.attached != "" && g.matesOf == g.attached:
+		holder, members = g.attached, slices.Clone(g.mates)
+		for _, tp := range tokens {
+			if tp.Holder == holder {
+				g.clusterToken = tp.Token.Num
+			}
+		}
+		if !slices.Contains(members, g.n.self) {
+			members = append(members, g.n.self)
+		}
+	default:
+		g.mu.Unlock()
+		return
+	}
+	num, seen := g.clusterToken, g.seen[g.clusterToken]
+	g.mu.Unlock()
+	if num < 0 {
+		return // our superpeer's token is not known yet
+	}
+	slices.Sort(members)
+	leader, err := e.superpeer(g.ctx, 0, TokenKey(g.n.cfg.Network, num), members, holder, holder)
+	if err != nil {
+		g.n.log.Warn("election", "err", err)
+		return
+	}
+	if leader != g.n.self || held || holder == g.n.self || g.n.host.Network().Connectedness(holder) == network.Connected {
+		return
+	}
+	for _, tp := range tokens {
+		if tp.Token.Num == num && tp.Holder != holder {
+			return // the token has moved on: no takeover
+		}
+	}
+	g.mu.Lock()
+	outs, err := g.holder.Takeover(geometric.Rehomed(num, seen), time.Now())
+	if err == nil {
+		g.attached, g.attachOK = g.n.self, time.Now()
+	}
+	g.mu.Unlock()
+	if err != nil {
+		g.n.log.Debug("geometric: take over the token of the lost superpeer", "token", num, "err", err)
+		return
+	}
+	g.n.log.Info("geometric: elected to take over the token of the lost superpeer", "token", num, "lost", holder)
+	g.carryOut(g.ctx, outs)
+	g.publishToken(g.ctx)
+	g.update()
+}
+
+// TokenKey is the election key of the geometric cluster of token num in
+// the named network: the election ranks the members other than the holder
+// by XOR closeness to it.
+func TokenKey(network string, num int) dhtselect.Key {
+	return sha256.Sum256([]byte(fmt.Sprintf("/superpeer/%s/token/%d", network, num)))
 }
 
 // leave hands the token on (or releases it) when the node closes.

@@ -198,6 +198,9 @@ func (n *Node) start(ctx context.Context) error {
 	n.host.SetStreamHandler(n.closerProto, n.handleCloser)
 	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.disconnected})
 	n.state = State{Self: n.self}
+	if n.cfg.Election != "" {
+		n.startElector(ctx)
+	}
 	if n.cfg.Strategy == StrategyGeometric {
 		n.state.Token = -1
 		if err := n.startGeo(ctx); err != nil {
@@ -206,9 +209,6 @@ func (n *Node) start(ctx context.Context) error {
 		n.wg.Add(1)
 		go n.bootstrapLoop(ctx)
 		return nil
-	}
-	if n.cfg.Election != "" {
-		n.startElector(ctx)
 	}
 	n.wg.Add(2)
 	go n.bootstrapLoop(ctx)
@@ -357,7 +357,7 @@ func (n *Node) evaluate(ctx context.Context, force bool) {
 		if n.cfg.Quorum {
 			electorate = n.clusterMembers(k, ck, known)
 		}
-		if sp, err = n.elect.superpeer(ctx, k, ck, electorate, sp); err != nil {
+		if sp, err = n.elect.superpeer(ctx, k, ck, electorate, sp, ""); err != nil {
 			n.log.Warn("election", "err", err)
 			return
 		}

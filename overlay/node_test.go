@@ -38,7 +38,7 @@ func TestConfigValidation(t *testing.T) {
 			WithGeometric(geometric.Config{}, -time.Second, 0)},
 		"unknown election":    {WithElection("raft", false)},
 		"quorum, no election": {WithElection("", true)},
-		"geometric, election": {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}), WithElection("bully", false)},
+		"geometric, quorum":   {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}), WithElection("bully", true)},
 		"election tick":       {WithElection("bully", false), func(c *Config) error { c.ElectionTick = 0; return nil }},
 	}
 	for name, opts := range bad {

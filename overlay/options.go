@@ -76,7 +76,8 @@ type Config struct {
 	// classic.Algorithms: bully, ring, ring-max, next-in-line, candidate,
 	// invitation, echo, stable); see elect.go for how it hands over with
 	// the lookup. Empty (the default) runs none: the lookup alone names the
-	// superpeer. The geometric strategy does not run elections yet.
+	// superpeer; see geo.go for the geometric strategy, where the winner
+	// takes over the lost superpeer's token.
 	Election string
 	// Quorum wraps the election with terms and majority
 	// (classic.NewQuorum): at most one superpeer per cluster per term, and
@@ -144,8 +145,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: election %q: use one of %s", ErrConfig, c.Election, strings.Join(classic.Algorithms(), ", "))
 	case c.Quorum && c.Election == "":
 		return fmt.Errorf("%w: quorum needs an election algorithm", ErrConfig)
-	case c.Election != "" && c.Strategy == StrategyGeometric:
-		return fmt.Errorf("%w: elections run with the %q strategy only (not yet with %q)", ErrConfig, StrategyDHT, StrategyGeometric)
+	case c.Quorum && c.Strategy == StrategyGeometric:
+		return fmt.Errorf("%w: quorum runs with the %q strategy only: with %q a token holder is a superpeer by its placement, which no majority gates",
+			ErrConfig, StrategyDHT, StrategyGeometric)
 	case c.Election != "" && c.ElectionTick <= 0:
 		return fmt.Errorf("%w: election tick %v, want > 0", ErrConfig, c.ElectionTick)
 	}

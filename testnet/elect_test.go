@@ -203,3 +203,70 @@ func TestKillSuperpeerScenario(t *testing.T) {
 		t.Errorf("unknown scenario: %v, want ErrConfig", err)
 	}
 }
+
+// TestGeometricElectionFailover runs every election algorithm on 16 real
+// libp2p nodes with the geometric strategy and two tokens. Once the
+// overlay has settled, the superpeer with the most members is stopped
+// abruptly. Its cluster must elect the right successor, the member closest
+// to the cluster's key (overlay.TokenKey) among the live ones, and the
+// successor must take over the lost superpeer's token and be a superpeer;
+// with invitation and stable (see ByRank), some live member must. Then the
+// overlay must settle again with two superpeers.
+func TestGeometricElectionFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes per algorithm")
+	}
+	for _, alg := range classic.Algorithms() {
+		t.Run(alg, func(t *testing.T) {
+			tn := startNet(t, Config{
+				N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
+				AnnounceInterval: time.Second, PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,
+				Election: alg,
+			})
+			waitConverged(t, tn, tn.Started())
+			var victim overlay.State
+			for _, n := range tn.Nodes() {
+				if s := n.State(); s.Role == overlay.RoleSuperpeer && len(s.Members) > len(victim.Members) {
+					victim = s
+				}
+			}
+			former := slices.DeleteFunc(slices.Clone(victim.Members), func(p peer.ID) bool { return p == victim.Self })
+			if len(former) < 2 {
+				t.Fatalf("largest cluster has %d members besides its superpeer; the test needs two", len(former))
+			}
+			key := overlay.TokenKey("default", victim.Token)
+			rank := classic.XORCloseness{Target: key[:]}
+			want := slices.MaxFunc(former, func(a, b peer.ID) int { return rank.Compare(classic.ID(a), classic.ID(b)) })
+			if err := tn.Stop(victim.Self); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+			defer cancel()
+			took, err := waitFor(ctx, func() error {
+				var holders []peer.ID
+				for _, n := range tn.Nodes() {
+					if s := n.State(); s.Token == victim.Token && s.Role == overlay.RoleSuperpeer {
+						holders = append(holders, n.ID())
+					}
+				}
+				switch {
+				case len(holders) != 1:
+					return fmt.Errorf("%d superpeers hold token %d: %v", len(holders), victim.Token, holders)
+				case ByRank(alg) && holders[0] != want:
+					return fmt.Errorf("%s holds token %d, want the successor %s", holders[0].ShortString(), victim.Token, want.ShortString())
+				case !slices.Contains(former, holders[0]):
+					return fmt.Errorf("%s holds token %d, not a former member", holders[0].ShortString(), victim.Token)
+				}
+				want = holders[0]
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("after superpeer %s stopped: %v", victim.Self.ShortString(), err)
+			}
+			t.Logf("%s: successor %s took over token %d %v after superpeer %s stopped",
+				alg, want.ShortString(), victim.Token, took.Round(time.Millisecond), victim.Self.ShortString())
+			waitConverged(t, tn, stopped)
+		})
+	}
+}

@@ -10,9 +10,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/overlay"
 )
 
@@ -34,11 +36,15 @@ type Report struct {
 	// MeanRTTToSuperpeerMS and P95RTTToSuperpeerMS summarise, over the
 	// ordinary peers, the matrix RTT to the superpeer each one names; they
 	// are present only when the testnet has a latency matrix.
-	MeanRTTToSuperpeerMS *float64        `json:"mean_rtt_to_superpeer_ms,omitempty"`
-	P95RTTToSuperpeerMS  *float64        `json:"p95_rtt_to_superpeer_ms,omitempty"`
-	Nodes                []NodeReport    `json:"nodes"`
-	Clusters             []ClusterReport `json:"clusters"`
-	Mismatches           []string        `json:"mismatches,omitempty"`
+	MeanRTTToSuperpeerMS *float64 `json:"mean_rtt_to_superpeer_ms,omitempty"`
+	P95RTTToSuperpeerMS  *float64 `json:"p95_rtt_to_superpeer_ms,omitempty"`
+	// CoordError (geometric, with a latency matrix) is the median, over
+	// pairs of live nodes, of |predicted − true| / true RTT, predicted from
+	// the nodes' coordinates at the end of the run.
+	CoordError *float64        `json:"coord_median_relative_error,omitempty"`
+	Nodes      []NodeReport    `json:"nodes"`
+	Clusters   []ClusterReport `json:"clusters"`
+	Mismatches []string        `json:"mismatches,omitempty"`
 	// Scenario is what a fault scenario measured (peer testnet --scenario).
 	Scenario *ScenarioReport `json:"scenario,omitempty"`
 	// Baseline, with a latency matrix, judges the run's superpeers against
@@ -185,6 +191,9 @@ func (t *Net) Report() Report {
 		mean, p95 := meanP95(rtts)
 		r.MeanRTTToSuperpeerMS, r.P95RTTToSuperpeerMS = &mean, &p95
 	}
+	if geo && t.cfg.Latency != nil {
+		r.CoordError = t.coordError(nodes)
+	}
 	for _, m := range t.Check() {
 		r.Mismatches = append(r.Mismatches, m.String())
 	}
@@ -204,6 +213,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	if r.MeanRTTToSuperpeerMS != nil {
 		fmt.Fprintf(w, "RTT from ordinary peers to their superpeer: mean %.1f ms, p95 %.1f ms; largest cluster %d\n\n",
 			*r.MeanRTTToSuperpeerMS, *r.P95RTTToSuperpeerMS, r.MaxClusterSize)
+	}
+	if r.CoordError != nil {
+		fmt.Fprintf(w, "coordinates: median relative error %.3f over all pairs\n\n", *r.CoordError)
 	}
 	if b := r.Baseline; b != nil {
 		fmt.Fprintf(w, "same rows, mean / p95 ms: these superpeers ideally attached %.1f / %.1f, random %.1f / %.1f, k-median %.1f / %.1f; mean as attached %.2f× random, %.2f× k-median\n\n",
@@ -267,4 +279,30 @@ func shortList(ids []string, max int) string {
 		parts = append(parts, short(id))
 	}
 	return strings.Join(parts, " ")
+}
+
+// coordError is the median relative error of the RTTs predicted from the
+// nodes' coordinates against the matrix, over all pairs with coordinates.
+func (t *Net) coordError(nodes []indexedNode) *float64 {
+	coords := make([]*coordinate.Coordinate, len(nodes))
+	for i, n := range nodes {
+		coords[i] = n.State().Coord
+	}
+	var errs []float64
+	for i := range nodes {
+		for j := i + 1; j < len(nodes); j++ {
+			rtt, _ := t.cfg.Latency.RTT(nodes[i].Index, nodes[j].Index)
+			if coords[i] == nil || coords[j] == nil || rtt <= 0 {
+				continue
+			}
+			pred := geometric.Distance(coords[i], coords[j]) * float64(time.Second)
+			errs = append(errs, math.Abs(pred-float64(rtt))/float64(rtt))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	slices.Sort(errs)
+	med := errs[len(errs)/2]
+	return &med
 }

@@ -71,7 +71,6 @@ func TestBadInput(t *testing.T) {
 		{[]string{"testnet", "-n", "4", "--scenario", "partition", "--duration", "-1s"}, "--duration -1s"},
 		{[]string{"testnet", "-n", "4", "--election", "raft"}, "election"},
 		{[]string{"testnet", "-n", "4", "--quorum"}, "quorum"},
-		{[]string{"run", "--election", "bully", "--strategy", "geometric", "--superpeers", "2"}, "election"},
 	}
 	for _, tc := range cases {
 		cmd := exec.Command(peerBin, tc.args...)
