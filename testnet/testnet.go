@@ -45,7 +45,7 @@ type Config struct {
 	Seed uint64
 	// AnnounceInterval and ReevaluateInterval are the nodes' periods.
 	// ReevaluateInterval defaults to 1 s. AnnounceInterval defaults to
-	// N × 62.5 ms, at least 2 s: every announcement reaches every node and
+	// N × 62.5 ms, at least 2 s (twice that with the geometric strategy): every announcement reaches every node and
 	// GossipSub forwards it about D = 6 times per node, so the membership
 	// topic costs O(N²) deliveries per interval, and all N nodes share this
 	// process's CPU. The default keeps that load constant as N grows.
@@ -106,6 +106,12 @@ func (c *Config) fill() error {
 	}
 	if c.AnnounceInterval == 0 {
 		c.AnnounceInterval = max(2*time.Second, time.Duration(c.N)*time.Second/16)
+		if c.Strategy == StrategyGeometric {
+			// Two more topics (coordinates, token positions) republish at
+			// this interval: twice as long keeps the load of the DHT
+			// strategy's one.
+			c.AnnounceInterval *= 2
+		}
 	}
 	if c.ReevaluateInterval == 0 {
 		c.ReevaluateInterval = time.Second

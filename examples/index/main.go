@@ -17,6 +17,7 @@ import (
 	"io"
 	"log"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ const proto = "/example/index/1.0.0"
 // indexer is one node of the application.
 type indexer struct {
 	node  *overlay.Node
+	out   io.Writer
 	items []string
 
 	mu    sync.Mutex
@@ -98,7 +100,10 @@ func (x *indexer) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case evt := <-sub.Out():
+		case evt, ok := <-sub.Out():
+			if !ok {
+				return // the node closed
+			}
 			switch e := evt.(type) {
 			case overlay.EvtRoleChanged:
 				if e.New != overlay.RoleSuperpeer {
@@ -113,7 +118,7 @@ func (x *indexer) run(ctx context.Context) {
 					}
 				}
 			case overlay.EvtSuperpeerElected:
-				fmt.Printf("%s: cluster elected %s (term %d)\n", x.node.ID().ShortString(), e.Superpeer.ShortString(), e.Term)
+				fmt.Fprintf(x.out, "%s: cluster elected %s (term %d)\n", x.node.ID().ShortString(), e.Superpeer.ShortString(), e.Term)
 			}
 		}
 	}
@@ -123,31 +128,39 @@ func (x *indexer) show() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	members := slices.Sorted(maps.Keys(x.index))
-	fmt.Printf("superpeer %s indexes %d members:\n", x.node.ID().ShortString(), len(members))
+	fmt.Fprintf(x.out, "superpeer %s indexes %d members:\n", x.node.ID().ShortString(), len(members))
 	for _, p := range members {
-		fmt.Printf("  %s: %s\n", p.ShortString(), strings.Join(x.index[p], ", "))
+		fmt.Fprintf(x.out, "  %s: %s\n", p.ShortString(), strings.Join(x.index[p], ", "))
 	}
 }
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	if _, err := run(ctx, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run starts the testnet and the application, shows the indexes, stops a
+// superpeer, shows them again, and returns the live nodes' applications.
+func run(ctx context.Context, out io.Writer) (map[peer.ID]*indexer, error) {
 	tn, err := testnet.Start(ctx, testnet.Config{N: 12, Target: dhtselect.Target{Superpeers: 2}, Seed: 7,
 		AnnounceInterval: time.Second, Election: "bully"})
 	if err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
 	defer tn.Close()
 	apps := map[peer.ID]*indexer{}
 	for i, n := range tn.Nodes() {
-		x := &indexer{node: n, items: []string{fmt.Sprintf("song-%d.ogg", i), fmt.Sprintf("photo-%d.png", i)},
+		x := &indexer{node: n, out: out, items: []string{fmt.Sprintf("song-%d.ogg", i), fmt.Sprintf("photo-%d.png", i)},
 			index: map[peer.ID][]string{}}
 		n.Host().SetStreamHandler(proto, x.handle)
 		apps[n.ID()] = x
 		go x.run(ctx)
 	}
 	if _, err := tn.WaitConverged(ctx, tn.Started()); err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
 	time.Sleep(2 * time.Second) // registrations in flight
 	var victim peer.ID
@@ -157,12 +170,13 @@ func main() {
 			victim = n.ID()
 		}
 	}
-	fmt.Printf("\nstopping superpeer %s\n\n", victim.ShortString())
+	fmt.Fprintf(out, "\nstopping superpeer %s\n\n", victim.ShortString())
 	if err := tn.Stop(victim); err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
+	delete(apps, victim)
 	if _, err := tn.WaitConverged(ctx, time.Now()); err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
 	time.Sleep(2 * time.Second)
 	for _, n := range tn.Nodes() {
@@ -170,4 +184,5 @@ func main() {
 			apps[n.ID()].show()
 		}
 	}
+	return apps, nil
 }
