@@ -80,8 +80,10 @@ type elector struct {
 	carried bool                       // e.state.Leader comes from the machine before the last rebuild
 	lookup  peer.ID                    // the lookup's last answer
 	losses  []loss                     // lost connections to members, within flapWindow
+	outages []time.Time                // when this node lost all its connections, within flapWindow
 	demoted map[peer.ID]bool           // flapping members, ranked last (host quality)
 	first   peer.ID                    // ranked first: the geometric cluster's token holder
+	last    peer.ID                    // the last leader superpeer named
 	sent    map[classic.MsgType]uint64 // messages sent, by type
 	dropped uint64                     // messages received from non-members or malformed
 
@@ -326,10 +328,18 @@ func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, membe
 		}
 	}
 	if l := peer.ID(e.state.Leader); l != "" && slices.Contains(e.peers, l) {
+		e.last = l
 		return l, nil
 	}
 	if e.opts.Quorum {
 		return "", nil
+	}
+	if e.demoted[lookup] && e.last != "" && e.last != lookup && slices.Contains(e.peers, e.last) {
+		// The lookup names a flapping member (the closest to the key):
+		// while the election runs, the last leader stands instead, or
+		// every election the flapping node starts when it comes back
+		// would name it superpeer meanwhile.
+		return e.last, nil
 	}
 	return lookup, nil
 }
@@ -406,14 +416,14 @@ func (e *elector) timeoutTicks(members []peer.ID) int {
 // Host quality: a member that flaps (goes down and comes back) ranks last
 // while it has lost its connections flapLimit times within flapWindow.
 // Every member sees the same losses of the flapping node, so they agree on
-// its rank; the flapping node itself sees every other member go at once,
-// and counts that as an outage of its own (ownOutage), so it agrees too.
+// its rank. The flapping node itself sees every peer go: when it has no
+// connection left, that is an outage of its own, and the losses of the
+// ownOutage before it are not counted against the others; so it ranks
+// itself last too.
 const (
 	flapLimit  = 2
 	flapWindow = time.Minute
-	// ownOutage: losing at least half of the other members (two or more)
-	// within this long is this node's outage, not theirs.
-	ownOutage = time.Second
+	ownOutage  = 5 * time.Second
 )
 
 // loss is a lost connection to a member.
@@ -424,28 +434,17 @@ type loss struct {
 
 // flapping returns the members that lost their connections flapLimit
 // times within flapWindow before now, this node among them when it lost
-// most of its cluster at once flapLimit times. Called with e.mu held.
+// all its connections flapLimit times. Called with e.mu held.
 func (e *elector) flapping(now time.Time) map[peer.ID]bool {
-	e.losses = slices.DeleteFunc(e.losses, func(l loss) bool { return now.Sub(l.at) > flapWindow })
-	others := len(e.peers) - 1
-	outages := map[peer.ID]int{}
-	for i := 0; i < len(e.losses); {
-		// A burst: the losses within ownOutage of the first.
-		j := i + 1
-		for j < len(e.losses) && e.losses[j].at.Sub(e.losses[i].at) <= ownOutage {
-			j++
-		}
-		if burst := j - i; burst >= 2 && 2*burst >= others {
-			outages[e.n.self]++
-		} else {
-			for _, l := range e.losses[i:j] {
-				outages[l.p]++
-			}
-		}
-		i = j
+	old := func(t time.Time) bool { return now.Sub(t) > flapWindow }
+	e.losses = slices.DeleteFunc(e.losses, func(l loss) bool { return old(l.at) })
+	e.outages = slices.DeleteFunc(e.outages, old)
+	count := map[peer.ID]int{e.n.self: len(e.outages)}
+	for _, l := range e.losses {
+		count[l.p]++
 	}
 	out := map[peer.ID]bool{}
-	for p, c := range outages {
+	for p, c := range count {
 		if c >= flapLimit {
 			out[p] = true
 		}
@@ -514,8 +513,16 @@ func (e *elector) lost(p peer.ID) {
 	if e.m == nil || p == e.n.self {
 		return
 	}
-	if slices.Contains(e.peers, p) {
-		e.losses = append(e.losses, loss{p, time.Now()})
+	now := time.Now()
+	switch {
+	case len(e.n.host.Network().Peers()) == 0:
+		// Our own outage, not theirs: once per outage.
+		if len(e.outages) == 0 || now.Sub(e.outages[len(e.outages)-1]) > ownOutage {
+			e.outages = append(e.outages, now)
+		}
+		e.losses = slices.DeleteFunc(e.losses, func(l loss) bool { return now.Sub(l.at) <= ownOutage })
+	case slices.Contains(e.peers, p):
+		e.losses = append(e.losses, loss{p, now})
 	}
 	if peer.ID(e.state.Leader) != p {
 		return
