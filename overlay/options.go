@@ -85,7 +85,7 @@ type Config struct {
 	Quorum bool
 	// IgnoreFlaps turns host quality off. By default a member whose
 	// connection was lost flapLimit times within flapWindow (a node counts
-	// its own outage when it loses most of its cluster at once) ranks below
+	// its own outage when it loses all its connections) ranks below
 	// every steady member until that has passed, so that a node that keeps
 	// going down and coming back does not keep winning elections.
 	IgnoreFlaps bool
