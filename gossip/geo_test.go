@@ -545,11 +545,11 @@ func TestGeoSetAndMinGap(t *testing.T) {
 	}
 }
 
-// A change held back by MinGap goes out from the republish loop when the gap
-// has passed, well before the next periodic republication.
-func TestGeoDeferredPublish(t *testing.T) {
-	self := fakeID(t, 1)
-	g, fc, err := newGeo(self, GeoConfig{Network: "test", Interval: time.Hour, MinGap: 20 * time.Millisecond})
+// runCoordFeed returns a Geo attached to no topic whose coordinate feed runs
+// its republish loop, and the function that stops the loop.
+func runCoordFeed(t *testing.T, self peer.ID, cfg GeoConfig) (*Geo, *feed[Coord], context.Context, func()) {
+	t.Helper()
+	g, fc, err := newGeo(self, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +559,15 @@ func TestGeoDeferredPublish(t *testing.T) {
 	f.cancel = cancel
 	f.done.Add(1)
 	go f.run(ctx)
-	defer func() { cancel(); f.done.Wait() }()
+	return g, f, ctx, func() { cancel(); f.done.Wait() }
+}
+
+// A change held back by MinGap goes out from the republish loop when the gap
+// has passed, well before the next periodic republication.
+func TestGeoDeferredPublish(t *testing.T) {
+	self := fakeID(t, 1)
+	g, f, ctx, stop := runCoordFeed(t, self, GeoConfig{Network: "test", Interval: time.Hour, MinGap: 20 * time.Millisecond})
+	defer stop()
 
 	if err := g.SetCoord(ctx, coordAt(0.01)); err != nil {
 		t.Fatal(err)
@@ -768,17 +776,7 @@ func publishUntil(t *testing.T, what string, publish func(), cond func() bool) {
 func TestGeoOnePublicationPerInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval, intervals = time.Second, 60
-		self := fakeID(t, 1)
-		g, fc, err := newGeo(self, GeoConfig{Network: "test", Interval: interval, MinGap: interval})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := newFeed(fc, &coordSpec)
-		g.coords = f
-		ctx, cancel := context.WithCancel(context.Background())
-		f.cancel = cancel
-		f.done.Add(1)
-		go f.run(ctx)
+		g, f, ctx, stop := runCoordFeed(t, fakeID(t, 1), GeoConfig{Network: "test", Interval: interval, MinGap: interval})
 		var longest, last time.Duration
 		start := time.Now()
 		prev := f.stats().Published
@@ -794,8 +792,7 @@ func TestGeoOnePublicationPerInterval(t *testing.T) {
 				longest, last = max(longest, now-last), now
 			}
 		}
-		cancel()
-		f.done.Wait()
+		stop()
 		got := f.stats().Published
 		if got < intervals-1 || got > intervals+2 {
 			t.Fatalf("%d publications in %d intervals, want one per interval", got, intervals)

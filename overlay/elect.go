@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -461,20 +462,18 @@ type rank struct {
 }
 
 func (r rank) Compare(a, b classic.ID) int {
-	if a != b && r.first != "" && (peer.ID(a) == r.first || peer.ID(b) == r.first) {
-		if peer.ID(a) == r.first {
-			return 1
-		}
-		return -1
-	}
-	da, db := r.demoted[peer.ID(a)], r.demoted[peer.ID(b)]
+	return cmp.Or(cmp.Compare(r.class(a), r.class(b)), r.inner.Compare(a, b))
+}
+
+// class is 1 for first, -1 for a demoted member, 0 for the others.
+func (r rank) class(x classic.ID) int {
 	switch {
-	case da && !db:
-		return -1
-	case db && !da:
+	case r.first != "" && peer.ID(x) == r.first:
 		return 1
+	case r.demoted[peer.ID(x)]:
+		return -1
 	}
-	return r.inner.Compare(a, b)
+	return 0
 }
 
 // detection is the current failure-detection timeout (0 on a nil elector

@@ -298,18 +298,24 @@ func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
 	return best, nil
 }
 
-// tickLoop runs the token machine and attachment every TokenInterval, or
-// at once when kicked.
-func (g *geo) tickLoop(ctx context.Context) {
+// tickLoop runs the token machine every TokenInterval (jittered), or at
+// once when kicked.
+func (g *geo) tickLoop(ctx context.Context) { g.every(ctx, g.n.kick, g.tick) }
+
+// every calls fn every TokenInterval give or take a quarter, at random (so
+// that holders rarely move at the same instant on stale positions), or at
+// once when kick fires, until ctx ends; it runs in one of the node's
+// goroutines.
+func (g *geo) every(ctx context.Context, kick <-chan struct{}, fn func(context.Context, time.Time)) {
 	defer g.n.wg.Done()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(g.jittered()):
-		case <-g.n.kick:
+		case <-kick:
 		}
-		g.tick(ctx, time.Now())
+		fn(ctx, time.Now())
 	}
 }
 
@@ -384,16 +390,10 @@ func (g *geo) tick(ctx context.Context, now time.Time) {
 // PlanetLab latencies takes seconds (measured: 2.5 to 5.5 s with 100 nodes
 // on two cores); the token machine must not wait for it.
 func (g *geo) attachLoop(ctx context.Context) {
-	defer g.n.wg.Done()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(g.jittered()):
-		}
-		g.attach(ctx, g.feed.Tokens(), time.Now())
+	g.every(ctx, nil, func(ctx context.Context, now time.Time) {
+		g.attach(ctx, g.feed.Tokens(), now)
 		g.update()
-	}
+	})
 }
 
 // attachTTL is how long an attachment lasts without a successful request:
@@ -605,13 +605,15 @@ func (g *geo) pass(ctx context.Context, p peer.ID, t geometric.Token) bool {
 	var req [16]byte
 	binary.BigEndian.PutUint64(req[:8], uint64(t.Num))
 	binary.BigEndian.PutUint64(req[8:], t.Seq)
-	yes, _ := g.ask(ctx, p, g.tokenProto, req[:])
+	yes, _ := g.ask(ctx, p, g.tokenProto, req[:], nil)
 	return yes
 }
 
 // ask sends req to p over proto and reports whether p answered yes (one
-// byte, 1); err is nil when p answered, yes or no.
-func (g *geo) ask(ctx context.Context, p peer.ID, proto protocol.ID, req []byte) (bool, error) {
+// byte, 1); err is nil when p answered, yes or no. After a yes, rest (if
+// not nil) reads what follows; its error resets the stream and counts as
+// no answer.
+func (g *geo) ask(ctx context.Context, p peer.ID, proto protocol.ID, req []byte, rest func(*bufio.Reader) error) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
 	defer cancel()
 	s, err := g.n.host.NewStream(ctx, p, proto)
@@ -624,17 +626,24 @@ func (g *geo) ask(ctx context.Context, p peer.ID, proto protocol.ID, req []byte)
 		_ = s.Reset()
 		return false, err
 	}
-	var resp [1]byte
-	if _, err := io.ReadFull(s, resp[:]); err != nil {
+	r := bufio.NewReader(s)
+	resp, err := r.ReadByte()
+	if err != nil || resp != 1 {
 		return false, err
 	}
-	return resp[0] == 1, nil
+	if rest != nil {
+		if err := rest(r); err != nil {
+			_ = s.Reset()
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // answer serves one request of size bytes: decide gets the request and
-// the authenticated sender and says yes or no; a short read resets the
-// stream.
-func answer(s network.Stream, size int, decide func(req []byte, from peer.ID) bool) {
+// the authenticated sender and returns the response (first byte 1 for yes,
+// 0 for no); a short read resets the stream.
+func answer(s network.Stream, size int, decide func(req []byte, from peer.ID) []byte) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(streamDeadline))
 	req := make([]byte, size)
@@ -642,30 +651,28 @@ func answer(s network.Stream, size int, decide func(req []byte, from peer.ID) bo
 		_ = s.Reset()
 		return
 	}
-	resp := byte(0)
-	if decide(req, s.Conn().RemotePeer()) {
-		resp = 1
-	}
-	_, _ = s.Write([]byte{resp})
+	_, _ = s.Write(decide(req, s.Conn().RemotePeer()))
 }
+
+var respYes, respNo = []byte{1}, []byte{0}
 
 func (g *geo) handleToken(s network.Stream) {
 	took := false
-	answer(s, 16, func(req []byte, from peer.ID) bool {
+	answer(s, 16, func(req []byte, from peer.ID) []byte {
 		num, seq := binary.BigEndian.Uint64(req[:8]), binary.BigEndian.Uint64(req[8:])
 		if num >= uint64(g.cfg.Tokens) {
 			g.n.log.Debug("geometric: refused a token number out of range", "token", num, "from", from)
-			return false
+			return respNo
 		}
 		g.mu.Lock()
 		err := g.holder.Receive(geometric.Token{Num: int(num), Seq: seq}, time.Now())
 		g.mu.Unlock()
 		if err != nil {
-			return false
+			return respNo
 		}
 		g.n.log.Info("received token", "token", num, "from", from)
 		took = true
-		return true
+		return respYes
 	})
 	if took {
 		g.publishToken(context.Background())
@@ -761,8 +768,8 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 				b, c := others[j].RTT, sps[i].RTT
 				stay = b <= 0 || c <= 0 || b*11/10+liveMargin >= c
 				if !stay {
-					g.n.log.Info("geometric: a superpeer is clearly nearer", "current", current, "current_ms", ms(c),
-						"nearer", peer.ID(best), "nearer_ms", ms(b))
+					g.n.log.Info("geometric: a superpeer is clearly nearer", "current", current, "current_rtt", c,
+						"nearer", peer.ID(best), "nearer_rtt", b)
 				}
 			}
 		}
@@ -808,45 +815,19 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 	g.mu.Unlock()
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// nearness is the measured RTT to sp, or the estimate from coordinates.
-func nearness(self *coordinate.Coordinate, sp geometric.Superpeer) time.Duration {
-	if sp.RTT > 0 || self == nil || sp.Coord == nil {
-		return sp.RTT
-	}
-	return time.Duration(geometric.Distance(self, sp.Coord) * float64(time.Second))
-}
-
 // requestAttach asks p to take us: yes, or no (err nil: p answered no), or
 // no answer (err). On yes it keeps the cluster p sent.
 func (g *geo) requestAttach(ctx context.Context, p peer.ID) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
-	defer cancel()
-	s, err := g.n.host.NewStream(ctx, p, g.attachProto)
-	if err != nil {
-		return false, err
-	}
-	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	if _, err := s.Write([]byte{attachVersion}); err != nil {
-		_ = s.Reset()
-		return false, err
-	}
-	r := bufio.NewReader(s)
-	yes, err := r.ReadByte()
-	if err != nil || yes != 1 {
-		return false, err
-	}
-	cluster, err := readIDs(r)
-	if err != nil || len(cluster) == 0 || cluster[0] != p {
-		_ = s.Reset()
-		return false, fmt.Errorf("attach: bad cluster list from %s: %v", p, err)
-	}
-	g.mu.Lock()
-	g.mates, g.matesOf = cluster, p
-	g.mu.Unlock()
-	return true, nil
+	return g.ask(ctx, p, g.attachProto, []byte{attachVersion}, func(r *bufio.Reader) error {
+		cluster, err := readIDs(r)
+		if err != nil || len(cluster) == 0 || cluster[0] != p {
+			return fmt.Errorf("attach: bad cluster list from %s: %v", p, err)
+		}
+		g.mu.Lock()
+		g.mates, g.matesOf = cluster, p
+		g.mu.Unlock()
+		return nil
+	})
 }
 
 // readIDs reads a uvarint count of peer IDs, each a uvarint length and the
@@ -886,35 +867,27 @@ func appendIDs(b []byte, ids []peer.ID) []byte {
 }
 
 func (g *geo) handleAttach(s network.Stream) {
-	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	from := s.Conn().RemotePeer()
-	var req [1]byte
-	if _, err := io.ReadFull(s, req[:]); err != nil {
-		_ = s.Reset()
-		return
-	}
-	if req[0] != attachVersion {
-		g.n.log.Debug("geometric: attach request of unknown version", "version", req[0], "from", from)
-		_, _ = s.Write([]byte{0})
-		return
-	}
-	g.mu.Lock()
-	_, member := g.members[from]
-	ok := g.holder.Superpeer() && (member || len(g.members) < g.cfg.Capacity)
-	if ok {
-		g.members[from] = time.Now()
-	}
-	cluster := g.clusterLocked()
-	g.mu.Unlock()
-	if !ok {
-		_, _ = s.Write([]byte{0})
-		return
-	}
-	if !member {
-		g.update() // list a new member before it hears yes
-	}
-	_, _ = s.Write(appendIDs([]byte{1}, cluster))
+	answer(s, 1, func(req []byte, from peer.ID) []byte {
+		if req[0] != attachVersion {
+			g.n.log.Debug("geometric: attach request of unknown version", "version", req[0], "from", from)
+			return respNo
+		}
+		g.mu.Lock()
+		_, member := g.members[from]
+		ok := g.holder.Superpeer() && (member || len(g.members) < g.cfg.Capacity)
+		if ok {
+			g.members[from] = time.Now()
+		}
+		cluster := g.clusterLocked()
+		g.mu.Unlock()
+		if !ok {
+			return respNo
+		}
+		if !member {
+			g.update() // list a new member before it hears yes
+		}
+		return appendIDs(slices.Clone(respYes), cluster)
+	})
 }
 
 // clusterLocked lists a superpeer's cluster: itself first, then its
@@ -936,9 +909,7 @@ func (g *geo) update() {
 	sp := g.attached
 	members := []peer.ID{g.n.self}
 	if super {
-		for p := range g.members {
-			members = append(members, p)
-		}
+		members = g.clusterLocked()
 	} else if sp != "" {
 		members = append(members, sp)
 	}

