@@ -248,6 +248,18 @@ func (q *Quorum) sendRound() {
 	q.broadcast(Message{Type: MsgClaim, Term: q.claimTerm, Election: ElectionID{Source: q.cfg.ID, Seq: q.round}})
 }
 
+// LeaseLeft returns the ticks until the lease that makes this process
+// Leader runs out, 0 when it is not Leader. A driver that replaces the
+// machine (a new member set) may go on reporting this process as leader
+// that long, and no longer: by then the promises behind the lease may have
+// run out, and a majority may back someone else.
+func (q *Quorum) LeaseLeft() int {
+	if !q.leading() {
+		return 0
+	}
+	return q.heldUntil - q.now
+}
+
 // leading reports whether a majority backs a term of ours now.
 func (q *Quorum) leading() bool { return q.claiming && q.held != 0 && q.now < q.heldUntil }
 

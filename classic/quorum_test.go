@@ -266,3 +266,39 @@ func (*tnLeader) Step(Message)   {}
 func (*tnLeader) Tick()          {}
 func (*tnLeader) Campaign()      {}
 func (l *tnLeader) Ready() Ready { return Ready{State: State{Role: Leader, Leader: l.id}} }
+
+// TestQuorumLeaseLeft: a leader's LeaseLeft counts down to the end of its
+// lease once a partition leaves it without a majority, and is 0 for a
+// follower and after the lease; while it is positive, the majority side
+// has no leader yet (the bound a driver relies on when it replaces the
+// machine and carries the old leader on).
+func TestQuorumLeaseLeft(t *testing.T) {
+	ids := tnIDs(5)
+	n := tnQuorumBully(t, ids)
+	n.campaign("0")
+	for i := 0; i < 40 && !n.agree("4"); i++ {
+		n.run(1)
+	}
+	q4 := n.nodes["4"].(*Quorum)
+	if l := q4.LeaseLeft(); l <= 0 || l > q4.lease {
+		t.Fatalf("leader's LeaseLeft %d, want 1..%d", l, q4.lease)
+	}
+	if l := n.nodes["0"].(*Quorum).LeaseLeft(); l != 0 {
+		t.Fatalf("follower's LeaseLeft %d, want 0", l)
+	}
+	n.partition(tnSplit("0 1 2"), tnSplit("3 4"))
+	prev := q4.LeaseLeft()
+	for q4.LeaseLeft() > 0 {
+		n.run(1)
+		if l := q4.LeaseLeft(); l != 0 && l != prev-1 {
+			t.Fatalf("LeaseLeft went from %d to %d in one tick without a majority", prev, l)
+		}
+		prev = q4.LeaseLeft()
+		if n.state("2").Role == Leader {
+			t.Fatalf("2 leads the majority side while 4's lease has %d ticks left", q4.LeaseLeft())
+		}
+	}
+	if n.state("4").Role == Leader {
+		t.Fatal("4 still Leader after its lease ran out")
+	}
+}

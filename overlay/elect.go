@@ -78,7 +78,7 @@ type elector struct {
 	hard    map[dhtselect.Key]classic.HardState
 	differ  int                        // ticks the lookup has named us while the election named another
 	orphan  int                        // ticks without a leader
-	carried bool                       // e.state.Leader comes from the machine before the last rebuild
+	carried int                        // ticks that e.state.Leader, from the machine before the last rebuild, still stands
 	lookup  peer.ID                    // the lookup's last answer
 	losses  []loss                     // lost connections to members, within flapWindow
 	outages []time.Time                // when this node lost all its connections, within flapWindow
@@ -129,6 +129,9 @@ func (e *elector) loop(ctx context.Context) {
 			continue
 		}
 		e.m.Tick()
+		if e.carried > 0 {
+			e.carried-- // at 0, drainLocked drops the carried leader
+		}
 		// A machine without a leader for two timeouts campaigns: echo has
 		// no failure detector of its own (the driver is its detector, as in
 		// the simulator's property tests), and an election whose messages
@@ -164,12 +167,12 @@ func overdue(ticks *int, cond bool, limit int) bool {
 // called with e.mu held. A change of leader makes the node re-evaluate.
 func (e *elector) drainLocked(ctx context.Context) {
 	rd := e.m.Ready()
-	if e.carried && rd.State.Leader == classic.None {
+	if e.carried > 0 && rd.State.Leader == classic.None {
 		// A rebuilt machine that names no leader yet: the carried one
 		// stands (see rebuildLocked).
 		rd.State = classic.State{Role: rd.State.Role, Leader: e.state.Leader, Term: e.state.Term}
 	} else {
-		e.carried = false
+		e.carried = 0
 	}
 	changed := rd.State.Leader != e.state.Leader
 	if changed && e.state.Leader != classic.None {
@@ -353,8 +356,9 @@ func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, membe
 func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, members []peer.ID) error {
 	first, oldKey := e.m == nil, e.key
 	led := e.state.Role == classic.Leader || e.state.Leader == classic.ID(e.n.self)
-	if q, ok := e.m.(*classic.Quorum); ok {
-		e.hard[e.key] = q.HardState()
+	oldQ, _ := e.m.(*classic.Quorum)
+	if oldQ != nil {
+		e.hard[e.key] = oldQ.HardState()
 	}
 	ids := make([]classic.ID, len(members))
 	for i, p := range members {
@@ -377,15 +381,27 @@ func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, m
 	// The new machine knows no leader yet. The old one's leader, if it is
 	// still a member, stands until the new machine names one (its next
 	// heartbeat usually), so that a change of members is not reported as
-	// a lost superpeer; one that is no longer a member is lost.
+	// a lost superpeer; one that is no longer a member is lost. It stands
+	// one failure-detection timeout at most, and with Quorum this node
+	// stands as leader no longer than the lease its old machine held: the
+	// new machine may never name it (the minority side of a partition),
+	// and a leader carried on for longer would be a split brain.
 	e.differ, e.orphan = 0, 0
-	if l := e.state.Leader; l != classic.None && slices.Contains(ids, l) && oldKey == key {
-		e.state, e.carried = classic.State{Leader: l, Term: e.state.Term}, true
+	l := e.state.Leader
+	carry := 0
+	if l != classic.None && slices.Contains(ids, l) && oldKey == key {
+		carry = e.timeout
+		if oldQ != nil && l == classic.ID(e.n.self) {
+			carry = oldQ.LeaseLeft()
+		}
+	}
+	if carry > 0 {
+		e.state, e.carried = classic.State{Leader: l, Term: e.state.Term}, carry
 	} else {
 		if l != classic.None {
 			e.queue(EvtSuperpeerLost{Superpeer: peer.ID(l)})
 		}
-		e.state, e.carried = classic.State{}, false
+		e.state, e.carried = classic.State{}, 0
 	}
 	if first || led {
 		e.m.Campaign()
