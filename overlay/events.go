@@ -1,6 +1,8 @@
 package overlay
 
 import (
+	"fmt"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -66,3 +68,14 @@ var eventTypes = []any{new(EvtRoleChanged), new(EvtSuperpeerChanged), new(EvtClu
 // MarshalText writes the role's name, so logs and JSON show "superpeer"
 // rather than a number.
 func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads a name that MarshalText wrote.
+func (r *Role) UnmarshalText(b []byte) error {
+	for _, x := range []Role{RoleUnknown, RoleOrdinary, RoleSuperpeer} {
+		if string(b) == x.String() {
+			*r = x
+			return nil
+		}
+	}
+	return fmt.Errorf("overlay: role %q: want unknown, ordinary or superpeer", b)
+}

@@ -151,7 +151,11 @@ func newHost(cfg Config) (host.Host, error) {
 			return nil, fmt.Errorf("overlay: identity: %w", err)
 		}
 	}
-	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...))
+	opts := []libp2p.Option{libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...)}
+	if cfg.Gater != nil {
+		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
+	}
+	h, err := libp2p.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("overlay: host on %v: %w", cfg.ListenAddrs, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -38,9 +39,12 @@ type Config struct {
 	Bootstrap []peer.AddrInfo
 	// Identity is the host's key. Default: a fresh Ed25519 key.
 	Identity crypto.PrivKey
-	// Host, when set, is used instead of building one (ListenAddrs and
-	// Identity are then ignored); the node closes it on Close. Tests and the
-	// testnet use it to run nodes on an in-process network.
+	// Gater, when set, vets the host's connections (libp2p's connection
+	// gater): for instance an allowlist of peers.
+	Gater connmgr.ConnectionGater
+	// Host, when set, is used instead of building one (ListenAddrs,
+	// Identity and Gater are then ignored); the node closes it on Close.
+	// Tests and the testnet use it to run nodes on an in-process network.
 	Host host.Host
 	// Target is how many superpeers the overlay should have. Default:
 	// a fraction of 0.1 of the estimated network size.
@@ -215,6 +219,11 @@ func WithBootstrapAddrs(addrs ...ma.Multiaddr) Option {
 // WithIdentity sets the host's private key.
 func WithIdentity(k crypto.PrivKey) Option {
 	return func(c *Config) error { c.Identity = k; return nil }
+}
+
+// WithConnectionGater vets the host's connections with g.
+func WithConnectionGater(g connmgr.ConnectionGater) Option {
+	return func(c *Config) error { c.Gater = g; return nil }
 }
 
 // WithHost runs the node on an existing host, which the node then owns.
