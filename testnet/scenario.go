@@ -172,7 +172,7 @@ func (o *observer) run(ctx context.Context) {
 
 // sample looks at every live node once.
 func (o *observer) sample() {
-	nodes := o.t.Nodes()
+	nodes := o.t.Members()
 	live := liveSet(nodes)
 	states := make(map[peer.ID]overlay.State, len(nodes))
 	var claims []overlay.State
@@ -280,7 +280,7 @@ func splitBrain(claims []overlay.State) bool {
 // timing its failover.
 func (o *observer) stop(victim peer.ID) error {
 	var former []peer.ID
-	for _, n := range o.t.Nodes() {
+	for _, n := range o.t.Members() {
 		if n.ID() != victim && n.State().Superpeer.ID == victim {
 			former = append(former, n.ID())
 		}
@@ -360,7 +360,7 @@ func (t *Net) RunScenario(ctx context.Context, sc ScenarioConfig) (ScenarioRepor
 		rep.Coverage = float64(o.covered) / float64(o.samples)
 	}
 	rep.Messages = t.ElectionMessages()
-	nodes := t.Nodes()
+	nodes := t.Members()
 	live := liveSet(nodes)
 	for _, n := range nodes {
 		if !live[n.State().Superpeer.ID] {
@@ -410,7 +410,7 @@ func (sc *ScenarioConfig) fill() error {
 func (t *Net) killSuperpeers(ctx context.Context, o *observer, rng *rand.Rand, kills int, faults *[]string) error {
 	for i := range kills {
 		supers := t.superpeers()
-		if len(supers) == 0 || len(t.Nodes()) < 2 {
+		if len(supers) == 0 || len(t.Members()) < 2 {
 			return fmt.Errorf("testnet: no superpeer left to stop after %d kills", i)
 		}
 		victim := supers[rng.IntN(len(supers))]
@@ -433,7 +433,7 @@ func (t *Net) killSuperpeers(ctx context.Context, o *observer, rng *rand.Rand, k
 // superpeers lists the live nodes that claim to be superpeers, sorted.
 func (t *Net) superpeers() []peer.ID {
 	var out []peer.ID
-	for _, n := range t.Nodes() {
+	for _, n := range t.Members() {
 		if n.State().Role == overlay.RoleSuperpeer {
 			out = append(out, n.ID())
 		}
@@ -445,7 +445,7 @@ func (t *Net) superpeers() []peer.ID {
 // churn replaces a random live peer by a new one every 1/(rate·n) minutes
 // for d: the old one stops abruptly, the new one joins at once.
 func (t *Net) churn(ctx context.Context, o *observer, rng *rand.Rand, sc ScenarioConfig, faults *[]string) error {
-	n := len(t.Nodes())
+	n := len(t.Members())
 	every := time.Duration(float64(time.Minute) / (sc.Rate * float64(n)))
 	if every > sc.Duration {
 		return fmt.Errorf("%w: churn rate %v of %d peers replaces none in %v", ErrConfig, sc.Rate, n, sc.Duration)
@@ -458,7 +458,7 @@ func (t *Net) churn(ctx context.Context, o *observer, rng *rand.Rand, sc Scenari
 			return ctx.Err()
 		case <-tick.C:
 		}
-		live := t.Nodes()
+		live := t.Members()
 		victim := live[rng.IntN(len(live))].ID()
 		if err := o.stop(victim); err != nil {
 			return err
@@ -476,7 +476,7 @@ func (t *Net) churn(ctx context.Context, o *observer, rng *rand.Rand, sc Scenari
 // d, then heals the cut. While it lasts the observer times superpeer
 // claims from the minority side of each cluster.
 func (t *Net) partition(ctx context.Context, o *observer, rng *rand.Rand, d time.Duration, faults *[]string) error {
-	nodes := t.Nodes()
+	nodes := t.Members()
 	side := map[peer.ID]bool{}
 	var cut []peer.ID
 	for _, i := range rng.Perm(len(nodes))[:int(math.Round(partitionSide*float64(len(nodes))))] {
@@ -533,7 +533,7 @@ func (t *Net) partition(ctx context.Context, o *observer, rng *rand.Rand, d time
 // superpeer its cluster-mates name.
 func (t *Net) flap(ctx context.Context, o *observer, d time.Duration, faults *[]string) error {
 	sizes := map[peer.ID]int{}
-	nodes := t.Nodes()
+	nodes := t.Members()
 	for _, n := range nodes {
 		sizes[n.State().Superpeer.ID]++
 	}
@@ -578,7 +578,7 @@ func (t *Net) flap(ctx context.Context, o *observer, d time.Duration, faults *[]
 }
 
 // liveSet returns the IDs of nodes as a set.
-func liveSet(nodes []*overlay.Node) map[peer.ID]bool {
+func liveSet(nodes []Member) map[peer.ID]bool {
 	live := make(map[peer.ID]bool, len(nodes))
 	for _, n := range nodes {
 		live[n.ID()] = true

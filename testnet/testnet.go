@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -12,10 +11,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
@@ -63,7 +59,17 @@ type Config struct {
 	IgnoreFlaps bool
 	// Logger receives the nodes' logs; nil discards them.
 	Logger *slog.Logger
+	// Exec, when set, is the path of the peer command: every node then runs
+	// as its own OS process (`peer run --control`) on loopback TCP and
+	// QUIC, is stopped with SIGKILL, and is cut off by its connection gater.
+	// Latency is refused then (loopback has no per-pair delays), and the
+	// geometric PingInterval and TokenInterval are the node's defaults.
+	Exec string
 }
+
+// MaxProcs bounds N when every node is its own process: each holds a
+// whole libp2p stack (tens of MB, a few dozen threads).
+const MaxProcs = 256
 
 // MaxNodes bounds N: every pair of nodes gets a mocknet link and the
 // membership topic costs O(N²), so a larger in-process testnet would only
@@ -77,9 +83,22 @@ const (
 	StrategyGeometric = overlay.StrategyGeometric
 )
 
+// maxNodes is MaxProcs or MaxNodes.
+func (c *Config) maxNodes() int {
+	if c.Exec != "" {
+		return MaxProcs
+	}
+	return MaxNodes
+}
+
 func (c *Config) fill() error {
-	if c.N < 1 || c.N > MaxNodes {
+	switch {
+	case c.Exec == "" && (c.N < 1 || c.N > MaxNodes):
 		return fmt.Errorf("%w: -n %d, want 1 to %d nodes in one process", ErrConfig, c.N, MaxNodes)
+	case c.Exec != "" && (c.N < 1 || c.N > MaxProcs):
+		return fmt.Errorf("%w: -n %d, want 1 to %d node processes", ErrConfig, c.N, MaxProcs)
+	case c.Exec != "" && c.Latency != nil:
+		return fmt.Errorf("%w: a latency matrix needs the in-process network; node processes talk over loopback, which has no per-pair delays", ErrConfig)
 	}
 	if c.Strategy == "" {
 		c.Strategy = StrategyDHT
@@ -126,7 +145,7 @@ func (c *Config) fill() error {
 		c.PingInterval = max(time.Second, time.Duration(c.N)*20*time.Millisecond)
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
 }
@@ -134,108 +153,74 @@ func (c *Config) fill() error {
 // Net is a running network of overlay nodes.
 type Net struct {
 	cfg     Config
-	mn      mocknet.Mocknet
+	fab     fabric
 	keys    *rand.ChaCha8 // the peer keys, in start order
 	mu      sync.Mutex
-	ids     []peer.ID       // host i's ID, stopped nodes included
-	nodes   []*overlay.Node // node i is host i, row i of the matrix; nil once stopped
-	cut     [][2]int        // links cut by Partition or Down (node indexes), for Heal and Up
+	ids     []peer.ID // node i's ID, stopped nodes included
+	nodes   []Member  // node i, row i of the matrix; nil once stopped
+	cut     [][2]int  // node pairs cut by Partition or Down, for Heal and Up
 	started time.Time
 	// stoppedSent counts the election messages of stopped nodes, by type.
 	stoppedSent map[string]uint64
 }
 
-// Start builds the in-process network and starts cfg.N nodes. Node 0 is the
-// bootstrap peer of all the others.
+// Start starts cfg.N nodes: in this process, or each in its own OS process
+// when cfg.Exec is set. Node 0 is the bootstrap peer of all the others.
 func Start(ctx context.Context, cfg Config) (*Net, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	t := &Net{cfg: cfg, mn: mocknet.New(), keys: rand.NewChaCha8(seedBytes(cfg.Seed)), started: time.Now()}
-	hosts := make([]host.Host, cfg.N)
+	t := &Net{cfg: cfg, keys: rand.NewChaCha8(seedBytes(cfg.Seed)), started: time.Now()}
+	if cfg.Exec != "" {
+		pf, err := newProcFabric(&t.cfg)
+		if err != nil {
+			return nil, err
+		}
+		t.fab = pf
+	} else {
+		t.fab = newMemFabric(&t.cfg)
+	}
 	for i := range cfg.N {
-		var err error
-		if hosts[i], err = t.addHost(i); err != nil {
-			return nil, errors.Join(err, t.Close())
-		}
-	}
-	for i := range hosts {
-		for j := i + 1; j < len(hosts); j++ {
-			if err := t.link(i, j); err != nil {
-				return nil, errors.Join(err, t.Close())
-			}
-		}
-	}
-	for i, h := range hosts {
-		var boot []peer.AddrInfo
-		if i > 0 {
-			boot = []peer.AddrInfo{{ID: hosts[0].ID(), Addrs: hosts[0].Addrs()}}
-		}
-		if err := t.startNode(ctx, i, h, boot); err != nil {
+		if err := t.startNode(ctx, i, 0); err != nil {
 			return nil, errors.Join(err, t.Close())
 		}
 	}
 	return t, nil
 }
 
-// addHost adds host i to the mocknet, with the next key.
-func (t *Net) addHost(i int) (host.Host, error) {
+// startNode starts node i, which must be the next, with the next key,
+// bootstrapped from node boot unless it is node 0.
+func (t *Net) startNode(ctx context.Context, i, boot int) error {
 	sk, _, err := crypto.GenerateEd25519Key(t.keys)
-	if err != nil {
-		return nil, err
-	}
-	addr := ma.StringCast(fmt.Sprintf("/ip4/10.%d.%d.%d/tcp/4001", (i>>16)&0xff, (i>>8)&0xff, i&0xff))
-	h, err := t.mn.AddPeer(sk, addr)
-	if err != nil {
-		return nil, fmt.Errorf("testnet: peer %d: %w", i, err)
-	}
-	t.mu.Lock()
-	t.ids = append(t.ids, h.ID())
-	t.mu.Unlock()
-	return h, nil
-}
-
-// link links hosts i and j, with the matrix's delay.
-func (t *Net) link(i, j int) error {
-	t.mu.Lock()
-	a, b := t.ids[i], t.ids[j]
-	t.mu.Unlock()
-	l, err := t.mn.LinkPeers(a, b)
 	if err != nil {
 		return err
 	}
-	if t.cfg.Latency != nil {
-		rtt, _ := t.cfg.Latency.RTT(i, j) // filled in by fill
-		l.SetOptions(mocknet.LinkOptions{Latency: rtt / 2})
-	}
-	return nil
-}
-
-// startNode starts node i on host h.
-func (t *Net) startNode(ctx context.Context, i int, h host.Host, boot []peer.AddrInfo) error {
-	cfg := t.cfg
-	opts := []overlay.Option{
-		overlay.WithHost(h), overlay.WithTarget(cfg.Target),
-		overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
-		overlay.WithLogger(cfg.Logger.With("node", i)),
-		overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),
-		overlay.WithElection(cfg.Election, cfg.Quorum), overlay.WithIgnoreFlaps(cfg.IgnoreFlaps),
-		overlay.WithBootstrap(boot...),
-	}
-	n, err := overlay.New(ctx, opts...)
+	id, err := peer.IDFromPrivateKey(sk)
 	if err != nil {
-		return fmt.Errorf("testnet: node %d: %w", i, err)
+		return err
 	}
 	t.mu.Lock()
-	t.nodes = append(t.nodes, n)
+	t.ids = append(t.ids, id)
+	t.nodes = append(t.nodes, nil)
+	t.mu.Unlock()
+	if i == 0 {
+		boot = -1
+	}
+	m, err := t.fab.start(ctx, i, sk, boot)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.nodes[i] = m
 	t.mu.Unlock()
 	return nil
 }
 
-// Join starts one more node, linked to every live one and bootstrapped
-// from the live node started first, and returns it. Its key comes next from
-// the seed; with a latency matrix it gets the next row, which must exist.
-func (t *Net) Join(ctx context.Context) (*overlay.Node, error) {
+// Join starts one more node, reachable from every live one and
+// bootstrapped from the live node started first, and returns it. Its key
+// comes next from the seed; with a latency matrix it gets the next row,
+// which must exist.
+func (t *Net) Join(ctx context.Context) (Member, error) {
 	live := t.indexed()
 	t.mu.Lock()
 	i := len(t.ids)
@@ -243,32 +228,17 @@ func (t *Net) Join(ctx context.Context) (*overlay.Node, error) {
 	switch {
 	case len(live) == 0:
 		return nil, fmt.Errorf("testnet: no live node to join through")
-	case i >= MaxNodes:
-		return nil, fmt.Errorf("%w: node %d would pass the limit of %d nodes in one process", ErrConfig, i, MaxNodes)
+	case i >= t.cfg.maxNodes():
+		return nil, fmt.Errorf("%w: node %d would pass the limit of %d nodes", ErrConfig, i, t.cfg.maxNodes())
 	case t.cfg.Latency != nil && i >= t.cfg.Latency.N():
 		return nil, fmt.Errorf("%w: node %d has no row in the latency matrix of %d hosts", ErrConfig, i, t.cfg.Latency.N())
 	}
-	h, err := t.addHost(i)
-	if err != nil {
+	if err := t.startNode(ctx, i, live[0].Index); err != nil {
 		return nil, err
 	}
-	for _, o := range live {
-		if err := t.link(o.Index, i); err != nil {
-			return nil, err
-		}
-	}
-	b := live[0].Host()
-	if err := t.startNode(ctx, i, h, []peer.AddrInfo{{ID: b.ID(), Addrs: b.Addrs()}}); err != nil {
-		return nil, err
-	}
-	return t.nodeAt(i), nil
-}
-
-// nodeAt returns node i, nil if stopped.
-func (t *Net) nodeAt(i int) *overlay.Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.nodes[i]
+	return t.nodes[i], nil
 }
 
 func seedBytes(seed uint64) [32]byte {
@@ -279,11 +249,23 @@ func seedBytes(seed uint64) [32]byte {
 	return b
 }
 
-// Nodes returns the live nodes, in start order.
+// Nodes returns the live in-process nodes, in start order; none when the
+// nodes run as processes (see Members).
 func (t *Net) Nodes() []*overlay.Node {
 	var out []*overlay.Node
 	for _, n := range t.indexed() {
-		out = append(out, n.Node)
+		if on, ok := n.Member.(*overlay.Node); ok {
+			out = append(out, on)
+		}
+	}
+	return out
+}
+
+// Members returns the live nodes, in start order.
+func (t *Net) Members() []Member {
+	var out []Member
+	for _, n := range t.indexed() {
+		out = append(out, n.Member)
 	}
 	return out
 }
@@ -291,7 +273,7 @@ func (t *Net) Nodes() []*overlay.Node {
 // indexedNode is a live node and its index (its row of the latency matrix).
 type indexedNode struct {
 	Index int
-	*overlay.Node
+	Member
 }
 
 func (t *Net) indexed() []indexedNode {
@@ -306,16 +288,25 @@ func (t *Net) indexed() []indexedNode {
 	return out
 }
 
-// Stop stops the node with the given ID abruptly, as a crashed process: its
-// links are cut first, so no peer hears from it again (a closed mocknet host
-// alone would still accept connections), then it closes without a goodbye.
-func (t *Net) Stop(id peer.ID) error {
-	t.mu.Lock()
-	i := slices.IndexFunc(t.nodes, func(n *overlay.Node) bool { return n != nil && n.ID() == id })
-	if i < 0 {
-		t.mu.Unlock()
-		return fmt.Errorf("testnet: no live node %s", id)
+// index returns the index of the live node id.
+func (t *Net) index(id peer.ID) (int, error) {
+	for _, n := range t.indexed() {
+		if n.ID() == id {
+			return n.Index, nil
+		}
 	}
+	return 0, fmt.Errorf("testnet: no live node %s", id)
+}
+
+// Stop stops the node with the given ID abruptly, as a crashed process:
+// in process, its links are cut first, so no peer hears from it again, and
+// it closes without a goodbye; as a process, it gets SIGKILL.
+func (t *Net) Stop(id peer.ID) error {
+	i, err := t.index(id)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
 	n := t.nodes[i]
 	t.nodes[i] = nil
 	if t.stoppedSent == nil {
@@ -323,13 +314,12 @@ func (t *Net) Stop(id peer.ID) error {
 	}
 	addCounts(t.stoppedSent, n.ElectionStats().Sent)
 	t.mu.Unlock()
-	// Links first: the node's Close must not say goodbye over them.
-	return errors.Join(t.isolate(i), n.Close())
+	return t.fab.kill(i)
 }
 
-// Partition cuts every link between the live nodes in side and the other
-// live nodes, and the connections over them, until Heal. The nodes keep
-// running: each side sees the other fall silent.
+// Partition cuts the live nodes in side off from the other live nodes,
+// their open connections included, until Heal. The nodes keep running:
+// each side sees the other fall silent.
 func (t *Net) Partition(side []peer.ID) error {
 	live := t.indexed()
 	in := map[peer.ID]bool{}
@@ -347,47 +337,37 @@ func (t *Net) Partition(side []peer.ID) error {
 			}
 		}
 	}
-	return t.cutLinks(pairs)
+	return t.cutPairs(pairs)
 }
 
-// Down cuts every link of the live node id, as a host whose network is
-// gone while its process runs on, until Up or Heal.
+// Down cuts the live node id off from every other live node, as a host
+// whose network is gone while its process runs on, until Up or Heal.
 func (t *Net) Down(id peer.ID) error {
-	live := t.indexed()
-	i := slices.IndexFunc(live, func(n indexedNode) bool { return n.ID() == id })
-	if i < 0 {
-		return fmt.Errorf("testnet: no live node %s", id)
+	i, err := t.index(id)
+	if err != nil {
+		return err
 	}
-	return t.isolate(live[i].Index)
-}
-
-// isolate cuts every link of node i (see cutLinks).
-func (t *Net) isolate(i int) error {
-	t.mu.Lock()
-	n := len(t.ids)
-	t.mu.Unlock()
 	var pairs [][2]int
-	for j := range n {
-		if j != i {
-			pairs = append(pairs, [2]int{i, j})
+	for _, n := range t.indexed() {
+		if n.Index != i {
+			pairs = append(pairs, [2]int{i, n.Index})
 		}
 	}
-	return t.cutLinks(pairs)
+	return t.cutPairs(pairs)
 }
 
-// cutLinks unlinks each pair of nodes that is linked, and cuts its open
-// connections too (unlinking only stops new ones), noting the pair for
+// cutPairs cuts each pair of nodes that is not cut yet, noting it for
 // restore.
-func (t *Net) cutLinks(pairs [][2]int) error {
+func (t *Net) cutPairs(pairs [][2]int) error {
 	var errs []error
 	for _, pr := range pairs {
 		t.mu.Lock()
-		a, b := t.ids[pr[0]], t.ids[pr[1]]
+		done := slices.ContainsFunc(t.cut, func(c [2]int) bool { return c == pr || c == [2]int{pr[1], pr[0]} })
 		t.mu.Unlock()
-		if len(t.mn.LinksBetweenPeers(a, b)) == 0 {
+		if done {
 			continue
 		}
-		errs = append(errs, t.mn.UnlinkPeers(a, b), t.mn.DisconnectPeers(a, b))
+		errs = append(errs, t.fab.cut(pr[0], pr[1]))
 		t.mu.Lock()
 		t.cut = append(t.cut, pr)
 		t.mu.Unlock()
@@ -399,8 +379,8 @@ func (t *Net) cutLinks(pairs [][2]int) error {
 // live nodes. The node reconnects by itself (it dials its bootstrap peers
 // again, and they or gossip lead it to the rest).
 func (t *Net) Up(id peer.ID) error {
-	if !slices.ContainsFunc(t.Nodes(), func(n *overlay.Node) bool { return n.ID() == id }) {
-		return fmt.Errorf("testnet: no live node %s", id)
+	if _, err := t.index(id); err != nil {
+		return err
 	}
 	return t.restore(func(a, b peer.ID) bool { return a == id || b == id })
 }
@@ -427,27 +407,17 @@ func (t *Net) restore(match func(a, b peer.ID) bool) error {
 	t.mu.Unlock()
 	var errs []error
 	for _, pr := range redo {
-		errs = append(errs, t.link(pr[0], pr[1]))
+		errs = append(errs, t.fab.mend(pr[0], pr[1]))
 	}
 	return errors.Join(errs...)
 }
 
-// Close stops every node, concurrently, and the network.
+// Close stops every node and the network.
 func (t *Net) Close() error {
 	t.mu.Lock()
-	nodes := t.nodes
 	t.nodes = nil
 	t.mu.Unlock()
-	errs := make([]error, len(nodes)+1)
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		if n != nil {
-			wg.Go(func() { errs[i] = n.Close() })
-		}
-	}
-	wg.Wait()
-	errs[len(nodes)] = t.mn.Close()
-	return errors.Join(errs...)
+	return t.fab.close()
 }
 
 // ElectionMessages counts the election messages sent by all nodes, by
@@ -457,7 +427,7 @@ func (t *Net) ElectionMessages() map[string]uint64 {
 	t.mu.Lock()
 	addCounts(out, t.stoppedSent)
 	t.mu.Unlock()
-	for _, n := range t.Nodes() {
+	for _, n := range t.Members() {
 		addCounts(out, n.ElectionStats().Sent)
 	}
 	return out
@@ -473,7 +443,7 @@ func addCounts(dst, src map[string]uint64) {
 // Expected is the brute-force answer for the live nodes: k and every node's
 // assignment.
 func (t *Net) Expected() (int, []dhtselect.Assignment) {
-	nodes := t.Nodes()
+	nodes := t.Members()
 	ids := make([]peer.ID, len(nodes))
 	for i, n := range nodes {
 		ids[i] = n.ID()
@@ -503,7 +473,7 @@ func (t *Net) agreedLeaders(as []dhtselect.Assignment) map[dhtselect.Key]peer.ID
 		cluster[a.ID] = a.ClusterKey
 	}
 	count := map[dhtselect.Key]int{}
-	for _, n := range t.Nodes() {
+	for _, n := range t.Members() {
 		if n.State().Role == overlay.RoleSuperpeer {
 			ck := cluster[n.ID()]
 			out[ck] = n.ID()
@@ -524,11 +494,23 @@ type Mismatch struct {
 	What string
 }
 
-func (m Mismatch) String() string { return m.Node.ShortString() + ": " + m.What }
+func (m Mismatch) String() string {
+	if m.Node == "" {
+		return m.What
+	}
+	return m.Node.ShortString() + ": " + m.What
+}
 
 // Check compares every live node's view (k, role, cluster key, superpeer and
 // cluster members) with the brute-force answer and lists the differences.
 func (t *Net) Check() []Mismatch {
+	var failed []Mismatch
+	for _, err := range t.fab.failed() {
+		failed = append(failed, Mismatch{What: err.Error()})
+	}
+	if len(failed) > 0 {
+		return failed
+	}
 	if t.cfg.Strategy == StrategyGeometric {
 		return t.checkGeometric()
 	}
@@ -543,7 +525,7 @@ func (t *Net) Check() []Mismatch {
 	}
 	agreed := t.agreedLeaders(as)
 	var out []Mismatch
-	for _, n := range t.Nodes() {
+	for _, n := range t.Members() {
 		s, want := n.State(), byID[n.ID()]
 		if sp, ok := agreed[want.ClusterKey]; ok {
 			want.Superpeer = sp
@@ -573,7 +555,7 @@ func (t *Net) Check() []Mismatch {
 // distinct token; every ordinary node attached to a live superpeer that
 // lists it; no superpeer serving more than its capacity.
 func (t *Net) checkGeometric() []Mismatch {
-	nodes := t.Nodes()
+	nodes := t.Members()
 	capacity := t.cfg.Geometric.Capacity
 	if capacity == 0 {
 		capacity = geometric.DefaultConfig().Capacity
@@ -651,7 +633,7 @@ func (t *Net) WaitConverged(ctx context.Context, since time.Time) (time.Duration
 		select {
 		case <-ctx.Done():
 			return time.Since(since), fmt.Errorf("testnet: not converged: %d of %d nodes disagree with the brute-force answer, e.g. %s",
-				len(ms), len(t.Nodes()), firstOr(ms, "the roles kept changing"))
+				len(ms), len(t.Members()), firstOr(ms, "the roles kept changing"))
 		case <-tick.C:
 		}
 	}
@@ -660,7 +642,7 @@ func (t *Net) WaitConverged(ctx context.Context, since time.Time) (time.Duration
 // signature summarises every node's role and superpeer.
 func (t *Net) signature() string {
 	var b []byte
-	for _, n := range t.Nodes() {
+	for _, n := range t.Members() {
 		s := n.State()
 		b = fmt.Appendf(b, "%s:%d:%s;", n.ID(), s.Role, s.Superpeer.ID)
 	}

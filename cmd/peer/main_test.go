@@ -41,10 +41,11 @@ func TestMain(m *testing.M) {
 
 // Bad input: one line on stderr naming the problem, exit status 1, no panic.
 func TestBadInput(t *testing.T) {
-	cases := []struct {
+	type badInput struct {
 		args []string
 		want string
-	}{
+	}
+	cases := []badInput{
 		{[]string{"run", "--listen", "/ip4/127.0.0.1/tcp/notaport"}, "--listen"},
 		{[]string{"run", "--bootstrap", "not-a-multiaddr"}, "--bootstrap"},
 		{[]string{"run", "--bootstrap", "/ip4/127.0.0.1/tcp/1"}, "/p2p/"},
@@ -71,7 +72,20 @@ func TestBadInput(t *testing.T) {
 		{[]string{"testnet", "-n", "4", "--scenario", "partition", "--duration", "-1s"}, "--duration -1s"},
 		{[]string{"testnet", "-n", "4", "--election", "raft"}, "election"},
 		{[]string{"testnet", "-n", "4", "--quorum"}, "quorum"},
+		{[]string{"run", "--identity", "/nonexistent/key"}, "does not exist"},
+		{[]string{"testnet", "--procs", "-n", "300"}, "-n 300"},
 	}
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	matrix := filepath.Join(t.TempDir(), "matrix.txt")
+	if err := os.WriteFile(matrix, []byte("0\t10\n10\t0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases,
+		badInput{[]string{"run", "--identity", keyFile}, "does not hold a libp2p private key"},
+		badInput{[]string{"testnet", "--procs", "-n", "2", "--latency", matrix}, "loopback"})
 	for _, tc := range cases {
 		cmd := exec.Command(peerBin, tc.args...)
 		var stderr strings.Builder

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/testnet"
 )
 
 func newRunCmd() *cobra.Command {
@@ -18,6 +20,8 @@ func newRunCmd() *cobra.Command {
 		announce, reevaluate time.Duration
 		strategy             string
 		capacity             int
+		identity             string
+		control              bool
 		tf                   targetFlags
 		ef                   electionFlags
 		lf                   logFlags
@@ -63,15 +67,31 @@ with Ctrl-C.`,
 			if len(listenAddrs) > 0 {
 				opts = append(opts, overlay.WithListenAddrs(listenAddrs...))
 			}
+			if identity != "" {
+				key, err := overlay.LoadIdentity(identity)
+				if err != nil {
+					return fmt.Errorf("--identity: %w", err)
+				}
+				opts = append(opts, overlay.WithIdentity(key))
+			}
+			var gate *testnet.Blocker
+			if control {
+				gate = testnet.NewBlocker()
+				opts = append(opts, overlay.WithConnectionGater(gate))
+			}
 			ctx := cmd.Context()
 			n, err := overlay.New(ctx, opts...)
 			if err != nil {
 				return err
 			}
 			log.Info("node started", "id", n.ID(), "addrs", fmt.Sprint(n.P2PAddrs()), "network", network, "target", target.String())
-			<-ctx.Done()
+			if control {
+				err = testnet.Control(ctx, n, gate, cmd.InOrStdin(), cmd.OutOrStdout())
+			} else {
+				<-ctx.Done()
+			}
 			log.Info("stopping")
-			return n.Close()
+			return errors.Join(err, n.Close())
 		},
 	}
 	fs := cmd.Flags()
@@ -82,6 +102,9 @@ with Ctrl-C.`,
 	fs.DurationVar(&reevaluate, "reevaluate", def.ReevaluateInterval, "role re-evaluation period")
 	fs.StringVar(&strategy, "strategy", def.Strategy, "superpeer selection: dht (ID-space reservation) or geometric (tokens in network coordinates; needs --superpeers)")
 	fs.IntVar(&capacity, "capacity", geometric.DefaultConfig().Capacity, "geometric strategy: most ordinary peers per superpeer")
+	fs.StringVar(&identity, "identity", "", "private key file (libp2p encoding, mode 0600), so the peer ID survives restarts (default a fresh key)")
+	fs.BoolVar(&control, "control", false, "be driven by a testnet: report state on stdout, take commands on stdin, stop when stdin ends")
+	_ = fs.MarkHidden("control")
 	tf.register(fs, def.Target.Fraction)
 	ef.register(fs)
 	lf.register(fs, "info")

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/testnet"
+)
+
+// runTestnet runs `peer testnet ... --json` and returns its report; the
+// run must exit 0.
+func runTestnet(t *testing.T, args ...string) testnet.Report {
+	t.Helper()
+	cmd := exec.Command(peerBin, append([]string{"testnet", "--json"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("peer testnet %v: %v\n%s\n%s", args, err, stderr.String(), out)
+	}
+	var r testnet.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out)
+	}
+	return r
+}
+
+// noNodeProcessesLeft fails when a `peer run --control` child of the
+// testnet outlived it.
+func noNodeProcessesLeft(t *testing.T) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.HasPrefix(string(b), peerBin+"\x00run\x00--control") {
+			t.Errorf("node process %s outlived its testnet", filepath.Dir(p))
+		}
+	}
+}
+
+// Every node its own `peer run` process on loopback: the overlay converges
+// on the brute-force answer, a superpeer killed with SIGKILL is replaced by
+// the right successor (the next closest peer to its cluster key, which the
+// bully election and the DHT lookup both name), and no peer is orphaned.
+func TestProcsKillSuperpeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 node processes")
+	}
+	r := runTestnet(t, "--procs", "-n", "16", "--superpeers", "4", "--seed", "3",
+		"--election", "bully", "--scenario", "kill-superpeer")
+	sc := r.Scenario
+	if !r.Converged || r.N != 15 || sc == nil || len(sc.Faults) != 1 {
+		t.Fatalf("report: converged %v, %d nodes, scenario %+v", r.Converged, r.N, sc)
+	}
+	if sc.Orphans != 0 || sc.FailoverMS.N != 1 || sc.Messages["HEARTBEAT"] == 0 || sc.Messages["COORDINATOR"] == 0 {
+		t.Errorf("scenario: %+v", sc)
+	}
+	// The successor: recompute the clusters of the 15 live peers.
+	ids := make([]peer.ID, len(r.Nodes))
+	for i, n := range r.Nodes {
+		ids[i], _ = peer.Decode(n.ID)
+	}
+	want := dhtselect.Assign(ids, r.K)
+	for i, n := range r.Nodes {
+		if n.Superpeer != want[i].Superpeer.String() {
+			t.Errorf("node %s names superpeer %s, want %s", n.ID, n.Superpeer, want[i].Superpeer)
+		}
+	}
+	t.Logf("failover %.0f ms, detection timeout %.0f ms, coverage %.4f, messages %v",
+		sc.FailoverMS.Median, sc.DetectionTimeoutMS, sc.Coverage, sc.Messages)
+	noNodeProcessesLeft(t)
+}
+
+// A partition of node processes, made by their connection gaters: with
+// --quorum no two peers claim one cluster, and the minority side has no
+// superpeer by the time the cut heals.
+func TestProcsPartitionQuorum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 node processes")
+	}
+	r := runTestnet(t, "--procs", "-n", "16", "--superpeers", "2", "--seed", "3",
+		"--election", "bully", "--quorum", "--scenario", "partition", "--duration", "20s")
+	sc := r.Scenario
+	if !r.Converged || sc == nil || len(sc.Faults) != 2 {
+		t.Fatalf("report: converged %v, scenario %+v", r.Converged, sc)
+	}
+	if sc.SplitBrainMS != 0 || sc.MinorityAtHeal != 0 || sc.Orphans != 0 {
+		t.Errorf("scenario: split brain %.0f ms, %d minority superpeers at the heal, %d orphans",
+			sc.SplitBrainMS, sc.MinorityAtHeal, sc.Orphans)
+	}
+	t.Logf("minority superpeer %.0f ms, detection timeout %.0f ms, coverage %.4f",
+		sc.MinoritySuperpeerMS, sc.DetectionTimeoutMS, sc.Coverage)
+	noNodeProcessesLeft(t)
+}
+
+// --identity: the peer ID comes from the key file.
+func TestRunIdentity(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "key")
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := overlay.SaveIdentity(path, k); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := peer.IDFromPrivateKey(k)
+	ctx := t.Context()
+	p := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0", "--identity", path)
+	var id string
+	waitUntil(t, "the process to start", func() bool { id, _, _ = p.last(); return id != "" })
+	if id != want.String() {
+		t.Errorf("peer ID %s, want %s from the key file", id, want)
+	}
+}

@@ -1,0 +1,181 @@
+package testnet
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay"
+)
+
+// A report survives its trip through JSON, empty peer IDs included.
+func TestReportRoundTrip(t *testing.T) {
+	a, b := peer.ID("\x00\x24\x08\x01\x12\x20aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), peer.ID("\x00\x24\x08\x01\x12\x20bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb")
+	cases := []struct {
+		s overlay.State
+		e overlay.ElectionStats
+	}{
+		{overlay.State{Self: a}, overlay.ElectionStats{}},
+		{
+			overlay.State{Self: a, Role: overlay.RoleSuperpeer, S: 4, K: 2, ClusterKey: dhtselect.KeyOf(a), Prefix: "01",
+				Superpeer: peer.AddrInfo{ID: a}, Members: []peer.ID{a, b}, Size: dhtselect.Estimate{N: 9, Source: "membership"},
+				Lookups: 3, Queries: 7, Coord: coordinate.NewCoordinate(coordinate.DefaultConfig()), Token: -1},
+			overlay.ElectionStats{Algorithm: "bully", Lookup: a, Leader: b, Role: "leader", Term: 2, Timeout: 1500 * time.Millisecond,
+				Sent: map[string]uint64{"OK": 3}, Dropped: 1},
+		},
+	}
+	for _, c := range cases {
+		ws, we := toWire(c.s, c.e)
+		line, err := json.Marshal(controlReport{Addrs: []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/1")}, State: ws, Election: we})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r controlReport
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatal(err)
+		}
+		s, e, err := r.decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.s.Superpeer.Addrs = nil // not carried
+		if !reflect.DeepEqual(s, c.s) || !reflect.DeepEqual(e, c.e) {
+			t.Errorf("round trip:\n got %+v %+v\nwant %+v %+v", s, e, c.s, c.e)
+		}
+	}
+	bad := `{"state":{"Self":"not-a-peer-id"}}`
+	var r controlReport
+	if err := json.Unmarshal([]byte(bad), &r); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.decode(); err == nil {
+		t.Error("a report with a malformed peer ID decoded")
+	}
+}
+
+func TestParseCommand(t *testing.T) {
+	a := peer.ID("\x00\x24\x08\x01\x12\x20aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+	verb, ids, err := parseCommand(strings.TrimSpace(command("block", a, a)))
+	if err != nil || verb != "block" || len(ids) != 2 || ids[0] != a {
+		t.Errorf("parse(command(block a a)) = %q %v %v", verb, ids, err)
+	}
+	for _, line := range []string{"", "drop " + a.String(), "block nonsense"} {
+		if _, _, err := parseCommand(line); err == nil {
+			t.Errorf("parseCommand(%q) accepted", line)
+		}
+	}
+}
+
+// Two real nodes on loopback, one of them driven by Control over pipes, as
+// a node process is: it reports its state, "block" cuts the other node off
+// (the open connection closes, and neither side can dial again), "unblock"
+// lets it back, and the end of the input stops Control.
+func TestControlDrivesANode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two libp2p nodes on loopback")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	loop := ma.StringCast("/ip4/127.0.0.1/tcp/0")
+	quiet := overlay.WithLogger(slog.New(slog.DiscardHandler))
+	gate := NewBlocker()
+	a, err := overlay.New(ctx, overlay.WithListenAddrs(loop), overlay.WithConnectionGater(gate), quiet,
+		overlay.WithIntervals(time.Second, 200*time.Millisecond), overlay.WithTarget(dhtselect.Target{Superpeers: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := overlay.New(ctx, overlay.WithListenAddrs(loop), overlay.WithBootstrap(peer.AddrInfo{ID: a.ID(), Addrs: a.Host().Addrs()}), quiet,
+		overlay.WithIntervals(time.Second, 200*time.Millisecond), overlay.WithTarget(dhtselect.Target{Superpeers: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Control(ctx, a, gate, inR, outW) }()
+	reports := make(chan overlay.State, 100)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var r controlReport
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Errorf("bad report %q: %v", sc.Text(), err)
+				return
+			}
+			s, _, err := r.decode()
+			if err != nil {
+				t.Errorf("bad report %q: %v", sc.Text(), err)
+				return
+			}
+			reports <- s
+		}
+	}()
+	// The reports follow the node's state until both name the same superpeer.
+	for agreed := false; !agreed; {
+		select {
+		case s := <-reports:
+			agreed = len(s.Members) == 2 && s.Superpeer.ID != "" && s.Superpeer.ID == b.State().Superpeer.ID
+		case <-ctx.Done():
+			t.Fatalf("no report of a two-node cluster; last state %+v", a.State())
+		}
+	}
+	connected := func() bool { return a.Host().Network().Connectedness(b.ID()) == network.Connected }
+	if _, err := io.WriteString(inW, command("block", b.ID())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitFor(ctx, func() error {
+		if connected() {
+			return errString("still connected after block")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Host().Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: a.Host().Addrs()}); err == nil && connected() {
+		t.Error("the blocked node connected again")
+	}
+	if err := a.Host().Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err == nil {
+		t.Error("the node dialled a peer it blocks")
+	}
+	if _, err := io.WriteString(inW, command("unblock", b.ID())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitFor(ctx, func() error {
+		if err := a.Host().Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+			return err
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("no connection after unblock: %v", err)
+	}
+	inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Control returned %v at the end of its input, want nil", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Control did not return at the end of its input")
+	}
+	outR.Close()
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }

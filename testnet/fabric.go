@@ -1,0 +1,195 @@
+package testnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/overlay"
+)
+
+// Member is what a Net shows of one live node: an in-process
+// *overlay.Node, or the last report of a node process (Config.Exec).
+type Member interface {
+	ID() peer.ID
+	State() overlay.State
+	ElectionStats() overlay.ElectionStats
+}
+
+var _ Member = (*overlay.Node)(nil)
+
+// fabric runs a Net's nodes and the network between them: in this process
+// on mocknet (memFabric), or each node in its own OS process on loopback
+// (procFabric). Nodes are named by their index, their place in start
+// order; the Net keeps track of which are live and which links are cut.
+type fabric interface {
+	// start starts node i with key sk, reachable from every live node,
+	// bootstrapped from node boot (-1 for none), and returns it once it
+	// runs.
+	start(ctx context.Context, i int, sk crypto.PrivKey, boot int) (Member, error)
+	// kill stops node i abruptly, as a crash: no goodbye to anyone.
+	kill(i int) error
+	// cut cuts nodes i and j apart, their open connections included, until
+	// mend.
+	cut(i, j int) error
+	mend(i, j int) error
+	// failed lists the live nodes that stopped by themselves, and why.
+	failed() []error
+	close() error
+}
+
+// memFabric runs the nodes in this process on mocknet, with one link per
+// pair of nodes delayed by the latency matrix.
+type memFabric struct {
+	cfg *Config
+	mn  mocknet.Mocknet
+
+	mu    sync.Mutex
+	hosts map[int]host.Host // live nodes' hosts
+	nodes map[int]*overlay.Node
+}
+
+func newMemFabric(cfg *Config) *memFabric {
+	return &memFabric{cfg: cfg, mn: mocknet.New(), hosts: map[int]host.Host{}, nodes: map[int]*overlay.Node{}}
+}
+
+func (f *memFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot int) (Member, error) {
+	addr := ma.StringCast(fmt.Sprintf("/ip4/10.%d.%d.%d/tcp/4001", (i>>16)&0xff, (i>>8)&0xff, i&0xff))
+	h, err := f.mn.AddPeer(sk, addr)
+	if err != nil {
+		return nil, fmt.Errorf("testnet: peer %d: %w", i, err)
+	}
+	f.mu.Lock()
+	others := make(map[int]host.Host, len(f.hosts))
+	for j, o := range f.hosts {
+		others[j] = o
+	}
+	f.hosts[i] = h
+	f.mu.Unlock()
+	for j := range others {
+		if err := f.mend(i, j); err != nil {
+			return nil, err
+		}
+	}
+	var bootInfo []peer.AddrInfo
+	if b, ok := others[boot]; ok {
+		bootInfo = []peer.AddrInfo{{ID: b.ID(), Addrs: b.Addrs()}}
+	}
+	cfg := f.cfg
+	n, err := overlay.New(ctx,
+		overlay.WithHost(h), overlay.WithTarget(cfg.Target),
+		overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
+		overlay.WithLogger(cfg.Logger.With("node", i)),
+		overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),
+		overlay.WithElection(cfg.Election, cfg.Quorum), overlay.WithIgnoreFlaps(cfg.IgnoreFlaps),
+		overlay.WithBootstrap(bootInfo...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("testnet: node %d: %w", i, err)
+	}
+	f.mu.Lock()
+	f.nodes[i] = n
+	f.mu.Unlock()
+	return n, nil
+}
+
+// peers returns the hosts' IDs of nodes i and j.
+func (f *memFabric) peers(i, j int) (a, b peer.ID, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hi, hj := f.hosts[i], f.hosts[j]
+	if hi == nil || hj == nil {
+		return "", "", fmt.Errorf("testnet: no live nodes %d and %d to link", i, j)
+	}
+	return hi.ID(), hj.ID(), nil
+}
+
+// mend links nodes i and j, with the matrix's delay.
+func (f *memFabric) mend(i, j int) error {
+	a, b, err := f.peers(i, j)
+	if err != nil {
+		return err
+	}
+	l, err := f.mn.LinkPeers(a, b)
+	if err != nil {
+		return err
+	}
+	if f.cfg.Latency != nil {
+		rtt, _ := f.cfg.Latency.RTT(i, j) // filled in by Config.fill
+		l.SetOptions(mocknet.LinkOptions{Latency: rtt / 2})
+	}
+	return nil
+}
+
+// cut unlinks nodes i and j and cuts their open connections too
+// (unlinking only stops new ones).
+func (f *memFabric) cut(i, j int) error {
+	a, b, err := f.peers(i, j)
+	if err != nil {
+		return err
+	}
+	if len(f.mn.LinksBetweenPeers(a, b)) == 0 {
+		return nil
+	}
+	return errors.Join(f.mn.UnlinkPeers(a, b), f.mn.DisconnectPeers(a, b))
+}
+
+// kill cuts every link of node i first, so that no peer hears from it
+// again (a closed mocknet host alone would still accept connections) and
+// its Close says no goodbye, then closes it.
+func (f *memFabric) kill(i int) error {
+	f.mu.Lock()
+	n := f.nodes[i]
+	var others []int
+	for j := range f.hosts {
+		if j != i {
+			others = append(others, j)
+		}
+	}
+	f.mu.Unlock()
+	if n == nil {
+		return fmt.Errorf("testnet: no live node %d", i)
+	}
+	var errs []error
+	for _, j := range others {
+		errs = append(errs, f.cut(i, j))
+	}
+	f.mu.Lock()
+	delete(f.hosts, i)
+	delete(f.nodes, i)
+	f.mu.Unlock()
+	return errors.Join(append(errs, n.Close())...)
+}
+
+// failed is empty: an in-process node does not stop by itself.
+func (f *memFabric) failed() []error { return nil }
+
+// close stops every node, concurrently, and the network.
+func (f *memFabric) close() error {
+	f.mu.Lock()
+	nodes := f.nodes
+	f.nodes, f.hosts = map[int]*overlay.Node{}, map[int]host.Host{}
+	f.mu.Unlock()
+	var (
+		wg   sync.WaitGroup
+		emu  sync.Mutex
+		errs []error
+	)
+	for _, n := range nodes {
+		wg.Go(func() {
+			err := n.Close()
+			emu.Lock()
+			errs = append(errs, err)
+			emu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(append(errs, f.mn.Close())...)
+}
