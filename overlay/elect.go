@@ -46,11 +46,12 @@ import (
 //     heartbeats and elect the next after one failure-detection timeout,
 //     long before routing tables and membership views forget the dead peer.
 //   - When the lookup names this node and the election names another for
-//     longer than one failure-detection timeout (a peer closer to the key
-//     has joined, or came back), this node campaigns. With bully and the
-//     algorithms that elect the highest rank it wins, and the two agree
-//     again. Stable and invitation keep a live leader by design: with them
-//     the election's answer stands.
+//     half a failure-detection timeout (a peer closer to the key has
+//     joined, or came back), this node campaigns. With bully and the
+//     algorithms that elect the highest rank it wins within a few round
+//     trips, so the two agree again within one timeout of this node's
+//     lookup. Stable and invitation keep a live leader by design: with
+//     them the election's answer stands.
 //
 // Timeouts are measured in RTTs: a machine ticks every ElectionTick, its
 // leader beats every heartbeatTicks ticks, and a follower waits three
@@ -139,7 +140,7 @@ func (e *elector) loop(ctx context.Context) {
 		// this file): the lookup names us, the election another.
 		leader := e.state.Leader
 		orphaned := overdue(&e.orphan, leader == classic.None, 2*e.timeout)
-		passedOver := overdue(&e.differ, e.lookup == e.n.self && !e.demoted[e.n.self] && leader != classic.None && leader != classic.ID(e.n.self), e.timeout)
+		passedOver := overdue(&e.differ, e.lookup == e.n.self && !e.demoted[e.n.self] && leader != classic.None && leader != classic.ID(e.n.self), e.timeout/2)
 		if orphaned || passedOver {
 			e.m.Campaign()
 		}
@@ -351,8 +352,13 @@ func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, membe
 // rebuildLocked builds a machine for a new cluster or member set. A fresh
 // machine knows no leader; it learns it from the leader's next heartbeat.
 // The node campaigns at once when it led before (to re-assert itself to
-// the new set) and when it has just joined (a process that recovers
-// campaigns, as in bully); otherwise it waits like any follower.
+// the new set) and when it has just joined and the lookup names it (a
+// process that recovers campaigns, as in bully); otherwise it waits like
+// any follower. A joining node whose lookup names another does not
+// campaign: its membership view is still filling, and with the true
+// leader missing from it, it would win an election it should lose (seen
+// with node processes joining a churning network: two claims of one
+// cluster for 8 s each time).
 func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, members []peer.ID) error {
 	first, oldKey := e.m == nil, e.key
 	led := e.state.Role == classic.Leader || e.state.Leader == classic.ID(e.n.self)
@@ -403,7 +409,7 @@ func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, m
 		}
 		e.state, e.carried = classic.State{}, 0
 	}
-	if first || led {
+	if first && e.lookup == e.n.self || led {
 		e.m.Campaign()
 	}
 	e.drainLocked(ctx)

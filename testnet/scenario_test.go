@@ -49,6 +49,11 @@ func TestChurnScenario(t *testing.T) {
 	if r.Coverage < 0.5 {
 		t.Errorf("coverage %v: most peers lacked a live superpeer most of the time", r.Coverage)
 	}
+	// Joiners closer to a cluster key than its superpeer: the lookup names
+	// them first, and the election must follow within one timeout.
+	if r.DisagreeMS > r.DetectionTimeoutMS {
+		t.Errorf("lookup and election disagreed for %v ms, more than one detection timeout (%v ms)", r.DisagreeMS, r.DetectionTimeoutMS)
+	}
 }
 
 // A partition of a third of 16 nodes for 10 s. With quorum there is never
