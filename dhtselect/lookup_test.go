@@ -162,6 +162,12 @@ func TestEstimateSize(t *testing.T) {
 			t.Errorf("n=%d: %+v, want exact from the routing table", n, e)
 		}
 	}
+	// Beyond a bucket, while no bucket is full the table is still complete:
+	// the count stays exact where a lagging membership view would have
+	// handed over to a guess.
+	if e := EstimateSize(SizeInputs{Self: self, Members: 30, Routing: keys(32)}); e.N != 32 || e.Source != SourceRouting {
+		t.Errorf("32 peers, no full bucket: %+v, want 32 from the routing table", e)
+	}
 	// The membership view wins once it has caught up with the routing table.
 	if e := EstimateSize(SizeInputs{Self: self, Members: 64, Routing: keys(40)}); e.N != 64 || e.Source != SourceMembership {
 		t.Errorf("membership view ignored: %+v", e)

@@ -2,6 +2,7 @@ package dhtselect
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -44,8 +45,12 @@ type Estimate struct {
 //  1. the membership view, when it counts at least as many peers as the
 //     routing table knows: gossip reaches every peer, so once it has caught
 //     up it is exact, and all peers share it, so they agree on k;
-//  2. the routing table's size plus one, while it is smaller than a bucket:
-//     in a network that small a peer's table holds every peer it has met;
+//  2. the routing table's size plus one, while none of its buckets is full
+//     (fewer than BucketSize peers share each common-prefix length with
+//     this peer): then the table had room for every peer this one has met,
+//     which in an overlay that gossips its membership is every peer (a
+//     network of up to about 40 peers, and any network smaller than a
+//     bucket);
 //  3. kad-dht's NetworkSize, once it answers (20 peers and enough lookups);
 //  4. otherwise a fit of the XOR distances to the closest known keys: the
 //     i-th closest of N uniform keys lies at about i/N of the key space, so
@@ -55,12 +60,35 @@ func EstimateSize(in SizeInputs) Estimate {
 	switch {
 	case in.Members >= rt:
 		return Estimate{N: in.Members, Source: SourceMembership}
-	case rt <= BucketSize:
+	case !fullBucket(in.Self, in.Routing):
 		return Estimate{N: rt, Source: SourceRouting}
 	case in.KadOK && in.Kad >= 1 && !math.IsInf(in.Kad, 0):
 		return Estimate{N: max(int(math.Round(in.Kad)), rt), Source: SourceKad}
 	}
 	return Estimate{N: max(spacingEstimate(in.Self, in.Routing), rt), Source: SourceSpacing}
+}
+
+// fullBucket reports whether BucketSize or more of keys share the same
+// common-prefix length with self (kad-dht's buckets, which hold BucketSize
+// peers each).
+func fullBucket(self Key, keys []Key) bool {
+	var count [KeyBits + 1]int
+	for _, k := range keys {
+		d := Xor(self, k)
+		cpl := 0
+		for _, b := range d {
+			if b != 0 {
+				cpl += bits.LeadingZeros8(b)
+				break
+			}
+			cpl += 8
+		}
+		count[cpl]++
+		if count[cpl] >= BucketSize {
+			return true
+		}
+	}
+	return false
 }
 
 // spacingEstimate fits d_i ≈ i/N to the distances of the BucketSize keys

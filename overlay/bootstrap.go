@@ -56,8 +56,11 @@ func (n *Node) dialBootstrap(ctx context.Context) {
 	}
 	if ok > 0 {
 		n.log.Info("connected to bootstrap peers", "count", ok)
-		n.dht.RefreshRoutingTable()
+		done := n.dht.RefreshRoutingTable()
 		n.Reevaluate()
+		if !n.refreshed.Load() {
+			go n.awaitRefresh(ctx, done)
+		}
 	}
 }
 
@@ -76,3 +79,34 @@ func (n *Node) bootstrapConnected() bool {
 	}
 	return !others
 }
+
+// awaitRefresh sets refreshed once a routing-table refresh has completed
+// with a table that is not empty: from then on the size estimate is worth
+// a role (see mayJoin). A refresh that starts before kad-dht has added the
+// bootstrap peer (it waits for identify) finds nothing and ends at once;
+// it is repeated every refreshRetry until ctx ends.
+func (n *Node) awaitRefresh(ctx context.Context, done <-chan error) {
+	for {
+		select {
+		case <-done: // an error too: the table holds what it found
+		case <-ctx.Done():
+			return
+		}
+		if n.dht.RoutingTable().Size() > 0 {
+			if n.refreshed.CompareAndSwap(false, true) {
+				n.Reevaluate()
+			}
+			return
+		}
+		select {
+		case <-time.After(refreshRetry):
+		case <-ctx.Done():
+			return
+		}
+		done = n.dht.RefreshRoutingTable()
+	}
+}
+
+// refreshRetry is the pause before a routing-table refresh that found an
+// empty table is repeated.
+const refreshRetry = 250 * time.Millisecond

@@ -69,7 +69,11 @@ type Node struct {
 	lastLookup peer.ID  // the last lookup's answer; only the run loop uses it
 	// remembered holds, with Config.Quorum, when each peer was last in the
 	// membership view; only the run loop uses it (see configured).
-	remembered  map[peer.ID]time.Time
+	remembered map[peer.ID]time.Time
+	// joined and contact (first connection to another peer) gate the
+	// first evaluation; only the run loop uses them (see mayJoin).
+	joined      bool
+	contact     time.Time
 	self        peer.ID
 	selfKey     dhtselect.Key
 	closerProto protocol.ID
@@ -84,6 +88,9 @@ type Node struct {
 	closed   atomic.Bool
 	queries  atomic.Uint64
 	lookups  atomic.Uint64
+	// refreshed is set when a routing-table refresh after reaching a
+	// bootstrap peer has completed (see mayJoin).
+	refreshed atomic.Bool
 
 	mu    sync.RWMutex
 	state State
@@ -309,12 +316,48 @@ func (n *Node) configured(view []peer.ID) []peer.ID {
 	return ids
 }
 
+// mayJoin reports whether a node that has not evaluated yet may take a
+// role. A node without bootstrap peers starts a network: at once. One with
+// bootstrap peers joins a network, and knows nothing of its size before
+// its routing table tells it: it waits until the first routing-table
+// refresh after reaching a bootstrap peer has completed (its lookups fill
+// the table), or, when connected to some peer, two announce intervals have
+// passed. Without that wait a joining node would estimate a network of
+// one, take k = 0, and claim the whole key space as its cluster until
+// the announcements arrive: a split brain with every superpeer, seen on
+// every join of a churn scenario. A few announcements are not enough:
+// joining node processes that went by the first ones estimated 3 to 11
+// peers in a network of 32. Called by the run loop only.
+func (n *Node) mayJoin() bool {
+	if !slices.ContainsFunc(n.cfg.Bootstrap, func(b peer.AddrInfo) bool { return b.ID != n.self }) {
+		return true
+	}
+	if n.refreshed.Load() {
+		return true
+	}
+	if len(n.host.Network().Peers()) == 0 {
+		return false
+	}
+	if n.contact.IsZero() {
+		n.contact = time.Now()
+	}
+	return time.Since(n.contact) >= 2*n.cfg.AnnounceInterval
+}
+
 // estimate gathers the inputs of dhtselect.EstimateSize; known is the
-// number of peers known (configured).
-func (n *Node) estimate(known int) dhtselect.Estimate {
+// number of peers known (configured), view the membership view. A routing
+// table peer counts only while it is connected or announces itself: kad-dht
+// keeps a peer that crashed in its table until a query to it fails, and
+// when such peers outnumber the membership view the estimate would leave
+// the exact count for a guess (seen with churn among node processes, where
+// a killed QUIC peer is not noticed at once: estimates of 38 to 50 in a
+// network of 32).
+func (n *Node) estimate(known int, view []peer.ID) dhtselect.Estimate {
 	in := dhtselect.SizeInputs{Self: n.selfKey, Members: known}
 	for _, p := range n.dht.RoutingTable().ListPeers() {
-		in.Routing = append(in.Routing, dhtselect.KeyOf(p))
+		if n.host.Network().Connectedness(p) == network.Connected || slices.Contains(view, p) {
+			in.Routing = append(in.Routing, dhtselect.KeyOf(p))
+		}
 	}
 	if s, err := n.dht.NetworkSize(); err == nil {
 		in.Kad, in.KadOK = float64(s), true
@@ -332,8 +375,13 @@ func (n *Node) evaluate(ctx context.Context, force bool) {
 	for _, e := range n.members.Entries() {
 		view = append(view, e.ID)
 	}
+	if !n.joined {
+		if n.joined = n.mayJoin(); !n.joined {
+			return // the role stays unknown
+		}
+	}
 	known := n.configured(view)
-	est := n.estimate(len(known))
+	est := n.estimate(len(known), view)
 	s, k := n.cfg.Target.S(est.N), n.cfg.Target.K(est.N)
 	ck := n.selfKey.Cluster(k)
 	members := n.clusterMembers(k, ck, view)
