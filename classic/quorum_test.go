@@ -288,7 +288,10 @@ func TestQuorumLeaseLeft(t *testing.T) {
 	}
 	n.partition(tnSplit("0 1 2"), tnSplit("3 4"))
 	prev := q4.LeaseLeft()
-	for q4.LeaseLeft() > 0 {
+	for tick := 0; q4.LeaseLeft() > 0; tick++ {
+		if tick > q4.lease {
+			t.Fatalf("LeaseLeft still %d after %d ticks without a majority, more than a lease", q4.LeaseLeft(), tick)
+		}
 		n.run(1)
 		if l := q4.LeaseLeft(); l != 0 && l != prev-1 {
 			t.Fatalf("LeaseLeft went from %d to %d in one tick without a majority", prev, l)

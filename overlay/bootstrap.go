@@ -59,6 +59,7 @@ func (n *Node) dialBootstrap(ctx context.Context) {
 		done := n.dht.RefreshRoutingTable()
 		n.Reevaluate()
 		if !n.refreshed.Load() {
+			n.wg.Add(1)
 			go n.awaitRefresh(ctx, done)
 		}
 	}
@@ -86,6 +87,7 @@ func (n *Node) bootstrapConnected() bool {
 // bootstrap peer (it waits for identify) finds nothing and ends at once;
 // it is repeated every refreshRetry until ctx ends.
 func (n *Node) awaitRefresh(ctx context.Context, done <-chan error) {
+	defer n.wg.Done()
 	for {
 		select {
 		case <-done: // an error too: the table holds what it found

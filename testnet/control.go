@@ -28,7 +28,7 @@ import (
 // output; the node then
 //
 //   - writes a report, one line of JSON (controlReport), on its standard
-//     output whenever its view changed, checked every ReportPeriod;
+//     output whenever its view changed, checked every reportPeriod;
 //   - reads commands, one per line, on its standard input: "block ID…"
 //     cuts it off from those peers (its connection gater refuses them and
 //     their open connections are closed), "unblock ID…" lets them back;
@@ -38,8 +38,8 @@ import (
 // Its logs go to standard error as JSON, which the parent hands on to its
 // own logger.
 
-// ReportPeriod is how often a node process checks whether to report.
-const ReportPeriod = 50 * time.Millisecond
+// reportPeriod is how often a node process checks whether to report.
+const reportPeriod = 50 * time.Millisecond
 
 // controlReport is one line of a node process's standard output.
 type controlReport struct {
@@ -198,10 +198,10 @@ func Control(ctx context.Context, n *overlay.Node, b *Blocker, in io.Reader, out
 	}
 }
 
-// report writes n's report to out whenever it changed, every ReportPeriod,
+// report writes n's report to out whenever it changed, every reportPeriod,
 // and sweeps b.
 func report(ctx context.Context, n *overlay.Node, b *Blocker, out io.Writer) error {
-	tick := time.NewTicker(ReportPeriod)
+	tick := time.NewTicker(reportPeriod)
 	defer tick.Stop()
 	var last []byte
 	for {

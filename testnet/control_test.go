@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"reflect"
@@ -141,7 +142,7 @@ func TestControlDrivesANode(t *testing.T) {
 	}
 	if _, err := waitFor(ctx, func() error {
 		if connected() {
-			return errString("still connected after block")
+			return errors.New("still connected after block")
 		}
 		return nil
 	}); err != nil {
@@ -157,10 +158,7 @@ func TestControlDrivesANode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := waitFor(ctx, func() error {
-		if err := a.Host().Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
-			return err
-		}
-		return nil
+		return a.Host().Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
 	}); err != nil {
 		t.Fatalf("no connection after unblock: %v", err)
 	}
@@ -175,7 +173,3 @@ func TestControlDrivesANode(t *testing.T) {
 	}
 	outR.Close()
 }
-
-type errString string
-
-func (e errString) Error() string { return string(e) }

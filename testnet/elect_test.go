@@ -23,8 +23,8 @@ import (
 // among the live ones, both as its superpeer and as its election's leader:
 // the election, not only the lookup, made the choice. (Invitation and
 // stable do not keep the highest rank as leader, see ByRank: there the
-// former members must agree on one live member of theirs.) Then the whole overlay must agree with the brute-force answer
-// again.
+// former members must agree on one live member of theirs.) Then the whole
+// overlay must agree with the brute-force answer again.
 func TestElectionFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 16 libp2p nodes per algorithm")

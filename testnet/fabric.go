@@ -106,7 +106,7 @@ func (f *memFabric) peers(i, j int) (a, b peer.ID, err error) {
 	defer f.mu.Unlock()
 	hi, hj := f.hosts[i], f.hosts[j]
 	if hi == nil || hj == nil {
-		return "", "", fmt.Errorf("testnet: no live nodes %d and %d to link", i, j)
+		return "", "", fmt.Errorf("testnet: nodes %d and %d are not both live", i, j)
 	}
 	return hi.ID(), hj.ID(), nil
 }
