@@ -50,6 +50,7 @@ type fabric interface {
 type memFabric struct {
 	cfg *Config
 	mn  mocknet.Mocknet
+	tr  *Traffic
 
 	mu    sync.Mutex
 	hosts map[int]host.Host // live nodes' hosts
@@ -57,7 +58,7 @@ type memFabric struct {
 }
 
 func newMemFabric(cfg *Config) *memFabric {
-	return &memFabric{cfg: cfg, mn: mocknet.New(), hosts: map[int]host.Host{}, nodes: map[int]*overlay.Node{}}
+	return &memFabric{cfg: cfg, mn: mocknet.New(), tr: newTraffic(), hosts: map[int]host.Host{}, nodes: map[int]*overlay.Node{}}
 }
 
 func (f *memFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot int) (Member, error) {
@@ -84,7 +85,7 @@ func (f *memFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot in
 	}
 	cfg := f.cfg
 	n, err := overlay.New(ctx,
-		overlay.WithHost(h), overlay.WithTarget(cfg.Target),
+		overlay.WithHost(countingHost{h, f.tr}), overlay.WithTarget(cfg.Target),
 		overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
 		overlay.WithLogger(cfg.Logger.With("node", i)),
 		overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),

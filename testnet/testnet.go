@@ -656,5 +656,14 @@ func firstOr(ms []Mismatch, none string) string {
 	return ms[0].String()
 }
 
+// Traffic counts the bytes the nodes write to their streams, by protocol;
+// nil when every node is its own process.
+func (t *Net) Traffic() *Traffic {
+	if f, ok := t.fab.(*memFabric); ok {
+		return f.tr
+	}
+	return nil
+}
+
 // Started is when Start began.
 func (t *Net) Started() time.Time { return t.started }

@@ -263,3 +263,32 @@ func TestGeometricConvergesAndRepairs(t *testing.T) {
 		}
 	}
 }
+
+// The traffic counters see what the nodes write: GossipSub (membership), the
+// private DHT, and the lookup protocol all carry bytes once 8 nodes have
+// converged, and the counts never go down.
+func TestTrafficCounted(t *testing.T) {
+	tn := startNet(t, Config{N: 8, Target: dhtselect.Target{Superpeers: 2}, Seed: 3})
+	waitConverged(t, tn, tn.Started())
+	before := tn.Traffic().Bytes()
+	want := map[string]bool{"/meshsub/": false, "/superpeer/default/kad/": false, "/superpeer/default/closer/": false}
+	for p, b := range before {
+		for prefix := range want {
+			if strings.HasPrefix(string(p), prefix) && b > 0 {
+				want[prefix] = true
+			}
+		}
+	}
+	for prefix, seen := range want {
+		if !seen {
+			t.Errorf("no bytes counted for %s*; counted %v", prefix, before)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	now := tn.Traffic().Bytes()
+	for p, b := range before {
+		if now[p] < b {
+			t.Errorf("%s: the count went down from %d to %d", p, b, now[p])
+		}
+	}
+}
