@@ -1,0 +1,334 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/serf/coordinate"
+
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// line is a network of six hosts on a line at 0, 1, 3, 10, 12 and 20 ms;
+// the RTT is the distance.
+func line(t *testing.T) *Network {
+	t.Helper()
+	x := []float64{0, 1, 3, 10, 12, 20}
+	nw, err := NewNetwork("line6", len(x), func(i, j int) float64 { return math.Abs(x[i] - x[j]) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nw
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(b)) }
+
+// On the line with superpeers at hosts 0, 3 and 5 (0, 10 and 20 ms) and
+// hosts 1 and 2 attached to 0, host 4 to 5:
+//
+//	own RTTs 1, 3, 8: mean 4, p95 8, max 8
+//	clusters 3, 1, 2: mean 2, CV sqrt(2/3)/2, max 3
+//	nearest superpeer: 1, 3, 2: mean 2
+//	pairwise superpeer RTTs 10, 20, 10: min 10, p5 10, median 10, p95 20, max 20, mean 40/3
+func TestSelectionFiguresLine(t *testing.T) {
+	nw := line(t)
+	f, err := SelectionFigures(nw, 4, []int{0, 3, 5}, []int{0, 0, 0, 3, 5, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Figures{
+		Hosts: 6, Superpeers: 3, TargetS: 4, Clusters: 3, ClusterMean: 2, ClusterMax: 3, ClusterCV: math.Sqrt(2.0/3) / 2,
+		MeanMs: 4, P95Ms: 8, MaxMs: 8, NearestMeanMs: 2,
+		Pairwise: Distribution{Count: 3, MinMs: 10, P5Ms: 10, MedianMs: 10, P95Ms: 20, MaxMs: 20, MeanMs: 40.0 / 3},
+		CDFMs:    []float64{1, 3, 8},
+	}
+	if !near(f.ClusterCV, want.ClusterCV) || !near(f.Pairwise.MeanMs, want.Pairwise.MeanMs) {
+		t.Errorf("CV %v, pairwise mean %v; want %v, %v", f.ClusterCV, f.Pairwise.MeanMs, want.ClusterCV, want.Pairwise.MeanMs)
+	}
+	f.ClusterCV, f.Pairwise.MeanMs = want.ClusterCV, want.Pairwise.MeanMs
+	if !reflect.DeepEqual(f, want) {
+		t.Errorf("figures\n got %+v\nwant %+v", f, want)
+	}
+
+	// Host 4 left unattached: it is in the spread, not in the RTTs.
+	f, err = SelectionFigures(nw, 3, []int{0, 3, 5}, []int{0, 0, 0, 3, -1, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Unattached != 1 || f.MeanMs != 2 || f.NearestMeanMs != 2 || f.ClusterMean != 5.0/3 || !slices.Equal(f.CDFMs, []float64{1, 3}) {
+		t.Errorf("with host 4 unattached: %+v", f)
+	}
+}
+
+func TestSummariseAndCDF(t *testing.T) {
+	v := []float64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}
+	d := Summarise(v)
+	want := Distribution{Count: 10, MinMs: 1, P5Ms: 1, MedianMs: 5, P95Ms: 10, MaxMs: 10, MeanMs: 5.5}
+	if d != want {
+		t.Errorf("Summarise = %+v, want %+v", d, want)
+	}
+	if v[0] != 5 {
+		t.Error("Summarise sorted its argument")
+	}
+	if (Summarise(nil) != Distribution{}) {
+		t.Error("Summarise(nil) is not zero")
+	}
+	if got := CDF(v, 4); !slices.Equal(got, []float64{1, 4, 7, 10}) {
+		t.Errorf("CDF(v, 4) = %v, want ranks 0, 3, 6, 9", got)
+	}
+	if got := CDF(v, 0); len(got) != 10 || !slices.IsSorted(got) {
+		t.Errorf("CDF(v, 0) = %v, want all ten sorted", got)
+	}
+	big := make([]float64, 10001)
+	for i := range big {
+		big[i] = float64(len(big) - i)
+	}
+	got := CDF(big, 0)
+	if len(got) != MaxCDFPoints || got[0] != 1 || got[len(got)-1] != 10001 || !slices.IsSorted(got) {
+		t.Errorf("CDF of 10001 samples: %d points from %v to %v", len(got), got[0], got[len(got)-1])
+	}
+}
+
+func TestSelectionFiguresBadInput(t *testing.T) {
+	nw := line(t)
+	for _, tc := range []struct {
+		name       string
+		sp, attach []int
+		msg        string
+	}{
+		{"short attach", []int{0}, []int{0, 0, 0}, "3 entries for the 6 hosts"},
+		{"no superpeer", nil, []int{0, 0, 0, 0, 0, 0}, "no superpeer"},
+		{"out of range", []int{6}, []int{0, 0, 0, 0, 0, 0}, "out of range"},
+		{"twice", []int{0, 0}, []int{0, 0, 0, 0, 0, 0}, "listed twice"},
+		{"superpeer elsewhere", []int{0, 3}, []int{3, 0, 0, 3, 3, 3}, "superpeer 0 is attached to 3"},
+		{"to an ordinary peer", []int{0}, []int{0, 0, 1, 0, 0, 0}, "peer 2 is attached to 1, which is not a superpeer"},
+		{"attach out of range", []int{0}, []int{0, 0, 9, 0, 0, 0}, "peer 2 is attached to 9, out of range"},
+	} {
+		_, err := SelectionFigures(nw, 1, tc.sp, tc.attach)
+		if !errors.Is(err, ErrPlacement) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: error %v, want ErrPlacement saying %q", tc.name, err, tc.msg)
+		}
+	}
+	if _, err := SelectionFigures(nil, 1, []int{0}, []int{0}); !errors.Is(err, ErrPlacement) {
+		t.Errorf("nil network: error %v", err)
+	}
+}
+
+// fixed is a strategy that returns the line's superpeers 0, 3, 5 with a
+// poor attachment of its own.
+func fixed(nw *Network, s, capacity int, seed uint64) (StrategyResult, error) {
+	return StrategyResult{Superpeers: []int{0, 3, 5}, Attach: []int{0, 0, 0, 3, 5, 5}, Rounds: 7, MessagesPerPeer: 1.5}, nil
+}
+
+// The runner on the line, S = 3, C = 2. The strategy's own attachment has
+// mean 4 ms (above). With the ideal attachment its superpeers 0, 3, 5 serve
+// host 1 (1 ms) and 2 (3 ms) from 0 and host 4 from 3 (2 ms): mean 2 ms. The
+// offline optimum is 1, 3 or 4, 5 (cost 5): hosts 0 and 2 from 1 (1 and 2 ms),
+// the third from its neighbour (2 ms): mean 5/3 ms.
+func TestSelectionCaseLine(t *testing.T) {
+	nw := line(t)
+	c := SelectionCase{Network: nw, S: 3, Capacity: 2, Seed: 1, Strategies: []Strategy{{"fixed", fixed}}}
+	rows, err := c.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	s, r, o := rows[0], rows[1], rows[2]
+	if s.Strategy != "fixed" || s.Kind != KindStrategy || r.Strategy != RandomName || r.Kind != KindRandom ||
+		o.Strategy != OfflineName || o.Kind != KindOffline || o.Method != OfflineKMedian || r.Method != "mean of 100 draws" {
+		t.Errorf("rows %q/%q, %q/%q (%q), %q/%q (%q)", s.Strategy, s.Kind, r.Strategy, r.Kind, r.Method, o.Strategy, o.Kind, o.Method)
+	}
+	if s.Own.MeanMs != 4 || s.Placement.MeanMs != 2 || s.Placement.ClusterMax != 3 || !near(s.Placement.ClusterCV, math.Sqrt(2.0/3)/2) {
+		t.Errorf("strategy: own mean %v, placement mean %v, max cluster %d, CV %v; want 4, 2, 3, 0.41",
+			s.Own.MeanMs, s.Placement.MeanMs, s.Placement.ClusterMax, s.Placement.ClusterCV)
+	}
+	if s.Rounds != 7 || s.MessagesPerPeer != 1.5 || s.Network != "line6" || s.Hosts != 6 || s.TargetS != 3 || s.Capacity != 2 || s.Seed != 1 {
+		t.Errorf("strategy row header: %+v", s)
+	}
+	if !near(o.Placement.MeanMs, 5.0/3) || !reflect.DeepEqual(o.Own, o.Placement) || len(o.Superpeers) != 3 {
+		t.Errorf("offline: mean %v (want 5/3), superpeers %v", o.Placement.MeanMs, o.Superpeers)
+	}
+	if !near(s.PlacementMeanOverOffline, 1.2) || !near(s.OwnMeanOverOffline, 2.4) || !near(o.PlacementMeanOverOffline, 1) {
+		t.Errorf("ratios to offline: placement %v (want 1.2), own %v (want 2.4), offline's own %v",
+			s.PlacementMeanOverOffline, s.OwnMeanOverOffline, o.PlacementMeanOverOffline)
+	}
+	rm := r.Placement.MeanMs
+	if rm < 5.0/3 || !near(s.PlacementMeanOverRandom, 2/rm) || !near(s.OwnMeanOverRandom, 4/rm) ||
+		!near(r.PlacementMeanOverRandom, 1) || !near(o.PlacementMeanOverRandom, 5.0/3/rm) {
+		t.Errorf("random mean %v; ratios to random: %v, %v, %v, %v", rm,
+			s.PlacementMeanOverRandom, s.OwnMeanOverRandom, r.PlacementMeanOverRandom, o.PlacementMeanOverRandom)
+	}
+	if r.Superpeers != nil || r.Placement.Superpeers != 3 || r.Placement.Pairwise.Count != 3 || len(r.Placement.CDFMs) != 300 {
+		t.Errorf("random row: superpeers %v, %d, %d pairs, %d CDF points (want 100 draws × 3 pooled)",
+			r.Superpeers, r.Placement.Superpeers, r.Placement.Pairwise.Count, len(r.Placement.CDFMs))
+	}
+	if _, err := json.Marshal(rows); err != nil {
+		t.Errorf("rows do not marshal: %v", err)
+	}
+
+	// Deterministic from the seed, wall times aside.
+	again, err := c.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range rows {
+		rows[k].WallMs, again[k].WallMs = 0, 0
+	}
+	if !reflect.DeepEqual(rows, again) {
+		t.Error("two runs of the same case differ")
+	}
+}
+
+func TestSelectionCaseBadInput(t *testing.T) {
+	nw := line(t)
+	bad := func(nw *Network, s, capacity int, seed uint64) (StrategyResult, error) {
+		return StrategyResult{Superpeers: []int{0, 3, 5}, Attach: []int{0, 0, 3, 5}}, nil
+	}
+	badCoords := func(nw *Network, s, capacity int, seed uint64) (StrategyResult, error) {
+		r, _ := fixed(nw, s, capacity, seed)
+		r.Coords = make([][2]float64, 2)
+		return r, nil
+	}
+	failing := func(nw *Network, s, capacity int, seed uint64) (StrategyResult, error) {
+		return StrategyResult{}, errors.New("no luck")
+	}
+	for _, tc := range []struct {
+		name string
+		c    SelectionCase
+		msg  string
+	}{
+		{"no network", SelectionCase{S: 1}, "without a network"},
+		{"S > n", SelectionCase{Network: nw, S: 7}, "S = 7 superpeers among the 6 hosts"},
+		{"S = 0", SelectionCase{Network: nw, S: 0}, "S = 0"},
+		{"capacity too small", SelectionCase{Network: nw, S: 2, Capacity: 1}, "capacity C = 1 is too small: 4 ordinary peers but S × C = 2 × 1 = 2 places; want C >= 2"},
+		{"negative capacity", SelectionCase{Network: nw, S: 2, Capacity: -1}, "capacity C = -1"},
+		{"negative draws", SelectionCase{Network: nw, S: 2, RandomDraws: -1}, "RandomDraws = -1"},
+		{"baseline name", SelectionCase{Network: nw, S: 3, Strategies: []Strategy{{"random", fixed}}}, `named "random"`},
+		{"twice", SelectionCase{Network: nw, S: 3, Strategies: []Strategy{{"a", fixed}, {"a", fixed}}}, `named "a"`},
+		{"no function", SelectionCase{Network: nw, S: 3, Strategies: []Strategy{{"a", nil}}}, `named "a" (with a function: false)`},
+		{"short attach", SelectionCase{Network: nw, S: 3, Strategies: []Strategy{{"bad", bad}}}, `strategy "bad" on line6, S = 3: bench: bad placement request: attach has 4 entries for the 6 hosts`},
+		{"coords", SelectionCase{Network: nw, S: 3, Strategies: []Strategy{{"c", badCoords}}}, "2 coordinates for 6 hosts"},
+	} {
+		_, err := tc.c.Run()
+		if !errors.Is(err, ErrPlacement) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: error %v, want ErrPlacement saying %q", tc.name, err, tc.msg)
+		}
+	}
+	_, err := SelectionCase{Network: nw, S: 3, Strategies: []Strategy{{"f", failing}}}.Run()
+	if err == nil || !strings.Contains(err.Error(), `strategy "f" on line6, S = 3: no luck`) {
+		t.Errorf("failing strategy: error %v", err)
+	}
+}
+
+func TestDefaultCapacity(t *testing.T) {
+	for _, tc := range []struct{ n, s, want int }{{490, 10, 64}, {490, 49, 64}, {10000, 100, 200}, {1000, 10, 200}, {650, 10, 64}, {651, 10, 131}} {
+		if got := DefaultCapacity(tc.n, tc.s); got != tc.want {
+			t.Errorf("DefaultCapacity(%d, %d) = %d, want %d", tc.n, tc.s, got, tc.want)
+		}
+	}
+}
+
+// The geometric strategy on a small synthetic network, with both baselines:
+// a settled run gives S superpeers, every peer attached, coordinates for a
+// plot, and a placement better than random.
+func TestSelectionCaseGeometric(t *testing.T) {
+	nw := Synthetic(200, 1)
+	rows, err := SelectionCase{Network: nw, S: 10, Seed: 1, RandomDraws: 20,
+		Strategies: []Strategy{GeometricStrategy(geometric.SimConfig{CoordRounds: 200})}}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, r, o := rows[0], rows[1], rows[2]
+	t.Logf("geometric %.1f ms (placement %.1f), random %.1f, offline %.1f; %d rounds, %.2f passes per peer",
+		g.Own.MeanMs, g.Placement.MeanMs, r.Placement.MeanMs, o.Placement.MeanMs, g.Rounds, g.MessagesPerPeer)
+	if g.Strategy != "geometric" || g.Own.Superpeers != 10 || g.Own.Unattached != 0 || len(g.Coords) != 200 || len(g.Superpeers) != 10 {
+		t.Errorf("geometric row: %q, %d superpeers, %d unattached, %d coords", g.Strategy, g.Own.Superpeers, g.Own.Unattached, len(g.Coords))
+	}
+	if g.Capacity != 64 || o.Method != OfflineKMedian {
+		t.Errorf("capacity %d, offline method %q", g.Capacity, o.Method)
+	}
+	if g.PlacementMeanOverRandom >= 1 || o.PlacementMeanOverRandom >= g.PlacementMeanOverRandom {
+		t.Errorf("placement/random: geometric %.2f, offline %.2f; want offline < geometric < 1",
+			g.PlacementMeanOverRandom, o.PlacementMeanOverRandom)
+	}
+	if g.Placement.MeanMs > g.Own.MeanMs+1e-9 {
+		t.Errorf("ideal attachment %.2f ms worse than the strategy's own %.2f ms", g.Placement.MeanMs, g.Own.MeanMs)
+	}
+}
+
+// Project2D recovers a planar layout embedded in 8 dimensions (up to a
+// rotation or reflection, the distances in the plane are kept), in ms.
+func TestProject2D(t *testing.T) {
+	pts := [][2]float64{{0, 0}, {3, 0}, {0, 1}, {3, 1}, {1.5, 0.5}}
+	coords := make([]*coordinate.Coordinate, len(pts))
+	for i, p := range pts {
+		v := make([]float64, 8)
+		// the plane spanned by (1,1,0,...)/√2 and (0,0,1,0,...), in seconds
+		v[0], v[1], v[2] = p[0]/math.Sqrt2/1000, p[0]/math.Sqrt2/1000, p[1]/1000
+		v[5] = 0.5 // a constant offset
+		coords[i] = &coordinate.Coordinate{Vec: v}
+	}
+	got := Project2D(coords)
+	for a := range pts {
+		for b := range pts {
+			want := math.Hypot(pts[a][0]-pts[b][0], pts[a][1]-pts[b][1])
+			if d := math.Hypot(got[a][0]-got[b][0], got[a][1]-got[b][1]); !near(d, want) {
+				t.Errorf("distance %d-%d = %v ms, want %v", a, b, d, want)
+			}
+		}
+	}
+	// The long axis (3 ms) comes first.
+	if spread := math.Abs(got[1][0] - got[0][0]); !near(spread, 3) {
+		t.Errorf("first axis spread %v, want 3: %v", spread, got)
+	}
+	if Project2D(nil) != nil || Project2D([]*coordinate.Coordinate{nil}) != nil {
+		t.Error("Project2D of nothing is not nil")
+	}
+}
+
+// The selection suite's figures on PlanetLab, S = 10, 25, 49, and on 10,000
+// synthetic hosts, S = 100: the geometric strategy against random and
+// offline placement (too slow for the test suite: the 10,000-host case
+// takes minutes). Run with
+//
+//	go test -run XXX -bench BenchmarkSelection -benchtime 1x ./bench/
+func BenchmarkSelectionPlanetLab(b *testing.B) {
+	nw, err := PlanetLab()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		benchSelection(b, nw, []int{10, 25, 49}, geometric.SimConfig{})
+	}
+}
+
+func BenchmarkSelection10k(b *testing.B) {
+	nw := Synthetic(10000, 1)
+	for range b.N {
+		benchSelection(b, nw, []int{100}, geometric.SimConfig{CoordRounds: 200})
+	}
+}
+
+func benchSelection(b *testing.B, nw *Network, sizes []int, cfg geometric.SimConfig) {
+	var all []SelectionRow
+	for _, s := range sizes {
+		rows, err := SelectionCase{Network: nw, S: s, Seed: 1, Strategies: []Strategy{GeometricStrategy(cfg)}}.Run()
+		if err != nil {
+			b.Fatal(err)
+		}
+		all = append(all, rows...)
+	}
+	var sb strings.Builder
+	if err := WriteSelectionTable(&sb, all); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Print(sb.String()) // b.Log would truncate the table
+}
