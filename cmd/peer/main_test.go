@@ -74,6 +74,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"testnet", "-n", "4", "--quorum"}, "quorum"},
 		{[]string{"run", "--identity", "/nonexistent/key"}, "does not exist"},
 		{[]string{"testnet", "--procs", "-n", "300"}, "-n 300"},
+		{[]string{"bench", "--suite", "speed"}, `unknown suite "speed"`},
+		{[]string{"bench", "--sim", "--live"}, "not both"},
+		{[]string{"bench", "--out", ""}, "--out"},
 	}
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {

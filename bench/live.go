@@ -1,0 +1,251 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/testnet"
+)
+
+// LiveScaleConfig configures LiveScale.
+type LiveScaleConfig struct {
+	// Sizes are the numbers of nodes, each run in turn. Default 32, 64,
+	// 128, 256.
+	Sizes []int
+	// Strategy is testnet.StrategyDHT (default) or StrategyGeometric.
+	Strategy string
+	// PeersPerSuperpeer sets the target: S = n / PeersPerSuperpeer
+	// superpeers (at least 1). Default 16.
+	PeersPerSuperpeer int
+	// AnnounceInterval and ReevaluateInterval are every node's membership
+	// and lookup periods, the same at every size so that the traffic of
+	// different sizes compares. Default: a real node's
+	// (overlay.DefaultConfig).
+	AnnounceInterval, ReevaluateInterval time.Duration
+	// Window is how long the steady-state traffic is measured once the
+	// overlay has converged and settled for one announce interval.
+	// Default 30 s.
+	Window time.Duration
+	// Timeout bounds each size's convergence. Default 5 min.
+	Timeout time.Duration
+	// Seed derives the peer keys.
+	Seed uint64
+	// Step, when set, is told the start of each size.
+	Step func(desc string)
+}
+
+// LiveScaleRow is one live testnet, measured from start to close.
+type LiveScaleRow struct {
+	Strategy   string `json:"strategy"`
+	N          int    `json:"n"`
+	Superpeers int    `json:"target_superpeers"`
+	Converged  bool   `json:"converged"`
+	// ConvergeS is from the start of the first node until every node's
+	// view agreed with the brute-force answer (geometric: held still).
+	ConvergeS float64 `json:"converge_s"`
+	// PeakMemMB is the most memory the process held (MemPeak) while the
+	// testnet ran, and PeakMemPerNodeMB the growth over the memory held
+	// before the start, divided by N.
+	PeakMemMB        float64 `json:"peak_mem_mb"`
+	PeakMemPerNodeMB float64 `json:"peak_mem_per_node_mb"`
+	// AnnounceIntervalS and ReevaluateIntervalS are the periods used.
+	AnnounceIntervalS   float64 `json:"announce_interval_s"`
+	ReevaluateIntervalS float64 `json:"reevaluate_interval_s"`
+	// WindowS is the steady-state window; BytesPerPeerPerS is what the
+	// nodes wrote to their streams in it (testnet.Traffic: payload above
+	// the muxer), divided by N and by the window, and ByProtocol splits
+	// it: gossip (GossipSub), dht (the private kad-dht), lookup, election,
+	// and the geometric strategy's protocols.
+	WindowS          float64            `json:"window_s"`
+	BytesPerPeerPerS float64            `json:"bytes_per_peer_per_s"`
+	ByProtocol       map[string]float64 `json:"bytes_per_peer_per_s_by_protocol"`
+	// StillConverged reports that the views still agreed with the answer
+	// at the end of the window.
+	StillConverged bool   `json:"still_converged"`
+	Error          string `json:"error,omitempty"`
+}
+
+func (c *LiveScaleConfig) fill() error {
+	if len(c.Sizes) == 0 {
+		c.Sizes = []int{32, 64, 128, 256}
+	}
+	if c.Strategy == "" {
+		c.Strategy = testnet.StrategyDHT
+	}
+	if c.PeersPerSuperpeer == 0 {
+		c.PeersPerSuperpeer = 16
+	}
+	if c.AnnounceInterval == 0 {
+		c.AnnounceInterval = overlay.DefaultConfig().AnnounceInterval
+	}
+	if c.ReevaluateInterval == 0 {
+		c.ReevaluateInterval = overlay.DefaultConfig().ReevaluateInterval
+	}
+	if c.Window == 0 {
+		c.Window = 30 * time.Second
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Minute
+	}
+	for _, n := range c.Sizes {
+		if n < 1 || n > testnet.MaxNodes {
+			return fmt.Errorf("%w: live size %d, want 1 to %d", ErrBench, n, testnet.MaxNodes)
+		}
+	}
+	if c.PeersPerSuperpeer < 1 || c.AnnounceInterval < 0 || c.ReevaluateInterval < 0 || c.Window < 0 || c.Timeout < 0 {
+		return fmt.Errorf("%w: peers per superpeer %d, announce interval %v, re-evaluate interval %v, window %v, timeout %v; want a positive count and no negative duration",
+			ErrBench, c.PeersPerSuperpeer, c.AnnounceInterval, c.ReevaluateInterval, c.Window, c.Timeout)
+	}
+	return nil
+}
+
+// ErrBench reports a bad benchmark configuration.
+var ErrBench = errors.New("bench: bad configuration")
+
+// LiveScale starts an in-process testnet of each size in turn (real libp2p
+// hosts on mocknet, the real DHT and GossipSub), and measures its
+// convergence time, the process's peak memory and the steady-state traffic
+// per peer. A size that does not converge gets a row with its error, and
+// the sizes after it still run.
+func LiveScale(ctx context.Context, cfg LiveScaleConfig) ([]LiveScaleRow, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	var rows []LiveScaleRow
+	for _, n := range cfg.Sizes {
+		if cfg.Step != nil {
+			cfg.Step(fmt.Sprintf("live %s, %d nodes", cfg.Strategy, n))
+		}
+		row, err := liveOne(ctx, cfg, n)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// liveOne runs one size. Only a cancelled ctx is an error; a testnet
+// failure is the row's Error.
+func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow, err error) {
+	s := max(1, n/cfg.PeersPerSuperpeer)
+	row = LiveScaleRow{Strategy: cfg.Strategy, N: n, Superpeers: s,
+		AnnounceIntervalS: cfg.AnnounceInterval.Seconds(), ReevaluateIntervalS: cfg.ReevaluateInterval.Seconds(), WindowS: cfg.Window.Seconds()}
+	mem := StartMemPeak()
+	defer func() { // after Close
+		peak := mem.Stop()
+		row.PeakMemMB = float64(peak) / (1 << 20)
+		row.PeakMemPerNodeMB = float64(peak-mem.Base()) / (1 << 20) / float64(n)
+	}()
+	tn, err := testnet.Start(ctx, testnet.Config{
+		N: n, Strategy: cfg.Strategy, Target: dhtselect.Target{Superpeers: s}, Seed: cfg.Seed,
+		AnnounceInterval: cfg.AnnounceInterval, ReevaluateInterval: cfg.ReevaluateInterval,
+	})
+	if err != nil {
+		row.Error = err.Error()
+		return row, ctx.Err()
+	}
+	defer tn.Close()
+	wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	d, err := tn.WaitConverged(wctx, tn.Started())
+	cancel()
+	row.ConvergeS = d.Seconds()
+	if err != nil {
+		row.Error = err.Error()
+		return row, ctx.Err()
+	}
+	row.Converged = true
+	// Settle: the joins' announcements and lookups are over.
+	if err := sleep(ctx, cfg.AnnounceInterval); err != nil {
+		return row, err
+	}
+	before := tn.Traffic().Bytes()
+	if err := sleep(ctx, cfg.Window); err != nil {
+		return row, err
+	}
+	after := tn.Traffic().Bytes()
+	row.StillConverged = len(tn.Check()) == 0
+	row.ByProtocol = map[string]float64{}
+	per := float64(n) * cfg.Window.Seconds()
+	for p, b := range after {
+		v := float64(b-before[p]) / per
+		row.ByProtocol[protocolGroup(p)] += v
+		row.BytesPerPeerPerS += v
+	}
+	return row, nil
+}
+
+// protocolGroup names the part of the overlay a protocol belongs to.
+func protocolGroup(p protocol.ID) string {
+	s := string(p)
+	switch {
+	case strings.HasPrefix(s, "/meshsub/"), strings.HasPrefix(s, "/floodsub/"):
+		return "gossip"
+	case strings.Contains(s, "/kad/"):
+		return "dht"
+	case s == "":
+		return "unknown"
+	case strings.Contains(s, "/closer/"):
+		return "lookup" // the cluster-key lookups of package dhtselect
+	}
+	// The overlay's own: /superpeer/<network>/<name>/<version>.
+	if parts := strings.Split(s, "/"); len(parts) >= 4 && parts[1] == "superpeer" {
+		return parts[3]
+	}
+	return s
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// WriteLiveScaleTable prints rows as a table, the traffic split by
+// protocol group in columns.
+func WriteLiveScaleTable(w io.Writer, rows []LiveScaleRow) error {
+	var groups []string
+	for _, r := range rows {
+		for g := range r.ByProtocol {
+			if !slices.Contains(groups, g) {
+				groups = append(groups, g)
+			}
+		}
+	}
+	slices.Sort(groups)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "strategy\tn\tS\tconverged s\tpeak MB\tMB/node\tB/peer/s")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "\t%s", g)
+	}
+	fmt.Fprintln(tw, "\tstill converged\t")
+	for _, r := range rows {
+		if !r.Converged {
+			fmt.Fprintf(tw, "%s\t%d\t%d\tno (%.0f s)\t%.0f\t%.2f\t", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB)
+			fmt.Fprint(tw, strings.Repeat("\t", len(groups)+1))
+			fmt.Fprintln(tw, "\t")
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.0f", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB, r.BytesPerPeerPerS)
+		for _, g := range groups {
+			fmt.Fprintf(tw, "\t%.0f", r.ByProtocol[g])
+		}
+		fmt.Fprintf(tw, "\t%v\t\n", r.StillConverged)
+	}
+	return tw.Flush()
+}

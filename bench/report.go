@@ -1,0 +1,324 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Figure is one PNG that DrawPlots wrote.
+type Figure struct {
+	Suite string `json:"suite"`
+	File  string `json:"file"` // the name in the output folder
+	Title string `json:"title"`
+}
+
+// plotter draws one figure of one suite, from the results, to a path.
+type figureFunc struct {
+	suite, file, title string
+	draw               func(r *Results, title, path string) error
+	has                func(r *Results) bool
+}
+
+// figures lists every figure DrawPlots knows, in report order.
+func figures() []figureFunc {
+	return []figureFunc{
+		{SuiteScale, "scale-sim-time.png", "Simulator: wall time of one selection",
+			simScaleChart(func(r SimScaleRow) float64 { return r.WallS }, "wall time (s)"), hasSimScale},
+		{SuiteScale, "scale-sim-memory.png", "Simulator: peak memory of one selection",
+			simScaleChart(func(r SimScaleRow) float64 { return r.PeakMemMB }, "peak memory (MB)"), hasSimScale},
+		{SuiteScale, "scale-live-converge.png", "Live testnet: time to converge",
+			liveScaleChart(func(r LiveScaleRow) float64 { return r.ConvergeS }, "time to converge (s)"), hasLiveScale},
+		{SuiteScale, "scale-live-memory.png", "Live testnet: peak memory per node",
+			liveScaleChart(func(r LiveScaleRow) float64 { return r.PeakMemPerNodeMB }, "peak memory per node (MB)"), hasLiveScale},
+		{SuiteScale, "scale-live-traffic.png", "Live testnet: steady-state traffic per peer", drawLiveTraffic, hasLiveScale},
+	}
+}
+
+// DrawPlots draws every figure the results have data for into dir, and
+// returns them in report order.
+func DrawPlots(r *Results, dir string) ([]Figure, error) {
+	var out []Figure
+	for _, f := range append(selectionFigures(r), figures()...) {
+		if !slices.Contains(r.Suites, f.suite) || !f.has(r) {
+			continue
+		}
+		switch err := f.draw(r, f.title, filepath.Join(dir, f.file)); {
+		case errors.Is(err, errNoData):
+			continue // e.g. no live size converged
+		case err != nil:
+			return out, err
+		}
+		out = append(out, Figure{Suite: f.suite, File: f.file, Title: f.title})
+	}
+	return out, nil
+}
+
+// selectionCase is the rows of one SelectionCase: one network, one S.
+type selectionCase struct {
+	network string
+	s       int
+	rows    []SelectionRow
+}
+
+func selectionCases(rows []SelectionRow) []selectionCase {
+	var out []selectionCase
+	for _, r := range rows {
+		if n := len(out); n > 0 && out[n-1].network == r.Network && out[n-1].s == r.TargetS {
+			out[n-1].rows = append(out[n-1].rows, r)
+			continue
+		}
+		out = append(out, selectionCase{r.Network, r.TargetS, []SelectionRow{r}})
+	}
+	return out
+}
+
+// fileSafe turns a network's name into a file name part.
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		if r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return '-'
+	}, s)
+}
+
+// selectionFigures are, for every case of the selection suite, the CDF of
+// RTT to the superpeer for the strategies and baselines, and a map of each
+// strategy that gave coordinates.
+func selectionFigures(r *Results) []figureFunc {
+	var out []figureFunc
+	always := func(*Results) bool { return true }
+	for _, c := range selectionCases(r.Selection) {
+		base := fmt.Sprintf("selection-%s-s%d", fileSafe(c.network), c.s)
+		out = append(out, figureFunc{SuiteSelection, base + "-cdf.png",
+			fmt.Sprintf("RTT to the superpeer, %s, S = %d", c.network, c.s),
+			func(_ *Results, title, path string) error {
+				var names []string
+				var samples [][]float64
+				for _, row := range c.rows {
+					names, samples = append(names, row.Strategy), append(samples, row.Own.CDFMs)
+				}
+				ch := CDFChart(title, "RTT from an ordinary peer to its superpeer (ms)", names, samples)
+				ch.LogX = true
+				return ch.Save(path)
+			}, always})
+		for _, row := range c.rows {
+			if row.Coords == nil || row.Attach == nil {
+				continue
+			}
+			out = append(out, figureFunc{SuiteSelection, fmt.Sprintf("%s-%s-map.png", base, fileSafe(row.Strategy)),
+				fmt.Sprintf("%s superpeers in network coordinates, %s, S = %d", row.Strategy, c.network, c.s),
+				func(_ *Results, title, path string) error {
+					return MapPlot{Title: title, X: "coordinate, 1st principal axis (ms)", Y: "coordinate, 2nd principal axis (ms)",
+						Pos: row.Coords, Superpeers: row.Superpeers, Attach: row.Attach}.Save(path)
+				}, always})
+		}
+	}
+	return out
+}
+
+func hasSimScale(r *Results) bool  { return len(r.SimScale) > 0 }
+func hasLiveScale(r *Results) bool { return len(r.LiveScale) > 0 }
+
+// byName groups points (x, y) into one series per name, in first-seen
+// order.
+func byName(names []string, xs, ys []float64) []Series {
+	var out []Series
+	for i, name := range names {
+		j := slices.IndexFunc(out, func(s Series) bool { return s.Name == name })
+		if j < 0 {
+			out = append(out, Series{Name: name})
+			j = len(out) - 1
+		}
+		out[j].X = append(out[j].X, xs[i])
+		out[j].Y = append(out[j].Y, ys[i])
+	}
+	return out
+}
+
+func simScaleChart(y func(SimScaleRow) float64, label string) func(*Results, string, string) error {
+	return func(r *Results, title, path string) error {
+		var names []string
+		var xs, ys []float64
+		for _, row := range r.SimScale {
+			names, xs, ys = append(names, row.Strategy), append(xs, float64(row.N)), append(ys, y(row))
+		}
+		return Chart{Title: title, X: "peers (n)", Y: label, LogX: true, LogY: true, Series: byName(names, xs, ys)}.Save(path)
+	}
+}
+
+func liveScaleChart(y func(LiveScaleRow) float64, label string) func(*Results, string, string) error {
+	return func(r *Results, title, path string) error {
+		var names []string
+		var xs, ys []float64
+		for _, row := range r.LiveScale {
+			if row.Converged {
+				names, xs, ys = append(names, row.Strategy), append(xs, float64(row.N)), append(ys, y(row))
+			}
+		}
+		return Chart{Title: title, X: "nodes (n)", Y: label, LogX: true, LogY: true, Series: byName(names, xs, ys)}.Save(path)
+	}
+}
+
+// drawLiveTraffic draws bytes per peer per second against n, in total and
+// by protocol group.
+func drawLiveTraffic(r *Results, title, path string) error {
+	var names []string
+	var xs, ys []float64
+	for _, row := range r.LiveScale {
+		if !row.Converged {
+			continue
+		}
+		names, xs, ys = append(names, "total"), append(xs, float64(row.N)), append(ys, row.BytesPerPeerPerS)
+		groups := make([]string, 0, len(row.ByProtocol))
+		for g := range row.ByProtocol {
+			groups = append(groups, g)
+		}
+		slices.Sort(groups)
+		for _, g := range groups {
+			names, xs, ys = append(names, g), append(xs, float64(row.N)), append(ys, row.ByProtocol[g])
+		}
+	}
+	return Chart{Title: title, X: "nodes (n)", Y: "bytes per peer per second", LogX: true, LogY: true, Series: byName(names, xs, ys)}.Save(path)
+}
+
+// WriteTables prints every suite's tables.
+func WriteTables(w io.Writer, r *Results) error {
+	if len(r.Selection) > 0 {
+		fmt.Fprintln(w, "\nSelection, simulator (placement: the superpeers with every peer attached to the nearest with room by true RTT):")
+		if err := WriteSelectionTable(w, r.Selection); err != nil {
+			return err
+		}
+	}
+	if len(r.SimScale) > 0 {
+		fmt.Fprintln(w, "\nScale, simulator (synthetic network, S = n/100):")
+		if err := WriteSimScaleTable(w, r.SimScale); err != nil {
+			return err
+		}
+	}
+	if len(r.LiveScale) > 0 {
+		fmt.Fprintln(w, "\nScale, live testnet (in-process libp2p nodes; traffic in bytes per peer per second):")
+		if err := WriteLiveScaleTable(w, r.LiveScale); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mdTable writes a Markdown table.
+func mdTable(w io.Writer, header []string, rows [][]string) {
+	fmt.Fprintf(w, "| %s |\n|", strings.Join(header, " | "))
+	for range header {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+	}
+	fmt.Fprintln(w)
+}
+
+func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
+func f2(x float64) string { return fmt.Sprintf("%.2f", x) }
+func f0(x float64) string { return fmt.Sprintf("%.0f", x) }
+func d(x int) string      { return fmt.Sprint(x) }
+
+// WriteMarkdown writes the report: how it was made, then every suite's
+// tables and figures (linked in dir, relative to the report).
+func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
+	fmt.Fprintf(w, "# Benchmarks\n\n")
+	fmt.Fprintf(w, "Generated by `%s` on %s; the run took %.1f minutes. Do not edit by hand: run `make bench` to regenerate this file, its plots in `%s/` and `%s/results.json` (every figure).\n\n",
+		r.Command, r.StartedAt.Format(time.DateOnly), r.TookS/60, dir, dir)
+	m := r.Machine
+	fmt.Fprintf(w, "Machine: %s/%s, %d CPUs (%s), %d GiB, %s. Every ratio compares figures measured in this same run.\n\n", m.OS, m.Arch, m.CPUs, orUnknown(m.CPUModel), m.MemoryGiB, m.Go)
+	if r.Quick {
+		fmt.Fprintf(w, "**Quick run: small sizes only, a smoke test, not a measurement.**\n\n")
+	}
+	figure := func(suite string) {
+		for _, f := range figs {
+			if f.Suite == suite {
+				fmt.Fprintf(w, "![%s](%s/%s)\n\n", f.Title, dir, f.File)
+			}
+		}
+	}
+	if len(r.Selection) > 0 {
+		fmt.Fprintf(w, "## Selection\n\n")
+		writeSelectionMarkdown(w, r.Selection)
+		figure(SuiteSelection)
+	}
+	if len(r.SimScale) > 0 || len(r.LiveScale) > 0 {
+		fmt.Fprintf(w, "## Scale\n\n")
+		writeScaleMarkdown(w, r)
+		figure(SuiteScale)
+	}
+	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "model unknown"
+	}
+	return s
+}
+
+func writeScaleMarkdown(w io.Writer, r *Results) {
+	if len(r.SimScale) > 0 {
+		fmt.Fprintf(w, "Simulator, one selection on a synthetic network of n hosts (5 dense regions in a 200 × 200 ms plane), S = n/100. Wall time includes building the network and, for geometric, the coordinate fit. Messages per peer: dht counts FIND_NODE queries; geometric counts token passes only.\n\n")
+		var rows [][]string
+		for _, x := range r.SimScale {
+			rows = append(rows, []string{x.Strategy, d(x.N), d(x.TargetS), d(x.Superpeers), f1(x.WallS), f0(x.PeakMemMB), d(x.Rounds), f2(x.MessagesPerPeer), d(x.Unattached)})
+		}
+		mdTable(w, []string{"strategy", "n", "target S", "superpeers", "wall s", "peak MB", "rounds", "messages/peer", "unattached"}, rows)
+	}
+	if len(r.LiveScale) > 0 {
+		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, with a real node's announce and re-evaluate intervals at every size. Traffic is the payload the nodes write to their streams (no encryption or muxer framing), measured over a window after convergence, per peer per second, split by protocol.\n\n")
+		var groups []string
+		for _, x := range r.LiveScale {
+			for g := range x.ByProtocol {
+				if !slices.Contains(groups, g) {
+					groups = append(groups, g)
+				}
+			}
+		}
+		slices.Sort(groups)
+		header := append([]string{"strategy", "n", "converged (s)", "peak MB", "MB/node", "announce / re-evaluate s", "window s", "B/peer/s"}, groups...)
+		header = append(header, "still converged")
+		var rows [][]string
+		for _, x := range r.LiveScale {
+			conv := f1(x.ConvergeS)
+			if !x.Converged {
+				conv = "no (" + f0(x.ConvergeS) + ")"
+			}
+			row := []string{x.Strategy, d(x.N), conv, f0(x.PeakMemMB), f2(x.PeakMemPerNodeMB), f0(x.AnnounceIntervalS) + " / " + f0(x.ReevaluateIntervalS), f0(x.WindowS), f0(x.BytesPerPeerPerS)}
+			for _, g := range groups {
+				row = append(row, f0(x.ByProtocol[g]))
+			}
+			rows = append(rows, append(row, fmt.Sprint(x.StillConverged)))
+		}
+		mdTable(w, header, rows)
+	}
+}
+
+func writeSelectionMarkdown(w io.Writer, rows []SelectionRow) {
+	fmt.Fprintf(w, `Both strategies in the simulator, against two baselines computed in the same run on the same network and S: **random** (the mean of many uniformly random placements) and **offline** (k-median local search under 1,000 hosts, k-medoids above: a placement that knows every RTT). A strategy is judged twice: as it attaches its peers (**own**), and as a **placement** (its superpeers, every ordinary peer attached to the nearest one with room by true RTT, as the baselines are). Ratios below 1 beat the baseline. *Nearest* is the mean RTT from every peer to its nearest superpeer regardless of capacity; *pairs* is the distribution of RTTs between superpeers. The dht strategy knows no RTT and no capacity: for a target S it makes 2^⌈log₂ S⌉ clusters. Messages per peer: dht counts FIND_NODE queries, geometric token passes only (not its coordinate samples).
+
+`)
+	header := []string{"network", "S", "C", "strategy", "superpeers", "own mean / p95 ms", "placement mean / p95 ms", "placement ÷ random", "placement ÷ offline", "own ÷ offline", "nearest mean ms", "pairs p5 / median ms", "max cluster", "cluster CV", "rounds", "msgs/peer"}
+	var out [][]string
+	for _, r := range rows {
+		out = append(out, []string{r.Network, d(r.TargetS), d(r.Capacity), r.Strategy, d(r.Own.Superpeers),
+			f1(r.Own.MeanMs) + " / " + f1(r.Own.P95Ms), f1(r.Placement.MeanMs) + " / " + f1(r.Placement.P95Ms),
+			f2(r.PlacementMeanOverRandom), f2(r.PlacementMeanOverOffline), f2(r.OwnMeanOverOffline),
+			f1(r.Placement.NearestMeanMs), f1(r.Placement.Pairwise.P5Ms) + " / " + f1(r.Placement.Pairwise.MedianMs),
+			d(r.Own.ClusterMax), f2(r.Own.ClusterCV), d(r.Rounds), f2(r.MessagesPerPeer)})
+	}
+	mdTable(w, header, out)
+}

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"bufio"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Results is everything one `peer bench` run measured: the JSON file it
+// writes, and the source of its tables, plots and BENCHMARKS.md.
+type Results struct {
+	Command   string    `json:"command"`
+	Machine   Machine   `json:"machine"`
+	StartedAt time.Time `json:"started_at"`
+	TookS     float64   `json:"took_s"`
+	Suites    []string  `json:"suites"`
+	// Sim and Live say which halves ran: the simulator's, the live
+	// testnet's, or both.
+	Sim  bool `json:"sim"`
+	Live bool `json:"live"`
+	// Seed seeded every random choice; Quick marks a smoke run of small
+	// sizes, not a measurement.
+	Seed  uint64 `json:"seed"`
+	Quick bool   `json:"quick,omitempty"`
+
+	Selection []SelectionRow `json:"selection,omitempty"`
+	SimScale  []SimScaleRow  `json:"sim_scale,omitempty"`
+	LiveScale []LiveScaleRow `json:"live_scale,omitempty"`
+}
+
+// Machine describes where a run was made.
+type Machine struct {
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model,omitempty"`
+	MemoryGiB int    `json:"memory_gib,omitempty"`
+	Go        string `json:"go"`
+}
+
+// ThisMachine describes the machine this process runs on.
+func ThisMachine() Machine {
+	m := Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	m.CPUModel = procField("/proc/cpuinfo", "model name")
+	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
+		var n int
+		for _, c := range strings.TrimSuffix(strings.TrimSpace(kb), " kB") {
+			if c < '0' || c > '9' {
+				n = 0
+				break
+			}
+			n = n*10 + int(c-'0')
+		}
+		m.MemoryGiB = (n + 1<<19) >> 20
+	}
+	return m
+}
+
+// procField returns the value of the first line "name: value" of a /proc
+// file, or "".
+func procField(path, name string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == name {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/superpeer/superpeer/testnet"
+)
+
+// The suites of Run, in the order they run.
+const (
+	SuiteSelection = "selection"
+	SuiteElection  = "election"
+	SuiteRepair    = "repair"
+	SuiteScale     = "scale"
+)
+
+// Suites returns the names Config.Suites accepts.
+func Suites() []string {
+	return []string{SuiteSelection, SuiteElection, SuiteRepair, SuiteScale}
+}
+
+// Progress is told how a Run goes: the number of steps, then each step as
+// it begins (i from 0).
+type Progress interface {
+	Start(total int)
+	Step(i int, desc string)
+}
+
+// Config configures Run.
+type Config struct {
+	// Suites to run (Suites names); empty means all.
+	Suites []string
+	// Sim and Live choose the halves: the simulator's parts of the suites
+	// and the live testnet's. At least one must be set.
+	Sim, Live bool
+	// Seed seeds everything random.
+	Seed uint64
+	// Quick shrinks every size to a smoke test of seconds.
+	Quick bool
+	// Command is recorded in the results (the command line that ran).
+	Command string
+	// Progress, when set, follows the run.
+	Progress Progress
+}
+
+// step is one unit of a run, shown as one step of the progress.
+type step struct {
+	desc string
+	run  func(ctx context.Context, r *Results) error
+}
+
+// Run runs the suites and returns what they measured. On an error it
+// returns the results so far with the error; a cancelled ctx stops it
+// between steps and inside live runs.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	if len(cfg.Suites) == 0 {
+		cfg.Suites = Suites()
+	}
+	for _, s := range cfg.Suites {
+		if !slices.Contains(Suites(), s) {
+			return nil, fmt.Errorf("%w: unknown suite %q; want one of %v", ErrBench, s, Suites())
+		}
+	}
+	if !cfg.Sim && !cfg.Live {
+		return nil, fmt.Errorf("%w: neither the simulator's nor the live half chosen", ErrBench)
+	}
+	res := &Results{Command: cfg.Command, Machine: ThisMachine(), StartedAt: time.Now().UTC().Truncate(time.Second),
+		Suites: cfg.Suites, Sim: cfg.Sim, Live: cfg.Live, Seed: cfg.Seed, Quick: cfg.Quick}
+	var steps []step
+	for _, s := range Suites() { // in the canonical order
+		if slices.Contains(cfg.Suites, s) {
+			steps = append(steps, suiteSteps(s, cfg)...)
+		}
+	}
+	if cfg.Progress != nil {
+		cfg.Progress.Start(len(steps))
+	}
+	start := time.Now()
+	defer func() { res.TookS = time.Since(start).Seconds() }()
+	for i, st := range steps {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		if cfg.Progress != nil {
+			cfg.Progress.Step(i, st.desc)
+		}
+		if err := st.run(ctx, res); err != nil {
+			return res, fmt.Errorf("%s: %w", st.desc, err)
+		}
+	}
+	return res, nil
+}
+
+// suiteSteps lists the steps of one suite.
+func suiteSteps(suite string, cfg Config) []step {
+	var steps []step
+	switch suite {
+	case SuiteSelection:
+		if !cfg.Sim {
+			break
+		}
+		type netCase struct {
+			name  string
+			net   func() (*Network, error)
+			sizes []int
+		}
+		synthetic := func(n int) func() (*Network, error) {
+			return func() (*Network, error) { return Synthetic(n, cfg.Seed), nil }
+		}
+		cases := []netCase{{"PlanetLab", PlanetLab, []int{10, 25, 49}}, {"synthetic 10,000", synthetic(10000), []int{100}}}
+		if cfg.Quick {
+			cases = []netCase{{"PlanetLab", PlanetLab, []int{10}}, {"synthetic 1,000", synthetic(1000), []int{10}}}
+		}
+		for _, c := range cases {
+			var nw *Network // made by the case's first step, kept for the others
+			for _, s := range c.sizes {
+				steps = append(steps, step{fmt.Sprintf("selection: %s, S = %d", c.name, s), func(_ context.Context, r *Results) error {
+					if nw == nil {
+						var err error
+						if nw, err = c.net(); err != nil {
+							return err
+						}
+					}
+					rows, err := SelectionCase{Network: nw, S: s, Seed: cfg.Seed,
+						Strategies: []Strategy{GeometricStrategy(defaultGeometric()), DHTStrategy}}.Run()
+					r.Selection = append(r.Selection, rows...)
+					return err
+				}})
+			}
+		}
+	case SuiteScale:
+		sizes, live := []int{1000, 10000, 100000}, []int{32, 64, 128, 256}
+		window := 30 * time.Second
+		if cfg.Quick {
+			sizes, live, window = []int{500, 2000}, []int{8, 16}, 2*time.Second
+		}
+		if cfg.Sim {
+			for _, n := range sizes {
+				for _, st := range []Strategy{GeometricStrategy(defaultGeometric()), DHTStrategy} {
+					steps = append(steps, step{fmt.Sprintf("scale: simulator, %s, %d peers", st.Name, n), func(_ context.Context, r *Results) error {
+						rows, err := SimScale(SimScaleConfig{Sizes: []int{n}, Strategies: []Strategy{st}, Seed: cfg.Seed})
+						r.SimScale = append(r.SimScale, rows...)
+						return err
+					}})
+				}
+			}
+		}
+		if cfg.Live {
+			for _, n := range live {
+				steps = append(steps, step{fmt.Sprintf("scale: live testnet, %d nodes", n), func(ctx context.Context, r *Results) error {
+					rows, err := LiveScale(ctx, LiveScaleConfig{Sizes: []int{n}, Strategy: testnet.StrategyDHT, Window: window, Seed: cfg.Seed})
+					r.LiveScale = append(r.LiveScale, rows...)
+					return err
+				}})
+			}
+		}
+	}
+	return steps
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/superpeer/superpeer/bench"
+)
+
+func newBenchCmd() *cobra.Command {
+	var (
+		suite     string
+		simOnly   bool
+		liveOnly  bool
+		out       string
+		report    string
+		asJSON    bool
+		seed      uint64
+		quick     bool
+		cpuProf   string
+		noPlots   bool
+		showProgr bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure superpeer placement, elections, repair and scale against baselines measured in the same run",
+		Long: `Run the benchmark suites and report every figure next to a baseline
+measured in the same run:
+
+  selection  both strategies on the PlanetLab matrix (490 hosts) and a
+             synthetic network of 10,000 hosts: superpeers, cluster sizes,
+             RTT to the superpeer and spread, against random placement and
+             an offline placement that knows every RTT
+  election   messages and time to elect, per algorithm, n = 8 … 4,096,
+             against the textbook message count
+  repair     failover time and coverage under superpeer crashes and churn,
+             per algorithm
+  scale      time, memory and messages per peer as n grows: the simulator
+             up to 100,000 peers, the live testnet up to 256 nodes
+
+--sim runs only the simulator's parts, --live only the live testnet's;
+the default runs both. Tables go to standard output (one JSON document with
+--json); results.json and PNG plots go to --out; --report writes a
+Markdown report (make bench writes BENCHMARKS.md).`,
+		Example: `  peer bench --suite election --sim
+  peer bench --suite all --out docs/bench --report BENCHMARKS.md
+  peer bench --suite scale --live --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if simOnly && liveOnly {
+				return fmt.Errorf("give --sim or --live, not both (neither runs both halves)")
+			}
+			suites, err := parseSuites(suite)
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				return fmt.Errorf("--out: want a folder for results.json and the plots")
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
+			if cpuProf != "" {
+				stop, err := startCPUProfile(cpuProf)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			// The live testnet runs hundreds of nodes in this process: trade
+			// memory (plentiful) for less GC work, as peer testnet does.
+			debug.SetGCPercent(400)
+			prog := newProgress(cmd.ErrOrStderr(), showProgr && !asJSON)
+			res, runErr := bench.Run(cmd.Context(), bench.Config{
+				Suites: suites, Sim: !liveOnly, Live: !simOnly, Seed: seed, Quick: quick,
+				Command: "peer " + strings.Join(os.Args[1:], " "), Progress: prog,
+			})
+			prog.finish()
+			if res == nil {
+				return runErr
+			}
+			if err := writeJSON(filepath.Join(out, "results.json"), res); err != nil {
+				return err
+			}
+			var figs []bench.Figure
+			if !noPlots {
+				if figs, err = bench.DrawPlots(res, out); err != nil {
+					return err
+				}
+			}
+			if report != "" {
+				if err := writeReport(report, res, figs, out); err != nil {
+					return err
+				}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(res); err != nil {
+					return err
+				}
+			} else if err := bench.WriteTables(w, res); err != nil {
+				return err
+			}
+			return runErr
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&suite, "suite", "all", "suites to run, comma-separated: "+strings.Join(bench.Suites(), ", ")+", or all")
+	fs.BoolVar(&simOnly, "sim", false, "run only the simulator's parts")
+	fs.BoolVar(&liveOnly, "live", false, "run only the live testnet's parts (real libp2p nodes in this process)")
+	fs.StringVar(&out, "out", "bench-out", "folder for results.json and the PNG plots")
+	fs.StringVar(&report, "report", "", "also write a Markdown report to this file, with the plots linked from --out")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of tables")
+	fs.Uint64Var(&seed, "seed", 1, "seed of every random choice (peer keys, networks, faults)")
+	fs.BoolVar(&quick, "quick", false, "small sizes only (seconds, not minutes): a smoke test of the suites, not a measurement")
+	fs.BoolVar(&noPlots, "no-plots", false, "skip the PNG plots")
+	fs.BoolVar(&showProgr, "progress", true, "show progress on standard error")
+	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	return cmd
+}
+
+// parseSuites reads --suite.
+func parseSuites(s string) ([]string, error) {
+	if s == "all" {
+		return bench.Suites(), nil
+	}
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(bench.Suites(), name) {
+			return nil, fmt.Errorf("--suite %q: unknown suite %q; use %s, or all", s, name, strings.Join(bench.Suites(), ", "))
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// writeReport writes the Markdown report to path, with the figures in dir
+// linked relative to the report.
+func writeReport(path string, res *bench.Results, figs []bench.Figure, dir string) error {
+	rel, err := filepath.Rel(filepath.Dir(path), dir)
+	if err != nil {
+		rel = dir
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--report: %w", err)
+	}
+	if err := bench.WriteMarkdown(f, res, figs, filepath.ToSlash(rel)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// progress shows the run's steps: a bar on a terminal, one line per step
+// otherwise (make bench piped to a file), nothing when off.
+type progress struct {
+	w   io.Writer
+	on  bool
+	bar *progressbar.ProgressBar
+}
+
+func newProgress(w io.Writer, on bool) *progress {
+	p := &progress{w: w, on: on}
+	if f, ok := w.(*os.File); ok && on && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(1, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
+			progressbar.OptionSetElapsedTime(true), progressbar.OptionSetPredictTime(false),
+			progressbar.OptionFullWidth(), progressbar.OptionClearOnFinish())
+	}
+	return p
+}
+
+// Start is told the number of steps.
+func (p *progress) Start(total int) {
+	if p.bar != nil {
+		p.bar.ChangeMax(total)
+	}
+}
+
+// Step is told each step as it begins.
+func (p *progress) Step(i int, desc string) {
+	switch {
+	case p.bar != nil:
+		p.bar.Describe(desc)
+		_ = p.bar.Set(i)
+	case p.on:
+		fmt.Fprintf(p.w, "bench: step %d: %s\n", i+1, desc)
+	}
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
