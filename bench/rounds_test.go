@@ -1,38 +1,12 @@
 package bench
 
 import (
-	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/testnet/latency"
 )
-
-// synthetic returns the RTTs of n hosts placed at random in a plane of
-// 200 ms × 200 ms with 5 dense regions (like continents), plus 1 ms per
-// host of access delay: a stand-in for a 10,000-host measurement.
-func synthetic(n int, seed uint64) func(i, j int) time.Duration {
-	rng := rand.New(rand.NewPCG(seed, 3))
-	type pt struct{ x, y float64 }
-	centres := make([]pt, 5)
-	for i := range centres {
-		centres[i] = pt{rng.Float64() * 200, rng.Float64() * 200}
-	}
-	hosts := make([]pt, n)
-	for i := range hosts {
-		c := centres[rng.IntN(len(centres))]
-		hosts[i] = pt{c.x + rng.NormFloat64()*15, c.y + rng.NormFloat64()*15}
-	}
-	return func(i, j int) time.Duration {
-		if i == j {
-			return 0
-		}
-		d := math.Hypot(hosts[i].x-hosts[j].x, hosts[i].y-hosts[j].y) + 2
-		return time.Duration(d * float64(time.Millisecond))
-	}
-}
 
 // How many gossip rounds the token dynamics take to stop moving, as n grows,
 // with S = n/10 (seed 1; the 10,000-host figure is BenchmarkGeometric10k's):
@@ -80,7 +54,7 @@ func TestGeometricRounds(t *testing.T) {
 // its coordinates get 200 rounds of samples rather than 1000 to keep it so).
 func BenchmarkGeometric10k(b *testing.B) {
 	const n, s = 10000, 100
-	rtt := synthetic(n, 1)
+	rtt := Synthetic(n, 1).RTT
 	for range b.N {
 		res, err := geometric.Simulate(n, rtt, geometric.SimConfig{Config: geometric.Config{Tokens: s, Capacity: 200}, Seed: 1, CoordRounds: 200})
 		if err != nil {
