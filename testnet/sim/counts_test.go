@@ -109,7 +109,9 @@ func (e *countElection) run(tb testing.TB) countResult {
 	return r
 }
 
-// countCases are the scenarios of the table.
+// countCases are the scenarios of the table. The expected counts come from
+// the formulas of formulas.go (BullyMessages and the others), which the
+// election suite of package bench shares; the walkthroughs below derive them.
 //
 // Bully (see classic/bully.go and TestBullyMessageCounts): processes 0..n-1
 // ranked by ID; n-1 led and has just crashed, and one process notices. With
@@ -157,25 +159,25 @@ func (e *countElection) run(tb testing.TB) countResult {
 func countCases() []countCase {
 	return []countCase{
 		{"Bully", "lowest initiates, highest crashed", "n(n-1)", true, func(tb testing.TB, n int) *countElection {
-			return bullyCount(tb, n, 0, n*(n-1))
+			return bullyCount(tb, n, 0, BullyMessages(n, 0))
 		}},
 		{"Bully", "second highest initiates, highest crashed", "n", false, func(tb testing.TB, n int) *countElection {
-			return bullyCount(tb, n, n-2, n)
+			return bullyCount(tb, n, n-2, BullyMessages(n, n-2))
 		}},
 		{"Ring", "ID list, lowest initiates", "2n", false, func(tb testing.TB, n int) *countElection {
-			return ringCount(tb, n, false, false, []int{0}, 2*n)
+			return ringCount(tb, n, false, false, []int{0}, RingMessages(n))
 		}},
 		{"RingMax", "lowest initiates", "3n-1", false, func(tb testing.TB, n int) *countElection {
-			return ringCount(tb, n, true, false, []int{0}, 3*n-1)
+			return ringCount(tb, n, true, false, []int{0}, RingMaxMessages(n, n-1))
 		}},
 		{"RingMax", "highest initiates", "2n", false, func(tb testing.TB, n int) *countElection {
-			return ringCount(tb, n, true, false, []int{n - 1}, 2*n)
+			return ringCount(tb, n, true, false, []int{n - 1}, RingMaxMessages(n, 0))
 		}},
 		{"RingMax", "all initiate, IDs increasing", "3n-1", false, func(tb testing.TB, n int) *countElection {
-			return ringCount(tb, n, true, false, allNodes(n), 3*n-1)
+			return ringCount(tb, n, true, false, allNodes(n), RingMaxAllMessages(n, false))
 		}},
 		{"RingMax", "all initiate, IDs decreasing", "n(n+1)/2+n", true, func(tb testing.TB, n int) *countElection {
-			return ringCount(tb, n, true, true, allNodes(n), n*(n+1)/2+n)
+			return ringCount(tb, n, true, true, allNodes(n), RingMaxAllMessages(n, true))
 		}},
 		{"Echo", "random graph, avg degree ~8, node 0 initiates", "2|E|+n-1", false, echoCount},
 	}
@@ -303,7 +305,7 @@ func ringCount(tb testing.TB, n int, maxOnly, decreasing bool, initiators []int,
 func echoCount(tb testing.TB, n int) *countElection {
 	tb.Helper()
 	s, want, edges := echoNet(tb, n, uint64(n))
-	expected := 2*edges + n - 1
+	expected := EchoMessages(n, edges)
 	return &countElection{
 		s:     s,
 		start: func(s *Sim) { s.Campaign(0) },

@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/superpeer/superpeer/classic"
+)
+
+// repairTestConfig is a small repair suite: clusters of 8, three failover
+// trials, and two churn rates (the second high enough that crashes happen)
+// for two virtual minutes.
+func repairTestConfig() RepairConfig {
+	return RepairConfig{Sizes: []int{8}, Trials: 3, ChurnRates: []float64{0.05, 0.5}, ChurnDuration: 2 * time.Minute, Seed: 1}
+}
+
+// TestRepairEveryAlgorithm: a row per algorithm, every failover repaired in
+// a finite time, churn coverage in (0, 1], split brain and message rates
+// sane.
+func TestRepairEveryAlgorithm(t *testing.T) {
+	cfg := repairTestConfig()
+	var seen int
+	cfg.Progress = func(RepairRow) { seen++ }
+	rows, err := Repair(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	algos := classic.Algorithms()
+	if len(rows) != len(algos) || seen != len(rows) {
+		t.Fatalf("%d rows (Progress saw %d), want one per algorithm (%d)", len(rows), seen, len(algos))
+	}
+	crashes := 0
+	for k, r := range rows {
+		f := r.Failover
+		if r.Algorithm != algos[k] || r.N != 8 || r.TimeoutMs <= r.HeartbeatMs || r.HeartbeatMs <= 0 || r.TickMs != 100 {
+			t.Errorf("row %d: %s n=%d, tick %v ms, heartbeat %v ms, timeout %v ms", k, r.Algorithm, r.N, r.TickMs, r.HeartbeatMs, r.TimeoutMs)
+		}
+		if f.Trials != 3 || f.Unrepaired != 0 || f.MedianMs <= 0 || f.MaxMs < f.MedianMs ||
+			math.Abs(f.MedianTimeouts-f.MedianMs/r.TimeoutMs) > 1e-9 || f.MaxTimeouts > repairLimit {
+			t.Errorf("%s failover: %+v (timeout %v ms)", r.Algorithm, f, r.TimeoutMs)
+		}
+		if f.MedianMessages <= 0 && r.Algorithm != "next-in-line" {
+			t.Errorf("%s failover: median %v election messages", r.Algorithm, f.MedianMessages)
+		}
+		if len(r.Churn) != 2 {
+			t.Fatalf("%s: %d churn runs, want 2", r.Algorithm, len(r.Churn))
+		}
+		for i, c := range r.Churn {
+			if c.RatePerMin != cfg.ChurnRates[i] || c.DurationS != 120 {
+				t.Errorf("%s churn %d: rate %v for %v s", r.Algorithm, i, c.RatePerMin, c.DurationS)
+			}
+			if !(c.Coverage > 0 && c.Coverage <= 1) {
+				t.Errorf("%s churn %v: coverage %v not in (0, 1]", r.Algorithm, c.RatePerMin, c.Coverage)
+			}
+			if c.SplitBrainMs < 0 || c.SplitBrainFrac > 1 || c.LeaderCrashes > c.Crashes ||
+				c.ElectionMsgsPerMemberPerS < 0 || c.MsgsPerMemberPerS < c.ElectionMsgsPerMemberPerS {
+				t.Errorf("%s churn %v: %+v", r.Algorithm, c.RatePerMin, c)
+			}
+			if r.Algorithm != "echo" && c.MsgsPerMemberPerS <= 0 {
+				t.Errorf("%s churn %v: no messages at all (%+v); the leader heartbeats", r.Algorithm, c.RatePerMin, c)
+			}
+		}
+		crashes += r.Churn[1].Crashes
+	}
+	if crashes == 0 {
+		t.Errorf("no crash at 50 %% of 8 members per minute for 2 minutes, in any of %d runs", len(rows))
+	}
+}
+
+// TestRepairDeterministic: the same config gives the same rows.
+func TestRepairDeterministic(t *testing.T) {
+	cfg := repairTestConfig()
+	cfg.Algorithms = []string{"bully", "invitation", "echo"}
+	a, err := Repair(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Repair(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs of the same config differ:\n%+v\n%+v", a, b)
+	}
+}
+
+// TestRepairBadConfig: each bad field gives an error that wraps
+// ErrRepairConfig and names the field.
+func TestRepairBadConfig(t *testing.T) {
+	for _, c := range []struct {
+		cfg   RepairConfig
+		field string
+	}{
+		{RepairConfig{Algorithms: []string{"raft"}}, "Algorithms[0]"},
+		{RepairConfig{Sizes: []int{16, 2}}, "Sizes[1]"},
+		{RepairConfig{Trials: -1}, "Trials"},
+		{RepairConfig{ChurnRates: []float64{0.1, -0.1}}, "ChurnRates[1]"},
+		{RepairConfig{ChurnRates: []float64{math.NaN()}}, "ChurnRates[0]"},
+		{RepairConfig{ChurnDuration: -time.Second}, "ChurnDuration"},
+		{RepairConfig{Downtime: -time.Second}, "Downtime"},
+		{RepairConfig{RTT: -1}, "RTT"},
+		{RepairConfig{Tick: -1}, "Tick"},
+		{RepairConfig{HeartbeatTicks: -1}, "HeartbeatTicks"},
+		{RepairConfig{TimeoutTicks: 5}, "TimeoutTicks"}, // not above the default heartbeat of 5
+	} {
+		_, err := Repair(c.cfg)
+		if err == nil || !errors.Is(err, ErrRepairConfig) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("Repair(%+v) = %v; want ErrRepairConfig naming %s", c.cfg, err, c.field)
+		}
+	}
+}
+
+// TestWriteRepairTable prints both tables, a line per row and per churn run.
+func TestWriteRepairTable(t *testing.T) {
+	rows := []RepairRow{{
+		Algorithm: "bully", N: 8, TimeoutMs: 1900,
+		Failover: FailoverStats{Trials: 2, Unrepaired: 1, MedianMs: -1, MaxMs: -1, MedianTimeouts: -1, MaxTimeouts: -1},
+		Churn:    []ChurnStats{{RatePerMin: 0.05, Coverage: 0.99}, {RatePerMin: 0.1, Coverage: 0.98}},
+	}}
+	var b strings.Builder
+	if err := WriteRepairTable(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"∞", "5%", "10%", "0.9900", "0.9800"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if got := strings.Count(out, "bully"); got != 3 {
+		t.Errorf("bully appears on %d lines, want 3 (failover, two churn runs):\n%s", got, out)
+	}
+}
