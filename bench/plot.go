@@ -17,11 +17,13 @@ import (
 // errNoData reports a chart without a single point to draw.
 var errNoData = errors.New("bench: nothing to plot")
 
-// Series is one named line of a chart.
+// Series is one named line of a chart. A dashed series without a name
+// (a theoretical curve) takes the colour of the series before it and has
+// no entry in the legend.
 type Series struct {
 	Name   string
 	X, Y   []float64
-	Dashed bool // a baseline or a theoretical curve
+	Dashed bool
 }
 
 // Chart is a line chart with labelled axes (units in the labels).
@@ -46,8 +48,12 @@ func (c Chart) Save(path string) error {
 	if c.LogY {
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	}
-	points := 0
-	for i, s := range c.Series {
+	points, colour := 0, -1
+	for _, s := range c.Series {
+		companion := s.Dashed && s.Name == ""
+		if !companion || colour < 0 {
+			colour++
+		}
 		xys := make(plotter.XYs, 0, len(s.X))
 		for j := range s.X {
 			x, y := s.X[j], s.Y[j]
@@ -64,16 +70,19 @@ func (c Chart) Save(path string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", c.Title, s.Name, err)
 		}
-		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
-		pts.Shape = plotutil.Shape(i)
+		l.Color, pts.Color = plotutil.Color(colour), plotutil.Color(colour)
+		pts.Shape = plotutil.Shape(colour)
 		if s.Dashed {
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
-		if c.Lines {
+		switch {
+		case companion:
+			p.Add(l)
+		case c.Lines:
 			l.Width = vg.Points(1.5)
 			p.Add(l)
 			p.Legend.Add(s.Name, l)
-		} else {
+		default:
 			p.Add(l, pts)
 			p.Legend.Add(s.Name, l, pts)
 		}
@@ -164,5 +173,43 @@ func (m MapPlot) Save(path string) error {
 	p.Add(sc, ss)
 	p.Legend.Add("peer", sc)
 	p.Legend.Add("superpeer", ss)
+	return save(p, path)
+}
+
+// BarChart is a grouped bar chart: one group of bars per name in Groups
+// (on x), one bar per series in each group. A series' X values are group
+// indexes.
+type BarChart struct {
+	Title, Y string
+	Groups   []string
+	Series   []Series
+}
+
+// Save draws b as a PNG file at path.
+func (b BarChart) Save(path string) error {
+	p := newPlot(b.Title, "", b.Y)
+	width := vg.Points(40 / float64(max(len(b.Series), 1)))
+	points := 0
+	for i, s := range b.Series {
+		vals := make(plotter.Values, len(b.Groups))
+		for j, x := range s.X {
+			if g := int(x); g >= 0 && g < len(vals) && !math.IsNaN(s.Y[j]) && s.Y[j] >= 0 {
+				vals[g] = s.Y[j]
+				points++
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", b.Title, s.Name, err)
+		}
+		bars.Color, bars.LineStyle.Width = plotutil.Color(i), 0
+		bars.Offset = width * vg.Length(float64(i)-float64(len(b.Series)-1)/2)
+		p.Add(bars)
+		p.Legend.Add(s.Name, bars)
+	}
+	if points == 0 {
+		return fmt.Errorf("%w: %s", errNoData, b.Title)
+	}
+	p.NominalX(b.Groups...)
 	return save(p, path)
 }

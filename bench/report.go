@@ -27,6 +27,10 @@ type figureFunc struct {
 // figures lists every figure DrawPlots knows, in report order.
 func figures() []figureFunc {
 	return []figureFunc{
+		{SuiteElection, "election-messages.png", "Messages to elect a leader, measured (solid) and textbook (dashed)", drawElectionMessages, hasElection},
+		{SuiteElection, "election-time.png", "Time to elect a leader (simulator, RTT 100 ms)", drawElectionTime, hasElection},
+		{SuiteRepair, "repair-failover.png", "Failover after a leader crash (simulator)", drawFailover, hasRepair},
+		{SuiteRepair, "repair-coverage.png", "Coverage under churn (simulator)", drawCoverage, hasRepair},
 		{SuiteScale, "scale-sim-time.png", "Simulator: wall time of one selection",
 			simScaleChart(func(r SimScaleRow) float64 { return r.WallS }, "wall time (s)"), hasSimScale},
 		{SuiteScale, "scale-sim-memory.png", "Simulator: peak memory of one selection",
@@ -125,6 +129,94 @@ func selectionFigures(r *Results) []figureFunc {
 	return out
 }
 
+func hasElection(r *Results) bool { return len(r.Election) > 0 }
+func hasRepair(r *Results) bool   { return len(r.Repair) > 0 }
+
+// drawElectionMessages draws, per algorithm, the messages measured and
+// the textbook count against n, log-log.
+func drawElectionMessages(r *Results, title, path string) error {
+	var series []Series
+	for _, algo := range algorithmsIn(r.Election) {
+		meas, theory := Series{Name: algo}, Series{Dashed: true}
+		for _, row := range r.Election {
+			if row.Algorithm != algo {
+				continue
+			}
+			theory.X, theory.Y = append(theory.X, float64(row.N)), append(theory.Y, float64(row.TheoryMessages))
+			if !row.Skipped {
+				meas.X, meas.Y = append(meas.X, float64(row.N)), append(meas.Y, float64(row.Messages))
+			}
+		}
+		series = append(series, meas, theory)
+	}
+	return Chart{Title: title, X: "cluster size n", Y: "messages per election", LogX: true, LogY: true, Series: series}.Save(path)
+}
+
+func drawElectionTime(r *Results, title, path string) error {
+	var names []string
+	var xs, ys []float64
+	for _, row := range r.Election {
+		if !row.Skipped {
+			names, xs, ys = append(names, row.Algorithm), append(xs, float64(row.N)), append(ys, row.TimeMs)
+		}
+	}
+	return Chart{Title: title, X: "cluster size n", Y: "time to elect (virtual ms)", LogX: true, LogY: true, Series: byName(names, xs, ys)}.Save(path)
+}
+
+// drawFailover draws the median failover time, in detection timeouts,
+// per algorithm (x) and cluster size (one series each).
+func drawFailover(r *Results, title, path string) error {
+	algos := algorithmsInRepair(r.Repair)
+	var names []string
+	var xs, ys []float64
+	for _, row := range r.Repair {
+		names = append(names, fmt.Sprintf("n = %d", row.N))
+		xs = append(xs, float64(slices.Index(algos, row.Algorithm)))
+		ys = append(ys, row.Failover.MedianTimeouts)
+	}
+	return BarChart{Title: title, Y: "median failover (failure-detection timeouts T)", Groups: algos, Series: byName(names, xs, ys)}.Save(path)
+}
+
+// drawCoverage draws coverage against the churn rate, per algorithm, for
+// the largest cluster size.
+func drawCoverage(r *Results, title, path string) error {
+	n := 0
+	for _, row := range r.Repair {
+		n = max(n, row.N)
+	}
+	var names []string
+	var xs, ys []float64
+	for _, row := range r.Repair {
+		if row.N != n {
+			continue
+		}
+		for _, c := range row.Churn {
+			names, xs, ys = append(names, row.Algorithm), append(xs, 100*c.RatePerMin), append(ys, c.Coverage)
+		}
+	}
+	return Chart{Title: fmt.Sprintf("%s, n = %d", title, n), X: "members crashing and restarting (% per minute)", Y: "coverage (fraction of time with one live leader)", Series: byName(names, xs, ys)}.Save(path)
+}
+
+func algorithmsIn(rows []ElectionRow) []string {
+	var out []string
+	for _, r := range rows {
+		if !slices.Contains(out, r.Algorithm) {
+			out = append(out, r.Algorithm)
+		}
+	}
+	return out
+}
+
+func algorithmsInRepair(rows []RepairRow) []string {
+	var out []string
+	for _, r := range rows {
+		if !slices.Contains(out, r.Algorithm) {
+			out = append(out, r.Algorithm)
+		}
+	}
+	return out
+}
+
 func hasSimScale(r *Results) bool  { return len(r.SimScale) > 0 }
 func hasLiveScale(r *Results) bool { return len(r.LiveScale) > 0 }
 
@@ -198,6 +290,18 @@ func WriteTables(w io.Writer, r *Results) error {
 			return err
 		}
 	}
+	if len(r.Election) > 0 {
+		fmt.Fprintln(w, "\nElection, simulator (one election; heartbeats not counted):")
+		if err := WriteElectionTable(w, r.Election); err != nil {
+			return err
+		}
+	}
+	if len(r.Repair) > 0 {
+		fmt.Fprintln(w, "\nRepair, simulator:")
+		if err := WriteRepairTable(w, r.Repair); err != nil {
+			return err
+		}
+	}
 	if len(r.SimScale) > 0 {
 		fmt.Fprintln(w, "\nScale, simulator (synthetic network, S = n/100):")
 		if err := WriteSimScaleTable(w, r.SimScale); err != nil {
@@ -253,6 +357,16 @@ func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
 		fmt.Fprintf(w, "## Selection\n\n")
 		writeSelectionMarkdown(w, r.Selection)
 		figure(SuiteSelection)
+	}
+	if len(r.Election) > 0 {
+		fmt.Fprintf(w, "## Election\n\n")
+		writeElectionMarkdown(w, r.Election)
+		figure(SuiteElection)
+	}
+	if len(r.Repair) > 0 {
+		fmt.Fprintf(w, "## Repair\n\n")
+		writeRepairMarkdown(w, r.Repair)
+		figure(SuiteRepair)
 	}
 	if len(r.SimScale) > 0 || len(r.LiveScale) > 0 {
 		fmt.Fprintf(w, "## Scale\n\n")
@@ -319,6 +433,93 @@ func writeSelectionMarkdown(w io.Writer, rows []SelectionRow) {
 			f2(r.PlacementMeanOverRandom), f2(r.PlacementMeanOverOffline), f2(r.OwnMeanOverOffline),
 			f1(r.Placement.NearestMeanMs), f1(r.Placement.Pairwise.P5Ms) + " / " + f1(r.Placement.Pairwise.MedianMs),
 			d(r.Own.ClusterMax), f2(r.Own.ClusterCV), d(r.Rounds), f2(r.MessagesPerPeer)})
+	}
+	mdTable(w, header, out)
+}
+
+func writeElectionMarkdown(w io.Writer, rows []ElectionRow) {
+	fmt.Fprintf(w, "One election per algorithm and cluster size n in the simulator (the machines of package classic, RTT 100 ms between every pair), counted from its start until the live members agree on the expected leader (plus 1 s for stragglers); heartbeats are not counted. *Measured ÷ theory* compares with the textbook count for the same scenario; *start* says whether the election follows a leader crash or a cold start. Rows marked skipped were too slow to simulate here (their theoretical count is given).\n\n")
+	sizes := []int{}
+	for _, r := range rows {
+		if !slices.Contains(sizes, r.N) {
+			sizes = append(sizes, r.N)
+		}
+	}
+	slices.Sort(sizes)
+	header := []string{"algorithm", "start", "formula"}
+	for _, n := range sizes {
+		header = append(header, "n = "+d(n))
+	}
+	header = append(header, "measured ÷ theory", "time to elect, smallest → largest n (ms)")
+	var out [][]string
+	for _, a := range algorithmsIn(rows) {
+		cells := make([]string, len(sizes))
+		lo, hi := 0.0, 0.0
+		var first, last float64
+		seen := false
+		for _, r := range rows {
+			if r.Algorithm != a {
+				continue
+			}
+			i := slices.Index(sizes, r.N)
+			if r.Skipped {
+				cells[i] = "skipped (" + d(r.TheoryMessages) + ")"
+				continue
+			}
+			cells[i] = d(r.Messages)
+			if !seen {
+				lo, hi, first, seen = r.Ratio, r.Ratio, r.TimeMs, true
+			}
+			lo, hi, last = min(lo, r.Ratio), max(hi, r.Ratio), r.TimeMs
+		}
+		var start, formula string
+		for _, r := range rows {
+			if r.Algorithm == a {
+				start, formula = r.Start, r.Formula
+				break
+			}
+		}
+		ratio := fmt.Sprintf("%.3f", lo)
+		if hi != lo {
+			ratio = fmt.Sprintf("%.3f – %.3f", lo, hi)
+		}
+		row := append([]string{a, start, formula}, cells...)
+		out = append(out, append(row, ratio, f0(first)+" → "+f0(last)))
+	}
+	mdTable(w, header, out)
+}
+
+func writeRepairMarkdown(w io.Writer, rows []RepairRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "In the simulator, with the overlay's timing (tick %.0f ms, heartbeat %.0f ms, failure-detection timeout T as listed). **Failover**: a cluster's leader crashes at a random moment; the time until the live members agree on a new live leader for good, over %d trials. **Churn**: members crash at random (a Poisson process at the rate given) and come back %s later with a fresh state; *coverage* is the fraction of the time the live members agree on one live leader.\n\n",
+		rows[0].TickMs, rows[0].HeartbeatMs, rows[0].Failover.Trials, time.Duration(DefaultChurnDowntime))
+	inf := func(v float64, s string) string {
+		if v < 0 {
+			return "∞"
+		}
+		return s
+	}
+	var out [][]string
+	for _, r := range rows {
+		f := r.Failover
+		out = append(out, []string{r.Algorithm, d(r.N), f0(r.TimeoutMs), d(f.Unrepaired),
+			inf(f.MedianMs, f0(f.MedianMs)) + " / " + inf(f.MaxMs, f0(f.MaxMs)),
+			inf(f.MedianTimeouts, f2(f.MedianTimeouts)) + " / " + inf(f.MaxTimeouts, f2(f.MaxTimeouts)), f0(f.MedianMessages)})
+	}
+	mdTable(w, []string{"algorithm", "n", "T ms", "unrepaired", "failover median / max ms", "median / max in T", "median messages"}, out)
+	header := []string{"algorithm", "n"}
+	for _, c := range rows[0].Churn {
+		header = append(header, fmt.Sprintf("%.0f %%/min: coverage, split brain ms, msgs/member/s", 100*c.RatePerMin))
+	}
+	out = nil
+	for _, r := range rows {
+		row := []string{r.Algorithm, d(r.N)}
+		for _, c := range r.Churn {
+			row = append(row, fmt.Sprintf("%.4f, %.0f, %.2f", c.Coverage, c.SplitBrainMs, c.MsgsPerMemberPerS))
+		}
+		out = append(out, row)
 	}
 	mdTable(w, header, out)
 }

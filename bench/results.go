@@ -26,6 +26,8 @@ type Results struct {
 	Quick bool   `json:"quick,omitempty"`
 
 	Selection []SelectionRow `json:"selection,omitempty"`
+	Election  []ElectionRow  `json:"election,omitempty"`
+	Repair    []RepairRow    `json:"repair,omitempty"`
 	SimScale  []SimScaleRow  `json:"sim_scale,omitempty"`
 	LiveScale []LiveScaleRow `json:"live_scale,omitempty"`
 }

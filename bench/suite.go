@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/testnet"
 )
 
@@ -130,6 +131,38 @@ func suiteSteps(suite string, cfg Config) []step {
 					return err
 				}})
 			}
+		}
+	case SuiteElection:
+		if !cfg.Sim {
+			break
+		}
+		var sizes []int // the defaults
+		if cfg.Quick {
+			sizes = []int{8, 16, 32}
+		}
+		for _, a := range classic.Algorithms() {
+			steps = append(steps, step{"election: " + a, func(_ context.Context, r *Results) error {
+				rows, err := Election(ElectionConfig{Algorithms: []string{a}, Sizes: sizes, Seed: cfg.Seed})
+				r.Election = append(r.Election, rows...)
+				return err
+			}})
+		}
+	case SuiteRepair:
+		if !cfg.Sim {
+			break
+		}
+		rc := RepairConfig{Seed: cfg.Seed}
+		if cfg.Quick {
+			rc.Sizes, rc.Trials, rc.ChurnRates, rc.ChurnDuration = []int{8}, 3, []float64{0.1}, time.Minute
+		}
+		for _, a := range classic.Algorithms() {
+			steps = append(steps, step{"repair: " + a, func(_ context.Context, r *Results) error {
+				c := rc
+				c.Algorithms = []string{a}
+				rows, err := Repair(c)
+				r.Repair = append(r.Repair, rows...)
+				return err
+			}})
 		}
 	case SuiteScale:
 		sizes, live := []int{1000, 10000, 100000}, []int{32, 64, 128, 256}
