@@ -1,11 +1,12 @@
 # superpeer: two commands do all the set-up on a fresh machine.
 #   make run    start a local testnet of 32 peers and show its clusters
 #   make test   run the whole test suite (what CI runs)
+#   make bench  run every benchmark suite and regenerate BENCHMARKS.md (about 25 minutes)
 
 GO  ?= go
 BIN := bin/peer
 
-.PHONY: all build run test check-go fmt-check vet clean
+.PHONY: all build run test bench check-go fmt-check vet clean
 
 all: build
 
@@ -23,6 +24,11 @@ run: build
 test: check-go fmt-check vet
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race -short ./...
+
+## bench: every suite, simulator and live testnet; writes docs/bench/ (results.json,
+## PNG plots) and BENCHMARKS.md
+bench: build
+	./$(BIN) bench --suite all --out docs/bench --report BENCHMARKS.md
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -1,5 +1,20 @@
-// Package bench measures the overlay: the quality of superpeer placements
-// against baselines computed in the same run (random placement, and the
-// offline k-median placement that knows the whole latency matrix), and, in
-// time, the suites of `peer bench`.
+// Package bench measures the overlay against baselines computed in the same
+// run, and is the engine of `peer bench`.
+//
+// Run runs the suites and returns Results (the JSON file of every figure);
+// DrawPlots draws their PNG charts (gonum/plot); WriteTables and
+// WriteMarkdown print them for a terminal and for BENCHMARKS.md. The
+// suites:
+//
+//   - selection: both strategies (GeometricStrategy, DHTStrategy) on the
+//     PlanetLab matrix and on Synthetic networks, judged by SelectionCase
+//     against random placement and an offline placement that knows every
+//     RTT (KMedian, KMedoids);
+//   - election: one election per algorithm and cluster size in the
+//     simulator, against the textbook message count (Election);
+//   - repair: failover and churn per algorithm, in the simulator (Repair)
+//     and on live testnets (LiveRepair);
+//   - scale: time, memory and messages as n grows, in the simulator up to
+//     100,000 peers (SimScale) and on live testnets (LiveScale), with the
+//     steady-state traffic per peer counted by protocol.
 package bench

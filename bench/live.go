@@ -27,11 +27,14 @@ type LiveScaleConfig struct {
 	// PeersPerSuperpeer sets the target: S = n / PeersPerSuperpeer
 	// superpeers (at least 1). Default 16.
 	PeersPerSuperpeer int
-	// AnnounceInterval and ReevaluateInterval are every node's membership
-	// and lookup periods, the same at every size so that the traffic of
-	// different sizes compares. Default: a real node's
-	// (overlay.DefaultConfig).
-	AnnounceInterval, ReevaluateInterval time.Duration
+	// AnnounceInterval is every node's membership period. Zero means the
+	// testnet's default, which grows with n (testnet.DefaultAnnounceInterval)
+	// so that the membership topic's CPU cost, O(n²/interval) deliveries in
+	// this one process, stays within two cores.
+	AnnounceInterval time.Duration
+	// ReevaluateInterval is every node's lookup period. Default: a real
+	// node's (overlay.DefaultConfig).
+	ReevaluateInterval time.Duration
 	// Window is how long the steady-state traffic is measured once the
 	// overlay has converged and settled for one announce interval.
 	// Default 30 s.
@@ -58,6 +61,10 @@ type LiveScaleRow struct {
 	// before the start, divided by N.
 	PeakMemMB        float64 `json:"peak_mem_mb"`
 	PeakMemPerNodeMB float64 `json:"peak_mem_per_node_mb"`
+	// LiveHeapMB is the largest live heap (MemPeak.Live): what the nodes
+	// really hold, whatever the GC's headroom (peer bench runs with
+	// GOGC=400, which lets the memory held grow to about five times it).
+	LiveHeapMB float64 `json:"live_heap_mb"`
 	// AnnounceIntervalS and ReevaluateIntervalS are the periods used.
 	AnnounceIntervalS   float64 `json:"announce_interval_s"`
 	ReevaluateIntervalS float64 `json:"reevaluate_interval_s"`
@@ -69,6 +76,12 @@ type LiveScaleRow struct {
 	WindowS          float64            `json:"window_s"`
 	BytesPerPeerPerS float64            `json:"bytes_per_peer_per_s"`
 	ByProtocol       map[string]float64 `json:"bytes_per_peer_per_s_by_protocol"`
+	// GossipPerMemberB is the gossip bytes a peer wrote per announce
+	// interval, divided by N: the cost each member of the network adds to
+	// every peer's traffic per interval. Membership is a full view, so at
+	// a fixed interval I the gossip per peer grows as about
+	// GossipPerMemberB × n / I.
+	GossipPerMemberB float64 `json:"gossip_per_member_b"`
 	// StillConverged reports that the views still agreed with the answer
 	// at the end of the window.
 	StillConverged bool   `json:"still_converged"`
@@ -84,9 +97,6 @@ func (c *LiveScaleConfig) fill() error {
 	}
 	if c.PeersPerSuperpeer == 0 {
 		c.PeersPerSuperpeer = 16
-	}
-	if c.AnnounceInterval == 0 {
-		c.AnnounceInterval = overlay.DefaultConfig().AnnounceInterval
 	}
 	if c.ReevaluateInterval == 0 {
 		c.ReevaluateInterval = overlay.DefaultConfig().ReevaluateInterval
@@ -139,6 +149,9 @@ func LiveScale(ctx context.Context, cfg LiveScaleConfig) ([]LiveScaleRow, error)
 // failure is the row's Error.
 func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow, err error) {
 	s := max(1, n/cfg.PeersPerSuperpeer)
+	if cfg.AnnounceInterval == 0 {
+		cfg.AnnounceInterval = testnet.DefaultAnnounceInterval(n, cfg.Strategy)
+	}
 	row = LiveScaleRow{Strategy: cfg.Strategy, N: n, Superpeers: s,
 		AnnounceIntervalS: cfg.AnnounceInterval.Seconds(), ReevaluateIntervalS: cfg.ReevaluateInterval.Seconds(), WindowS: cfg.Window.Seconds()}
 	mem := StartMemPeak()
@@ -146,6 +159,7 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 		peak := mem.Stop()
 		row.PeakMemMB = float64(peak) / (1 << 20)
 		row.PeakMemPerNodeMB = float64(peak-mem.Base()) / (1 << 20) / float64(n)
+		row.LiveHeapMB = float64(mem.Live()) / (1 << 20)
 	}()
 	tn, err := testnet.Start(ctx, testnet.Config{
 		N: n, Strategy: cfg.Strategy, Target: dhtselect.Target{Superpeers: s}, Seed: cfg.Seed,
@@ -175,6 +189,7 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 	}
 	after := tn.Traffic().Bytes()
 	row.StillConverged = len(tn.Check()) == 0
+	defer func() { row.GossipPerMemberB = row.ByProtocol["gossip"] * cfg.AnnounceInterval.Seconds() / float64(n) }()
 	row.ByProtocol = map[string]float64{}
 	per := float64(n) * cfg.Window.Seconds()
 	for p, b := range after {

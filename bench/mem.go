@@ -19,10 +19,10 @@ const memSampleEvery = 50 * time.Millisecond
 type MemPeak struct {
 	stop       chan struct{}
 	done       sync.WaitGroup
-	base, peak uint64
+	base, peak, live uint64
 }
 
-var memMetrics = []string{"/memory/classes/total:bytes", "/memory/classes/heap/released:bytes"}
+var memMetrics = []string{"/memory/classes/total:bytes", "/memory/classes/heap/released:bytes", "/gc/heap/live:bytes"}
 
 // memNow is the memory the runtime holds now, in bytes.
 func memNow(s []metrics.Sample) uint64 {
@@ -47,6 +47,7 @@ func StartMemPeak() *MemPeak {
 		defer t.Stop()
 		for {
 			m.peak = max(m.peak, memNow(s))
+			m.live = max(m.live, s[2].Value.Uint64())
 			select {
 			case <-m.stop:
 				return
@@ -56,6 +57,11 @@ func StartMemPeak() *MemPeak {
 	}()
 	return m
 }
+
+// Live is the largest live heap seen: the bytes the last garbage
+// collection found reachable, which does not depend on GOGC as the memory
+// held does. Read it after Stop.
+func (m *MemPeak) Live() uint64 { return m.live }
 
 // Base is the memory held at the start, after the GC.
 func (m *MemPeak) Base() uint64 { return m.base }

@@ -31,6 +31,7 @@ func figures() []figureFunc {
 		{SuiteElection, "election-time.png", "Time to elect a leader (simulator, RTT 100 ms)", drawElectionTime, hasElection},
 		{SuiteRepair, "repair-failover.png", "Failover after a leader crash (simulator)", drawFailover, hasRepair},
 		{SuiteRepair, "repair-coverage.png", "Coverage under churn (simulator)", drawCoverage, hasRepair},
+		{SuiteRepair, "repair-live-failover.png", "Failover after superpeer kills (live testnet)", drawLiveFailover, hasLiveRepair},
 		{SuiteScale, "scale-sim-time.png", "Simulator: wall time of one selection",
 			simScaleChart(func(r SimScaleRow) float64 { return r.WallS }, "wall time (s)"), hasSimScale},
 		{SuiteScale, "scale-sim-memory.png", "Simulator: peak memory of one selection",
@@ -131,6 +132,31 @@ func selectionFigures(r *Results) []figureFunc {
 
 func hasElection(r *Results) bool { return len(r.Election) > 0 }
 func hasRepair(r *Results) bool   { return len(r.Repair) > 0 }
+func hasLiveRepair(r *Results) bool {
+	for _, x := range r.LiveRepair {
+		if x.Error == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// drawLiveFailover draws the live failover median and maximum, in
+// detection timeouts, per algorithm.
+func drawLiveFailover(r *Results, title, path string) error {
+	var groups, names []string
+	var xs, ys []float64
+	for _, row := range r.LiveRepair {
+		if row.Error != "" || row.DetectionTimeoutMs <= 0 {
+			continue
+		}
+		groups = append(groups, row.Algorithm)
+		g := float64(len(groups) - 1)
+		names, xs, ys = append(names, "median"), append(xs, g), append(ys, row.FailoverMedianMs/row.DetectionTimeoutMs)
+		names, xs, ys = append(names, "max"), append(xs, g), append(ys, row.FailoverMaxMs/row.DetectionTimeoutMs)
+	}
+	return BarChart{Title: title, Y: "failover (failure-detection timeouts T)", Groups: groups, Series: byName(names, xs, ys)}.Save(path)
+}
 
 // drawElectionMessages draws, per algorithm, the messages measured and
 // the textbook count against n, log-log.
@@ -302,6 +328,12 @@ func WriteTables(w io.Writer, r *Results) error {
 			return err
 		}
 	}
+	if len(r.LiveRepair) > 0 {
+		fmt.Fprintln(w, "\nRepair, live testnet (kill-superpeer scenario):")
+		if err := WriteLiveRepairTable(w, r.LiveRepair); err != nil {
+			return err
+		}
+	}
 	if len(r.SimScale) > 0 {
 		fmt.Fprintln(w, "\nScale, simulator (synthetic network, S = n/100):")
 		if err := WriteSimScaleTable(w, r.SimScale); err != nil {
@@ -363,9 +395,10 @@ func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
 		writeElectionMarkdown(w, r.Election)
 		figure(SuiteElection)
 	}
-	if len(r.Repair) > 0 {
+	if len(r.Repair) > 0 || len(r.LiveRepair) > 0 {
 		fmt.Fprintf(w, "## Repair\n\n")
 		writeRepairMarkdown(w, r.Repair)
+		writeLiveRepairMarkdown(w, r.LiveRepair)
 		figure(SuiteRepair)
 	}
 	if len(r.SimScale) > 0 || len(r.LiveScale) > 0 {
@@ -403,7 +436,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 			}
 		}
 		slices.Sort(groups)
-		header := append([]string{"strategy", "n", "converged (s)", "peak MB", "MB/node", "announce / re-evaluate s", "window s", "B/peer/s"}, groups...)
+		header := append([]string{"strategy", "n", "converged (s)", "peak MB", "MB/node", "live heap MB", "announce / re-evaluate s", "window s", "B/peer/s"}, groups...)
 		header = append(header, "still converged")
 		var rows [][]string
 		for _, x := range r.LiveScale {
@@ -411,7 +444,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 			if !x.Converged {
 				conv = "no (" + f0(x.ConvergeS) + ")"
 			}
-			row := []string{x.Strategy, d(x.N), conv, f0(x.PeakMemMB), f2(x.PeakMemPerNodeMB), f0(x.AnnounceIntervalS) + " / " + f0(x.ReevaluateIntervalS), f0(x.WindowS), f0(x.BytesPerPeerPerS)}
+			row := []string{x.Strategy, d(x.N), conv, f0(x.PeakMemMB), f2(x.PeakMemPerNodeMB), f0(x.LiveHeapMB), f0(x.AnnounceIntervalS) + " / " + f0(x.ReevaluateIntervalS), f0(x.WindowS), f0(x.BytesPerPeerPerS)}
 			for _, g := range groups {
 				row = append(row, f0(x.ByProtocol[g]))
 			}
@@ -522,4 +555,26 @@ func writeRepairMarkdown(w io.Writer, rows []RepairRow) {
 		out = append(out, row)
 	}
 	mdTable(w, header, out)
+}
+
+func writeLiveRepairMarkdown(w io.Writer, rows []LiveRepairRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Live testnet: %d real libp2p nodes in one process per algorithm (S = n/8), converged, then %d superpeers stopped one after another (`peer testnet --scenario kill-superpeer`). Failover is from a stop until every peer that named the dead superpeer names a live one; T is the nodes' failure-detection timeout; coverage the fraction of (peer, sample) pairs naming a live superpeer from the first kill on.\n\n",
+		rows[0].N, rows[0].Kills)
+	var out [][]string
+	for _, r := range rows {
+		if r.Error != "" {
+			out = append(out, []string{r.Algorithm, d(r.N), "failed: " + r.Error, "", "", "", "", ""})
+			continue
+		}
+		inT := "–"
+		if r.DetectionTimeoutMs > 0 {
+			inT = f2(r.FailoverMedianMs/r.DetectionTimeoutMs) + " / " + f2(r.FailoverMaxMs/r.DetectionTimeoutMs)
+		}
+		out = append(out, []string{r.Algorithm, d(r.N), f0(r.FailoverMedianMs) + " / " + f0(r.FailoverMaxMs), inT,
+			d(r.Orphans), f0(r.SplitBrainMs), fmt.Sprintf("%.4f", r.Coverage), fmt.Sprint(r.ElectionMessages)})
+	}
+	mdTable(w, []string{"algorithm", "n", "failover median / max ms", "median / max in T", "orphans", "split brain ms", "coverage", "election messages"}, out)
 }

@@ -28,8 +28,10 @@ type Results struct {
 	Selection []SelectionRow `json:"selection,omitempty"`
 	Election  []ElectionRow  `json:"election,omitempty"`
 	Repair    []RepairRow    `json:"repair,omitempty"`
-	SimScale  []SimScaleRow  `json:"sim_scale,omitempty"`
-	LiveScale []LiveScaleRow `json:"live_scale,omitempty"`
+	// LiveRepair is the repair suite's live half.
+	LiveRepair []LiveRepairRow `json:"live_repair,omitempty"`
+	SimScale   []SimScaleRow   `json:"sim_scale,omitempty"`
+	LiveScale  []LiveScaleRow  `json:"live_scale,omitempty"`
 }
 
 // Machine describes where a run was made.

@@ -148,6 +148,21 @@ func suiteSteps(suite string, cfg Config) []step {
 			}})
 		}
 	case SuiteRepair:
+		if cfg.Live {
+			algos, lc := classic.Algorithms(), LiveRepairConfig{Seed: cfg.Seed}
+			if cfg.Quick {
+				algos, lc.N, lc.Kills = []string{"bully"}, 8, 1
+			}
+			for _, a := range algos {
+				steps = append(steps, step{"repair: live testnet, " + a, func(ctx context.Context, r *Results) error {
+					c := lc
+					c.Algorithms = []string{a}
+					rows, err := LiveRepair(ctx, c)
+					r.LiveRepair = append(r.LiveRepair, rows...)
+					return err
+				}})
+			}
+		}
 		if !cfg.Sim {
 			break
 		}
