@@ -17,8 +17,8 @@ const memSampleEvery = 50 * time.Millisecond
 // (StartMemPeak runs a GC first), so that the peak belongs to the work
 // measured.
 type MemPeak struct {
-	stop       chan struct{}
-	done       sync.WaitGroup
+	stop             chan struct{}
+	done             sync.WaitGroup
 	base, peak, live uint64
 }
 
