@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// Bad configurations of Run name the problem.
+func TestRunBadConfig(t *testing.T) {
+	for _, c := range []Config{
+		{Suites: []string{"speed"}, Sim: true},
+		{Suites: []string{SuiteElection}},
+	} {
+		if _, err := Run(context.Background(), c); !errors.Is(err, ErrBench) {
+			t.Errorf("Run(%+v) = %v, want ErrBench", c, err)
+		}
+	}
+}
+
+// A quick simulator run of the election and repair suites fills their rows,
+// follows the steps in order, and draws their plots.
+func TestRunQuickSim(t *testing.T) {
+	var steps []string
+	p := &recorder{step: func(i int, desc string) {
+		if i != len(steps) {
+			t.Errorf("step %d reported as %d", len(steps), i)
+		}
+		steps = append(steps, desc)
+	}}
+	r, err := Run(context.Background(), Config{Suites: []string{SuiteElection, SuiteRepair}, Sim: true, Quick: true, Seed: 1, Progress: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Election) == 0 || len(r.Repair) == 0 || len(r.SimScale)+len(r.LiveScale)+len(r.Selection)+len(r.LiveRepair) != 0 {
+		t.Fatalf("rows: election %d, repair %d, others %d", len(r.Election), len(r.Repair), len(r.SimScale)+len(r.LiveScale)+len(r.Selection)+len(r.LiveRepair))
+	}
+	if len(steps) != p.total {
+		t.Errorf("%d steps run, %d announced", len(steps), p.total)
+	}
+	figs, err := DrawPlots(r, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"election-messages.png": false, "election-time.png": false, "repair-failover.png": false, "repair-coverage.png": false}
+	for _, f := range figs {
+		if _, ok := want[f.File]; ok {
+			want[f.File] = true
+		}
+	}
+	for f, drawn := range want {
+		if !drawn {
+			t.Errorf("%s not drawn; drew %v", f, figs)
+		}
+	}
+}
+
+// recorder is a Progress that counts.
+type recorder struct {
+	total int
+	step  func(i int, desc string)
+}
+
+func (r *recorder) Start(total int)         { r.total = total }
+func (r *recorder) Step(i int, desc string) { r.step(i, desc) }
