@@ -94,9 +94,6 @@ type ElectionConfig struct {
 	// TestMessageCounts runs it: a ring plus three random links per
 	// process (average degree about 8), Θ(n) messages.
 	EchoFullMesh bool
-	// Progress, when set, is called with each row as soon as it is
-	// measured or skipped (a long suite can report as it goes).
-	Progress func(ElectionRow)
 }
 
 // ElectionRow is one election: one algorithm at one cluster size.
@@ -332,9 +329,6 @@ func Election(cfg ElectionConfig) ([]ElectionRow, error) {
 				return rows, err
 			}
 			rows = append(rows, row)
-			if cfg.Progress != nil {
-				cfg.Progress(row)
-			}
 		}
 	}
 	return rows, nil

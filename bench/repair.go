@@ -124,9 +124,6 @@ type RepairConfig struct {
 	// rings get at least two turns of the ring plus two heartbeats,
 	// ⌈n·RTT/Tick⌉ + 2·HeartbeatTicks, whatever is set here.
 	TimeoutTicks int
-	// Progress, when set, is called with each row as soon as it is
-	// measured.
-	Progress func(RepairRow)
 }
 
 // RepairRow is one algorithm at one cluster size: its failover after a
@@ -207,9 +204,6 @@ func Repair(cfg RepairConfig) ([]RepairRow, error) {
 				return rows, err
 			}
 			rows = append(rows, row)
-			if cfg.Progress != nil {
-				cfg.Progress(row)
-			}
 		}
 	}
 	return rows, nil

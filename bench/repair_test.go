@@ -23,15 +23,13 @@ func repairTestConfig() RepairConfig {
 // sane.
 func TestRepairEveryAlgorithm(t *testing.T) {
 	cfg := repairTestConfig()
-	var seen int
-	cfg.Progress = func(RepairRow) { seen++ }
 	rows, err := Repair(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	algos := classic.Algorithms()
-	if len(rows) != len(algos) || seen != len(rows) {
-		t.Fatalf("%d rows (Progress saw %d), want one per algorithm (%d)", len(rows), seen, len(algos))
+	if len(rows) != len(algos) {
+		t.Fatalf("%d rows, want one per algorithm (%d)", len(rows), len(algos))
 	}
 	crashes := 0
 	for k, r := range rows {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -70,16 +69,11 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
-			if cpuProf != "" {
-				stop, err := startCPUProfile(cpuProf)
-				if err != nil {
-					return err
-				}
-				defer stop()
+			stop, err := manyNodes(cpuProf) // live testnets of up to 256 nodes
+			if err != nil {
+				return err
 			}
-			// The live testnet runs hundreds of nodes in this process: trade
-			// memory (plentiful) for less GC work, as peer testnet does.
-			debug.SetGCPercent(400)
+			defer stop()
 			prog := newProgress(cmd.ErrOrStderr(), showProgr && !asJSON)
 			res, runErr := bench.Run(cmd.Context(), bench.Config{
 				Suites: suites, Sim: !liveOnly, Live: !simOnly, Seed: seed, Quick: quick,

@@ -98,16 +98,11 @@ way; the report then gives each node's RTT to its superpeer.`,
 					return fmt.Errorf("--latency: %w", err)
 				}
 			}
-			if cpuProf != "" {
-				stop, err := startCPUProfile(cpuProf)
-				if err != nil {
-					return err
-				}
-				defer stop()
+			stop, err := manyNodes(cpuProf)
+			if err != nil {
+				return err
 			}
-			// N nodes share this process: trade memory (plentiful) for
-			// less GC work (a quarter of the CPU at 64 nodes otherwise).
-			debug.SetGCPercent(400)
+			defer stop()
 			var exe string
 			if procs {
 				if lat != nil {
@@ -175,6 +170,17 @@ way; the report then gives each node's RTT to its superpeer.`,
 	tf.register(fs, 0.125)
 	lf.register(fs, "error")
 	return cmd
+}
+
+// manyNodes readies this process to run many nodes: it trades memory
+// (plentiful) for less GC work (a quarter of the CPU at 64 nodes
+// otherwise), and profiles the CPU into cpuProf, if given, until stop.
+func manyNodes(cpuProf string) (stop func(), err error) {
+	debug.SetGCPercent(400)
+	if cpuProf == "" {
+		return func() {}, nil
+	}
+	return startCPUProfile(cpuProf)
 }
 
 // startCPUProfile profiles the process's CPU into path until stop is called.
