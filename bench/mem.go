@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"time"
@@ -14,8 +14,8 @@ const memSampleEvery = 50 * time.Millisecond
 // (the Go runtime's mapped memory less what it has returned: heap, stacks
 // and runtime metadata, about the resident size) until Stop, and keeps the
 // highest sample. Start one after the work before it has been collected
-// (StartMemPeak runs a GC first), so that the peak belongs to the work
-// measured.
+// (StartMemPeak collects it and returns the freed memory to the operating
+// system first), so that the peak belongs to the work measured.
 type MemPeak struct {
 	stop             chan struct{}
 	done             sync.WaitGroup
@@ -30,9 +30,10 @@ func memNow(s []metrics.Sample) uint64 {
 	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }
 
-// StartMemPeak collects garbage, then samples until Stop.
+// StartMemPeak collects garbage and returns it to the operating system,
+// then samples until Stop.
 func StartMemPeak() *MemPeak {
-	runtime.GC()
+	debug.FreeOSMemory()
 	m := &MemPeak{stop: make(chan struct{})}
 	s := make([]metrics.Sample, len(memMetrics))
 	for i, name := range memMetrics {

@@ -418,12 +418,12 @@ func orUnknown(s string) string {
 
 func writeScaleMarkdown(w io.Writer, r *Results) {
 	if len(r.SimScale) > 0 {
-		fmt.Fprintf(w, "Simulator, one selection on a synthetic network of n hosts (5 dense regions in a 200 × 200 ms plane), S = n/100. Wall time includes building the network and, for geometric, the coordinate fit. Messages per peer: dht counts FIND_NODE queries; geometric counts token passes only.\n\n")
+		fmt.Fprintf(w, "Simulator, one selection on a synthetic network of n hosts (5 dense regions in a 200 × 200 ms plane), S = n/100. Wall time includes building the network and, for geometric, the coordinate fit. *Peak MB held* is the most memory the process held from the operating system during the run (heap, stacks, runtime), after returning all it could before the run; *live heap* the largest heap the garbage collector found reachable. Messages per peer: dht counts FIND_NODE queries; geometric counts token passes only.\n\n")
 		var rows [][]string
 		for _, x := range r.SimScale {
-			rows = append(rows, []string{x.Strategy, d(x.N), d(x.TargetS), d(x.Superpeers), f1(x.WallS), f0(x.PeakMemMB), d(x.Rounds), f2(x.MessagesPerPeer), d(x.Unattached)})
+			rows = append(rows, []string{x.Strategy, d(x.N), d(x.TargetS), d(x.Superpeers), f1(x.WallS), f0(x.PeakMemMB), f0(x.LiveHeapMB), d(x.Rounds), f2(x.MessagesPerPeer), d(x.Unattached)})
 		}
-		mdTable(w, []string{"strategy", "n", "target S", "superpeers", "wall s", "peak MB", "rounds", "messages/peer", "unattached"}, rows)
+		mdTable(w, []string{"strategy", "n", "target S", "superpeers", "wall s", "peak MB held", "live heap MB", "rounds", "messages/peer", "unattached"}, rows)
 	}
 	if len(r.LiveScale) > 0 {
 		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, with a real node's announce and re-evaluate intervals at every size. Traffic is the payload the nodes write to their streams (no encryption or muxer framing), measured over a window after convergence, per peer per second, split by protocol.\n\n")

@@ -33,9 +33,11 @@ type SimScaleRow struct {
 	Superpeers int    `json:"superpeers"`
 	// WallS is the wall time of the whole selection (for geometric, the
 	// coordinate fit included), PeakMemMB the most memory the process held
-	// meanwhile (MemPeak; the network itself included).
-	WallS     float64 `json:"wall_s"`
-	PeakMemMB float64 `json:"peak_mem_mb"`
+	// meanwhile (MemPeak; the network itself included), and LiveHeapMB
+	// the largest live heap.
+	WallS      float64 `json:"wall_s"`
+	PeakMemMB  float64 `json:"peak_mem_mb"`
+	LiveHeapMB float64 `json:"live_heap_mb"`
 	// Rounds and MessagesPerPeer are the strategy's (StrategyResult).
 	Rounds          int     `json:"rounds"`
 	MessagesPerPeer float64 `json:"messages_per_peer"`
@@ -86,7 +88,7 @@ func SimScale(cfg SimScaleConfig) ([]SimScaleRow, error) {
 				return rows, fmt.Errorf("%s on %d peers: %w", st.Name, n, err)
 			}
 			row := SimScaleRow{Strategy: st.Name, N: n, TargetS: s, Superpeers: len(r.Superpeers),
-				WallS: wall.Seconds(), PeakMemMB: float64(peak) / (1 << 20), Rounds: r.Rounds, MessagesPerPeer: r.MessagesPerPeer}
+				WallS: wall.Seconds(), PeakMemMB: float64(peak) / (1 << 20), LiveHeapMB: float64(mem.Live()) / (1 << 20), Rounds: r.Rounds, MessagesPerPeer: r.MessagesPerPeer}
 			for _, a := range r.Attach {
 				if a < 0 {
 					row.Unattached++
@@ -101,10 +103,10 @@ func SimScale(cfg SimScaleConfig) ([]SimScaleRow, error) {
 // WriteSimScaleTable prints rows as a table.
 func WriteSimScaleTable(w io.Writer, rows []SimScaleRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tn\ttarget S\tsuperpeers\twall s\tpeak MB\trounds\tmessages/peer\tunattached\t")
+	fmt.Fprintln(tw, "strategy\tn\ttarget S\tsuperpeers\twall s\tpeak MB\tlive heap MB\trounds\tmessages/peer\tunattached\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.0f\t%d\t%.2f\t%d\t\n",
-			r.Strategy, r.N, r.TargetS, r.Superpeers, r.WallS, r.PeakMemMB, r.Rounds, r.MessagesPerPeer, r.Unattached)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.0f\t%d\t%.2f\t%d\t\n",
+			r.Strategy, r.N, r.TargetS, r.Superpeers, r.WallS, r.PeakMemMB, r.LiveHeapMB, r.Rounds, r.MessagesPerPeer, r.Unattached)
 	}
 	return tw.Flush()
 }
