@@ -163,27 +163,22 @@ func validate(c *coordinate.Coordinate, dims int) error {
 	if len(c.Vec) != dims {
 		return fmt.Errorf("%w: Vec has %d dimensions, want %d", ErrBadCoordinate, len(c.Vec), dims)
 	}
-	check := func(name string, v float64) error {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: %s = %v is not finite", ErrBadCoordinate, name, v)
-		}
-		if math.Abs(v) > MaxComponent {
-			return fmt.Errorf("%w: |%s| = %v s exceeds %v s", ErrBadCoordinate, name, math.Abs(v), MaxComponent)
-		}
-		return nil
-	}
+	// The happy path allocates nothing: validate runs for every gossiped
+	// position and every sample, and the field names are formatted only
+	// for the error.
 	for i, v := range c.Vec {
-		if err := check(fmt.Sprintf("Vec[%d]", i), v); err != nil {
+		if err := checkComponent(v, "Vec", i); err != nil {
 			return err
 		}
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"Height", c.Height}, {"Adjustment", c.Adjustment}, {"Error", c.Error}} {
-		if err := check(f.name, f.v); err != nil {
-			return err
-		}
+	if err := checkComponent(c.Height, "Height", -1); err != nil {
+		return err
+	}
+	if err := checkComponent(c.Adjustment, "Adjustment", -1); err != nil {
+		return err
+	}
+	if err := checkComponent(c.Error, "Error", -1); err != nil {
+		return err
 	}
 	if c.Height < 0 {
 		return fmt.Errorf("%w: Height = %v is negative", ErrBadCoordinate, c.Height)
@@ -192,6 +187,21 @@ func validate(c *coordinate.Coordinate, dims int) error {
 		return fmt.Errorf("%w: Error = %v is negative", ErrBadCoordinate, c.Error)
 	}
 	return nil
+}
+
+// checkComponent checks one component of a coordinate: finite and at most
+// MaxComponent in absolute value. The name is name, or name[i] for i >= 0.
+func checkComponent(v float64, name string, i int) error {
+	if !math.IsNaN(v) && math.Abs(v) <= MaxComponent {
+		return nil // finite too: MaxComponent is
+	}
+	if i >= 0 {
+		name = fmt.Sprintf("%s[%d]", name, i)
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("%w: %s = %v is not finite", ErrBadCoordinate, name, v)
+	}
+	return fmt.Errorf("%w: |%s| = %v s exceeds %v s", ErrBadCoordinate, name, math.Abs(v), MaxComponent)
 }
 
 // Distance returns the RTT that coordinates a and b predict, exactly as

@@ -132,6 +132,12 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 		}
 	} else if len(coords) != n {
 		return nil, fmt.Errorf("%w: %d Coords for %d peers", ErrConfig, len(coords), n)
+	} else {
+		for i, c := range coords {
+			if err := validate(c, len(coords[0].Vec)); err != nil {
+				return nil, fmt.Errorf("%w: Coords[%d]: %w", ErrConfig, i, err)
+			}
+		}
 	}
 	ids := make([]ID, n)
 	index := make(map[ID]int, n)
@@ -141,35 +147,76 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 		index[ids[i]] = i
 		peers[i] = Peer{ids[i], coords[i]}
 	}
-	hs := make([]*Holder, n)
+	// Neighbours, as indexes: Neighbours nearest, then RandomNeighbours
+	// drawn for each peer in turn.
 	nr := rand.New(rand.NewPCG(cfg.Seed, 0xe1))
-	for i := range hs {
-		if hs[i], err = NewHolder(ids[i], c); err != nil {
-			return nil, err
+	space := NewPeerSpace(peers)
+	near := newNearest(peers)
+	per := cfg.Neighbours + cfg.RandomNeighbours
+	nbs := make([]int32, 0, n*per)
+	nbStart := make([]int, n+1)
+	for i := range n {
+		for _, p := range near.of(i, cfg.Neighbours) {
+			nbs = append(nbs, int32(index[p.ID]))
 		}
-		if err := hs[i].SetCoordinate(coords[i]); err != nil {
-			return nil, err
-		}
-		ns := nearest(i, peers, cfg.Neighbours)
 		for k := 0; k < cfg.RandomNeighbours && n > 1; k++ {
 			j := nr.IntN(n - 1)
 			if j >= i {
 				j++
 			}
+			nbs = append(nbs, int32(j))
+		}
+		nbStart[i+1] = len(nbs)
+	}
+	near = nil
+	// hs[i] is the token state of peer i while it holds a token, nil
+	// otherwise (see the documentation of Simulate).
+	hs := make([]*Holder, n)
+	holder := func(i int) (*Holder, error) {
+		if hs[i] != nil {
+			return hs[i], nil
+		}
+		h, err := NewHolder(ids[i], c)
+		if err != nil {
+			return nil, err
+		}
+		if err := h.SetCoordinate(coords[i]); err != nil {
+			return nil, err
+		}
+		ns := make([]Peer, 0, nbStart[i+1]-nbStart[i])
+		for _, j := range nbs[nbStart[i]:nbStart[i+1]] {
 			ns = append(ns, peers[j])
 		}
-		hs[i].SetNeighbours(ns)
-		hs[i].SetPeers(peers)
+		h.SetNeighbours(ns)
+		h.SetPeerSpace(space)
+		hs[i] = h
+		return h, nil
 	}
 	first, err := InitialHolders(cfg.Seed, ids, c.Tokens)
 	if err != nil {
 		return nil, err
 	}
 	t0 := time.Unix(0, 0)
+	// pos holds the position of every token, by number: what gossip
+	// reports. moves lists the tokens in the order they moved, and
+	// heard[i] how much of it holder i has observed (-1: nothing yet), so
+	// that a holder observes only the positions that changed since its
+	// last tick; observing an unchanged report again is a no-op.
+	pos := make([]Position, c.Tokens)
+	var moves []int
+	heard := make([]int, n)
+	for i := range heard {
+		heard[i] = -1
+	}
 	for k, id := range first {
-		if err := hs[index[id]].Receive(Token{Num: k}, t0); err != nil {
+		h, err := holder(index[id])
+		if err != nil {
 			return nil, err
 		}
+		if err := h.Receive(Token{Num: k}, t0); err != nil {
+			return nil, err
+		}
+		pos[k], _ = h.Position()
 	}
 
 	res := &SimResult{Coords: coords}
@@ -180,29 +227,52 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 		moved := false
 		for _, i := range tr.Perm(n) {
 			h := hs[i]
-			if _, ok := h.Holding(); !ok {
+			if h == nil {
 				continue
 			}
-			for _, p := range positions(hs) {
-				h.Observe(p)
+			if heard[i] < 0 {
+				for _, p := range pos {
+					h.Observe(p)
+				}
+			} else {
+				for _, k := range moves[heard[i]:] {
+					h.Observe(pos[k])
+				}
 			}
+			heard[i] = len(moves)
 			for _, o := range h.Tick(now) {
 				p, ok := o.(Pass)
 				if !ok {
 					continue
 				}
-				err := hs[index[p.To]].Receive(p.Token, now)
-				h.PassDone(err == nil)
-				if err == nil {
-					moved = true
-					res.Passes++
-					res.LastPass = round
+				j := index[p.To]
+				fresh := hs[j] == nil
+				to, err := holder(j)
+				if err != nil {
+					return nil, err
 				}
+				err = to.Receive(p.Token, now)
+				h.PassDone(err == nil)
+				if err != nil {
+					if fresh {
+						hs[j] = nil
+					}
+					continue
+				}
+				pos[p.Token.Num], _ = to.Position()
+				moves = append(moves, p.Token.Num)
+				moved = true
+				res.Passes++
+				res.LastPass = round
+				hs[i], heard[i] = nil, -1 // it passed its token
 			}
+		}
+		if zzRoundHook != nil { // PROBE
+			zzRoundHook(round, space, pos)
 		}
 		settled := !moved
 		for _, h := range hs {
-			if _, ok := h.Holding(); ok && !h.Superpeer() {
+			if h != nil && !h.Superpeer() {
 				settled = false
 			}
 		}
@@ -211,8 +281,11 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 			break
 		}
 	}
+	if zzHook != nil { // PROBE
+		zzHook()
+	}
 	for i, h := range hs {
-		if _, ok := h.Holding(); ok {
+		if h != nil {
 			res.Superpeers = append(res.Superpeers, i)
 		}
 	}
@@ -221,39 +294,68 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 }
 
 // simCoords fits a coordinate for every peer: CoordRounds rounds in which
-// each peer samples the RTT to one random other peer.
+// each peer samples the RTT to one random other peer. Each peer behaves as
+// a Client (seeded from Seed and its index) that samples the coordinate its
+// peer last published; vivaldi does the arithmetic of all of them, the same
+// to the last bit, without a serf client per peer.
 func simCoords(n int, rtt func(i, j int) time.Duration, cfg SimConfig) ([]*coordinate.Coordinate, error) {
 	r := rand.New(rand.NewPCG(cfg.Seed, 0xc0))
-	cs := make([]*Client, n)
-	for i := range cs {
-		cc := DefaultCoordConfig()
-		cc.Rand = rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
-		var err error
-		if cs[i], err = NewClient(cc); err != nil {
-			return nil, err
-		}
+	rngs := make([]*rand.Rand, n)
+	for i := range rngs {
+		rngs[i] = rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
 	}
-	coords := make([]*coordinate.Coordinate, n)
-	for i := range coords {
-		coords[i] = cs[i].Coordinate()
-	}
+	v := newVivaldi(DefaultCoordConfig().Vivaldi, rngs)
 	for round := 0; round < cfg.CoordRounds && n > 1; round++ {
 		for i := 0; i < n; i++ {
 			j := r.IntN(n - 1)
 			if j >= i {
 				j++
 			}
-			c, err := cs[i].Sample(ID(fmt.Sprint(j)), coords[j], rtt(i, j))
-			if err == nil { // unmeasured pairs (rtt <= 0) are rejected
-				coords[i] = c
-			}
+			v.sample(i, j, rtt(i, j)) // unmeasured pairs (rtt <= 0) are rejected
 		}
+	}
+	coords := make([]*coordinate.Coordinate, n)
+	for i := range coords {
+		coords[i] = v.coordinate(i)
 	}
 	return coords, nil
 }
 
+// nearestIndex answers nearest for every peer of one list on a
+// pivotIndex: the same answers, without comparing every pair of peers.
+type nearestIndex struct {
+	peers []Peer
+	ix    *pivotIndex
+	buf   []neighbour
+}
+
+// newNearest indexes peers, whose coordinates must all be valid and of one
+// dimensionality.
+func newNearest(peers []Peer) *nearestIndex {
+	cs := make([]*coordinate.Coordinate, len(peers))
+	for i, p := range peers {
+		cs[i] = p.Coord
+	}
+	dims := 0
+	if len(cs) > 0 {
+		dims = len(cs[0].Vec)
+	}
+	return &nearestIndex{peers: peers, ix: newPivotIndex(cs, dims)}
+}
+
+// of returns nearest(i, peers, k).
+func (x *nearestIndex) of(i, k int) []Peer {
+	x.buf = x.ix.nearest(x.peers[i].Coord, k, int32(i), x.buf)
+	out := make([]Peer, len(x.buf))
+	for n, c := range x.buf {
+		out[n] = x.peers[c.i]
+	}
+	return out
+}
+
 // nearest returns the k peers nearest to peers[i] by estimated distance, ties
-// by index, excluding i. It keeps the k best seen in a sorted slice, O(n·k).
+// by index, excluding i. It keeps the k best seen in a sorted slice, O(n·k);
+// Simulate uses nearestIndex, which gives the same answers faster.
 func nearest(i int, peers []Peer, k int) []Peer {
 	type cand struct {
 		d float64
@@ -308,13 +410,5 @@ func AttachmentRTT(attach []int, rtt func(i, j int) time.Duration) (mean, p95 ti
 	return sum / time.Duration(len(ds)), ds[min(len(ds)-1, len(ds)*95/100)]
 }
 
-// positions returns the position of every token, in peer order.
-func positions(hs []*Holder) []Position {
-	var out []Position
-	for _, h := range hs {
-		if p, ok := h.Position(); ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+var zzHook func() // PROBE
+var zzRoundHook func(int, *PeerSpace, []Position) // PROBE

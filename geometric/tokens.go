@@ -155,6 +155,7 @@ type Holder struct {
 
 	neighbours []Peer
 	peers      []Peer
+	space      *PeerSpace       // the indexed form of peers, when set by SetPeerSpace
 	heard      map[int]Position // newest position of every other token
 
 	held    bool
@@ -213,7 +214,16 @@ func (h *Holder) SetNeighbours(ns []Peer) {
 // keeps ps, which may be large and shared between holders: the caller must
 // not modify it afterwards.
 func (h *Holder) SetPeers(ps []Peer) {
-	h.peers = ps
+	h.peers, h.space = ps, nil
+	h.stale = true
+}
+
+// SetPeerSpace is SetPeers with the peers of s, which many holders may
+// share: the holder then computes the attraction term on s's index, with
+// the same decisions as SetPeers(the peers of s) at a fraction of the cost
+// (see PeerSpace).
+func (h *Holder) SetPeerSpace(s *PeerSpace) {
+	h.peers, h.space = s.peers, s
 	h.stale = true
 }
 
@@ -393,6 +403,26 @@ func (h *Holder) eligible(n Peer) bool {
 	return true
 }
 
+// eligibleNeighbours returns, for every neighbour, eligible(neighbour),
+// going through the heard positions once instead of once per neighbour.
+func (h *Holder) eligibleNeighbours() []bool {
+	ok := make([]bool, len(h.neighbours))
+	at := make(map[ID][]int, len(h.neighbours))
+	for i, n := range h.neighbours {
+		if n.ID == h.self || n.ID == "" || n.Coord == nil || len(n.Coord.Vec) != len(h.coord.Vec) || !n.Coord.IsValid() {
+			continue
+		}
+		ok[i] = true
+		at[n.ID] = append(at[n.ID], i)
+	}
+	for _, p := range h.heard {
+		for _, i := range at[p.Holder] {
+			ok[i] = false
+		}
+	}
+	return ok
+}
+
 // move returns the neighbour to pass the token to, if any, and the energy
 // the pass saves; see the package documentation for the rule.
 func (h *Holder) move() (ID, float64, bool) {
@@ -408,8 +438,9 @@ func (h *Holder) move() (ID, float64, bool) {
 	steep := norm(force) > h.cfg.Threshold
 	best, bestCos, bestE := -1, 0.0, 0.0 // along the force
 	jump, jumpE := -1, limit             // anywhere
+	eligible := h.eligibleNeighbours()
 	for i, n := range h.neighbours {
-		if !h.eligible(n) {
+		if !eligible[i] {
 			continue
 		}
 		e := f.energy(n)
@@ -449,6 +480,15 @@ type field struct {
 	peers  []Peer
 	near   []float64 // estimated RTT from peers[i] to the nearest other token
 	share  float64   // A·S/N
+
+	// With a PeerSpace, peers and near stay empty: the attraction term
+	// is summed over the cell of the candidate only (PeerSpace.cell), and
+	// energies are lowered by the same constant A·S/N·Σ_p near(p), which
+	// no decision depends on.
+	space *PeerSpace
+	own   int // the token this holder holds
+	memo  Peer
+	cell  []cellPeer // of memo
 }
 
 func (h *Holder) field() *field {
@@ -460,6 +500,14 @@ func (h *Holder) field() *field {
 		}
 	}
 	if h.cfg.Attraction <= 0 {
+		return f
+	}
+	if s := h.space; s != nil && s.usable && s.dims == dims && s.Len() > 0 && len(f.others) > 0 {
+		ts := make([]Position, 0, len(f.others)+1)
+		ts = append(ts, f.others...)
+		s.sync(append(ts, Position{Token: h.token, Holder: h.self, Coord: h.coord}))
+		f.space, f.own = s, h.token.Num
+		f.share = h.cfg.Attraction * float64(len(f.others)+1) / float64(s.Len())
 		return f
 	}
 	for _, p := range h.peers {
@@ -495,7 +543,13 @@ func (f *field) energy(x Peer) float64 {
 	for _, t := range f.others {
 		u += rho * rho / (Distance(x.Coord, t.Coord) + eps)
 	}
-	if f.share > 0 {
+	if f.space != nil {
+		s := 0.0
+		for _, c := range f.cellOf(x) {
+			s += c.d - c.near
+		}
+		u += f.share * s
+	} else if f.share > 0 {
 		s := 0.0
 		for i, p := range f.peers {
 			s += min(rtt(x, p), f.near[i])
@@ -514,12 +568,34 @@ func (f *field) force(x Peer) []float64 {
 		d := Distance(x.Coord, t.Coord)
 		addUnit(out, x.Coord.Vec, t.Coord.Vec, rho*rho/((d+eps)*(d+eps)))
 	}
+	if f.space != nil {
+		c := f.cellOf(x)
+		sortCell(c) // the order of the peer list, as below
+		for _, p := range c {
+			addUnit(out, f.space.vecOf(p.k), x.Coord.Vec, f.share)
+		}
+		return out
+	}
 	for i, p := range f.peers {
 		if rtt(x, p) < f.near[i] {
 			addUnit(out, p.Coord.Vec, x.Coord.Vec, f.share)
 		}
 	}
 	return out
+}
+
+// cellOf returns the peers that x would take from the other tokens
+// (PeerSpace.cell), remembering the last answer: move asks for the holder's
+// own cell twice.
+func (f *field) cellOf(x Peer) []cellPeer {
+	if f.cell == nil || f.memo != x {
+		f.memo = x
+		f.cell = f.space.cell(x, f.own, f.cell[:0])
+		if f.cell == nil {
+			f.cell = []cellPeer{}
+		}
+	}
+	return f.cell
 }
 
 // addUnit adds to f the unit vector from b towards a, scaled by k. It adds
