@@ -267,9 +267,6 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 				hs[i], heard[i] = nil, -1 // it passed its token
 			}
 		}
-		if zzRoundHook != nil { // PROBE
-			zzRoundHook(round, space, pos)
-		}
 		settled := !moved
 		for _, h := range hs {
 			if h != nil && !h.Superpeer() {
@@ -280,9 +277,6 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 			res.Settled = true
 			break
 		}
-	}
-	if zzHook != nil { // PROBE
-		zzHook()
 	}
 	for i, h := range hs {
 		if h != nil {
@@ -409,6 +403,3 @@ func AttachmentRTT(attach []int, rtt func(i, j int) time.Duration) (mean, p95 ti
 	slices.Sort(ds)
 	return sum / time.Duration(len(ds)), ds[min(len(ds)-1, len(ds)*95/100)]
 }
-
-var zzHook func() // PROBE
-var zzRoundHook func(int, *PeerSpace, []Position) // PROBE

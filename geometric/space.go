@@ -61,8 +61,8 @@ type PeerSpace struct {
 	// Per token slot.
 	slot    map[int]int32 // token number -> slot
 	toks    []spaceToken
-	tv      []float64 // slot × dims: the Vec of the token's position
-	liveIDs []int32   // the live slots, in increasing order
+	tv      []float64         // slot × dims: the Vec of the token's position
+	liveIDs []int32           // the live slots, in increasing order
 	heldBy  map[int32][]int32 // position -> the slots it holds
 	tix     *tokenIndex
 	free    []int32
@@ -183,7 +183,6 @@ func (s *PeerSpace) offer(k, t int32, d float64) bool {
 
 // recompute finds the two nearest tokens of the peer at k afresh.
 func (s *PeerSpace) recompute(k int32) {
-	zzRecompute++ // PROBE
 	if s.tix != nil {
 		s.tix.nearest2(s, k)
 		return
@@ -424,13 +423,6 @@ func (s *PeerSpace) update() {
 		})
 	}
 	single := len(s.changes) == 1 && s.changes[0].old && s.toks[s.changes[0].slot].live
-	if single { // PROBE
-		zzSingle++
-	} else {
-		zzMulti++
-		zzMultiMarked += len(s.marked)
-	}
-	zzMarked += len(s.marked)
 	for _, k := range s.marked {
 		if t := s.changes[0].slot; single {
 			s.moved(k, t, s.tokenRTT(k, t))
@@ -464,7 +456,6 @@ type cellPeer struct {
 // peers that x would serve if it held token own. They are no farther from
 // x than their d2, so in a ball that holds x (x itself, at RTT 0, apart).
 func (s *PeerSpace) cell(x Peer, own int, out []cellPeer) []cellPeer {
-	zzCells++ // PROBE
 	ownSlot := int32(-1)
 	if t, ok := s.slot[own]; ok {
 		ownSlot = t
@@ -498,6 +489,3 @@ func (s *PeerSpace) cell(x Peer, own int, out []cellPeer) []cellPeer {
 func sortCell(c []cellPeer) {
 	slices.SortFunc(c, func(a, b cellPeer) int { return cmp.Compare(a.point, b.point) })
 }
-
-var zzCells int // PROBE
-var zzSingle, zzMulti, zzMultiMarked, zzMarked, zzRecompute int // PROBE
