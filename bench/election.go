@@ -334,17 +334,27 @@ func Election(cfg ElectionConfig) ([]ElectionRow, error) {
 	return rows, nil
 }
 
+// checkAlgorithms returns algos, or all of classic.Algorithms when it is
+// empty, or an error wrapping sentinel and classic.ErrUnknownAlgorithm
+// that names the first unknown one.
+func checkAlgorithms(sentinel error, algos []string) ([]string, error) {
+	if len(algos) == 0 {
+		return classic.Algorithms(), nil
+	}
+	for i, a := range algos {
+		if !slices.Contains(classic.Algorithms(), a) {
+			return nil, fmt.Errorf("%w: Algorithms[%d] = %q: %w; choose from %s",
+				sentinel, i, a, classic.ErrUnknownAlgorithm, strings.Join(classic.Algorithms(), ", "))
+		}
+	}
+	return algos, nil
+}
+
 // fill checks cfg and fills in the defaults.
 func (cfg *ElectionConfig) fill() error {
-	if len(cfg.Algorithms) == 0 {
-		cfg.Algorithms = classic.Algorithms()
-	}
-	known := electionScenarios()
-	for i, a := range cfg.Algorithms {
-		if _, ok := known[a]; !ok {
-			return fmt.Errorf("%w: Algorithms[%d] = %q: %w; choose from %s",
-				ErrElectionConfig, i, a, classic.ErrUnknownAlgorithm, strings.Join(classic.Algorithms(), ", "))
-		}
+	var err error
+	if cfg.Algorithms, err = checkAlgorithms(ErrElectionConfig, cfg.Algorithms); err != nil {
+		return err
 	}
 	if len(cfg.Sizes) == 0 {
 		cfg.Sizes = slices.Clone(DefaultElectionSizes)

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -214,14 +213,9 @@ func (cfg *RepairConfig) fill() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrRepairConfig, fmt.Sprintf(format, args...))
 	}
-	if len(cfg.Algorithms) == 0 {
-		cfg.Algorithms = classic.Algorithms()
-	}
-	for i, a := range cfg.Algorithms {
-		if !slices.Contains(classic.Algorithms(), a) {
-			return fmt.Errorf("%w: Algorithms[%d] = %q: %w; choose from %s",
-				ErrRepairConfig, i, a, classic.ErrUnknownAlgorithm, strings.Join(classic.Algorithms(), ", "))
-		}
+	var err error
+	if cfg.Algorithms, err = checkAlgorithms(ErrRepairConfig, cfg.Algorithms); err != nil {
+		return err
 	}
 	if len(cfg.Sizes) == 0 {
 		cfg.Sizes = slices.Clone(DefaultRepairSizes)
