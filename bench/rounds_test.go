@@ -14,7 +14,7 @@ import (
 //	n       S    last pass (round)  passes  passes per peer
 //	100     10   7                  37      0.37
 //	490     49   4                  99      0.20
-//	10,000  100  3                  145     0.015   (synthetic, 200 coordinate rounds, 62 s)
+//	10,000  100  3                  145     0.015   (synthetic, 200 coordinate rounds)
 //
 // Every token then holds still for the dwell time (30 rounds) before its
 // holder is promoted. The bound asserted is generous: within 20 rounds.

@@ -240,6 +240,17 @@ func (a pair) compare(b pair) int {
 	return cmp.Or(cmp.Compare(a.d, b.d), cmp.Compare(a.peer, b.peer), cmp.Compare(a.k, b.k))
 }
 
+// before is a.compare(b) < 0, quicker for distances that differ.
+func (a pair) before(b pair) bool {
+	if a.d < b.d {
+		return true
+	}
+	if a.d > b.d {
+		return false
+	}
+	return a.compare(b) < 0
+}
+
 // attacher hands out the pairs of every peer in increasing order: it keeps
 // the next few nearest superpeers of a peer, not yet offered, and asks for
 // the next ones when they run out (twice as many each time), so memory
@@ -310,10 +321,10 @@ func (a *attacher) down(i int) {
 		if l >= len(h) {
 			return
 		}
-		if r := l + 1; r < len(h) && h[r].compare(h[l]) < 0 {
+		if r := l + 1; r < len(h) && h[r].before(h[l]) {
 			l = r
 		}
-		if h[l].compare(h[i]) >= 0 {
+		if !h[l].before(h[i]) {
 			return
 		}
 		h[i], h[l] = h[l], h[i]

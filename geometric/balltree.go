@@ -27,6 +27,7 @@ type ballTree struct {
 	nodes   []btNode
 	boxes   []float64 // node × 2·dims: low corner, high corner
 	rmax    []float64 // node -> largest radius below it
+	newest  []uint64  // node -> newest version of a point below it
 	leafOf  []int32   // point -> its leaf
 	stack   []int32
 	dirty   []int32 // leaves whose radii changed
@@ -49,9 +50,10 @@ const (
 )
 
 // newBallTree builds the tree over n points with Vec parts vec (point ×
-// dims) and radii r, and returns it with order: the point that must come
-// k-th, for every k. The tree then speaks of points in that order.
-func newBallTree(dims int, vec, r []float64) (*ballTree, []int32) {
+// dims), radii r and versions version (see refresh), and returns it with
+// order: the point that must come k-th, for every k. The tree then speaks
+// of points in that order.
+func newBallTree(dims int, vec, r []float64, version []uint64) (*ballTree, []int32) {
 	n := len(r)
 	t := &ballTree{dims: dims}
 	order := make([]int32, n)
@@ -63,11 +65,13 @@ func newBallTree(dims int, vec, r []float64) (*ballTree, []int32) {
 		t.build(vec, r, order, keys, 0, int32(n), -1)
 	}
 	t.rmax = make([]float64, len(t.nodes))
+	t.newest = make([]uint64, len(t.nodes))
 	t.isDirty = make([]bool, len(t.nodes))
 	t.leafOf = make([]int32, n)
-	ro := make([]float64, n) // the radii in the new order
+	ro := make([]float64, n) // the radii and versions in the new order
+	vo := make([]uint64, n)
 	for k, i := range order {
-		ro[k] = r[i]
+		ro[k], vo[k] = r[i], version[i]
 	}
 	for id := len(t.nodes) - 1; id >= 0; id-- {
 		if n := &t.nodes[id]; n.left < 0 {
@@ -76,6 +80,7 @@ func newBallTree(dims int, vec, r []float64) (*ballTree, []int32) {
 			}
 		}
 		t.rmax[id] = t.nodeMax(int32(id), ro)
+		t.newest[id] = t.nodeNewest(int32(id), vo)
 	}
 	return t, order
 }
@@ -228,17 +233,56 @@ func (t *ballTree) changed(k int32) {
 	}
 }
 
-// refresh restores the largest radii above the changed points.
-func (t *ballTree) refresh(r []float64) {
+// refresh restores the largest radii and the newest versions above the
+// changed points; version[k] is the version of point k, which only grows.
+func (t *ballTree) refresh(r []float64, version []uint64) {
 	for _, l := range t.dirty {
 		t.isDirty[l] = false
 		for id := l; id >= 0; id = t.nodes[id].parent {
-			m := t.nodeMax(id, r)
-			if m == t.rmax[id] && id != l {
+			m, v := t.nodeMax(id, r), t.nodeNewest(id, version)
+			if m == t.rmax[id] && v == t.newest[id] && id != l {
 				break // nothing changes further up
 			}
-			t.rmax[id] = m
+			t.rmax[id], t.newest[id] = m, v
 		}
 	}
 	t.dirty = t.dirty[:0]
+}
+
+// nodeNewest returns the newest version below node id.
+func (t *ballTree) nodeNewest(id int32, version []uint64) uint64 {
+	n := &t.nodes[id]
+	if n.left >= 0 {
+		return max(t.newest[n.left], t.newest[n.right])
+	}
+	var v uint64
+	for _, x := range version[n.lo:n.hi] {
+		v = max(v, x)
+	}
+	return v
+}
+
+// searchSince is search restricted to the points of a version newer than
+// since (and some others).
+func (t *ballTree) searchSince(q []float64, qw float64, since uint64, f func(k int32)) {
+	if len(t.nodes) == 0 {
+		return
+	}
+	todo := append(t.stack[:0], 0)
+	for len(todo) > 0 {
+		id := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if t.newest[id] <= since || t.boxDist(q, id)+qw-boundSlack > t.rmax[id] {
+			continue
+		}
+		n := &t.nodes[id]
+		if n.left >= 0 {
+			todo = append(todo, n.right, n.left)
+			continue
+		}
+		for k := n.lo; k < n.hi; k++ {
+			f(k)
+		}
+	}
+	t.stack = todo
 }

@@ -2,6 +2,7 @@ package geometric
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -486,6 +487,79 @@ func TestSelectNth(t *testing.T) {
 				(i > k && (keys[i] < keys[k] || keys[i] == keys[k] && ids[i] < ids[k])) {
 				t.Fatalf("trial %d: not partitioned around %d", trial, k)
 			}
+		}
+	}
+}
+
+// A cached cell, brought up to date after every change of the tokens, is
+// the cell computed afresh, entry for entry.
+func TestCellCacheMatchesFresh(t *testing.T) {
+	cs := randomCoords(800, 8, 13)
+	peers := peersOf(cs)
+	space := NewPeerSpace(peers)
+	r := rand.New(rand.NewPCG(13, 1))
+	near := newNearest(peers)
+	type tok struct{ num, peer int }
+	var toks []tok
+	for k, p := range r.Perm(len(peers))[:25] {
+		toks = append(toks, tok{k, p})
+	}
+	xs := make([]Peer, 12)
+	caches := make([]cellCache, len(xs))
+	for i := range xs {
+		xs[i] = peers[r.IntN(len(peers))]
+	}
+	xs[0] = peers[toks[0].peer] // the holder of token 0 itself
+	incremental := 0
+	for step := range 400 {
+		switch op := r.IntN(12); {
+		case op == 0:
+			for range 3 {
+				k := 1 + r.IntN(len(toks)-1)
+				toks[k].peer = r.IntN(len(peers))
+			}
+		default: // a pass to a near peer, token 0 stays
+			k := 1 + r.IntN(len(toks)-1)
+			toks[k].peer = near.of(toks[k].peer, 4)[r.IntN(4)].ID.index()
+		}
+		var ts []Position
+		for _, o := range toks {
+			ts = append(ts, Position{Token{Num: o.num}, peers[o.peer].ID, cs[o.peer]})
+		}
+		space.sync(ts)
+		for i, x := range xs {
+			if caches[i].version != 0 {
+				incremental++
+			}
+			got := space.cached(x, 0, &caches[i], nil)
+			want := space.cell(x, 0, nil)
+			sortCell(want)
+			if !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+				t.Fatalf("step %d, candidate %s: cached cell of %d peers, fresh %d", step, x.ID, len(got), len(want))
+			}
+		}
+	}
+	t.Logf("%d of %d cells brought up to date rather than computed afresh", incremental, 400*len(xs))
+	if incremental == 0 {
+		t.Fatal("the incremental path was not exercised")
+	}
+}
+
+// Simulate refuses Coords that the indexes could not take: nil, not finite,
+// or of another dimensionality than the first.
+func TestSimulateRejectsBadCoords(t *testing.T) {
+	good := randomCoords(6, 8, 1)
+	for name, bad := range map[string]*coordinate.Coordinate{
+		"nil":            nil,
+		"NaN":            {Vec: []float64{math.NaN(), 0, 0, 0, 0, 0, 0, 0}},
+		"two dimensions": {Vec: []float64{0, 0}},
+	} {
+		cs := slices.Clone(good)
+		cs[3] = bad
+		cfg := SimConfig{Seed: 1, Coords: cs}
+		cfg.Tokens = 2
+		if _, err := Simulate(len(cs), line(len(cs)), cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: err = %v, want ErrConfig", name, err)
 		}
 	}
 }

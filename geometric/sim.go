@@ -19,11 +19,26 @@ type SimConfig struct {
 	Seed uint64
 
 	// CoordRounds is the number of rounds of coordinate fitting before the
-	// tokens start; in each, every peer samples the RTT to one random peer.
-	// Default 1000: on PlanetLab, 200 rounds leave the placement at S = 50
+	// tokens start; in each, every peer samples the RTT to one random peer,
+	// so it is the number of samples per peer. The default depends on the
+	// number of peers n: 1000 up to 10,000 peers, then 10^7/n (a budget
+	// of 10^7 samples in all), but never fewer than 400.
+	//
+	// Why 1000: on PlanetLab, 200 rounds leave the placement at S = 50
 	// 1.5 times worse (mean RTT to the superpeer 15.8 ms against 10.6 ms
 	// for 1000 rounds; a k-median placement on the coordinates, judged by
-	// true RTT), and 3000 rounds gain nothing more.
+	// true RTT), and 3000 rounds gain nothing more. Why fewer above 10,000
+	// peers: the fitting costs n·CoordRounds samples, most of a large run.
+	// Why at least 400: on the synthetic 10,000-host network of
+	// sim_scale_test.go (S = 100, C = 200, seed 1) the mean RTT to the
+	// superpeer is 57.9 ms after 50 rounds, 29.4 after 100, 11.2 after
+	// 200, 8.2 after 400, 7.9 after 1000 and 7.7 after 2000; on its
+	// 100,000-host version (S = 1000) 24.9 ms after 200 rounds, 19.9
+	// after 400 and 17.2 after 1000, and coarser coordinates make the
+	// token dynamics slower too (a run with 200 rounds takes longer than
+	// one with 400). (There, as at 10,000 hosts, a random placement
+	// attached the same way does as well or better: 5.6 ms at 100,000
+	// hosts; the tokens settle on hosts with large heights.)
 	CoordRounds int
 
 	// Coords, when not nil, holds a coordinate for every peer and replaces
@@ -73,6 +88,7 @@ type SimResult struct {
 // Simulate runs coordinates, token dynamics and attachment in-process for n
 // peers (named "p0", "p1", ...) whose true RTTs are rtt(i, j); rtt(i, j) <= 0
 // marks a pair that was not measured, whose samples Client.Sample rejects.
+// rtt must be a function of (i, j): a pair measured twice has the same RTT.
 //
 // The model, round by round: first CoordRounds rounds in which every peer
 // samples the RTT to one random peer. Then the tokens start on
@@ -80,15 +96,40 @@ type SimResult struct {
 // tick one at a time, in a seeded random order; each hears the current
 // position of every token just before its tick (gossip faster than the
 // tick) and a pass it makes is delivered at once. Every holder knows the
-// coordinates of all peers (SetPeers) and has Neighbours nearest plus
-// RandomNeighbours random peers as neighbours. Dwell is counted in rounds of
-// Round each. The run stops when every token is held by a superpeer and none
-// moved in the round, or after MaxRounds; then every ordinary peer attaches
-// with AttachAll.
+// coordinates of all peers (one PeerSpace, shared: the same decisions as
+// SetPeers with all peers) and has Neighbours nearest plus RandomNeighbours
+// random peers as neighbours. Dwell is counted in rounds of Round each.
+// The run stops when every token is held by a superpeer and none moved in
+// the round, or after MaxRounds; then every ordinary peer attaches with
+// AttachAll.
+//
+// A peer has token state (a Holder) only while it holds a token: it gets a
+// new one when it receives a token and drops it when it passes the token
+// on. What a holder heard could only make it refuse a token that it is
+// never offered (a token's Seq only grows), and a new holder hears every
+// position at its first tick, so this changes no result; it keeps the
+// memory to O(n + S²) rather than O(S·(S + passes)). Likewise a holder is
+// told only the positions that changed since its last tick, and a peer's
+// nearest neighbours are found when it first holds a token; the random
+// neighbours of all peers are drawn at the start, in peer order.
+//
+// The coordinates are those of one Client per peer, each seeded from Seed
+// and its index, sampling the coordinate its peer last published, computed
+// to the same bits by a flat copy of serf's arithmetic (vivaldi.go). serf's
+// median filter over the last samples of each peer is left out: rtt being a
+// function, it would return each sample as it is.
+//
+// For large n the run costs, roughly, n·CoordRounds samples, one nearest-
+// neighbour search per token holder, and per round a search of the peers
+// near each candidate of each holder whose surroundings changed (see
+// PeerSpace); on the synthetic 100,000-host network of sim_scale_test.go
+// (S = 1000, 400 coordinate rounds) 80-95 s of one core of a shared
+// 2-core machine, with a peak heap of 640 MB (BenchmarkSimulate100k).
 //
 // It fails with ErrConfig when n < 1, when Tokens exceeds n (a peer holds at
-// most one token; Tokens == n makes every peer a superpeer), or when the
-// ordinary peers n-Tokens exceed Tokens × Capacity.
+// most one token; Tokens == n makes every peer a superpeer), when the
+// ordinary peers n-Tokens exceed Tokens × Capacity, or when Coords holds a
+// coordinate that is not valid or not of the first one's dimensionality.
 func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResult, error) {
 	c, err := cfg.Config.withDefaults()
 	if err != nil {
@@ -96,7 +137,7 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 	}
 	cfg.Config = c
 	if cfg.CoordRounds == 0 {
-		cfg.CoordRounds = 1000
+		cfg.CoordRounds = DefaultCoordRounds(n)
 	}
 	if cfg.Neighbours == 0 {
 		cfg.Neighbours = 8
@@ -147,28 +188,26 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 		index[ids[i]] = i
 		peers[i] = Peer{ids[i], coords[i]}
 	}
-	// Neighbours, as indexes: Neighbours nearest, then RandomNeighbours
-	// drawn for each peer in turn.
+	// Neighbours: the Neighbours nearest, found when a peer first needs
+	// them (only token holders do), then RandomNeighbours drawn for each
+	// peer in turn, here.
 	nr := rand.New(rand.NewPCG(cfg.Seed, 0xe1))
 	space := NewPeerSpace(peers)
 	near := newNearest(peers)
-	per := cfg.Neighbours + cfg.RandomNeighbours
-	nbs := make([]int32, 0, n*per)
-	nbStart := make([]int, n+1)
+	rnd := 0
+	if n > 1 {
+		rnd = cfg.RandomNeighbours
+	}
+	randoms := make([]int32, n*rnd)
 	for i := range n {
-		for _, p := range near.of(i, cfg.Neighbours) {
-			nbs = append(nbs, int32(index[p.ID]))
-		}
-		for k := 0; k < cfg.RandomNeighbours && n > 1; k++ {
+		for k := range rnd {
 			j := nr.IntN(n - 1)
 			if j >= i {
 				j++
 			}
-			nbs = append(nbs, int32(j))
+			randoms[i*rnd+k] = int32(j)
 		}
-		nbStart[i+1] = len(nbs)
 	}
-	near = nil
 	// hs[i] is the token state of peer i while it holds a token, nil
 	// otherwise (see the documentation of Simulate).
 	hs := make([]*Holder, n)
@@ -183,8 +222,8 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 		if err := h.SetCoordinate(coords[i]); err != nil {
 			return nil, err
 		}
-		ns := make([]Peer, 0, nbStart[i+1]-nbStart[i])
-		for _, j := range nbs[nbStart[i]:nbStart[i+1]] {
+		ns := near.of(i, cfg.Neighbours)
+		for _, j := range randoms[i*rnd : (i+1)*rnd] {
 			ns = append(ns, peers[j])
 		}
 		h.SetNeighbours(ns)
@@ -287,6 +326,12 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 	return res, err
 }
 
+// DefaultCoordRounds returns the CoordRounds that Simulate takes for n
+// peers when SimConfig.CoordRounds is 0: min(1000, max(400, 10^7/n)).
+func DefaultCoordRounds(n int) int {
+	return min(1000, max(400, 10_000_000/max(n, 1)))
+}
+
 // simCoords fits a coordinate for every peer: CoordRounds rounds in which
 // each peer samples the RTT to one random other peer. Each peer behaves as
 // a Client (seeded from Seed and its index) that samples the coordinate its
@@ -299,14 +344,34 @@ func simCoords(n int, rtt func(i, j int) time.Duration, cfg SimConfig) ([]*coord
 		rngs[i] = rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
 	}
 	v := newVivaldi(DefaultCoordConfig().Vivaldi, rngs)
-	for round := 0; round < cfg.CoordRounds && n > 1; round++ {
-		for i := 0; i < n; i++ {
+	if n > 1 && cfg.CoordRounds > 0 {
+		// The samples in order, each drawn (and its RTT asked for) one
+		// step ahead, so that the load of the next remote coordinate
+		// overlaps the arithmetic of this sample: the draws and the calls
+		// of rtt keep their order.
+		draw := func(i int) int {
 			j := r.IntN(n - 1)
 			if j >= i {
 				j++
 			}
-			v.sample(i, j, rtt(i, j)) // unmeasured pairs (rtt <= 0) are rejected
+			return j
 		}
+		j := draw(0)
+		d := rtt(0, j)
+		var sink float64
+		for k, last := 0, cfg.CoordRounds*n-1; k <= last; k++ {
+			i := k % n
+			nj, nd := 0, time.Duration(0)
+			if k < last {
+				ni := (k + 1) % n
+				nj = draw(ni)
+				nd = rtt(ni, nj)
+				sink += v.pub[nj*v.stride] // the load, ahead of its use
+			}
+			v.sample(i, j, d) // unmeasured pairs (rtt <= 0) are rejected
+			j, d = nj, nd
+		}
+		v.sink = sink
 	}
 	coords := make([]*coordinate.Coordinate, n)
 	for i := range coords {

@@ -44,7 +44,7 @@ type PeerSpace struct {
 	peers   []Peer
 	dims    int
 	usable  bool    // one dimensionality, distinct IDs
-	point   []int32 // position -> index in peers
+	point   []int32 // position -> index in peers (see posOf)
 	byID    map[ID]int32
 	vec     []float64 // position × dims
 	h, a, w []float64 // position -> Height, Adjustment, weight
@@ -57,6 +57,15 @@ type PeerSpace struct {
 	r      []float64
 	tree   *ballTree // nil until the first sync
 	drift  int       // radii changed since the tree was built
+
+	// version counts the syncs that changed d1, d2, n1 or n2 of some
+	// peer; changed[k] is the version in which those of the peer at k
+	// last changed (0: before the first). caches holds, per token, the
+	// cells of its holder's candidates (cached).
+	version uint64
+	changed []uint64
+	caches  map[int]map[ID]*cellCache
+	posOf   []int32 // index in peers -> position, -1 for peers left out
 
 	// Per token slot.
 	slot    map[int]int32 // token number -> slot
@@ -101,7 +110,7 @@ type change struct {
 // the attraction term, as SetPeers leaves them. The PeerSpace keeps ps,
 // whose coordinates must not be modified afterwards.
 func NewPeerSpace(ps []Peer) *PeerSpace {
-	s := &PeerSpace{peers: ps, usable: true, byID: map[ID]int32{}, slot: map[int]int32{}}
+	s := &PeerSpace{peers: ps, usable: true, byID: map[ID]int32{}, slot: map[int]int32{}, caches: map[int]map[ID]*cellCache{}}
 	for _, p := range ps {
 		if p.Coord == nil {
 			continue
@@ -129,9 +138,16 @@ func NewPeerSpace(ps []Peer) *PeerSpace {
 		}
 	}
 	n := len(s.point)
+	s.posOf = make([]int32, len(ps))
+	for i := range s.posOf {
+		s.posOf[i] = -1
+	}
+	for k, i := range s.point {
+		s.posOf[i] = int32(k)
+	}
 	s.d1, s.d2, s.r = make([]float64, n), make([]float64, n), make([]float64, n)
 	s.n1, s.n2 = make([]int32, n), make([]int32, n)
-	s.mark, s.offered = make([]uint64, n), make([]uint64, n)
+	s.mark, s.offered, s.changed = make([]uint64, n), make([]uint64, n), make([]uint64, n)
 	for k := range s.d1 {
 		s.d1[k], s.d2[k], s.r[k], s.n1[k], s.n2[k] = math.Inf(1), math.Inf(1), math.Inf(1), -1, -1
 	}
@@ -289,11 +305,13 @@ func (s *PeerSpace) sync(ts []Position) {
 		}
 	}
 	s.held()
+	s.version++
 	if s.tree == nil || 4*len(s.changes) >= s.live {
 		s.tix = newTokenIndex(s)
 		for k := range s.point {
 			s.recompute(int32(k))
 			s.r[k] = s.d2[k] - s.w[k]
+			s.changed[k] = s.version
 		}
 		s.rebuild()
 		return
@@ -326,7 +344,7 @@ func (s *PeerSpace) held() {
 // rebuild builds the tree anew for the current radii and lays the peers
 // out in its order.
 func (s *PeerSpace) rebuild() {
-	tree, order := newBallTree(s.dims, s.vec, s.r)
+	tree, order := newBallTree(s.dims, s.vec, s.r, s.changed)
 	s.tree, s.drift = tree, 0
 	n, d := len(order), s.dims
 	where := make([]int32, n) // old position -> new
@@ -358,9 +376,15 @@ func (s *PeerSpace) rebuild() {
 	for _, x := range [][]int32{s.point, s.n1, s.n2} {
 		permute32(x)
 	}
+	changed := make([]uint64, n)
+	for k, i := range order {
+		changed[k] = s.changed[i]
+	}
+	s.changed = changed
 	clear(s.mark)
 	clear(s.offered)
 	for k, i := range s.point {
+		s.posOf[i] = int32(k)
 		if id := s.peers[i].ID; id != "" {
 			s.byID[id] = int32(k)
 		}
@@ -432,14 +456,15 @@ func (s *PeerSpace) update() {
 	}
 	for _, list := range [2][]int32{s.marked, s.touched} {
 		for _, k := range list {
+			s.changed[k] = s.version
+			tr.changed(k)
 			if r := s.d2[k] - s.w[k]; r != s.r[k] {
 				s.r[k] = r
-				tr.changed(k)
 				s.drift++
 			}
 		}
 	}
-	tr.refresh(s.r)
+	tr.refresh(s.r, s.changed)
 }
 
 // cellPeer is a peer that a candidate holder x would take from the other
@@ -456,21 +481,34 @@ type cellPeer struct {
 // peers that x would serve if it held token own. They are no farther from
 // x than their d2, so in a ball that holds x (x itself, at RTT 0, apart).
 func (s *PeerSpace) cell(x Peer, own int, out []cellPeer) []cellPeer {
-	ownSlot := int32(-1)
+	ownSlot, self := s.ownAndSelf(x, own)
+	if self >= 0 {
+		if near := s.near(self, ownSlot); near > 0 {
+			out = append(out, cellPeer{s.point[self], self, 0, near})
+		}
+	}
+	return s.others(x, ownSlot, self, 0, out)
+}
+
+func (s *PeerSpace) ownAndSelf(x Peer, own int) (ownSlot, self int32) {
+	ownSlot, self = -1, -1
 	if t, ok := s.slot[own]; ok {
 		ownSlot = t
 	}
-	self := int32(-1)
 	if k, ok := s.byID[x.ID]; ok {
 		self = k
-		if near := s.near(k, ownSlot); near > 0 {
-			out = append(out, cellPeer{s.point[k], k, 0, near})
-		}
 	}
+	return ownSlot, self
+}
+
+// others appends to out the peers of x's cell other than x itself (self,
+// -1 when x is not a peer), looking only at peers whose version is newer
+// than since.
+func (s *PeerSpace) others(x Peer, ownSlot, self int32, since uint64, out []cellPeer) []cellPeer {
 	xv, xh, xa := x.Coord.Vec, x.Coord.Height, x.Coord.Adjustment
 	xw := weight(x.Coord)
-	s.tree.search(xv, xw, func(k int32) {
-		if k == self {
+	f := func(k int32) {
+		if k == self || s.changed[k] < since {
 			return
 		}
 		near := s.near(k, ownSlot)
@@ -480,8 +518,71 @@ func (s *PeerSpace) cell(x Peer, own int, out []cellPeer) []cellPeer {
 		if d := distanceTo(xv, xh, xa, s.vecOf(k), s.h[k], s.a[k]); d < near {
 			out = append(out, cellPeer{s.point[k], k, d, near})
 		}
-	})
+	}
+	if since == 0 {
+		s.tree.search(xv, xw, f)
+	} else {
+		s.tree.searchSince(xv, xw, since-1, f)
+	}
 	return out
+}
+
+// cellCache is the cell of one candidate of a holder (PeerSpace.cached),
+// without the candidate itself, in the order of the peer list. Its
+// entries' positions (k) are those of when it was brought up to date.
+type cellCache struct {
+	version uint64 // of the PeerSpace it is from; 0: none
+	own     int
+	x       Peer
+	cell    []cellPeer
+}
+
+// cellsOf returns the cell caches of the holder of token own: they pass
+// with the token from holder to holder, as the next one's candidates are
+// often the last one's.
+func (s *PeerSpace) cellsOf(own int) map[ID]*cellCache {
+	m := s.caches[own]
+	if m == nil {
+		m = map[ID]*cellCache{}
+		s.caches[own] = m
+	}
+	return m
+}
+
+// cached appends to out the cell of x for token own, in the order of the
+// peer list, as cell and sortCell would, from c, which it brings up to
+// date: of
+// the peers in c, those whose d1, d2 or nearest token changed since go
+// out, and those of the changed peers that are now in the cell come in
+// (a peer that did not change keeps its place in or out of the cell).
+func (s *PeerSpace) cached(x Peer, own int, c *cellCache, out []cellPeer) []cellPeer {
+	ownSlot, self := s.ownAndSelf(x, own)
+	if c.version == 0 || c.own != own || c.x.ID != x.ID || !sameCoord(c.x.Coord, x.Coord) {
+		c.cell = s.others(x, ownSlot, self, 0, c.cell[:0])
+		sortCell(c.cell)
+	} else if c.version < s.version {
+		kept := c.cell[:0]
+		for _, p := range c.cell {
+			if k := s.posOf[p.point]; s.changed[k] <= c.version {
+				p.k = k // it may have moved in a rebuild
+				kept = append(kept, p)
+			}
+		}
+		n := len(kept)
+		c.cell = s.others(x, ownSlot, self, c.version+1, kept)
+		if len(c.cell) > n {
+			sortCell(c.cell)
+		}
+	}
+	c.version, c.own, c.x = s.version, own, x
+	if self >= 0 {
+		if near := s.near(self, ownSlot); near > 0 {
+			at, _ := slices.BinarySearchFunc(c.cell, s.point[self], func(p cellPeer, pt int32) int { return cmp.Compare(p.point, pt) })
+			out = append(append(append(out, c.cell[:at]...), cellPeer{s.point[self], self, 0, near}), c.cell[at:]...)
+			return out
+		}
+	}
+	return append(out, c.cell...)
 }
 
 // sortCell puts a cell in the order of the peer list, the order in which

@@ -436,19 +436,48 @@ func (h *Holder) move() (ID, float64, bool) {
 	here := f.energy(self)
 	limit := here - h.cfg.cooled(margin, h.token)
 	steep := norm(force) > h.cfg.Threshold
-	best, bestCos, bestE := -1, 0.0, 0.0 // along the force
-	jump, jumpE := -1, limit             // anywhere
 	eligible := h.eligibleNeighbours()
+	tried := make([]bool, len(h.neighbours))
+	if steep {
+		// The rule takes, of the improving neighbours with a positive
+		// cosine with the force, the one with the largest (the first in
+		// neighbour order among equals): try them in that order and stop
+		// at the first that improves.
+		type along struct {
+			i int
+			c float64
+		}
+		var cs []along
+		for i, n := range h.neighbours {
+			if c := 0.0; eligible[i] {
+				if c = cosine(force, n.Coord.Vec, h.coord.Vec); c > 0 {
+					cs = append(cs, along{i, c})
+				}
+			}
+		}
+		slices.SortStableFunc(cs, func(a, b along) int { return cmp.Compare(b.c, a.c) })
+		for _, a := range cs {
+			tried[a.i] = true
+			if e := f.energy(h.neighbours[a.i]); e <= limit {
+				if f.cells != nil {
+					f.prune(self, h.neighbours)
+				}
+				return h.neighbours[a.i].ID, here - e, true
+			}
+		}
+	}
+	// Otherwise the improving neighbour with the least energy (the first
+	// in neighbour order among equals), if any: the ones tried above do
+	// not improve.
+	best, bestE := -1, 0.0
+	jump, jumpE := -1, limit
 	for i, n := range h.neighbours {
-		if !eligible[i] {
+		if !eligible[i] || tried[i] {
 			continue
 		}
 		e := f.energy(n)
 		if e > limit {
 			continue
-		}
-		if c := cosine(force, n.Coord.Vec, h.coord.Vec); steep && c > bestCos {
-			best, bestCos, bestE = i, c, e
 		}
 		if e < jumpE || jump < 0 {
 			jump, jumpE = i, e
@@ -456,6 +485,9 @@ func (h *Holder) move() (ID, float64, bool) {
 	}
 	if best < 0 {
 		best, bestE = jump, jumpE
+	}
+	if f.cells != nil {
+		f.prune(self, h.neighbours)
 	}
 	if best < 0 {
 		return "", 0, false
@@ -482,13 +514,13 @@ type field struct {
 	share  float64   // A·S/N
 
 	// With a PeerSpace, peers and near stay empty: the attraction term
-	// is summed over the cell of the candidate only (PeerSpace.cell), and
-	// energies are lowered by the same constant A·S/N·Σ_p near(p), which
-	// no decision depends on.
+	// is summed over the cell of the candidate only (PeerSpace.cached),
+	// in the order of the peer list, and energies are lowered by the same
+	// constant A·S/N·Σ_p near(p), which no decision depends on.
 	space *PeerSpace
-	own   int // the token this holder holds
-	memo  Peer
-	cell  []cellPeer // of memo
+	own   int               // the token this holder holds
+	cells map[ID]*cellCache // of the candidates, kept from one decision to the next
+	buf   []cellPeer        // cellOf's answer, until the next call
 }
 
 func (h *Holder) field() *field {
@@ -506,7 +538,7 @@ func (h *Holder) field() *field {
 		ts := make([]Position, 0, len(f.others)+1)
 		ts = append(ts, f.others...)
 		s.sync(append(ts, Position{Token: h.token, Holder: h.self, Coord: h.coord}))
-		f.space, f.own = s, h.token.Num
+		f.space, f.own, f.cells = s, h.token.Num, s.cellsOf(h.token.Num)
 		f.share = h.cfg.Attraction * float64(len(f.others)+1) / float64(s.Len())
 		return f
 	}
@@ -569,9 +601,7 @@ func (f *field) force(x Peer) []float64 {
 		addUnit(out, x.Coord.Vec, t.Coord.Vec, rho*rho/((d+eps)*(d+eps)))
 	}
 	if f.space != nil {
-		c := f.cellOf(x)
-		sortCell(c) // the order of the peer list, as below
-		for _, p := range c {
+		for _, p := range f.cellOf(x) { // in the order of the peer list, as below
 			addUnit(out, f.space.vecOf(p.k), x.Coord.Vec, f.share)
 		}
 		return out
@@ -584,18 +614,26 @@ func (f *field) force(x Peer) []float64 {
 	return out
 }
 
-// cellOf returns the peers that x would take from the other tokens
-// (PeerSpace.cell), remembering the last answer: move asks for the holder's
-// own cell twice.
-func (f *field) cellOf(x Peer) []cellPeer {
-	if f.cell == nil || f.memo != x {
-		f.memo = x
-		f.cell = f.space.cell(x, f.own, f.cell[:0])
-		if f.cell == nil {
-			f.cell = []cellPeer{}
+// prune forgets the cells of all but the candidates self and ns.
+func (f *field) prune(self Peer, ns []Peer) {
+	for id := range f.cells {
+		if id != self.ID && !slices.ContainsFunc(ns, func(n Peer) bool { return n.ID == id }) {
+			delete(f.cells, id)
 		}
 	}
-	return f.cell
+}
+
+// cellOf returns the peers that x would take from the other tokens, in
+// the order of the peer list (PeerSpace.cached), in a buffer that the
+// next call overwrites.
+func (f *field) cellOf(x Peer) []cellPeer {
+	c := f.cells[x.ID]
+	if c == nil {
+		c = &cellCache{}
+		f.cells[x.ID] = c
+	}
+	f.buf = f.space.cached(x, f.own, c, f.buf[:0])
+	return f.buf
 }
 
 // addUnit adds to f the unit vector from b towards a, scaled by k. It adds

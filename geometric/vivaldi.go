@@ -41,6 +41,7 @@ type vivaldi struct {
 	origin   []float64 // zero
 	nudge    []float64 // scratch
 	originH  float64
+	sink     float64 // keeps simCoords's early loads
 }
 
 // Offsets in a block, after the Vec.
@@ -124,8 +125,10 @@ func (v *vivaldi) sample(i, j int, rtt time.Duration) bool {
 	}
 	d := v.dims
 	own, remote := v.block(i), v.published(j)
-	// Client.Sample's nudge away from serf's random directions.
-	if dist(own[:d], remote[:d]) <= coincide || norm(own[:d]) <= coincide {
+	// Client.Sample's nudge away from serf's random directions. The
+	// distance between own and remote is serf's first step too.
+	apart := dist(own[:d], remote[:d])
+	if apart <= coincide || norm(own[:d]) <= coincide {
 		nudged := v.nudge
 		for k := range nudged {
 			nudged[k] = own[k] + (v.rng[i].Float64()-0.5)*20*coincide
@@ -136,10 +139,11 @@ func (v *vivaldi) sample(i, j int, rtt time.Duration) bool {
 			}
 		}
 		copy(own, nudged)
+		apart = dist(own[:d], remote[:d])
 	}
 	// coordinate.Client.Update: the latency filter returns the sample.
 	rttSeconds := rtt.Seconds()
-	v.updateVivaldi(own, remote, rttSeconds)
+	v.updateVivaldi(own, remote, rttSeconds, apart)
 	v.updateAdjustment(i, own, remote, rttSeconds)
 	v.updateGravity(own)
 	if !v.acceptable(own) {
@@ -171,10 +175,11 @@ func rawDistance(a, b []float64, ha, hb float64) float64 {
 	return dist(a, b) + ha + hb
 }
 
-func (v *vivaldi) updateVivaldi(own, other []float64, rtt float64) {
+// updateVivaldi is serf's, given apart = dist(own Vec, other Vec).
+func (v *vivaldi) updateVivaldi(own, other []float64, rtt, apart float64) {
 	const zeroThreshold = 1.0e-6
 	d := v.dims
-	dd := serfDistance(rawDistance(own[:d], other[:d], own[d+offH], other[d+offH]), own[d+offA], other[d+offA])
+	dd := serfDistance(apart+own[d+offH]+other[d+offH], own[d+offA], other[d+offA])
 	if rtt < zeroThreshold {
 		rtt = zeroThreshold
 	}
@@ -190,7 +195,7 @@ func (v *vivaldi) updateVivaldi(own, other []float64, rtt float64) {
 	}
 	delta := v.cfg.VivaldiCC * weight
 	force := delta * (rtt - dd)
-	v.applyForce(own, force, other[:d], other[d+offH])
+	v.applyForce(own, force, other[:d], other[d+offH], apart)
 }
 
 func (v *vivaldi) updateAdjustment(i int, own, other []float64, rtt float64) {
@@ -212,20 +217,23 @@ func (v *vivaldi) updateAdjustment(i int, own, other []float64, rtt float64) {
 
 func (v *vivaldi) updateGravity(own []float64) {
 	d := v.dims
-	dd := serfDistance(rawDistance(v.origin, own[:d], v.originH, own[d+offH]), 0, own[d+offA])
+	apart := dist(v.origin, own[:d]) // = norm(own): (0-x)² is x²
+	dd := serfDistance(apart+v.originH+own[d+offH], 0, own[d+offA])
 	force := -1.0 * math.Pow(dd/v.cfg.GravityRho, 2.0)
-	v.applyForce(own, force, v.origin, v.originH)
+	v.applyForce(own, force, v.origin, v.originH, apart)
 }
 
-// applyForce is coordinate's ApplyForce on a peer's own block.
-func (v *vivaldi) applyForce(own []float64, force float64, other []float64, otherH float64) {
+// applyForce is coordinate's ApplyForce on a peer's own block, given
+// apart = dist(own Vec, other), which is serf's magnitude of their
+// difference to the bit.
+func (v *vivaldi) applyForce(own []float64, force float64, other []float64, otherH, apart float64) {
 	const zeroThreshold = 1.0e-6
 	d := v.dims
 	vec, unit := own[:d], v.unit
 	for k := range unit {
 		unit[k] = vec[k] - other[k]
 	}
-	mag := norm(unit)
+	mag := apart
 	if mag > zeroThreshold {
 		inv := 1.0 / mag
 		for k := range unit {
