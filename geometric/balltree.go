@@ -202,28 +202,7 @@ func (t *ballTree) boxDist(q []float64, id int32) float64 {
 
 // search calls f(k) for every point k whose ball may hold the query q of
 // weight qw, and for some others.
-func (t *ballTree) search(q []float64, qw float64, f func(k int32)) {
-	if len(t.nodes) == 0 {
-		return
-	}
-	todo := append(t.stack[:0], 0)
-	for len(todo) > 0 {
-		id := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		if t.boxDist(q, id)+qw-boundSlack > t.rmax[id] {
-			continue
-		}
-		n := &t.nodes[id]
-		if n.left >= 0 {
-			todo = append(todo, n.right, n.left)
-			continue
-		}
-		for k := n.lo; k < n.hi; k++ {
-			f(k)
-		}
-	}
-	t.stack = todo
-}
+func (t *ballTree) search(q []float64, qw float64, f func(k int32)) { t.walk(q, qw, false, 0, f) }
 
 // changed notes that the radius of point k changed.
 func (t *ballTree) changed(k int32) {
@@ -265,6 +244,12 @@ func (t *ballTree) nodeNewest(id int32, version []uint64) uint64 {
 // searchSince is search restricted to the points of a version newer than
 // since (and some others).
 func (t *ballTree) searchSince(q []float64, qw float64, since uint64, f func(k int32)) {
+	t.walk(q, qw, true, since, f)
+}
+
+// walk calls f for the points of the leaves that the query may reach,
+// skipping, when versioned, the subtrees with no point newer than since.
+func (t *ballTree) walk(q []float64, qw float64, versioned bool, since uint64, f func(k int32)) {
 	if len(t.nodes) == 0 {
 		return
 	}
@@ -272,7 +257,7 @@ func (t *ballTree) searchSince(q []float64, qw float64, since uint64, f func(k i
 	for len(todo) > 0 {
 		id := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		if t.newest[id] <= since || t.boxDist(q, id)+qw-boundSlack > t.rmax[id] {
+		if (versioned && t.newest[id] <= since) || t.boxDist(q, id)+qw-boundSlack > t.rmax[id] {
 			continue
 		}
 		n := &t.nodes[id]
