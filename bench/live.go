@@ -189,7 +189,6 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 	}
 	after := tn.Traffic().Bytes()
 	row.StillConverged = len(tn.Check()) == 0
-	defer func() { row.GossipPerMemberB = row.ByProtocol["gossip"] * cfg.AnnounceInterval.Seconds() / float64(n) }()
 	row.ByProtocol = map[string]float64{}
 	per := float64(n) * cfg.Window.Seconds()
 	for p, b := range after {
@@ -197,6 +196,7 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 		row.ByProtocol[protocolGroup(p)] += v
 		row.BytesPerPeerPerS += v
 	}
+	row.GossipPerMemberB = row.ByProtocol["gossip"] * cfg.AnnounceInterval.Seconds() / float64(n)
 	return row, nil
 }
 

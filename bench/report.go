@@ -192,7 +192,7 @@ func drawElectionTime(r *Results, title, path string) error {
 // drawFailover draws the median failover time, in detection timeouts,
 // per algorithm (x) and cluster size (one series each).
 func drawFailover(r *Results, title, path string) error {
-	algos := algorithmsInRepair(r.Repair)
+	algos := distinct(r.Repair, func(r RepairRow) string { return r.Algorithm })
 	var names []string
 	var xs, ys []float64
 	for _, row := range r.Repair {
@@ -223,24 +223,19 @@ func drawCoverage(r *Results, title, path string) error {
 	return Chart{Title: fmt.Sprintf("%s, n = %d", title, n), X: "members crashing and restarting (% per minute)", Y: "coverage (fraction of time with one live leader)", Series: byName(names, xs, ys)}.Save(path)
 }
 
-func algorithmsIn(rows []ElectionRow) []string {
+// distinct lists key(r) for the rows, each once, in first-seen order.
+func distinct[R any](rows []R, key func(R) string) []string {
 	var out []string
 	for _, r := range rows {
-		if !slices.Contains(out, r.Algorithm) {
-			out = append(out, r.Algorithm)
+		if k := key(r); !slices.Contains(out, k) {
+			out = append(out, k)
 		}
 	}
 	return out
 }
 
-func algorithmsInRepair(rows []RepairRow) []string {
-	var out []string
-	for _, r := range rows {
-		if !slices.Contains(out, r.Algorithm) {
-			out = append(out, r.Algorithm)
-		}
-	}
-	return out
+func algorithmsIn(rows []ElectionRow) []string {
+	return distinct(rows, func(r ElectionRow) string { return r.Algorithm })
 }
 
 func hasSimScale(r *Results) bool  { return len(r.SimScale) > 0 }

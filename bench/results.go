@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -48,16 +49,10 @@ type Machine struct {
 func ThisMachine() Machine {
 	m := Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()}
 	m.CPUModel = procField("/proc/cpuinfo", "model name")
-	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
-		var n int
-		for _, c := range strings.TrimSuffix(strings.TrimSpace(kb), " kB") {
-			if c < '0' || c > '9' {
-				n = 0
-				break
-			}
-			n = n*10 + int(c-'0')
+	if f := strings.Fields(procField("/proc/meminfo", "MemTotal")); len(f) > 0 { // "24604280 kB"
+		if kb, err := strconv.Atoi(f[0]); err == nil {
+			m.MemoryGiB = (kb + 1<<19) >> 20
 		}
-		m.MemoryGiB = (n + 1<<19) >> 20
 	}
 	return m
 }

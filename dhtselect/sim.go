@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -43,9 +40,6 @@ type SimConfig struct {
 	// Alpha is the number of queries a lookup keeps in flight. Zero means
 	// SimAlpha, what the live node uses.
 	Alpha int
-	// Workers is the number of goroutines that run lookups; zero means
-	// GOMAXPROCS. The result does not depend on it.
-	Workers int
 }
 
 func (c SimConfig) validate() error {
@@ -58,8 +52,6 @@ func (c SimConfig) validate() error {
 		return fmt.Errorf("%w: SimConfig.BucketSize = %d, want 0 (for %d) or more", ErrSimConfig, c.BucketSize, BucketSize)
 	case c.Alpha < 0:
 		return fmt.Errorf("%w: SimConfig.Alpha = %d, want 0 (for %d) or more", ErrSimConfig, c.Alpha, SimAlpha)
-	case c.Workers < 0:
-		return fmt.Errorf("%w: SimConfig.Workers = %d, want 0 (for GOMAXPROCS) or more", ErrSimConfig, c.Workers)
 	}
 	if err := c.Target.Validate(); err != nil {
 		return fmt.Errorf("%w: SimConfig.Target: %w", ErrSimConfig, err)
@@ -170,8 +162,7 @@ type SimResult struct {
 //     time of the last answer, the length of the longest chain of
 //     dependent queries. The first of Result is the superpeer.
 //
-// Lookups run on Workers goroutines and share nothing but the read-only
-// network. Nearly all the time goes into Lookup itself (hashing the IDs it
+// Lookups run one after another (the package has no goroutines). Nearly all the time goes into Lookup itself (hashing the IDs it
 // hears, its map and its sorted insertions): 100,000 peers with S = 1,000
 // take about 4 CPU-seconds and under 40 MB of heap.
 func Simulate(cfg SimConfig) (*SimResult, error) {
@@ -183,9 +174,6 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	}
 	if cfg.Alpha == 0 {
 		cfg.Alpha = SimAlpha
-	}
-	if cfg.Workers == 0 {
-		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	n := cfg.N
 	net := newSimNet(n, cfg.Seed, cfg.BucketSize)
@@ -205,33 +193,9 @@ func Simulate(cfg SimConfig) (*SimResult, error) {
 	queries := make([]int32, n)
 	rounds := make([]int32, n)
 	load := make([]int32, n)
-	workers := min(cfg.Workers, n)
-	loads := make([][]int32, workers)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	const chunk = 256
-	for w := range workers {
-		loads[w] = make([]int32, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d := net.newDriver(res.K, cfg.Alpha, loads[w])
-			for {
-				lo := int(next.Add(chunk)) - chunk
-				if lo >= n {
-					return
-				}
-				for x := lo; x < min(lo+chunk, n); x++ {
-					attach[x], queries[x], rounds[x] = d.run(int32(x))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, l := range loads {
-		for x, v := range l {
-			load[x] += v
-		}
+	d := net.newDriver(res.K, cfg.Alpha, load)
+	for x := range n {
+		attach[x], queries[x], rounds[x] = d.run(int32(x))
 	}
 
 	// The brute-force answer: the peers of a cluster are contiguous in key

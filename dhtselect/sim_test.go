@@ -284,15 +284,14 @@ func TestSimPeerIDs(t *testing.T) {
 	}
 }
 
-// The seed is the only randomness: the same seed gives the same result with
-// any number of workers, another seed another network.
+// The seed is the only randomness: the same seed gives the same result,
+// another seed another network.
 func TestSimulateDeterministic(t *testing.T) {
-	cfg := SimConfig{N: 3000, Target: Target{Fraction: 0.01}, Seed: 7, Workers: 1}
+	cfg := SimConfig{N: 3000, Target: Target{Fraction: 0.01}, Seed: 7}
 	a, err := Simulate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Workers = 3
 	b, err := Simulate(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +364,6 @@ func TestSimulateBadConfig(t *testing.T) {
 		{SimConfig{N: 10, Target: Target{Superpeers: 1 << 31}}, "SimConfig.Target"},
 		{SimConfig{N: 10, Target: good, BucketSize: -1}, "SimConfig.BucketSize"},
 		{SimConfig{N: 10, Target: good, Alpha: -1}, "SimConfig.Alpha"},
-		{SimConfig{N: 10, Target: good, Workers: -1}, "SimConfig.Workers"},
 	} {
 		res, err := Simulate(c.cfg)
 		if !errors.Is(err, ErrSimConfig) || res != nil {
