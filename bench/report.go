@@ -96,8 +96,9 @@ func fileSafe(s string) string {
 }
 
 // selectionFigures are, for every case of the selection suite, the CDF of
-// RTT to the superpeer for the strategies and baselines, and a map of each
-// strategy that gave coordinates.
+// RTT to the superpeer for the strategies and baselines (every baseline
+// count, each labelled by SelectionRow.Label), and a map of each strategy
+// that gave coordinates.
 func selectionFigures(r *Results) []figureFunc {
 	var out []figureFunc
 	always := func(*Results) bool { return true }
@@ -109,7 +110,7 @@ func selectionFigures(r *Results) []figureFunc {
 				var names []string
 				var samples [][]float64
 				for _, row := range c.rows {
-					names, samples = append(names, row.Strategy), append(samples, row.Own.CDFMs)
+					names, samples = append(names, row.Label()), append(samples, row.Own.CDFMs)
 				}
 				ch := CDFChart(title, "RTT from an ordinary peer to its superpeer (ms)", names, samples)
 				ch.LogX = true
@@ -306,7 +307,7 @@ func drawLiveTraffic(r *Results, title, path string) error {
 // WriteTables prints every suite's tables.
 func WriteTables(w io.Writer, r *Results) error {
 	if len(r.Selection) > 0 {
-		fmt.Fprintln(w, "\nSelection, simulator (placement: the superpeers with every peer attached to the nearest with room by true RTT):")
+		fmt.Fprintln(w, "\nSelection, simulator (placement: the superpeers with every peer attached to the nearest with room by true RTT; ratios against the baselines with the row's superpeer count):")
 		if err := WriteSelectionTable(w, r.Selection); err != nil {
 			return err
 		}
@@ -450,15 +451,15 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 }
 
 func writeSelectionMarkdown(w io.Writer, rows []SelectionRow) {
-	fmt.Fprintf(w, `Both strategies in the simulator, against two baselines computed in the same run on the same network and S: **random** (the mean of many uniformly random placements) and **offline** (k-median local search under 1,000 hosts, k-medoids above: a placement that knows every RTT). A strategy is judged twice: as it attaches its peers (**own**), and as a **placement** (its superpeers, every ordinary peer attached to the nearest one with room by true RTT, as the baselines are). Ratios below 1 beat the baseline. *Nearest* is the mean RTT from every peer to its nearest superpeer regardless of capacity; *pairs* is the distribution of RTTs between superpeers. The dht strategy knows no RTT and no capacity: for a target S it makes 2^⌈log₂ S⌉ clusters. Messages per peer: dht counts FIND_NODE queries, geometric token passes only (not its coordinate samples).
+	fmt.Fprintf(w, `Both strategies in the simulator, against two baselines computed in the same run on the same network, capacity and number of superpeers: **random** (the mean of many uniformly random placements) and **offline** (k-median local search under 1,000 hosts, k-medoids above: a placement that knows every RTT). Each row's ratios are against the baselines with as many superpeers as it placed (*baseline superpeers*): S for a strategy that placed S, otherwise its own count, whose baselines are listed as extra rows (e.g. *random (16 superpeers)*), so that no strategy is flattered by placing more superpeers than the baselines. A strategy that placed fewer than S superpeers may leave peers without room at capacity C; its baselines then do too, with the same C, and the RTT figures cover the attached peers only. A strategy is judged twice: as it attaches its peers (**own**), and as a **placement** (its superpeers, every ordinary peer attached to the nearest one with room by true RTT, as the baselines are). Ratios below 1 beat the baseline. *Nearest* is the mean RTT from every peer to its nearest superpeer regardless of capacity; *pairs* is the distribution of RTTs between superpeers. The dht strategy knows no RTT and no capacity: for a target S it makes up to 2^⌈log₂ S⌉ clusters, and is judged against baselines with as many. Messages per peer: dht counts FIND_NODE queries, geometric token passes only (not its coordinate samples).
 
 `)
-	header := []string{"network", "S", "C", "strategy", "superpeers", "own mean / p95 ms", "placement mean / p95 ms", "placement ÷ random", "placement ÷ offline", "own ÷ offline", "nearest mean ms", "pairs p5 / median ms", "max cluster", "cluster CV", "rounds", "msgs/peer"}
+	header := []string{"network", "S", "C", "strategy", "superpeers", "own mean / p95 ms", "placement mean / p95 ms", "baseline superpeers", "placement ÷ random", "placement ÷ offline", "own ÷ offline", "nearest mean ms", "pairs p5 / median ms", "max cluster", "cluster CV", "rounds", "msgs/peer"}
 	var out [][]string
 	for _, r := range rows {
-		out = append(out, []string{r.Network, d(r.TargetS), d(r.Capacity), r.Strategy, d(r.Own.Superpeers),
+		out = append(out, []string{r.Network, d(r.TargetS), d(r.Capacity), r.Label(), d(r.Own.Superpeers),
 			f1(r.Own.MeanMs) + " / " + f1(r.Own.P95Ms), f1(r.Placement.MeanMs) + " / " + f1(r.Placement.P95Ms),
-			f2(r.PlacementMeanOverRandom), f2(r.PlacementMeanOverOffline), f2(r.OwnMeanOverOffline),
+			d(r.BaselineSuperpeers), f2(r.PlacementMeanOverRandom), f2(r.PlacementMeanOverOffline), f2(r.OwnMeanOverOffline),
 			f1(r.Placement.NearestMeanMs), f1(r.Placement.Pairwise.P5Ms) + " / " + f1(r.Placement.Pairwise.MedianMs),
 			d(r.Own.ClusterMax), f2(r.Own.ClusterCV), d(r.Rounds), f2(r.MessagesPerPeer)})
 	}

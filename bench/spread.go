@@ -269,7 +269,8 @@ const (
 
 // SelectionCase is one case of the selection suite: strategies against the
 // random and offline baselines on one network, for one target S and
-// capacity, from one seed.
+// capacity, from one seed. The baselines are measured with S superpeers and
+// with every other count a strategy placed (see Run).
 type SelectionCase struct {
 	Network *Network
 	// S is the target number of superpeers.
@@ -307,10 +308,14 @@ func DefaultCapacity(n, s int) int {
 // attachment are judged apart. For the baselines, Own and Placement are the
 // same (their attachment is the ideal one).
 //
-// The ratios divide a mean RTT to the superpeer (MeanMs) by the same
-// case's random or offline baseline's Placement.MeanMs: below 1 is better
-// than the baseline. A ratio is 0 when the baseline's mean is 0 (no
-// ordinary peers). All fields but WallMs are deterministic from the case.
+// The ratios divide a mean RTT to the superpeer (MeanMs) by the
+// Placement.MeanMs of the same case's random or offline baseline with as
+// many superpeers as the row placed (BaselineSuperpeers): the target S for
+// a strategy that placed S, otherwise its own count m (the dht strategy
+// places up to 2^⌈log₂ S⌉), so that a strategy is never judged against fewer or
+// more superpeers than it used. Below 1 is better than the baseline. A
+// ratio is 0 when the baseline's mean is 0 (no ordinary peers). All fields
+// but WallMs are deterministic from the case.
 type SelectionRow struct {
 	Network  string `json:"network"`
 	Hosts    int    `json:"hosts"`
@@ -333,6 +338,10 @@ type SelectionRow struct {
 	Own       Figures `json:"own"`
 	Placement Figures `json:"placement"`
 
+	// BaselineSuperpeers is the superpeer count of the baselines the
+	// ratios below were measured against: Placement.Superpeers, the count
+	// the row placed.
+	BaselineSuperpeers       int     `json:"baseline_superpeers"`
 	OwnMeanOverRandom        float64 `json:"own_mean_over_random"`
 	OwnMeanOverOffline       float64 `json:"own_mean_over_offline"`
 	PlacementMeanOverRandom  float64 `json:"placement_mean_over_random"`
@@ -350,9 +359,36 @@ type SelectionRow struct {
 	WallMs float64 `json:"wall_ms"`
 }
 
-// Run runs the case: every strategy, then the random and offline baselines,
-// and returns one row per strategy, in order, then the random row and the
-// offline row, with the ratios filled in.
+// Label names the row for a table or a plot legend: its Strategy, and for
+// a baseline with another superpeer count than the target S, the count too
+// ("random (16 superpeers)").
+func (r SelectionRow) Label() string {
+	if r.Kind != KindStrategy && r.Placement.Superpeers != r.TargetS {
+		return fmt.Sprintf("%s (%d superpeers)", r.Strategy, r.Placement.Superpeers)
+	}
+	return r.Strategy
+}
+
+// Run runs the case: every strategy, then the random and offline baselines
+// with S superpeers, then, for every other count m of superpeers that a
+// strategy placed, in increasing order, the random and offline baselines
+// with m superpeers (each count's baselines are computed once, whatever
+// the number of strategies that placed it). It returns one row per
+// strategy, in order, then the baseline rows, random before offline for
+// each count, with the ratios filled in: each row's ratios are against the
+// baselines with its own superpeer count (see SelectionRow). A baseline
+// row's TargetS is the case's S; its figures' Superpeers and TargetS are
+// its count.
+//
+// The random baseline with m superpeers draws RandomDraws placements from
+// a generator seeded by the case's Seed and m, the offline one from a
+// generator seeded by Seed and 0x0ff1 ^ m; both attach with the case's
+// capacity C. With m > S there is more room than with S. With m < S the m
+// superpeers may have no room for the n−m ordinary peers (m·C < n−m): the
+// baselines are then judged as the strategy's placement is, with the same
+// C, so m·C peers are attached in each, the others are counted in
+// Unattached (for the random baseline, the most over the draws) and left
+// out of the RTT figures.
 //
 // It fails with an error wrapping ErrPlacement when the network is missing,
 // S is not within 1..n, the capacity is below 1 or leaves no room for the
@@ -417,43 +453,66 @@ func (c SelectionCase) Run() ([]SelectionRow, error) {
 		if row.Placement, err = idealFigures(nw, c.S, res.Superpeers, c.Capacity); err != nil {
 			return nil, fmt.Errorf("strategy %q on %s, S = %d: %w", s.Name, nw.Name, c.S, err)
 		}
+		row.BaselineSuperpeers = row.Placement.Superpeers
 		row.WallMs = msSince(start)
 		rows = append(rows, row)
 	}
 
+	// The baseline counts: S, then the others the strategies placed.
+	counts := []int{c.S}
+	for _, r := range rows {
+		if !slices.Contains(counts, r.BaselineSuperpeers) {
+			counts = append(counts, r.BaselineSuperpeers)
+		}
+	}
+	slices.Sort(counts[1:])
+	means := make(map[int][2]float64, len(counts)) // count -> random, offline Placement.MeanMs
+	for _, m := range counts {
+		random, offline, err := c.baselines(base, m)
+		if err != nil {
+			return nil, err
+		}
+		means[m] = [2]float64{random.Placement.MeanMs, offline.Placement.MeanMs}
+		rows = append(rows, random, offline)
+	}
+	for k := range rows {
+		r := &rows[k]
+		rm, om := means[r.BaselineSuperpeers][0], means[r.BaselineSuperpeers][1]
+		r.OwnMeanOverRandom, r.OwnMeanOverOffline = ratio(r.Own.MeanMs, rm), ratio(r.Own.MeanMs, om)
+		r.PlacementMeanOverRandom, r.PlacementMeanOverOffline = ratio(r.Placement.MeanMs, rm), ratio(r.Placement.MeanMs, om)
+	}
+	return rows, nil
+}
+
+// baselines returns the random and offline baseline rows of the case with
+// m superpeers (see Run), from base, without their ratios. The case's
+// capacity and draws must be set.
+func (c SelectionCase) baselines(base SelectionRow, m int) (random, offline SelectionRow, err error) {
+	nw := c.Network
 	start := time.Now()
-	random := base
-	random.Strategy, random.Kind = RandomName, KindRandom
+	random = base
+	random.Strategy, random.Kind, random.BaselineSuperpeers = RandomName, KindRandom, m
 	random.Method = fmt.Sprintf("mean of %d draws", c.RandomDraws)
-	var err error
-	if random.Placement, err = randomFigures(nw, c.S, c.Capacity, c.RandomDraws, rand.New(rand.NewPCG(c.Seed, uint64(c.S)))); err != nil {
-		return nil, err
+	if random.Placement, err = randomFigures(nw, m, c.Capacity, c.RandomDraws, rand.New(rand.NewPCG(c.Seed, uint64(m)))); err != nil {
+		return random, offline, fmt.Errorf("random baseline with %d superpeers on %s: %w", m, nw.Name, err)
 	}
 	random.Own = random.Placement
 	random.WallMs = msSince(start)
 
 	start = time.Now()
-	offline := base
-	offline.Strategy, offline.Kind = OfflineName, KindOffline
-	sp, method, err := OfflinePlacement(n, nw.Dist(), c.S, rand.New(rand.NewPCG(c.Seed, 0x0ff1^uint64(c.S))))
+	offline = base
+	offline.Strategy, offline.Kind, offline.BaselineSuperpeers = OfflineName, KindOffline, m
+	sp, method, err := OfflinePlacement(nw.N(), nw.Dist(), m, rand.New(rand.NewPCG(c.Seed, 0x0ff1^uint64(m))))
 	if err != nil {
-		return nil, err
+		return random, offline, fmt.Errorf("offline baseline with %d superpeers on %s: %w", m, nw.Name, err)
 	}
 	offline.Method, offline.Superpeers = method, sp
-	if offline.Placement, err = idealFigures(nw, c.S, sp, c.Capacity); err != nil {
-		return nil, err
+	if offline.Placement, err = idealFigures(nw, m, sp, c.Capacity); err != nil {
+		return random, offline, fmt.Errorf("offline baseline with %d superpeers on %s: %w", m, nw.Name, err)
 	}
 	offline.Own = offline.Placement
 	offline.WallMs = msSince(start)
-
-	rows = append(rows, random, offline)
-	for k := range rows {
-		r := &rows[k]
-		rm, om := random.Placement.MeanMs, offline.Placement.MeanMs
-		r.OwnMeanOverRandom, r.OwnMeanOverOffline = ratio(r.Own.MeanMs, rm), ratio(r.Own.MeanMs, om)
-		r.PlacementMeanOverRandom, r.PlacementMeanOverOffline = ratio(r.Placement.MeanMs, rm), ratio(r.Placement.MeanMs, om)
-	}
-	return rows, nil
+	return random, offline, nil
 }
 
 func ratio(a, b float64) float64 {
@@ -685,19 +744,21 @@ func principalAxes(a [][]float64, m int) [][]float64 {
 	return axes
 }
 
-// WriteSelectionTable prints rows as a table: for each row its superpeers,
-// the RTT to the own superpeer (mean, p95), the placement's RTT with the
-// ideal attachment (mean, p95), the spread (mean RTT to the nearest
-// superpeer; median and p5 of the pairwise superpeer RTTs), the cluster
-// sizes, the two placement ratios, rounds, messages per peer and wall time.
+// WriteSelectionTable prints rows as a table: for each row (named by its
+// Label) its superpeers, the RTT to the own superpeer (mean, p95), the
+// placement's RTT with the ideal attachment (mean, p95), the spread (mean
+// RTT to the nearest superpeer; median and p5 of the pairwise superpeer
+// RTTs), the cluster sizes, the superpeer count of the baselines the ratios
+// are against, the two placement ratios and the own one, rounds, messages
+// per peer and wall time.
 func WriteSelectionTable(w io.Writer, rows []SelectionRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "network\tS\tC\tstrategy\tsuperpeers\town mean ms\tp95 ms\tplacement mean ms\tp95 ms\tnearest mean ms\tpair p5 ms\tpair median ms\tmax cluster\tcluster CV\tplacement/random\tplacement/offline\town/offline\trounds\tmsgs/peer\twall s\t")
+	fmt.Fprintln(tw, "network\tS\tC\tstrategy\tsuperpeers\town mean ms\tp95 ms\tplacement mean ms\tp95 ms\tnearest mean ms\tpair p5 ms\tpair median ms\tmax cluster\tcluster CV\tbaseline superpeers\tplacement/random\tplacement/offline\town/offline\trounds\tmsgs/peer\twall s\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\t\n",
-			r.Network, r.TargetS, r.Capacity, r.Strategy, r.Own.Superpeers, r.Own.MeanMs, r.Own.P95Ms,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%.2f\t%d\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\t\n",
+			r.Network, r.TargetS, r.Capacity, r.Label(), r.Own.Superpeers, r.Own.MeanMs, r.Own.P95Ms,
 			r.Placement.MeanMs, r.Placement.P95Ms, r.Placement.NearestMeanMs, r.Placement.Pairwise.P5Ms, r.Placement.Pairwise.MedianMs,
-			r.Placement.ClusterMax, r.Placement.ClusterCV, r.PlacementMeanOverRandom, r.PlacementMeanOverOffline, r.OwnMeanOverOffline,
+			r.Placement.ClusterMax, r.Placement.ClusterCV, r.BaselineSuperpeers, r.PlacementMeanOverRandom, r.PlacementMeanOverOffline, r.OwnMeanOverOffline,
 			r.Rounds, r.MessagesPerPeer, r.WallMs/1000)
 	}
 	return tw.Flush()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -150,7 +151,7 @@ func TestSelectionCaseLine(t *testing.T) {
 		t.Errorf("strategy: own mean %v, placement mean %v, max cluster %d, CV %v; want 4, 2, 3, 0.41",
 			s.Own.MeanMs, s.Placement.MeanMs, s.Placement.ClusterMax, s.Placement.ClusterCV)
 	}
-	if s.Rounds != 7 || s.MessagesPerPeer != 1.5 || s.Network != "line6" || s.Hosts != 6 || s.TargetS != 3 || s.Capacity != 2 || s.Seed != 1 {
+	if s.Rounds != 7 || s.MessagesPerPeer != 1.5 || s.Network != "line6" || s.Hosts != 6 || s.TargetS != 3 || s.Capacity != 2 || s.Seed != 1 || s.BaselineSuperpeers != 3 {
 		t.Errorf("strategy row header: %+v", s)
 	}
 	if !near(o.Placement.MeanMs, 5.0/3) || !reflect.DeepEqual(o.Own, o.Placement) || len(o.Superpeers) != 3 {
@@ -184,6 +185,157 @@ func TestSelectionCaseLine(t *testing.T) {
 	}
 	if !reflect.DeepEqual(rows, again) {
 		t.Error("two runs of the same case differ")
+	}
+}
+
+// placing returns a strategy that ignores S and places superpeers on the
+// line with the attachment attach.
+func placing(superpeers, attach []int) StrategyFunc {
+	return func(*Network, int, int, uint64) (StrategyResult, error) {
+		return StrategyResult{Superpeers: superpeers, Attach: attach}, nil
+	}
+}
+
+// baselineRow returns the one row of kind with count superpeers.
+func baselineRow(t *testing.T, rows []SelectionRow, kind string, count int) SelectionRow {
+	t.Helper()
+	var found []SelectionRow
+	for _, r := range rows {
+		if r.Kind == kind && r.Placement.Superpeers == count {
+			found = append(found, r)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d %s rows with %d superpeers, want 1", len(found), kind, count)
+	}
+	return found[0]
+}
+
+// A strategy that places m ≠ S superpeers is judged against baselines with
+// m superpeers, measured in the same run, once per count however many
+// strategies placed it; a strategy that places S is judged against the S
+// baselines. On the line, S = 2, C = 2: the 2-median is 1 and 12 ms (cost
+// 1 + 2 + 2 + 8: mean 13/4 ms), the 4-median leaves out 0 or 1 ms and 10
+// or 12 ms (cost 1 + 2: mean 3/2 ms).
+func TestSelectionCaseOtherCount(t *testing.T) {
+	nw := line(t)
+	c := SelectionCase{Network: nw, S: 2, Capacity: 2, Seed: 3, Strategies: []Strategy{
+		{"four", placing([]int{0, 2, 3, 5}, []int{0, 0, 2, 3, 3, 5})},
+		{"four-again", placing([]int{1, 2, 4, 5}, []int{1, 1, 2, 4, 4, 5})},
+		{"two", placing([]int{1, 4}, []int{1, 1, 1, 4, 4, 4})},
+	}}
+	rows, err := c.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Label())
+	}
+	want := []string{"four", "four-again", "two", "random", "offline", "random (4 superpeers)", "offline (4 superpeers)"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows %q, want %q", got, want)
+	}
+	r2, o2 := baselineRow(t, rows, KindRandom, 2), baselineRow(t, rows, KindOffline, 2)
+	r4, o4 := baselineRow(t, rows, KindRandom, 4), baselineRow(t, rows, KindOffline, 4)
+	if !near(o2.Placement.MeanMs, 13.0/4) || !near(o4.Placement.MeanMs, 1.5) || len(o4.Superpeers) != 4 {
+		t.Errorf("offline means %v with 2 superpeers (want 13/4), %v with %v (want 3/2)", o2.Placement.MeanMs, o4.Placement.MeanMs, o4.Superpeers)
+	}
+	if r4.Placement.MeanMs >= r2.Placement.MeanMs {
+		t.Errorf("random mean with 4 superpeers %v not below that with 2, %v: the test cannot tell them apart", r4.Placement.MeanMs, r2.Placement.MeanMs)
+	}
+	for _, r := range []SelectionRow{r2, o2, r4, o4} {
+		if r.TargetS != 2 || r.Placement.TargetS != r.Placement.Superpeers || !reflect.DeepEqual(r.Own, r.Placement) {
+			t.Errorf("%s: target %d, figures' target %d", r.Label(), r.TargetS, r.Placement.TargetS)
+		}
+	}
+	// The random baselines are the draws seeded by the case's seed and
+	// the count.
+	for _, r := range []SelectionRow{r2, r4} {
+		m := r.Placement.Superpeers
+		f, err := randomFigures(nw, m, 2, 100, rand.New(rand.NewPCG(3, uint64(m))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r.Placement, f) {
+			t.Errorf("random baseline with %d superpeers is not the draws seeded by (3, %d)", m, m)
+		}
+	}
+	for k, r := range rows {
+		m := r.Placement.Superpeers
+		rnd, off := r2, o2
+		if m == 4 {
+			rnd, off = r4, o4
+		}
+		if r.BaselineSuperpeers != m ||
+			r.PlacementMeanOverRandom != r.Placement.MeanMs/rnd.Placement.MeanMs ||
+			r.PlacementMeanOverOffline != r.Placement.MeanMs/off.Placement.MeanMs ||
+			r.OwnMeanOverRandom != r.Own.MeanMs/rnd.Placement.MeanMs ||
+			r.OwnMeanOverOffline != r.Own.MeanMs/off.Placement.MeanMs {
+			t.Errorf("row %d (%s), %d superpeers: against %d; ratios placement %v, %v, own %v, %v; want against random %v ms and offline %v ms",
+				k, r.Label(), m, r.BaselineSuperpeers, r.PlacementMeanOverRandom, r.PlacementMeanOverOffline,
+				r.OwnMeanOverRandom, r.OwnMeanOverOffline, rnd.Placement.MeanMs, off.Placement.MeanMs)
+		}
+	}
+	if four := rows[0]; four.PlacementMeanOverRandom == four.Placement.MeanMs/r2.Placement.MeanMs {
+		t.Errorf("four's ratio to random is the one against 2 superpeers")
+	}
+
+	// The extra baselines reach the tables and the plots, labelled.
+	var table, md strings.Builder
+	if err := WriteSelectionTable(&table, rows); err != nil {
+		t.Fatal(err)
+	}
+	writeSelectionMarkdown(&md, rows)
+	for _, out := range []string{table.String(), md.String()} {
+		if !strings.Contains(out, "random (4 superpeers)") || !strings.Contains(out, "baseline superpeers") {
+			t.Errorf("table without the labelled baseline or its column:\n%s", out)
+		}
+	}
+	figs, err := DrawPlots(&Results{Suites: []string{SuiteSelection}, Selection: rows}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(figs) != 1 || figs[0].File != "selection-line6-s2-cdf.png" {
+		t.Errorf("figures %v, want one CDF for the case", figs)
+	}
+
+	// Deterministic from the seed, wall times aside.
+	again, err := c.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range rows {
+		rows[k].WallMs, again[k].WallMs = 0, 0
+	}
+	if !reflect.DeepEqual(rows, again) {
+		t.Error("two runs of the same case differ")
+	}
+}
+
+// A strategy that places fewer superpeers than S, with no room for every
+// peer at capacity C, is judged against baselines with its count and the
+// same C: on the line, S = 3, C = 2, one superpeer attaches two peers and
+// leaves three out, in the strategy's placement and in both baselines.
+func TestSelectionCaseFewerWithoutRoom(t *testing.T) {
+	c := SelectionCase{Network: line(t), S: 3, Capacity: 2, Seed: 1, RandomDraws: 10,
+		Strategies: []Strategy{{"one", placing([]int{2}, []int{2, 2, 2, -1, -1, -1})}}}
+	rows, err := c.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 5 {
+		t.Fatalf("%d rows, want the strategy and baselines with 3 and 1 superpeers", len(rows))
+	}
+	one, r1, o1 := rows[0], baselineRow(t, rows, KindRandom, 1), baselineRow(t, rows, KindOffline, 1)
+	for _, r := range []SelectionRow{one, r1, o1} {
+		if r.Placement.Unattached != 3 || r.BaselineSuperpeers != 1 {
+			t.Errorf("%s: %d unattached, against %d superpeers; want 3 and 1", r.Label(), r.Placement.Unattached, r.BaselineSuperpeers)
+		}
+	}
+	if one.Placement.MeanMs != 2.5 || one.PlacementMeanOverRandom != 2.5/r1.Placement.MeanMs || one.PlacementMeanOverOffline != 2.5/o1.Placement.MeanMs {
+		t.Errorf("placement mean %v (want 2.5), ratios %v, %v against random %v, offline %v",
+			one.Placement.MeanMs, one.PlacementMeanOverRandom, one.PlacementMeanOverOffline, r1.Placement.MeanMs, o1.Placement.MeanMs)
 	}
 }
 
