@@ -39,7 +39,8 @@ type LiveScaleConfig struct {
 	// overlay has converged and settled for one announce interval.
 	// Default 30 s.
 	Window time.Duration
-	// Timeout bounds each size's convergence. Default 4 min.
+	// Timeout bounds each size's convergence. Default 5 min (256 nodes
+	// converge in about 3).
 	Timeout time.Duration
 	// Seed derives the peer keys.
 	Seed uint64
@@ -105,7 +106,7 @@ func (c *LiveScaleConfig) fill() error {
 		c.Window = 30 * time.Second
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 4 * time.Minute
+		c.Timeout = 5 * time.Minute
 	}
 	for _, n := range c.Sizes {
 		if n < 1 || n > testnet.MaxNodes {

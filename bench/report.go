@@ -422,7 +422,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 		mdTable(w, []string{"strategy", "n", "target S", "superpeers", "wall s", "peak MB held", "live heap MB", "rounds", "messages/peer", "unattached"}, rows)
 	}
 	if len(r.LiveScale) > 0 {
-		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's re-evaluate interval, and the testnet's announce interval, which grows with n (n/16 s, at least 2 s) so that one process can carry the O(n²) membership deliveries; *gossip per member* is the gossip a peer writes per announce interval divided by n, from which the traffic at a fixed interval I follows as about that × n / I. Traffic is the payload the nodes write to their streams (no encryption or muxer framing), measured over a window after convergence, per peer per second, split by protocol.\n\n")
+		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's re-evaluate interval, and the testnet's announce interval, which grows with n (n/16 s, at least 2 s, and n²/2048 s above 128 nodes) so that one process can carry the O(n²) membership deliveries: about 2,048 a second; *gossip per member* is the gossip a peer writes per announce interval divided by n, from which the traffic at a fixed interval I follows as about that × n / I. Traffic is the payload the nodes write to their streams (no encryption or muxer framing), measured over a window after convergence, per peer per second, split by protocol.\n\n")
 		var groups []string
 		for _, x := range r.LiveScale {
 			for g := range x.ByProtocol {
