@@ -163,6 +163,19 @@ type Machine interface {
 	Ready() Ready
 }
 
+// Reconfigurer is implemented by the machines that can take a new Config
+// for the same process (Peers, Rank or ticks changed) and keep their state,
+// where a new machine would start an election over. A driver whose view of
+// the cluster changes uses it when it can, and builds a new machine when
+// the machine does not implement it. Of the algorithms, Invitation does:
+// a new invitation machine leads {self}, so that rebuilding it on every
+// change of members would split its group into singletons each time.
+type Reconfigurer interface {
+	// Reconfigure replaces the configuration, or returns an error and
+	// leaves the machine unchanged. Messages it causes come out of Ready.
+	Reconfigure(cfg Config) error
+}
+
 // Ready is a machine's output since the previous call.
 type Ready struct {
 	Messages []Message

@@ -1,6 +1,10 @@
 package classic
 
-import "slices"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // Invitation is Garcia-Molina's invitation election (group merging) as a
 // Machine. Every process starts as the leader of its own group {self}.
@@ -36,7 +40,9 @@ import "slices"
 //
 // The leader does not expire members that died: its member list (and so its
 // group size in a merge) may count dead processes until they come back and
-// answer a heartbeat with a pointer.
+// answer a heartbeat with a pointer, or until the driver drops them from
+// the configuration with Reconfigure, which changes the member set without
+// an election (a new machine would start over as a singleton).
 type Invitation struct {
 	cfg Config
 
@@ -72,6 +78,50 @@ func NewInvitation(cfg Config) (*Invitation, error) {
 	iv.inviteIn = 1 + cfg.Rand.IntN(cfg.TimeoutTicks)
 	return iv, nil
 }
+
+// Reconfigure gives the machine a new configuration of the same process
+// (cfg.ID unchanged): another member set, rank or tick setting, as when the
+// driver's view of the cluster changes. Unlike a new machine, which starts
+// as the leader of {self} and so splits the cluster into singletons again,
+// it keeps the group: a leader keeps those of its members that are still
+// in cfg.Peers (ordered by the new rank), a follower keeps its leader. A
+// follower whose leader is no longer in cfg.Peers leaves its group and runs
+// an invitation round, as Campaign does; a yielding leader whose inviter is
+// gone carries on alone. A nil cfg.Rand keeps the current source.
+//
+// It returns the constructor's errors (ErrBadID, ErrBadTicks) for a bad
+// cfg, and ErrBadID when cfg.ID is not this process; the machine is then
+// unchanged.
+func (iv *Invitation) Reconfigure(cfg Config) error {
+	if cfg.ID != iv.cfg.ID {
+		return fmt.Errorf("%w: Invitation.Reconfigure: Config.ID %q is not this process %q; build a new machine instead", ErrBadID, cfg.ID, iv.cfg.ID)
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = iv.cfg.Rand
+	}
+	cfg, err := electConfig(cfg, "Invitation.Reconfigure", true)
+	if err != nil {
+		return err
+	}
+	iv.cfg, iv.outbox.peers = cfg, cfg.Peers
+	gone := func(p ID) bool { return !slices.Contains(cfg.Peers, p) }
+	maps.DeleteFunc(iv.invitedAt, func(p ID, _ int) bool { return gone(p) })
+	if !iv.leading() {
+		if gone(iv.leader) {
+			iv.Campaign()
+		}
+		return nil
+	}
+	iv.members = electByRank(cfg.Rank, slices.DeleteFunc(iv.members, gone))
+	if iv.yieldTo != None && gone(iv.yieldTo) {
+		iv.yieldTo, iv.yieldLeft = None, 0
+	}
+	iv.yieldLeft = min(iv.yieldLeft, cfg.TimeoutTicks)
+	iv.inviteIn = min(iv.inviteIn, 2*cfg.TimeoutTicks)
+	return nil
+}
+
+var _ Reconfigurer = (*Invitation)(nil)
 
 // Members returns the group this process leads, highest rank first, or nil
 // when it follows another leader.

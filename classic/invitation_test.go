@@ -174,3 +174,77 @@ func TestNewInvitationValidation(t *testing.T) {
 		t.Errorf("timeout below heartbeat: err = %v, want ErrBadTicks", err)
 	}
 }
+
+// TestInvitationReconfigureKeepsGroup: a change of members is no election.
+// The group {1..5} under 1 loses 5 and gains 6 through Reconfigure: 1
+// keeps leading, its followers keep following it (no INVITE, ACCEPT or
+// READY among them), and the newcomer 6, a singleton, is invited on 1's
+// next round and joins. Only a member whose leader left the configuration
+// leaves its group.
+func TestInvitationReconfigureKeepsGroup(t *testing.T) {
+	all := tnSplit("1 2 3 4 5 6")
+	n := invNet(t, all, 5)
+	n.crash("6") // not started yet
+	n.runUntil(200, "one group under 1", func() bool {
+		return slices.Equal(invMembers(n, "1"), tnSplit("1 2 3 4 5")) && n.agree("1")
+	})
+	reconf := func(id ID, peers []ID) {
+		t.Helper()
+		if err := n.nodes[id].(Reconfigurer).Reconfigure(Config{
+			ID: id, Peers: peers, Rank: tnLowestID{}, HeartbeatTicks: 1, TimeoutTicks: 4,
+		}); err != nil {
+			t.Fatalf("Reconfigure(%s): %v", id, err)
+		}
+		n.collect(id)
+	}
+
+	// 5 leaves the cluster (it left the membership view).
+	n.crash("5")
+	peers := tnSplit("1 2 3 4")
+	for _, id := range peers {
+		reconf(id, peers)
+	}
+	mark := n.mark()
+	n.run(3)
+	for _, m := range n.since(mark, 0) {
+		if m.Type != MsgHeartbeat {
+			t.Fatalf("a member left, and %s was sent; want heartbeats only", tnFmtLong(m))
+		}
+	}
+	if got := invMembers(n, "1"); !slices.Equal(got, peers) || !n.agree("1") {
+		t.Fatalf("after 5 left: 1 leads %v; states %s; want [1 2 3 4] under 1", got, n.states())
+	}
+
+	// 6 joins: a fresh machine, a singleton; the others learn of it.
+	peers = tnSplit("1 2 3 4 6")
+	n.restart("6", tnMust[*Invitation](t)(NewInvitation(Config{
+		ID: "6", Peers: peers, Rank: tnLowestID{}, Rand: rand.New(rand.NewPCG(5, 6)), HeartbeatTicks: 1, TimeoutTicks: 4,
+	})))
+	for _, id := range tnSplit("1 2 3 4") {
+		reconf(id, peers)
+	}
+	n.runUntil(20, "6 in 1's group", func() bool { return slices.Equal(invMembers(n, "1"), peers) && n.agree("1") })
+
+	// The leader itself leaves the configuration of 2 and 3: they leave its
+	// group at once (Campaign) rather than wait for a timeout.
+	reconf("2", tnSplit("2 3 4 6"))
+	if st := n.state("2"); st.Role != Leader || st.Leader != "2" {
+		t.Fatalf("2, whose leader left its configuration, is %v of %s; want the leader of {2}", st.Role, st.Leader)
+	}
+}
+
+func TestInvitationReconfigureValidation(t *testing.T) {
+	iv := tnMust[*Invitation](t)(NewInvitation(Config{ID: "1", Peers: tnSplit("1 2")}))
+	if err := iv.Reconfigure(Config{ID: "2", Peers: tnSplit("1 2")}); !errors.Is(err, ErrBadID) {
+		t.Errorf("another ID: err = %v, want ErrBadID", err)
+	}
+	if err := iv.Reconfigure(Config{ID: "1", Peers: tnSplit("2 3")}); !errors.Is(err, ErrBadID) {
+		t.Errorf("ID outside Peers: err = %v, want ErrBadID", err)
+	}
+	if err := iv.Reconfigure(Config{ID: "1", Peers: tnSplit("1 2 3"), HeartbeatTicks: 5, TimeoutTicks: 2}); !errors.Is(err, ErrBadTicks) {
+		t.Errorf("timeout below heartbeat: err = %v, want ErrBadTicks", err)
+	}
+	if got := iv.cfg.Peers; !slices.Equal(got, tnSplit("1 2")) {
+		t.Errorf("after failed Reconfigure, Peers = %v, want unchanged [1 2]", got)
+	}
+}

@@ -573,7 +573,7 @@ func (f *field) energy(x Peer) float64 {
 	rho, eps := f.cfg.Range.Seconds(), f.cfg.Softening.Seconds()
 	u := 0.0
 	for _, t := range f.others {
-		u += rho * rho / (Distance(x.Coord, t.Coord) + eps)
+		u += rho * rho / (xRepDist(x.Coord, t.Coord) + eps)
 	}
 	if f.space != nil {
 		s := 0.0
@@ -597,7 +597,7 @@ func (f *field) force(x Peer) []float64 {
 	rho, eps := f.cfg.Range.Seconds(), f.cfg.Softening.Seconds()
 	out := make([]float64, len(x.Coord.Vec))
 	for _, t := range f.others {
-		d := Distance(x.Coord, t.Coord)
+		d := xRepDist(x.Coord, t.Coord)
 		addUnit(out, x.Coord.Vec, t.Coord.Vec, rho*rho/((d+eps)*(d+eps)))
 	}
 	if f.space != nil {
@@ -665,4 +665,14 @@ func cosine(f, y, x []float64) float64 {
 
 func sameCoord(a, b *coordinate.Coordinate) bool {
 	return slices.Equal(a.Vec, b.Vec) && a.Height == b.Height && a.Adjustment == b.Adjustment
+}
+
+// XXX experiment hook, to remove.
+var xRepVec bool
+
+func xRepDist(a, b *coordinate.Coordinate) float64 {
+	if xRepVec {
+		return dist(a.Vec, b.Vec)
+	}
+	return Distance(a, b)
 }

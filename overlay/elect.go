@@ -51,7 +51,18 @@ import (
 //     algorithms that elect the highest rank it wins within a few round
 //     trips, so the two agree again within one timeout of this node's
 //     lookup. Stable and invitation keep a live leader by design: with
-//     them the election's answer stands.
+//     them the election's answer stands. (Stable's Campaign only confirms
+//     a live leader; invitation's makes a follower leave its group, so
+//     with invitation the node does not campaign: see handsOver.)
+//   - Invitation starts every member as the leader of a group of its own,
+//     and every member of a failed leader's group becomes one again. Such
+//     a singleton group in a cluster of others names no leader here (see
+//     elected): each member would otherwise claim to be the superpeer at
+//     once, claims that no other member follows, until the groups merge.
+//     Meanwhile the lookup's answer stands, as for any election without a
+//     leader. And a change of members (a peer joins, or leaves the
+//     membership view) reconfigures the invitation machine rather than
+//     rebuilding it (classic.Reconfigurer), so that its group survives.
 //
 // Timeouts are measured in RTTs: a machine ticks every ElectionTick, its
 // leader beats every heartbeatTicks ticks, and a follower waits three
@@ -140,7 +151,7 @@ func (e *elector) loop(ctx context.Context) {
 		// this file): the lookup names us, the election another.
 		leader := e.state.Leader
 		orphaned := overdue(&e.orphan, leader == classic.None, 2*e.timeout)
-		passedOver := overdue(&e.differ, e.lookup == e.n.self && !e.demoted[e.n.self] && leader != classic.None && leader != classic.ID(e.n.self), e.timeout/2)
+		passedOver := overdue(&e.differ, handsOver(e.name) && e.lookup == e.n.self && !e.demoted[e.n.self] && leader != classic.None && leader != classic.ID(e.n.self), e.timeout/2)
 		if orphaned || passedOver {
 			e.m.Campaign()
 		}
@@ -164,10 +175,31 @@ func overdue(ticks *int, cond bool, limit int) bool {
 	return true
 }
 
+// handsOver reports whether the named election campaigns when the lookup
+// names this node and the election another (see the top of this file).
+// Invitation does not: its Campaign makes a follower of a live leader
+// leave the group and lead a singleton, and its merges do not favour the
+// rank anyway, so the node would leave its group every half timeout.
+func handsOver(election string) bool { return election != "invitation" }
+
+// elected is the state st of machine m as the node takes it, in a cluster
+// of size members: an invitation machine that leads a group of only itself
+// while the cluster has other members has been elected by no one, and
+// names no leader (Role Candidate: its invitation rounds are its
+// election). The leader of a one-member cluster is elected.
+func elected(m classic.Machine, st classic.State, self classic.ID, size int) classic.State {
+	iv, ok := m.(*classic.Invitation)
+	if ok && size > 1 && st.Leader == self && len(iv.Members()) == 1 {
+		return classic.State{Role: classic.Candidate, Term: st.Term}
+	}
+	return st
+}
+
 // drainLocked sends the machine's messages and takes note of its state;
 // called with e.mu held. A change of leader makes the node re-evaluate.
 func (e *elector) drainLocked(ctx context.Context) {
 	rd := e.m.Ready()
+	rd.State = elected(e.m, rd.State, classic.ID(e.n.self), len(e.peers))
 	if e.carried > 0 && rd.State.Leader == classic.None {
 		// A rebuilt machine that names no leader yet: the carried one
 		// stands (see rebuildLocked).
@@ -328,8 +360,10 @@ func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, membe
 			e.n.log.Info("election: host quality", "flapping", fmt.Sprint(slices.Sorted(maps.Keys(demoted))))
 		}
 		e.demoted, e.first = demoted, first
-		if err := e.rebuildLocked(ctx, k, key, members); err != nil {
-			return "", err
+		if !e.reconfigureLocked(ctx, k, key, members) {
+			if err := e.rebuildLocked(ctx, k, key, members); err != nil {
+				return "", err
+			}
 		}
 	}
 	if l := peer.ID(e.state.Leader); l != "" && slices.Contains(e.peers, l) {
@@ -366,17 +400,9 @@ func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, m
 	if oldQ != nil {
 		e.hard[e.key] = oldQ.HardState()
 	}
-	ids := make([]classic.ID, len(members))
-	for i, p := range members {
-		ids[i] = classic.ID(p)
-	}
-	timeout := e.timeoutTicks(members)
-	cfg := classic.Config{
-		ID: classic.ID(e.n.self), Peers: ids,
-		Rank:           rank{inner: classic.XORCloseness{Target: key[:]}, first: e.first, demoted: e.demoted},
-		Rand:           rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64())),
-		HeartbeatTicks: heartbeatTicks, TimeoutTicks: timeout,
-	}
+	cfg := e.configLocked(key, members)
+	cfg.Rand = rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64()))
+	ids, timeout := cfg.Peers, cfg.TimeoutTicks
 	opts := e.opts
 	opts.HardState = e.hard[key]
 	m, err := classic.New(e.name, cfg, opts)
@@ -414,6 +440,41 @@ func (e *elector) rebuildLocked(ctx context.Context, k int, key dhtselect.Key, m
 	}
 	e.drainLocked(ctx)
 	return nil
+}
+
+// configLocked is the machine configuration for the cluster key and
+// members, Rand left nil. Called with e.mu held.
+func (e *elector) configLocked(key dhtselect.Key, members []peer.ID) classic.Config {
+	ids := make([]classic.ID, len(members))
+	for i, p := range members {
+		ids[i] = classic.ID(p)
+	}
+	return classic.Config{
+		ID: classic.ID(e.n.self), Peers: ids,
+		Rank:           rank{inner: classic.XORCloseness{Target: key[:]}, first: e.first, demoted: e.demoted},
+		HeartbeatTicks: heartbeatTicks, TimeoutTicks: e.timeoutTicks(members),
+	}
+}
+
+// reconfigureLocked gives a machine that implements classic.Reconfigurer
+// the new members (and rank) of the same cluster, and reports whether it
+// did; otherwise (another cluster, another algorithm, an error) the
+// caller rebuilds the machine. The machine keeps its leader or group, so
+// a change of members is no election. Called with e.mu held.
+func (e *elector) reconfigureLocked(ctx context.Context, k int, key dhtselect.Key, members []peer.ID) bool {
+	r, ok := e.m.(classic.Reconfigurer)
+	if !ok || k != e.k || key != e.key {
+		return false
+	}
+	cfg := e.configLocked(key, members) // Rand nil: the machine keeps its own
+	if err := r.Reconfigure(cfg); err != nil {
+		e.n.log.Warn("election: reconfigure", "err", err)
+		return false
+	}
+	e.peers, e.timeout = slices.Clone(members), cfg.TimeoutTicks
+	e.differ, e.orphan = 0, 0
+	e.drainLocked(ctx)
+	return true
 }
 
 // maxRTT caps the RTT estimates the timeout is made of: libp2p's latency

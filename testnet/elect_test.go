@@ -204,6 +204,34 @@ func TestKillSuperpeerScenario(t *testing.T) {
 	}
 }
 
+// TestInvitationKillSuperpeerScenario runs the kill-superpeer scenario
+// of the live repair benchmark with invitation on 16 nodes: three
+// superpeers stopped one after another. Each stop must be followed by a
+// timed failover (the scenario stops only superpeers that some peer
+// names, or it would wait for ever for their peers' failover, as it did
+// when every member of a failed invitation group claimed the role), and
+// every peer must end with a live superpeer.
+func TestInvitationKillSuperpeerScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes")
+	}
+	tn := startNet(t, Config{
+		N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
+		AnnounceInterval: time.Second, Election: "invitation",
+	})
+	waitConverged(t, tn, tn.Started())
+	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+	defer cancel()
+	r, err := tn.RunScenario(ctx, ScenarioConfig{Name: ScenarioKillSuperpeer, Kills: 3, Seed: 1})
+	t.Logf("%+v", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Orphans != 0 || r.FailoverMS.N != 3 || len(r.Faults) != 3 {
+		t.Errorf("orphans %d, failovers %+v, faults %v; want no orphan and three timed failovers", r.Orphans, r.FailoverMS, r.Faults)
+	}
+}
+
 // TestGeometricElectionFailover runs every election algorithm on 16 real
 // libp2p nodes with the geometric strategy and two tokens. Once the
 // overlay has settled, the superpeer with the most members is stopped
