@@ -595,9 +595,12 @@ func randomFigures(nw *Network, s, capacity, draws int, rng *rand.Rand) (Figures
 // Its result: Attach is Simulate's own attachment (nearest by coordinates
 // with room); Rounds is the round of the last token pass (LastPass: after
 // it every token holds still for the dwell time, not counted); and
-// MessagesPerPeer counts only the token passes, Passes/n (not the RTT
-// samples of the coordinate fit, CoordRounds per peer, nor the gossip of
-// token positions). Coords are the fitted coordinates' Euclidean parts
+// MessagesPerPeer counts the messages a peer sends: the RTT probes of the
+// coordinate fit (in each of CoordRounds rounds every peer pings one peer
+// and, on average, answers one ping: 2 messages; none when cfg.Coords
+// replaces the fit) plus the token passes, Passes/n. The gossip of token
+// positions is not counted: the simulator assumes every holder hears every
+// position before each tick. Coords are the fitted coordinates' Euclidean parts
 // projected on their two principal axes, in ms (heights left out).
 func GeometricStrategy(cfg geometric.SimConfig) Strategy {
 	return Strategy{Name: "geometric", Run: func(nw *Network, s, capacity int, seed uint64) (StrategyResult, error) {
@@ -609,10 +612,22 @@ func GeometricStrategy(cfg geometric.SimConfig) Strategy {
 		}
 		return StrategyResult{
 			Superpeers: res.Superpeers, Attach: res.Attach, Rounds: res.LastPass,
-			MessagesPerPeer: float64(res.Passes) / float64(nw.N()),
+			MessagesPerPeer: float64(2*probeRounds(c, nw.N())) + float64(res.Passes)/float64(nw.N()),
 			Coords:          Project2D(res.Coords),
 		}, nil
 	}}
+}
+
+// probeRounds is the number of rounds of coordinate fitting Simulate runs
+// with cfg on n peers.
+func probeRounds(cfg geometric.SimConfig, n int) int {
+	switch {
+	case cfg.Coords != nil:
+		return 0
+	case cfg.CoordRounds == 0:
+		return geometric.DefaultCoordRounds(n)
+	}
+	return cfg.CoordRounds
 }
 
 // Project2D projects the Euclidean parts (Vec, in seconds) of coordinates

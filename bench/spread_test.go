@@ -399,7 +399,7 @@ func TestSelectionCaseGeometric(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, r, o := rows[0], rows[1], rows[2]
-	t.Logf("geometric %.1f ms (placement %.1f), random %.1f, offline %.1f; %d rounds, %.2f passes per peer",
+	t.Logf("geometric %.1f ms (placement %.1f), random %.1f, offline %.1f; %d rounds, %.2f messages per peer",
 		g.Own.MeanMs, g.Placement.MeanMs, r.Placement.MeanMs, o.Placement.MeanMs, g.Rounds, g.MessagesPerPeer)
 	if g.Strategy != "geometric" || g.Own.Superpeers != 10 || g.Own.Unattached != 0 || len(g.Coords) != 200 || len(g.Superpeers) != 10 {
 		t.Errorf("geometric row: %q, %d superpeers, %d unattached, %d coords", g.Strategy, g.Own.Superpeers, g.Own.Unattached, len(g.Coords))
@@ -413,6 +413,29 @@ func TestSelectionCaseGeometric(t *testing.T) {
 	}
 	if g.Placement.MeanMs > g.Own.MeanMs+1e-9 {
 		t.Errorf("ideal attachment %.2f ms worse than the strategy's own %.2f ms", g.Placement.MeanMs, g.Own.MeanMs)
+	}
+	// 200 coordinate rounds of a ping and an answer, then the passes: at
+	// most one per token per round until the last pass.
+	if maxPasses := float64(10*g.Rounds) / 200; g.MessagesPerPeer < 400 || g.MessagesPerPeer > 400+maxPasses {
+		t.Errorf("messages per peer %.2f, want 400 probes plus at most %.2f passes", g.MessagesPerPeer, maxPasses)
+	}
+}
+
+func TestProbeRounds(t *testing.T) {
+	coords := []*coordinate.Coordinate{coordinate.NewCoordinate(coordinate.DefaultConfig())}
+	for _, tc := range []struct {
+		cfg  geometric.SimConfig
+		n    int
+		want int
+	}{
+		{geometric.SimConfig{}, 490, geometric.DefaultCoordRounds(490)},
+		{geometric.SimConfig{}, 100000, geometric.DefaultCoordRounds(100000)},
+		{geometric.SimConfig{CoordRounds: 50}, 490, 50},
+		{geometric.SimConfig{CoordRounds: 50, Coords: coords}, 1, 0},
+	} {
+		if got := probeRounds(tc.cfg, tc.n); got != tc.want {
+			t.Errorf("probeRounds(CoordRounds %d, coords %v, n %d) = %d, want %d", tc.cfg.CoordRounds, tc.cfg.Coords != nil, tc.n, got, tc.want)
+		}
 	}
 }
 
