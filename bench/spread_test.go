@@ -175,17 +175,7 @@ func TestSelectionCaseLine(t *testing.T) {
 		t.Errorf("rows do not marshal: %v", err)
 	}
 
-	// Deterministic from the seed, wall times aside.
-	again, err := c.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range rows {
-		rows[k].WallMs, again[k].WallMs = 0, 0
-	}
-	if !reflect.DeepEqual(rows, again) {
-		t.Error("two runs of the same case differ")
-	}
+	checkRepeatable(t, c, rows)
 }
 
 // placing returns a strategy that ignores S and places superpeers on the
@@ -300,17 +290,7 @@ func TestSelectionCaseOtherCount(t *testing.T) {
 		t.Errorf("figures %v, want one CDF for the case", figs)
 	}
 
-	// Deterministic from the seed, wall times aside.
-	again, err := c.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range rows {
-		rows[k].WallMs, again[k].WallMs = 0, 0
-	}
-	if !reflect.DeepEqual(rows, again) {
-		t.Error("two runs of the same case differ")
-	}
+	checkRepeatable(t, c, rows)
 }
 
 // A strategy that places fewer superpeers than S, with no room for every
@@ -506,4 +486,20 @@ func benchSelection(b *testing.B, nw *Network, sizes []int, cfg geometric.SimCon
 		b.Fatal(err)
 	}
 	fmt.Print(sb.String()) // b.Log would truncate the table
+}
+
+// checkRepeatable runs c again and fails t unless it gives rows, wall
+// times aside: a case is deterministic from its seed.
+func checkRepeatable(t *testing.T, c SelectionCase, rows []SelectionRow) {
+	t.Helper()
+	again, err := c.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range rows {
+		rows[k].WallMs, again[k].WallMs = 0, 0
+	}
+	if !reflect.DeepEqual(rows, again) {
+		t.Error("two runs of the same case differ")
+	}
 }
