@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -341,6 +342,7 @@ func WriteTables(w io.Writer, r *Results) error {
 		if err := WriteLiveScaleTable(w, r.LiveScale); err != nil {
 			return err
 		}
+		writeGossipGrowth(w, r.LiveScale)
 	}
 	return nil
 }
@@ -447,6 +449,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 			rows = append(rows, append(row, f0(x.GossipPerMemberB), fmt.Sprint(x.StillConverged)))
 		}
 		mdTable(w, header, rows)
+		writeGossipGrowth(w, r.LiveScale)
 	}
 }
 
@@ -573,4 +576,41 @@ func writeLiveRepairMarkdown(w io.Writer, rows []LiveRepairRow) {
 			d(r.Orphans), f0(r.SplitBrainMs), fmt.Sprintf("%.4f", r.Coverage), fmt.Sprint(r.ElectionMessages)})
 	}
 	mdTable(w, []string{"algorithm", "n", "failover median / max ms", "median / max in T", "orphans", "split brain ms", "coverage", "election messages"}, out)
+}
+
+// writeGossipGrowth states how the gossip a peer writes grows with n at a
+// fixed announce interval, from the converged rows: gossip per member
+// times n, with the exponent of n fitted by least squares on the logs.
+func writeGossipGrowth(w io.Writer, rows []LiveScaleRow) {
+	var ns, gs []float64
+	for _, x := range rows {
+		if x.Converged && x.GossipPerMemberB > 0 {
+			ns, gs = append(ns, float64(x.N)), append(gs, x.GossipPerMemberB)
+		}
+	}
+	if len(ns) < 2 {
+		return
+	}
+	e, ok := logSlope(ns, gs)
+	if !ok {
+		return
+	}
+	fmt.Fprintf(w, "\nHow the overhead grows: gossip per member went from %s B at n = %s to %s B at n = %s, about n^%.2f, so at a fixed announce interval the gossip a peer writes grows as about n^%.2f (every peer relays every member's announcement once per interval).\n\n",
+		f0(gs[0]), f0(ns[0]), f0(gs[len(gs)-1]), f0(ns[len(ns)-1]), e, 1+e)
+}
+
+// logSlope fits log y = a + b log x by least squares and returns b; ok is
+// false when the xs do not vary.
+func logSlope(xs, ys []float64) (b float64, ok bool) {
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		lx, ly := math.Log(xs[i]), math.Log(ys[i])
+		sx, sy, sxx, sxy = sx+lx, sy+ly, sxx+lx*lx, sxy+lx*ly
+	}
+	n := float64(len(xs))
+	den := n*sxx - sx*sx
+	if den == 0 {
+		return 0, false
+	}
+	return (n*sxy - sx*sy) / den, true
 }

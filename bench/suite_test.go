@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 )
 
@@ -63,3 +65,22 @@ type recorder struct {
 
 func (r *recorder) Start(total int)         { r.total = total }
 func (r *recorder) Step(i int, desc string) { r.step(i, desc) }
+
+func TestLogSlope(t *testing.T) {
+	b, ok := logSlope([]float64{32, 64, 128, 256}, []float64{3, 6, 12, 24})
+	if !ok || math.Abs(b-1) > 1e-12 {
+		t.Errorf("slope of y = 3x/32: %v, %v; want 1", b, ok)
+	}
+	b, ok = logSlope([]float64{10, 100}, []float64{5, 5})
+	if !ok || b != 0 {
+		t.Errorf("slope of a constant: %v, %v; want 0", b, ok)
+	}
+	if _, ok := logSlope([]float64{7, 7}, []float64{1, 2}); ok {
+		t.Error("slope over one x: ok, want not ok")
+	}
+	var w strings.Builder
+	writeGossipGrowth(&w, []LiveScaleRow{{N: 32, Converged: true, GossipPerMemberB: 3000}, {N: 256, Converged: false}, {N: 128, Converged: true, GossipPerMemberB: 6000}})
+	if got := w.String(); !strings.Contains(got, "from 3000 B at n = 32 to 6000 B at n = 128, about n^0.50") || !strings.Contains(got, "grows as about n^1.50") {
+		t.Errorf("growth statement: %q", got)
+	}
+}
