@@ -86,8 +86,21 @@ func TestBadInput(t *testing.T) {
 	if err := os.WriteFile(matrix, []byte("0\t10\n10\t0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	openKey := filepath.Join(t.TempDir(), "open.key")
+	if out, err := exec.Command(peerBin, "id", "init", "--out", openKey).CombinedOutput(); err != nil {
+		t.Fatalf("peer id init: %v\n%s", err, out)
+	}
+	if err := os.Chmod(openKey, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases = append(cases,
 		badInput{[]string{"run", "--identity", keyFile}, "does not hold a libp2p private key"},
+		badInput{[]string{"id", "show", "--identity", keyFile}, "does not hold a libp2p private key"},
+		badInput{[]string{"id", "show", "--identity", openKey}, "mode 0644"},
+		badInput{[]string{"id", "show", "--identity", keyFile + ".missing"}, "does not exist"},
+		badInput{[]string{"id", "init", "--out", openKey}, "file exists"},
+		badInput{[]string{"id", "init", "--out", ""}, "--out"},
+		badInput{[]string{"id", "init", "extra"}, "unknown command"},
 		badInput{[]string{"testnet", "--procs", "-n", "2", "--latency", matrix}, "loopback"})
 	for _, tc := range cases {
 		cmd := exec.Command(peerBin, tc.args...)

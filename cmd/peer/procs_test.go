@@ -102,17 +102,38 @@ func TestProcsPartitionQuorum(t *testing.T) {
 	noNodeProcessesLeft(t)
 }
 
-// --identity: the peer ID comes from the key file.
+// peer id init writes a key file (mode 0600) and prints its peer ID; peer
+// id show prints the same; peer run --identity runs under it.
 func TestRunIdentity(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "key")
-	k, _, err := crypto.GenerateEd25519Key(nil)
+	out, err := exec.Command(peerBin, "id", "init", "--out", path).Output()
+	if err != nil {
+		t.Fatalf("peer id init: %v", err)
+	}
+	want, err := peer.Decode(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("peer id init printed %q: %v", out, err)
+	}
+	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := overlay.SaveIdentity(path, k); err != nil {
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v, want 0600", st.Mode().Perm())
+	}
+	k, err := overlay.LoadIdentity(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := peer.IDFromPrivateKey(k)
+	if k.Type() != crypto.Ed25519 {
+		t.Errorf("key type %v, want Ed25519", k.Type())
+	}
+	if id, _ := peer.IDFromPrivateKey(k); id != want {
+		t.Fatalf("peer id init printed %s, the key gives %s", want, id)
+	}
+	if out, err := exec.Command(peerBin, "id", "show", "--identity", path).Output(); err != nil || strings.TrimSpace(string(out)) != want.String() {
+		t.Errorf("peer id show: %q, %v; want %s", out, err, want)
+	}
 	ctx := t.Context()
 	p := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0", "--identity", path)
 	var id string
