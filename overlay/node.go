@@ -108,6 +108,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 			return nil, err
 		}
 	}
+	cfg.privateListen()
 	if cfg.Geometric.Dwell == 0 {
 		cfg.Geometric.Dwell = 5 * cfg.TokenInterval
 	}
@@ -177,6 +178,16 @@ func newHost(cfg Config) (host.Host, error) {
 	opts := []libp2p.Option{libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...)}
 	if cfg.Gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
+	}
+	if len(cfg.Allow) > 0 {
+		self, err := peer.IDFromPrivateKey(key)
+		if err != nil {
+			return nil, fmt.Errorf("overlay: identity: %w", err)
+		}
+		opts = append(opts, libp2p.ConnectionGater(allowlist{peers: append(slices.Clone(cfg.Allow), self)}))
+	}
+	if len(cfg.PSK) > 0 {
+		opts = append(opts, libp2p.PrivateNetwork(cfg.PSK))
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {

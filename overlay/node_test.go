@@ -40,6 +40,10 @@ func TestConfigValidation(t *testing.T) {
 		"quorum, no election": {WithElection("", true)},
 		"geometric, quorum":   {WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}), WithElection("bully", true)},
 		"election tick":       {WithElection("bully", false), func(c *Config) error { c.ElectionTick = 0; return nil }},
+		"psk of 16 bytes":     {WithPSK(make([]byte, 16))},
+		"psk over quic":       {WithPSK(make([]byte, 32)), WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/udp/0/quic-v1"))},
+		"allowlist and gater": {WithAllowlist("12D3KooWGzujq9LPr5iuaNCkSaxNtJhCfNDbUBqPNieGeoVWRxQa"), WithConnectionGater(allowlist{})},
+		"allowlist bad id":    {WithAllowlist("")},
 	}
 	for name, opts := range bad {
 		n, err := New(context.Background(), append(opts, WithLogger(quiet))...)

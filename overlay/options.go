@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/classic"
@@ -42,8 +43,18 @@ type Config struct {
 	// Gater, when set, vets the host's connections (libp2p's connection
 	// gater): for instance an allowlist of peers.
 	Gater connmgr.ConnectionGater
+	// PSK, when set, makes the swarm private (libp2p's pnet): every
+	// connection must prove this 32-byte pre-shared key, so peers without
+	// it cannot connect at all. It needs transports that carry it: TCP or
+	// WebSocket, not QUIC; the default listen addresses are then TCP only.
+	PSK pnet.PSK
+	// Allow, when not empty, is an allowlist: the host connects only to
+	// these peers (and itself); connections from others are closed after
+	// their handshake. Not with Gater.
+	Allow []peer.ID
 	// Host, when set, is used instead of building one (ListenAddrs,
-	// Identity and Gater are then ignored); the node closes it on Close.
+	// Identity, Gater, PSK and Allow are then ignored); the node closes it
+	// on Close.
 	// Tests and the testnet use it to run nodes on an in-process network.
 	Host host.Host
 	// Target is how many superpeers the overlay should have. Default:
@@ -132,6 +143,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: network name %q: use 1 to 64 letters, digits, '.', '_' or '-'", ErrConfig, c.Network)
 	case c.Host == nil && len(c.ListenAddrs) == 0:
 		return fmt.Errorf("%w: no listen address", ErrConfig)
+	case len(c.PSK) != 0 && len(c.PSK) != 32:
+		return fmt.Errorf("%w: pre-shared key of %d bytes, want 32", ErrConfig, len(c.PSK))
+	case len(c.Allow) > 0 && c.Gater != nil:
+		return fmt.Errorf("%w: an allowlist and a connection gater: give one (the allowlist is a gater)", ErrConfig)
 	case c.AnnounceInterval <= 0:
 		return fmt.Errorf("%w: announce interval %v, want > 0", ErrConfig, c.AnnounceInterval)
 	case c.ReevaluateInterval <= 0:
@@ -180,6 +195,18 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("%w: strategy %q: use %q or %q", ErrConfig, c.Strategy, StrategyDHT, StrategyGeometric)
 	}
+	if len(c.PSK) > 0 && c.Host == nil {
+		for _, a := range c.ListenAddrs {
+			if !privateTransport(a) {
+				return fmt.Errorf("%w: listen address %s: a private network (pre-shared key) runs over TCP or WebSocket only; go-libp2p's QUIC, WebTransport and WebRTC cannot carry it", ErrConfig, a)
+			}
+		}
+	}
+	for _, p := range c.Allow {
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("%w: allowlist peer %q: %w", ErrConfig, p, err)
+		}
+	}
 	for _, b := range c.Bootstrap {
 		if _, err := peer.IDFromBytes([]byte(b.ID)); err != nil {
 			return fmt.Errorf("%w: bootstrap peer %q: %w", ErrConfig, b.ID, err)
@@ -224,6 +251,18 @@ func WithIdentity(k crypto.PrivKey) Option {
 // WithConnectionGater vets the host's connections with g.
 func WithConnectionGater(g connmgr.ConnectionGater) Option {
 	return func(c *Config) error { c.Gater = g; return nil }
+}
+
+// WithPSK makes the swarm private with the pre-shared key k (see
+// Config.PSK; LoadPSK reads a swarm.key file).
+func WithPSK(k pnet.PSK) Option {
+	return func(c *Config) error { c.PSK = k; return nil }
+}
+
+// WithAllowlist lets the host connect only to the given peers (see
+// Config.Allow).
+func WithAllowlist(peers ...peer.ID) Option {
+	return func(c *Config) error { c.Allow = append(c.Allow, peers...); return nil }
 }
 
 // WithHost runs the node on an existing host, which the node then owns.

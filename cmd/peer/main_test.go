@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -164,10 +165,18 @@ func TestTestnetJSON(t *testing.T) {
 
 // A process's JSON log, read as it runs.
 type procLog struct {
-	mu    sync.Mutex
-	id    string
-	roles []string
-	sps   []string
+	mu      sync.Mutex
+	id      string
+	roles   []string
+	sps     []string
+	members int      // in the last "cluster changed"
+	warns   []string // the messages of WARN records
+}
+
+func (p *procLog) membersAndWarnings() (int, []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.members, slices.Clone(p.warns)
 }
 
 func (p *procLog) last() (id, role, sp string) {
@@ -211,6 +220,13 @@ func startRun(t *testing.T, ctx context.Context, args ...string) *procLog {
 			case "superpeer changed":
 				s, _ := rec["superpeer"].(string)
 				p.sps = append(p.sps, s)
+			case "cluster changed":
+				m, _ := rec["members"].(float64)
+				p.members = int(m)
+			}
+			if rec["level"] == "WARN" {
+				s, _ := rec["msg"].(string)
+				p.warns = append(p.warns, s)
 			}
 			p.mu.Unlock()
 		}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -140,5 +143,77 @@ func TestRunIdentity(t *testing.T) {
 	waitUntil(t, "the process to start", func() bool { id, _, _ = p.last(); return id != "" })
 	if id != want.String() {
 		t.Errorf("peer ID %s, want %s from the key file", id, want)
+	}
+}
+
+// Three peer run processes with the same --psk form an overlay on loopback;
+// a fourth without the key cannot connect to them (it never gets a role),
+// and a fifth with the key but another --network connects and does not join
+// (it is alone in its overlay, and theirs stays at three).
+func TestPrivateSwarmProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five node processes")
+	}
+	ctx := t.Context()
+	key := filepath.Join(t.TempDir(), "swarm.key")
+	if out, err := exec.Command(peerBin, "psk", "init", "--out", key).CombinedOutput(); err != nil {
+		t.Fatalf("peer psk init: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	priv := []string{"--psk", key, "--network", "priv", "--superpeers", "1"}
+	a := startRun(t, ctx, append([]string{"--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}, priv...)...)
+	var aID string
+	waitUntil(t, "process A to start", func() bool { aID, _, _ = a.last(); return aID != "" })
+	boot := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, aID)
+	procs := []*procLog{a}
+	for range 2 {
+		procs = append(procs, startRun(t, ctx, append([]string{"--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot}, priv...)...))
+	}
+	ids := make([]peer.ID, len(procs))
+	waitUntil(t, "the three private processes to start", func() bool {
+		for i, p := range procs {
+			s, _, _ := p.last()
+			var err error
+			if ids[i], err = peer.Decode(s); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	want := dhtselect.Assign(ids, 0)[0].Superpeer.String()
+	agreed := func() bool {
+		for _, p := range procs {
+			_, _, sp := p.last()
+			if m, _ := p.membersAndWarnings(); sp != want || m != 3 {
+				return false
+			}
+		}
+		return true
+	}
+	waitUntil(t, "the three to form one cluster under "+want, agreed)
+
+	keyless := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot, "--network", "priv", "--superpeers", "1")
+	waitUntil(t, "the keyless process to find the bootstrap peer unreachable", func() bool {
+		_, warns := keyless.membersAndWarnings()
+		return slices.Contains(warns, "bootstrap peer unreachable, will retry")
+	})
+	other := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot, "--psk", key, "--network", "other", "--superpeers", "1")
+	// A role needs a reached bootstrap peer (see overlay's mayJoin): the
+	// other network's process connected to A.
+	waitUntil(t, "the other network's process to take a role", func() bool {
+		id, role, sp := other.last()
+		m, _ := other.membersAndWarnings()
+		return role == "superpeer" && sp == id && m == 1
+	})
+	// Twenty of its announce intervals later, the private overlay is as it was.
+	time.Sleep(4 * time.Second)
+	if !agreed() {
+		t.Error("the private overlay changed when another network's peer connected")
+	}
+	if _, role, _ := keyless.last(); role != "" {
+		t.Errorf("the keyless process took the role %q: it reached a private peer", role)
+	}
+	if m, _ := other.membersAndWarnings(); m != 1 {
+		t.Errorf("the other network's process sees %d members, want itself alone", m)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,8 @@ func newRunCmd() *cobra.Command {
 		announce, reevaluate time.Duration
 		strategy             string
 		capacity             int
-		identity             string
+		identity, psk        string
+		allow                []string
 		control              bool
 		tf                   targetFlags
 		ef                   electionFlags
@@ -31,7 +33,7 @@ func newRunCmd() *cobra.Command {
 		Use:   "run",
 		Short: "Run one overlay node that joins the swarm of its bootstrap peers",
 		Long: `Run one overlay node. It listens on the given addresses (TCP and QUIC by
-default), joins the swarm through its bootstrap peers (retrying while none
+default; TCP only in a private swarm, --psk), joins the swarm through its bootstrap peers (retrying while none
 answers), and logs its role, cluster and superpeer as they change. Stop it
 with Ctrl-C.`,
 		Example: `  peer run --listen /ip4/127.0.0.1/tcp/4001 --superpeers 4
@@ -74,6 +76,20 @@ with Ctrl-C.`,
 				}
 				opts = append(opts, overlay.WithIdentity(key))
 			}
+			if psk != "" {
+				k, err := overlay.LoadPSK(psk)
+				if err != nil {
+					return fmt.Errorf("--psk: %w", err)
+				}
+				opts = append(opts, overlay.WithPSK(k))
+			}
+			for _, s := range allow {
+				id, err := peer.Decode(s)
+				if err != nil {
+					return fmt.Errorf("--allow %q: not a peer ID: %w", s, err)
+				}
+				opts = append(opts, overlay.WithAllowlist(id))
+			}
 			var gate *testnet.Blocker
 			if control {
 				gate = testnet.NewBlocker()
@@ -103,6 +119,8 @@ with Ctrl-C.`,
 	fs.StringVar(&strategy, "strategy", def.Strategy, "superpeer selection: dht (ID-space reservation) or geometric (tokens in network coordinates; needs --superpeers)")
 	fs.IntVar(&capacity, "capacity", geometric.DefaultConfig().Capacity, "geometric strategy: most ordinary peers per superpeer")
 	fs.StringVar(&identity, "identity", "", "private key file (libp2p encoding, mode 0600), so the peer ID survives restarts (default a fresh key)")
+	fs.StringVar(&psk, "psk", "", "pre-shared key file (swarm.key format, mode 0600; 'peer psk init' writes one): a private swarm that peers without the key cannot connect to; TCP only")
+	fs.StringSliceVar(&allow, "allow", nil, "peer IDs allowed to connect, comma-separated (default anyone)")
 	fs.BoolVar(&control, "control", false, "be driven by a testnet: report state on stdout, take commands on stdin, stop when stdin ends")
 	_ = fs.MarkHidden("control")
 	tf.register(fs, def.Target.Fraction)

@@ -1,0 +1,131 @@
+package overlay
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+
+	"github.com/libp2p/go-libp2p/core/connmgr"
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// A private swarm: a pre-shared key (libp2p's private networks, pnet) that
+// every connection must prove, and an optional allowlist of peer IDs.
+
+// ErrPSK reports a pre-shared key file that cannot be used.
+var ErrPSK = errors.New("overlay: pre-shared key")
+
+// NewPSK returns a fresh random 32-byte pre-shared key.
+func NewPSK() (pnet.PSK, error) {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPSK, err)
+	}
+	return k, nil
+}
+
+// EncodePSK returns k in the swarm.key format that IPFS and every libp2p
+// implementation read: "/key/swarm/psk/1.0.0/", "/base16/", then the key
+// in hex, one per line.
+func EncodePSK(k pnet.PSK) []byte {
+	return fmt.Appendf(nil, "/key/swarm/psk/1.0.0/\n/base16/\n%s\n", hex.EncodeToString(k))
+}
+
+// SavePSK writes k to a new file at path in the swarm.key format, readable
+// by its owner only (mode 0600); it never overwrites a file.
+func SavePSK(path string, k pnet.PSK) error {
+	if len(k) != 32 {
+		return fmt.Errorf("%w: %d bytes, want 32", ErrPSK, len(k))
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPSK, err)
+	}
+	if _, err := f.Write(EncodePSK(k)); err != nil {
+		f.Close()
+		return fmt.Errorf("%w: %w", ErrPSK, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("%w: %w", ErrPSK, err)
+	}
+	return nil
+}
+
+// LoadPSK reads a pre-shared key in the swarm.key format (base16, base64
+// or binary). It refuses a missing file, one that others may read (mode
+// beyond 0600: whoever reads it may join the swarm), and one that does not
+// hold a 32-byte key, each with an error that says which.
+func LoadPSK(path string) (pnet.PSK, error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: key file %s does not exist (create one with 'peer psk init --out %s' and give every peer of the swarm a copy)", ErrPSK, path, path)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrPSK, err)
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("%w: key file %s is not a regular file", ErrPSK, path)
+	case st.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("%w: key file %s has mode %04o: others may read it; run 'chmod 600 %s'", ErrPSK, path, st.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPSK, err)
+	}
+	k, err := pnet.DecodeV1PSK(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%w: key file %s is not a swarm key (/key/swarm/psk/1.0.0/, an encoding, 32 bytes): %w", ErrPSK, path, err)
+	}
+	return k, nil
+}
+
+// privateTransport reports whether a listen address uses a transport that
+// can carry a private network: go-libp2p's QUIC, WebTransport and WebRTC
+// cannot (they bring their own encryption, which the pre-shared key cannot
+// wrap).
+func privateTransport(a ma.Multiaddr) bool {
+	for _, c := range a {
+		switch c.Protocol().Code {
+		case ma.P_QUIC, ma.P_QUIC_V1, ma.P_WEBTRANSPORT, ma.P_WEBRTC, ma.P_WEBRTC_DIRECT:
+			return false
+		}
+	}
+	return true
+}
+
+// privateListen drops from the default listen addresses those whose
+// transports cannot carry the pre-shared key (QUIC), when there is one:
+// a private node listens on TCP by default. Addresses given by the user
+// stay, for Validate to judge.
+func (c *Config) privateListen() {
+	if len(c.PSK) > 0 && slices.EqualFunc(c.ListenAddrs, DefaultConfig().ListenAddrs, ma.Multiaddr.Equal) {
+		c.ListenAddrs = slices.DeleteFunc(slices.Clone(c.ListenAddrs), func(a ma.Multiaddr) bool { return !privateTransport(a) })
+	}
+}
+
+// allowlist is a connection gater that lets through only the listed peers
+// (and this node itself): a connection from anyone else is closed once its
+// handshake names the peer, and no dial to anyone else starts.
+type allowlist struct {
+	peers []peer.ID
+}
+
+var _ connmgr.ConnectionGater = allowlist{}
+
+func (a allowlist) allowed(p peer.ID) bool { return slices.Contains(a.peers, p) }
+
+func (a allowlist) InterceptPeerDial(p peer.ID) bool                { return a.allowed(p) }
+func (a allowlist) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool { return a.allowed(p) }
+func (a allowlist) InterceptAccept(network.ConnMultiaddrs) bool      { return true }
+func (a allowlist) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMultiaddrs) bool {
+	return a.allowed(p)
+}
+func (a allowlist) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
