@@ -122,7 +122,7 @@ var _ connmgr.ConnectionGater = allowlist{}
 
 func (a allowlist) allowed(p peer.ID) bool { return slices.Contains(a.peers, p) }
 
-func (a allowlist) InterceptPeerDial(p peer.ID) bool                { return a.allowed(p) }
+func (a allowlist) InterceptPeerDial(p peer.ID) bool                 { return a.allowed(p) }
 func (a allowlist) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool { return a.allowed(p) }
 func (a allowlist) InterceptAccept(network.ConnMultiaddrs) bool      { return true }
 func (a allowlist) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMultiaddrs) bool {
