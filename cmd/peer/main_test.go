@@ -94,7 +94,14 @@ func TestBadInput(t *testing.T) {
 	if err := os.Chmod(openKey, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	badConfig := filepath.Join(t.TempDir(), "peer.toml")
+	if err := os.WriteFile(badConfig, []byte("announce = \"soon\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases = append(cases,
+		badInput{[]string{"run", "--config", badConfig}, `option "announce"`},
+		badInput{[]string{"run", "--config", badConfig + ".missing"}, "--config"},
+		badInput{[]string{"config", "init", "--out", badConfig}, "file exists"},
 		badInput{[]string{"run", "--identity", keyFile}, "does not hold a libp2p private key"},
 		badInput{[]string{"id", "show", "--identity", keyFile}, "does not hold a libp2p private key"},
 		badInput{[]string{"id", "show", "--identity", openKey}, "mode 0644"},

@@ -106,7 +106,8 @@ func TestProcsPartitionQuorum(t *testing.T) {
 }
 
 // peer id init writes a key file (mode 0600) and prints its peer ID; peer
-// id show prints the same; peer run --identity runs under it.
+// id show prints the same; peer run with identity in its config file runs
+// under it.
 func TestRunIdentity(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "key")
 	out, err := exec.Command(peerBin, "id", "init", "--out", path).Output()
@@ -138,7 +139,12 @@ func TestRunIdentity(t *testing.T) {
 		t.Errorf("peer id show: %q, %v; want %s", out, err, want)
 	}
 	ctx := t.Context()
-	p := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0", "--identity", path)
+	// The identity and listen address come from a config file.
+	conf := filepath.Join(t.TempDir(), "peer.toml")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "identity = %q\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\n", path), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startRun(t, ctx, "--config", conf)
 	var id string
 	waitUntil(t, "the process to start", func() bool { id, _, _ = p.last(); return id != "" })
 	if id != want.String() {

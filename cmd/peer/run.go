@@ -21,7 +21,7 @@ func newRunCmd() *cobra.Command {
 		announce, reevaluate time.Duration
 		strategy             string
 		capacity             int
-		identity, psk        string
+		identity, psk, cfg   string
 		allow                []string
 		control              bool
 		tf                   targetFlags
@@ -40,6 +40,11 @@ with Ctrl-C.`,
   peer run --listen /ip4/127.0.0.1/tcp/4002 --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW…`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg != "" {
+				if err := applyConfig(cmd.Flags(), cfg); err != nil {
+					return err
+				}
+			}
 			log, err := lf.logger()
 			if err != nil {
 				return err
@@ -121,6 +126,7 @@ with Ctrl-C.`,
 	fs.StringVar(&identity, "identity", "", "private key file (libp2p encoding, mode 0600), so the peer ID survives restarts (default a fresh key)")
 	fs.StringVar(&psk, "psk", "", "pre-shared key file (swarm.key format, mode 0600; 'peer psk init' writes one): a private swarm that peers without the key cannot connect to; TCP only")
 	fs.StringSliceVar(&allow, "allow", nil, "peer IDs allowed to connect, comma-separated (default anyone)")
+	fs.StringVar(&cfg, configFlag, "", "TOML file of options, named as these flags ('peer config init' writes one); flags given here override it")
 	fs.BoolVar(&control, "control", false, "be driven by a testnet: report state on stdout, take commands on stdin, stop when stdin ends")
 	_ = fs.MarkHidden("control")
 	tf.register(fs, def.Target.Fraction)
