@@ -3,17 +3,32 @@
 // role (superpeer or ordinary), cluster, superpeer and cluster members are
 // kept current as peers join and leave.
 //
-// Create a node with New and functional options, read its view with State,
-// and follow changes with Subscribe (typed events, also on the host's event
-// bus):
+// The whole life of a node: create it with New and functional options,
+// follow its role with Subscribe (typed events, also on the host's event
+// bus), read its view with State, and Close it:
 //
 //	n, err := overlay.New(ctx,
 //		overlay.WithListenAddrs(ma.StringCast("/ip4/0.0.0.0/tcp/4001")),
-//		overlay.WithBootstrap(bootstrapInfo),
-//		overlay.WithTarget(dhtselect.Target{Superpeers: 8}),
+//		overlay.WithBootstrapAddrs(ma.StringCast("/ip4/192.0.2.1/tcp/4001/p2p/12D3KooW...")),
+//		overlay.WithTarget(dhtselect.Target{Fraction: 0.1}),
+//		overlay.WithElection("next-in-line", false),
 //	)
-//	...
-//	defer n.Close()
+//	if err != nil {
+//		return err
+//	}
+//	defer n.Close() // leaves the overlay
+//	sub, _ := n.Subscribe()
+//	defer sub.Close()
+//	for e := range sub.Out() {
+//		if r, ok := e.(overlay.EvtRoleChanged); ok && r.New == overlay.RoleSuperpeer {
+//			serve(n.State().Members) // this peer now serves its cluster
+//		}
+//	}
+//
+// An application that already runs a libp2p host attaches a node to it
+// with Attach (and shares its GossipSub router with WithPubSub); Close then
+// leaves the host open. WithPSK and WithAllowlist make the swarm private;
+// WithNetwork keeps overlays apart. See the examples.
 //
 // Selection by ID-space reservation (package dhtselect): the node estimates
 // the network size, derives k, and looks up its own cluster key over the

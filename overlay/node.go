@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,7 +84,8 @@ type Node struct {
 
 	kick     chan struct{}
 	cancel   context.CancelFunc // stops the node's loops
-	cancelPS context.CancelFunc // stops GossipSub, after the topic is left
+	cancelPS context.CancelFunc // stops GossipSub, after the topic is left; nil when it is the application's
+	attached bool               // the host is the application's (Attach): Close leaves it open
 	wg       sync.WaitGroup
 	closed   atomic.Bool
 	queries  atomic.Uint64
@@ -102,6 +104,25 @@ type Node struct {
 // begins evaluating its role. ctx bounds only the start-up; Close stops the
 // node.
 func New(ctx context.Context, opts ...Option) (*Node, error) {
+	return newNode(ctx, false, opts...)
+}
+
+// Attach starts a node on h, a host the application already runs: the
+// node adds its DHT (with the overlay's own protocol prefix, apart from any
+// other DHT on h), its topics and its protocols to h, and its Close removes
+// them and leaves h open. Options are New's, but those that build a host
+// (listen addresses, identity, gater, pre-shared key, allowlist) do not
+// apply: h has them already. The node starts its own GossipSub on h unless
+// WithPubSub gives it the application's: a host carries one GossipSub
+// router, so an application that runs one must share it.
+func Attach(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: Attach needs a host", ErrConfig)
+	}
+	return newNode(ctx, true, append(opts, WithHost(h))...)
+}
+
+func newNode(ctx context.Context, attached bool, opts ...Option) (*Node, error) {
 	cfg := DefaultConfig()
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -130,7 +151,7 @@ func New(ctx context.Context, opts ...Option) (*Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, kick: make(chan struct{}, 1), closerProto: closerProtocol(cfg.Network)}
+	n := &Node{cfg: cfg, kick: make(chan struct{}, 1), closerProto: closerProtocol(cfg.Network), attached: attached}
 	h := cfg.Host
 	if h == nil {
 		var err error
@@ -206,15 +227,17 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("overlay: dht: %w", err)
 	}
-	psCtx, cancelPS := context.WithCancel(context.Background())
-	n.cancelPS = cancelPS
-	// Larger queues than the defaults (32): a swarm that starts at once
-	// sends every node a burst of announcements, and a full queue drops
-	// messages silently.
-	n.ps, err = pubsub.NewGossipSub(psCtx, n.host, pubsub.WithGossipSubParams(gossipSubParams()),
-		pubsub.WithValidateQueueSize(1024), pubsub.WithPeerOutboundQueueSize(256))
-	if err != nil {
-		return fmt.Errorf("overlay: gossipsub: %w", err)
+	if n.ps = n.cfg.PubSub; n.ps == nil {
+		psCtx, cancelPS := context.WithCancel(context.Background())
+		n.cancelPS = cancelPS
+		// Larger queues than the defaults (32): a swarm that starts at once
+		// sends every node a burst of announcements, and a full queue drops
+		// messages silently.
+		n.ps, err = pubsub.NewGossipSub(psCtx, n.host, pubsub.WithGossipSubParams(gossipSubParams()),
+			pubsub.WithValidateQueueSize(1024), pubsub.WithPeerOutboundQueueSize(256))
+		if err != nil {
+			return fmt.Errorf("overlay: gossipsub: %w", err)
+		}
 	}
 	n.members, err = gossip.JoinMembership(n.ps, n.self, gossip.MembershipConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
@@ -547,7 +570,8 @@ func (n *Node) P2PAddrs() []ma.Multiaddr {
 	return addrs
 }
 
-// Close stops the node and its host. It is safe to call more than once.
+// Close stops the node and its host (not an attached host: see Attach). It
+// is safe to call more than once.
 func (n *Node) Close() error {
 	if n.closed.Swap(true) {
 		return nil
@@ -579,6 +603,13 @@ func (n *Node) closeParts() error {
 	}
 	if n.cancelPS != nil {
 		n.cancelPS()
+		if n.attached {
+			// GossipSub leaves its protocol handlers behind; on a host
+			// that lives on they would take streams to a stopped router.
+			for _, p := range pubsub.GossipSubDefaultProtocols {
+				n.host.RemoveStreamHandler(p)
+			}
+		}
 	}
 	for _, e := range []event.Emitter{n.emitRole, n.emitSuperpeer, n.emitCluster, n.emitElected, n.emitLost} {
 		if e != nil {
@@ -588,7 +619,17 @@ func (n *Node) closeParts() error {
 	if n.dht != nil {
 		errs = append(errs, n.dht.Close())
 	}
-	if n.host != nil {
+	if n.host != nil && n.attached {
+		// kad-dht, too, leaves its handler: drop every protocol of this
+		// overlay (all are /superpeer/<network>/...).
+		prefix := "/superpeer/" + n.cfg.Network + "/"
+		for _, p := range n.host.Mux().Protocols() {
+			if strings.HasPrefix(string(p), prefix) {
+				n.host.RemoveStreamHandler(p)
+			}
+		}
+	}
+	if n.host != nil && !n.attached {
 		errs = append(errs, n.host.Close())
 	}
 	return errors.Join(errs...)

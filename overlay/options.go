@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -52,6 +53,11 @@ type Config struct {
 	// these peers (and itself); connections from others are closed after
 	// their handshake. Not with Gater.
 	Allow []peer.ID
+	// PubSub, when set, is the GossipSub router the node's topics use (an
+	// application's, shared with it: see Attach); the node neither builds
+	// nor stops one then, and the router's own parameters apply (the node
+	// builds its own with a gossip factor of 0; see gossipSubParams).
+	PubSub *pubsub.PubSub
 	// Host, when set, is used instead of building one (ListenAddrs,
 	// Identity, Gater, PSK and Allow are then ignored); the node closes it
 	// on Close.
@@ -265,7 +271,14 @@ func WithAllowlist(peers ...peer.ID) Option {
 	return func(c *Config) error { c.Allow = append(c.Allow, peers...); return nil }
 }
 
-// WithHost runs the node on an existing host, which the node then owns.
+// WithPubSub makes the node's topics use ps, the application's GossipSub
+// router (see Config.PubSub and Attach).
+func WithPubSub(ps *pubsub.PubSub) Option {
+	return func(c *Config) error { c.PubSub = ps; return nil }
+}
+
+// WithHost runs the node on an existing host, which the node then owns
+// and closes on Close (Attach leaves it open).
 func WithHost(h host.Host) Option {
 	return func(c *Config) error { c.Host = h; return nil }
 }
