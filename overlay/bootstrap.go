@@ -56,12 +56,19 @@ func (n *Node) dialBootstrap(ctx context.Context) {
 	}
 	if ok > 0 {
 		n.log.Info("connected to bootstrap peers", "count", ok)
-		done := n.dht.RefreshRoutingTable()
-		n.Reevaluate()
-		if !n.refreshed.Load() {
-			n.wg.Add(1)
-			go n.awaitRefresh(ctx, done)
-		}
+		n.reached(ctx)
+	}
+}
+
+// reached refreshes the routing table once the node has reached overlay
+// peers (its bootstrap peers, or peers found by rendezvous), and
+// re-evaluates; the first such refresh lets it take a role (see mayJoin).
+func (n *Node) reached(ctx context.Context) {
+	done := n.dht.RefreshRoutingTable()
+	n.Reevaluate()
+	if !n.refreshed.Load() {
+		n.wg.Add(1)
+		go n.awaitRefresh(ctx, done)
 	}
 }
 

@@ -86,10 +86,14 @@ type Node struct {
 	cancel   context.CancelFunc // stops the node's loops
 	cancelPS context.CancelFunc // stops GossipSub, after the topic is left; nil when it is the application's
 	attached bool               // the host is the application's (Attach): Close leaves it open
-	wg       sync.WaitGroup
-	closed   atomic.Bool
-	queries  atomic.Uint64
-	lookups  atomic.Uint64
+	public   *dht.IpfsDHT       // the public DHT's client (Config.Public), or nil
+	// rendezvous is the state of the rendezvous search (Config.Public):
+	// rendezvousPending, rendezvousAlone or rendezvousReached.
+	rendezvous atomic.Int32
+	wg         sync.WaitGroup
+	closed     atomic.Bool
+	queries    atomic.Uint64
+	lookups    atomic.Uint64
 	// refreshed is set when a routing-table refresh after reaching a
 	// bootstrap peer has completed (see mayJoin).
 	refreshed atomic.Bool
@@ -130,6 +134,9 @@ func newNode(ctx context.Context, attached bool, opts ...Option) (*Node, error) 
 		}
 	}
 	cfg.privateListen()
+	if cfg.Public && len(cfg.PublicBootstrap) == 0 {
+		cfg.PublicBootstrap = defaultPublicBootstrap()
+	}
 	if cfg.Geometric.Dwell == 0 {
 		cfg.Geometric.Dwell = 5 * cfg.TokenInterval
 	}
@@ -257,6 +264,11 @@ func (n *Node) start(ctx context.Context) error {
 		}
 	}
 	n.host.SetStreamHandler(n.closerProto, n.handleCloser)
+	if n.cfg.Public {
+		if err := n.startPublic(ctx); err != nil {
+			return err
+		}
+	}
 	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.disconnected})
 	n.state = State{Self: n.self}
 	if n.cfg.Election != "" {
@@ -379,10 +391,20 @@ func (n *Node) configured(view []peer.ID) []peer.ID {
 // joining node processes that went by the first ones estimated 3 to 11
 // peers in a network of 32. Called by the run loop only.
 func (n *Node) mayJoin() bool {
-	if !slices.ContainsFunc(n.cfg.Bootstrap, func(b peer.AddrInfo) bool { return b.ID != n.self }) {
+	if n.refreshed.Load() {
 		return true
 	}
-	if n.refreshed.Load() {
+	if n.cfg.Public {
+		// The peers found by rendezvous are the bootstrap peers: none
+		// found (after an advertisement) starts a network, as no bootstrap
+		// peer does; some found wait like bootstrap peers.
+		switch n.rendezvous.Load() {
+		case rendezvousPending:
+			return false
+		case rendezvousAlone:
+			return !slices.ContainsFunc(n.cfg.Bootstrap, func(b peer.AddrInfo) bool { return b.ID != n.self })
+		}
+	} else if !slices.ContainsFunc(n.cfg.Bootstrap, func(b peer.AddrInfo) bool { return b.ID != n.self }) {
 		return true
 	}
 	if len(n.host.Network().Peers()) == 0 {
@@ -618,6 +640,9 @@ func (n *Node) closeParts() error {
 	}
 	if n.dht != nil {
 		errs = append(errs, n.dht.Close())
+	}
+	if n.public != nil {
+		errs = append(errs, n.public.Close())
 	}
 	if n.host != nil && n.attached {
 		// kad-dht, too, leaves its handler: drop every protocol of this

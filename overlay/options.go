@@ -53,6 +53,18 @@ type Config struct {
 	// these peers (and itself); connections from others are closed after
 	// their handshake. Not with Gater.
 	Allow []peer.ID
+	// Public makes the node join the public libp2p network: it runs a
+	// client of the public DHT through PublicBootstrap and finds the other
+	// peers of its overlay there by rendezvous (advertising under
+	// RendezvousNamespace(Network)), every BootstrapRetry while it has none
+	// and every RendezvousInterval once it has; see public.go.
+	Public bool
+	// PublicBootstrap are the public DHT's bootstrap peers. Default (with
+	// Public): the usual public libp2p bootstrap peers.
+	PublicBootstrap []peer.AddrInfo
+	// RendezvousInterval is the period of the rendezvous search once the
+	// node has overlay peers. Default 1 min.
+	RendezvousInterval time.Duration
 	// PubSub, when set, is the GossipSub router the node's topics use (an
 	// application's, shared with it: see Attach); the node neither builds
 	// nor stops one then, and the router's own parameters apply (the node
@@ -137,6 +149,7 @@ func DefaultConfig() Config {
 		PingInterval:       time.Second,
 		TokenInterval:      time.Second,
 		ElectionTick:       100 * time.Millisecond,
+		RendezvousInterval: time.Minute,
 	}
 }
 
@@ -151,6 +164,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: no listen address", ErrConfig)
 	case len(c.PSK) != 0 && len(c.PSK) != 32:
 		return fmt.Errorf("%w: pre-shared key of %d bytes, want 32", ErrConfig, len(c.PSK))
+	case c.Public && c.RendezvousInterval <= 0:
+		return fmt.Errorf("%w: rendezvous interval %v, want > 0", ErrConfig, c.RendezvousInterval)
+	case c.Public && len(c.PSK) > 0:
+		return fmt.Errorf("%w: a private swarm (pre-shared key) cannot join the public network", ErrConfig)
 	case len(c.Allow) > 0 && c.Gater != nil:
 		return fmt.Errorf("%w: an allowlist and a connection gater: give one (the allowlist is a gater)", ErrConfig)
 	case c.AnnounceInterval <= 0:
@@ -269,6 +286,16 @@ func WithPSK(k pnet.PSK) Option {
 // Config.Allow).
 func WithAllowlist(peers ...peer.ID) Option {
 	return func(c *Config) error { c.Allow = append(c.Allow, peers...); return nil }
+}
+
+// WithPublic makes the node join the public libp2p network and find its
+// overlay's peers there by rendezvous (see Config.Public), through the
+// given public bootstrap peers, or the usual ones when none is given.
+func WithPublic(bootstrap ...peer.AddrInfo) Option {
+	return func(c *Config) error {
+		c.Public, c.PublicBootstrap = true, append(c.PublicBootstrap, bootstrap...)
+		return nil
+	}
 }
 
 // WithPubSub makes the node's topics use ps, the application's GossipSub
