@@ -3,8 +3,6 @@ package overlay
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 )
@@ -21,18 +19,7 @@ func SaveIdentity(path string, k crypto.PrivKey) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrIdentity, path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrIdentity, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("%w: %w", ErrIdentity, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("%w: %w", ErrIdentity, err)
-	}
-	return nil
+	return writeKeyFile(path, b, ErrIdentity)
 }
 
 // LoadIdentity reads a key written by SaveIdentity. It refuses a missing
@@ -40,20 +27,9 @@ func SaveIdentity(path string, k crypto.PrivKey) error {
 // 0600), and one that does not hold a libp2p private key, each with an
 // error that says which.
 func LoadIdentity(path string) (crypto.PrivKey, error) {
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: key file %s does not exist (create one with 'peer id init --out %s')", ErrIdentity, path, path)
-	case err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrIdentity, err)
-	case !st.Mode().IsRegular():
-		return nil, fmt.Errorf("%w: key file %s is not a regular file", ErrIdentity, path)
-	case st.Mode().Perm()&0o077 != 0:
-		return nil, fmt.Errorf("%w: key file %s has mode %04o: others may read it; run 'chmod 600 %s'", ErrIdentity, path, st.Mode().Perm(), path)
-	}
-	b, err := os.ReadFile(path)
+	b, err := readKeyFile(path, "peer id init", ErrIdentity)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIdentity, err)
+		return nil, err
 	}
 	k, err := crypto.UnmarshalPrivateKey(b)
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
@@ -46,18 +44,7 @@ func SavePSK(path string, k pnet.PSK) error {
 	if len(k) != 32 {
 		return fmt.Errorf("%w: %d bytes, want 32", ErrPSK, len(k))
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrPSK, err)
-	}
-	if _, err := f.Write(EncodePSK(k)); err != nil {
-		f.Close()
-		return fmt.Errorf("%w: %w", ErrPSK, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("%w: %w", ErrPSK, err)
-	}
-	return nil
+	return writeKeyFile(path, EncodePSK(k), ErrPSK)
 }
 
 // LoadPSK reads a pre-shared key in the swarm.key format (base16, base64
@@ -65,20 +52,9 @@ func SavePSK(path string, k pnet.PSK) error {
 // beyond 0600: whoever reads it may join the swarm), and one that does not
 // hold a 32-byte key, each with an error that says which.
 func LoadPSK(path string) (pnet.PSK, error) {
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: key file %s does not exist (create one with 'peer psk init --out %s' and give every peer of the swarm a copy)", ErrPSK, path, path)
-	case err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrPSK, err)
-	case !st.Mode().IsRegular():
-		return nil, fmt.Errorf("%w: key file %s is not a regular file", ErrPSK, path)
-	case st.Mode().Perm()&0o077 != 0:
-		return nil, fmt.Errorf("%w: key file %s has mode %04o: others may read it; run 'chmod 600 %s'", ErrPSK, path, st.Mode().Perm(), path)
-	}
-	b, err := os.ReadFile(path)
+	b, err := readKeyFile(path, "peer psk init", ErrPSK)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrPSK, err)
+		return nil, err
 	}
 	k, err := pnet.DecodeV1PSK(bytes.NewReader(b))
 	if err != nil {
