@@ -1,12 +1,13 @@
 # superpeer: two commands do all the set-up on a fresh machine.
 #   make run    start a local testnet of 32 peers and show its clusters
 #   make test   run the whole test suite (what CI runs)
+#   make deps   install what the tests need besides Go: Debian's chromium (make test does it)
 #   make bench  run every benchmark suite and regenerate BENCHMARKS.md (about 25 minutes)
 
 GO  ?= go
 BIN := bin/peer
 
-.PHONY: all build run test bench check-go fmt-check vet clean
+.PHONY: all build run test deps bench check-go fmt-check vet clean
 
 all: build
 
@@ -20,8 +21,16 @@ build: check-go
 run: build
 	./$(BIN) testnet -n 32 --superpeers 4
 
+## deps: Debian's chromium, for the headless browser test of the status page
+## (cmd/peer TestStatusPageInBrowser); nothing to do when it is installed
+deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium package (the status page's browser test needs it)"; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+
 ## test: formatting, vet, every test, then the race detector (short mode)
-test: check-go fmt-check vet
+test: check-go deps fmt-check vet
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race -short ./...
 

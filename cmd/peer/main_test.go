@@ -78,6 +78,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"bench", "--suite", "speed"}, `unknown suite "speed"`},
 		{[]string{"bench", "--sim", "--live"}, "not both"},
 		{[]string{"bench", "--out", ""}, "--out"},
+		{[]string{"run", "--http", "127.0.0.1:notaport"}, "--http"},
+		{[]string{"status", "--api", "127.0.0.1:1"}, "unreachable"},
+		{[]string{"status", "--api", "127.0.0.1:1", "extra"}, "unknown command"},
 	}
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {

@@ -35,7 +35,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newRunCmd(), newTestnetCmd(), newBenchCmd(), newIDCmd(), newPSKCmd(), newConfigCmd())
+	root.AddCommand(newRunCmd(), newTestnetCmd(), newBenchCmd(), newIDCmd(), newPSKCmd(), newConfigCmd(), newStatusCmd())
 	return root
 }
 

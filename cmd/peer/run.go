@@ -24,6 +24,7 @@ func newRunCmd() *cobra.Command {
 		identity, psk, cfg   string
 		allow                []string
 		control              bool
+		httpAddr             string
 		tf                   targetFlags
 		ef                   electionFlags
 		lf                   logFlags
@@ -100,19 +101,28 @@ with Ctrl-C.`,
 				gate = testnet.NewBlocker()
 				opts = append(opts, overlay.WithConnectionGater(gate))
 			}
+			var web *statusWeb
+			if httpAddr != "" {
+				if web, err = listenStatus(httpAddr); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			n, err := overlay.New(ctx, opts...)
 			if err != nil {
-				return err
+				return errors.Join(err, web.stop())
 			}
 			log.Info("node started", "id", n.ID(), "addrs", fmt.Sprint(n.P2PAddrs()), "network", network, "target", target.String())
+			if err := web.serve(n, log); err != nil {
+				return errors.Join(err, n.Close())
+			}
 			if control {
 				err = testnet.Control(ctx, n, gate, cmd.InOrStdin(), cmd.OutOrStdout())
 			} else {
 				<-ctx.Done()
 			}
 			log.Info("stopping")
-			return errors.Join(err, n.Close())
+			return errors.Join(err, web.stop(), n.Close())
 		},
 	}
 	fs := cmd.Flags()
@@ -127,6 +137,7 @@ with Ctrl-C.`,
 	fs.StringVar(&psk, "psk", "", "pre-shared key file (swarm.key format, mode 0600; 'peer psk init' writes one): a private swarm that peers without the key cannot connect to; TCP only")
 	fs.StringSliceVar(&allow, "allow", nil, "peer IDs allowed to connect, comma-separated (default anyone)")
 	fs.StringVar(&cfg, configFlag, "", "TOML file of options, named as these flags ('peer config init' writes one); flags given here override it")
+	fs.StringVar(&httpAddr, "http", "", "serve the node's status on this address (host:port): /status (JSON), /metrics (Prometheus) and a live cluster map on / (default off)")
 	fs.BoolVar(&control, "control", false, "be driven by a testnet: report state on stdout, take commands on stdin, stop when stdin ends")
 	_ = fs.MarkHidden("control")
 	tf.register(fs, def.Target.Fraction)

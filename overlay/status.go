@@ -1,0 +1,535 @@
+package overlay
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// Status is a node's view of the overlay as served by a StatusServer on
+// /status, in JSON. Peer IDs are in their usual string form, keys in hex,
+// durations in milliseconds.
+type Status struct {
+	// ID is the node's peer ID; Network the overlay's name (Config.Network)
+	// and Strategy its superpeer selection (StrategyDHT or
+	// StrategyGeometric).
+	ID       string        `json:"id"`
+	Network  string        `json:"network"`
+	Strategy string        `json:"strategy"`
+	Role     Role          `json:"role"`
+	Cluster  ClusterStatus `json:"cluster"`
+	// Superpeer is the cluster's superpeer, with its addresses; its ID is
+	// empty until the first evaluation.
+	Superpeer PeerStatus `json:"superpeer"`
+	// Members are the cluster's members as in State.Members.
+	Members      []string     `json:"members"`
+	SizeEstimate SizeEstimate `json:"size_estimate"`
+	// Coord is the node's network coordinate (geometric strategy only).
+	Coord *Coord `json:"coord,omitempty"`
+	// Token is State.Token with the geometric strategy (-1: no token), and
+	// absent with the DHT strategy.
+	Token *int `json:"token,omitempty"`
+	// Evaluations, Lookups and LookupQueries are State's counters.
+	Evaluations   uint64 `json:"evaluations"`
+	Lookups       uint64 `json:"lookups"`
+	LookupQueries uint64 `json:"lookup_queries"`
+	// RTTToSuperpeer is the RTT to the superpeer when known (see RTT);
+	// absent for a superpeer and before anything was measured.
+	RTTToSuperpeer *RTT `json:"rtt_to_superpeer,omitempty"`
+	// Election is present when the node runs one (Config.Election).
+	Election *ElectionStatus `json:"election,omitempty"`
+	// Peers are the peers the node knows of (its membership view, its own
+	// cluster and superpeer always included), sorted by ID, for the map.
+	Peers []PeerStatus `json:"peers"`
+	// Time is when the status was taken.
+	Time time.Time `json:"time"`
+}
+
+// ClusterStatus names a node's cluster.
+type ClusterStatus struct {
+	// Prefix is the cluster's k-bit prefix (empty for k = 0); with the
+	// geometric strategy, "sp-" and the end of the superpeer's ID.
+	Prefix string `json:"prefix"`
+	K      int    `json:"k"`
+	// Key is the cluster key in hex (DHT strategy).
+	Key string `json:"key"`
+	// TargetSuperpeers is S, the number of superpeers aimed at.
+	TargetSuperpeers int `json:"target_superpeers"`
+}
+
+// SizeEstimate is the network-size estimate and which source it came from
+// (see dhtselect.EstimateSize).
+type SizeEstimate struct {
+	N      int    `json:"n"`
+	Source string `json:"source"`
+}
+
+// PeerStatus is one peer as the node knows it. Fields the node does not
+// know are left out.
+type PeerStatus struct {
+	ID    string   `json:"id"`
+	Addrs []string `json:"addrs,omitempty"`
+	Role  Role     `json:"role,omitempty"`
+	// Cluster is the peer's cluster prefix, as it announced it (DHT
+	// strategy), or the node's own cluster's name for its members.
+	Cluster string `json:"cluster,omitempty"`
+	// Superpeer is the peer's superpeer when known: for the DHT strategy
+	// the peer of its cluster that announces itself as superpeer, for the
+	// geometric strategy only in the node's own cluster.
+	Superpeer string `json:"superpeer,omitempty"`
+	// Coord is the peer's coordinate (geometric strategy).
+	Coord *Coord `json:"coord,omitempty"`
+	// Self marks the node itself.
+	Self bool `json:"self,omitempty"`
+}
+
+// Coord is a network coordinate (hashicorp/serf's, in seconds).
+type Coord struct {
+	Vec        []float64 `json:"vec"`
+	Height     float64   `json:"height"`
+	Error      float64   `json:"error"`
+	Adjustment float64   `json:"adjustment"`
+}
+
+// RTT is a round-trip time and how it was obtained: "peerstore" is the
+// host's moving average of measured RTTs (kad-dht requests and pings), and
+// "coordinates" the RTT the network coordinates predict (geometric
+// strategy, before any measurement).
+type RTT struct {
+	MS     float64 `json:"ms"`
+	Source string  `json:"source"`
+}
+
+// ElectionStatus is the node's cluster election: ElectionStats, and the
+// events a StatusServer has seen since it started.
+type ElectionStatus struct {
+	Algorithm string `json:"algorithm"`
+	Leader    string `json:"leader,omitempty"`
+	Role      string `json:"role"`
+	Term      uint64 `json:"term"`
+	// TimeoutMS is the failure-detection timeout.
+	TimeoutMS float64 `json:"timeout_ms"`
+	// Lookup is the DHT lookup's last answer for the cluster key.
+	Lookup  string            `json:"lookup,omitempty"`
+	Sent    map[string]uint64 `json:"sent"`
+	Dropped uint64            `json:"dropped"`
+	// Elections and Losses count the EvtSuperpeerElected and
+	// EvtSuperpeerLost events seen, and Last is the latest
+	// EvtSuperpeerElected; all three are a StatusServer's, since it
+	// started (Node.Status leaves them zero).
+	Elections uint64        `json:"elections"`
+	Losses    uint64        `json:"losses"`
+	Last      *LastElection `json:"last,omitempty"`
+}
+
+// LastElection is the latest leader the node's election named, and when
+// the StatusServer saw it named (for a leader named before the server
+// started, the server's start).
+type LastElection struct {
+	Time   time.Time `json:"time"`
+	Term   uint64    `json:"term"`
+	Leader string    `json:"leader"`
+}
+
+// Status returns the node's status: its State with the network, strategy,
+// election and the peers it knows of. The election's event counts and last
+// election are a StatusServer's (it follows the events); here they are
+// zero.
+func (n *Node) Status() Status {
+	st := n.State()
+	es := n.ElectionStats()
+	s := Status{
+		ID: n.self.String(), Network: n.cfg.Network, Strategy: n.cfg.Strategy, Role: st.Role,
+		Cluster:      ClusterStatus{Prefix: st.Prefix, K: st.K, Key: st.ClusterKey.String(), TargetSuperpeers: st.S},
+		Superpeer:    PeerStatus{ID: idString(st.Superpeer.ID), Addrs: addrStrings(st.Superpeer)},
+		Members:      make([]string, len(st.Members)),
+		SizeEstimate: SizeEstimate{N: st.Size.N, Source: st.Size.Source},
+		Coord:        coordOf(st.Coord),
+		Evaluations:  st.Evaluations, Lookups: st.Lookups, LookupQueries: st.Queries,
+		Peers: n.peerStatuses(st),
+		Time:  time.Now(),
+	}
+	for i, p := range st.Members {
+		s.Members[i] = p.String()
+	}
+	if n.geo != nil {
+		tok := st.Token
+		s.Token = &tok
+	}
+	if d, src, ok := n.rttToSuperpeer(st); ok {
+		s.RTTToSuperpeer = &RTT{MS: float64(d) / float64(time.Millisecond), Source: src}
+	}
+	if es.Algorithm != "" {
+		s.Election = &ElectionStatus{
+			Algorithm: es.Algorithm, Leader: idString(es.Leader), Role: es.Role, Term: es.Term,
+			TimeoutMS: float64(es.Timeout) / float64(time.Millisecond), Lookup: idString(es.Lookup),
+			Sent: es.Sent, Dropped: es.Dropped,
+		}
+	}
+	return s
+}
+
+// rttToSuperpeer returns the RTT to the node's superpeer and its source
+// (see RTT); false for a superpeer, or when nothing is known.
+func (n *Node) rttToSuperpeer(st State) (time.Duration, string, bool) {
+	sp := st.Superpeer.ID
+	if sp == "" || sp == n.self {
+		return 0, "", false
+	}
+	if d := n.host.Peerstore().LatencyEWMA(sp); d > 0 {
+		return d, "peerstore", true
+	}
+	if n.geo != nil && st.Coord != nil {
+		if c, ok := n.geo.feed.Coord(sp); ok && st.Coord.IsCompatibleWith(c) {
+			return time.Duration(geometric.Distance(st.Coord, c) * float64(time.Second)), "coordinates", true
+		}
+	}
+	return 0, "", false
+}
+
+// peerStatuses lists the peers the node knows of: its membership view,
+// with its own cluster and superpeer added, and with the geometric
+// strategy the token holders and the coordinates heard.
+func (n *Node) peerStatuses(st State) []PeerStatus {
+	byID := map[peer.ID]*PeerStatus{}
+	get := func(p peer.ID) *PeerStatus {
+		ps, ok := byID[p]
+		if !ok {
+			ps = &PeerStatus{ID: p.String(), Self: p == n.self}
+			byID[p] = ps
+		}
+		return ps
+	}
+	// The DHT strategy: a peer's superpeer is the peer of its cluster that
+	// announces itself as one (the one with the smallest key if several
+	// do, as the lookup would pick).
+	entries := n.members.Entries()
+	type cluster struct {
+		k   int
+		key dhtselect.Key
+	}
+	claims := map[cluster][]peer.ID{}
+	for _, e := range entries {
+		if e.Superpeer {
+			c := cluster{e.K, e.ClusterKey}
+			claims[c] = append(claims[c], e.ID)
+		}
+	}
+	for _, e := range entries {
+		ps := get(e.ID)
+		ps.Addrs = addrStrings(peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
+		ps.Role = RoleOrdinary
+		if e.Superpeer {
+			ps.Role = RoleSuperpeer
+		}
+		if n.geo == nil {
+			ps.Cluster = e.ClusterKey.Prefix(e.K)
+			if sps := claims[cluster{e.K, e.ClusterKey}]; len(sps) > 0 {
+				dhtselect.SortByKey(sps)
+				ps.Superpeer = sps[0].String()
+			}
+		}
+	}
+	if n.geo != nil {
+		for p, c := range n.geo.feed.Coords() {
+			get(p).Coord = coordOf(c)
+		}
+		for _, tp := range n.geo.feed.Tokens() {
+			if tp.Superpeer {
+				get(tp.Holder).Role = RoleSuperpeer
+			}
+		}
+	}
+	// The node's own view of its cluster wins over the announcements.
+	self := get(n.self)
+	self.Role, self.Coord = st.Role, coordOf(st.Coord)
+	if st.Superpeer.ID != "" {
+		sp := get(st.Superpeer.ID)
+		sp.Role = RoleSuperpeer
+		if len(sp.Addrs) == 0 {
+			sp.Addrs = addrStrings(st.Superpeer)
+		}
+		for _, m := range st.Members {
+			ps := get(m)
+			ps.Cluster, ps.Superpeer = st.Prefix, st.Superpeer.ID.String()
+			if m != st.Superpeer.ID && ps.Role == RoleUnknown {
+				ps.Role = RoleOrdinary
+			}
+		}
+		sp.Cluster, sp.Superpeer = st.Prefix, st.Superpeer.ID.String()
+	}
+	ids := make([]peer.ID, 0, len(byID))
+	for p := range byID {
+		ids = append(ids, p)
+	}
+	slices.Sort(ids)
+	out := make([]PeerStatus, len(ids))
+	for i, p := range ids {
+		out[i] = *byID[p]
+	}
+	return out
+}
+
+func idString(p peer.ID) string {
+	if p == "" {
+		return ""
+	}
+	return p.String()
+}
+
+func addrStrings(ai peer.AddrInfo) []string {
+	out := make([]string, 0, len(ai.Addrs))
+	for _, a := range ai.Addrs {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+func coordOf(c *coordinate.Coordinate) *Coord {
+	if c == nil {
+		return nil
+	}
+	return &Coord{Vec: slices.Clone(c.Vec), Height: c.Height, Error: c.Error, Adjustment: c.Adjustment}
+}
+
+// ErrStatusServer reports that a StatusServer could not start.
+var ErrStatusServer = errors.New("overlay: status server")
+
+//go:embed web/index.html
+var webFS embed.FS
+
+// StatusServer serves a node's status over HTTP:
+//
+//   - GET /status: the node's Status in JSON;
+//   - GET /metrics: Prometheus metrics in the text format (see
+//     NewStatusServer for the list), read from the node at scrape time;
+//   - GET /: a self-contained page (no external scripts) that fetches
+//     /status every second and draws the node's cluster map.
+//
+// It is an http.Handler: the caller runs it (an http.Server, or under a
+// prefix with http.StripPrefix) and decides its lifetime; Close stops it
+// following the node's events once the caller is done with it.
+type StatusServer struct {
+	n   *Node
+	mux *http.ServeMux
+	sub event.Subscription
+	// done is closed when the event loop has stopped.
+	done chan struct{}
+
+	mu                sync.Mutex
+	elections, losses uint64
+	last              *LastElection
+}
+
+var _ http.Handler = (*StatusServer)(nil)
+
+// NewStatusServer returns the HTTP handler of n's status (see
+// StatusServer). It subscribes to n's EvtSuperpeerElected and
+// EvtSuperpeerLost events, and counts them from then on (one goroutine,
+// which Close stops); everything else it reads from the node when asked.
+//
+// The metrics, on a registry of the server's own (with the Go and process
+// collectors beside them):
+//
+//	superpeer_info{id,network,strategy,election}     1
+//	superpeer_role{role}                             1 for the node's role, 0 for the others
+//	superpeer_cluster_members                        members of the node's cluster, itself included
+//	superpeer_known_peers                            peers in the membership view
+//	superpeer_network_size_estimate{source}          the network-size estimate
+//	superpeer_reserved_bits                          k
+//	superpeer_target_superpeers                      S
+//	superpeer_evaluations_total                      role evaluations
+//	superpeer_lookups_total                          lookups of the cluster key
+//	superpeer_lookup_queries_total                   lookup queries sent to other peers
+//	superpeer_elections_total                        EvtSuperpeerElected seen (with an election)
+//	superpeer_superpeer_losses_total                 EvtSuperpeerLost seen (with an election)
+//	superpeer_election_term                          the election's term
+//	superpeer_election_detection_timeout_seconds     its failure-detection timeout
+//	superpeer_election_messages_sent_total{type}     election messages sent, by type
+//	superpeer_election_messages_dropped_total        election messages dropped
+//	superpeer_superpeer_rtt_seconds{source}          RTT to the superpeer, when known (see RTT)
+//	superpeer_token                                  the token held, or -1 (geometric strategy)
+func NewStatusServer(n *Node) (*StatusServer, error) {
+	if n == nil {
+		return nil, fmt.Errorf("%w: no node", ErrStatusServer)
+	}
+	sub, err := n.host.EventBus().Subscribe([]any{new(EvtSuperpeerElected), new(EvtSuperpeerLost)})
+	if err != nil {
+		return nil, fmt.Errorf("%w: subscribe to the node's events: %w", ErrStatusServer, err)
+	}
+	s := &StatusServer{n: n, sub: sub, done: make(chan struct{})}
+	if es := n.ElectionStats(); es.Leader != "" {
+		// Elected before the subscription: no event will tell.
+		s.last = &LastElection{Time: time.Now(), Term: es.Term, Leader: es.Leader.String()}
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(&collector{s: s}); err != nil {
+		_ = sub.Close()
+		return nil, fmt.Errorf("%w: metrics: %w", ErrStatusServer, err)
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /{$}", s.serveIndex)
+	s.mux.HandleFunc("GET /status", s.serveStatus)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	go s.follow()
+	return s, nil
+}
+
+// follow counts the election events until Close.
+func (s *StatusServer) follow() {
+	defer close(s.done)
+	for e := range s.sub.Out() {
+		s.mu.Lock()
+		switch e := e.(type) {
+		case EvtSuperpeerElected:
+			s.elections++
+			s.last = &LastElection{Time: time.Now(), Term: e.Term, Leader: idString(e.Superpeer)}
+		case EvtSuperpeerLost:
+			s.losses++
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Close stops following the node's events. It does not stop serving: the
+// caller's http.Server does that. Safe to call more than once.
+func (s *StatusServer) Close() error {
+	err := s.sub.Close()
+	<-s.done
+	return err
+}
+
+// ServeHTTP serves /status, /metrics and the page on /.
+func (s *StatusServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Status returns the node's Status with the election events this server
+// has seen.
+func (s *StatusServer) Status() Status {
+	st := s.n.Status()
+	if st.Election != nil {
+		s.mu.Lock()
+		st.Election.Elections, st.Election.Losses = s.elections, s.losses
+		if s.last != nil {
+			l := *s.last
+			st.Election.Last = &l
+		}
+		s.mu.Unlock()
+	}
+	return st
+}
+
+func (s *StatusServer) serveStatus(w http.ResponseWriter, _ *http.Request) {
+	b, err := json.MarshalIndent(s.Status(), "", "  ")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (s *StatusServer) serveIndex(w http.ResponseWriter, r *http.Request) {
+	http.ServeFileFS(w, r, webFS, "web/index.html")
+}
+
+// collector reads the node's metrics at scrape time.
+type collector struct{ s *StatusServer }
+
+func metricDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("superpeer_"+name, help, labels, nil)
+}
+
+var (
+	descInfo        = metricDesc("info", "The node: its peer ID, overlay network, selection strategy and election algorithm; always 1.", "id", "network", "strategy", "election")
+	descRole        = metricDesc("role", "1 for the node's current role (unknown, ordinary or superpeer), 0 for the others.", "role")
+	descMembers     = metricDesc("cluster_members", "Members of the node's cluster that it knows of, itself included.")
+	descKnown       = metricDesc("known_peers", "Peers in the node's membership view, itself included.")
+	descSize        = metricDesc("network_size_estimate", "The network-size estimate the superpeer target is computed from, by the source used.", "source")
+	descK           = metricDesc("reserved_bits", "k, the leading bits of the key space reserved for clusters (0 with the geometric strategy).")
+	descS           = metricDesc("target_superpeers", "S, the number of superpeers aimed at.")
+	descEvaluations = metricDesc("evaluations_total", "Role evaluations completed.")
+	descLookups     = metricDesc("lookups_total", "Lookups of the cluster key.")
+	descQueries     = metricDesc("lookup_queries_total", "Lookup queries sent to other peers.")
+	descElections   = metricDesc("elections_total", "Leaders named by the node's cluster election (EvtSuperpeerElected) since the status server started.")
+	descLosses      = metricDesc("superpeer_losses_total", "Leaders the node's cluster election stopped naming (EvtSuperpeerLost: it died, or an election started) since the status server started.")
+	descTerm        = metricDesc("election_term", "The cluster election's current term (0 unless the algorithm or quorum counts terms).")
+	descTimeout     = metricDesc("election_detection_timeout_seconds", "The cluster election's current failure-detection timeout.")
+	descSent        = metricDesc("election_messages_sent_total", "Election messages sent, by type.", "type")
+	descDropped     = metricDesc("election_messages_dropped_total", "Election messages received from non-members or malformed.")
+	descRTT         = metricDesc("superpeer_rtt_seconds", "RTT to the node's superpeer when known: measured (source peerstore, the host's moving average) or predicted by the network coordinates (source coordinates).", "source")
+	descToken       = metricDesc("token", "The number of the token the node holds, or -1 (geometric strategy).")
+)
+
+// Describe sends every descriptor the collector may use.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descInfo, descRole, descMembers, descKnown, descSize, descK, descS,
+		descEvaluations, descLookups, descQueries, descElections, descLosses, descTerm, descTimeout,
+		descSent, descDropped, descRTT, descToken} {
+		ch <- d
+	}
+}
+
+// Collect reads the node's state and sends the metrics.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	n := c.s.n
+	st := n.State()
+	es := n.ElectionStats()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(descInfo, 1, n.self.String(), n.cfg.Network, n.cfg.Strategy, es.Algorithm)
+	for _, r := range []Role{RoleUnknown, RoleOrdinary, RoleSuperpeer} {
+		v := 0.0
+		if st.Role == r {
+			v = 1
+		}
+		gauge(descRole, v, r.String())
+	}
+	gauge(descMembers, float64(len(st.Members)))
+	gauge(descKnown, float64(n.members.Len()))
+	gauge(descSize, float64(st.Size.N), st.Size.Source)
+	gauge(descK, float64(st.K))
+	gauge(descS, float64(st.S))
+	counter(descEvaluations, st.Evaluations)
+	counter(descLookups, st.Lookups)
+	counter(descQueries, st.Queries)
+	if es.Algorithm != "" {
+		c.s.mu.Lock()
+		elections, losses := c.s.elections, c.s.losses
+		c.s.mu.Unlock()
+		counter(descElections, elections)
+		counter(descLosses, losses)
+		gauge(descTerm, float64(es.Term))
+		gauge(descTimeout, es.Timeout.Seconds())
+		for t, v := range es.Sent {
+			counter(descSent, v, t)
+		}
+		counter(descDropped, es.Dropped)
+	}
+	if d, src, ok := n.rttToSuperpeer(st); ok {
+		gauge(descRTT, d.Seconds(), src)
+	}
+	if n.geo != nil {
+		gauge(descToken, float64(st.Token))
+	}
+}
