@@ -44,6 +44,8 @@ func TestConfigValidation(t *testing.T) {
 		"psk over quic":       {WithPSK(make([]byte, 32)), WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/udp/0/quic-v1"))},
 		"allowlist and gater": {WithAllowlist("12D3KooWGzujq9LPr5iuaNCkSaxNtJhCfNDbUBqPNieGeoVWRxQa"), WithConnectionGater(allowlist{})},
 		"allowlist bad id":    {WithAllowlist("")},
+		"public and psk":      {WithPublic(), WithPSK(make([]byte, 32)), WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0"))},
+		"public, interval":    {WithPublic(), func(c *Config) error { c.RendezvousInterval = 0; return nil }},
 	}
 	for name, opts := range bad {
 		n, err := New(context.Background(), append(opts, WithLogger(quiet))...)

@@ -78,6 +78,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"bench", "--suite", "speed"}, `unknown suite "speed"`},
 		{[]string{"bench", "--sim", "--live"}, "not both"},
 		{[]string{"bench", "--out", ""}, "--out"},
+		{[]string{"run", "--public-bootstrap", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA"}, "needs --public"},
+		{[]string{"run", "--public", "--public-bootstrap", "/ip4/127.0.0.1/tcp/1"}, "/p2p/"},
 		{[]string{"run", "--http", "127.0.0.1:notaport"}, "--http"},
 		{[]string{"status", "--api", "127.0.0.1:1"}, "unreachable"},
 		{[]string{"status", "--api", "127.0.0.1:1", "extra"}, "unknown command"},

@@ -23,7 +23,8 @@ func newRunCmd() *cobra.Command {
 		capacity             int
 		identity, psk, cfg   string
 		allow                []string
-		control              bool
+		control, public      bool
+		publicBoot           []string
 		httpAddr             string
 		tf                   targetFlags
 		ef                   electionFlags
@@ -82,6 +83,19 @@ with Ctrl-C.`,
 				}
 				opts = append(opts, overlay.WithIdentity(key))
 			}
+			if public {
+				addrs, err := parseAddrs("--public-bootstrap", publicBoot)
+				if err != nil {
+					return err
+				}
+				infos, err := peer.AddrInfosFromP2pAddrs(addrs...)
+				if err != nil {
+					return fmt.Errorf("--public-bootstrap: %w (each must end in /p2p/<peer ID>)", err)
+				}
+				opts = append(opts, overlay.WithPublic(infos...))
+			} else if len(publicBoot) > 0 {
+				return fmt.Errorf("--public-bootstrap needs --public")
+			}
 			if psk != "" {
 				k, err := overlay.LoadPSK(psk)
 				if err != nil {
@@ -135,6 +149,8 @@ with Ctrl-C.`,
 	fs.IntVar(&capacity, "capacity", geometric.DefaultConfig().Capacity, "geometric strategy: most ordinary peers per superpeer")
 	fs.StringVar(&identity, "identity", "", "private key file (libp2p encoding, mode 0600), so the peer ID survives restarts (default a fresh key)")
 	fs.StringVar(&psk, "psk", "", "pre-shared key file (swarm.key format, mode 0600; 'peer psk init' writes one): a private swarm that peers without the key cannot connect to; TCP only")
+	fs.BoolVar(&public, "public", false, "join the public libp2p network and find this overlay's peers there by rendezvous (a namespace derived from --network)")
+	fs.StringSliceVar(&publicBoot, "public-bootstrap", nil, "with --public: the public DHT's bootstrap multiaddrs, comma-separated (default the usual public libp2p bootstrap peers)")
 	fs.StringSliceVar(&allow, "allow", nil, "peer IDs allowed to connect, comma-separated (default anyone)")
 	fs.StringVar(&cfg, configFlag, "", "TOML file of options, named as these flags ('peer config init' writes one); flags given here override it")
 	fs.StringVar(&httpAddr, "http", "", "serve the node's status on this address (host:port): /status (JSON), /metrics (Prometheus) and a live cluster map on / (default off)")
