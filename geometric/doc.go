@@ -29,34 +29,70 @@
 //
 // The force law. Let d(x, y) be the RTT estimated from coordinates
 // (Distance: Euclidean distance of the Vec parts plus both heights, plus the
-// adjustments; 0 from a peer to itself), T the other tokens' holders, P the N
-// known peers. The potential energy of the token when peer x holds it is
+// adjustments; 0 from a peer to itself), r(x, y) the Euclidean distance of
+// the Vec parts alone, T the holders of the other tokens that x hears (S−1
+// of them once it hears every token), P the N known peers. The potential
+// energy of the token when peer x holds it is
 //
-//	U(x) = Σ_{t∈T} ρ²/(d(x,t)+ε)  +  A·(S/N)·Σ_{p∈P} min(d(x,p), min_{t∈T} d(p,t))
+//	U(x) = (ρ²/|T|)·Σ_{t∈T} 1/(r(x,t)+ε)  +  A·(S/N)·Σ_{p∈P} min(d(x,p), min_{t∈T} d(p,t))
 //
 // and the force on it is F = −∇U, taken with respect to x's Vec:
 //
-//	F = Σ_{t∈T} ρ²/(d(x,t)+ε)² · û(x−t)  +  A·(S/N)·Σ_{p∈cell(x)} û(p−x)
+//	F = (ρ²/|T|)·Σ_{t∈T} 1/(r(x,t)+ε)² · û(x−t)  +  A·(S/N)·Σ_{p∈cell(x)} û(p−x)
 //
 // where û is a unit vector and cell(x) are the peers nearer to x than to any
-// other token. Distances include the heights, because a host behind a slow
-// access link is a worse superpeer whatever its direction; directions use
-// Vec only, because height has none.
+// other token. The attraction measures with the heights, because a host
+// behind a slow access link is a worse superpeer whatever its direction:
+// every peer it serves pays its height. The repulsion measures without
+// them, and directions use Vec only, because height has no direction: a
+// height h at x adds h to its distance from every token at once, which
+// would lower the repulsion by about h times the sum of the magnitudes of
+// the repulsive forces, forces that cancel in direction but not in
+// magnitude. With heights in the repulsion, a host behind a slow link
+// looked far from every token, and tokens settled on such hosts.
 //
 // Why this law. The first term is repulsion between like charges,
-// inverse-square in the estimated RTT as in Coulomb's law (the law of the
-// Thomson problem, whose equilibria spread charges evenly), softened by ε so
-// that it stays bounded on co-located hosts; Range ρ makes it a short-range
-// push that keeps tokens off one another. Repulsion alone is not enough:
-// nothing then holds the tokens among the peers, and they drift to the rim
-// of the point cloud. Measured on PlanetLab with S = 10, pure repulsion (ρ =
-// 20 ms) gives a mean RTT to the superpeer 1.9 times that of random
-// placement (TestPureRepulsionIsWorse). The second term is that missing opposite charge,
-// spread over the peers like the neutralising background of a plasma: every
-// peer pulls the token nearest to it with the same force A·S/N. Its
-// potential is the sum over the peers of the RTT to their nearest token,
-// that is the k-median cost, so the dynamics lowers exactly the quantity
-// attachment cares about; repulsion merely breaks ties between nearby spots.
+// inverse-square in the estimated distance as in Coulomb's law (the law of
+// the Thomson problem, whose equilibria spread charges evenly), softened by
+// ε so that it stays bounded on co-located hosts; Range ρ makes it a
+// short-range push that keeps tokens off one another. It is the mean over
+// the other tokens, not their sum: on a network of a given extent, the
+// tokens near x, which make most of the sum, grow in number with S, while
+// the pull on a token stays about A (its cell holds about N/S peers).
+// Summed, the repulsion outgrew the attraction as S grew: it spread the
+// tokens evenly over the space instead of with the peers, the superpeers of
+// the dense regions filled up, and their peers attached far away. Repulsion
+// alone is not enough either: nothing then holds the tokens among the
+// peers, and they drift to the rim of the point cloud. Measured on
+// PlanetLab with S = 10, pure repulsion (ρ = 20 ms) gives a mean RTT to the
+// superpeer 2.3 times that of random placement (TestPureRepulsionIsWorse).
+// The second term is that missing opposite charge, spread over the peers
+// like the neutralising background of a plasma: every peer pulls the token
+// nearest to it with the same force A·S/N. Its potential is the sum over
+// the peers of the RTT to their nearest token, that is the k-median cost,
+// so the dynamics lowers exactly the quantity attachment cares about;
+// repulsion merely breaks ties between nearby spots.
+//
+// Measured on the synthetic networks of sim_scale_test.go (seed 1, S =
+// N/100, C = 200, the default CoordRounds), against random placement
+// attached the same way (20 draws; TestPlacementDiagnostics): with the repulsion summed over the
+// tokens and measured with the heights, the mean RTT to the superpeer was
+// 7.90 ms against 8.12 ms at N = 10,000, 13.9 against 6.5 at 30,000 and
+// 19.9 against 5.6 at 100,000. At the median the repulsive forces on a
+// token added up, in magnitude, to 0.42, 0.83 and 2.2, against a pull of
+// 0.79, 0.14 and 0.08 (A·S/N times the peers nearest to it); capacity
+// turned 7 %, 43 % and 69 % of the ordinary peers away from their nearest
+// superpeer (3.5-6 % with random placement); and at 100,000 the median
+// superpeer had a height of 1.95 ms against 0.17 ms for all hosts. With
+// the law above: 6.75, 5.92 and 5.29 ms, with 0 %, 0 % and 3 % turned away
+// and the median superpeer's height 0.06 ms at 100,000 (an offline
+// k-medoids on the true RTTs, attached the same way, reaches 6.43 and 5.89
+// ms at 10,000 and 30,000). The mean does nearly all of it: leaving the
+// heights out alone gives 13.2 ms at 30,000, though it takes the median
+// superpeer's height there from 0.71 to 0.06 ms. On PlanetLab (bench's
+// judging, seeds 1-10) the mean RTT to the superpeer changed by −2 %, +1 %
+// and −2 % for S = 10, 25 and 50, within the spread between seeds (single
+// seeds from −32 % to +25 %, −7 % to +10 % and −14 % to +13 %).
 //
 // The move rule. At a Tick, a holder considers its neighbours that hold no
 // token and keeps only those that would lower U by at least Margin. When the
@@ -70,20 +106,23 @@
 // the second token around its group, the jump takes it to the empty one;
 // TestSimulateClusters). With neither, the token stays.
 //
-// Why it stops. U(y) − U(x) is exactly the change in the total energy of the
-// system (every pair repulsion plus the k-median term) when this one token
-// moves, so every pass lowers the total by at least Margin: tokens that move
-// one at a time cannot oscillate and stop after finitely many passes. Tokens
-// that move at the same moment on stale positions can undo each other's
-// gain; the drivers tick holders at different moments. On live nodes the
+// Why it stops. U(y) − U(x) is exactly the change in the total energy of
+// the system (every pair repulsion, ρ²/((S−1)(r+ε)) once the holders hear
+// every token, plus the k-median term) when this one token moves, so every
+// pass lowers the total by at least Margin: tokens that move one at a time
+// cannot oscillate and stop after finitely many passes. Tokens that move
+// at the same moment on stale positions can undo each other's gain; the
+// drivers tick holders at different moments. On live nodes the
 // coordinates never stand still: every fresh snapshot moves the optimum a
 // little, and the argument no longer holds. Cooling (Config.Cooling) makes
 // it hold again: after Cooling passes since its placement, every further
 // pass of a token doubles the margin its next pass must buy, so that each
 // token makes a bounded number of passes whatever the coordinates do. In
 // the simulator on PlanetLab (seed 1, S = 10, 22 and 50) the placements are
-// the same with Cooling = 4 or 8 as without cooling; with 1 or 2 the
-// S = 10 placement gets stuck 30 % worse.
+// the same with Cooling = 4 or 8 as without cooling; with 1 or 2 the mean
+// RTT to the superpeer moves by 2.5 % at most, either way. (With the
+// repulsion summed over the tokens, Cooling = 1 or 2 left the S = 10
+// placement stuck 30 % worse.)
 //
 // Roles. A holder that has held its token without interruption for Dwell
 // promotes itself to superpeer (Promote); one that passes or loses its token

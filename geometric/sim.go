@@ -31,14 +31,17 @@ type SimConfig struct {
 	// peers: the fitting costs n·CoordRounds samples, most of a large run.
 	// Why at least 400: on the synthetic 10,000-host network of
 	// sim_scale_test.go (S = 100, C = 200, seed 1) the mean RTT to the
-	// superpeer is 57.9 ms after 50 rounds, 29.4 after 100, 11.2 after
-	// 200, 8.2 after 400, 7.9 after 1000 and 7.7 after 2000; on its
-	// 100,000-host version (S = 1000) 24.9 ms after 200 rounds, 19.9
-	// after 400 and 17.2 after 1000, and coarser coordinates make the
-	// token dynamics slower too (a run with 200 rounds takes longer than
-	// one with 400). (There, as at 10,000 hosts, a random placement
-	// attached the same way does as well or better: 5.6 ms at 100,000
-	// hosts; the tokens settle on hosts with large heights.)
+	// superpeer is 32.2 ms after 50 rounds, 17.3 after 100, 9.6 after
+	// 200, 7.1 after 400, 6.75 after 1000 and 6.7 after 2000 (random
+	// placement attached the same way: 32.6, 18.6, 11.0, 8.5, 8.1 and
+	// 8.1 ms); on its 30,000-host version (S = 300) 9.9 ms after 200
+	// rounds, 5.9 after 400 and 5.1 after 1000 (random: 10.7, 6.5 and
+	// 5.7); on its 100,000-host version (S = 1000) 5.3 ms after 400
+	// (random: 5.6). (With the earlier force law, whose repulsion was
+	// summed over the tokens and measured with the heights, 10,000 hosts
+	// gave 57.9, 29.4, 11.2, 8.2, 7.9 and 7.7 ms and 100,000 hosts 24.9,
+	// 19.9 and 17.2 ms after 200, 400 and 1000 rounds: no better than
+	// random placement; see the package documentation.)
 	CoordRounds int
 
 	// Coords, when not nil, holds a coordinate for every peer and replaces
@@ -123,8 +126,10 @@ type SimResult struct {
 // neighbour search per token holder, and per round a search of the peers
 // near each candidate of each holder whose surroundings changed (see
 // PeerSpace); on the synthetic 100,000-host network of sim_scale_test.go
-// (S = 1000, 400 coordinate rounds) 80-95 s of one core of a shared
-// 2-core machine, with a peak heap of 640 MB (BenchmarkSimulate100k).
+// (S = 1000, 400 coordinate rounds) 42 s of one core of a shared 2-core
+// machine, with a peak heap of 420 MB (TestSimulateScale; 80-95 s and
+// 640 MB with the earlier force law, whose tokens made 3476 passes
+// rather than 416).
 //
 // It fails with ErrConfig when n < 1, when Tokens exceeds n (a peer holds at
 // most one token; Tokens == n makes every peer a superpeer), when the

@@ -512,6 +512,7 @@ type field struct {
 	peers  []Peer
 	near   []float64 // estimated RTT from peers[i] to the nearest other token
 	share  float64   // A·S/N
+	charge float64   // ρ²/len(others): the repulsion is a mean over the other tokens
 
 	// With a PeerSpace, peers and near stay empty: the attraction term
 	// is summed over the cell of the candidate only (PeerSpace.cached),
@@ -530,6 +531,10 @@ func (h *Holder) field() *field {
 		if p := h.heard[num]; len(p.Coord.Vec) == dims {
 			f.others = append(f.others, p)
 		}
+	}
+	if len(f.others) > 0 { // see the package documentation for why a mean
+		rho := f.cfg.Range.Seconds()
+		f.charge = rho * rho / float64(len(f.others))
 	}
 	if h.cfg.Attraction <= 0 {
 		return f
@@ -569,11 +574,12 @@ func rtt(a, b Peer) float64 {
 }
 
 // energy is the potential energy, in seconds, of the token if x held it.
+// The repulsion sees the Vec parts only; the attraction, the full Distance.
 func (f *field) energy(x Peer) float64 {
-	rho, eps := f.cfg.Range.Seconds(), f.cfg.Softening.Seconds()
+	eps := f.cfg.Softening.Seconds()
 	u := 0.0
 	for _, t := range f.others {
-		u += rho * rho / (xRepDist(x.Coord, t.Coord) + eps)
+		u += f.charge / (dist(x.Coord.Vec, t.Coord.Vec) + eps)
 	}
 	if f.space != nil {
 		s := 0.0
@@ -594,11 +600,11 @@ func (f *field) energy(x Peer) float64 {
 // force is -∇U at x with respect to x's Vec (dimensionless: seconds of
 // energy per second of distance).
 func (f *field) force(x Peer) []float64 {
-	rho, eps := f.cfg.Range.Seconds(), f.cfg.Softening.Seconds()
+	eps := f.cfg.Softening.Seconds()
 	out := make([]float64, len(x.Coord.Vec))
 	for _, t := range f.others {
-		d := xRepDist(x.Coord, t.Coord)
-		addUnit(out, x.Coord.Vec, t.Coord.Vec, rho*rho/((d+eps)*(d+eps)))
+		d := dist(x.Coord.Vec, t.Coord.Vec)
+		addUnit(out, x.Coord.Vec, t.Coord.Vec, f.charge/((d+eps)*(d+eps)))
 	}
 	if f.space != nil {
 		for _, p := range f.cellOf(x) { // in the order of the peer list, as below
@@ -665,14 +671,4 @@ func cosine(f, y, x []float64) float64 {
 
 func sameCoord(a, b *coordinate.Coordinate) bool {
 	return slices.Equal(a.Vec, b.Vec) && a.Height == b.Height && a.Adjustment == b.Adjustment
-}
-
-// XXX experiment hook, to remove.
-var xRepVec bool
-
-func xRepDist(a, b *coordinate.Coordinate) float64 {
-	if xRepVec {
-		return dist(a.Vec, b.Vec)
-	}
-	return Distance(a, b)
 }

@@ -154,6 +154,53 @@ func TestRepulsionPushesAway(t *testing.T) {
 	}
 }
 
+// TestRepulsionIgnoresHeight: the repulsion sees the Vec parts only. With
+// attraction off, a holder 1 ms from another token has one neighbour,
+// "tall", at its own Vec but behind a 5 ms height. Measured with the
+// heights, tall would be 6 ms from the other token and the token would jump
+// there, lowering its energy by 3.2 ms; with the Vec parts it is as near as
+// the holder, so the token stays.
+func TestRepulsionIgnoresHeight(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Attraction = -1
+	a, b := peer("a", 0, 0), peer("b", 1, 0)
+	tall := peer("tall", 0, 0)
+	tall.Coord.Height = 0.005
+	h := newHolder(t, a, cfg)
+	h.SetNeighbours([]Peer{tall})
+	mustReceive(t, h, Token{0, 0}, t0)
+	h.Observe(pos(1, 0, b))
+	if out := h.Tick(t0.Add(time.Second)); out != nil {
+		t.Fatalf("Tick = %v, want the token to stay off the tall host", out)
+	}
+}
+
+// TestRepulsionIsMean: the repulsion is the mean over the other tokens, not
+// their sum, so four tokens on one spot push as one token there does: the
+// pass away from them gains the same energy.
+func TestRepulsionIsMean(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Attraction = -1
+	gain := func(others int) float64 {
+		h := newHolder(t, peer("a", 0, 0), cfg)
+		h.SetNeighbours([]Peer{peer("away", -5, 0)})
+		mustReceive(t, h, Token{0, 0}, t0)
+		for k := 1; k <= others; k++ {
+			h.Observe(pos(k, 0, peer(fmt.Sprint("b", k), 1, 0)))
+		}
+		out := h.Tick(t0.Add(time.Second))
+		if len(out) != 1 {
+			t.Fatalf("%d other tokens: Tick = %v, want a pass", others, out)
+		}
+		return out[0].(Pass).Gain
+	}
+	// ρ²/(1 ms + ε) − ρ²/(6 ms + ε) with ρ = 3 ms, ε = 1 ms: 3.21 ms.
+	one, four := gain(1), gain(4)
+	if !approxEqual(one, four) || math.Abs(one-0.0045+0.009/7) > 1e-12 {
+		t.Fatalf("gain %v with one other token, %v with four; want both %v", one, four, 0.0045-0.009/7)
+	}
+}
+
 // TestLoneTokenPromotes: a token with no force on it stays, and its holder
 // becomes superpeer once, after exactly Dwell.
 func TestLoneTokenPromotes(t *testing.T) {
