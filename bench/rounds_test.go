@@ -12,9 +12,9 @@ import (
 // with S = n/10 (seed 1; the 10,000-host figure is BenchmarkGeometric10k's):
 //
 //	n       S    last pass (round)  passes  passes per peer
-//	100     10   7                  37      0.37
-//	490     49   4                  99      0.20
-//	10,000  100  3                  145     0.015   (synthetic, 200 coordinate rounds)
+//	100     10   3                  23      0.23
+//	490     49   3                  89      0.18
+//	10,000  100  2                  91      0.009   (synthetic, 200 coordinate rounds)
 //
 // Every token then holds still for the dwell time (30 rounds) before its
 // holder is promoted. The bound asserted is generous: within 20 rounds.
