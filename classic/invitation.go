@@ -14,8 +14,9 @@ import (
 // The protocol, all timing in ticks:
 //
 //   - A leader sends HEARTBEAT to its other members each HeartbeatTicks. A
-//     member that hears nothing from its leader for TimeoutTicks becomes the
-//     leader of the singleton group {self}.
+//     member that hears nothing (a heartbeat or any other message) from its
+//     leader for TimeoutTicks becomes the leader of the singleton group
+//     {self}.
 //   - A leader runs an invitation round every TimeoutTicks + r ticks, r drawn
 //     from Config.Rand in [0, TimeoutTicks) (first round after 1 + r ticks),
 //     and also when Campaign is called: INVITE, carrying its member list in
@@ -84,7 +85,10 @@ func NewInvitation(cfg Config) (*Invitation, error) {
 // driver's view of the cluster changes. Unlike a new machine, which starts
 // as the leader of {self} and so splits the cluster into singletons again,
 // it keeps the group: a leader keeps those of its members that are still
-// in cfg.Peers (ordered by the new rank), a follower keeps its leader. A
+// in cfg.Peers (ordered by the new rank) and invites the peers new to it at
+// once, rather than at its next round (a newcomer joins, or a follower it
+// had dropped answers with a pointer to it and is a member again); a
+// follower keeps its leader. A
 // follower whose leader is no longer in cfg.Peers leaves its group and runs
 // an invitation round, as Campaign does; a yielding leader whose inviter is
 // gone carries on alone. A nil cfg.Rand keeps the current source.
@@ -103,6 +107,7 @@ func (iv *Invitation) Reconfigure(cfg Config) error {
 	if err != nil {
 		return err
 	}
+	old := iv.cfg.Peers
 	iv.cfg, iv.outbox.peers = cfg, cfg.Peers
 	gone := func(p ID) bool { return !slices.Contains(cfg.Peers, p) }
 	maps.DeleteFunc(iv.invitedAt, func(p ID, _ int) bool { return gone(p) })
@@ -118,6 +123,13 @@ func (iv *Invitation) Reconfigure(cfg Config) error {
 	}
 	iv.yieldLeft = min(iv.yieldLeft, cfg.TimeoutTicks)
 	iv.inviteIn = min(iv.inviteIn, 2*cfg.TimeoutTicks)
+	if iv.yieldTo == None {
+		for _, p := range cfg.Peers {
+			if !slices.Contains(old, p) && !slices.Contains(iv.members, p) {
+				iv.invite(p) // a newcomer, or a member back in view: one round trip
+			}
+		}
+	}
 	return nil
 }
 
@@ -218,10 +230,12 @@ func (iv *Invitation) Step(m Message) {
 	if m.From == iv.cfg.ID {
 		return
 	}
+	if !iv.leading() && m.From == iv.leader && m.Type != MsgUnreachable {
+		iv.elapsed = 0 // any message from the leader shows it is alive
+	}
 	switch m.Type {
 	case MsgHeartbeat:
 		if !iv.leading() && m.From == iv.leader {
-			iv.elapsed = 0
 			return
 		}
 		iv.send(Message{Type: MsgAccept, To: m.From, Leader: iv.pointsTo()})

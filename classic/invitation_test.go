@@ -178,8 +178,9 @@ func TestNewInvitationValidation(t *testing.T) {
 // TestInvitationReconfigureKeepsGroup: a change of members is no election.
 // The group {1..5} under 1 loses 5 and gains 6 through Reconfigure: 1
 // keeps leading, its followers keep following it (no INVITE, ACCEPT or
-// READY among them), and the newcomer 6, a singleton, is invited on 1's
-// next round and joins. Only a member whose leader left the configuration
+// READY among them), and the newcomer 6, a singleton, is invited at once
+// and joins; a member that drops out of the leader's view and comes back
+// stays in the group. Only a member whose leader left its configuration
 // leaves its group.
 func TestInvitationReconfigureKeepsGroup(t *testing.T) {
 	all := tnSplit("1 2 3 4 5 6")
@@ -220,10 +221,36 @@ func TestInvitationReconfigureKeepsGroup(t *testing.T) {
 	n.restart("6", tnMust[*Invitation](t)(NewInvitation(Config{
 		ID: "6", Peers: peers, Rank: tnLowestID{}, Rand: rand.New(rand.NewPCG(5, 6)), HeartbeatTicks: 1, TimeoutTicks: 4,
 	})))
+	mark = len(n.log)
 	for _, id := range tnSplit("1 2 3 4") {
 		reconf(id, peers)
 	}
-	n.runUntil(20, "6 in 1's group", func() bool { return slices.Equal(invMembers(n, "1"), peers) && n.agree("1") })
+	n.settle()
+	tnWantLog(t, "6 joins", n.log[mark:], []string{
+		"INVITE 1→6 ids=[1 2 3 4]",
+		"ACCEPT 6→1 leader=6 ids=[6]",
+		"READY 1→6 leader=1 ids=[1 2 3 4 6]",
+	})
+	if got := invMembers(n, "1"); !slices.Equal(got, peers) || !n.agree("1") {
+		t.Fatalf("after 6 joined: 1 leads %v; states %s; want [1 2 3 4 6] under 1", got, n.states())
+	}
+
+	// 3 drops out of the leader's view for 3 ticks, 1 short of its
+	// timeout, and comes back (a membership view that flickers): 1 forgets
+	// it, then invites it at once, and 3, which never stopped following 1,
+	// answers with a pointer to 1 and is a member again; the invitation
+	// from its leader, like a heartbeat, restarts its timeout. No one else
+	// hears of it.
+	reconf("1", tnSplit("1 2 4 6"))
+	n.run(3)
+	mark = len(n.log)
+	reconf("1", peers)
+	n.settle()
+	tnWantLog(t, "3 back in view", n.log[mark:], []string{"INVITE 1→3 ids=[1 2 4 6]", "ACCEPT 3→1 leader=1"})
+	n.run(1)
+	if got := invMembers(n, "1"); !slices.Equal(got, peers) || !n.agree("1") {
+		t.Fatalf("after 3 came back: 1 leads %v; states %s; want [1 2 3 4 6] under 1", got, n.states())
+	}
 
 	// The leader itself leaves the configuration of 2 and 3: they leave its
 	// group at once (Campaign) rather than wait for a timeout.
@@ -246,5 +273,24 @@ func TestInvitationReconfigureValidation(t *testing.T) {
 	}
 	if got := iv.cfg.Peers; !slices.Equal(got, tnSplit("1 2")) {
 		t.Errorf("after failed Reconfigure, Peers = %v, want unchanged [1 2]", got)
+	}
+}
+
+// TestInvitationUnreachableLeaderIsNoSignOfLife: a follower hears from its
+// leader through any message (an INVITE restarts its timeout as a
+// HEARTBEAT does), but the driver's notice that the leader could not be
+// reached is no such message: the follower still leaves after the timeout.
+func TestInvitationUnreachableLeaderIsNoSignOfLife(t *testing.T) {
+	n := invNet(t, tnSplit("1 2"), 1)
+	n.runUntil(50, "2 follows 1", func() bool { return n.agree("1") })
+	n.crash("1")
+	iv := n.nodes["2"].(*Invitation)
+	for range 3 { // TimeoutTicks is 4
+		n.tick("2")
+		iv.Step(Message{Type: MsgUnreachable, From: "1", To: "2"})
+	}
+	n.tick("2")
+	if st := n.state("2"); st.Role != Leader || st.Leader != "2" {
+		t.Fatalf("2 is %v of %s four ticks after its leader went silent; want the leader of {2}", st.Role, st.Leader)
 	}
 }
