@@ -171,18 +171,9 @@ func TestKillSuperpeerScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 16 libp2p nodes")
 	}
-	tn := startNet(t, Config{
-		N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 2,
-		AnnounceInterval: time.Second, Election: "bully",
-	})
-	waitConverged(t, tn, tn.Started())
+	tn, r := killSuperpeers(t, "bully", 2, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
 	defer cancel()
-	r, err := tn.RunScenario(ctx, ScenarioConfig{Name: ScenarioKillSuperpeer, Kills: 2, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%+v", r)
 	switch {
 	case r.Orphans != 0:
 		t.Errorf("%d orphans at the end", r.Orphans)
@@ -215,21 +206,30 @@ func TestInvitationKillSuperpeerScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 16 libp2p nodes")
 	}
+	_, r := killSuperpeers(t, "invitation", 1, 3)
+	if r.Orphans != 0 || r.FailoverMS.N != 3 || len(r.Faults) != 3 {
+		t.Errorf("orphans %d, failovers %+v, faults %v; want no orphan and three timed failovers", r.Orphans, r.FailoverMS, r.Faults)
+	}
+}
+
+// killSuperpeers runs the kill-superpeer scenario (kills stops, scenario
+// seed 1) with the election on a converged 16-node testnet of two
+// superpeers, whose keys derive from seed.
+func killSuperpeers(t *testing.T, election string, seed uint64, kills int) (*Net, ScenarioReport) {
+	t.Helper()
 	tn := startNet(t, Config{
-		N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
-		AnnounceInterval: time.Second, Election: "invitation",
+		N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: seed,
+		AnnounceInterval: time.Second, Election: election,
 	})
 	waitConverged(t, tn, tn.Started())
 	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
 	defer cancel()
-	r, err := tn.RunScenario(ctx, ScenarioConfig{Name: ScenarioKillSuperpeer, Kills: 3, Seed: 1})
+	r, err := tn.RunScenario(ctx, ScenarioConfig{Name: ScenarioKillSuperpeer, Kills: kills, Seed: 1})
 	t.Logf("%+v", r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Orphans != 0 || r.FailoverMS.N != 3 || len(r.Faults) != 3 {
-		t.Errorf("orphans %d, failovers %+v, faults %v; want no orphan and three timed failovers", r.Orphans, r.FailoverMS, r.Faults)
-	}
+	return tn, r
 }
 
 // TestGeometricElectionFailover runs every election algorithm on 16 real
