@@ -36,6 +36,9 @@ type Announcement struct {
 	// Seq orders one peer's announcements; a receiver ignores any that is
 	// not newer than the last it accepted from that peer.
 	Seq uint64
+	// Leaving is a goodbye: the peer is shutting down, and receivers drop
+	// it from their views at once rather than after the TTL.
+	Leaving bool
 }
 
 type wireAnnouncement struct {
@@ -45,11 +48,12 @@ type wireAnnouncement struct {
 	Superpeer bool     `json:"superpeer"`
 	K         int      `json:"k"`
 	Cluster   string   `json:"cluster"`
+	Leaving   bool     `json:"leaving,omitempty"`
 }
 
 // Encode serialises a for the wire.
 func (a Announcement) Encode() ([]byte, error) {
-	w := wireAnnouncement{V: AnnouncementVersion, Seq: a.Seq, Superpeer: a.Superpeer, K: a.K, Cluster: a.ClusterKey.String()}
+	w := wireAnnouncement{V: AnnouncementVersion, Seq: a.Seq, Superpeer: a.Superpeer, K: a.K, Cluster: a.ClusterKey.String(), Leaving: a.Leaving}
 	for _, addr := range a.Addrs[:min(len(a.Addrs), maxAddrs)] {
 		w.Addrs = append(w.Addrs, addr.String())
 	}
@@ -83,7 +87,7 @@ func DecodeAnnouncement(from peer.ID, data []byte) (Announcement, error) {
 	if want := dhtselect.KeyOf(from).Cluster(w.K); ck != want {
 		return Announcement{}, fmt.Errorf("%w: cluster key %s does not belong to %s at k = %d", ErrBadAnnouncement, ck, from, w.K)
 	}
-	a := Announcement{ID: from, Seq: w.Seq, Superpeer: w.Superpeer, K: w.K, ClusterKey: ck}
+	a := Announcement{ID: from, Seq: w.Seq, Superpeer: w.Superpeer, K: w.K, ClusterKey: ck, Leaving: w.Leaving}
 	for _, s := range w.Addrs {
 		addr, err := ma.NewMultiaddr(s)
 		if err != nil {

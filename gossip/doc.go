@@ -7,7 +7,8 @@
 // addresses. An announcement's sender is the message's signed origin, never a
 // field of the payload; the validator rejects payloads that are malformed or
 // whose cluster key does not follow from the sender's ID, and ignores stale
-// ones. Entries expire when their peer stops announcing.
+// ones. Entries expire when their peer stops announcing, or at once when it
+// says goodbye (Membership.Leave, which a closing node calls).
 //
 // View is the pure membership table (explicit time, no I/O); Membership
 // drives it from a GossipSub topic.

@@ -51,6 +51,7 @@ type Membership struct {
 	mu      sync.Mutex
 	view    *View
 	local   Announcement
+	left    bool // Leave was called: SetLocal changes nothing any more
 	changes chan struct{}
 
 	cancel context.CancelFunc
@@ -147,7 +148,7 @@ func (m *Membership) announce(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		m.publish(ctx)
+		_ = m.publish(ctx) // a failure is logged; the next interval retries
 		m.mu.Lock()
 		gone := m.view.Expire(time.Now(), m.cfg.Connected)
 		m.mu.Unlock()
@@ -158,12 +159,12 @@ func (m *Membership) announce(ctx context.Context) {
 	}
 }
 
-func (m *Membership) publish(ctx context.Context) {
+func (m *Membership) publish(ctx context.Context) error {
 	m.mu.Lock()
 	a := m.local
 	if a.ID == "" {
 		m.mu.Unlock()
-		return // nothing to say yet
+		return nil // nothing to say yet
 	}
 	// Rising even if the clock steps back, or receivers drop it as stale.
 	a.Seq = max(uint64(time.Now().UnixNano()), m.local.Seq+1)
@@ -173,11 +174,15 @@ func (m *Membership) publish(ctx context.Context) {
 	data, err := a.Encode()
 	if err != nil {
 		m.log.Warn("membership: encode", "err", err)
-		return
+		return err
 	}
-	if err := m.topic.Publish(ctx, data); err != nil && ctx.Err() == nil {
-		m.log.Warn("membership: publish", "err", err)
+	if err := m.topic.Publish(ctx, data); err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("membership: publish", "err", err)
+		}
+		return err
 	}
+	return nil
 }
 
 func (m *Membership) notify() {
@@ -194,16 +199,34 @@ func (m *Membership) SetLocal(ctx context.Context, a Announcement) error {
 		return fmt.Errorf("%w: announcement for %s, local peer is %s", ErrBadAnnouncement, a.ID, m.self)
 	}
 	m.mu.Lock()
+	if m.left {
+		m.mu.Unlock()
+		return nil // saying goodbye: the goodbye stands
+	}
 	old := m.local
 	m.local = a
 	m.local.Seq = old.Seq
 	same := old.ID != "" && old.Superpeer == a.Superpeer && old.K == a.K && old.ClusterKey == a.ClusterKey && sameAddrs(old, a)
 	m.mu.Unlock()
 	if !same {
-		m.publish(ctx)
+		_ = m.publish(ctx) // a failure is logged; the next interval retries
 		m.notify()
 	}
 	return nil
+}
+
+// Leave publishes this peer's goodbye (Announcement.Leaving): the peers
+// that hear it drop it from their views at once, rather than after the
+// TTL or when its connections close. Later announcements, periodic ones
+// included, are goodbyes too, and SetLocal changes nothing any more. Call
+// it before closing the host, so that the goodbye goes out. It returns
+// the publish's error; nothing is sent when SetLocal was never called.
+func (m *Membership) Leave(ctx context.Context) error {
+	m.mu.Lock()
+	m.left = true
+	m.local.Leaving = true
+	m.mu.Unlock()
+	return m.publish(ctx)
 }
 
 // Forget drops a peer from the view at once, for instance when the overlay
@@ -230,6 +253,13 @@ func (m *Membership) Get(id peer.ID) (Entry, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.view.Get(id)
+}
+
+// Left reports whether a peer said goodbye (Leave) within the TTL.
+func (m *Membership) Left(id peer.ID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.view.Left(id)
 }
 
 // Len is the number of live entries.

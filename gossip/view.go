@@ -15,7 +15,11 @@ type Entry struct {
 }
 
 // View is the membership table: the latest announcement of each peer, until
-// it is older than the TTL. It is pure: callers pass the time.
+// it is older than the TTL. A goodbye (Announcement.Leaving) takes its
+// peer out of the view at once; the view keeps it, hidden, for the TTL, so
+// that an older announcement that arrives late does not bring the peer
+// back (a restart announces with a newer Seq, and does). It is pure:
+// callers pass the time.
 type View struct {
 	ttl     time.Duration
 	entries map[peer.ID]Entry
@@ -41,7 +45,11 @@ func (v *View) Apply(a Announcement, now time.Time) (accepted, changed bool) {
 		return false, false
 	}
 	old, ok := v.entries[a.ID]
+	ok = ok && !old.Leaving
 	v.entries[a.ID] = Entry{Announcement: a, Seen: now}
+	if a.Leaving {
+		return true, ok
+	}
 	return true, !ok || old.Superpeer != a.Superpeer || old.K != a.K || old.ClusterKey != a.ClusterKey ||
 		!sameAddrs(old.Announcement, a)
 }
@@ -60,19 +68,24 @@ func sameAddrs(a, b Announcement) bool {
 
 // Remove forgets a peer at once (it said goodbye, or it was found dead).
 func (v *View) Remove(id peer.ID) bool {
-	_, ok := v.entries[id]
+	e, ok := v.entries[id]
 	delete(v.entries, id)
-	return ok
+	return ok && !e.Leaving
 }
 
 // Expire removes the entries not refreshed within the TTL before now and
 // returns their peers. Entries for which keep returns true stay (nil keeps
 // none): the driver keeps peers it is connected to, whose liveness it knows
-// first-hand.
+// first-hand. Goodbyes older than the TTL go, whatever keep says, and are
+// not returned: their peers left the view when they arrived.
 func (v *View) Expire(now time.Time, keep func(peer.ID) bool) []peer.ID {
 	var gone []peer.ID
 	for id, e := range v.entries {
-		if now.Sub(e.Seen) > v.ttl && (keep == nil || !keep(id)) {
+		switch {
+		case now.Sub(e.Seen) <= v.ttl:
+		case e.Leaving:
+			delete(v.entries, id)
+		case keep == nil || !keep(id):
 			gone = append(gone, id)
 			delete(v.entries, id)
 		}
@@ -84,17 +97,33 @@ func (v *View) Expire(now time.Time, keep func(peer.ID) bool) []peer.ID {
 // Get returns a peer's entry.
 func (v *View) Get(id peer.ID) (Entry, bool) {
 	e, ok := v.entries[id]
-	return e, ok
+	return e, ok && !e.Leaving
+}
+
+// Left reports whether the peer said goodbye within the TTL.
+func (v *View) Left(id peer.ID) bool {
+	e, ok := v.entries[id]
+	return ok && e.Leaving
 }
 
 // Len is the number of live entries.
-func (v *View) Len() int { return len(v.entries) }
+func (v *View) Len() int {
+	n := 0
+	for _, e := range v.entries {
+		if !e.Leaving {
+			n++
+		}
+	}
+	return n
+}
 
-// Entries returns all entries, sorted by peer ID.
+// Entries returns all live entries, sorted by peer ID.
 func (v *View) Entries() []Entry {
 	out := make([]Entry, 0, len(v.entries))
 	for _, e := range v.entries {
-		out = append(out, e)
+		if !e.Leaving {
+			out = append(out, e)
+		}
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return cmp.Compare(a.ID, b.ID) })
 	return out

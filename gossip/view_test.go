@@ -105,3 +105,53 @@ func TestViewApplyStaleAndExpire(t *testing.T) {
 		t.Fatal("Remove failed")
 	}
 }
+
+// A goodbye takes its peer out of the view at once; a late, older
+// announcement does not bring it back, a newer one (a restart) does, and
+// the goodbye itself expires with the TTL, whatever keep says.
+func TestViewGoodbye(t *testing.T) {
+	v := NewView(time.Minute)
+	t0 := time.Unix(1000, 0)
+	id := fakeID(t, 1)
+	if _, changed := v.Apply(announcement(t, id, 2, 10), t0); !changed || v.Len() != 1 {
+		t.Fatal("first announcement not applied")
+	}
+	bye := announcement(t, id, 2, 11)
+	bye.Leaving = true
+	if ok, changed := v.Apply(bye, t0.Add(time.Second)); !ok || !changed {
+		t.Errorf("goodbye: applied %v, changed %v; want both", ok, changed)
+	}
+	if _, ok := v.Get(id); ok || v.Len() != 0 || len(v.Entries()) != 0 || !v.Left(id) {
+		t.Errorf("after the goodbye: in the view %v, len %d, left %v", ok, v.Len(), v.Left(id))
+	}
+	if ok, _ := v.Apply(announcement(t, id, 2, 9), t0.Add(2*time.Second)); ok || v.Len() != 0 {
+		t.Error("an older announcement brought the peer back")
+	}
+	if ok, changed := v.Apply(bye, t0.Add(2*time.Second)); ok || changed {
+		t.Error("the goodbye applied twice")
+	}
+	if gone := v.Expire(t0.Add(2*time.Minute), func(peer.ID) bool { return true }); len(gone) != 0 || v.Left(id) {
+		t.Errorf("expiry of the goodbye: gone %v, left %v; want the goodbye dropped silently", gone, v.Left(id))
+	}
+	v.Apply(bye, t0) // and again, for the restart
+	if ok, changed := v.Apply(announcement(t, id, 2, 12), t0.Add(3*time.Second)); !ok || !changed || v.Len() != 1 {
+		t.Errorf("a restart's newer announcement: applied %v, changed %v, len %d", ok, changed, v.Len())
+	}
+	if v.Remove(fakeID(t, 2)) {
+		t.Error("removed a peer the view never had")
+	}
+}
+
+func TestAnnouncementGoodbyeRoundTrip(t *testing.T) {
+	id := fakeID(t, 1)
+	a := announcement(t, id, 3, 42)
+	a.Leaving = true
+	data, err := a.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DecodeAnnouncement(id, data)
+	if err != nil || !b.Leaving {
+		t.Errorf("decoded %+v, %v; want a goodbye", b, err)
+	}
+}
