@@ -169,6 +169,8 @@ type queryResult struct {
 // lookup finds the live peer closest to target by an iterative lookup over
 // the routing tables of the overlay's DHT (dhtselect.Lookup drives it). It
 // returns that peer (possibly this node) and the number of queries sent.
+// A peer that said goodbye on the membership topic counts as failed
+// without a query.
 func (n *Node) lookup(ctx context.Context, target dhtselect.Key) (peer.ID, int, error) {
 	self := n.host.ID()
 	seeds := n.dht.RoutingTable().NearestPeers(kb.ID(target[:]), dhtselect.BucketSize)
@@ -176,13 +178,24 @@ func (n *Node) lookup(ctx context.Context, target dhtselect.Key) (peer.ID, int, 
 	results := make(chan queryResult)
 	inflight, queries := 0, 0
 	for !l.Done() {
+		skipped := false
 		for _, p := range l.Next() {
+			if n.members.Left(p) {
+				// It said goodbye: it is gone, and a query to it
+				// would only wait for QueryTimeout.
+				l.Failed(p)
+				skipped = true
+				continue
+			}
 			inflight++
 			queries++
 			go func() {
 				infos, err := n.queryCloser(ctx, p, target)
 				results <- queryResult{p, infos, err}
 			}()
+		}
+		if inflight == 0 && skipped {
+			continue // ask Next again, without the peers that left
 		}
 		if inflight == 0 {
 			break // nothing in flight and nothing to ask: Done must hold

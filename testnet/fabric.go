@@ -34,8 +34,10 @@ type fabric interface {
 	// bootstrapped from node boot (-1 for none), and returns it once it
 	// runs.
 	start(ctx context.Context, i int, sk crypto.PrivKey, boot int) (Member, error)
-	// kill stops node i abruptly, as a crash: no goodbye to anyone.
-	kill(i int) error
+	// kill stops node i: abruptly, as a crash (no goodbye to anyone), or
+	// when graceful as a clean shutdown (its Close says goodbye; a node
+	// process gets SIGTERM).
+	kill(i int, graceful bool) error
 	// cut cuts nodes i and j apart, their open connections included, until
 	// mend.
 	cut(i, j int) error
@@ -142,10 +144,11 @@ func (f *memFabric) cut(i, j int) error {
 	return errors.Join(f.mn.UnlinkPeers(a, b), f.mn.DisconnectPeers(a, b))
 }
 
-// kill cuts every link of node i first, so that no peer hears from it
-// again (a closed mocknet host alone would still accept connections) and
-// its Close says no goodbye, then closes it.
-func (f *memFabric) kill(i int) error {
+// kill closes node i. For a crash it cuts every link of the node first,
+// so that no peer hears from it again (a closed mocknet host alone would
+// still accept connections) and its Close says no goodbye; graceful, it
+// closes it first (its goodbye goes out) and cuts the links after.
+func (f *memFabric) kill(i int, graceful bool) error {
 	f.mu.Lock()
 	n := f.nodes[i]
 	var others []int
@@ -159,6 +162,9 @@ func (f *memFabric) kill(i int) error {
 		return fmt.Errorf("testnet: no live node %d", i)
 	}
 	var errs []error
+	if graceful {
+		errs = append(errs, n.Close())
+	}
 	for _, j := range others {
 		errs = append(errs, f.cut(i, j))
 	}
@@ -166,7 +172,10 @@ func (f *memFabric) kill(i int) error {
 	delete(f.hosts, i)
 	delete(f.nodes, i)
 	f.mu.Unlock()
-	return errors.Join(append(errs, n.Close())...)
+	if !graceful {
+		errs = append(errs, n.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // failed is empty: an in-process node does not stop by itself.

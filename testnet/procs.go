@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -307,8 +308,9 @@ func (f *procFabric) gate(verb string, i, j int) error {
 	return errors.Join(f.send(i, command(verb, b.id)), f.send(j, command(verb, a.id)))
 }
 
-// kill sends node i SIGKILL and waits until it is gone.
-func (f *procFabric) kill(i int) error {
+// kill sends node i SIGKILL (graceful: SIGTERM, on which peer run closes
+// its node) and waits until it is gone.
+func (f *procFabric) kill(i int, graceful bool) error {
 	p, err := f.get(i)
 	if err != nil {
 		return err
@@ -319,7 +321,11 @@ func (f *procFabric) kill(i int) error {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
-	err = p.cmd.Process.Kill()
+	if graceful {
+		err = p.cmd.Process.Signal(syscall.SIGTERM)
+	} else {
+		err = p.cmd.Process.Kill()
+	}
 	<-p.exited
 	if errors.Is(err, os.ErrProcessDone) {
 		err = nil

@@ -63,6 +63,10 @@ type ScenarioConfig struct {
 	// Seed chooses the victims, the joiners' keys aside (they come from the
 	// Net's seed).
 	Seed uint64
+	// Graceful makes kill-superpeer shut its victims down cleanly
+	// (Net.Shutdown: a goodbye, SIGTERM for a process) rather than crash
+	// them (Net.Stop).
+	Graceful bool
 	// Sample is the period of the observer's samples. Default 20 ms.
 	Sample time.Duration
 }
@@ -276,9 +280,9 @@ func splitBrain(claims []overlay.State) bool {
 	return false
 }
 
-// stop stops victim and, when peers named it their superpeer, starts
-// timing its failover.
-func (o *observer) stop(victim peer.ID) error {
+// stop stops victim (crashes it, or shuts it down when graceful) and,
+// when peers named it their superpeer, starts timing its failover.
+func (o *observer) stop(victim peer.ID, graceful bool) error {
 	var former []peer.ID
 	for _, n := range o.t.Members() {
 		if n.ID() != victim && n.State().Superpeer.ID == victim {
@@ -286,7 +290,7 @@ func (o *observer) stop(victim peer.ID) error {
 		}
 	}
 	f := &failover{victim: victim, at: time.Now(), former: former}
-	err := o.t.Stop(victim)
+	err := o.t.stop(victim, graceful)
 	if len(former) > 0 {
 		o.mu.Lock()
 		o.failovers = append(o.failovers, f)
@@ -324,7 +328,7 @@ func (t *Net) RunScenario(ctx context.Context, sc ScenarioConfig) (ScenarioRepor
 	var err error
 	switch sc.Name {
 	case ScenarioKillSuperpeer:
-		err = t.killSuperpeers(ctx, o, rng, sc.Kills, &rep.Faults)
+		err = t.killSuperpeers(ctx, o, rng, sc.Kills, sc.Graceful, &rep.Faults)
 	case ScenarioChurn:
 		err = t.churn(ctx, o, rng, sc, &rep.Faults)
 	case ScenarioPartition:
@@ -389,6 +393,8 @@ func (sc *ScenarioConfig) fill() error {
 		return fmt.Errorf("%w: churn rate %v per minute, want a fraction of the peers between 0 and 1", ErrConfig, sc.Rate)
 	case sc.Duration < 0:
 		return fmt.Errorf("%w: scenario duration %v, want a positive duration", ErrConfig, sc.Duration)
+	case sc.Graceful && sc.Name != ScenarioKillSuperpeer:
+		return fmt.Errorf("%w: a graceful stop is for %s only, not %s", ErrConfig, ScenarioKillSuperpeer, sc.Name)
 	}
 	if sc.Kills == 0 {
 		sc.Kills = 1
@@ -405,17 +411,22 @@ func (sc *ScenarioConfig) fill() error {
 	return nil
 }
 
-// killSuperpeers stops kills superpeers, each once the previous one's
-// peers have a live superpeer again.
-func (t *Net) killSuperpeers(ctx context.Context, o *observer, rng *rand.Rand, kills int, faults *[]string) error {
+// killSuperpeers stops kills superpeers (crashes them, or shuts them down
+// when graceful), each once the previous one's peers have a live
+// superpeer again.
+func (t *Net) killSuperpeers(ctx context.Context, o *observer, rng *rand.Rand, kills int, graceful bool, faults *[]string) error {
 	for i := range kills {
 		supers := t.superpeers()
 		if len(supers) == 0 || len(t.Members()) < 2 {
 			return fmt.Errorf("testnet: no superpeer left to stop after %d kills", i)
 		}
 		victim := supers[rng.IntN(len(supers))]
-		*faults = append(*faults, "stop superpeer "+victim.String())
-		if err := o.stop(victim); err != nil {
+		verb := "stop superpeer "
+		if graceful {
+			verb = "shut down superpeer "
+		}
+		*faults = append(*faults, verb+victim.String())
+		if err := o.stop(victim, graceful); err != nil {
 			return err
 		}
 		if _, err := waitFor(ctx, func() error {
@@ -460,7 +471,7 @@ func (t *Net) churn(ctx context.Context, o *observer, rng *rand.Rand, sc Scenari
 		}
 		live := t.Members()
 		victim := live[rng.IntN(len(live))].ID()
-		if err := o.stop(victim); err != nil {
+		if err := o.stop(victim, false); err != nil {
 			return err
 		}
 		joined, err := t.Join(ctx)

@@ -314,7 +314,14 @@ func (t *Net) index(id peer.ID) (int, error) {
 // Stop stops the node with the given ID abruptly, as a crashed process:
 // in process, its links are cut first, so no peer hears from it again, and
 // it closes without a goodbye; as a process, it gets SIGKILL.
-func (t *Net) Stop(id peer.ID) error {
+func (t *Net) Stop(id peer.ID) error { return t.stop(id, false) }
+
+// Shutdown stops the node with the given ID cleanly: in process, it
+// closes (saying goodbye) before its links are cut; as a process, it gets
+// SIGTERM, on which peer run closes its node.
+func (t *Net) Shutdown(id peer.ID) error { return t.stop(id, true) }
+
+func (t *Net) stop(id peer.ID, graceful bool) error {
 	i, err := t.index(id)
 	if err != nil {
 		return err
@@ -327,7 +334,7 @@ func (t *Net) Stop(id peer.ID) error {
 	}
 	addCounts(t.stoppedSent, n.ElectionStats().Sent)
 	t.mu.Unlock()
-	return t.fab.kill(i)
+	return t.fab.kill(i, graceful)
 }
 
 // Partition cuts the live nodes in side off from the other live nodes,

@@ -53,7 +53,8 @@ func noNodeProcessesLeft(t *testing.T) {
 // Every node its own `peer run` process on loopback: the overlay converges
 // on the brute-force answer, a superpeer killed with SIGKILL is replaced by
 // the right successor (the next closest peer to its cluster key, which the
-// bully election and the DHT lookup both name), and no peer is orphaned.
+// bully election and the DHT lookup both name), and no peer is orphaned;
+// then the same with SIGTERM, which hands over faster.
 func TestProcsKillSuperpeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 16 node processes")
@@ -80,6 +81,23 @@ func TestProcsKillSuperpeer(t *testing.T) {
 	}
 	t.Logf("failover %.0f ms, detection timeout %.0f ms, coverage %.4f, messages %v",
 		sc.FailoverMS.Median, sc.DetectionTimeoutMS, sc.Coverage, sc.Messages)
+	noNodeProcessesLeft(t)
+
+	// The same superpeer shut down with SIGTERM: peer run closes its node,
+	// which says goodbye, so its peers neither wait for a failure detector
+	// nor query it in their lookups. The hand-over takes less than one
+	// failure-detection timeout, and less than the crash's failover (which
+	// waits out a lookup query to the dead peer).
+	g := runTestnet(t, "--procs", "-n", "16", "--superpeers", "4", "--seed", "3",
+		"--election", "bully", "--scenario", "kill-superpeer", "--graceful").Scenario
+	if g == nil || len(g.Faults) != 1 || !strings.HasPrefix(g.Faults[0], "shut down superpeer ") || g.FailoverMS.N != 1 || g.Orphans != 0 {
+		t.Fatalf("graceful scenario: %+v", g)
+	}
+	t.Logf("SIGTERM: failover %.0f ms; SIGKILL: %.0f ms; detection timeout %.0f ms", g.FailoverMS.Median, sc.FailoverMS.Median, g.DetectionTimeoutMS)
+	if g.FailoverMS.Max >= g.DetectionTimeoutMS || g.FailoverMS.Median >= sc.FailoverMS.Median {
+		t.Errorf("SIGTERM hand-over %.0f ms (max %.0f), want under the detection timeout %.0f ms and the SIGKILL failover %.0f ms",
+			g.FailoverMS.Median, g.FailoverMS.Max, g.DetectionTimeoutMS, sc.FailoverMS.Median)
+	}
 	noNodeProcessesLeft(t)
 }
 

@@ -29,6 +29,7 @@ func newTestnetCmd() *cobra.Command {
 		ef       electionFlags
 		scenario string
 		kills    int
+		graceful bool
 		rate     float64
 		duration time.Duration
 		cpuProf  string
@@ -83,6 +84,8 @@ way; the report then gives each node's RTT to its superpeer.`,
 				return fmt.Errorf("--rate %v: want a fraction of the peers per minute, above 0 and at most 1", rate)
 			case duration < 0:
 				return fmt.Errorf("--duration %v: want a positive duration", duration)
+			case graceful && scenario != testnet.ScenarioKillSuperpeer:
+				return fmt.Errorf("--graceful: for --scenario %s only", testnet.ScenarioKillSuperpeer)
 			}
 			target, err := tf.target(cmd.Flags())
 			if err != nil {
@@ -123,7 +126,7 @@ way; the report then gives each node's RTT to its superpeer.`,
 			d, waitErr := tn.WaitConverged(ctx, tn.Started())
 			var sr *testnet.ScenarioReport
 			if scenario != "" && waitErr == nil {
-				rep, err := tn.RunScenario(ctx, testnet.ScenarioConfig{Name: scenario, Kills: kills, Seed: seed,
+				rep, err := tn.RunScenario(ctx, testnet.ScenarioConfig{Name: scenario, Kills: kills, Seed: seed, Graceful: graceful,
 					Rate: rate, Duration: duration})
 				sr, waitErr = &rep, err
 			}
@@ -163,6 +166,7 @@ way; the report then gives each node's RTT to its superpeer.`,
 	ef.register(fs)
 	fs.StringVar(&scenario, "scenario", "", "after converging, run a fault scenario and report what it measured: "+strings.Join(testnet.Scenarios(), ", "))
 	fs.IntVar(&kills, "kills", 1, "kill-superpeer: how many superpeers to stop, one after another")
+	fs.BoolVar(&graceful, "graceful", false, "kill-superpeer: shut the superpeers down cleanly (SIGTERM with --procs; the node says goodbye) rather than crash them (SIGKILL)")
 	fs.Float64Var(&rate, "rate", 0.1, "churn: the fraction of the peers replaced per minute")
 	fs.DurationVar(&duration, "duration", 0, "how long churn replaces peers (default 2m), a partition lasts (30s), or flap goes on (1m)")
 	fs.BoolVar(&procs, "procs", false, "run every node as its own OS process ('peer run') on loopback TCP and QUIC; stop crashes it with SIGKILL")
