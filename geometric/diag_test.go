@@ -151,7 +151,8 @@ func medoids(n, k int, rtt func(i, j int) time.Duration, seed uint64) []int {
 // GEOMETRIC_DIAG_MEDOIDS set, an offline k-medoids on the true RTTs, all
 // attached the same way; the share of ordinary peers that capacity turns
 // away from their nearest superpeer; the superpeers' heights; and the
-// balance of repulsion and attraction on the settled tokens. It is skipped
+// balance of repulsion and attraction on the settled tokens; it fails when
+// the geometric placement is worse than random. It is skipped
 // unless GEOMETRIC_DIAG_N names the number of hosts (10000 takes about 10
 // s, 100000 several minutes); GEOMETRIC_DIAG_ROUNDS sets CoordRounds.
 func TestPlacementDiagnostics(t *testing.T) {
@@ -208,6 +209,9 @@ func TestPlacementDiagnostics(t *testing.T) {
 	checkSettled(t, res, n, s, capacity)
 	q := diagnose(t, coords, rtt, res.Superpeers, capacity)
 	show("geometric", q)
+	if q.mean > random.mean {
+		t.Errorf("geometric %.2f ms to the superpeer, worse than random placement's %.2f ms", q.mean, random.mean)
+	}
 	mag, net, pull := forceBalance(coords, res.Superpeers, q.cells, cfg.Config)
 	t.Logf("geometric: last pass in round %d, %d passes; at the median token the repulsive forces sum to %.3f in magnitude, %.3f as a vector; the pull of its cell is %.3f",
 		res.LastPass, res.Passes, mag, net, pull)

@@ -592,11 +592,6 @@ func (n *Node) P2PAddrs() []ma.Multiaddr {
 	return addrs
 }
 
-// goodbyeGrace is how long Close lets GossipSub send the goodbye before it
-// closes the host: without it, the goodbye was lost in two of three closes
-// of a two-node overlay on loopback.
-const goodbyeGrace = 100 * time.Millisecond
-
 // Close says goodbye on the membership topic, so that the other peers drop
 // this one at once, then stops the node and its host (not an attached
 // host: see Attach). It is safe to call more than once.
@@ -611,7 +606,6 @@ func (n *Node) Close() error {
 		n.log.Debug("goodbye not published", "err", err)
 	}
 	cancel()
-	goodbye := time.Now()
 	n.cancel()
 	n.wg.Wait()
 	if n.geo != nil {
@@ -620,9 +614,6 @@ func (n *Node) Close() error {
 		n.geo.leave(ctx) // hand the token on before going
 		cancel()
 	}
-	// Publish only queues the goodbye: give GossipSub a moment to write it
-	// before the connections close.
-	time.Sleep(time.Until(goodbye.Add(goodbyeGrace)))
 	return n.closeParts()
 }
 

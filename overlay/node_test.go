@@ -148,23 +148,7 @@ func TestCloseTwice(t *testing.T) {
 // once, before its announcement would expire (the TTL here is 6 s),
 // and the one left re-evaluates its cluster without it.
 func TestCloseSaysGoodbye(t *testing.T) {
-	ctx := context.Background()
-	opts := []Option{
-		WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithTarget(dhtselect.Target{Superpeers: 1}),
-		WithIntervals(2*time.Second, 200*time.Millisecond), WithLogger(quiet),
-	}
-	a, err := New(ctx, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := New(ctx, append(opts, WithBootstrapAddrs(a.P2PAddrs()...))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "both nodes to know each other", func() bool {
-		return len(a.State().Members) == 2 && len(b.State().Members) == 2
-	})
+	a, b := twoNodes(t, WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithIntervals(2*time.Second, 200*time.Millisecond))
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}

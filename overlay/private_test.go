@@ -103,21 +103,7 @@ func TestPrivateSwarm(t *testing.T) {
 	ctx := context.Background()
 	k, _ := NewPSK()
 	other, _ := NewPSK()
-	tcp := ma.StringCast("/ip4/127.0.0.1/tcp/0")
-	opts := []Option{WithListenAddrs(tcp), WithPSK(k), WithTarget(dhtselect.Target{Superpeers: 1}), WithIntervals(200*time.Millisecond, 200*time.Millisecond), WithLogger(quiet)}
-	a, err := New(ctx, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := New(ctx, append(opts, WithBootstrapAddrs(a.P2PAddrs()...))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	waitFor(t, "the two private nodes to know each other", func() bool {
-		return len(a.State().Members)+len(b.State().Members) == 4
-	})
+	a, _ := twoNodes(t, WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithPSK(k), WithIntervals(200*time.Millisecond, 200*time.Millisecond))
 	for name, o := range map[string][]libp2p.Option{"no key": nil, "another key": {libp2p.PrivateNetwork(other)}} {
 		h := plainHost(t, o...)
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -156,6 +142,28 @@ func TestAllowlist(t *testing.T) {
 	if _, err := a.Host().Network().DialPeer(ctx, c.ID()); err == nil {
 		t.Error("the node dialled a peer off its allowlist")
 	}
+}
+
+// twoNodes starts node a, then node b bootstrapped from a, both with opts
+// (after a target of one superpeer and a quiet logger), closed with the
+// test, and returns them once each counts both as its cluster's members.
+func twoNodes(t *testing.T, opts ...Option) (a, b *Node) {
+	t.Helper()
+	opts = append([]Option{WithTarget(dhtselect.Target{Superpeers: 1}), WithLogger(quiet)}, opts...)
+	a, err := New(context.Background(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err = New(context.Background(), append(opts, WithBootstrapAddrs(a.P2PAddrs()...))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	waitFor(t, "the two nodes to know each other", func() bool {
+		return len(a.State().Members) == 2 && len(b.State().Members) == 2
+	})
+	return a, b
 }
 
 // plainHost is a libp2p host on loopback TCP, closed with the test.

@@ -308,8 +308,14 @@ func (f *procFabric) gate(verb string, i, j int) error {
 	return errors.Join(f.send(i, command(verb, b.id)), f.send(j, command(verb, a.id)))
 }
 
+// shutdownBound is how long a node process may take to exit after
+// SIGTERM before it gets SIGKILL: more than its Close can take (a goodbye
+// bounded by 10 s, then its parts).
+const shutdownBound = 30 * time.Second
+
 // kill sends node i SIGKILL (graceful: SIGTERM, on which peer run closes
-// its node) and waits until it is gone.
+// its node, and SIGKILL if it is not gone within shutdownBound) and waits
+// until it is gone.
 func (f *procFabric) kill(i int, graceful bool) error {
 	p, err := f.get(i)
 	if err != nil {
@@ -323,6 +329,11 @@ func (f *procFabric) kill(i int, graceful bool) error {
 	p.mu.Unlock()
 	if graceful {
 		err = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(shutdownBound):
+			err = errors.Join(err, fmt.Errorf("no exit within %v of SIGTERM", shutdownBound), p.cmd.Process.Kill())
+		}
 	} else {
 		err = p.cmd.Process.Kill()
 	}

@@ -150,8 +150,9 @@ func (c *Config) fill() error {
 // interval deliveries a second in one process, stays at about 2,048: each
 // delivery costs this process a signature check, GossipSub's duplicates
 // and a validation, and at twice that load two cores fall behind, queues
-// overflow, and the overlay never converges (256 nodes at 16 s did not in
-// 10 minutes; at 32 s they converged in 3). The interval is twice that with
+// overflow, and the overlay never converges (256 nodes at 16 s had not
+// converged after 5 minutes; at 32 s they converged in 136 to 174 s). The
+// interval is twice that with
 // the geometric strategy, whose two more topics (coordinates, token
 // positions) republish at this interval (on 100 nodes, doubling it cut
 // pubsub's signature checks from 32 % to 20 % of the CPU).

@@ -24,9 +24,9 @@ import (
 // the file itself.
 const configFlag = "config"
 
-// configSkip are the flags a config file cannot set: itself, and the
-// hidden ones (a testnet's control channel).
-func configSkip(f *pflag.Flag) bool { return f.Name == configFlag || f.Hidden }
+// configSkip are the flags a config file cannot set: itself, --help, and
+// the hidden ones (a testnet's control channel).
+func configSkip(f *pflag.Flag) bool { return f.Name == configFlag || f.Name == "help" || f.Hidden }
 
 // applyConfig reads the TOML file at path and sets the flags of fs that it
 // names and that the command line did not set. An unknown key, a value of
@@ -145,7 +145,7 @@ func writeConfigTemplate(fs *pflag.FlagSet) []byte {
 		"# Lists are arrays of strings, durations strings such as \"5s\".\n" +
 		"# Uncomment a line to change its default. Use it with: peer run --config FILE\n")
 	fs.VisitAll(func(f *pflag.Flag) {
-		if configSkip(f) || f.Name == "help" {
+		if configSkip(f) {
 			return
 		}
 		fmt.Fprintf(&b, "\n# %s\n# %s = %s\n", f.Usage, f.Name, tomlDefault(f))
@@ -177,32 +177,23 @@ func newConfigCmd() *cobra.Command {
 		Use:   "config",
 		Short: "Write a config file for 'peer run' with every option and its default",
 	}
-	var out string
-	initCmd := &cobra.Command{
-		Use:     "init",
-		Short:   "Write every option of 'peer run', with its help and default, commented out, to a new file",
-		Example: "  peer config init --out peer.toml\n  peer run --config peer.toml",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return fmt.Errorf("--out: empty file name")
-			}
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	initCmd := newInitCmd("Write every option of 'peer run', with its help and default, commented out, to a new file",
+		"  peer config init --out peer.toml\n  peer run --config peer.toml", "peer.toml",
+		func(cmd *cobra.Command, path string) error {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 			if err != nil {
-				return fmt.Errorf("--out: %w", err)
+				return err
 			}
 			if _, err := f.Write(writeConfigTemplate(newRunCmd().Flags())); err != nil {
 				f.Close()
-				return fmt.Errorf("--out: %w", err)
+				return err
 			}
 			if err := f.Close(); err != nil {
-				return fmt.Errorf("--out: %w", err)
+				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "wrote the options of 'peer run' to %s\n", out)
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote the options of 'peer run' to %s\n", path)
 			return nil
-		},
-	}
-	initCmd.Flags().StringVar(&out, "out", "peer.toml", "the file to create; an existing file is never overwritten")
+		})
 	cmd.AddCommand(initCmd)
 	return cmd
 }

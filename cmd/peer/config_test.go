@@ -70,6 +70,7 @@ func TestApplyConfigErrors(t *testing.T) {
 		{`nope = 1`, `unknown option "nope"`},
 		{`control = true`, `unknown option "control"`},
 		{`config = "other.toml"`, `unknown option "config"`},
+		{`help = true`, `unknown option "help"`},
 		{`announce = 5`, `option "announce": 5, want a duration`},
 		{`announce = "five"`, `option "announce": invalid argument "five"`},
 		{`listen = "/ip4/127.0.0.1/tcp/1"`, `option "listen": "/ip4/127.0.0.1/tcp/1", want a list of strings`},
@@ -100,7 +101,7 @@ func TestConfigTemplate(t *testing.T) {
 	tmpl := string(writeConfigTemplate(fs))
 	var lines []string
 	fs.VisitAll(func(f *pflag.Flag) {
-		if configSkip(f) || f.Name == "help" {
+		if configSkip(f) {
 			if strings.Contains(tmpl, "# "+f.Name+" = ") {
 				t.Errorf("the template offers %q", f.Name)
 			}

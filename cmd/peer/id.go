@@ -28,22 +28,15 @@ peer ID across restarts. 'peer id show' prints the ID a key file gives.`,
 }
 
 func newIDInitCmd() *cobra.Command {
-	var out string
-	cmd := &cobra.Command{
-		Use:     "init",
-		Short:   "Write a new Ed25519 key to a file (mode 0600) and print its peer ID",
-		Example: "  peer id init --out node1.key\n  peer run --identity node1.key",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return fmt.Errorf("--out: empty file name")
-			}
+	return newInitCmd("Write a new Ed25519 key to a file (mode 0600) and print its peer ID",
+		"  peer id init --out node1.key\n  peer run --identity node1.key", defaultIdentity,
+		func(cmd *cobra.Command, path string) error {
 			k, _, err := crypto.GenerateEd25519Key(nil)
 			if err != nil {
 				return err
 			}
-			if err := overlay.SaveIdentity(out, k); err != nil {
-				return fmt.Errorf("--out: %w", err)
+			if err := overlay.SaveIdentity(path, k); err != nil {
+				return err
 			}
 			id, err := peer.IDFromPrivateKey(k)
 			if err != nil {
@@ -51,10 +44,7 @@ func newIDInitCmd() *cobra.Command {
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), id)
 			return nil
-		},
-	}
-	cmd.Flags().StringVar(&out, "out", defaultIdentity, "the key file to create; an existing file is never overwritten")
-	return cmd
+		})
 }
 
 func newIDShowCmd() *cobra.Command {

@@ -69,6 +69,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"testnet", "-n", "4", "--scenario", "meteor"}, "--scenario"},
 		{[]string{"testnet", "-n", "4", "--scenario", "kill-superpeer", "--kills", "0"}, "--kills 0"},
 		{[]string{"testnet", "-n", "4", "--scenario", "churn", "--graceful"}, "--graceful"},
+		{[]string{"status", "--timeout", "0s"}, "--timeout 0s"},
 		{[]string{"testnet", "-n", "4", "--scenario", "churn", "--rate", "0"}, "--rate 0"},
 		{[]string{"testnet", "-n", "4", "--scenario", "churn", "--rate", "1.5"}, "--rate 1.5"},
 		{[]string{"testnet", "-n", "4", "--scenario", "partition", "--duration", "-1s"}, "--duration -1s"},

@@ -110,3 +110,25 @@ func (l *logFlags) logger() (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
 }
+
+// newInitCmd is the `init` subcommand of id, psk and config: it creates
+// the file --out (default def; an empty name, or an existing file, is an
+// error, and no file is ever overwritten) with create, whose errors are
+// reported as --out's.
+func newInitCmd(short, example, def string, create func(cmd *cobra.Command, path string) error) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use: "init", Short: short, Example: example, Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("--out: empty file name")
+			}
+			if err := create(cmd, out); err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", def, "the file to create; an existing file is never overwritten")
+	return cmd
+}

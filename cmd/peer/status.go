@@ -102,6 +102,9 @@ and print its ID, role, cluster, superpeer, members and election; with
   peer status --api 127.0.0.1:8080 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout %v: want a positive duration", timeout)
+			}
 			addr := api
 			if !strings.Contains(addr, "://") {
 				addr = "http://" + addr
