@@ -39,6 +39,10 @@ type Announcement struct {
 	// Leaving is a goodbye: the peer is shutting down, and receivers drop
 	// it from their views at once rather than after the TTL.
 	Leaving bool
+	// Private says the peer is not reachable from outside (behind a NAT,
+	// by AutoNAT's verdict or its configuration): it may not be a
+	// superpeer, and the others rank it last in elections.
+	Private bool
 }
 
 type wireAnnouncement struct {
@@ -49,11 +53,12 @@ type wireAnnouncement struct {
 	K         int      `json:"k"`
 	Cluster   string   `json:"cluster"`
 	Leaving   bool     `json:"leaving,omitempty"`
+	Private   bool     `json:"private,omitempty"`
 }
 
 // Encode serialises a for the wire.
 func (a Announcement) Encode() ([]byte, error) {
-	w := wireAnnouncement{V: AnnouncementVersion, Seq: a.Seq, Superpeer: a.Superpeer, K: a.K, Cluster: a.ClusterKey.String(), Leaving: a.Leaving}
+	w := wireAnnouncement{V: AnnouncementVersion, Seq: a.Seq, Superpeer: a.Superpeer, K: a.K, Cluster: a.ClusterKey.String(), Leaving: a.Leaving, Private: a.Private}
 	for _, addr := range a.Addrs[:min(len(a.Addrs), maxAddrs)] {
 		w.Addrs = append(w.Addrs, addr.String())
 	}
@@ -87,7 +92,7 @@ func DecodeAnnouncement(from peer.ID, data []byte) (Announcement, error) {
 	if want := dhtselect.KeyOf(from).Cluster(w.K); ck != want {
 		return Announcement{}, fmt.Errorf("%w: cluster key %s does not belong to %s at k = %d", ErrBadAnnouncement, ck, from, w.K)
 	}
-	a := Announcement{ID: from, Seq: w.Seq, Superpeer: w.Superpeer, K: w.K, ClusterKey: ck, Leaving: w.Leaving}
+	a := Announcement{ID: from, Seq: w.Seq, Superpeer: w.Superpeer, K: w.K, ClusterKey: ck, Leaving: w.Leaving, Private: w.Private}
 	for _, s := range w.Addrs {
 		addr, err := ma.NewMultiaddr(s)
 		if err != nil {

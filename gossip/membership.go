@@ -193,7 +193,7 @@ func (m *Membership) notify() {
 }
 
 // SetLocal sets this peer's announcement and publishes it at once if its
-// role, cluster or addresses changed. a.ID must be the local peer.
+// role, cluster, reachability or addresses changed. a.ID must be the local peer.
 func (m *Membership) SetLocal(ctx context.Context, a Announcement) error {
 	if a.ID != m.self {
 		return fmt.Errorf("%w: announcement for %s, local peer is %s", ErrBadAnnouncement, a.ID, m.self)
@@ -206,7 +206,7 @@ func (m *Membership) SetLocal(ctx context.Context, a Announcement) error {
 	old := m.local
 	m.local = a
 	m.local.Seq = old.Seq
-	same := old.ID != "" && old.Superpeer == a.Superpeer && old.K == a.K && old.ClusterKey == a.ClusterKey && sameAddrs(old, a)
+	same := old.ID != "" && sameSaying(old, a)
 	m.mu.Unlock()
 	if !same {
 		_ = m.publish(ctx) // a failure is logged; the next interval retries

@@ -39,7 +39,7 @@ func (v *View) Stale(a Announcement) bool {
 
 // Apply records a at time now. It returns false, changing nothing, for a stale
 // announcement. It reports in changed whether the peer is new or its role,
-// cluster or addresses differ from before (a mere refresh is not a change).
+// cluster, reachability or addresses differ from before (a mere refresh is not a change).
 func (v *View) Apply(a Announcement, now time.Time) (accepted, changed bool) {
 	if v.Stale(a) {
 		return false, false
@@ -50,8 +50,13 @@ func (v *View) Apply(a Announcement, now time.Time) (accepted, changed bool) {
 	if a.Leaving {
 		return true, ok
 	}
-	return true, !ok || old.Superpeer != a.Superpeer || old.K != a.K || old.ClusterKey != a.ClusterKey ||
-		!sameAddrs(old.Announcement, a)
+	return true, !ok || !sameSaying(old.Announcement, a)
+}
+
+// sameSaying reports whether two announcements of a peer say the same:
+// role, cluster, reachability and addresses (a mere refresh is no change).
+func sameSaying(a, b Announcement) bool {
+	return a.Superpeer == b.Superpeer && a.K == b.K && a.ClusterKey == b.ClusterKey && a.Private == b.Private && sameAddrs(a, b)
 }
 
 func sameAddrs(a, b Announcement) bool {

@@ -32,7 +32,7 @@ func announcement(t *testing.T, id peer.ID, k int, seq uint64) Announcement {
 func TestAnnouncementRoundTrip(t *testing.T) {
 	id := fakeID(t, 1)
 	a := announcement(t, id, 3, 42)
-	a.Superpeer = true
+	a.Superpeer, a.Private = true, true
 	data, err := a.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestAnnouncementRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.ID != id || b.K != 3 || b.Seq != 42 || !b.Superpeer || b.ClusterKey != a.ClusterKey || !sameAddrs(a, b) {
+	if b.ID != id || b.K != 3 || b.Seq != 42 || !b.Superpeer || !b.Private || b.ClusterKey != a.ClusterKey || !sameAddrs(a, b) {
 		t.Fatalf("round trip changed the announcement: %+v -> %+v", a, b)
 	}
 }
@@ -86,6 +86,11 @@ func TestViewApplyStaleAndExpire(t *testing.T) {
 	}
 	if _, ch := v.Apply(announcement(t, a, 3, 7), t0.Add(time.Second)); !ch {
 		t.Fatal("a new k must count as a change")
+	}
+	private := announcement(t, a, 3, 8)
+	private.Private = true
+	if _, ch := v.Apply(private, t0.Add(time.Second)); !ch {
+		t.Fatal("a peer that becomes private must count as a change")
 	}
 	v.Apply(announcement(t, b, 3, 1), t0.Add(2*time.Second))
 	if v.Len() != 2 {

@@ -94,7 +94,7 @@ type elector struct {
 	lookup  peer.ID                    // the lookup's last answer
 	losses  []loss                     // lost connections to members, within flapWindow
 	outages []time.Time                // when this node lost all its connections, within flapWindow
-	demoted map[peer.ID]bool           // flapping members, ranked last (host quality)
+	demoted map[peer.ID]bool           // flapping and private members, ranked last (host quality)
 	first   peer.ID                    // ranked first: the geometric cluster's token holder
 	last    peer.ID                    // the last leader superpeer named
 	sent    map[classic.MsgType]uint64 // messages sent, by type
@@ -351,13 +351,13 @@ func (e *elector) superpeer(ctx context.Context, k int, key dhtselect.Key, membe
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lookup = lookup
-	var demoted map[peer.ID]bool
+	demoted := e.n.unreachable(members)
 	if !e.n.cfg.IgnoreFlaps {
-		demoted = e.flapping(time.Now())
+		maps.Copy(demoted, e.flapping(time.Now()))
 	}
 	if e.m == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) || first != e.first {
 		if len(demoted) > 0 || len(e.demoted) > 0 {
-			e.n.log.Info("election: host quality", "flapping", fmt.Sprint(slices.Sorted(maps.Keys(demoted))))
+			e.n.log.Info("election: host quality", "ranked last", fmt.Sprint(slices.Sorted(maps.Keys(demoted))))
 		}
 		e.demoted, e.first = demoted, first
 		if !e.reconfigureLocked(ctx, k, key, members) {

@@ -332,9 +332,16 @@ func (g *geo) jittered() time.Duration {
 func (g *geo) tick(ctx context.Context, now time.Time) {
 	coords := g.feed.Coords()
 	tokens := g.feed.Tokens()
-	ids := []geometric.ID{geometric.ID(g.n.self)}
+	// The peers that may hold a token: the reachable ones (see nat.go).
+	var ids []geometric.ID
+	if !g.n.Private() {
+		ids = append(ids, geometric.ID(g.n.self))
+	}
+	private := map[geometric.ID]bool{}
 	for _, e := range g.n.members.Entries() {
-		if e.ID != g.n.self {
+		if e.Private {
+			private[geometric.ID(e.ID)] = true
+		} else if e.ID != g.n.self {
 			ids = append(ids, geometric.ID(e.ID))
 		}
 	}
@@ -365,7 +372,7 @@ func (g *geo) tick(ctx context.Context, now time.Time) {
 		g.n.log.Warn("geometric: own coordinate rejected", "err", err)
 	}
 	g.holder.SetPeers(peers)
-	g.holder.SetNeighbours(g.neighbours(self, peers))
+	g.holder.SetNeighbours(slices.DeleteFunc(g.neighbours(self, peers), func(p geometric.Peer) bool { return private[p.ID] }))
 	var outs []geometric.Output
 	for _, tp := range tokens {
 		if tp.Holder != g.n.self {
@@ -664,6 +671,10 @@ func (g *geo) handleToken(s network.Stream) {
 			g.n.log.Debug("geometric: refused a token number out of range", "token", num, "from", from)
 			return respNo
 		}
+		if g.n.Private() {
+			g.n.log.Debug("geometric: refused a token: this node is private", "token", num, "from", from)
+			return respNo
+		}
 		g.mu.Lock()
 		err := g.holder.Receive(geometric.Token{Num: int(num), Seq: seq}, time.Now())
 		g.mu.Unlock()
@@ -932,7 +943,7 @@ func (g *geo) update() {
 	// The membership topic is how peers learn of each other (the initial
 	// holders and re-homing are computed over it); k is 0 here.
 	if err := g.n.members.SetLocal(context.Background(), gossip.Announcement{
-		ID: g.n.self, Addrs: g.n.host.Addrs(), Superpeer: super, ClusterKey: g.n.selfKey.Cluster(0),
+		ID: g.n.self, Addrs: g.n.addrs(), Superpeer: super, ClusterKey: g.n.selfKey.Cluster(0), Private: g.n.Private(),
 	}); err != nil && !g.n.closed.Load() {
 		g.n.log.Warn("announce", "err", err)
 	}

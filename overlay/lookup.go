@@ -168,7 +168,8 @@ type queryResult struct {
 
 // lookup finds the live peer closest to target by an iterative lookup over
 // the routing tables of the overlay's DHT (dhtselect.Lookup drives it). It
-// returns that peer (possibly this node) and the number of queries sent.
+// returns that peer (possibly this node, unless it is private) and the
+// number of queries sent.
 // A peer that said goodbye on the membership topic counts as failed
 // without a query.
 func (n *Node) lookup(ctx context.Context, target dhtselect.Key) (peer.ID, int, error) {
@@ -223,5 +224,13 @@ func (n *Node) lookup(ctx context.Context, target dhtselect.Key) (peer.ID, int, 
 	if err := ctx.Err(); err != nil {
 		return "", queries, err
 	}
-	return l.Result()[0], queries, nil
+	for _, p := range l.Result() {
+		if p != self || !n.Private() {
+			return p, queries, nil
+		}
+	}
+	return "", queries, errNoReachable
 }
+
+// errNoReachable: a private node (see nat.go) found no other peer.
+var errNoReachable = errors.New("overlay: no reachable peer found (this node is private, and may not be a superpeer)")

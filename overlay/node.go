@@ -65,6 +65,7 @@ type Node struct {
 	dht        *dht.IpfsDHT
 	ps         *pubsub.PubSub
 	members    *gossip.Membership
+	nat        natState
 	geo        *geo     // nil with the DHT strategy
 	elect      *elector // nil without Config.Election
 	lastLookup peer.ID  // the last lookup's answer; only the run loop uses it
@@ -203,7 +204,7 @@ func newHost(cfg Config) (host.Host, error) {
 			return nil, fmt.Errorf("overlay: identity: %w", err)
 		}
 	}
-	opts := []libp2p.Option{libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...)}
+	opts := append([]libp2p.Option{libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...)}, natOptions(cfg)...)
 	if cfg.Gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
 	}
@@ -227,7 +228,7 @@ func newHost(cfg Config) (host.Host, error) {
 func (n *Node) start(ctx context.Context) error {
 	var err error
 	n.dht, err = dht.New(n.host,
-		dht.Mode(dht.ModeServer),
+		dht.Mode(dhtMode(n.cfg.Reachability)),
 		dht.ProtocolPrefix(protocol.ID("/superpeer/"+n.cfg.Network)),
 		dht.BootstrapPeers(n.cfg.Bootstrap...),
 	)
@@ -254,6 +255,12 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	bus := n.host.EventBus()
+	natSub, err := bus.Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(EvtRoleChanged), new(EvtSuperpeerChanged)})
+	if err != nil {
+		return fmt.Errorf("overlay: event subscription: %w", err)
+	}
+	n.wg.Add(1)
+	go n.natLoop(ctx, natSub)
 	for _, e := range []struct {
 		typ any
 		dst *event.Emitter
@@ -496,7 +503,7 @@ func (n *Node) evaluate(ctx context.Context, force bool) {
 	}
 	n.commit(next)
 	if err := n.members.SetLocal(ctx, gossip.Announcement{
-		ID: n.self, Addrs: n.host.Addrs(), Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck,
+		ID: n.self, Addrs: n.addrs(), Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck, Private: n.Private(),
 	}); err != nil {
 		n.log.Warn("announce", "err", err)
 	}
@@ -506,7 +513,7 @@ func (n *Node) evaluate(ctx context.Context, force bool) {
 // ones p announced, or the peerstore's.
 func (n *Node) addrInfo(p peer.ID) peer.AddrInfo {
 	if p == n.self {
-		return peer.AddrInfo{ID: p, Addrs: n.host.Addrs()}
+		return peer.AddrInfo{ID: p, Addrs: n.addrs()}
 	}
 	if e, ok := n.members.Get(p); ok && len(e.Addrs) > 0 {
 		return peer.AddrInfo{ID: p, Addrs: e.Addrs}

@@ -62,6 +62,18 @@ type Config struct {
 	// PublicBootstrap are the public DHT's bootstrap peers. Default (with
 	// Public): the usual public libp2p bootstrap peers.
 	PublicBootstrap []peer.AddrInfo
+	// Reachability says whether other peers can dial this node, which
+	// decides whether it may be a superpeer (only reachable peers may, as
+	// Gnutella's ultrapeers must accept incoming connections):
+	// ReachabilityAuto (the default) asks AutoNAT and counts the node
+	// reachable unless AutoNAT finds it private; ReachabilityPublic and
+	// ReachabilityPrivate set it. A private node runs the DHT as a client
+	// (no lookup ends at it), ranks last in elections, holds no token, and
+	// is reached through the circuit relay of its superpeer; see nat.go.
+	// On a host the node does not build (Host, Attach) the setting still
+	// decides the node's part, but AutoNAT runs only as the host was built
+	// to.
+	Reachability string
 	// RendezvousInterval is the period of the rendezvous search once the
 	// node has overlay peers. Default 1 min.
 	RendezvousInterval time.Duration
@@ -150,6 +162,7 @@ func DefaultConfig() Config {
 		TokenInterval:      time.Second,
 		ElectionTick:       100 * time.Millisecond,
 		RendezvousInterval: time.Minute,
+		Reachability:       ReachabilityAuto,
 	}
 }
 
@@ -168,6 +181,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: rendezvous interval %v, want > 0", ErrConfig, c.RendezvousInterval)
 	case c.Public && len(c.PSK) > 0:
 		return fmt.Errorf("%w: a private swarm (pre-shared key) cannot join the public network", ErrConfig)
+	case !slices.Contains(reachabilities, c.Reachability):
+		return fmt.Errorf("%w: reachability %q: use %s", ErrConfig, c.Reachability, strings.Join(reachabilities, ", "))
 	case len(c.Allow) > 0 && c.Gater != nil:
 		return fmt.Errorf("%w: an allowlist and a connection gater: give one (the allowlist is a gater)", ErrConfig)
 	case c.AnnounceInterval <= 0:
@@ -296,6 +311,12 @@ func WithPublic(bootstrap ...peer.AddrInfo) Option {
 		c.Public, c.PublicBootstrap = true, append(c.PublicBootstrap, bootstrap...)
 		return nil
 	}
+}
+
+// WithReachability sets the node's reachability (see Config.Reachability):
+// ReachabilityAuto, ReachabilityPublic or ReachabilityPrivate.
+func WithReachability(r string) Option {
+	return func(c *Config) error { c.Reachability = r; return nil }
 }
 
 // WithPubSub makes the node's topics use ps, the application's GossipSub

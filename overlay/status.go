@@ -28,11 +28,14 @@ type Status struct {
 	// ID is the node's peer ID; Network the overlay's name (Config.Network)
 	// and Strategy its superpeer selection (StrategyDHT or
 	// StrategyGeometric).
-	ID       string        `json:"id"`
-	Network  string        `json:"network"`
-	Strategy string        `json:"strategy"`
-	Role     Role          `json:"role"`
-	Cluster  ClusterStatus `json:"cluster"`
+	ID       string `json:"id"`
+	Network  string `json:"network"`
+	Strategy string `json:"strategy"`
+	Role     Role   `json:"role"`
+	// Private says the node is not reachable from outside and may not be
+	// a superpeer (Config.Reachability).
+	Private bool          `json:"private"`
+	Cluster ClusterStatus `json:"cluster"`
 	// Superpeer is the cluster's superpeer, with its addresses; its ID is
 	// empty until the first evaluation.
 	Superpeer PeerStatus `json:"superpeer"`
@@ -154,7 +157,7 @@ func (n *Node) Status() Status {
 	st := n.State()
 	es := n.ElectionStats()
 	s := Status{
-		ID: n.self.String(), Network: n.cfg.Network, Strategy: n.cfg.Strategy, Role: st.Role,
+		ID: n.self.String(), Network: n.cfg.Network, Strategy: n.cfg.Strategy, Role: st.Role, Private: n.Private(),
 		Cluster:      ClusterStatus{Prefix: st.Prefix, K: st.K, Key: st.ClusterKey.String(), TargetSuperpeers: st.S},
 		Superpeer:    PeerStatus{ID: idString(st.Superpeer.ID), Addrs: addrStrings(st.Superpeer)},
 		Members:      make([]string, len(st.Members)),

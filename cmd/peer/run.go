@@ -25,7 +25,7 @@ func newRunCmd() *cobra.Command {
 		allow                []string
 		control, public      bool
 		publicBoot           []string
-		httpAddr             string
+		httpAddr, reach      string
 		tf                   targetFlags
 		ef                   electionFlags
 		lf                   logFlags
@@ -72,6 +72,7 @@ with Ctrl-C.`,
 				overlay.WithBootstrapAddrs(bootAddrs...),
 				overlay.WithStrategy(strategy), overlay.WithGeometric(geometric.Config{Capacity: capacity}, 0, 0),
 				overlay.WithElection(ef.name, ef.quorum), overlay.WithIgnoreFlaps(ef.ignoreFlaps),
+				overlay.WithReachability(reach),
 			}
 			if len(listenAddrs) > 0 {
 				opts = append(opts, overlay.WithListenAddrs(listenAddrs...))
@@ -151,6 +152,7 @@ with Ctrl-C.`,
 	fs.StringVar(&psk, "psk", "", "pre-shared key file (swarm.key format, mode 0600; 'peer psk init' writes one): a private swarm that peers without the key cannot connect to; TCP only")
 	fs.BoolVar(&public, "public", false, "join the public libp2p network and find this overlay's peers there by rendezvous (a namespace derived from --network)")
 	fs.StringSliceVar(&publicBoot, "public-bootstrap", nil, "with --public: the public DHT's bootstrap multiaddrs, comma-separated (default the usual public libp2p bootstrap peers)")
+	fs.StringVar(&reach, "reachability", def.Reachability, "whether other peers can dial this node, which only superpeers must: auto (AutoNAT decides; reachable until it finds otherwise), public, or private (behind a NAT: never a superpeer, reached through its superpeer's relay)")
 	fs.StringSliceVar(&allow, "allow", nil, "peer IDs allowed to connect, comma-separated (default anyone)")
 	fs.StringVar(&cfg, configFlag, "", "TOML file of options, named as these flags ('peer config init' writes one); flags given here override it")
 	fs.StringVar(&httpAddr, "http", "", "serve the node's status on this address (host:port): /status (JSON), /metrics (Prometheus) and a live cluster map on / (default off)")

@@ -164,7 +164,11 @@ func printStatus(w io.Writer, st overlay.Status) error {
 	line := func(k, f string, args ...any) { fmt.Fprintf(tw, k+"\t"+f+"\n", args...) }
 	line("ID", "%s", st.ID)
 	line("network", "%s (strategy %s)", st.Network, st.Strategy)
-	line("role", "%s", st.Role)
+	if st.Private {
+		line("role", "%s (private: behind a NAT, never a superpeer)", st.Role)
+	} else {
+		line("role", "%s", st.Role)
+	}
 	cluster := st.Cluster.Prefix
 	if cluster == "" && st.Strategy == overlay.StrategyDHT {
 		cluster = "(whole key space)"
