@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -162,4 +163,46 @@ func TestCloseSaysGoodbye(t *testing.T) {
 	if !a.members.Left(b.ID()) {
 		t.Error("the closed node left the view without its goodbye")
 	}
+}
+
+// TestRestartRejoins: a superpeer that stops (Close: it says goodbye) and
+// starts again with the same identity rejoins under the same peer ID and
+// takes its role back; the goodbye of its first life does not keep it out.
+func TestRestartRejoins(t *testing.T) {
+	keys := keysByDistance(t, 3) // keys[0] is the superpeer of k = 0
+	start := func(key crypto.PrivKey, boot ...ma.Multiaddr) *Node {
+		n, err := New(context.Background(), WithIdentity(key), WithBootstrapAddrs(boot...),
+			WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithTarget(dhtselect.Target{Superpeers: 1}),
+			WithIntervals(200*time.Millisecond, 200*time.Millisecond), WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	a := start(keys[1])
+	b := start(keys[2], a.P2PAddrs()...)
+	c := start(keys[0], a.P2PAddrs()...)
+	agree := func(what string, sp peer.ID, nodes ...*Node) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			for _, n := range nodes {
+				if s := n.State(); len(s.Members) != len(nodes) || s.Superpeer.ID != sp {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	agree("c to be the superpeer of three", c.ID(), a, b, c)
+	id := c.ID()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	agree("a to take over", a.ID(), a, b)
+	c = start(keys[0], a.P2PAddrs()...)
+	if c.ID() != id {
+		t.Fatalf("restarted with ID %s, want %s", c.ID(), id)
+	}
+	agree("c to rejoin and be the superpeer again", id, a, b, c)
 }
