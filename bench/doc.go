@@ -16,5 +16,11 @@
 //     and on live testnets (LiveRepair);
 //   - scale: time, memory and messages as n grows, in the simulator up to
 //     100,000 peers (SimScale) and on live testnets (LiveScale), with the
-//     steady-state traffic per peer counted by protocol.
+//     steady-state traffic per peer counted by protocol;
+//   - attack: lying peers in the simulator, a fraction f of them grinding
+//     their IDs (DHTAttack) or publishing false coordinates
+//     (GeometricAttack), before and after the defences (keys salted per
+//     epoch; coordinates checked against measured RTTs): the share of the
+//     superpeer roles the liars take and the honest peers' RTT to their
+//     superpeer.
 package bench

@@ -344,6 +344,12 @@ func WriteTables(w io.Writer, r *Results) error {
 		}
 		writeGossipGrowth(w, r.LiveScale)
 	}
+	if len(r.Attack) > 0 {
+		fmt.Fprintln(w, "\nLying peers, simulator (share of the superpeer roles the liars hold; damage: honest peers' mean RTT to their superpeer over the run without liars):")
+		if err := WriteAttackTable(w, r.Attack); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -403,6 +409,10 @@ func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
 		fmt.Fprintf(w, "## Scale\n\n")
 		writeScaleMarkdown(w, r)
 		figure(SuiteScale)
+	}
+	if len(r.Attack) > 0 {
+		fmt.Fprintf(w, "## Lying peers\n\n")
+		writeAttackMarkdown(w, r.Attack)
 	}
 	return nil
 }

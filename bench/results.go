@@ -33,6 +33,9 @@ type Results struct {
 	LiveRepair []LiveRepairRow `json:"live_repair,omitempty"`
 	SimScale   []SimScaleRow   `json:"sim_scale,omitempty"`
 	LiveScale  []LiveScaleRow  `json:"live_scale,omitempty"`
+	// Attack is the attack suite: lying peers, before and after the
+	// defences.
+	Attack []AttackRow `json:"attack,omitempty"`
 }
 
 // Machine describes where a run was made.

@@ -16,11 +16,12 @@ const (
 	SuiteElection  = "election"
 	SuiteRepair    = "repair"
 	SuiteScale     = "scale"
+	SuiteAttack    = "attack"
 )
 
 // Suites returns the names Config.Suites accepts.
 func Suites() []string {
-	return []string{SuiteSelection, SuiteElection, SuiteRepair, SuiteScale}
+	return []string{SuiteSelection, SuiteElection, SuiteRepair, SuiteScale, SuiteAttack}
 }
 
 // Progress is told how a Run goes: the number of steps, then each step as
@@ -204,6 +205,33 @@ func suiteSteps(suite string, cfg Config) []step {
 					return err
 				}})
 			}
+		}
+	case SuiteAttack:
+		if !cfg.Sim {
+			break
+		}
+		ac := AttackConfig{S: 25, Seed: cfg.Seed}
+		if cfg.Quick {
+			ac.Trials, ac.Grind = 1, 1<<12
+		}
+		var nw *Network // loaded by the first step, kept for the other
+		for _, a := range []struct {
+			mode string
+			run  func(AttackConfig) ([]AttackRow, error)
+		}{{"geometric", GeometricAttack}, {"dht", DHTAttack}} {
+			steps = append(steps, step{"attack: lying peers, " + a.mode + ", PlanetLab", func(_ context.Context, r *Results) error {
+				if nw == nil {
+					var err error
+					if nw, err = PlanetLab(); err != nil {
+						return err
+					}
+				}
+				c := ac
+				c.Network = nw
+				rows, err := a.run(c)
+				r.Attack = append(r.Attack, rows...)
+				return err
+			}})
 		}
 	}
 	return steps

@@ -35,6 +35,11 @@ func Assign(ids []peer.ID, k int) []Assignment {
 	for i, id := range ids {
 		keys[i] = KeyOf(id)
 	}
+	return assign(ids, keys, k)
+}
+
+// assign is Assign with the peers' keys given: keys[i] is ids[i]'s.
+func assign(ids []peer.ID, keys []Key, k int) []Assignment {
 	memo := make(map[Key]peer.ID)
 	out := make([]Assignment, len(ids))
 	for i, id := range ids {

@@ -16,7 +16,9 @@
 // iterative Kademlia lookup as a state machine (Lookup) and the brute-force
 // answer that tests and the testnet check against (Assign), and a
 // simulator of the whole selection on ideal routing tables that runs the
-// same Lookup for every peer of networks of 100,000 (Simulate). It does no I/O;
+// same Lookup for every peer of networks of 100,000 (Simulate), and the
+// defence against ID grinding: selection keys salted per epoch (Salt,
+// EpochSalt, SaltedKey, AssignSalted). It does no I/O;
 // package overlay drives the lookup over libp2p streams and the kad-dht
 // routing table.
 package dhtselect

@@ -138,6 +138,18 @@
 // AttachAll does the same offline for every peer at once, greedily in order
 // of distance.
 //
+// # Lying peers
+//
+// A peer may publish a false coordinate, say at the spot where a token
+// settles and with no height, so that tokens pass to it and ordinary peers
+// attach to it. It cannot make the RTTs others measure to it shorter than
+// the network makes them, so Plausible compares the RTT a claimed
+// coordinate predicts with the one measured, within a Tolerance, and
+// VetClaim trusts a claim that a majority of checks find plausible. In
+// bench.GeometricAttack, which measures the attack and the defence, a
+// distrusted peer holds no token and serves as no superpeer; the live
+// driver (package overlay) does not apply the check yet.
+//
 // # Simulation
 //
 // Simulate fits coordinates, runs the token dynamics round by round with
