@@ -316,18 +316,24 @@ func (e *elector) deadlineLocked() time.Duration {
 // is dropped.
 func (e *elector) handle(s network.Stream) {
 	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(e.deadline()))
 	from := s.Conn().RemotePeer()
-	m, err := pb.ReadMsg(s, classic.ID(from))
-	if err != nil && !errors.Is(err, io.EOF) {
-		e.n.log.Debug("election: bad message", "from", from, "err", err)
+	if err := e.n.guard.admit(from); err != nil {
 		_ = s.Reset()
+		e.n.guard.refuse(e.n, "election", from, err)
+		return
+	}
+	_ = s.SetDeadline(time.Now().Add(e.deadline()))
+	m, err := pb.ReadMsg(s, classic.ID(from))
+	if errors.Is(err, io.EOF) {
+		// Nothing sent: the sender closed the stream without a message.
+		err = fmt.Errorf("%w: no message", errTruncated)
+	}
+	if err != nil {
+		_ = s.Reset()
+		e.n.guard.refuse(e.n, "election", from, err)
 		e.mu.Lock()
 		e.dropped++
 		e.mu.Unlock()
-		return
-	}
-	if err != nil {
 		return
 	}
 	e.mu.Lock()

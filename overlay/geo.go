@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -67,9 +68,6 @@ const (
 func geoProtocol(network, name, version string) protocol.ID {
 	return protocol.ID("/superpeer/" + network + "/" + name + "/" + version)
 }
-
-// attachVersion is the attach protocol's version, and the request's byte.
-const attachVersion = 2
 
 // geoWarmups is how many token intervals a node waits, when it hears of no
 // token, before it places the tokens itself: time for the membership view
@@ -160,7 +158,7 @@ func (n *Node) startGeo(ctx context.Context) error {
 	g := &geo{
 		n: n, cfg: cfg, seed: seed,
 		rng:        rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))),
-		tokenProto: geoProtocol(n.cfg.Network, "token", "1.0.0"), attachProto: geoProtocol(n.cfg.Network, "attach", "2.0.0"),
+		tokenProto: geoProtocol(n.cfg.Network, "token", "2.0.0"), attachProto: geoProtocol(n.cfg.Network, "attach", "3.0.0"),
 		client: client, holder: holder,
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, missing: map[int]time.Time{}, seen: map[int]uint64{},
 		reporter: map[int]peer.ID{}, probing: map[int]bool{}, postponed: map[int]int{},
@@ -612,78 +610,35 @@ func (g *geo) pass(ctx context.Context, p peer.ID, t geometric.Token) bool {
 	var req [16]byte
 	binary.BigEndian.PutUint64(req[:8], uint64(t.Num))
 	binary.BigEndian.PutUint64(req[8:], t.Seq)
-	yes, _ := g.ask(ctx, p, g.tokenProto, req[:], nil)
-	return yes
-}
-
-// ask sends req to p over proto and reports whether p answered yes (one
-// byte, 1); err is nil when p answered, yes or no. After a yes, rest (if
-// not nil) reads what follows; its error resets the stream and counts as
-// no answer.
-func (g *geo) ask(ctx context.Context, p peer.ID, proto protocol.ID, req []byte, rest func(*bufio.Reader) error) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
-	defer cancel()
-	s, err := g.n.host.NewStream(ctx, p, proto)
-	if err != nil {
-		return false, err
-	}
-	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	if _, err := s.Write(req); err != nil {
-		_ = s.Reset()
-		return false, err
-	}
-	r := bufio.NewReader(s)
-	resp, err := r.ReadByte()
-	if err != nil || resp != 1 {
-		return false, err
-	}
-	if rest != nil {
-		if err := rest(r); err != nil {
-			_ = s.Reset()
-			return false, err
-		}
-	}
-	return true, nil
-}
-
-// answer serves one request of size bytes: decide gets the request and
-// the authenticated sender and returns the response (first byte 1 for yes,
-// 0 for no); a short read resets the stream.
-func answer(s network.Stream, size int, decide func(req []byte, from peer.ID) []byte) {
-	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	req := make([]byte, size)
-	if _, err := io.ReadFull(s, req); err != nil {
-		_ = s.Reset()
-		return
-	}
-	_, _ = s.Write(decide(req, s.Conn().RemotePeer()))
+	resp, err := g.n.request(ctx, p, g.tokenProto, frameToken, req[:], frameAnswer)
+	return err == nil && bytes.Equal(resp, respYes)
 }
 
 var respYes, respNo = []byte{1}, []byte{0}
 
 func (g *geo) handleToken(s network.Stream) {
 	took := false
-	answer(s, 16, func(req []byte, from peer.ID) []byte {
+	g.n.serve(s, "token", frameToken, func(req []byte, from peer.ID) (frameType, []byte, error) {
+		if len(req) != 16 {
+			return 0, nil, fmt.Errorf("%w: token pass of %d bytes, want 16", errWire, len(req))
+		}
 		num, seq := binary.BigEndian.Uint64(req[:8]), binary.BigEndian.Uint64(req[8:])
 		if num >= uint64(g.cfg.Tokens) {
-			g.n.log.Debug("geometric: refused a token number out of range", "token", num, "from", from)
-			return respNo
+			return 0, nil, fmt.Errorf("%w: token number %d out of range (%d tokens)", errWire, num, g.cfg.Tokens)
 		}
 		if g.n.Private() {
 			g.n.log.Debug("geometric: refused a token: this node is private", "token", num, "from", from)
-			return respNo
+			return frameAnswer, respNo, nil
 		}
 		g.mu.Lock()
 		err := g.holder.Receive(geometric.Token{Num: int(num), Seq: seq}, time.Now())
 		g.mu.Unlock()
 		if err != nil {
-			return respNo
+			return frameAnswer, respNo, nil
 		}
 		g.n.log.Info("received token", "token", num, "from", from)
 		took = true
-		return respYes
+		return frameAnswer, respYes, nil
 	})
 	if took {
 		g.publishToken(context.Background())
@@ -829,16 +784,22 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 // requestAttach asks p to take us: yes, or no (err nil: p answered no), or
 // no answer (err). On yes it keeps the cluster p sent.
 func (g *geo) requestAttach(ctx context.Context, p peer.ID) (bool, error) {
-	return g.ask(ctx, p, g.attachProto, []byte{attachVersion}, func(r *bufio.Reader) error {
-		cluster, err := readIDs(r)
-		if err != nil || len(cluster) == 0 || cluster[0] != p {
-			return fmt.Errorf("attach: bad cluster list from %s: %v", p, err)
-		}
-		g.mu.Lock()
-		g.mates, g.matesOf = cluster, p
-		g.mu.Unlock()
-		return nil
-	})
+	resp, err := g.n.request(ctx, p, g.attachProto, frameAttach, nil, frameAnswer)
+	if err != nil || len(resp) == 0 || resp[0] != respYes[0] {
+		return false, err
+	}
+	cluster, err := decodeAll(resp[1:], readIDs)
+	if err == nil && (len(cluster) == 0 || cluster[0] != p) {
+		err = fmt.Errorf("%w: attach: the cluster list does not start with its superpeer", errWire)
+	}
+	if err != nil {
+		g.n.guard.refuse(g.n, protoName(g.attachProto), p, err)
+		return false, err
+	}
+	g.mu.Lock()
+	g.mates, g.matesOf = cluster, p
+	g.mu.Unlock()
+	return true, nil
 }
 
 // readIDs reads a uvarint count of peer IDs, each a uvarint length and the
@@ -878,10 +839,9 @@ func appendIDs(b []byte, ids []peer.ID) []byte {
 }
 
 func (g *geo) handleAttach(s network.Stream) {
-	answer(s, 1, func(req []byte, from peer.ID) []byte {
-		if req[0] != attachVersion {
-			g.n.log.Debug("geometric: attach request of unknown version", "version", req[0], "from", from)
-			return respNo
+	g.n.serve(s, "attach", frameAttach, func(req []byte, from peer.ID) (frameType, []byte, error) {
+		if len(req) != 0 {
+			return 0, nil, fmt.Errorf("%w: attach request of %d bytes, want none", errWire, len(req))
 		}
 		g.mu.Lock()
 		_, member := g.members[from]
@@ -892,12 +852,12 @@ func (g *geo) handleAttach(s network.Stream) {
 		cluster := g.clusterLocked()
 		g.mu.Unlock()
 		if !ok {
-			return respNo
+			return frameAnswer, respNo, nil
 		}
 		if !member {
 			g.update() // list a new member before it hears yes
 		}
-		return appendIDs(slices.Clone(respYes), cluster)
+		return frameAnswer, appendIDs(slices.Clone(respYes), cluster), nil
 	})
 }
 

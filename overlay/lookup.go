@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -22,9 +23,10 @@ import (
 // The closer protocol answers "which peers of your routing table are closest
 // to this raw key?". It exists because kad-dht's FIND_NODE hashes the key it
 // is asked for, so it cannot find the peers closest to a cluster key (see
-// dhtselect.Lookup). Request: the 32 key bytes. Response: a count, then per
-// peer its ID and addresses, each length-prefixed with a uvarint.
-const closerVersion = "1.0.0"
+// dhtselect.Lookup). Request: a frameCloser of the 32 key bytes. Response:
+// a framePeers of a count, then per peer its ID and addresses, each
+// length-prefixed with a uvarint (see wire.go for the frames).
+const closerVersion = "2.0.0"
 
 func closerProtocol(network string) protocol.ID {
 	return protocol.ID("/superpeer/" + network + "/closer/" + closerVersion)
@@ -42,23 +44,19 @@ const (
 var errWire = errors.New("overlay: malformed closer message")
 
 func (n *Node) handleCloser(s network.Stream) {
-	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	var target dhtselect.Key
-	if _, err := io.ReadFull(s, target[:]); err != nil {
-		n.log.Debug("closer: bad request", "peer", s.Conn().RemotePeer(), "err", err)
-		_ = s.Reset()
-		return
-	}
-	ids := n.dht.RoutingTable().NearestPeers(kb.ID(target[:]), maxCloserPeers)
-	infos := make([]peer.AddrInfo, 0, len(ids))
-	for _, id := range ids {
-		infos = append(infos, n.host.Peerstore().PeerInfo(id))
-	}
-	w := bufio.NewWriter(s)
-	if err := writeInfos(w, infos); err != nil || w.Flush() != nil {
-		_ = s.Reset()
-	}
+	n.serve(s, "closer", frameCloser, func(req []byte, _ peer.ID) (frameType, []byte, error) {
+		if len(req) != len(dhtselect.Key{}) {
+			return 0, nil, fmt.Errorf("%w: key of %d bytes, want %d", errWire, len(req), len(dhtselect.Key{}))
+		}
+		ids := n.dht.RoutingTable().NearestPeers(kb.ID(req), maxCloserPeers)
+		infos := make([]peer.AddrInfo, 0, len(ids))
+		for _, id := range ids {
+			infos = append(infos, n.host.Peerstore().PeerInfo(id))
+		}
+		var b bytes.Buffer
+		_ = writeInfos(&b, infos)
+		return framePeers, b.Bytes(), nil
+	})
 }
 
 func writeInfos(w io.Writer, infos []peer.AddrInfo) error {
@@ -140,22 +138,13 @@ func readField(r *bufio.Reader) ([]byte, error) {
 func (n *Node) queryCloser(ctx context.Context, p peer.ID, target dhtselect.Key) ([]peer.AddrInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.QueryTimeout)
 	defer cancel()
-	s, err := n.host.NewStream(ctx, p, n.closerProto)
+	resp, err := n.request(ctx, p, n.closerProto, frameCloser, target[:], framePeers)
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
-	if d, ok := ctx.Deadline(); ok {
-		_ = s.SetDeadline(d)
-	}
-	if _, err := s.Write(target[:]); err != nil {
-		_ = s.Reset()
-		return nil, err
-	}
-	_ = s.CloseWrite()
-	infos, err := readInfos(bufio.NewReader(io.LimitReader(s, 64<<10)))
+	infos, err := decodeAll(resp, readInfos)
 	if err != nil {
-		_ = s.Reset()
+		n.guard.refuse(n, protoName(n.closerProto), p, err)
 	}
 	return infos, err
 }
@@ -170,8 +159,8 @@ type queryResult struct {
 // the routing tables of the overlay's DHT (dhtselect.Lookup drives it). It
 // returns that peer (possibly this node, unless it is private) and the
 // number of queries sent.
-// A peer that said goodbye on the membership topic counts as failed
-// without a query.
+// A peer that said goodbye on the membership topic, or is banned, counts
+// as failed without a query.
 func (n *Node) lookup(ctx context.Context, target dhtselect.Key) (peer.ID, int, error) {
 	self := n.host.ID()
 	seeds := n.dht.RoutingTable().NearestPeers(kb.ID(target[:]), dhtselect.BucketSize)
@@ -181,9 +170,10 @@ func (n *Node) lookup(ctx context.Context, target dhtselect.Key) (peer.ID, int, 
 	for !l.Done() {
 		skipped := false
 		for _, p := range l.Next() {
-			if n.members.Left(p) {
+			if n.members.Left(p) || n.guard.Banned(p) {
 				// It said goodbye: it is gone, and a query to it
-				// would only wait for QueryTimeout.
+				// would only wait for QueryTimeout. Or it is banned
+				// (wire.go): it may be no superpeer.
 				l.Failed(p)
 				skipped = true
 				continue

@@ -66,6 +66,7 @@ type Node struct {
 	ps         *pubsub.PubSub
 	members    *gossip.Membership
 	nat        natState
+	guard      guard    // the ban list and the refused messages' counters (wire.go)
 	geo        *geo     // nil with the DHT strategy
 	elect      *elector // nil without Config.Election
 	lastLookup peer.ID  // the last lookup's answer; only the run loop uses it
@@ -276,7 +277,7 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 	}
-	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.disconnected})
+	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.disconnected, ConnectedF: n.connected})
 	n.state = State{Self: n.self}
 	if n.cfg.Election != "" {
 		n.startElector(ctx)
@@ -452,7 +453,9 @@ func (n *Node) estimate(known int, view []peer.ID) dhtselect.Estimate {
 func (n *Node) evaluate(ctx context.Context, force bool) {
 	var view []peer.ID
 	for _, e := range n.members.Entries() {
-		view = append(view, e.ID)
+		if !n.guard.Banned(e.ID) { // a banned peer is no member (wire.go)
+			view = append(view, e.ID)
+		}
 	}
 	if !n.joined {
 		if n.joined = n.mayJoin(); !n.joined {

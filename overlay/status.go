@@ -56,6 +56,11 @@ type Status struct {
 	RTTToSuperpeer *RTT `json:"rtt_to_superpeer,omitempty"`
 	// Election is present when the node runs one (Config.Election).
 	Election *ElectionStatus `json:"election,omitempty"`
+	// Refused counts the messages refused on the overlay's stream
+	// protocols, by protocol and reason (see wire.go), and Bans the peers
+	// banned for sending them.
+	Refused map[string]map[string]uint64 `json:"refused,omitempty"`
+	Bans    uint64                       `json:"bans"`
 	// Peers are the peers the node knows of (its membership view, its own
 	// cluster and superpeer always included), sorted by ID, for the map.
 	Peers []PeerStatus `json:"peers"`
@@ -169,6 +174,17 @@ func (n *Node) Status() Status {
 	}
 	for i, p := range st.Members {
 		s.Members[i] = p.String()
+	}
+	var refused map[[2]string]uint64
+	refused, s.Bans = n.guard.Refused()
+	for k, v := range refused {
+		if s.Refused == nil {
+			s.Refused = map[string]map[string]uint64{}
+		}
+		if s.Refused[k[0]] == nil {
+			s.Refused[k[0]] = map[string]uint64{}
+		}
+		s.Refused[k[0]][k[1]] = v
 	}
 	if n.geo != nil {
 		tok := st.Token
@@ -367,6 +383,8 @@ var _ http.Handler = (*StatusServer)(nil)
 //	superpeer_election_messages_dropped_total        election messages dropped
 //	superpeer_superpeer_rtt_seconds{source}          RTT to the superpeer, when known (see RTT)
 //	superpeer_token                                  the token held, or -1 (geometric strategy)
+//	superpeer_wire_refused_total{protocol,reason}    messages refused on the stream protocols (wire.go)
+//	superpeer_peers_banned_total                     peers banned for bad messages
 func NewStatusServer(n *Node) (*StatusServer, error) {
 	if n == nil {
 		return nil, fmt.Errorf("%w: no node", ErrStatusServer)
@@ -478,13 +496,15 @@ var (
 	descDropped     = metricDesc("election_messages_dropped_total", "Election messages received from non-members or malformed.")
 	descRTT         = metricDesc("superpeer_rtt_seconds", "RTT to the node's superpeer when known: measured (source peerstore, the host's moving average) or predicted by the network coordinates (source coordinates).", "source")
 	descToken       = metricDesc("token", "The number of the token the node holds, or -1 (geometric strategy).")
+	descRefused     = metricDesc("wire_refused_total", "Messages refused on the overlay's stream protocols, by protocol and reason (size, version, type, truncated, malformed, timeout, rate, banned).", "protocol", "reason")
+	descBans        = metricDesc("peers_banned_total", "Peers banned for sending bad messages.")
 )
 
 // Describe sends every descriptor the collector may use.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descRole, descMembers, descKnown, descSize, descK, descS,
 		descEvaluations, descLookups, descQueries, descElections, descLosses, descTerm, descTimeout,
-		descSent, descDropped, descRTT, descToken} {
+		descSent, descDropped, descRTT, descToken, descRefused, descBans} {
 		ch <- d
 	}
 }
@@ -535,4 +555,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if n.geo != nil {
 		gauge(descToken, float64(st.Token))
 	}
+	refused, bans := n.guard.Refused()
+	for k, v := range refused {
+		counter(descRefused, v, k[0], k[1])
+	}
+	counter(descBans, bans)
 }

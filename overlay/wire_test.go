@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -92,4 +93,66 @@ func TestFilterRTT(t *testing.T) {
 			t.Errorf("filterRTT(%v, %v) = %v, want %v", c.old, c.sample, got, c.want)
 		}
 	}
+}
+
+// The frames of the stream protocols: what writeFrame writes readFrame
+// reads back, and readFrame refuses each kind of bad frame with its
+// reason.
+func TestFrames(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeFrame(&b, frameToken, []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	good := slices.Clone(b.Bytes())
+	if p, err := readFrame(bufio.NewReader(&b), frameToken); err != nil || !bytes.Equal(p, []byte{1, 2, 3}) {
+		t.Fatalf("round trip = %v, %v", p, err)
+	}
+	if err := writeFrame(&b, frameToken, make([]byte, maxFrame)); !errors.Is(err, errFrameSize) {
+		t.Errorf("writing an oversized frame: %v", err)
+	}
+	for _, c := range []struct {
+		name, reason string
+		data         []byte
+	}{
+		{"oversized", "size", binary.AppendUvarint(nil, maxFrame+1)},
+		{"unknown version", "version", frame(wireVersion+1, byte(frameToken), nil)},
+		{"unexpected type", "type", frame(wireVersion, byte(frameAttach), nil)},
+		{"truncated", "truncated", good[:len(good)-1]},
+		{"empty", "truncated", nil},
+		{"no version and type", "truncated", []byte{1, wireVersion}},
+		{"bad length", "malformed", bytes.Repeat([]byte{0xff}, 11)},
+	} {
+		_, err := readFrame(bufio.NewReader(bytes.NewReader(c.data)), frameToken)
+		if err == nil || reason(err) != c.reason {
+			t.Errorf("%s: err %v, reason %q; want %q", c.name, err, reason(err), c.reason)
+		}
+	}
+}
+
+// Random bytes never panic readFrame, and a payload it accepts is within
+// the limit and reads back the same after writeFrame writes it.
+func FuzzReadFrame(f *testing.F) {
+	f.Add(frame(wireVersion, byte(frameCloser), make([]byte, 32)))
+	f.Add(frame(wireVersion+1, byte(frameCloser), nil))
+	f.Add(binary.AppendUvarint(nil, maxFrame+1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := readFrame(bufio.NewReader(bytes.NewReader(b)), frameCloser)
+		if err != nil {
+			if reason(err) == "" {
+				t.Fatalf("an error without a reason: %v", err)
+			}
+			return
+		}
+		if len(p)+2 > maxFrame {
+			t.Fatalf("payload of %d bytes accepted", len(p))
+		}
+		var w bytes.Buffer
+		if err := writeFrame(&w, frameCloser, p); err != nil {
+			t.Fatal(err)
+		}
+		again, err := readFrame(bufio.NewReader(&w), frameCloser)
+		if err != nil || !bytes.Equal(again, p) {
+			t.Fatalf("read %x from %x; written and read again: %x, %v", p, b, again, err)
+		}
+	})
 }

@@ -1,0 +1,323 @@
+package overlay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"golang.org/x/time/rate"
+
+	"github.com/superpeer/superpeer/classic/pb"
+)
+
+// Wire hygiene of the overlay's request/response protocols (closer, token,
+// attach; the election has its own format, classic/pb, with the same
+// rules). Every request and response is one frame:
+//
+//	uvarint length | version (1 byte) | type (1 byte) | payload
+//
+// with the length (of version, type and payload) at most maxFrame. A frame
+// of another version or an unexpected type is refused. The sender is
+// always the stream's authenticated remote peer, never a field. Every
+// stream has a deadline (streamDeadline), so one that opens and never
+// writes costs a goroutine for that long at most.
+//
+// A refused message is logged, counted by protocol and reason (Status,
+// /metrics), and is a strike against its sender: a peer with banStrikes
+// strikes within banWindow is banned for banFor. A banned peer is
+// disconnected at once and whenever it connects again, its streams are
+// refused, and GossipSub scores it down (see peerScore). Each peer may
+// also open at most rateLimit streams a second (burst rateBurst) on the
+// overlay's protocols; a stream over that is refused, which is a strike
+// too.
+const (
+	wireVersion = 1
+	maxFrame    = 64 << 10
+	banStrikes  = 5
+	banWindow   = time.Minute
+	banFor      = 10 * time.Minute
+	rateLimit   = 50
+	rateBurst   = 100
+)
+
+// frameType is a frame's type.
+type frameType byte
+
+const (
+	frameCloser frameType = 1 // closer request: a 32-byte key
+	framePeers  frameType = 2 // closer response: peers (writeInfos)
+	frameToken  frameType = 3 // token pass: number and sequence, 8 bytes each
+	frameAttach frameType = 4 // attach request: empty
+	frameAnswer frameType = 5 // token and attach response: 1 (yes) or 0 (no), then an attach's cluster (appendIDs)
+)
+
+// Reasons a message is refused, as counted.
+var (
+	errFrameSize    = fmt.Errorf("%w: frame too large", errWire)
+	errFrameVersion = fmt.Errorf("%w: unknown version", errWire)
+	errFrameType    = fmt.Errorf("%w: unexpected type", errWire)
+	errTruncated    = fmt.Errorf("%w: truncated", errWire)
+	errRate         = errors.New("overlay: over the per-peer rate")
+	errBanned       = errors.New("overlay: peer banned")
+)
+
+// reason names the class of a refusal, for the counters.
+func reason(err error) string {
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.Is(err, errFrameSize), errors.Is(err, pb.ErrTooLarge):
+		return "size"
+	case errors.Is(err, errFrameVersion), errors.Is(err, pb.ErrVersion):
+		return "version"
+	case errors.Is(err, errFrameType):
+		return "type"
+	case errors.Is(err, errTruncated), errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated"
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded), errors.As(err, &timeout) && timeout.Timeout():
+		return "timeout"
+	case errors.Is(err, errRate):
+		return "rate"
+	case errors.Is(err, errBanned):
+		return "banned"
+	}
+	return "malformed"
+}
+
+// writeFrame writes one frame in a single Write.
+func writeFrame(w io.Writer, t frameType, payload []byte) error {
+	if len(payload)+2 > maxFrame {
+		return fmt.Errorf("%w: %d bytes, limit %d", errFrameSize, len(payload)+2, maxFrame)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, len(payload)+binary.MaxVarintLen32+2), uint64(len(payload)+2))
+	b = append(b, wireVersion, byte(t))
+	_, err := w.Write(append(b, payload...))
+	return err
+}
+
+// readFrame reads one frame of type want and returns its payload.
+func readFrame(r *bufio.Reader, want frameType) ([]byte, error) {
+	l, err := binary.ReadUvarint(r)
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("%w: no frame", errTruncated)
+	case err != nil:
+		return nil, fmt.Errorf("%w: length: %w", errWire, err)
+	case l < 2:
+		return nil, fmt.Errorf("%w: frame of %d bytes", errTruncated, l)
+	case l > maxFrame:
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", errFrameSize, l, maxFrame)
+	}
+	b := make([]byte, l)
+	if _, err := io.ReadFull(r, b); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("%w: stream ended inside a frame of %d bytes", errTruncated, l)
+		}
+		return nil, err
+	}
+	switch {
+	case b[0] != wireVersion:
+		return nil, fmt.Errorf("%w: %d, want %d", errFrameVersion, b[0], wireVersion)
+	case frameType(b[1]) != want:
+		return nil, fmt.Errorf("%w: %d, want %d", errFrameType, b[1], want)
+	}
+	return b[2:], nil
+}
+
+// request sends one request frame to p over proto and reads the response
+// frame of type want, within streamDeadline.
+func (n *Node) request(ctx context.Context, p peer.ID, proto protocol.ID, t frameType, payload []byte, want frameType) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
+	defer cancel()
+	s, err := n.host.NewStream(ctx, p, proto)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(d)
+	}
+	if err := writeFrame(s, t, payload); err != nil {
+		_ = s.Reset()
+		return nil, err
+	}
+	_ = s.CloseWrite()
+	resp, err := readFrame(bufio.NewReader(s), want)
+	if err != nil {
+		_ = s.Reset()
+		if errors.Is(err, errWire) { // not a timeout: a slow or dead peer is not hostile
+			n.guard.refuse(n, protoName(proto), p, err)
+		}
+	}
+	return resp, err
+}
+
+// protoName is the name of one of the overlay's protocols, for the
+// counters: "closer" of /superpeer/<network>/closer/<version>.
+func protoName(p protocol.ID) string {
+	parts := strings.Split(string(p), "/")
+	if len(parts) < 2 {
+		return string(p)
+	}
+	return parts[len(parts)-2]
+}
+
+// serve answers one request stream on proto: the sender is checked
+// against the ban list and its rate, the request frame must be of type
+// want, and decide's error (a malformed payload) refuses it like a bad
+// frame; otherwise the response frame is decide's.
+func (n *Node) serve(s network.Stream, proto string, want frameType, decide func(payload []byte, from peer.ID) (frameType, []byte, error)) {
+	defer s.Close()
+	from := s.Conn().RemotePeer()
+	if err := n.guard.admit(from); err != nil {
+		_ = s.Reset()
+		n.guard.refuse(n, proto, from, err)
+		return
+	}
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	req, err := readFrame(bufio.NewReader(s), want)
+	var t frameType
+	var resp []byte
+	if err == nil {
+		t, resp, err = decide(req, from)
+	}
+	if err != nil {
+		_ = s.Reset()
+		n.guard.refuse(n, proto, from, err)
+		return
+	}
+	if err := writeFrame(s, t, resp); err != nil {
+		_ = s.Reset()
+	}
+}
+
+// guard is the ban list, the strike counts and the per-peer rates, and the
+// counters of refused messages.
+type guard struct {
+	mu      sync.Mutex
+	strikes map[peer.ID][]time.Time
+	banned  map[peer.ID]time.Time // until when
+	rates   map[peer.ID]*rate.Limiter
+	refused map[[2]string]uint64 // {protocol, reason} -> count
+	bans    uint64
+}
+
+// admit reports whether p may open a stream now: not banned, and within
+// its rate.
+func (g *guard) admit(p peer.ID) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.bannedLocked(p, time.Now()) {
+		return errBanned
+	}
+	if g.rates == nil {
+		g.rates = map[peer.ID]*rate.Limiter{}
+	}
+	l, ok := g.rates[p]
+	if !ok {
+		if len(g.rates) > 4096 { // forget the idle ones: they are full again
+			for q, r := range g.rates {
+				if r.Tokens() >= rateBurst {
+					delete(g.rates, q)
+				}
+			}
+		}
+		l = rate.NewLimiter(rateLimit, rateBurst)
+		g.rates[p] = l
+	}
+	if !l.Allow() {
+		return errRate
+	}
+	return nil
+}
+
+func (g *guard) bannedLocked(p peer.ID, now time.Time) bool {
+	until, ok := g.banned[p]
+	if ok && now.After(until) {
+		delete(g.banned, p)
+		return false
+	}
+	return ok
+}
+
+// Banned reports whether p is banned now.
+func (g *guard) Banned(p peer.ID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.bannedLocked(p, time.Now())
+}
+
+// refuse counts and logs a refused message from p, and strikes p; the
+// strike that reaches banStrikes bans p and disconnects it. A refusal
+// because p is banned is counted, not logged, and is no new strike.
+func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
+	why := reason(err)
+	now := time.Now()
+	g.mu.Lock()
+	if g.refused == nil {
+		g.refused, g.strikes, g.banned = map[[2]string]uint64{}, map[peer.ID][]time.Time{}, map[peer.ID]time.Time{}
+	}
+	g.refused[[2]string{proto, why}]++
+	if why == "banned" {
+		g.mu.Unlock()
+		return
+	}
+	s := append(g.strikes[p], now)
+	for len(s) > 0 && now.Sub(s[0]) > banWindow {
+		s = s[1:]
+	}
+	g.strikes[p] = s
+	ban := len(s) >= banStrikes && !g.bannedLocked(p, now)
+	if ban {
+		g.banned[p] = now.Add(banFor)
+		g.bans++
+		delete(g.strikes, p)
+	}
+	g.mu.Unlock()
+	n.log.Info("refused a message", "protocol", proto, "peer", p, "reason", why, "err", err)
+	if ban {
+		n.log.Warn("banned a peer that kept sending bad messages", "peer", p, "strikes", banStrikes, "for", banFor)
+		_ = n.host.Network().ClosePeer(p)
+	}
+}
+
+// Refused returns the counts of refused messages by protocol and reason,
+// and the number of bans so far.
+func (g *guard) Refused() (map[[2]string]uint64, uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[[2]string]uint64, len(g.refused))
+	for k, v := range g.refused {
+		out[k] = v
+	}
+	return out, g.bans
+}
+
+// connected closes a new connection from a banned peer.
+func (n *Node) connected(_ network.Network, c network.Conn) {
+	if p := c.RemotePeer(); n.guard.Banned(p) {
+		go func() { _ = n.host.Network().ClosePeer(p) }()
+	}
+}
+
+// decodeAll checks that a payload parser consumed the whole payload.
+func decodeAll[T any](payload []byte, parse func(*bufio.Reader) (T, error)) (T, error) {
+	r := bufio.NewReader(bytes.NewReader(payload))
+	v, err := parse(r)
+	if err == nil {
+		if _, more := r.ReadByte(); more == nil {
+			err = fmt.Errorf("%w: trailing bytes", errWire)
+		}
+	}
+	return v, err
+}
