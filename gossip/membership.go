@@ -33,6 +33,11 @@ type MembershipConfig struct {
 	// first-hand), so departures are seen when the connection drops and the
 	// announce interval can be long. Nil: expiry by TTL alone.
 	Connected func(peer.ID) bool
+	// Refuse, when set, names origins whose announcements are ignored
+	// (neither accepted nor forwarded): peers the overlay banned. Ignored,
+	// not rejected, so the honest peers that relay them are not scored
+	// down.
+	Refuse func(origin peer.ID) bool
 }
 
 // ErrBadConfig reports an unusable configuration.
@@ -53,6 +58,7 @@ type Membership struct {
 	local   Announcement
 	left    bool // Leave was called: SetLocal changes nothing any more
 	changes chan struct{}
+	n       feedCounters
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -101,19 +107,32 @@ func (m *Membership) validate(_ context.Context, from peer.ID, msg *pubsub.Messa
 	if origin == m.self && from == m.self {
 		return pubsub.ValidationAccept // our own, already in the view
 	}
+	if m.cfg.Refuse != nil && m.cfg.Refuse(origin) {
+		m.n.ignored.Add(1)
+		return pubsub.ValidationIgnore
+	}
 	a, err := DecodeAnnouncement(origin, msg.Data)
 	if err != nil {
 		m.log.Debug("membership: rejected announcement", "origin", origin, "via", from, "err", err)
+		m.n.rejected.Add(1)
 		return pubsub.ValidationReject
 	}
 	m.mu.Lock()
 	stale := m.view.Stale(a)
 	m.mu.Unlock()
 	if stale {
+		m.n.ignored.Add(1)
 		return pubsub.ValidationIgnore
 	}
 	msg.ValidatorData = a
+	m.n.accepted.Add(1)
 	return pubsub.ValidationAccept
+}
+
+// Stats counts what the validator decided about other peers'
+// announcements (Published stays 0).
+func (m *Membership) Stats() FeedStats {
+	return FeedStats{Accepted: m.n.accepted.Load(), Rejected: m.n.rejected.Load(), Ignored: m.n.ignored.Load()}
 }
 
 func (m *Membership) receive(ctx context.Context) {

@@ -243,7 +243,7 @@ func (n *Node) start(ctx context.Context) error {
 		// sends every node a burst of announcements, and a full queue drops
 		// messages silently.
 		n.ps, err = pubsub.NewGossipSub(psCtx, n.host, pubsub.WithGossipSubParams(gossipSubParams()),
-			pubsub.WithValidateQueueSize(1024), pubsub.WithPeerOutboundQueueSize(256))
+			pubsub.WithValidateQueueSize(1024), pubsub.WithPeerOutboundQueueSize(256), n.peerScore())
 		if err != nil {
 			return fmt.Errorf("overlay: gossipsub: %w", err)
 		}
@@ -251,6 +251,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.members, err = gossip.JoinMembership(n.ps, n.self, gossip.MembershipConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
 		Connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
+		Refuse:    n.guard.Banned,
 	})
 	if err != nil {
 		return err
