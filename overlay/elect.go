@@ -291,6 +291,10 @@ func (e *elector) write(ctx context.Context, to peer.ID, m classic.Message, dead
 	if err != nil {
 		return err
 	}
+	if err := inService(s); err != nil {
+		_ = s.Reset()
+		return err
+	}
 	_ = s.SetDeadline(time.Now().Add(deadline))
 	if err := pb.WriteMsg(s, m); err != nil {
 		_ = s.Reset()
@@ -317,7 +321,7 @@ func (e *elector) deadlineLocked() time.Duration {
 func (e *elector) handle(s network.Stream) {
 	defer s.Close()
 	from := s.Conn().RemotePeer()
-	if err := e.n.guard.admit(from); err != nil {
+	if err := e.n.admit(s); err != nil {
 		_ = s.Reset()
 		e.n.guard.refuse(e.n, "election", from, err)
 		return

@@ -205,3 +205,33 @@ func randomBytes(r *rand.Rand, n int) []byte {
 	}
 	return b
 }
+
+// TestStreamLimit: a peer that opens more streams on the overlay's
+// protocols than a peer may hold at once (all silent) gets the excess
+// refused at once by the resource manager, and the node goes on serving
+// the honest peer's lookups meanwhile.
+func TestStreamLimit(t *testing.T) {
+	a, b := twoNodes(t, WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithIntervals(200*time.Millisecond, 200*time.Millisecond))
+	h := plainHost(t)
+	if err := h.Connect(context.Background(), peer.AddrInfo{ID: a.ID(), Addrs: a.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	perPeer := limitsFor(ReachabilityAuto).perPeer
+	for range perPeer + 16 {
+		s, err := h.NewStream(context.Background(), a.ID(), a.closerProto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Reset()
+		go func() { _, _ = s.Read(make([]byte, 1)) }() // negotiate, then wait
+	}
+	waitFor(t, "a to refuse the 16 streams over the limit", func() bool { return a.Status().Refused["closer"]["limit"] == 16 })
+	lookups := b.State().Lookups
+	waitFor(t, "b to look up through a again", func() bool { return b.State().Lookups >= lookups+3 })
+	if st := a.Status(); st.Refused["closer"]["limit"] != 16 {
+		t.Fatalf("a refused %v; want 16 closer streams over the limit", st.Refused)
+	}
+	if sp := b.State().Superpeer.ID; sp != a.State().Superpeer.ID {
+		t.Fatalf("a and b disagree: %s, %s", a.State().Superpeer.ID, sp)
+	}
+}

@@ -205,7 +205,12 @@ func newHost(cfg Config) (host.Host, error) {
 			return nil, fmt.Errorf("overlay: identity: %w", err)
 		}
 	}
+	res, err := resourceOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
 	opts := append([]libp2p.Option{libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...)}, natOptions(cfg)...)
+	opts = append(opts, res...)
 	if cfg.Gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
 	}
@@ -551,6 +556,7 @@ func (n *Node) commit(next State) {
 
 // report logs and emits what changed between two states.
 func (n *Node) report(prev, next State) {
+	n.protect(prev, next)
 	if prev.Role != next.Role {
 		n.log.Info("role changed", "from", prev.Role, "to", next.Role, "cluster", next.Prefix, "k", next.K)
 		n.emit(n.emitRole, EvtRoleChanged{Old: prev.Role, New: next.Role})

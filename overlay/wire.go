@@ -69,6 +69,7 @@ var (
 	errFrameType    = fmt.Errorf("%w: unexpected type", errWire)
 	errTruncated    = fmt.Errorf("%w: truncated", errWire)
 	errRate         = errors.New("overlay: over the per-peer rate")
+	errLimit        = errors.New("overlay: over the resource limit")
 	errBanned       = errors.New("overlay: peer banned")
 )
 
@@ -88,6 +89,8 @@ func reason(err error) string {
 		return "timeout"
 	case errors.Is(err, errRate):
 		return "rate"
+	case errors.Is(err, errLimit):
+		return "limit"
 	case errors.Is(err, errBanned):
 		return "banned"
 	}
@@ -144,6 +147,10 @@ func (n *Node) request(ctx context.Context, p peer.ID, proto protocol.ID, t fram
 		return nil, err
 	}
 	defer s.Close()
+	if err := inService(s); err != nil {
+		_ = s.Reset()
+		return nil, err
+	}
 	if d, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(d)
 	}
@@ -179,7 +186,7 @@ func protoName(p protocol.ID) string {
 func (n *Node) serve(s network.Stream, proto string, want frameType, decide func(payload []byte, from peer.ID) (frameType, []byte, error)) {
 	defer s.Close()
 	from := s.Conn().RemotePeer()
-	if err := n.guard.admit(from); err != nil {
+	if err := n.admit(s); err != nil {
 		_ = s.Reset()
 		n.guard.refuse(n, proto, from, err)
 		return
@@ -199,6 +206,16 @@ func (n *Node) serve(s network.Stream, proto string, want frameType, decide func
 	if err := writeFrame(s, t, resp); err != nil {
 		_ = s.Reset()
 	}
+}
+
+// admit checks an inbound stream of the overlay's protocols: its sender
+// is not banned and within its rate, and the stream fits the service's
+// resource limits.
+func (n *Node) admit(s network.Stream) error {
+	if err := n.guard.admit(s.Conn().RemotePeer()); err != nil {
+		return err
+	}
+	return inService(s)
 }
 
 // guard is the ban list, the strike counts and the per-peer rates, and the
@@ -259,7 +276,9 @@ func (g *guard) Banned(p peer.ID) bool {
 
 // refuse counts and logs a refused message from p, and strikes p; the
 // strike that reaches banStrikes bans p and disconnects it. A refusal
-// because p is banned is counted, not logged, and is no new strike.
+// because p is banned is counted, not logged, and is no new strike; one
+// because the service is at its resource limit is counted and logged, and
+// is no strike either (the limit may be others' doing).
 func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 	why := reason(err)
 	now := time.Now()
@@ -268,7 +287,7 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 		g.refused, g.strikes, g.banned = map[[2]string]uint64{}, map[peer.ID][]time.Time{}, map[peer.ID]time.Time{}
 	}
 	g.refused[[2]string{proto, why}]++
-	if why == "banned" {
+	if why == "banned" || why == "limit" {
 		g.mu.Unlock()
 		return
 	}
