@@ -19,6 +19,7 @@ import (
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/gossip"
 )
 
 // Status is a node's view of the overlay as served by a StatusServer on
@@ -385,6 +386,7 @@ var _ http.Handler = (*StatusServer)(nil)
 //	superpeer_token                                  the token held, or -1 (geometric strategy)
 //	superpeer_wire_refused_total{protocol,reason}    messages refused on the stream protocols (wire.go)
 //	superpeer_peers_banned_total                     peers banned for bad messages
+//	superpeer_gossip_messages_total{topic,decision}  other peers' topic messages by validator decision
 func NewStatusServer(n *Node) (*StatusServer, error) {
 	if n == nil {
 		return nil, fmt.Errorf("%w: no node", ErrStatusServer)
@@ -498,13 +500,14 @@ var (
 	descToken       = metricDesc("token", "The number of the token the node holds, or -1 (geometric strategy).")
 	descRefused     = metricDesc("wire_refused_total", "Messages refused on the overlay's stream protocols, by protocol and reason (size, version, type, truncated, malformed, timeout, rate, banned).", "protocol", "reason")
 	descBans        = metricDesc("peers_banned_total", "Peers banned for sending bad messages.")
+	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics, by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer).", "topic", "decision")
 )
 
 // Describe sends every descriptor the collector may use.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descRole, descMembers, descKnown, descSize, descK, descS,
 		descEvaluations, descLookups, descQueries, descElections, descLosses, descTerm, descTimeout,
-		descSent, descDropped, descRTT, descToken, descRefused, descBans} {
+		descSent, descDropped, descRTT, descToken, descRefused, descBans, descGossip} {
 		ch <- d
 	}
 }
@@ -560,4 +563,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRefused, v, k[0], k[1])
 	}
 	counter(descBans, bans)
+	feeds := map[string]gossip.FeedStats{"membership": n.members.Stats()}
+	if n.geo != nil {
+		gs := n.geo.feed.Stats()
+		feeds["coord"], feeds["token"] = gs.Coords, gs.Tokens
+	}
+	for topic, fs := range feeds {
+		counter(descGossip, fs.Accepted, topic, "accepted")
+		counter(descGossip, fs.Rejected, topic, "rejected")
+		counter(descGossip, fs.Ignored, topic, "ignored")
+	}
 }

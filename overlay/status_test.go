@@ -149,6 +149,9 @@ func TestStatusServer(t *testing.T) {
 		{"superpeer_election_term", nil, metricEq(float64(es.Term)), "Term"},
 		{"superpeer_election_detection_timeout_seconds", nil, func(v float64) bool { return v > 0 }, "> 0"},
 		{"superpeer_election_messages_dropped_total", nil, metricAtLeast(float64(es.Dropped)), "≥ Dropped"},
+		{"superpeer_peers_banned_total", nil, metricEq(0), "0"},
+		{"superpeer_gossip_messages_total", []string{"topic", "membership", "decision", "accepted"}, metricAtLeast(1), "≥ 1 (the other node's announcements)"},
+		{"superpeer_gossip_messages_total", []string{"topic", "membership", "decision", "rejected"}, metricEq(0), "0"},
 		{"go_goroutines", nil, metricAtLeast(1), "the Go collector"},
 	} {
 		if v, ok := value(tc.name, tc.labels...); !ok || !tc.want(v) {

@@ -46,6 +46,9 @@ measured in the same run:
              per algorithm
   scale      time, memory and messages per peer as n grows: the simulator
              up to 100,000 peers, the live testnet up to 256 nodes
+  attack     lying peers (false coordinates, ground IDs), f = 1, 5, 20 %:
+             the superpeer roles they take and the latency damage, without
+             and with the defences (simulator only)
 
 --sim runs only the simulator's parts, --live only the live testnet's;
 the default runs both. Tables go to standard output (one JSON document with
