@@ -134,9 +134,19 @@ func readField(r *bufio.Reader) ([]byte, error) {
 	return b, err
 }
 
-// queryCloser asks p for the peers closest to target.
+// queryCloser asks p for the peers closest to target. It waits
+// QueryTimeout at most, and with an election no longer than its
+// failure-detection timeout: a peer that does not answer in that time
+// counts as dead to the election too. (A crashed peer over QUIC keeps its
+// connection open until QUIC's idle timeout, so the query to it waits out
+// its bound: with 5 s, the failover after a crash took 5 s where the
+// election detects it in 2.)
 func (n *Node) queryCloser(ctx context.Context, p peer.ID, target dhtselect.Key) ([]peer.AddrInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.QueryTimeout)
+	timeout := n.cfg.QueryTimeout
+	if d := n.elect.detection(); d > 0 {
+		timeout = min(timeout, d)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := n.request(ctx, p, n.closerProto, frameCloser, target[:], framePeers)
 	if err != nil {
