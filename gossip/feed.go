@@ -59,6 +59,7 @@ type feedConfig struct {
 	now      func() time.Time
 	log      *slog.Logger
 	changed  func()
+	rejected func(from peer.ID, err error) // GeoConfig.Rejected
 }
 
 // FeedStats counts what a topic's validator decided about messages from
@@ -269,6 +270,9 @@ func (f *feed[T]) validate(_ context.Context, from peer.ID, msg *pubsub.Message)
 	if err != nil {
 		f.n.rejected.Add(1)
 		f.cfg.log.Debug("gossip: rejected "+f.spec.kind, "topic", f.cfg.topic, "origin", origin, "via", from, "err", err)
+		if f.cfg.rejected != nil {
+			f.cfg.rejected(from, err)
+		}
 		return pubsub.ValidationReject
 	}
 	f.mu.Lock()

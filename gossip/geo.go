@@ -290,6 +290,9 @@ type GeoConfig struct {
 	// Now is the clock of entry times and expiry; nil means time.Now. The
 	// republish period runs on the real clock regardless.
 	Now func() time.Time
+	// Rejected, when set, is told of every rejected payload and the peer
+	// that sent it to us (see MembershipConfig.Rejected).
+	Rejected func(from peer.ID, err error)
 }
 
 func (cfg GeoConfig) withDefaults() (GeoConfig, error) {
@@ -345,7 +348,7 @@ func newGeo(self peer.ID, cfg GeoConfig) (*Geo, feedConfig, error) {
 	g := &Geo{cfg: cfg, self: self, changes: make(chan struct{}, 1)}
 	fc := feedConfig{
 		self: self, interval: cfg.Interval, ttl: cfg.TTL, minGap: cfg.MinGap,
-		now: cfg.Now, log: cfg.Logger, changed: g.notify,
+		now: cfg.Now, log: cfg.Logger, changed: g.notify, rejected: cfg.Rejected,
 	}
 	return g, fc, nil
 }

@@ -38,6 +38,10 @@ type MembershipConfig struct {
 	// not rejected, so the honest peers that relay them are not scored
 	// down.
 	Refuse func(origin peer.ID) bool
+	// Rejected, when set, is told of every rejected announcement and the
+	// peer that sent it to us (GossipSub validates before it forwards, so
+	// an honest peer sends none): the overlay counts it against that peer.
+	Rejected func(from peer.ID, err error)
 }
 
 // ErrBadConfig reports an unusable configuration.
@@ -115,6 +119,9 @@ func (m *Membership) validate(_ context.Context, from peer.ID, msg *pubsub.Messa
 	if err != nil {
 		m.log.Debug("membership: rejected announcement", "origin", origin, "via", from, "err", err)
 		m.n.rejected.Add(1)
+		if m.cfg.Rejected != nil {
+			m.cfg.Rejected(from, err)
+		}
 		return pubsub.ValidationReject
 	}
 	m.mu.Lock()

@@ -172,6 +172,7 @@ func (n *Node) startGeo(ctx context.Context) error {
 	// go out at once.
 	g.feed, err = gossip.JoinGeo(n.ps, n.self, gossip.GeoConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, MinGap: n.cfg.AnnounceInterval, Logger: n.log,
+		Rejected: n.gossipRejected("geo"),
 	})
 	if err != nil {
 		return err

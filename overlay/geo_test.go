@@ -22,41 +22,13 @@ import (
 // different one, because a superpeer refuses a second ordinary peer. The
 // intervals are short; the test runs in -short (and with -race).
 func TestGeometricCapacity(t *testing.T) {
-	mn := mocknet.New()
-	t.Cleanup(func() { _ = mn.Close() })
-	var nodes []*Node
-	for i := range 4 {
-		sk, _, err := crypto.GenerateEd25519Key(rand.NewChaCha8([32]byte{byte(i)}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
-	var boot peer.AddrInfo
-	for i, h := range mn.Hosts() {
-		opts := []Option{
-			WithHost(h), WithLogger(quiet), WithStrategy(StrategyGeometric),
+	nodes := mocknetNodes(t, 4, func(int) []Option {
+		return []Option{
+			WithLogger(quiet), WithStrategy(StrategyGeometric),
 			WithTarget(dhtselect.Target{Superpeers: 2}), WithIntervals(300*time.Millisecond, time.Second),
 			WithGeometric(geometric.Config{Capacity: 1}, 50*time.Millisecond, 100*time.Millisecond),
 		}
-		if i > 0 {
-			opts = append(opts, WithBootstrap(boot))
-		}
-		n, err := New(context.Background(), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close() })
-		if i == 0 {
-			boot = peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
-		}
-		nodes = append(nodes, n)
-	}
+	})
 	settled := func() bool {
 		var supers, attached []peer.ID
 		for _, n := range nodes {
@@ -86,4 +58,43 @@ func TestGeometricCapacity(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// mocknetNodes starts n nodes on a fully linked mocknet, with keys seeded
+// by their index, each with opts(i) and the first as bootstrap peer of the
+// others; all are closed with the test.
+func mocknetNodes(t *testing.T, n int, opts func(i int) []Option) []*Node {
+	t.Helper()
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	for i := range n {
+		sk, _, err := crypto.GenerateEd25519Key(rand.NewChaCha8([32]byte{byte(i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*Node
+	var boot peer.AddrInfo
+	for i, h := range mn.Hosts() {
+		o := append(opts(i), WithHost(h))
+		if i > 0 {
+			o = append(o, WithBootstrap(boot))
+		}
+		nd, err := New(context.Background(), o...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = nd.Close() })
+		if i == 0 {
+			boot = peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
+		}
+		nodes = append(nodes, nd)
+	}
+	return nodes
 }

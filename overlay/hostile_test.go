@@ -27,28 +27,21 @@ func frame(version, typ byte, payload []byte) []byte {
 	return append(append(b, version, typ), payload...)
 }
 
-// TestHostilePeer: a peer that speaks the overlay's protocols badly crashes
-// and stalls no node, and the honest nodes keep the right roles. Node a
+// TestHostilePeer: peers that speak the overlay's protocols badly crash
+// and stall no node, and the honest nodes keep the right roles. Node a
 // gets bad frames (an unknown version, an unexpected type, an oversized,
 // a truncated and a malformed one): it refuses and counts each, bans the
-// peer at the fifth strike, disconnects it and closes its next
+// sender at the fifth strike, disconnects it and closes its next
 // connection. Node b gets garbage and forgeries on the membership topic
-// (rejected; peer scoring then graylists the sender, so that even its
-// valid announcement of itself goes nowhere), election messages that do
-// not decode or come from no member (a forged leader, a stale term), and
-// streams that open and never write (timed out).
+// from another peer: rejected, each a strike, and the ban that follows
+// keeps even that peer's valid announcement out. Node c gets election
+// messages that do not decode or come from no member (a forged leader, a
+// stale term), and streams that open and never write (timed out).
 func TestHostilePeer(t *testing.T) {
 	ctx := context.Background()
 	keys := keysByDistance(t, 3)
 	start := func(i int, boot ...ma.Multiaddr) *Node {
-		n, err := New(ctx, WithIdentity(keys[i]), WithBootstrapAddrs(boot...), WithReachability(ReachabilityPublic),
-			WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithTarget(dhtselect.Target{Superpeers: 1}),
-			WithElection("bully", false), WithIntervals(200*time.Millisecond, 200*time.Millisecond), WithLogger(quiet))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return n
+		return oneCluster(t, keys[i], WithBootstrapAddrs(boot...), WithReachability(ReachabilityPublic), WithElection("bully", false))
 	}
 	a := start(0) // the superpeer: its key is the closest
 	b := start(1, a.P2PAddrs()...)
@@ -98,37 +91,44 @@ func TestHostilePeer(t *testing.T) {
 	_ = h.Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: a.Host().Addrs()})
 	waitFor(t, "a to close h's new connection", func() bool { return h.Network().Connectedness(a.ID()) != network.Connected })
 
-	// Garbage and forgeries on the membership topic, through b: b's
-	// validator rejects all four, which graylists h at b (peer scoring),
-	// so that h's valid announcement of itself, after them, goes nowhere.
-	ps, err := pubsub.NewGossipSub(ctx, h)
+	// Garbage and forgeries on the membership topic, from g (a second
+	// hostile host, that speaks GossipSub) to b: b's validator rejects
+	// them, each a strike against g, and bans g at the fifth; g's valid
+	// announcement of itself, after them, goes nowhere (banned peers are
+	// graylisted, and their announcements ignored).
+	g := plainHost(t)
+	ps, err := pubsub.NewGossipSub(ctx, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+	if err := g.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
 		t.Fatal(err)
 	}
 	topic, err := ps.Join(gossip.MembershipTopic("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "h to see b on the membership topic", func() bool { return slices.Contains(topic.ListPeers(), b.ID()) })
-	rejected := b.members.Stats().Rejected
-	forged, _ := gossip.Announcement{ID: h.ID(), ClusterKey: dhtselect.KeyOf(a.ID()).Cluster(8), K: 8}.Encode()
-	for _, msg := range [][]byte{forged, randomBytes(rng, 100), []byte(`{"v":9}`), make([]byte, gossip.MaxAnnouncementSize+1)} {
+	waitFor(t, "g to see b on the membership topic", func() bool { return slices.Contains(topic.ListPeers(), b.ID()) })
+	forged, _ := gossip.Announcement{ID: g.ID(), ClusterKey: dhtselect.KeyOf(a.ID()).Cluster(8), K: 8}.Encode()
+	for _, msg := range [][]byte{forged, randomBytes(rng, 100), []byte(`{"v":9}`), []byte(`{"v":1,"k":-1}`), make([]byte, gossip.MaxAnnouncementSize+1)} {
 		if err := topic.Publish(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "b to reject the four", func() bool { return b.members.Stats().Rejected == rejected+4 })
-	valid, _ := gossip.Announcement{ID: h.ID(), Seq: uint64(time.Now().UnixNano()), ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(0)}.Encode()
-	if err := topic.Publish(ctx, valid); err != nil {
+	waitFor(t, "b to ban g", func() bool { return b.guard.Banned(g.ID()) })
+	if r := b.Status().Refused["membership"]; r["malformed"] != 5 {
+		t.Errorf("b refused %v membership messages, want 5 malformed", r)
+	}
+	valid, _ := gossip.Announcement{ID: g.ID(), Seq: uint64(time.Now().UnixNano()), ClusterKey: dhtselect.KeyOf(g.ID()).Cluster(0)}.Encode()
+	_ = topic.Publish(ctx, valid) // may fail: b closed the connection
+
+	// Streams that open and never write, from h to c: they must not
+	// stall it.
+	if err := h.Connect(ctx, peer.AddrInfo{ID: c.ID(), Addrs: c.Host().Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-
-	// Streams that open and never write, to b: they must not stall it.
-	for _, proto := range []protocol.ID{b.closerProto, election} {
-		s, err := h.NewStream(ctx, b.ID(), proto)
+	for _, proto := range []protocol.ID{c.closerProto, election} {
+		s, err := h.NewStream(ctx, c.ID(), proto)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,39 +138,41 @@ func TestHostilePeer(t *testing.T) {
 		go func() { _, _ = s.Read(make([]byte, 1)) }()
 	}
 
-	// Bad election messages to b, four: two that do not decode (strikes:
+	// Bad election messages to c, four: two that do not decode (strikes:
 	// with the silent streams' two, four, not yet a ban), and two
 	// well-formed ones from a peer that is no member, one naming h leader
 	// with a term from the future, one with a stale term (dropped).
-	forgedLeader, _ := pb.Marshal(classic.Message{Type: classic.MsgCoordinator, To: classic.ID(b.ID()), Leader: classic.ID(h.ID()), Term: 1 << 40})
-	stale, _ := pb.Marshal(classic.Message{Type: classic.MsgHeartbeat, To: classic.ID(b.ID()), Leader: classic.ID(c.ID())})
-	dropped := b.ElectionStats().Dropped
+	forgedLeader, _ := pb.Marshal(classic.Message{Type: classic.MsgCoordinator, To: classic.ID(c.ID()), Leader: classic.ID(h.ID()), Term: 1 << 40})
+	stale, _ := pb.Marshal(classic.Message{Type: classic.MsgHeartbeat, To: classic.ID(c.ID()), Leader: classic.ID(b.ID())})
+	dropped := c.ElectionStats().Dropped
 	for _, data := range [][]byte{
 		randomBytes(rng, 64),
 		binary.AppendUvarint(nil, pb.MaxSize+1),
 		append(binary.AppendUvarint(nil, uint64(len(forgedLeader))), forgedLeader...),
 		append(binary.AppendUvarint(nil, uint64(len(stale))), stale...),
 	} {
-		send(ctx, h, b.ID(), election, data)
+		send(ctx, h, c.ID(), election, data)
 	}
-	if r := b.Status().Refused["election"]; r["size"] != 1 || r["size"]+r["malformed"]+r["truncated"] != 2 {
-		t.Errorf("b refused %v election messages, want one oversized and one that does not decode", r)
+	// c resets a bad stream before it counts it: wait for the counts.
+	waitFor(t, "c to drop the four", func() bool { return c.ElectionStats().Dropped-dropped >= 4 })
+	if r := c.Status().Refused["election"]; r["size"] != 1 || r["size"]+r["malformed"]+r["truncated"] != 2 {
+		t.Errorf("c refused %v election messages, want one oversized and one that does not decode", r)
 	}
-	if d := b.ElectionStats().Dropped - dropped; d != 4 {
-		t.Errorf("b dropped %d election messages, want 4", d)
+	if d := c.ElectionStats().Dropped - dropped; d != 4 {
+		t.Errorf("c dropped %d election messages, want 4", d)
 	}
 
-	// b times the silent streams out (a strike each) and keeps working:
-	// the honest nodes still agree, and h is a member nowhere.
-	waitFor(t, "b to time out h's silent streams", func() bool {
-		r := b.Status().Refused
+	// c times the silent streams out (a strike each) and keeps working:
+	// the honest nodes still agree, and neither h nor g is a member.
+	waitFor(t, "c to time out h's silent streams", func() bool {
+		r := c.Status().Refused
 		return r["closer"]["timeout"] == 1 && r["election"]["timeout"] == 1
 	})
-	if b.guard.Banned(h.ID()) {
-		t.Error("b banned h after four strikes")
+	if c.guard.Banned(h.ID()) {
+		t.Error("c banned h after four strikes")
 	}
-	evals := b.State().Evaluations
-	waitFor(t, "b to evaluate again", func() bool { return b.State().Evaluations > evals })
+	evals := c.State().Evaluations
+	waitFor(t, "c to evaluate again", func() bool { return c.State().Evaluations > evals })
 	if !correct() {
 		for _, n := range honest {
 			t.Logf("%s: %+v", n.ID().ShortString(), n.State())
@@ -178,8 +180,10 @@ func TestHostilePeer(t *testing.T) {
 		t.Fatal("the honest nodes' roles changed")
 	}
 	for _, n := range honest {
-		if _, ok := n.members.Get(h.ID()); ok {
-			t.Errorf("%s lists the hostile peer in its membership view", n.ID().ShortString())
+		for _, p := range []peer.ID{h.ID(), g.ID()} {
+			if _, ok := n.members.Get(p); ok {
+				t.Errorf("%s lists the hostile peer %s in its membership view", n.ID().ShortString(), p.ShortString())
+			}
 		}
 	}
 }
@@ -225,6 +229,11 @@ func TestStreamLimit(t *testing.T) {
 		defer s.Reset()
 		go func() { _, _ = s.Read(make([]byte, 1)) }() // negotiate, then wait
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("a refused %v", a.Status().Refused)
+		}
+	})
 	waitFor(t, "a to refuse the 16 streams over the limit", func() bool { return a.Status().Refused["closer"]["limit"] == 16 })
 	lookups := b.State().Lookups
 	waitFor(t, "b to look up through a again", func() bool { return b.State().Lookups >= lookups+3 })

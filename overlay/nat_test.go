@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -57,16 +55,8 @@ func TestPrivateNeverSuperpeer(t *testing.T) {
 	for _, election := range []string{"", "bully"} {
 		t.Run("election="+election, func(t *testing.T) {
 			keys := keysByDistance(t, 3)
-			ctx := context.Background()
 			start := func(key crypto.PrivKey, reach string, boot ...ma.Multiaddr) *Node {
-				n, err := New(ctx, WithIdentity(key), WithReachability(reach), WithBootstrapAddrs(boot...),
-					WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithTarget(dhtselect.Target{Superpeers: 1}),
-					WithElection(election, false), WithIntervals(200*time.Millisecond, 200*time.Millisecond), WithLogger(quiet))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { n.Close() })
-				return n
+				return oneCluster(t, key, WithReachability(reach), WithBootstrapAddrs(boot...), WithElection(election, false))
 			}
 			// a is the superpeer once c, the closest, is out.
 			a := start(keys[1], ReachabilityPublic)
@@ -106,7 +96,7 @@ func TestPrivateNeverSuperpeer(t *testing.T) {
 				return false
 			})
 			d := plainHost(t)
-			dctx, cancel := context.WithTimeout(network.WithDialPeerTimeout(ctx, 10*time.Second), 10*time.Second)
+			dctx, cancel := context.WithTimeout(network.WithDialPeerTimeout(context.Background(), 10*time.Second), 10*time.Second)
 			defer cancel()
 			if err := d.Connect(dctx, peer.AddrInfo{ID: c.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
 				t.Fatalf("connect to c through %s: %v", circuit, err)
@@ -163,45 +153,17 @@ func TestAutoNATPrivateStepsDown(t *testing.T) {
 func TestPrivateHoldsNoToken(t *testing.T) {
 	for private := range 3 {
 		t.Run(fmt.Sprint("private=", private), func(t *testing.T) {
-			mn := mocknet.New()
-			t.Cleanup(func() { _ = mn.Close() })
-			for i := range 3 {
-				sk, _, err := crypto.GenerateEd25519Key(rand.NewChaCha8([32]byte{byte(i)}))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1))); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := mn.LinkAll(); err != nil {
-				t.Fatal(err)
-			}
-			var nodes []*Node
-			var boot peer.AddrInfo
-			for i, h := range mn.Hosts() {
+			nodes := mocknetNodes(t, 3, func(i int) []Option {
 				reach := ReachabilityPublic
 				if i == private {
 					reach = ReachabilityPrivate
 				}
-				opts := []Option{
-					WithHost(h), WithLogger(quiet), WithStrategy(StrategyGeometric), WithReachability(reach),
+				return []Option{
+					WithLogger(quiet), WithStrategy(StrategyGeometric), WithReachability(reach),
 					WithTarget(dhtselect.Target{Superpeers: 2}), WithIntervals(300*time.Millisecond, time.Second),
 					WithGeometric(geometric.Config{}, 50*time.Millisecond, 100*time.Millisecond),
 				}
-				if i > 0 {
-					opts = append(opts, WithBootstrap(boot))
-				}
-				n, err := New(context.Background(), opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = n.Close() })
-				if i == 0 {
-					boot = peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
-				}
-				nodes = append(nodes, n)
-			}
+			})
 			waitFor(t, "the two reachable nodes to hold the tokens, and the private one to attach", func() bool {
 				for i, n := range nodes {
 					s := n.State()
@@ -213,4 +175,19 @@ func TestPrivateHoldsNoToken(t *testing.T) {
 			})
 		})
 	}
+}
+
+// oneCluster starts a node on loopback TCP with key, in a network of one
+// cluster (one superpeer), with short intervals and opts; it is closed
+// with the test.
+func oneCluster(t *testing.T, key crypto.PrivKey, opts ...Option) *Node {
+	t.Helper()
+	n, err := New(context.Background(), append([]Option{WithIdentity(key),
+		WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithTarget(dhtselect.Target{Superpeers: 1}),
+		WithIntervals(200*time.Millisecond, 200*time.Millisecond), WithLogger(quiet)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
 }

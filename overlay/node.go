@@ -257,6 +257,7 @@ func (n *Node) start(ctx context.Context) error {
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
 		Connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
 		Refuse:    n.guard.Banned,
+		Rejected:  n.gossipRejected("membership"),
 	})
 	if err != nil {
 		return err

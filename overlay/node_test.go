@@ -171,14 +171,7 @@ func TestCloseSaysGoodbye(t *testing.T) {
 func TestRestartRejoins(t *testing.T) {
 	keys := keysByDistance(t, 3) // keys[0] is the superpeer of k = 0
 	start := func(key crypto.PrivKey, boot ...ma.Multiaddr) *Node {
-		n, err := New(context.Background(), WithIdentity(key), WithBootstrapAddrs(boot...),
-			WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithTarget(dhtselect.Target{Superpeers: 1}),
-			WithIntervals(200*time.Millisecond, 200*time.Millisecond), WithLogger(quiet))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return n
+		return oneCluster(t, key, WithBootstrapAddrs(boot...))
 	}
 	a := start(keys[1])
 	b := start(keys[2], a.P2PAddrs()...)

@@ -498,7 +498,7 @@ var (
 	descDropped     = metricDesc("election_messages_dropped_total", "Election messages received from non-members or malformed.")
 	descRTT         = metricDesc("superpeer_rtt_seconds", "RTT to the node's superpeer when known: measured (source peerstore, the host's moving average) or predicted by the network coordinates (source coordinates).", "source")
 	descToken       = metricDesc("token", "The number of the token the node holds, or -1 (geometric strategy).")
-	descRefused     = metricDesc("wire_refused_total", "Messages refused on the overlay's stream protocols, by protocol and reason (size, version, type, truncated, malformed, timeout, rate, banned).", "protocol", "reason")
+	descRefused     = metricDesc("wire_refused_total", "Messages refused on the overlay's stream protocols, by protocol and reason (size, version, type, truncated, malformed, timeout, rate, limit, banned; io: the stream failed, a reset or a closed connection).", "protocol", "reason")
 	descBans        = metricDesc("peers_banned_total", "Peers banned for sending bad messages.")
 	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics, by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer).", "topic", "decision")
 )

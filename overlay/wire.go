@@ -73,7 +73,9 @@ var (
 	errBanned       = errors.New("overlay: peer banned")
 )
 
-// reason names the class of a refusal, for the counters.
+// reason names the class of a refusal, for the counters. An error that is
+// none of the wire's own is the stream's (a reset, a closed connection):
+// "io".
 func reason(err error) string {
 	var timeout interface{ Timeout() bool }
 	switch {
@@ -81,7 +83,7 @@ func reason(err error) string {
 		return "size"
 	case errors.Is(err, errFrameVersion), errors.Is(err, pb.ErrVersion):
 		return "version"
-	case errors.Is(err, errFrameType):
+	case errors.Is(err, errFrameType), errors.Is(err, pb.ErrType):
 		return "type"
 	case errors.Is(err, errTruncated), errors.Is(err, io.ErrUnexpectedEOF):
 		return "truncated"
@@ -93,8 +95,10 @@ func reason(err error) string {
 		return "limit"
 	case errors.Is(err, errBanned):
 		return "banned"
+	case errors.Is(err, errWire), errors.Is(err, pb.ErrMalformed), errors.Is(err, pb.ErrSender):
+		return "malformed"
 	}
-	return "malformed"
+	return "io"
 }
 
 // writeFrame writes one frame in a single Write.
@@ -114,8 +118,12 @@ func readFrame(r *bufio.Reader, want frameType) ([]byte, error) {
 	switch {
 	case errors.Is(err, io.EOF):
 		return nil, fmt.Errorf("%w: no frame", errTruncated)
-	case err != nil:
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("%w: inside the length", errTruncated)
+	case err != nil && err.Error() == "binary: varint overflows a 64-bit integer":
 		return nil, fmt.Errorf("%w: length: %w", errWire, err)
+	case err != nil:
+		return nil, err // the stream's own: reset, closed, deadline
 	case l < 2:
 		return nil, fmt.Errorf("%w: frame of %d bytes", errTruncated, l)
 	case l > maxFrame:
@@ -278,7 +286,10 @@ func (g *guard) Banned(p peer.ID) bool {
 // strike that reaches banStrikes bans p and disconnects it. A refusal
 // because p is banned is counted, not logged, and is no new strike; one
 // because the service is at its resource limit is counted and logged, and
-// is no strike either (the limit may be others' doing).
+// is no strike either (the limit may be others' doing), nor is a stream
+// the sender reset: a peer that shuts down resets the streams it has open,
+// and its peers must not ban it for that (they did, and a restarted peer
+// could not rejoin for the ban's ten minutes).
 func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 	why := reason(err)
 	now := time.Now()
@@ -287,7 +298,7 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 		g.refused, g.strikes, g.banned = map[[2]string]uint64{}, map[peer.ID][]time.Time{}, map[peer.ID]time.Time{}
 	}
 	g.refused[[2]string{proto, why}]++
-	if why == "banned" || why == "limit" {
+	if why == "banned" || why == "limit" || why == "io" {
 		g.mu.Unlock()
 		return
 	}
