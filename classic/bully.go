@@ -44,10 +44,10 @@ func (c *memberCore) cleanIDs(ids []ID) []ID {
 	return out
 }
 
-// accepts reports whether m is addressed to this process and comes from a
-// configured member. Anything else is dropped unseen.
+// accepts reports whether m is addressed to this process and comes from
+// another configured member. Anything else is dropped unseen.
 func (c *memberCore) accepts(m Message) bool {
-	return (m.To == c.cfg.ID || m.To == None) && c.isMember(m.From)
+	return (m.To == c.cfg.ID || m.To == None) && c.isMember(m.From) && m.From != c.cfg.ID
 }
 
 func (c *memberCore) ready() Ready {

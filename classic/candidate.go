@@ -225,6 +225,9 @@ func (c *CandidateElection) takeOver() {
 
 // Step delivers one message.
 func (c *CandidateElection) Step(m Message) {
+	if m.From == c.cfg.ID || !slices.Contains(c.cfg.Peers, m.From) {
+		return // only the other members take part
+	}
 	switch m.Type {
 	case MsgHeartbeat:
 		if !c.candidates[m.From] || m.From == c.cfg.ID {

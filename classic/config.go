@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"slices"
 )
@@ -30,6 +31,12 @@ const (
 	electDefaultHeartbeatTicks = 2
 	electDefaultTimeoutTicks   = 10
 )
+
+// maxTerm bounds the terms and election sequence numbers a machine takes
+// from a message; one above it is dropped. Honest processes count up by one
+// per election and never get near it, but a term of 2^64-1 from a hostile or
+// broken peer would make the next term "one above" wrap round to 0.
+const maxTerm = math.MaxUint64 / 2
 
 // electConfig validates cfg for the algorithm named algo, fills in defaults
 // (Rank, Rand, tick counts) and returns the completed copy. When heartbeats is

@@ -307,6 +307,9 @@ func (e *Echo) Step(m Message) {
 		e.unreachable(m)
 		return
 	}
+	if m.Election.Seq > maxTerm {
+		return // one above it would wrap round (see maxTerm)
+	}
 	e.maxSeq = max(e.maxSeq, m.Election.Seq)
 	switch {
 	case m.Election == e.cur:

@@ -227,8 +227,8 @@ func (iv *Invitation) pointsTo() ID {
 
 // Step delivers one message.
 func (iv *Invitation) Step(m Message) {
-	if m.From == iv.cfg.ID {
-		return
+	if m.From == iv.cfg.ID || !slices.Contains(iv.cfg.Peers, m.From) {
+		return // only the other members take part
 	}
 	if !iv.leading() && m.From == iv.leader && m.Type != MsgUnreachable {
 		iv.elapsed = 0 // any message from the leader shows it is alive
@@ -285,14 +285,22 @@ func (iv *Invitation) stepYield(m Message) {
 		iv.send(Message{Type: MsgAccept, To: m.From, Leader: iv.pointsTo()})
 		return
 	}
-	merged := slices.Clone(iv.members)
+	// The yielded group, as far as it is made of members (each once): a
+	// list from the wire may carry anything.
+	var yielded []ID
 	for _, p := range m.IDs {
+		if slices.Contains(iv.cfg.Peers, p) && !slices.Contains(yielded, p) {
+			yielded = append(yielded, p)
+		}
+	}
+	merged := slices.Clone(iv.members)
+	for _, p := range yielded {
 		if !slices.Contains(merged, p) {
 			merged = append(merged, p)
 		}
 	}
 	iv.members = electByRank(iv.cfg.Rank, merged)
-	for _, p := range m.IDs {
+	for _, p := range yielded {
 		if p != iv.cfg.ID {
 			iv.send(Message{Type: MsgReady, To: p, Leader: iv.cfg.ID, IDs: slices.Clone(iv.members)})
 		}

@@ -29,9 +29,11 @@ import (
 //   - A process refuses any other claim with CLAIM_ACK{Term: its term,
 //     Leader: the one it is bound to}, so a claimant learns the current term.
 //     It names as Leader the claimant it has promised, or itself during its
-//     first lease; None means it is free but the claim's term is too low
-//     (it voted for someone else in it), and the claimant then claims a
-//     higher term at once. A claimant without a majority for a lease also
+//     first lease; None means it is free, or bound to the claimant itself,
+//     but the claim's term is too low (it voted for someone else in it, or
+//     has seen a higher term), and the claimant then claims a higher term at
+//     once. So a CLAIM_ACK naming its recipient is always a grant of its
+//     Term. A claimant without a majority for a lease also
 //     starts over one term higher.
 //   - A leader that moves to a higher term keeps the lease of the term it
 //     holds until the new term has a majority, so it stays Leader (of the
@@ -48,7 +50,9 @@ import (
 // Followers report the claimant they back, while their promise holds, as
 // their Leader; a process that backs no one reports no leader. Messages of
 // older terms are refused; the inner machine's own messages pass through
-// untouched (their kinds are distinct from CLAIM and CLAIM_ACK).
+// untouched (their kinds are distinct from CLAIM and CLAIM_ACK). Claims and
+// answers of terms above 2^63-1 are dropped, so that one above a term never
+// wraps round to 0.
 //
 // The vote must survive a restart, as Raft's HardState does: the driver
 // stores HardState after each Ready, before it sends that Ready's messages,
@@ -172,6 +176,9 @@ func (q *Quorum) Step(m Message) {
 		if !q.members[m.From] || m.From == q.cfg.ID {
 			return // a stranger's vote would break the majority
 		}
+		if m.Term > maxTerm {
+			return // no honest process gets there (see maxTerm)
+		}
 		if m.Type == MsgClaim {
 			q.stepClaim(m)
 		} else {
@@ -290,6 +297,13 @@ func (q *Quorum) stepClaim(m Message) {
 			bound = q.promisedTo
 		case q.now < q.startGuard:
 			bound = q.cfg.ID
+		}
+		if bound == m.From {
+			// The claimant we are bound to, with a claim of a term below
+			// ours: naming it would read as a grant of our term, which we
+			// have not given it (and may give someone else). None makes it
+			// claim above our term, which we grant.
+			bound = None
 		}
 		q.send(Message{Type: MsgClaimAck, To: m.From, Term: q.term, Leader: bound, Election: m.Election})
 		return

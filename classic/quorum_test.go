@@ -217,6 +217,39 @@ func TestQuorumOneVotePerTerm(t *testing.T) {
 	}
 }
 
+// A process bound to a that has since seen a higher term refuses a's stale
+// claim without naming a: a CLAIM_ACK{Term: 6, Leader: a} to a would count,
+// at a, as a grant of term 6 (once a claims 6, by the round number), while
+// the process has voted for no one in term 6 and grants b term 6 once its
+// promise to a runs out: two leaders of term 6. (Found while writing FuzzMachine
+// and its one-vote-per-term check, which asserts against it.)
+func TestQuorumRefusalIsNoGrant(t *testing.T) {
+	ids := tnSplit("a b c")
+	q := tnMust[*Quorum](t)(NewQuorum(tnCfg("c", ids), tnPassive{}, HardState{}))
+	claim := func(from ID, term, round uint64) Message {
+		return Message{Type: MsgClaim, From: from, To: "c", Term: term, Election: ElectionID{Source: from, Seq: round}}
+	}
+	for range 13 {
+		q.Tick()
+	}
+	q.Ready()
+	q.Step(claim("a", 5, 1))                                        // granted: bound to a
+	q.Step(Message{Type: MsgClaimAck, From: "b", To: "c", Term: 6}) // c learns term 6
+	q.Step(claim("a", 5, 2))                                        // a's stale claim: refused
+	for _, m := range q.Ready().Messages[1:] {
+		if m.Leader == "a" && m.Term == 6 {
+			t.Fatalf("refusal %s reads as a grant of term 6", tnFmtLong(m))
+		}
+		if m.Leader != None || m.Term != 6 {
+			t.Fatalf("refusal %s, want term 6 naming no one (a then claims above 6)", tnFmtLong(m))
+		}
+	}
+	q.Step(claim("a", 7, 3)) // a claims above: granted, c is bound to it
+	if hs := q.HardState(); hs != (HardState{Term: 7, Vote: "a"}) {
+		t.Fatalf("after a's claim above: %+v, want term 7 voted for a", hs)
+	}
+}
+
 // Claims and grants from a process that is not a configured member are
 // dropped: a stranger neither gets a vote nor counts towards a majority.
 func TestQuorumIgnoresStrangers(t *testing.T) {

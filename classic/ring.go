@@ -241,6 +241,20 @@ func (r *Ring) Step(m Message) {
 		return
 	}
 	delete(r.down, m.From) // it just spoke
+	// A message from the wire may carry anything, and ring messages are
+	// forwarded: keep only the fields the variant uses, and of a list its
+	// members, each once, so that what we forward names only members and
+	// cannot outgrow the wire.
+	m.Term, m.Capacity = 0, 0
+	switch {
+	case r.maxOnly:
+		m.IDs = nil
+	case m.IDs != nil:
+		m.IDs = r.c.cleanIDs(m.IDs)
+	}
+	if !r.maxOnly && m.Type == MsgElection {
+		m.Leader = None
+	}
 	switch m.Type {
 	case MsgElection:
 		if r.maxOnly {

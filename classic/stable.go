@@ -218,8 +218,8 @@ func (s *Stable) supersedes(l ID, t uint64) bool {
 
 // Step delivers one message.
 func (s *Stable) Step(m Message) {
-	if m.From == s.cfg.ID {
-		return
+	if m.From == s.cfg.ID || !slices.Contains(s.cfg.Peers, m.From) || m.Term > maxTerm {
+		return // only the other members take part; see maxTerm
 	}
 	switch m.Type {
 	case MsgHeartbeat:
@@ -247,7 +247,7 @@ func (s *Stable) Step(m Message) {
 		}
 		s.mergeFlaps(m.IDs)
 		s.votes[m.From] = true
-		if m.Leader != None && m.Leader != s.cfg.ID && (s.liveLeader == None || s.cfg.Rank.Compare(m.Leader, s.liveLeader) > 0) {
+		if m.Leader != None && m.Leader != s.cfg.ID && slices.Contains(s.cfg.Peers, m.Leader) && (s.liveLeader == None || s.cfg.Rank.Compare(m.Leader, s.liveLeader) > 0) {
 			s.liveLeader = m.Leader
 		}
 		if len(s.votes) == len(s.cfg.Peers)-1 {
@@ -255,7 +255,7 @@ func (s *Stable) Step(m Message) {
 		}
 	case MsgCoordinator:
 		s.mergeFlaps(m.IDs)
-		if s.supersedes(m.Leader, m.Term) {
+		if slices.Contains(s.cfg.Peers, m.Leader) && s.supersedes(m.Leader, m.Term) {
 			s.follow(m.Leader, m.Term)
 		}
 	}
@@ -273,22 +273,29 @@ func (s *Stable) aliveLeader() ID {
 }
 
 // flapList encodes the flap counts as a sorted list with each ID repeated
-// once per flap.
+// once per flap, up to MaxFlaps times: only the threshold matters, and the
+// list must stay within what the wire carries (a member that flapped, or
+// that a hostile member said flapped, thousands of times would otherwise
+// make our heartbeats too large to send).
 func (s *Stable) flapList() []ID {
 	var out []ID
 	for _, id := range slices.Sorted(maps.Keys(s.flaps)) {
-		for range s.flaps[id] {
+		for range min(s.flaps[id], s.maxFlaps) {
 			out = append(out, id)
 		}
 	}
 	return out
 }
 
-// mergeFlaps takes the maximum of our counts and those encoded in ids.
+// mergeFlaps takes the maximum of our counts and those encoded in ids. IDs
+// that are not members are ignored: no one can fill our table (and our
+// heartbeats) with strangers.
 func (s *Stable) mergeFlaps(ids []ID) {
 	got := map[ID]int{}
 	for _, id := range ids {
-		got[id]++
+		if slices.Contains(s.cfg.Peers, id) {
+			got[id]++
+		}
 	}
 	for id, c := range got {
 		s.flaps[id] = max(s.flaps[id], c)

@@ -390,9 +390,11 @@ func (h *Holder) drop() []Output {
 	return nil
 }
 
-// eligible reports whether a token may be passed to n.
+// eligible reports whether a token may be passed to n. Without a coordinate
+// of its own (a token can arrive before the first one) a holder has no
+// direction to pass it in, so no neighbour is eligible.
 func (h *Holder) eligible(n Peer) bool {
-	if n.ID == h.self || n.ID == "" || n.Coord == nil || len(n.Coord.Vec) != len(h.coord.Vec) || !n.Coord.IsValid() {
+	if h.coord == nil || n.ID == h.self || n.ID == "" || n.Coord == nil || len(n.Coord.Vec) != len(h.coord.Vec) || !n.Coord.IsValid() {
 		return false
 	}
 	for _, p := range h.heard {
