@@ -232,6 +232,10 @@ func newHost(cfg Config) (host.Host, error) {
 }
 
 func (n *Node) start(ctx context.Context) error {
+	n.state = State{Self: n.self}
+	if n.cfg.Strategy == StrategyGeometric {
+		n.state.Token = -1
+	}
 	var err error
 	n.dht, err = dht.New(n.host,
 		dht.Mode(dhtMode(n.cfg.Reachability)),
@@ -267,8 +271,12 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("overlay: event subscription: %w", err)
 	}
-	n.wg.Add(1)
-	go n.natLoop(ctx, natSub)
+	started := false
+	defer func() {
+		if !started {
+			natSub.Close()
+		}
+	}()
 	for _, e := range []struct {
 		typ any
 		dst *event.Emitter
@@ -284,21 +292,24 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 	}
-	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.disconnected, ConnectedF: n.connected})
-	n.state = State{Self: n.self}
 	if n.cfg.Election != "" {
 		n.startElector(ctx)
 	}
+	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.disconnected, ConnectedF: n.connected})
 	if n.cfg.Strategy == StrategyGeometric {
-		n.state.Token = -1
 		if err := n.startGeo(ctx); err != nil {
 			return err
 		}
-		n.wg.Add(1)
+		started = true
+		n.wg.Add(2)
+		go n.natLoop(ctx, natSub)
 		go n.bootstrapLoop(ctx)
 		return nil
 	}
-	n.wg.Add(2)
+	// The loops start last: they read the state set up above.
+	started = true
+	n.wg.Add(3)
+	go n.natLoop(ctx, natSub)
 	go n.bootstrapLoop(ctx)
 	go n.run(ctx)
 	return nil
