@@ -135,6 +135,12 @@ type geo struct {
 	snapshotEpoch int64
 	longNeighbors []peer.ID
 	holding       bool // we published a token position last time
+	// distrusted: peers whose claimed coordinate disagreed with the RTT
+	// measured to them (vet), and the snapshot epoch when it did; they are
+	// no neighbours, so no token goes to them, until the next snapshot.
+	distrusted map[peer.ID]int64
+	distrustN  uint64 // how many times vet distrusted a claim
+	tolerance  geometric.Tolerance
 }
 
 func (n *Node) startGeo(ctx context.Context) error {
@@ -163,6 +169,7 @@ func (n *Node) startGeo(ctx context.Context) error {
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, missing: map[int]time.Time{}, seen: map[int]uint64{},
 		reporter: map[int]peer.ID{}, probing: map[int]bool{}, postponed: map[int]int{},
 		started: time.Now(), ctx: ctx, clusterToken: -1,
+		distrusted: map[peer.ID]int64{}, tolerance: geometric.DefaultTolerance(),
 	}
 	// A coordinate changes with every ping, but the token machine decides
 	// on a snapshot of them every snapshotTicks token intervals: publishing
@@ -414,7 +421,10 @@ func (g *geo) attachTTL() time.Duration { return 3 * g.n.cfg.AnnounceInterval }
 // drawn once (the simulator's choice): the peers a token may be passed to.
 // Called with g.mu held.
 func (g *geo) neighbours(self *coordinate.Coordinate, peers []geometric.Peer) []geometric.Peer {
-	others := slices.DeleteFunc(slices.Clone(peers), func(p geometric.Peer) bool { return p.ID == geometric.ID(g.n.self) })
+	others := slices.DeleteFunc(slices.Clone(peers), func(p geometric.Peer) bool {
+		e, bad := g.distrusted[peer.ID(p.ID)]
+		return p.ID == geometric.ID(g.n.self) || bad && e == g.snapshotEpoch
+	})
 	slices.SortStableFunc(others, func(a, b geometric.Peer) int {
 		return cmp.Compare(geometric.Distance(self, a.Coord), geometric.Distance(self, b.Coord))
 	})
@@ -573,7 +583,7 @@ func (g *geo) carryOut(ctx context.Context, outs []geometric.Output) {
 	for _, o := range outs {
 		switch o := o.(type) {
 		case geometric.Pass:
-			ok := g.pass(ctx, peer.ID(o.To), o.Token)
+			ok := g.vet(ctx, peer.ID(o.To)) && g.pass(ctx, peer.ID(o.To), o.Token)
 			g.mu.Lock()
 			more := g.holder.PassDone(ok)
 			if ok {
@@ -598,6 +608,51 @@ func (g *geo) carryOut(ctx context.Context, outs []geometric.Output) {
 			g.n.log.Info("no longer a superpeer", "token", o.Token)
 		}
 	}
+}
+
+// vet reports whether the coordinate p claims (the one the token machine
+// decided on) agrees with the RTT measured to p, measuring it now if it
+// was not yet: geometric.Plausible with g.tolerance. It is asked before a
+// token is passed to p. A peer cannot make its RTT shorter than the
+// network makes it, so one that claims to sit near the token's spot, to
+// attract it, is found out by the peer that would pass it; a distrusted
+// peer is no neighbour (neighbours) until the next snapshot. This is one
+// vantage point, the holder's, not the majority of the claimed spot's
+// nearest peers that the simulator measured (bench.GeometricAttack).
+func (g *geo) vet(ctx context.Context, p peer.ID) bool {
+	g.mu.Lock()
+	claimed, rtt := g.snapshot[p], g.rtt[p]
+	g.mu.Unlock()
+	if claimed == nil {
+		return true // not in the snapshot: no claim the machine decided on
+	}
+	if rtt <= 0 {
+		var err error
+		if rtt, err = g.ping(ctx, p); err != nil {
+			return true // the pass itself will fail, or succeed: no evidence
+		}
+		g.mu.Lock()
+		g.rtt[p] = filterRTT(g.rtt[p], rtt)
+		rtt = g.rtt[p]
+		g.mu.Unlock()
+	}
+	self := g.coordinate()
+	if geometric.Plausible(self, claimed, rtt, g.tolerance) {
+		return true
+	}
+	g.mu.Lock()
+	g.distrusted[p] = g.snapshotEpoch
+	g.distrustN++
+	g.mu.Unlock()
+	g.n.log.Warn("geometric: a peer's coordinate disagrees with the RTT measured to it; no token for it",
+		"peer", p, "predicted_ms", geometric.Distance(self, claimed)*1000, "measured_ms", float64(rtt)/float64(time.Millisecond))
+	return false
+}
+
+func (g *geo) distrustCount() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.distrustN
 }
 
 func (g *geo) coordinate() *coordinate.Coordinate {

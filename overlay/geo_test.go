@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -97,4 +99,82 @@ func mocknetNodes(t *testing.T, n int, opts func(i int) []Option) []*Node {
 		nodes = append(nodes, nd)
 	}
 	return nodes
+}
+
+// TestGeometricDistrustsLiar: a node checks the coordinate a peer claims
+// against the RTT it measures to it (a real ping over a mocknet link of
+// 40 ms each way) before it passes a token to it. A claim to sit where
+// the node itself sits, 80 ms away in truth, is distrusted: no pass, no
+// neighbour, a count in the status. A claim that agrees with the RTT is
+// trusted. The token interval is an hour: no tick replaces the snapshot
+// the test sets.
+func TestGeometricDistrustsLiar(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: 40 * time.Millisecond})
+	for i := range 2 {
+		sk, _, err := crypto.GenerateEd25519Key(rand.NewChaCha8([32]byte{byte(i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	hs := mn.Hosts()
+	if err := mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(context.Background(), WithHost(hs[0]), WithLogger(quiet), WithStrategy(StrategyGeometric),
+		WithTarget(dhtselect.Target{Superpeers: 1}), WithGeometric(geometric.Config{}, time.Hour, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	b := hs[1].ID()
+	ping.NewPingService(hs[1])
+
+	g := a.geo
+	self := g.coordinate()
+	lie := self.Clone()
+	g.mu.Lock()
+	g.snapshot = map[peer.ID]*coordinate.Coordinate{a.ID(): self, b: lie}
+	g.mu.Unlock()
+	peers := []geometric.Peer{{ID: geometric.ID(a.ID()), Coord: self}, {ID: geometric.ID(b), Coord: lie}}
+	if g.vet(context.Background(), b) {
+		t.Fatal("a trusted b's claim to sit at a's own coordinate, 80 ms away")
+	}
+	g.mu.Lock()
+	rtt := g.rtt[b]
+	nb := g.neighbours(self, peers)
+	g.mu.Unlock()
+	if rtt < 80*time.Millisecond {
+		t.Fatalf("RTT to b measured %v, below the link's 80 ms", rtt)
+	}
+	if len(nb) != 0 {
+		t.Errorf("a's neighbours %v include the distrusted b", nb)
+	}
+	if d := a.Status().Distrusted; d != 1 {
+		t.Errorf("status distrusted = %d, want 1", d)
+	}
+
+	// The truth: b's coordinate at the measured RTT from a's.
+	truth := self.Clone()
+	truth.Vec[0] += rtt.Seconds() - geometric.Distance(self, self.Clone())
+	g.mu.Lock()
+	g.snapshot[b] = truth
+	g.snapshotEpoch++ // the next snapshot: the distrust is over
+	g.mu.Unlock()
+	if !g.vet(context.Background(), b) {
+		t.Fatalf("a distrusted b's true claim: predicted %v, measured %v", geometric.Distance(self, truth), rtt)
+	}
+	g.mu.Lock()
+	nb = g.neighbours(self, []geometric.Peer{{ID: geometric.ID(a.ID()), Coord: self}, {ID: geometric.ID(b), Coord: truth}})
+	g.mu.Unlock()
+	if len(nb) != 1 || nb[0].ID != geometric.ID(b) {
+		t.Errorf("a's neighbours = %v, want b", nb)
+	}
 }

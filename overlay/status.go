@@ -62,6 +62,10 @@ type Status struct {
 	// banned for sending them.
 	Refused map[string]map[string]uint64 `json:"refused,omitempty"`
 	Bans    uint64                       `json:"bans"`
+	// Distrusted counts the times a peer's claimed coordinate disagreed
+	// with the RTT measured to it, so no token went to it (geometric
+	// strategy; see geo.go's vet).
+	Distrusted uint64 `json:"distrusted,omitempty"`
 	// Peers are the peers the node knows of (its membership view, its own
 	// cluster and superpeer always included), sorted by ID, for the map.
 	Peers []PeerStatus `json:"peers"`
@@ -190,6 +194,7 @@ func (n *Node) Status() Status {
 	if n.geo != nil {
 		tok := st.Token
 		s.Token = &tok
+		s.Distrusted = n.geo.distrustCount()
 	}
 	if d, src, ok := n.rttToSuperpeer(st); ok {
 		s.RTTToSuperpeer = &RTT{MS: float64(d) / float64(time.Millisecond), Source: src}
@@ -386,6 +391,7 @@ var _ http.Handler = (*StatusServer)(nil)
 //	superpeer_token                                  the token held, or -1 (geometric strategy)
 //	superpeer_wire_refused_total{protocol,reason}    messages refused on the stream protocols (wire.go)
 //	superpeer_peers_banned_total                     peers banned for bad messages
+//	superpeer_coordinates_distrusted_total           claimed coordinates that disagreed with the measured RTT (geometric)
 //	superpeer_gossip_messages_total{topic,decision}  other peers' topic messages by validator decision
 func NewStatusServer(n *Node) (*StatusServer, error) {
 	if n == nil {
@@ -500,6 +506,7 @@ var (
 	descToken       = metricDesc("token", "The number of the token the node holds, or -1 (geometric strategy).")
 	descRefused     = metricDesc("wire_refused_total", "Messages refused on the overlay's stream protocols, by protocol and reason (size, version, type, truncated, malformed, timeout, rate, limit, banned; io: the stream failed, a reset or a closed connection).", "protocol", "reason")
 	descBans        = metricDesc("peers_banned_total", "Peers banned for sending bad messages.")
+	descDistrusted  = metricDesc("coordinates_distrusted_total", "Claimed coordinates that disagreed with the RTT measured to the peer, so no token went to it (geometric strategy).")
 	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics, by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer).", "topic", "decision")
 )
 
@@ -507,7 +514,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descRole, descMembers, descKnown, descSize, descK, descS,
 		descEvaluations, descLookups, descQueries, descElections, descLosses, descTerm, descTimeout,
-		descSent, descDropped, descRTT, descToken, descRefused, descBans, descGossip} {
+		descSent, descDropped, descRTT, descToken, descRefused, descBans, descDistrusted, descGossip} {
 		ch <- d
 	}
 }
@@ -557,6 +564,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if n.geo != nil {
 		gauge(descToken, float64(st.Token))
+		counter(descDistrusted, n.geo.distrustCount())
 	}
 	refused, bans := n.guard.Refused()
 	for k, v := range refused {
