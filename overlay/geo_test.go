@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
@@ -67,23 +68,9 @@ func TestGeometricCapacity(t *testing.T) {
 // others; all are closed with the test.
 func mocknetNodes(t *testing.T, n int, opts func(i int) []Option) []*Node {
 	t.Helper()
-	mn := mocknet.New()
-	t.Cleanup(func() { _ = mn.Close() })
-	for i := range n {
-		sk, _, err := crypto.GenerateEd25519Key(rand.NewChaCha8([32]byte{byte(i)}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
 	var nodes []*Node
 	var boot peer.AddrInfo
-	for i, h := range mn.Hosts() {
+	for i, h := range mocknetHosts(t, n, 0) {
 		o := append(opts(i), WithHost(h))
 		if i > 0 {
 			o = append(o, WithBootstrap(boot))
@@ -101,18 +88,15 @@ func mocknetNodes(t *testing.T, n int, opts func(i int) []Option) []*Node {
 	return nodes
 }
 
-// TestGeometricDistrustsLiar: a node checks the coordinate a peer claims
-// against the RTT it measures to it (a real ping over a mocknet link of
-// 40 ms each way) before it passes a token to it. A claim to sit where
-// the node itself sits, 80 ms away in truth, is distrusted: no pass, no
-// neighbour, a count in the status. A claim that agrees with the RTT is
-// trusted. The token interval is an hour: no tick replaces the snapshot
-// the test sets.
-func TestGeometricDistrustsLiar(t *testing.T) {
+// mocknetHosts starts n hosts on a fully linked mocknet whose links have
+// the given latency (each way), with keys seeded by their index; the
+// mocknet is closed with the test.
+func mocknetHosts(t *testing.T, n int, latency time.Duration) []host.Host {
+	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { _ = mn.Close() })
-	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: 40 * time.Millisecond})
-	for i := range 2 {
+	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: latency})
+	for i := range n {
 		sk, _, err := crypto.GenerateEd25519Key(rand.NewChaCha8([32]byte{byte(i)}))
 		if err != nil {
 			t.Fatal(err)
@@ -124,8 +108,19 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 	if err := mn.LinkAll(); err != nil {
 		t.Fatal(err)
 	}
-	hs := mn.Hosts()
-	if err := mn.ConnectAllButSelf(); err != nil {
+	return mn.Hosts()
+}
+
+// TestGeometricDistrustsLiar: a node checks the coordinate a peer claims
+// against the RTT it measures to it (a real ping over a mocknet link of
+// 40 ms each way) before it passes a token to it. A claim to sit where
+// the node itself sits, 80 ms away in truth, is distrusted: no pass, no
+// neighbour, a count in the status. A claim that agrees with the RTT is
+// trusted. The token interval is an hour: no tick replaces the snapshot
+// the test sets.
+func TestGeometricDistrustsLiar(t *testing.T) {
+	hs := mocknetHosts(t, 2, 40*time.Millisecond)
+	if _, err := hs[0].Network().DialPeer(context.Background(), hs[1].ID()); err != nil {
 		t.Fatal(err)
 	}
 	a, err := New(context.Background(), WithHost(hs[0]), WithLogger(quiet), WithStrategy(StrategyGeometric),
