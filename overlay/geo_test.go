@@ -13,7 +13,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -116,21 +115,34 @@ func mocknetHosts(t *testing.T, n int, latency time.Duration) []host.Host {
 // 40 ms each way) before it passes a token to it. A claim to sit where
 // the node itself sits, 80 ms away in truth, is distrusted: no pass, no
 // neighbour, a count in the status. A claim that agrees with the RTT is
-// trusted. The token interval is an hour: no tick replaces the snapshot
+// trusted, and the pass goes through. The token interval is an hour: no
+// tick replaces the snapshot
 // the test sets.
 func TestGeometricDistrustsLiar(t *testing.T) {
 	hs := mocknetHosts(t, 2, 40*time.Millisecond)
 	if _, err := hs[0].Network().DialPeer(context.Background(), hs[1].ID()); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(context.Background(), WithHost(hs[0]), WithLogger(quiet), WithStrategy(StrategyGeometric),
-		WithTarget(dhtselect.Target{Superpeers: 1}), WithGeometric(geometric.Config{}, time.Hour, time.Hour))
-	if err != nil {
-		t.Fatal(err)
+	var nodes []*Node
+	for _, h := range hs {
+		n, err := New(context.Background(), WithHost(h), WithLogger(quiet), WithStrategy(StrategyGeometric),
+			WithTarget(dhtselect.Target{Superpeers: 1}), WithGeometric(geometric.Config{}, time.Hour, time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		nodes = append(nodes, n)
 	}
-	t.Cleanup(func() { _ = a.Close() })
-	b := hs[1].ID()
-	ping.NewPingService(hs[1])
+	a, b := nodes[0], nodes[1].ID()
+	// pass has a pass token 0 to b and reports whether b holds it then.
+	pass := func() bool {
+		a.geo.carryOut(context.Background(), []geometric.Output{geometric.Pass{To: geometric.ID(b), Token: geometric.Token{Num: 0, Seq: 1}}})
+		bg := nodes[1].geo
+		bg.mu.Lock()
+		defer bg.mu.Unlock()
+		_, held := bg.holder.Holding()
+		return held
+	}
 
 	g := a.geo
 	self := g.coordinate()
@@ -155,6 +167,9 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 	if d := a.Status().Distrusted; d != 1 {
 		t.Errorf("status distrusted = %d, want 1", d)
 	}
+	if pass() {
+		t.Error("a passed its token to the distrusted b")
+	}
 
 	// The truth: b's coordinate at the measured RTT from a's.
 	truth := self.Clone()
@@ -171,5 +186,8 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 	g.mu.Unlock()
 	if len(nb) != 1 || nb[0].ID != geometric.ID(b) {
 		t.Errorf("a's neighbours = %v, want b", nb)
+	}
+	if !pass() {
+		t.Error("a did not pass its token to the trusted b")
 	}
 }
