@@ -116,8 +116,7 @@ func mocknetHosts(t *testing.T, n int, latency time.Duration) []host.Host {
 // the node itself sits, 80 ms away in truth, is distrusted: no pass, no
 // neighbour, a count in the status. A claim that agrees with the RTT is
 // trusted, and the pass goes through. The token interval is an hour: no
-// tick replaces the snapshot
-// the test sets.
+// tick replaces the snapshot the test sets.
 func TestGeometricDistrustsLiar(t *testing.T) {
 	hs := mocknetHosts(t, 2, 40*time.Millisecond)
 	if _, err := hs[0].Network().DialPeer(context.Background(), hs[1].ID()); err != nil {
