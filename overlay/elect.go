@@ -103,13 +103,18 @@ type elector struct {
 	events chan any // EvtSuperpeerElected and EvtSuperpeerLost for emitLoop
 }
 
+// electionProtocol is the election's stream protocol on a network.
+func electionProtocol(network string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/election/1.0.0")
+}
+
 func (n *Node) startElector(ctx context.Context) {
 	h := fnv.New64a()
 	h.Write([]byte(n.self))
 	seed := h.Sum64()
 	e := &elector{
 		n: n, name: n.cfg.Election, opts: classic.Options{Quorum: n.cfg.Quorum},
-		proto:  protocol.ID("/superpeer/" + n.cfg.Network + "/election/1.0.0"),
+		proto:  electionProtocol(n.cfg.Network),
 		rng:    rand.New(rand.NewPCG(seed, seed>>1)),
 		hard:   map[dhtselect.Key]classic.HardState{},
 		sent:   map[classic.MsgType]uint64{},

@@ -65,8 +65,13 @@ const (
 	StrategyGeometric = "geometric"
 )
 
-func geoProtocol(network, name, version string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/" + name + "/" + version)
+// The geometric strategy's stream protocols on a network.
+func tokenProtocol(network string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/token/2.0.0")
+}
+
+func attachProtocol(network string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/attach/3.0.0")
 }
 
 // geoWarmups is how many token intervals a node waits, when it hears of no
@@ -140,7 +145,6 @@ type geo struct {
 	// no neighbours, so no token goes to them, until the next snapshot.
 	distrusted map[peer.ID]int64
 	distrustN  uint64 // how many times vet distrusted a claim
-	tolerance  geometric.Tolerance
 }
 
 func (n *Node) startGeo(ctx context.Context) error {
@@ -164,12 +168,12 @@ func (n *Node) startGeo(ctx context.Context) error {
 	g := &geo{
 		n: n, cfg: cfg, seed: seed,
 		rng:        rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))),
-		tokenProto: geoProtocol(n.cfg.Network, "token", "2.0.0"), attachProto: geoProtocol(n.cfg.Network, "attach", "3.0.0"),
+		tokenProto: tokenProtocol(n.cfg.Network), attachProto: attachProtocol(n.cfg.Network),
 		client: client, holder: holder,
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, missing: map[int]time.Time{}, seen: map[int]uint64{},
 		reporter: map[int]peer.ID{}, probing: map[int]bool{}, postponed: map[int]int{},
 		started: time.Now(), ctx: ctx, clusterToken: -1,
-		distrusted: map[peer.ID]int64{}, tolerance: geometric.DefaultTolerance(),
+		distrusted: map[peer.ID]int64{},
 	}
 	// A coordinate changes with every ping, but the token machine decides
 	// on a snapshot of them every snapshotTicks token intervals: publishing
@@ -216,19 +220,17 @@ func (g *geo) pingLoop(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		rtt, err := g.ping(ctx, p)
+		// The coordinate is fitted to the filtered RTT, not to the raw
+		// sample, whose spikes on a loaded host are scheduling delays
+		// (with raw samples, passes 7 to 10 of tokens on 100 nodes still
+		// claimed gains of 120 to 850 ms, far above any cluster's RTTs).
+		rtt, err := g.measure(ctx, p)
 		if err != nil {
 			g.n.log.Debug("geometric: ping", "peer", p, "err", err)
 			continue
 		}
 		g.mu.Lock()
-		// The coordinate is fitted to the filtered RTT, not to the raw
-		// sample, whose spikes on a loaded host are scheduling delays
-		// (with raw samples, passes 7 to 10 of tokens on 100 nodes still
-		// claimed gains of 120 to 850 ms, far above any cluster's RTTs).
-		g.rtt[p] = filterRTT(g.rtt[p], rtt)
-		c, err := g.client.Sample(geometric.ID(p), remote, g.rtt[p])
-
+		c, err := g.client.Sample(geometric.ID(p), remote, rtt)
 		g.mu.Unlock()
 		if err != nil {
 			g.n.log.Debug("geometric: sample rejected", "peer", p, "rtt", rtt, "err", err)
@@ -238,6 +240,19 @@ func (g *geo) pingLoop(ctx context.Context) {
 			g.n.log.Warn("geometric: publish coordinate", "err", err)
 		}
 	}
+}
+
+// measure pings p and folds the sample into the RTT kept for p
+// (filterRTT), which it returns.
+func (g *geo) measure(ctx context.Context, p peer.ID) (time.Duration, error) {
+	rtt, err := g.ping(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rtt[p] = filterRTT(g.rtt[p], rtt)
+	return g.rtt[p], nil
 }
 
 // filterRTT folds a new sample into the RTT kept for a peer: a lower one
@@ -612,7 +627,7 @@ func (g *geo) carryOut(ctx context.Context, outs []geometric.Output) {
 
 // vet reports whether the coordinate p claims (the one the token machine
 // decided on) agrees with the RTT measured to p, measuring it now if it
-// was not yet: geometric.Plausible with g.tolerance. It is asked before a
+// was not yet: geometric.Plausible with the DefaultTolerance. It is asked before a
 // token is passed to p. A peer cannot make its RTT shorter than the
 // network makes it, so one that claims to sit near the token's spot, to
 // attract it, is found out by the peer that would pass it; a distrusted
@@ -628,16 +643,12 @@ func (g *geo) vet(ctx context.Context, p peer.ID) bool {
 	}
 	if rtt <= 0 {
 		var err error
-		if rtt, err = g.ping(ctx, p); err != nil {
+		if rtt, err = g.measure(ctx, p); err != nil {
 			return true // the pass itself will fail, or succeed: no evidence
 		}
-		g.mu.Lock()
-		g.rtt[p] = filterRTT(g.rtt[p], rtt)
-		rtt = g.rtt[p]
-		g.mu.Unlock()
 	}
 	self := g.coordinate()
-	if geometric.Plausible(self, claimed, rtt, g.tolerance) {
+	if geometric.Plausible(self, claimed, rtt, geometric.DefaultTolerance()) {
 		return true
 	}
 	g.mu.Lock()

@@ -133,7 +133,7 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	a, b := nodes[0], nodes[1].ID()
-	// pass has a pass token 0 to b and reports whether b holds it then.
+	// pass makes a pass token 0 to b and reports whether b holds it then.
 	pass := func() bool {
 		a.geo.carryOut(context.Background(), []geometric.Output{geometric.Pass{To: geometric.ID(b), Token: geometric.Token{Num: 0, Seq: 1}}})
 		bg := nodes[1].geo

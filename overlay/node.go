@@ -267,16 +267,6 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	bus := n.host.EventBus()
-	natSub, err := bus.Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(EvtRoleChanged), new(EvtSuperpeerChanged)})
-	if err != nil {
-		return fmt.Errorf("overlay: event subscription: %w", err)
-	}
-	started := false
-	defer func() {
-		if !started {
-			natSub.Close()
-		}
-	}()
 	for _, e := range []struct {
 		typ any
 		dst *event.Emitter
@@ -300,18 +290,21 @@ func (n *Node) start(ctx context.Context) error {
 		if err := n.startGeo(ctx); err != nil {
 			return err
 		}
-		started = true
-		n.wg.Add(2)
-		go n.natLoop(ctx, natSub)
-		go n.bootstrapLoop(ctx)
-		return nil
 	}
-	// The loops start last: they read the state set up above.
-	started = true
-	n.wg.Add(3)
+	// The loops start last: they read the state set up above. (The
+	// reachability event is stateful, so the late subscription still gets
+	// AutoNAT's last verdict; natLoop reads the role on every tick.)
+	natSub, err := bus.Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(EvtRoleChanged), new(EvtSuperpeerChanged)})
+	if err != nil {
+		return fmt.Errorf("overlay: event subscription: %w", err)
+	}
+	n.wg.Add(2)
 	go n.natLoop(ctx, natSub)
 	go n.bootstrapLoop(ctx)
-	go n.run(ctx)
+	if n.cfg.Strategy != StrategyGeometric {
+		n.wg.Add(1)
+		go n.run(ctx) // the geometric strategy's loops are geo's (startGeo)
+	}
 	return nil
 }
 
