@@ -3,7 +3,9 @@ package overlay
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -128,6 +130,13 @@ type Config struct {
 	// (classic.NewQuorum): at most one superpeer per cluster per term, and
 	// none on the minority side of a partition. Needs Election.
 	Quorum bool
+	// DataDir is where the node keeps the state that must survive its
+	// restarts: with Quorum, each cluster's term and vote (classic.HardState),
+	// so that a node that restarts cannot vote twice in one term. The node
+	// creates it (mode 0700) when it is missing; see hardstate.go. Empty (the
+	// default) keeps none, and a node with Quorum then logs a warning at
+	// start.
+	DataDir string
 	// IgnoreFlaps turns host quality off. By default a member whose
 	// connection was lost flapLimit times within flapWindow (a node counts
 	// its own outage when it loses all its connections) ranks below
@@ -207,6 +216,16 @@ func (c *Config) Validate() error {
 			ErrConfig, StrategyDHT, StrategyGeometric)
 	case c.Election != "" && c.ElectionTick <= 0:
 		return fmt.Errorf("%w: election tick %v, want > 0", ErrConfig, c.ElectionTick)
+	}
+	if c.DataDir != "" {
+		st, err := os.Stat(c.DataDir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist): // made when it is needed
+		case err != nil:
+			return fmt.Errorf("%w: data directory %s: %w", ErrConfig, c.DataDir, err)
+		case !st.IsDir():
+			return fmt.Errorf("%w: data directory %s is not a directory: give a directory, or a path where one may be made", ErrConfig, c.DataDir)
+		}
 	}
 	switch c.Strategy {
 	case StrategyDHT:
@@ -374,6 +393,18 @@ func WithGeometric(g geometric.Config, ping, token time.Duration) Option {
 // of classic.Algorithms), with terms and majority when quorum is set.
 func WithElection(name string, quorum bool) Option {
 	return func(c *Config) error { c.Election, c.Quorum = name, quorum; return nil }
+}
+
+// WithDataDir keeps the node's state that must survive restarts (see
+// Config.DataDir) in the directory dir, which must not be empty.
+func WithDataDir(dir string) Option {
+	return func(c *Config) error {
+		if dir == "" {
+			return fmt.Errorf("%w: an empty data directory: give a path, or leave the option out to keep no state", ErrConfig)
+		}
+		c.DataDir = dir
+		return nil
+	}
 }
 
 // WithIgnoreFlaps turns host quality (see Config.IgnoreFlaps) off.
