@@ -39,6 +39,7 @@ superpeers = 4
 quorum = true
 election = "bully"
 capacity = 32
+data-dir = "/var/lib/peer"
 `)
 	fs := runFlags(t, "--network", "cli", "--fraction", "0.2")
 	if err := applyConfig(fs, path); err != nil {
@@ -54,6 +55,7 @@ capacity = 32
 		"quorum":     "true",
 		"election":   "bully",
 		"capacity":   "32",
+		"data-dir":   "/var/lib/peer",
 		"reevaluate": "5s", // not in the file: the default
 	}
 	for name, w := range want {
@@ -78,6 +80,8 @@ func TestApplyConfigErrors(t *testing.T) {
 		{`capacity = "64"`, `option "capacity": "64", want a whole number`},
 		{`capacity = 1.5`, `option "capacity": 1.5, want a whole number`},
 		{`quorum = "yes"`, `option "quorum": "yes", want a bool`},
+		{`data-dir = ["a"]`, `option "data-dir": a list, want a string`},
+		{`data-dir = 1`, `option "data-dir": 1, want a string`},
 		{`network = ["a"]`, `option "network": a list, want a string`},
 		{"network = \"a\"\nannounce = ", "line 2"},
 		{`[section]`, `unknown option "section"`},

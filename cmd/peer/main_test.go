@@ -101,6 +101,19 @@ func TestBadInput(t *testing.T) {
 	if err := os.Chmod(openKey, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A data directory that is a file: given, or beside the identity file.
+	keyDir := t.TempDir()
+	goodKey := filepath.Join(keyDir, "node.key")
+	if out, err := exec.Command(peerBin, "id", "init", "--out", goodKey).CombinedOutput(); err != nil {
+		t.Fatalf("peer id init: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(keyDir, "node.data"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases,
+		badInput{[]string{"run", "--data-dir", keyFile, "--election", "bully", "--quorum"}, keyFile + " is not a directory"},
+		badInput{[]string{"run", "--data-dir", filepath.Join(keyFile, "sub")}, "data directory"},
+		badInput{[]string{"run", "--identity", goodKey}, filepath.Join(keyDir, "node.data") + " is not a directory"})
 	badConfig := filepath.Join(t.TempDir(), "peer.toml")
 	if err := os.WriteFile(badConfig, []byte("announce = \"soon\"\n"), 0o644); err != nil {
 		t.Fatal(err)

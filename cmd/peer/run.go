@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -22,6 +24,7 @@ func newRunCmd() *cobra.Command {
 		strategy             string
 		capacity             int
 		identity, psk, cfg   string
+		dataDir              string
 		allow                []string
 		control, public      bool
 		publicBoot           []string
@@ -83,6 +86,12 @@ with Ctrl-C.`,
 					return fmt.Errorf("--identity: %w", err)
 				}
 				opts = append(opts, overlay.WithIdentity(key))
+			}
+			if dataDir == "" && identity != "" {
+				dataDir = defaultDataDir(identity)
+			}
+			if dataDir != "" {
+				opts = append(opts, overlay.WithDataDir(dataDir))
 			}
 			if public {
 				addrs, err := parseAddrs("--public-bootstrap", publicBoot)
@@ -149,6 +158,7 @@ with Ctrl-C.`,
 	fs.StringVar(&strategy, "strategy", def.Strategy, "superpeer selection: dht (ID-space reservation) or geometric (tokens in network coordinates; needs --superpeers)")
 	fs.IntVar(&capacity, "capacity", geometric.DefaultConfig().Capacity, "geometric strategy: most ordinary peers per superpeer")
 	fs.StringVar(&identity, "identity", "", "private key file (libp2p encoding, mode 0600), so the peer ID survives restarts (default a fresh key)")
+	fs.StringVar(&dataDir, "data-dir", "", "directory of the state that must survive restarts: with --quorum, each cluster's term and vote, so that a restarted node cannot vote twice in one term (made, mode 0700, when missing). Default with --identity FILE: beside FILE, named as FILE with the extension .data (node1.key keeps node1.data); without --identity none, since the peer ID is new at every start")
 	fs.StringVar(&psk, "psk", "", "pre-shared key file (swarm.key format, mode 0600; 'peer psk init' writes one): a private swarm that peers without the key cannot connect to; TCP only")
 	fs.BoolVar(&public, "public", false, "join the public libp2p network and find this overlay's peers there by rendezvous (a namespace derived from --network)")
 	fs.StringSliceVar(&publicBoot, "public-bootstrap", nil, "with --public: the public DHT's bootstrap multiaddrs, comma-separated (default the usual public libp2p bootstrap peers)")
@@ -162,6 +172,19 @@ with Ctrl-C.`,
 	ef.register(fs)
 	lf.register(fs, "info")
 	return cmd
+}
+
+// defaultDataDir is the data directory of the node whose key is in the
+// file identity: beside it, named as it with its extension replaced by
+// ".data" (node1.key: node1.data), or ".data" added when that would name
+// the key file itself.
+func defaultDataDir(identity string) string {
+	name := filepath.Base(identity)
+	dir := strings.TrimSuffix(name, filepath.Ext(name)) + ".data"
+	if dir == name {
+		dir = name + ".data"
+	}
+	return filepath.Join(filepath.Dir(identity), dir)
 }
 
 func parseAddrs(flag string, ss []string) ([]ma.Multiaddr, error) {
