@@ -29,7 +29,7 @@ import (
 // protocol (control.go).
 type procFabric struct {
 	cfg *Config
-	dir string // key files
+	dir string // key files and data directories
 
 	mu    sync.Mutex
 	procs map[int]*proc // live processes
@@ -87,10 +87,12 @@ func (p *proc) failure() error {
 	return p.err
 }
 
-// args are the `peer run` arguments of node i.
-func (f *procFabric) args(keyFile string, boot []ma.Multiaddr) []string {
+// args are the `peer run` arguments of node i: its key file, and its own
+// data directory (with --quorum its terms and votes go there, so that a
+// process restarted with the same key finds them).
+func (f *procFabric) args(keyFile, dataDir string, boot []ma.Multiaddr) []string {
 	c := f.cfg
-	a := []string{"run", "--control", "--identity", keyFile,
+	a := []string{"run", "--control", "--identity", keyFile, "--data-dir", dataDir,
 		"--listen", "/ip4/127.0.0.1/tcp/0,/ip4/127.0.0.1/udp/0/quic-v1",
 		"--announce", c.AnnounceInterval.String(), "--reevaluate", c.ReevaluateInterval.String(),
 		"--strategy", c.Strategy, "--log-format", "json", "--log-level", logLevel(c.Logger),
@@ -155,7 +157,8 @@ func (f *procFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot i
 		}
 		b.mu.Unlock()
 	}
-	cmd := exec.Command(f.cfg.Exec, f.args(keyFile, bootAddrs)...)
+	dataDir := filepath.Join(f.dir, fmt.Sprintf("node-%d.data", i))
+	cmd := exec.Command(f.cfg.Exec, f.args(keyFile, dataDir, bootAddrs)...)
 	cmd.SysProcAttr = procAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -366,7 +369,7 @@ const closeGrace = 5 * time.Second
 
 // close ends every process's standard input, which makes it stop with a
 // normal Close, kills those that have not stopped after closeGrace, and
-// removes the key files.
+// removes the key files and data directories.
 func (f *procFabric) close() error {
 	f.mu.Lock()
 	procs := f.procs
