@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // bootstrapLoop dials the bootstrap peers until at least one is connected,
@@ -103,7 +105,7 @@ func (n *Node) awaitRefresh(ctx context.Context, done <-chan error) {
 		}
 		if n.dht.RoutingTable().Size() > 0 {
 			if n.refreshed.CompareAndSwap(false, true) {
-				n.Reevaluate()
+				n.feed(node.Refreshed{})
 			}
 			return
 		}

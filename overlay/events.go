@@ -1,32 +1,21 @@
 package overlay
 
 import (
-	"fmt"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
-// Role is a peer's role in the overlay.
-type Role uint8
+// Role is a peer's role in the overlay (the node machine's).
+type Role = node.Role
 
 // Roles.
 const (
-	RoleUnknown   Role = iota // not yet evaluated
-	RoleOrdinary              // member of a cluster, attached to its superpeer
-	RoleSuperpeer             // serves its cluster
+	RoleUnknown   = node.RoleUnknown   // not yet evaluated
+	RoleOrdinary  = node.RoleOrdinary  // member of a cluster, attached to its superpeer
+	RoleSuperpeer = node.RoleSuperpeer // serves its cluster
 )
-
-func (r Role) String() string {
-	switch r {
-	case RoleOrdinary:
-		return "ordinary"
-	case RoleSuperpeer:
-		return "superpeer"
-	}
-	return "unknown"
-}
 
 // EvtRoleChanged is emitted when the node becomes a superpeer or stops being one.
 type EvtRoleChanged struct {
@@ -64,18 +53,3 @@ type EvtSuperpeerLost struct {
 // eventTypes lists every event type the node emits.
 var eventTypes = []any{new(EvtRoleChanged), new(EvtSuperpeerChanged), new(EvtClusterChanged),
 	new(EvtSuperpeerElected), new(EvtSuperpeerLost)}
-
-// MarshalText writes the role's name, so logs and JSON show "superpeer"
-// rather than a number.
-func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
-
-// UnmarshalText reads a name that MarshalText wrote.
-func (r *Role) UnmarshalText(b []byte) error {
-	for _, x := range []Role{RoleUnknown, RoleOrdinary, RoleSuperpeer} {
-		if string(b) == x.String() {
-			*r = x
-			return nil
-		}
-	}
-	return fmt.Errorf("overlay: role %q: want unknown, ordinary or superpeer", b)
-}

@@ -25,6 +25,7 @@ import (
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/gossip"
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // The geometric strategy (Config.Strategy = StrategyGeometric) drives the
@@ -530,7 +531,7 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 		// over (see election): give it five failure-detection timeouts
 		// first, as long as candidate needs (detection, two timeouts of
 		// delay for the second in rank, a query round).
-		wait := max(3*g.n.cfg.TokenInterval, 5*g.n.elect.detection())
+		wait := max(3*g.n.cfg.TokenInterval, 5*g.n.electionDetection())
 		last, seen := g.seen[num]
 		if !seen {
 			wait = 3 * g.n.cfg.AnnounceInterval
@@ -778,7 +779,7 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 	g.mu.Unlock()
 	// The cluster elected another in place of the current superpeer
 	// (see election): go to it as soon as it reports the token.
-	if l := g.n.elect.leaderOf(current); current != "" && l != "" && l != current && l != g.n.self &&
+	if l := g.n.leaderOf(current); current != "" && l != "" && l != current && l != g.n.self &&
 		slices.ContainsFunc(sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(l) }) {
 		if yes, _ := g.requestAttach(ctx, l); yes {
 			g.mu.Lock()
@@ -820,7 +821,7 @@ func (g *geo) attach(ctx context.Context, tokens []gossip.TokenPos, now time.Tim
 			// With an election the cluster may still elect a successor
 			// to take the token over (see election): wait for it as long
 			// as place does.
-			if err != nil && now.Sub(since) < max(expiry, 5*g.n.elect.detection()) {
+			if err != nil && now.Sub(since) < max(expiry, 5*g.n.electionDetection()) {
 				return // no answer yet, not yet a lost superpeer
 			}
 			g.n.log.Info("geometric: the superpeer let us go", "superpeer", current, "refused", err == nil, "err", err,
@@ -998,8 +999,7 @@ func (g *geo) update() {
 //     re-homed as before, after three token intervals or five
 //     failure-detection timeouts, whichever is longer (see place).
 func (g *geo) election() {
-	e := g.n.elect
-	if e == nil {
+	if g.n.cfg.Election == "" {
 		return
 	}
 	tokens := g.feed.Tokens()
@@ -1030,9 +1030,9 @@ func (g *geo) election() {
 		return // our superpeer's token is not known yet
 	}
 	slices.Sort(members)
-	leader, err := e.superpeer(g.ctx, 0, TokenKey(g.n.cfg.Network, num), members, holder, holder)
-	if err != nil {
-		g.n.log.Warn("election", "err", err)
+	var leader peer.ID
+	in := node.GeoCluster{Key: TokenKey(g.n.cfg.Network, num), Members: members, Holder: holder}
+	if !g.n.do(g.ctx, func(m *node.Machine) { m.Step(time.Now(), in); leader = m.GeoSuperpeer() }) || leader == "" {
 		return
 	}
 	if leader != g.n.self || held || holder == g.n.self || g.n.host.Network().Connectedness(holder) == network.Connected {

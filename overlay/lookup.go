@@ -41,7 +41,7 @@ const (
 	lookupAlpha    = 3 // queries in flight, as in Kademlia
 )
 
-var errWire = errors.New("overlay: malformed closer message")
+var errWire = errors.New("overlay: malformed message")
 
 func (n *Node) handleCloser(s network.Stream) {
 	n.serve(s, "closer", frameCloser, func(req []byte, _ peer.ID) (frameType, []byte, error) {
@@ -143,7 +143,7 @@ func readField(r *bufio.Reader) ([]byte, error) {
 // election detects it in 2.)
 func (n *Node) queryCloser(ctx context.Context, p peer.ID, target dhtselect.Key) ([]peer.AddrInfo, error) {
 	timeout := n.cfg.QueryTimeout
-	if d := n.elect.detection(); d > 0 {
+	if d := n.electionDetection(); d > 0 {
 		timeout = min(timeout, d)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -167,11 +167,11 @@ type queryResult struct {
 
 // lookup finds the live peer closest to target by an iterative lookup over
 // the routing tables of the overlay's DHT (dhtselect.Lookup drives it). It
-// returns that peer (possibly this node, unless it is private) and the
-// number of queries sent.
+// returns that peer (possibly this node, unless skipSelf: it is private)
+// and the number of queries sent.
 // A peer that said goodbye on the membership topic, or is banned, counts
 // as failed without a query.
-func (n *Node) lookup(ctx context.Context, target dhtselect.Key) (peer.ID, int, error) {
+func (n *Node) lookup(ctx context.Context, target dhtselect.Key, skipSelf bool) (peer.ID, int, error) {
 	self := n.host.ID()
 	seeds := n.dht.RoutingTable().NearestPeers(kb.ID(target[:]), dhtselect.BucketSize)
 	l := dhtselect.NewLookup(target, self, seeds, dhtselect.Resiliency, lookupAlpha)
@@ -225,7 +225,7 @@ func (n *Node) lookup(ctx context.Context, target dhtselect.Key) (peer.ID, int, 
 		return "", queries, err
 	}
 	for _, p := range l.Result() {
-		if p != self || !n.Private() {
+		if p != self || !skipSelf {
 			return p, queries, nil
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // NAT awareness. Only a peer that others can dial may be a superpeer, as a
@@ -120,7 +122,7 @@ func (n *Node) natLoop(ctx context.Context, sub event.Subscription) {
 				if n.nat.private.Load() != private {
 					n.nat.private.Store(private)
 					n.log.Info("reachability", "autonat", r.Reachability)
-					n.Reevaluate()
+					n.feed(node.Reachability{Private: private})
 				}
 			}
 		case <-t.C:
@@ -209,20 +211,4 @@ func (n *Node) addrs() []ma.Multiaddr {
 	n.nat.mu.Lock()
 	defer n.nat.mu.Unlock()
 	return append(out, n.nat.circuit...)
-}
-
-// unreachable returns the peers among ids that are private: this node when
-// it is, and those whose announcements say so.
-func (n *Node) unreachable(ids []peer.ID) map[peer.ID]bool {
-	out := map[peer.ID]bool{}
-	for _, p := range ids {
-		if p == n.self {
-			if n.Private() {
-				out[p] = true
-			}
-		} else if e, ok := n.members.Get(p); ok && e.Private {
-			out[p] = true
-		}
-	}
-	return out
 }

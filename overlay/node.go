@@ -23,8 +23,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/gossip"
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // State is a node's view of the overlay at one moment.
@@ -57,51 +59,53 @@ type State struct {
 	Token int
 }
 
-// Node is one overlay peer. Its methods are safe for concurrent use.
+// Node is one overlay peer: a shell around its node machine (package
+// overlay/node), which makes every decision. One loop (loop) feeds the
+// machine its inputs and carries out its Ready; the host, the DHT, GossipSub
+// and the stream handlers turn what happens into inputs. Its methods are
+// safe for concurrent use.
 type Node struct {
-	cfg        Config
-	log        *slog.Logger
-	host       host.Host
-	dht        *dht.IpfsDHT
-	ps         *pubsub.PubSub
-	members    *gossip.Membership
-	nat        natState
-	guard      guard    // the ban list and the refused messages' counters (wire.go)
-	geo        *geo     // nil with the DHT strategy
-	elect      *elector // nil without Config.Election
-	lastLookup peer.ID  // the last lookup's answer; only the run loop uses it
-	// remembered holds, with Config.Quorum, when each peer was last in the
-	// membership view; only the run loop uses it (see configured).
-	remembered map[peer.ID]time.Time
-	// joined and contact (first connection to another peer) gate the
-	// first evaluation; only the run loop uses them (see mayJoin).
-	joined      bool
-	contact     time.Time
+	cfg         Config
+	log         *slog.Logger
+	host        host.Host
+	dht         *dht.IpfsDHT
+	ps          *pubsub.PubSub
+	members     *gossip.Membership
+	nat         natState
+	guard       guard // the ban list and the refused messages' counters (wire.go)
+	geo         *geo  // nil with the DHT strategy
 	self        peer.ID
 	selfKey     dhtselect.Key
 	closerProto protocol.ID
+	electProto  protocol.ID   // the election protocol, when Config.Election is set
+	hard        *hardStore    // the quorum's durable state (Config.DataDir), or nil
+	m           *node.Machine // only the loop touches it
+	inbox       inbox         // inputs for the machine
+	calls       chan func(*node.Machine)
 
 	emitRole, emitSuperpeer, emitCluster event.Emitter
 	emitElected, emitLost                event.Emitter
+	events                               chan any // for emitLoop
 
-	kick     chan struct{}
+	kick     chan struct{}      // the geometric strategy's token machine runs now
 	cancel   context.CancelFunc // stops the node's loops
 	cancelPS context.CancelFunc // stops GossipSub, after the topic is left; nil when it is the application's
 	attached bool               // the host is the application's (Attach): Close leaves it open
 	public   *dht.IpfsDHT       // the public DHT's client (Config.Public), or nil
-	// rendezvous is the state of the rendezvous search (Config.Public):
-	// rendezvousPending, rendezvousAlone or rendezvousReached.
-	rendezvous atomic.Int32
-	wg         sync.WaitGroup
-	closed     atomic.Bool
-	queries    atomic.Uint64
-	lookups    atomic.Uint64
+	wg       sync.WaitGroup
+	closed   atomic.Bool
 	// refreshed is set when a routing-table refresh after reaching a
-	// bootstrap peer has completed (see mayJoin).
+	// bootstrap peer has completed (see node.Machine's mayJoin).
 	refreshed atomic.Bool
+	// electDropped counts election messages that did not decode.
+	electDropped atomic.Uint64
 
-	mu    sync.RWMutex
-	state State
+	// What the loop last learnt from the machine, for the other goroutines.
+	mu        sync.RWMutex
+	state     State
+	election  node.ElectionStatus
+	detection time.Duration
+	deadline  time.Duration
 }
 
 // New starts a node: it builds (or adopts) the host, starts the DHT in server
@@ -276,14 +280,18 @@ func (n *Node) start(ctx context.Context) error {
 			return fmt.Errorf("overlay: event emitter: %w", err)
 		}
 	}
+	if err := n.startMachine(); err != nil {
+		return err
+	}
 	n.host.SetStreamHandler(n.closerProto, n.handleCloser)
+	if n.cfg.Election != "" {
+		n.electProto = electionProtocol(n.cfg.Network)
+		n.host.SetStreamHandler(n.electProto, n.handleElection)
+	}
 	if n.cfg.Public {
 		if err := n.startPublic(ctx); err != nil {
 			return err
 		}
-	}
-	if n.cfg.Election != "" {
-		n.startElector(ctx)
 	}
 	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.disconnected, ConnectedF: n.connected})
 	if n.cfg.Strategy == StrategyGeometric {
@@ -298,228 +306,192 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("overlay: event subscription: %w", err)
 	}
-	n.wg.Add(2)
+	n.wg.Add(4)
 	go n.natLoop(ctx, natSub)
 	go n.bootstrapLoop(ctx)
-	if n.cfg.Strategy != StrategyGeometric {
-		n.wg.Add(1)
-		go n.run(ctx) // the geometric strategy's loops are geo's (startGeo)
-	}
+	go n.emitLoop(ctx)
+	go n.loop(ctx)
 	return nil
 }
 
-// disconnected re-evaluates at once when the last connection to the
-// superpeer drops: the fast path of failover.
+// startMachine builds the node machine, with the quorum's state read back
+// from Config.DataDir.
+func (n *Node) startMachine() error {
+	var hard map[dhtselect.Key]classic.HardState
+	var err error
+	if n.hard, hard, err = openConfigHardStore(&n.cfg, n.log); err != nil {
+		return err
+	}
+	hasBootstrap := slices.ContainsFunc(n.cfg.Bootstrap, func(b peer.AddrInfo) bool { return b.ID != n.self })
+	m, err := node.New(node.Config{
+		Self: n.self, Geometric: n.cfg.Strategy == StrategyGeometric, Target: n.cfg.Target,
+		Election: n.cfg.Election, Quorum: n.cfg.Quorum, IgnoreFlaps: n.cfg.IgnoreFlaps,
+		Bootstrap: hasBootstrap, Rendezvous: n.cfg.Public, Private: n.Private(),
+		AnnounceInterval: n.cfg.AnnounceInterval, ReevaluateInterval: n.cfg.ReevaluateInterval,
+		ElectionTick: n.cfg.ElectionTick, HardState: hard,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	n.m = m
+	n.inbox.signal = make(chan struct{}, 1)
+	n.calls = make(chan func(*node.Machine))
+	n.events = make(chan any, maxEvents)
+	return nil
+}
+
+// disconnected tells the machine when the last connection to a peer
+// closed: the fast path of failover, and host quality.
 func (n *Node) disconnected(nw network.Network, c network.Conn) {
 	p := c.RemotePeer()
-	n.mu.RLock()
-	sp := n.state.Superpeer.ID
-	n.mu.RUnlock()
-	if p == sp && nw.Connectedness(p) != network.Connected {
-		n.Reevaluate()
-	}
-	if n.elect != nil && nw.Connectedness(p) != network.Connected {
-		n.elect.lost(p)
+	if nw.Connectedness(p) != network.Connected {
+		n.feed(node.Conn{Peer: p, Connected: len(nw.Peers())})
 	}
 }
 
 // Reevaluate asks the node to re-evaluate its role now rather than at the
 // next period.
-func (n *Node) Reevaluate() {
-	select {
-	case n.kick <- struct{}{}:
-	default:
+func (n *Node) Reevaluate() { n.feed(node.Reevaluate{}) }
+
+// feed queues an input for the machine; it never blocks.
+func (n *Node) feed(in node.Input) {
+	if !n.inbox.push(in) {
+		n.log.Warn("node machine: input dropped, the inbox is full", "input", fmt.Sprintf("%T", in))
 	}
 }
 
-func (n *Node) run(ctx context.Context) {
+// do runs fn on the loop, with the machine, and waits for it; the loop
+// carries out the machine's Ready afterwards. False when the node stops
+// first.
+func (n *Node) do(ctx context.Context, fn func(*node.Machine)) bool {
+	done := make(chan struct{})
+	select {
+	case n.calls <- func(m *node.Machine) { fn(m); close(done) }:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// loop is the node's one loop: it steps the machine with the inputs, ticks
+// it every ElectionTick, and carries out its Ready.
+func (n *Node) loop(ctx context.Context) {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.ReevaluateInterval)
+	t := time.NewTicker(n.cfg.ElectionTick)
 	defer t.Stop()
-	// Membership changes come in bursts (a swarm starting, a cluster
-	// expiring); they are handled at most once per settle period.
-	settle := n.cfg.ReevaluateInterval / 4
-	var pending <-chan time.Time
-	n.evaluate(ctx, true)
+	n.m.Step(time.Now(), n.view())
 	for {
-		lookup := false
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			lookup = true
-		case <-n.kick:
-			lookup = true
-		case <-n.members.Changes():
-			if pending == nil {
-				pending = time.After(settle)
+		case <-n.inbox.signal:
+			for _, in := range n.inbox.take() {
+				n.m.Step(time.Now(), in)
 			}
-			continue
-		case <-pending:
+		case f := <-n.calls:
+			f(n.m)
+		case <-n.members.Changes():
+			n.m.Step(time.Now(), n.view())
+		case <-t.C:
+			now := time.Now()
+			if n.m.Due(now) {
+				n.m.Step(now, n.routing())
+			}
+			n.m.Tick(now)
 		}
-		pending = nil
-		n.evaluate(ctx, lookup)
+		n.carryOut(ctx, n.m.Ready())
 	}
 }
 
-// quorumMemory is, in announce intervals, how long a peer that left the
-// membership view still counts as a member of its cluster with
-// Config.Quorum: a majority is of the cluster as configured, not as seen,
-// or the minority side of a partition, which stops seeing the others after
-// one membership TTL, would make a majority of itself. The price is that a
-// cluster that loses half of its members for good has no superpeer until
-// they are forgotten.
-const quorumMemory = 30
-
-// configured returns the peers that count as members with Config.Quorum:
-// those in the membership view now, and those seen there within
-// quorumMemory announce intervals. Without quorum it is the view. Called
-// by the run loop only.
-func (n *Node) configured(view []peer.ID) []peer.ID {
-	if !n.cfg.Quorum {
-		return view
-	}
-	if n.remembered == nil {
-		n.remembered = map[peer.ID]time.Time{}
-	}
-	now := time.Now()
-	for _, p := range view {
-		n.remembered[p] = now
-	}
-	var ids []peer.ID
-	for p, seen := range n.remembered {
-		if now.Sub(seen) > quorumMemory*n.cfg.AnnounceInterval {
-			delete(n.remembered, p)
-			continue
+// view is the membership view as the machine takes it: banned peers are
+// no members (wire.go).
+func (n *Node) view() node.View {
+	var v node.View
+	for _, e := range n.members.Entries() {
+		if !n.guard.Banned(e.ID) {
+			v.Members = append(v.Members, node.Member{ID: e.ID, Private: e.Private, RTT: n.host.Peerstore().LatencyEWMA(e.ID)})
 		}
-		ids = append(ids, p)
 	}
-	return ids
+	return v
 }
 
-// mayJoin reports whether a node that has not evaluated yet may take a
-// role. A node without bootstrap peers starts a network: at once. One with
-// bootstrap peers joins a network, and knows nothing of its size before
-// its routing table tells it: it waits until the first routing-table
-// refresh after reaching a bootstrap peer has completed (its lookups fill
-// the table), or, when connected to some peer, two announce intervals have
-// passed. Without that wait a joining node would estimate a network of
-// one, take k = 0, and claim the whole key space as its cluster until
-// the announcements arrive: a split brain with every superpeer, seen on
-// every join of a churn scenario. A few announcements are not enough:
-// joining node processes that went by the first ones estimated 3 to 11
-// peers in a network of 32. Called by the run loop only.
-func (n *Node) mayJoin() bool {
-	if n.refreshed.Load() {
-		return true
-	}
-	if n.cfg.Public {
-		// The peers found by rendezvous are the bootstrap peers: none
-		// found (after an advertisement) starts a network, as no bootstrap
-		// peer does; some found wait like bootstrap peers.
-		switch n.rendezvous.Load() {
-		case rendezvousPending:
-			return false
-		case rendezvousAlone:
-			return !slices.ContainsFunc(n.cfg.Bootstrap, func(b peer.AddrInfo) bool { return b.ID != n.self })
-		}
-	} else if !slices.ContainsFunc(n.cfg.Bootstrap, func(b peer.AddrInfo) bool { return b.ID != n.self }) {
-		return true
-	}
-	if len(n.host.Network().Peers()) == 0 {
-		return false
-	}
-	if n.contact.IsZero() {
-		n.contact = time.Now()
-	}
-	return time.Since(n.contact) >= 2*n.cfg.AnnounceInterval
-}
-
-// estimate gathers the inputs of dhtselect.EstimateSize; known is the
-// number of peers known (configured), view the membership view. A routing
-// table peer counts only while it is connected or announces itself: kad-dht
-// keeps a peer that crashed in its table until a query to it fails, and
-// when such peers outnumber the membership view the estimate would leave
-// the exact count for a guess (seen with churn among node processes, where
-// a killed QUIC peer is not noticed at once: estimates of 38 to 50 in a
-// network of 32).
-func (n *Node) estimate(known int, view []peer.ID) dhtselect.Estimate {
-	in := dhtselect.SizeInputs{Self: n.selfKey, Members: known}
+// routing is the routing table's view for the size estimate.
+func (n *Node) routing() node.Routing {
+	r := node.Routing{Connected: len(n.host.Network().Peers())}
 	for _, p := range n.dht.RoutingTable().ListPeers() {
-		if n.host.Network().Connectedness(p) == network.Connected || slices.Contains(view, p) {
-			in.Routing = append(in.Routing, dhtselect.KeyOf(p))
-		}
+		r.Peers = append(r.Peers, node.RoutingPeer{ID: p, Connected: n.host.Network().Connectedness(p) == network.Connected})
 	}
 	if s, err := n.dht.NetworkSize(); err == nil {
-		in.Kad, in.KadOK = float64(s), true
+		r.Kad, r.KadOK = float64(s), true
 	}
-	return dhtselect.EstimateSize(in)
+	return r
 }
 
-// evaluate recomputes the node's role, cluster, superpeer and members, emits
-// events for what changed, and announces the result. The lookup of the
-// cluster key runs when forced (period, kick) or when k or the set of known
-// cluster members changed, since a joining or leaving member may be the
-// superpeer; otherwise the last lookup's answer stands.
-func (n *Node) evaluate(ctx context.Context, force bool) {
-	var view []peer.ID
-	for _, e := range n.members.Entries() {
-		if !n.guard.Banned(e.ID) { // a banned peer is no member (wire.go)
-			view = append(view, e.ID)
+// carryOut does what the machine asks, in its order: the hard state is
+// written and synced before any election message leaves.
+func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
+	for _, note := range rd.Notes {
+		n.log.Log(ctx, note.Level, note.Msg, note.Args...)
+	}
+	send := true
+	if rd.HardState != nil {
+		if err := n.hard.Save(rd.HardState); err != nil {
+			// Nothing that depends on the vote may leave: the messages
+			// are lost, as if the network had dropped them.
+			n.log.Error("quorum state not saved: election messages dropped", "err", err)
+			send = false
 		}
 	}
-	if !n.joined {
-		if n.joined = n.mayJoin(); !n.joined {
-			return // the role stays unknown
+	n.mu.Lock()
+	n.election, n.detection, n.deadline = n.m.Election(), n.m.Detection(), n.m.MessageDeadline()
+	n.mu.Unlock()
+	for _, e := range rd.Elections {
+		if e.Lost {
+			n.queue(EvtSuperpeerLost{Superpeer: e.Superpeer})
+		} else {
+			n.queue(EvtSuperpeerElected{Superpeer: e.Superpeer, Term: e.Term})
 		}
 	}
-	known := n.configured(view)
-	est := n.estimate(len(known), view)
-	s, k := n.cfg.Target.S(est.N), n.cfg.Target.K(est.N)
-	ck := n.selfKey.Cluster(k)
-	members := n.clusterMembers(k, ck, view)
-	n.mu.RLock()
-	prev := n.state
-	n.mu.RUnlock()
-	sp := n.lastLookup
-	if force || sp == "" || k != prev.K || !slices.Equal(members, prev.Members) {
-		var q int
-		var err error
-		sp, q, err = n.lookup(ctx, ck)
-		n.queries.Add(uint64(q))
-		n.lookups.Add(1)
-		if err != nil {
+	for _, o := range rd.Messages {
+		if send {
+			n.sendElection(ctx, o)
+		}
+	}
+	for _, l := range rd.Lookups {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			sp, q, err := n.lookup(ctx, l.Key, l.SkipSelf)
 			if ctx.Err() == nil {
-				n.log.Warn("lookup of cluster key failed", "err", err)
+				n.feed(node.LookupDone{Key: l.Key, Superpeer: sp, Queries: q, Err: err})
 			}
-			return
+		}()
+	}
+	if rd.StateChanged && n.cfg.Strategy != StrategyGeometric {
+		st := rd.State
+		n.commit(State{
+			Self: n.self, Role: st.Role, S: st.S, K: st.K, ClusterKey: st.ClusterKey, Prefix: st.Prefix,
+			Superpeer: n.addrInfo(st.Superpeer), Members: st.Members, Size: st.Size,
+			Evaluations: st.Evaluations, Lookups: st.Lookups, Queries: st.Queries,
+		})
+	}
+	if a := rd.Announce; a != nil {
+		if err := n.members.SetLocal(ctx, gossip.Announcement{
+			ID: n.self, Addrs: n.addrs(), Superpeer: a.Superpeer, K: a.K, ClusterKey: a.ClusterKey, Private: a.Private,
+		}); err != nil && ctx.Err() == nil {
+			n.log.Warn("announce", "err", err)
 		}
-		n.lastLookup = sp
 	}
-	if n.elect != nil {
-		var err error
-		electorate := members
-		if n.cfg.Quorum {
-			electorate = n.clusterMembers(k, ck, known)
+	if rd.Reevaluate {
+		select {
+		case n.kick <- struct{}{}:
+		default:
 		}
-		if sp, err = n.elect.superpeer(ctx, k, ck, electorate, sp, ""); err != nil {
-			n.log.Warn("election", "err", err)
-			return
-		}
-	}
-	next := State{
-		Self: n.self, S: s, K: k, ClusterKey: ck, Prefix: ck.Prefix(k), Size: est,
-		Superpeer: n.addrInfo(sp), Members: members,
-		Role: RoleOrdinary, Lookups: n.lookups.Load(), Queries: n.queries.Load(),
-	}
-	if sp == n.self {
-		next.Role = RoleSuperpeer
-	}
-	n.commit(next)
-	if err := n.members.SetLocal(ctx, gossip.Announcement{
-		ID: n.self, Addrs: n.addrs(), Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck, Private: n.Private(),
-	}); err != nil {
-		n.log.Warn("announce", "err", err)
 	}
 }
 
@@ -535,25 +507,14 @@ func (n *Node) addrInfo(p peer.ID) peer.AddrInfo {
 	return n.host.Peerstore().PeerInfo(p)
 }
 
-// clusterMembers lists the peers whose keys share the cluster's prefix,
-// this node included, sorted by key.
-func (n *Node) clusterMembers(k int, ck dhtselect.Key, peers []peer.ID) []peer.ID {
-	out := []peer.ID{n.self}
-	for _, p := range peers {
-		if p != n.self && dhtselect.KeyOf(p).Cluster(k) == ck {
-			out = append(out, p)
-		}
-	}
-	dhtselect.SortByKey(out)
-	return out
-}
-
 // commit makes next the node's state, counting the evaluation, and reports
 // what changed.
 func (n *Node) commit(next State) {
 	n.mu.Lock()
 	prev := n.state
-	next.Evaluations = prev.Evaluations + 1
+	if n.cfg.Strategy == StrategyGeometric {
+		next.Evaluations = prev.Evaluations + 1
+	}
 	n.state = next
 	n.mu.Unlock()
 	n.report(prev, next)
@@ -564,22 +525,58 @@ func (n *Node) report(prev, next State) {
 	n.protect(prev, next)
 	if prev.Role != next.Role {
 		n.log.Info("role changed", "from", prev.Role, "to", next.Role, "cluster", next.Prefix, "k", next.K)
-		n.emit(n.emitRole, EvtRoleChanged{Old: prev.Role, New: next.Role})
+		n.queue(EvtRoleChanged{Old: prev.Role, New: next.Role})
 	}
 	if prev.Superpeer.ID != next.Superpeer.ID {
 		n.log.Info("superpeer changed", "superpeer", next.Superpeer.ID, "cluster", next.Prefix)
-		n.emit(n.emitSuperpeer, EvtSuperpeerChanged{Old: prev.Superpeer, New: next.Superpeer})
+		n.queue(EvtSuperpeerChanged{Old: prev.Superpeer, New: next.Superpeer})
 	}
 	if prev.K != next.K || prev.ClusterKey != next.ClusterKey || !slices.Equal(prev.Members, next.Members) {
 		n.log.Info("cluster changed", "cluster", next.Prefix, "k", next.K, "S", next.S,
 			"members", len(next.Members), "size_estimate", next.Size.N, "size_source", next.Size.Source)
-		n.emit(n.emitCluster, EvtClusterChanged{K: next.K, ClusterKey: next.ClusterKey, Members: slices.Clone(next.Members)})
+		n.queue(EvtClusterChanged{K: next.K, ClusterKey: next.ClusterKey, Members: slices.Clone(next.Members)})
 	}
 }
 
-func (n *Node) emit(e event.Emitter, evt any) {
-	if err := e.Emit(evt); err != nil && !n.closed.Load() {
-		n.log.Warn("emit event", "err", err)
+// queue hands an event to emitLoop without blocking: a subscriber that
+// does not read holds up only emitLoop, and events beyond maxEvents
+// pending are dropped with a warning.
+func (n *Node) queue(evt any) {
+	select {
+	case n.events <- evt:
+	default:
+		n.log.Warn("event dropped, subscribers are not reading", "event", fmt.Sprintf("%T", evt))
+	}
+}
+
+// maxEvents is how many events may wait for emitLoop.
+const maxEvents = 256
+
+// emitLoop emits the queued events in order.
+func (n *Node) emitLoop(ctx context.Context) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case evt := <-n.events:
+			var e event.Emitter
+			switch evt.(type) {
+			case EvtRoleChanged:
+				e = n.emitRole
+			case EvtSuperpeerChanged:
+				e = n.emitSuperpeer
+			case EvtClusterChanged:
+				e = n.emitCluster
+			case EvtSuperpeerElected:
+				e = n.emitElected
+			case EvtSuperpeerLost:
+				e = n.emitLost
+			}
+			if err := e.Emit(evt); err != nil && !n.closed.Load() {
+				n.log.Warn("emit event", "err", err)
+			}
+		}
 	}
 }
 
@@ -655,8 +652,8 @@ func (n *Node) closeParts() error {
 	if n.host != nil {
 		n.host.RemoveStreamHandler(n.closerProto)
 	}
-	if n.elect != nil {
-		n.elect.close()
+	if n.host != nil && n.electProto != "" {
+		n.host.RemoveStreamHandler(n.electProto)
 	}
 	if n.geo != nil {
 		errs = append(errs, n.geo.close())

@@ -9,6 +9,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // Joining the public libp2p network (Config.Public): besides the overlay's
@@ -21,13 +23,6 @@ import (
 // overlay never speaks the overlay's protocols, so it never enters the
 // private DHT's routing table or the membership view: it cannot become a
 // member or a superpeer.
-
-// Rendezvous states (Node.rendezvous).
-const (
-	rendezvousPending = iota // no search has completed yet
-	rendezvousAlone          // a search completed and found no other overlay peer
-	rendezvousReached        // the node has connected to overlay peers it found
-)
 
 // RendezvousNamespace is the namespace under which the peers of an overlay
 // network advertise themselves on the public DHT.
@@ -71,13 +66,12 @@ func (n *Node) rendezvousLoop(ctx context.Context) {
 		found := n.findOverlayPeers(ctx, disc, ns)
 		switch {
 		case found > 0:
-			n.rendezvous.Store(rendezvousReached)
+			n.feed(node.Rendezvous{Found: true})
 			n.reached(ctx)
 		case !advertiseAt.IsZero():
 			// Advertised, and nobody else yet: this node may start the
 			// overlay; the next to come will find it.
-			n.rendezvous.CompareAndSwap(rendezvousPending, rendezvousAlone)
-			n.Reevaluate()
+			n.feed(node.Rendezvous{})
 		}
 		wait := n.cfg.RendezvousInterval
 		if n.dht.RoutingTable().Size() == 0 || advertiseAt.IsZero() {

@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"fmt"
@@ -91,8 +91,8 @@ func (d *simDriver) superpeer() classic.ID {
 // heartbeats every 5 ticks, a timeout of three heartbeats plus four RTTs
 // (the simulator's default RTT).
 const (
-	simHeartbeatTicks = heartbeatTicks
-	simTimeoutTicks   = 3*heartbeatTicks + int((4*sim.DefaultRTT+simElectTick-1)/simElectTick)
+	simHeartbeatTicks = HeartbeatTicks
+	simTimeoutTicks   = 3*HeartbeatTicks + int((4*sim.DefaultRTT+simElectTick-1)/simElectTick)
 )
 
 func simElectConfig(id classic.ID, peers []classic.ID) classic.Config {

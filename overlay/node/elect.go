@@ -1,0 +1,586 @@
+package node
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/classic"
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// Elections (Config.Election). Each cluster runs the election machine of
+// package classic named by Config.Election among the members the node
+// knows (the membership view's peers whose keys share the cluster prefix).
+// Its rank is classic.XORCloseness to the cluster key, so the member it
+// elects is the one the DHT lookup of the cluster key ends at. A message
+// from a peer that is not a member of the cluster is dropped. A send that
+// fails comes back as SendFailed and is given to the machine as
+// classic.MsgUnreachable.
+//
+// How the two mechanisms hand over to each other:
+//
+//   - The lookup finds the cluster (k, key, members) and, while the election
+//     has no leader (a node that has just joined, a cluster whose members
+//     changed), it names the superpeer. Not with Quorum: there a cluster
+//     without a leader backed by a majority has no superpeer, and its
+//     members are the peers seen in the membership view within
+//     quorumMemory announce intervals, so that the minority side of a
+//     partition cannot make a majority of itself.
+//   - Once the election has a leader that is a member, the leader is the
+//     superpeer: when a superpeer dies, its members stop hearing its
+//     heartbeats and elect the next after one failure-detection timeout,
+//     long before routing tables and membership views forget the dead peer.
+//   - When the lookup names this node and the election names another for
+//     half a failure-detection timeout (a peer closer to the key has
+//     joined, or came back), this node campaigns. With bully and the
+//     algorithms that elect the highest rank it wins within a few round
+//     trips, so the two agree again within one timeout of this node's
+//     lookup. Stable and invitation keep a live leader by design: with
+//     them the election's answer stands. (Stable's Campaign only confirms
+//     a live leader; invitation's makes a follower leave its group, so
+//     with invitation the node does not campaign: see handsOver.)
+//   - Invitation starts every member as the leader of a group of its own,
+//     and every member of a failed leader's group becomes one again. Such
+//     a singleton group in a cluster of others names no leader here (see
+//     elected): each member would otherwise claim to be the superpeer at
+//     once, claims that no other member follows, until the groups merge.
+//     Meanwhile the lookup's answer stands, as for any election without a
+//     leader. And a change of members (a peer joins, or leaves the
+//     membership view) reconfigures the invitation machine rather than
+//     rebuilding it (classic.Reconfigurer), so that its group survives.
+//
+// Timeouts are measured in RTTs: a machine ticks every ElectionTick, its
+// leader beats every HeartbeatTicks ticks, and a follower waits three
+// heartbeats plus four of the largest RTT to a member (the view's RTT, at
+// most MaxRTT) before it acts: 1.5 s plus 4 RTTs with the default tick of
+// 100 ms.
+
+// HeartbeatTicks is the leader's heartbeat period in election ticks.
+const HeartbeatTicks = 5
+
+// MaxRTT caps the RTT estimates the timeout is made of: libp2p's latency
+// estimates on a loaded host include its scheduling delays (about 2 s on
+// 64 in-process nodes sharing two cores), which would stretch the timeout
+// to ten seconds.
+const MaxRTT = time.Second
+
+// TimeoutTicks is the failure-detection timeout for a cluster whose
+// largest RTT to a member is rtt: three heartbeats plus four RTTs (rtt at
+// most MaxRTT), in ticks of tick.
+func TimeoutTicks(rtt, tick time.Duration) int {
+	rtt = min(rtt, MaxRTT)
+	return 3*HeartbeatTicks + int((4*rtt+tick-1)/tick)
+}
+
+// Host quality: a member that flaps (goes down and comes back) ranks last
+// while it has lost its connections flapLimit times within flapWindow.
+// Every member sees the same losses of the flapping node, so they agree on
+// its rank. The flapping node itself sees every peer go: when it has no
+// connection left, that is an outage of its own, and the losses of the
+// ownOutage before it are not counted against the others; so it ranks
+// itself last too.
+const (
+	flapLimit  = 2
+	flapWindow = time.Minute
+	ownOutage  = 5 * time.Second
+)
+
+type elector struct {
+	m      *Machine
+	name   string
+	opts   classic.Options
+	rng    *rand.Rand
+	self   peer.ID
+	period time.Duration
+
+	nextTick time.Time
+	k        int
+	key      dhtselect.Key
+	peers    []peer.ID
+	mach     classic.Machine // nil until the first cluster is known
+	gen      uint64          // incremented with every new machine
+	state    classic.State
+	timeout  int // TimeoutTicks of mach
+	hard     map[dhtselect.Key]classic.HardState
+	hardOut  bool                       // hard changed since the last Ready
+	differ   int                        // ticks the lookup has named us while the election named another
+	orphan   int                        // ticks without a leader
+	carried  int                        // ticks that state.Leader, from the machine before the last rebuild, still stands
+	lookup   peer.ID                    // the lookup's last answer
+	losses   []loss                     // lost connections to members, within flapWindow
+	outages  []time.Time                // when this node lost all its connections, within flapWindow
+	demoted  map[peer.ID]bool           // flapping and private members, ranked last (host quality)
+	first    peer.ID                    // ranked first: the geometric cluster's token holder
+	last     peer.ID                    // the last leader superpeer named
+	geoSP    peer.ID                    // superpeer's answer for the last GeoCluster
+	sent     map[classic.MsgType]uint64 // messages sent, by type
+	dropped  uint64                     // messages received from non-members
+
+	out    []Outgoing
+	events []ElectionEvent
+}
+
+// loss is a lost connection to a member.
+type loss struct {
+	p  peer.ID
+	at time.Time
+}
+
+func newElector(m *Machine, cfg Config) *elector {
+	h := fnv.New64a()
+	h.Write([]byte(cfg.Self))
+	seed := h.Sum64()
+	e := &elector{
+		m: m, name: cfg.Election, opts: classic.Options{Quorum: cfg.Quorum}, self: cfg.Self, period: cfg.ElectionTick,
+		rng:  rand.New(rand.NewPCG(seed, seed>>1)),
+		hard: map[dhtselect.Key]classic.HardState{},
+		sent: map[classic.MsgType]uint64{},
+	}
+	maps.Copy(e.hard, cfg.HardState)
+	return e
+}
+
+// take returns and clears the messages, events and hard state to persist.
+func (e *elector) take() ([]Outgoing, []ElectionEvent, map[dhtselect.Key]classic.HardState) {
+	out, events := e.out, e.events
+	e.out, e.events = nil, nil
+	var hs map[dhtselect.Key]classic.HardState
+	if e.hardOut {
+		hs, e.hardOut = maps.Clone(e.hard), false
+	}
+	return out, events, hs
+}
+
+// tick ticks the machine when an election tick is due. A late tick is not
+// made up for (as time.Ticker drops ticks).
+func (e *elector) tick(now time.Time) {
+	if now.Before(e.nextTick) {
+		return
+	}
+	if e.nextTick = e.nextTick.Add(e.period); !e.nextTick.After(now) {
+		e.nextTick = now.Add(e.period)
+	}
+	if e.mach == nil {
+		return
+	}
+	e.mach.Tick()
+	if e.carried > 0 {
+		e.carried-- // at 0, drain drops the carried leader
+	}
+	// A machine without a leader for two timeouts campaigns: echo has no
+	// failure detector of its own (the node is its detector), and an
+	// election whose messages were lost starts again. And the hand-over
+	// rule (see the top of this file): the lookup names us, the election
+	// another.
+	leader := e.state.Leader
+	orphaned := overdue(&e.orphan, leader == classic.None, 2*e.timeout)
+	passedOver := overdue(&e.differ, handsOver(e.name) && e.lookup == e.self && !e.demoted[e.self] &&
+		leader != classic.None && leader != classic.ID(e.self), e.timeout/2)
+	if orphaned || passedOver {
+		e.mach.Campaign()
+	}
+	e.drain()
+}
+
+// overdue counts *ticks up while cond holds (and resets it when not), and
+// reports, resetting it, when the count passes limit.
+func overdue(ticks *int, cond bool, limit int) bool {
+	if !cond {
+		*ticks = 0
+		return false
+	}
+	*ticks++
+	if *ticks <= limit {
+		return false
+	}
+	*ticks = 0
+	return true
+}
+
+// handsOver reports whether the named election campaigns when the lookup
+// names this node and the election another (see the top of this file).
+// Invitation does not: its Campaign makes a follower of a live leader
+// leave the group and lead a singleton, and its merges do not favour the
+// rank anyway, so the node would leave its group every half timeout.
+func handsOver(election string) bool { return election != "invitation" }
+
+// elected is the state st of machine m as the node takes it, in a cluster
+// of size members: an invitation machine that leads a group of only itself
+// while the cluster has other members has been elected by no one, and
+// names no leader (Role Candidate: its invitation rounds are its
+// election). The leader of a one-member cluster is elected.
+func elected(m classic.Machine, st classic.State, self classic.ID, size int) classic.State {
+	iv, ok := m.(*classic.Invitation)
+	if ok && size > 1 && st.Leader == self && len(iv.Members()) == 1 {
+		return classic.State{Role: classic.Candidate, Term: st.Term}
+	}
+	return st
+}
+
+// drain takes the machine's messages and state. A change of leader makes
+// the node re-evaluate.
+func (e *elector) drain() {
+	rd := e.mach.Ready()
+	rd.State = elected(e.mach, rd.State, classic.ID(e.self), len(e.peers))
+	if e.carried > 0 && rd.State.Leader == classic.None {
+		// A rebuilt machine that names no leader yet: the carried one
+		// stands (see rebuild).
+		rd.State = classic.State{Role: rd.State.Role, Leader: e.state.Leader, Term: e.state.Term}
+	} else {
+		e.carried = 0
+	}
+	changed := rd.State.Leader != e.state.Leader
+	if changed && e.state.Leader != classic.None {
+		e.events = append(e.events, ElectionEvent{Lost: true, Superpeer: peer.ID(e.state.Leader)})
+	}
+	if changed && rd.State.Leader != classic.None {
+		e.events = append(e.events, ElectionEvent{Superpeer: peer.ID(rd.State.Leader), Term: rd.State.Term})
+	}
+	e.state = rd.State
+	if q, ok := e.mach.(*classic.Quorum); ok {
+		// Stored before the messages that depend on it leave: Ready
+		// carries it, and the driver syncs it first.
+		if hs := q.HardState(); hs != e.hard[e.key] {
+			e.hard[e.key], e.hardOut = hs, true
+		}
+	}
+	deadline := e.deadline()
+	for _, msg := range rd.Messages {
+		e.sent[msg.Type]++
+		if peer.ID(msg.To) != e.self {
+			e.out = append(e.out, Outgoing{Msg: msg, Gen: e.gen, Deadline: deadline})
+		}
+	}
+	if changed {
+		e.m.note(slog.LevelInfo, "election", "algorithm", e.name, "leader", peer.ID(rd.State.Leader),
+			"role", rd.State.Role, "term", rd.State.Term)
+		e.m.kick = true
+	}
+}
+
+// deadline bounds one election message: the failure-detection timeout,
+// so that an unreachable member is reported before the machine gives up.
+func (e *elector) deadline() time.Duration {
+	return time.Duration(max(e.timeout, 3*HeartbeatTicks)) * e.period
+}
+
+// step takes an election message from a member of the cluster.
+func (e *elector) step(_ time.Time, msg classic.Message) {
+	if e.mach == nil || !slices.Contains(e.peers, peer.ID(msg.From)) || msg.Type == classic.MsgUnreachable {
+		e.dropped++
+		return
+	}
+	msg.To = classic.ID(e.self)
+	e.mach.Step(msg)
+	e.drain()
+}
+
+// sendFailed tells the machine that a message it sent did not arrive,
+// unless the machine has been rebuilt since (the notice is for another
+// cluster).
+func (e *elector) sendFailed(_ time.Time, f SendFailed) {
+	if e.mach == nil || f.Gen != e.gen {
+		return
+	}
+	e.mach.Step(classic.Message{Type: classic.MsgUnreachable, From: classic.ID(f.To), To: classic.ID(e.self)})
+	e.drain()
+}
+
+// geoCluster runs the geometric cluster's election: the holder ranks
+// first, and the lookup's part is the holder's.
+func (e *elector) geoCluster(now time.Time, c GeoCluster) {
+	sp, err := e.superpeer(now, 0, c.Key, c.Members, c.Holder, c.Holder)
+	if err != nil {
+		e.m.note(slog.LevelWarn, "election", "err", err)
+		sp = ""
+	}
+	e.geoSP = sp
+}
+
+// superpeer brings the machine up to date with the cluster the selector
+// found and returns the superpeer: the election's leader when it has one
+// among the members, else the selector's answer (lookup); with Quorum,
+// none: a peer that cannot reach a majority has no superpeer rather than
+// one that the other side of a partition may not know of. first, when not
+// empty, ranks above every member (the geometric strategy's token holder).
+func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []peer.ID, lookup, first peer.ID) (peer.ID, error) {
+	e.lookup = lookup
+	demoted := e.m.unreachable(members)
+	if !e.m.cfg.IgnoreFlaps {
+		maps.Copy(demoted, e.flapping(now))
+	}
+	if e.mach == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) || first != e.first {
+		if len(demoted) > 0 || len(e.demoted) > 0 {
+			e.m.note(slog.LevelInfo, "election: host quality", "ranked last", fmt.Sprint(slices.Sorted(maps.Keys(demoted))))
+		}
+		e.demoted, e.first = demoted, first
+		if !e.reconfigure(k, key, members) {
+			if err := e.rebuild(k, key, members); err != nil {
+				return "", err
+			}
+		}
+	}
+	if l := peer.ID(e.state.Leader); l != "" && slices.Contains(e.peers, l) {
+		e.last = l
+		return l, nil
+	}
+	if e.opts.Quorum {
+		return "", nil
+	}
+	if e.demoted[lookup] && e.last != "" && e.last != lookup && slices.Contains(e.peers, e.last) {
+		// The lookup names a flapping member (the closest to the key):
+		// while the election runs, the last leader stands instead, or
+		// every election the flapping node starts when it comes back
+		// would name it superpeer meanwhile.
+		return e.last, nil
+	}
+	return lookup, nil
+}
+
+// rebuild builds a machine for a new cluster or member set. A fresh
+// machine knows no leader; it learns it from the leader's next heartbeat.
+// The node campaigns at once when it led before (to re-assert itself to
+// the new set) and when it has just joined and the lookup names it (a
+// process that recovers campaigns, as in bully); otherwise it waits like
+// any follower. A joining node whose lookup names another does not
+// campaign: its membership view is still filling, and with the true
+// leader missing from it, it would win an election it should lose (seen
+// with node processes joining a churning network: two claims of one
+// cluster for 8 s each time).
+func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
+	first, oldKey := e.mach == nil, e.key
+	led := e.state.Role == classic.Leader || e.state.Leader == classic.ID(e.self)
+	oldQ, _ := e.mach.(*classic.Quorum)
+	if oldQ != nil {
+		e.hard[e.key] = oldQ.HardState()
+	}
+	cfg := e.config(key, members)
+	cfg.Rand = rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64()))
+	ids := cfg.Peers
+	opts := e.opts
+	opts.HardState = e.hard[key]
+	if opts.HardState.Vote != classic.None && !slices.Contains(ids, opts.HardState.Vote) {
+		// The peer we voted for in this cluster is no member now: the
+		// term is kept (no vote below it), the vote cannot be given again
+		// in it anyway since the claimant is gone.
+		opts.HardState.Vote = classic.ID(e.self)
+	}
+	mach, err := classic.New(e.name, cfg, opts)
+	if err != nil {
+		return fmt.Errorf("election: %w", err)
+	}
+	e.mach, e.k, e.key, e.peers, e.timeout = mach, k, key, slices.Clone(members), cfg.TimeoutTicks
+	e.gen++
+	// The new machine knows no leader yet. The old one's leader, if it is
+	// still a member, stands until the new machine names one (its next
+	// heartbeat usually), so that a change of members is not reported as
+	// a lost superpeer; one that is no longer a member is lost. It stands
+	// one failure-detection timeout at most, and with Quorum this node
+	// stands as leader no longer than the lease its old machine held: the
+	// new machine may never name it (the minority side of a partition),
+	// and a leader carried on for longer would be a split brain.
+	e.differ, e.orphan = 0, 0
+	l := e.state.Leader
+	carry := 0
+	if l != classic.None && slices.Contains(ids, l) && oldKey == key {
+		carry = e.timeout
+		if oldQ != nil && l == classic.ID(e.self) {
+			carry = oldQ.LeaseLeft()
+		}
+	}
+	if carry > 0 {
+		e.state, e.carried = classic.State{Leader: l, Term: e.state.Term}, carry
+	} else {
+		if l != classic.None {
+			e.events = append(e.events, ElectionEvent{Lost: true, Superpeer: peer.ID(l)})
+		}
+		e.state, e.carried = classic.State{}, 0
+	}
+	if first && e.lookup == e.self || led {
+		e.mach.Campaign()
+	}
+	e.drain()
+	return nil
+}
+
+// config is the machine configuration for the cluster key and members,
+// Rand left nil.
+func (e *elector) config(key dhtselect.Key, members []peer.ID) classic.Config {
+	ids := make([]classic.ID, len(members))
+	var rtt time.Duration
+	for i, p := range members {
+		ids[i] = classic.ID(p)
+		if p != e.self {
+			rtt = max(rtt, e.m.rtt(p))
+		}
+	}
+	return classic.Config{
+		ID: classic.ID(e.self), Peers: ids,
+		Rank:           rank{inner: classic.XORCloseness{Target: key[:]}, first: e.first, demoted: e.demoted},
+		HeartbeatTicks: HeartbeatTicks, TimeoutTicks: TimeoutTicks(rtt, e.period),
+	}
+}
+
+// reconfigure gives a machine that implements classic.Reconfigurer the new
+// members (and rank) of the same cluster, and reports whether it did;
+// otherwise (another cluster, another algorithm, an error) the caller
+// rebuilds the machine. The machine keeps its leader or group, so a change
+// of members is no election.
+func (e *elector) reconfigure(k int, key dhtselect.Key, members []peer.ID) bool {
+	r, ok := e.mach.(classic.Reconfigurer)
+	if !ok || k != e.k || key != e.key {
+		return false
+	}
+	cfg := e.config(key, members) // Rand nil: the machine keeps its own
+	if err := r.Reconfigure(cfg); err != nil {
+		e.m.note(slog.LevelWarn, "election: reconfigure", "err", err)
+		return false
+	}
+	e.peers, e.timeout = slices.Clone(members), cfg.TimeoutTicks
+	e.differ, e.orphan = 0, 0
+	e.drain()
+	return true
+}
+
+// flapping returns the members that lost their connections flapLimit
+// times within flapWindow before now, this node among them when it lost
+// all its connections flapLimit times.
+func (e *elector) flapping(now time.Time) map[peer.ID]bool {
+	old := func(t time.Time) bool { return now.Sub(t) > flapWindow }
+	e.losses = slices.DeleteFunc(e.losses, func(l loss) bool { return old(l.at) })
+	e.outages = slices.DeleteFunc(e.outages, old)
+	count := map[peer.ID]int{e.self: len(e.outages)}
+	for _, l := range e.losses {
+		count[l.p]++
+	}
+	out := map[peer.ID]bool{}
+	for p, c := range count {
+		if c >= flapLimit {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// rank ranks first (the geometric cluster's token holder, if any) above
+// all, the demoted members below all others, and otherwise as inner does.
+type rank struct {
+	inner   classic.Rank
+	first   peer.ID
+	demoted map[peer.ID]bool
+}
+
+func (r rank) Compare(a, b classic.ID) int {
+	return cmp.Or(cmp.Compare(r.class(a), r.class(b)), r.inner.Compare(a, b))
+}
+
+// class is 1 for first, -1 for a demoted member, 0 for the others.
+func (r rank) class(x classic.ID) int {
+	switch {
+	case r.first != "" && peer.ID(x) == r.first:
+		return 1
+	case r.demoted[peer.ID(x)]:
+		return -1
+	}
+	return 0
+}
+
+// lost is told that the last connection to p closed; connected is the
+// number of peers still connected. It notes the loss of a member for host
+// quality. When p is the leader the machine campaigns at once: a failure
+// notice that echo, which has no heartbeats of its own, needs, and that
+// saves the others a timeout.
+func (e *elector) lost(now time.Time, p peer.ID, connected int) {
+	if e.mach == nil || p == e.self {
+		return
+	}
+	switch {
+	case connected == 0:
+		// Our own outage, not theirs: once per outage.
+		if len(e.outages) == 0 || now.Sub(e.outages[len(e.outages)-1]) > ownOutage {
+			e.outages = append(e.outages, now)
+		}
+		e.losses = slices.DeleteFunc(e.losses, func(l loss) bool { return now.Sub(l.at) <= ownOutage })
+	case slices.Contains(e.peers, p):
+		e.losses = append(e.losses, loss{p, now})
+	}
+	if peer.ID(e.state.Leader) != p {
+		return
+	}
+	e.m.note(slog.LevelInfo, "election: lost the connection to the leader", "leader", p)
+	e.mach.Campaign()
+	e.drain()
+}
+
+// ElectionStatus is the election's state and counters.
+type ElectionStatus struct {
+	// Algorithm is Config.Election; empty when the node runs none.
+	Algorithm string
+	// Lookup is the lookup's last answer for the cluster key, which the
+	// election's Leader should agree with.
+	Lookup peer.ID
+	// First is the member ranked above all (the geometric cluster's token
+	// holder), if any.
+	First peer.ID
+	// Leader, Role and Term are the machine's current state.
+	Leader peer.ID
+	Role   string
+	Term   uint64
+	// Timeout is the current failure-detection timeout.
+	Timeout time.Duration
+	// Sent counts the messages sent, by type name.
+	Sent map[string]uint64
+	// Dropped counts messages received from non-members.
+	Dropped uint64
+}
+
+// Election returns the election's state and counters (zero without an
+// election).
+func (m *Machine) Election() ElectionStatus {
+	e := m.el
+	if e == nil {
+		return ElectionStatus{}
+	}
+	st := ElectionStatus{
+		Algorithm: e.name, Lookup: e.lookup, First: e.first, Leader: peer.ID(e.state.Leader), Role: e.state.Role.String(), Term: e.state.Term,
+		Timeout: time.Duration(e.timeout) * e.period, Sent: map[string]uint64{}, Dropped: e.dropped,
+	}
+	for t, c := range e.sent {
+		st.Sent[t.String()] = c
+	}
+	return st
+}
+
+// Detection is the current failure-detection timeout (0 without an
+// election or before the first cluster).
+func (m *Machine) Detection() time.Duration {
+	if m.el == nil {
+		return 0
+	}
+	return time.Duration(m.el.timeout) * m.el.period
+}
+
+// MessageDeadline bounds one election message, sent or received.
+func (m *Machine) MessageDeadline() time.Duration {
+	if m.el == nil {
+		return 0
+	}
+	return m.el.deadline()
+}
+
+// GeoSuperpeer is the superpeer the last GeoCluster input named ("" when
+// none, or without an election).
+func (m *Machine) GeoSuperpeer() peer.ID {
+	if m.el == nil {
+		return ""
+	}
+	return m.el.geoSP
+}

@@ -1,0 +1,724 @@
+package node
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/classic"
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// Role is a peer's role in the overlay.
+type Role uint8
+
+// Roles.
+const (
+	RoleUnknown   Role = iota // not yet evaluated
+	RoleOrdinary              // member of a cluster, attached to its superpeer
+	RoleSuperpeer             // serves its cluster
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleOrdinary:
+		return "ordinary"
+	case RoleSuperpeer:
+		return "superpeer"
+	}
+	return "unknown"
+}
+
+// MarshalText writes the role's name, so logs and JSON show "superpeer"
+// rather than a number.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads a name that MarshalText wrote.
+func (r *Role) UnmarshalText(b []byte) error {
+	for _, x := range []Role{RoleUnknown, RoleOrdinary, RoleSuperpeer} {
+		if string(b) == x.String() {
+			*r = x
+			return nil
+		}
+	}
+	return fmt.Errorf("role %q: want unknown, ordinary or superpeer", b)
+}
+
+// Config is a node machine's configuration. Durations are in the clock of
+// the now that Step and Tick are given: wall time in the live node,
+// virtual time in the simulator.
+type Config struct {
+	// Self is the node's peer ID.
+	Self peer.ID
+	// Geometric: the geometric strategy's token machine (package overlay
+	// for now) names the cluster, and the node machine runs only the
+	// cluster's election for it (GeoCluster); no lookups, no DHT
+	// evaluation.
+	Geometric bool
+	// Target is how many superpeers the overlay should have.
+	Target dhtselect.Target
+	// Election names the election each cluster runs (classic.Algorithms);
+	// empty runs none, and the lookup alone names the superpeer.
+	Election string
+	// Quorum wraps the election with terms and majority.
+	Quorum bool
+	// IgnoreFlaps turns host quality (flap demotion) off.
+	IgnoreFlaps bool
+	// Bootstrap: the node has bootstrap peers other than itself, so it
+	// joins a network instead of starting one (see mayJoin).
+	Bootstrap bool
+	// Rendezvous: the node finds its bootstrap peers by rendezvous (the
+	// public network); it takes no role before the Rendezvous input.
+	Rendezvous bool
+	// Private is the node's reachability at start (Reachability changes it).
+	Private bool
+	// AnnounceInterval is the membership topic's announcement period;
+	// ReevaluateInterval the period of the forced re-evaluation (a lookup
+	// of the cluster key); ElectionTick the election machines' tick.
+	AnnounceInterval, ReevaluateInterval, ElectionTick time.Duration
+	// HardState is the quorum state read back at start, by cluster key.
+	HardState map[dhtselect.Key]classic.HardState
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Self == "":
+		return fmt.Errorf("node: Config.Self is empty")
+	case c.AnnounceInterval <= 0 || c.ReevaluateInterval <= 0 || c.ElectionTick <= 0:
+		return fmt.Errorf("node: intervals must be positive (announce %v, reevaluate %v, election tick %v)",
+			c.AnnounceInterval, c.ReevaluateInterval, c.ElectionTick)
+	case c.Quorum && c.Election == "":
+		return fmt.Errorf("node: Quorum needs an Election")
+	}
+	if !c.Geometric {
+		if err := c.Target.Validate(); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
+	if c.Election != "" && !slices.Contains(classic.Algorithms(), c.Election) {
+		return fmt.Errorf("node: unknown election %q (want one of %v)", c.Election, classic.Algorithms())
+	}
+	return nil
+}
+
+// State is a node's view of the overlay at one moment.
+type State struct {
+	Role Role
+	// S and K are the superpeer target and the reserved bits derived from
+	// the size estimate.
+	S, K       int
+	ClusterKey dhtselect.Key
+	// Prefix is the cluster's k-bit prefix, its human name.
+	Prefix string
+	// Superpeer is the cluster's superpeer (this node when it is the
+	// superpeer); empty until the first evaluation.
+	Superpeer peer.ID
+	// Members are the peers of the cluster this node knows of, itself
+	// included, sorted by key.
+	Members []peer.ID
+	// Size is the network-size estimate the target was computed from.
+	Size dhtselect.Estimate
+	// Evaluations counts the evaluations that named a superpeer, Lookups
+	// the lookups asked for, Queries the lookup queries they sent.
+	Evaluations, Lookups, Queries uint64
+}
+
+// Ready is what the machine asks of its driver since the last Ready, in the
+// order the driver must carry it out: persist HardState (and sync it)
+// before any of Messages leaves; then the rest, in any order.
+type Ready struct {
+	// State is the node's state; StateChanged says whether it changed.
+	State        State
+	StateChanged bool
+	// HardState, when not nil, is every cluster's quorum state, to be
+	// written and synced before Messages are sent.
+	HardState map[dhtselect.Key]classic.HardState
+	// Messages are election messages to send.
+	Messages []Outgoing
+	// Lookups are lookups of cluster keys to run; each answers with a
+	// LookupDone.
+	Lookups []LookupRequest
+	// Announce, when not nil, is the node's membership announcement.
+	Announce *Announcement
+	// Elections are the election's leader changes, in order.
+	Elections []ElectionEvent
+	// Reevaluate asks the geometric strategy's token machine to run now
+	// (the election named another leader).
+	Reevaluate bool
+	// Notes are what the machine decided and why, for the log.
+	Notes []Note
+}
+
+// Outgoing is an election message to send. A send that fails comes back
+// as SendFailed with the same Gen.
+type Outgoing struct {
+	Msg classic.Message
+	Gen uint64
+	// Deadline bounds the send: the failure-detection timeout.
+	Deadline time.Duration
+}
+
+// LookupRequest asks for the live peer closest to Key; SkipSelf asks the
+// lookup not to end at this node (it is private).
+type LookupRequest struct {
+	Key      dhtselect.Key
+	SkipSelf bool
+}
+
+// Announcement is what the node says of itself on the membership topic
+// (its ID and addresses are the driver's).
+type Announcement struct {
+	Superpeer  bool
+	K          int
+	ClusterKey dhtselect.Key
+	Private    bool
+}
+
+// ElectionEvent is a change of the election's leader: Lost names the
+// leader that stopped being one, else Superpeer was elected in Term.
+type ElectionEvent struct {
+	Lost      bool
+	Superpeer peer.ID
+	Term      uint64
+}
+
+// Note is a log line: a level, a message and key-value pairs.
+type Note struct {
+	Level slog.Level
+	Msg   string
+	Args  []any
+}
+
+// Input is one thing that happened to the node, given to Step.
+type Input interface{ input() }
+
+// View is the membership view: the peers with a live announcement (banned
+// peers left out by the driver), each with its RTT as the host measured
+// it (0 when unknown). The machine keeps Members as given, without a copy
+// (a simulator shares one view among many machines): the driver must not
+// change the slice after Step. Sorted by ID, or the machine sorts a copy.
+type View struct{ Members []Member }
+
+// Member is a peer of the membership view. Key is dhtselect.KeyOf(ID),
+// computed by the machine when zero.
+type Member struct {
+	ID      peer.ID
+	Key     dhtselect.Key
+	Private bool
+	RTT     time.Duration
+}
+
+// Routing is the DHT routing table's view, given before an evaluation
+// (see Due): its peers, whether each is connected, kad-dht's own size
+// estimate, and the number of peers the host is connected to.
+type Routing struct {
+	Peers     []RoutingPeer
+	Kad       float64
+	KadOK     bool
+	Connected int
+}
+
+// RoutingPeer is a peer of the routing table.
+type RoutingPeer struct {
+	ID        peer.ID
+	Connected bool
+}
+
+// Refreshed: a routing-table refresh after reaching a bootstrap peer has
+// completed with peers in the table.
+type Refreshed struct{}
+
+// Rendezvous: the rendezvous search ended; Found says whether it found
+// overlay peers.
+type Rendezvous struct{ Found bool }
+
+// Conn: the host's connections to Peer came up (Up) or the last one
+// closed; Connected is the number of peers connected after the change.
+type Conn struct {
+	Peer      peer.ID
+	Up        bool
+	Connected int
+}
+
+// LookupDone answers a LookupRequest: the peer the lookup of Key ended at,
+// the queries it sent, or its error.
+type LookupDone struct {
+	Key       dhtselect.Key
+	Superpeer peer.ID
+	Queries   int
+	Err       error
+}
+
+// ElectionMessage is an election message received; From is the stream's
+// authenticated remote peer.
+type ElectionMessage struct{ Msg classic.Message }
+
+// SendFailed: an Outgoing could not be delivered.
+type SendFailed struct {
+	To  peer.ID
+	Gen uint64
+}
+
+// Reachability: the node's reachability changed.
+type Reachability struct{ Private bool }
+
+// Reevaluate asks for a re-evaluation now (a lookup of the cluster key).
+type Reevaluate struct{}
+
+// GeoCluster is the geometric strategy's cluster: the members the holder
+// listed and the holder, for the cluster's election under Key.
+type GeoCluster struct {
+	Key     dhtselect.Key
+	Members []peer.ID
+	Holder  peer.ID
+}
+
+func (View) input()            {}
+func (Routing) input()         {}
+func (Refreshed) input()       {}
+func (Rendezvous) input()      {}
+func (Conn) input()            {}
+func (LookupDone) input()      {}
+func (ElectionMessage) input() {}
+func (SendFailed) input()      {}
+func (Reachability) input()    {}
+func (Reevaluate) input()      {}
+func (GeoCluster) input()      {}
+
+// Rendezvous search states.
+const (
+	rendezvousPending = iota
+	rendezvousAlone
+	rendezvousReached
+)
+
+// Machine is one node's decisions: a deterministic state machine, fed by
+// Step and Tick, that reports through Ready. It is not safe for concurrent
+// use: the driver calls it from one loop.
+type Machine struct {
+	cfg     Config
+	selfKey dhtselect.Key
+
+	// Inputs as last given.
+	view       []Member // sorted by ID
+	routing    Routing
+	refreshed  bool
+	rendezvous int
+	private    bool
+
+	// Joining.
+	joined  bool
+	contact time.Time // first evaluation with a connection (mayJoin)
+
+	// Quorum: when each peer was last in the view (configured).
+	remembered map[peer.ID]time.Time
+
+	// Evaluation.
+	nextEval         time.Time // the next forced evaluation
+	settleAt         time.Time // a view change's evaluation, zero if none pending
+	kick             bool      // a forced evaluation at the end of this Step or Tick
+	inflight         bool      // a lookup runs
+	again            bool      // a forced evaluation was asked while it ran
+	lastValid        bool      // lastLookup answers (lookupK, lookupKey, lookupMembers)
+	lastLookup       peer.ID
+	lookupK          int
+	lookupKey        dhtselect.Key
+	lookupMembers    []peer.ID
+	lookups, queries uint64
+	state            State
+	changed          bool
+
+	el *elector // nil without an election
+
+	// Ready's pending parts.
+	lookupReqs []LookupRequest
+	announce   *Announcement
+	notes      []Note
+	reeval     bool
+}
+
+// New returns a machine for cfg.
+func New(cfg Config) (*Machine, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := &Machine{
+		cfg: cfg, selfKey: dhtselect.KeyOf(cfg.Self), private: cfg.Private,
+		remembered: map[peer.ID]time.Time{},
+	}
+	if cfg.Election != "" {
+		m.el = newElector(m, cfg)
+	}
+	return m, nil
+}
+
+// State returns the node's current state.
+func (m *Machine) State() State {
+	s := m.state
+	s.Members = slices.Clone(s.Members)
+	return s
+}
+
+// Private reports whether the node counts itself unreachable.
+func (m *Machine) Private() bool { return m.private }
+
+// Due reports whether Tick(now) will evaluate: the driver then gives a
+// fresh Routing first.
+func (m *Machine) Due(now time.Time) bool {
+	if m.cfg.Geometric || m.inflight {
+		return false
+	}
+	return !now.Before(m.nextEval) || !m.settleAt.IsZero() && !now.Before(m.settleAt)
+}
+
+// Step applies one input at time now.
+func (m *Machine) Step(now time.Time, in Input) {
+	switch in := in.(type) {
+	case View:
+		m.setView(in.Members)
+		if !m.cfg.Geometric && m.settleAt.IsZero() {
+			// Membership changes come in bursts (a swarm starting, a
+			// cluster expiring): they are evaluated at most once per
+			// settle period.
+			m.settleAt = now.Add(m.cfg.ReevaluateInterval / 4)
+		}
+	case Routing:
+		m.routing = in
+	case Refreshed:
+		if !m.refreshed {
+			m.refreshed, m.kick = true, true
+		}
+	case Rendezvous:
+		switch {
+		case in.Found:
+			m.rendezvous = rendezvousReached
+		case m.rendezvous == rendezvousPending:
+			m.rendezvous = rendezvousAlone
+		}
+		m.kick = true
+	case Reachability:
+		if m.private != in.Private {
+			m.private, m.kick = in.Private, true
+			m.note(slog.LevelInfo, "reachability", "private", in.Private)
+		}
+	case Reevaluate:
+		m.kick = true
+	case Conn:
+		if !in.Up {
+			if in.Peer == m.state.Superpeer && in.Peer != m.cfg.Self {
+				m.kick = true // the fast path of failover
+			}
+			if m.el != nil {
+				m.el.lost(now, in.Peer, in.Connected)
+			}
+		}
+	case LookupDone:
+		m.lookupDone(now, in)
+	case ElectionMessage:
+		if m.el != nil {
+			m.el.step(now, in.Msg)
+		}
+	case SendFailed:
+		if m.el != nil {
+			m.el.sendFailed(now, in)
+		}
+	case GeoCluster:
+		if m.el != nil {
+			m.el.geoCluster(now, in)
+		}
+	}
+	m.kicked(now)
+}
+
+// Tick advances the machine's clock to now: the election's ticks, the
+// periodic re-evaluation and a view change's settled evaluation.
+func (m *Machine) Tick(now time.Time) {
+	if m.el != nil {
+		m.el.tick(now)
+	}
+	if !m.cfg.Geometric && !m.inflight {
+		switch {
+		case !now.Before(m.nextEval):
+			m.kick = true
+		case !m.settleAt.IsZero() && !now.Before(m.settleAt):
+			m.settleAt = time.Time{}
+			m.evaluate(now, false)
+		}
+	}
+	m.kicked(now)
+}
+
+// kicked runs the forced evaluation that this Step or Tick asked for.
+func (m *Machine) kicked(now time.Time) {
+	if !m.kick {
+		return
+	}
+	m.kick = false
+	if m.cfg.Geometric {
+		m.reeval = true
+		return
+	}
+	m.evaluate(now, true)
+}
+
+// Ready returns and clears what the machine asks of its driver.
+func (m *Machine) Ready() Ready {
+	rd := Ready{
+		State: m.State(), StateChanged: m.changed, Lookups: m.lookupReqs, Announce: m.announce,
+		Notes: m.notes, Reevaluate: m.reeval,
+	}
+	m.changed, m.lookupReqs, m.announce, m.notes, m.reeval = false, nil, nil, nil, false
+	if m.el != nil {
+		rd.Messages, rd.Elections, rd.HardState = m.el.take()
+	}
+	return rd
+}
+
+func (m *Machine) note(level slog.Level, msg string, args ...any) {
+	m.notes = append(m.notes, Note{Level: level, Msg: msg, Args: args})
+}
+
+func (m *Machine) setView(members []Member) {
+	byID := func(a, b Member) int { return cmp.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(members, byID) {
+		members = slices.SortedFunc(slices.Values(members), byID)
+	}
+	if slices.ContainsFunc(members, func(e Member) bool { return e.Key == dhtselect.Key{} }) {
+		members = slices.Clone(members) // ours to fill in
+		for i := range members {
+			if members[i].Key == (dhtselect.Key{}) {
+				members[i].Key = dhtselect.KeyOf(members[i].ID)
+			}
+		}
+	}
+	m.view = members
+}
+
+// member returns p's entry in the view.
+func (m *Machine) member(p peer.ID) (Member, bool) {
+	i, ok := slices.BinarySearchFunc(m.view, p, func(e Member, p peer.ID) int { return cmp.Compare(e.ID, p) })
+	if !ok {
+		return Member{}, false
+	}
+	return m.view[i], true
+}
+
+// mayJoin reports whether a node that has not evaluated yet may take a
+// role. A node without bootstrap peers starts a network: at once. One with
+// bootstrap peers joins a network, and knows nothing of its size before
+// its routing table tells it: it waits until the first routing-table
+// refresh after reaching a bootstrap peer has completed (its lookups fill
+// the table), or, when connected to some peer, two announce intervals have
+// passed. Without that wait a joining node would estimate a network of
+// one, take k = 0, and claim the whole key space as its cluster until
+// the announcements arrive: a split brain with every superpeer, seen on
+// every join of a churn scenario. A few announcements are not enough:
+// joining node processes that went by the first ones estimated 3 to 11
+// peers in a network of 32.
+func (m *Machine) mayJoin(now time.Time) bool {
+	if m.refreshed {
+		return true
+	}
+	if m.cfg.Rendezvous {
+		// The peers found by rendezvous are the bootstrap peers: none
+		// found (after an advertisement) starts a network, as no bootstrap
+		// peer does; some found wait like bootstrap peers.
+		switch m.rendezvous {
+		case rendezvousPending:
+			return false
+		case rendezvousAlone:
+			return !m.cfg.Bootstrap
+		}
+	} else if !m.cfg.Bootstrap {
+		return true
+	}
+	if m.routing.Connected == 0 {
+		return false
+	}
+	if m.contact.IsZero() {
+		m.contact = now
+	}
+	return now.Sub(m.contact) >= 2*m.cfg.AnnounceInterval
+}
+
+// quorumMemory is, in announce intervals, how long a peer that left the
+// membership view still counts as a member of its cluster with Quorum: a
+// majority is of the cluster as configured, not as seen, or the minority
+// side of a partition, which stops seeing the others after one membership
+// TTL, would make a majority of itself. The price is that a cluster that
+// loses half of its members for good has no superpeer until they are
+// forgotten.
+const quorumMemory = 30
+
+// configured counts the peers that count as members with Quorum: those
+// in the membership view now, and those seen there within quorumMemory
+// announce intervals (remembered). Without quorum it is the view.
+func (m *Machine) configured(now time.Time) int {
+	if !m.cfg.Quorum {
+		return len(m.view)
+	}
+	for _, e := range m.view {
+		m.remembered[e.ID] = now
+	}
+	for p, seen := range m.remembered {
+		if now.Sub(seen) > quorumMemory*m.cfg.AnnounceInterval {
+			delete(m.remembered, p)
+		}
+	}
+	return len(m.remembered)
+}
+
+// estimate gathers the inputs of dhtselect.EstimateSize; known is the
+// number of peers known (configured). A routing-table peer counts only
+// while it is connected or announces itself: kad-dht keeps a peer that
+// crashed in its table until a query to it fails, and when such peers
+// outnumber the membership view the estimate would leave the exact count
+// for a guess (seen with churn among node processes, where a killed QUIC
+// peer is not noticed at once: estimates of 38 to 50 in a network of 32).
+func (m *Machine) estimate(known int) dhtselect.Estimate {
+	in := dhtselect.SizeInputs{Self: m.selfKey, Members: known, Kad: m.routing.Kad, KadOK: m.routing.KadOK}
+	for _, p := range m.routing.Peers {
+		if _, ok := m.member(p.ID); p.Connected || ok {
+			in.Routing = append(in.Routing, dhtselect.KeyOf(p.ID))
+		}
+	}
+	return dhtselect.EstimateSize(in)
+}
+
+// clusterMembers lists the peers whose keys share the cluster's prefix,
+// this node included, sorted by key: those of the view, and with Quorum
+// those remembered too.
+func (m *Machine) clusterMembers(k int, ck dhtselect.Key, remembered bool) []peer.ID {
+	out := []peer.ID{m.cfg.Self}
+	for _, e := range m.view {
+		if e.ID != m.cfg.Self && e.Key.Cluster(k) == ck {
+			out = append(out, e.ID)
+		}
+	}
+	if remembered {
+		for p := range m.remembered {
+			if _, ok := m.member(p); !ok && p != m.cfg.Self && dhtselect.KeyOf(p).Cluster(k) == ck {
+				out = append(out, p)
+			}
+		}
+	}
+	dhtselect.SortByKey(out)
+	return out
+}
+
+// evaluate recomputes the node's role, cluster, superpeer and members, and
+// announces the result. It asks for a lookup of the cluster key when
+// forced (period, kick) or when k or the cluster's members differ from
+// those of the last lookup, since a joining or leaving member may be the
+// superpeer; otherwise the last lookup's answer stands. The evaluation
+// ends when the lookup answers (lookupDone).
+func (m *Machine) evaluate(now time.Time, force bool) {
+	if force {
+		m.nextEval = now.Add(m.cfg.ReevaluateInterval)
+		m.settleAt = time.Time{}
+	}
+	if m.inflight {
+		m.again = m.again || force
+		return
+	}
+	if !m.joined {
+		if m.joined = m.mayJoin(now); !m.joined {
+			return // the role stays unknown
+		}
+	}
+	est := m.estimate(m.configured(now))
+	k := m.cfg.Target.K(est.N)
+	ck := m.selfKey.Cluster(k)
+	members := m.clusterMembers(k, ck, false)
+	if force || !m.lastValid || k != m.lookupK || ck != m.lookupKey || !slices.Equal(members, m.lookupMembers) {
+		m.inflight, m.again = true, false
+		m.lookupK, m.lookupKey, m.lookupMembers = k, ck, members
+		m.lookups++
+		m.lookupReqs = append(m.lookupReqs, LookupRequest{Key: ck, SkipSelf: m.private})
+		return
+	}
+	m.finish(now, est, members)
+}
+
+// lookupDone takes a lookup's answer and finishes the evaluation.
+func (m *Machine) lookupDone(now time.Time, in LookupDone) {
+	if !m.inflight || in.Key != m.lookupKey {
+		return
+	}
+	m.inflight = false
+	m.queries += uint64(in.Queries)
+	if in.Err != nil {
+		m.lastValid = false
+		m.note(slog.LevelWarn, "lookup of cluster key failed", "err", in.Err)
+	} else {
+		m.lastLookup, m.lastValid = in.Superpeer, true
+	}
+	if m.again || in.Err != nil {
+		// A failed lookup waits for the next period, or for a kick.
+		if m.again {
+			m.again = false
+			m.evaluate(now, true)
+		}
+		return
+	}
+	m.evaluate(now, false)
+}
+
+// finish names the superpeer from the last lookup and the election, and
+// commits the state.
+func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.ID) {
+	k, ck := m.lookupK, m.lookupKey
+	sp := m.lastLookup
+	if m.el != nil {
+		electorate := members
+		if m.cfg.Quorum {
+			electorate = m.clusterMembers(k, ck, true)
+		}
+		var err error
+		if sp, err = m.el.superpeer(now, k, ck, electorate, sp, ""); err != nil {
+			m.note(slog.LevelWarn, "election", "err", err)
+			return
+		}
+	}
+	next := State{
+		S: m.cfg.Target.S(est.N), K: k, ClusterKey: ck, Prefix: ck.Prefix(k), Size: est,
+		Superpeer: sp, Members: members, Role: RoleOrdinary, Lookups: m.lookups, Queries: m.queries,
+	}
+	if sp == m.cfg.Self {
+		next.Role = RoleSuperpeer
+	}
+	next.Evaluations = m.state.Evaluations + 1
+	m.state, m.changed = next, true
+	m.announce = &Announcement{Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck, Private: m.private}
+}
+
+// unreachable returns the peers among ids that are private: this node when
+// it is, and those whose announcements say so.
+func (m *Machine) unreachable(ids []peer.ID) map[peer.ID]bool {
+	out := map[peer.ID]bool{}
+	for _, p := range ids {
+		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && e.Private {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// rtt is the RTT the view gives for p (0 when unknown).
+func (m *Machine) rtt(p peer.ID) time.Duration {
+	e, _ := m.member(p)
+	return e.RTT
+}
+
+// HardState returns every cluster's quorum state (nil without Quorum).
+func (m *Machine) HardState() map[dhtselect.Key]classic.HardState {
+	if m.el == nil || !m.cfg.Quorum {
+		return nil
+	}
+	return maps.Clone(m.el.hard)
+}
