@@ -20,6 +20,10 @@
 // Their validators reject malformed payloads, unknown versions and
 // coordinates that fail geometric.Valid (NaN, infinite or absurd
 // components, the wrong dimension), and ignore stale ones; the sender is the
-// signed origin. Both share one generic driver (feed.go): topic, validator,
-// per-origin sequence numbers, receive loop and periodic republishing.
+// signed origin.
+//
+// All three topics share one generic driver (feed.go): topic, validator,
+// per-origin sequence numbers and tombstones, receive loop, periodic
+// republishing and expiry. View is its table of announcements, and a
+// goodbye is a feed's last word (published on every interval after Leave).
 package gossip

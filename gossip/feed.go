@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,15 +16,18 @@ import (
 // A feed is one GossipSub topic on which every peer publishes, periodically
 // and on change, one value of type T about itself, and a table of the latest
 // value heard from every origin. It is the generic piece under the
-// coordinate and token topics of Geo: join the topic with a validator
-// (decode, Reject the malformed, Ignore the stale), a receive loop, a
-// republish loop with expiry, and a rate limit on change-driven publication.
+// membership topic (Membership) and the coordinate and token topics of Geo:
+// join the topic with a validator (decode, Reject the malformed, Ignore the
+// stale and the refused), a receive loop, a republish loop with expiry, and
+// a rate limit on change-driven publication.
 //
 // The origin of a value is always the message's signed origin, never a field
 // of the payload. Values carry a sequence number that orders one origin's
 // messages; the feed remembers the last one accepted from each origin, also
 // after the value itself is gone (a tombstone, until the TTL passes), so that
-// a delayed older message cannot bring back what a newer one removed.
+// a delayed older message cannot bring back what a newer one removed. A
+// value that is not live (a goodbye, a released token) is such a tombstone
+// from the start.
 
 // feedSpec describes a payload type to a feed.
 type feedSpec[T any] struct {
@@ -59,7 +63,17 @@ type feedConfig struct {
 	now      func() time.Time
 	log      *slog.Logger
 	changed  func()
-	rejected func(from peer.ID, err error) // GeoConfig.Rejected
+	rejected func(from peer.ID, err error) // GeoConfig.Rejected, MembershipConfig.Rejected
+	// refuse, when set, names origins whose messages are ignored before
+	// they are decoded (MembershipConfig.Refuse).
+	refuse func(origin peer.ID) bool
+	// keep, when set, names origins whose records outlive the TTL: the
+	// republish loop's expiry passes them over (MembershipConfig.Connected).
+	keep func(origin peer.ID) bool
+	// sweptOnly makes a record count until the republish loop's expiry
+	// deletes it, rather than from the moment it is older than the TTL (see
+	// table.sweptOnly).
+	sweptOnly bool
 }
 
 // FeedStats counts what a topic's validator decided about messages from
@@ -97,6 +111,12 @@ type table[T any] struct {
 	spec *feedSpec[T]
 	ttl  time.Duration
 	recs map[peer.ID]record[T]
+	// sweptOnly: a live record counts (is shown, and is live when a new
+	// value is compared with it) until sweep deletes it, whatever its age,
+	// so that sweep's keep may hold records past the TTL; the time its
+	// readers pass does not matter then. Otherwise a record older than the
+	// TTL is hidden at once, before sweep deletes it.
+	sweptOnly bool
 }
 
 func newTable[T any](spec *feedSpec[T], ttl time.Duration) *table[T] {
@@ -121,7 +141,7 @@ func (t *table[T]) apply(origin peer.ID, v T, now time.Time) (accepted, changed 
 	old, ok := t.recs[origin]
 	live := t.spec.live(v)
 	t.recs[origin] = record[T]{val: v, seq: seq, seen: now, live: live}
-	wasLive := ok && old.live && !t.expired(old, now)
+	wasLive := ok && t.shown(old, now)
 	return true, wasLive != live || (live && !t.spec.same(old.val, v))
 }
 
@@ -132,7 +152,7 @@ func (t *table[T]) put(origin peer.ID, v T, now time.Time) (changed bool) {
 	old, ok := t.recs[origin]
 	live := t.spec.live(v)
 	t.recs[origin] = record[T]{val: v, seq: old.seq, seen: now, live: live}
-	wasLive := ok && old.live && !t.expired(old, now)
+	wasLive := ok && t.shown(old, now)
 	return wasLive != live || (live && !t.spec.same(old.val, v))
 }
 
@@ -148,37 +168,83 @@ func (t *table[T]) remove(origin peer.ID) bool {
 	return true
 }
 
+// drop deletes origin's record, its sequence number included, so that any
+// later message from origin is taken. It reports whether there was a live
+// value.
+func (t *table[T]) drop(origin peer.ID) bool {
+	r, ok := t.recs[origin]
+	delete(t.recs, origin)
+	return ok && r.live
+}
+
 func (t *table[T]) expired(r record[T], now time.Time) bool { return now.Sub(r.seen) > t.ttl }
+
+// shown reports whether r is a value that counts at time now: live, and not
+// older than the TTL (unless sweptOnly).
+func (t *table[T]) shown(r record[T], now time.Time) bool {
+	return r.live && (t.sweptOnly || !t.expired(r, now))
+}
+
+// lookup returns origin's record if it is shown at time now.
+func (t *table[T]) lookup(origin peer.ID, now time.Time) (record[T], bool) {
+	r, ok := t.recs[origin]
+	if !ok || !t.shown(r, now) {
+		return record[T]{}, false
+	}
+	return r, true
+}
 
 // get returns origin's live, unexpired value.
 func (t *table[T]) get(origin peer.ID, now time.Time) (T, bool) {
-	r, ok := t.recs[origin]
-	if !ok || !r.live || t.expired(r, now) {
-		var zero T
-		return zero, false
+	r, ok := t.lookup(origin, now)
+	return r.val, ok
+}
+
+// records calls fn for every record shown at time now, in no particular
+// order.
+func (t *table[T]) records(now time.Time, fn func(origin peer.ID, r record[T])) {
+	for id, r := range t.recs {
+		if t.shown(r, now) {
+			fn(id, r)
+		}
 	}
-	return r.val, true
 }
 
 // each calls fn for every live, unexpired value, in no particular order.
 func (t *table[T]) each(now time.Time, fn func(origin peer.ID, v T)) {
-	for id, r := range t.recs {
-		if r.live && !t.expired(r, now) {
-			fn(id, r.val)
-		}
-	}
+	t.records(now, func(id peer.ID, r record[T]) { fn(id, r.val) })
+}
+
+// withdrawn reports whether origin's last accepted value, still remembered,
+// was one that is not live (a goodbye, a release).
+func (t *table[T]) withdrawn(origin peer.ID) bool {
+	r, ok := t.recs[origin]
+	return ok && !t.spec.live(r.val)
 }
 
 // expire deletes the records older than the TTL, tombstones included, and
 // reports whether a live one was among them.
 func (t *table[T]) expire(now time.Time) (changed bool) {
+	return len(t.sweep(now, nil)) > 0
+}
+
+// sweep deletes the records older than the TTL, except the live ones of the
+// origins keep names (nil keeps none; tombstones go whatever it says), and
+// returns the origins whose live records went, sorted.
+func (t *table[T]) sweep(now time.Time, keep func(peer.ID) bool) []peer.ID {
+	var gone []peer.ID
 	for id, r := range t.recs {
-		if t.expired(r, now) {
+		switch {
+		case !t.expired(r, now):
+		case !r.live:
 			delete(t.recs, id)
-			changed = changed || r.live
+		case keep == nil || !keep(id):
+			delete(t.recs, id)
+			gone = append(gone, id)
 		}
 	}
-	return changed
+	slices.Sort(gone)
+	return gone
 }
 
 // feed drives a table from a GossipSub topic; see the comment at the top of
@@ -198,6 +264,7 @@ type feed[T any] struct {
 	lastSeq uint64
 	lastPub time.Time
 	pending bool // a change waits for the minimum gap to pass
+	sealed  bool // seal was called: local is final, set changes nothing
 
 	kick   chan struct{}
 	cancel context.CancelFunc
@@ -206,7 +273,9 @@ type feed[T any] struct {
 
 // newFeed returns a feed that is not attached to any topic.
 func newFeed[T any](cfg feedConfig, spec *feedSpec[T]) *feed[T] {
-	return &feed[T]{cfg: cfg, spec: spec, tab: newTable(spec, cfg.ttl), kick: make(chan struct{}, 1)}
+	tab := newTable(spec, cfg.ttl)
+	tab.sweptOnly = cfg.sweptOnly
+	return &feed[T]{cfg: cfg, spec: spec, tab: tab, kick: make(chan struct{}, 1)}
 }
 
 // joinFeed joins cfg.topic on ps with the feed's validator and starts its
@@ -263,6 +332,10 @@ func (f *feed[T]) validate(_ context.Context, from peer.ID, msg *pubsub.Message)
 		}
 		// Ours, relayed back (or from an earlier run with our key): we know
 		// our own state first-hand.
+		f.n.ignored.Add(1)
+		return pubsub.ValidationIgnore
+	}
+	if f.cfg.refuse != nil && f.cfg.refuse(origin) {
 		f.n.ignored.Add(1)
 		return pubsub.ValidationIgnore
 	}
@@ -340,12 +413,13 @@ func (f *feed[T]) run(ctx context.Context) {
 			recent := f.local != nil && !f.pending && f.cfg.now().Sub(f.lastPub) < min(f.cfg.interval/2, f.cfg.ttl-f.cfg.interval)
 			f.mu.Unlock()
 			if !recent {
-				f.publish(ctx)
+				_ = f.publish(ctx) // a failure is logged; the next interval retries
 			}
 			f.mu.Lock()
-			changed := f.tab.expire(f.cfg.now())
+			gone := f.tab.sweep(f.cfg.now(), f.cfg.keep)
 			f.mu.Unlock()
-			if changed {
+			if len(gone) > 0 {
+				f.cfg.log.Debug("gossip: expired "+f.spec.kind, "topic", f.cfg.topic, "origins", len(gone), "ids", fmt.Sprint(gone))
 				f.cfg.changed()
 			}
 		case <-f.kick:
@@ -362,27 +436,29 @@ func (f *feed[T]) run(ctx context.Context) {
 			pending := f.pending
 			f.mu.Unlock()
 			if pending {
-				f.publish(ctx)
+				_ = f.publish(ctx)
 			}
 		}
 	}
 }
 
-// publish sends the local value, if any, under a new sequence number. A
-// value that is not live is sent once and then cleared.
-func (f *feed[T]) publish(ctx context.Context) {
+// publish sends the local value, if any, under a new sequence number
+// (rising even if the clock steps back, or receivers would drop it as
+// stale). A value that is not live is sent once and then cleared, unless
+// the feed is sealed. It logs and returns the encoder's or pubsub's error.
+func (f *feed[T]) publish(ctx context.Context) error {
 	f.mu.Lock()
 	if f.local == nil {
 		f.pending = false
 		f.mu.Unlock()
-		return
+		return nil
 	}
 	now := f.cfg.now()
 	seq := max(uint64(now.UnixNano()), f.lastSeq+1)
 	f.lastSeq, f.lastPub, f.pending = seq, now, false
 	v := *f.local
 	f.spec.setSeq(&v, seq)
-	if !f.spec.live(v) {
+	if !f.spec.live(v) && !f.sealed {
 		f.local = nil
 	} else {
 		f.local = &v
@@ -395,24 +471,33 @@ func (f *feed[T]) publish(ctx context.Context) {
 	data, err := f.spec.encode(v)
 	if err != nil {
 		f.cfg.log.Warn("gossip: encode "+f.spec.kind, "topic", f.cfg.topic, "err", err)
-		return
+		return err
 	}
 	f.n.published.Add(1)
 	if f.topic == nil {
-		return
+		return nil
 	}
-	if err := f.topic.Publish(ctx, data); err != nil && ctx.Err() == nil {
-		f.cfg.log.Warn("gossip: publish "+f.spec.kind, "topic", f.cfg.topic, "err", err)
+	if err := f.topic.Publish(ctx, data); err != nil {
+		if ctx.Err() == nil {
+			f.cfg.log.Warn("gossip: publish "+f.spec.kind, "topic", f.cfg.topic, "err", err)
+		}
+		return err
 	}
+	return nil
 }
 
 // set replaces the local value (nil: none, and our entry goes) and publishes
 // it at once if it changed, unless the last publication was less than the
 // minimum gap ago and the change is not urgent: then it goes out when the
-// gap has passed. A value that fails to encode is refused.
+// gap has passed. A value that fails to encode is refused. On a sealed
+// feed it changes nothing.
 func (f *feed[T]) set(ctx context.Context, v *T) error {
 	if v == nil {
 		f.mu.Lock()
+		if f.sealed {
+			f.mu.Unlock()
+			return nil
+		}
 		f.local, f.pending = nil, false
 		removed := f.tab.remove(f.cfg.self)
 		f.mu.Unlock()
@@ -426,6 +511,10 @@ func (f *feed[T]) set(ctx context.Context, v *T) error {
 		return err
 	}
 	f.mu.Lock()
+	if f.sealed {
+		f.mu.Unlock()
+		return nil
+	}
 	old := f.local
 	if old != nil && f.spec.live(nv) && f.spec.same(*old, nv) {
 		f.mu.Unlock()
@@ -435,7 +524,7 @@ func (f *feed[T]) set(ctx context.Context, v *T) error {
 	if f.spec.urgent(old, nv) || !f.spec.live(nv) || f.cfg.minGap <= 0 || now.Sub(f.lastPub) >= f.cfg.minGap {
 		f.local = &nv
 		f.mu.Unlock()
-		f.publish(ctx)
+		_ = f.publish(ctx) // a failure is logged; the next interval retries
 		return nil
 	}
 	f.spec.setSeq(&nv, f.lastSeq)
@@ -450,6 +539,25 @@ func (f *feed[T]) set(ctx context.Context, v *T) error {
 	default:
 	}
 	return nil
+}
+
+// seal makes the local value final: last turns it into its last word (a
+// goodbye), which is published at once and then every interval, even though
+// it is not live; later set calls change nothing. Nothing is sent when there
+// is no local value. It returns the publication's error.
+func (f *feed[T]) seal(ctx context.Context, last func(v *T)) error {
+	f.mu.Lock()
+	f.sealed = true
+	if f.local == nil {
+		f.pending = false
+		f.mu.Unlock()
+		return nil
+	}
+	v := *f.local
+	last(&v)
+	f.local = &v
+	f.mu.Unlock()
+	return f.publish(ctx)
 }
 
 // forget withdraws p's value.

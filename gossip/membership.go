@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -48,24 +47,12 @@ type MembershipConfig struct {
 var ErrBadConfig = errors.New("gossip: bad configuration")
 
 // Membership keeps the membership view of one overlay from its GossipSub
-// topic, and announces this peer on it.
+// topic, and announces this peer on it. It is a feed of announcements
+// (feed.go) whose table is read as a View.
 type Membership struct {
-	cfg   MembershipConfig
-	ps    *pubsub.PubSub
-	topic *pubsub.Topic
-	sub   *pubsub.Subscription
-	self  peer.ID
-	log   *slog.Logger
-
-	mu      sync.Mutex
-	view    *View
-	local   Announcement
-	left    bool // Leave was called: SetLocal changes nothing any more
+	*feed[Announcement]
+	view    *View // the feed's table; read under the feed's lock
 	changes chan struct{}
-	n       feedCounters
-
-	cancel context.CancelFunc
-	done   sync.WaitGroup
 }
 
 // JoinMembership joins the membership topic on ps, with a validator that
@@ -73,143 +60,54 @@ type Membership struct {
 // the local peer, the author of ps's messages. Call SetLocal to start
 // announcing, and Close to leave.
 func JoinMembership(ps *pubsub.PubSub, self peer.ID, cfg MembershipConfig) (*Membership, error) {
+	m, fc, err := newMembership(self, cfg)
+	if err != nil {
+		return nil, err
+	}
+	f, err := joinFeed(ps, fc, &announcementSpec)
+	if err != nil {
+		return nil, err
+	}
+	m.attach(f)
+	return m, nil
+}
+
+// newMembership checks cfg and returns a Membership without its feed, and
+// the feed's configuration (for JoinMembership and for tests).
+func newMembership(self peer.ID, cfg MembershipConfig) (*Membership, feedConfig, error) {
 	if cfg.Network == "" {
-		return nil, fmt.Errorf("%w: empty network name", ErrBadConfig)
+		return nil, feedConfig{}, fmt.Errorf("%w: empty network name", ErrBadConfig)
 	}
 	if cfg.Interval <= 0 {
-		return nil, fmt.Errorf("%w: announce interval %v, want > 0", ErrBadConfig, cfg.Interval)
+		return nil, feedConfig{}, fmt.Errorf("%w: announce interval %v, want > 0", ErrBadConfig, cfg.Interval)
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = 3 * cfg.Interval
 	}
 	if cfg.TTL < cfg.Interval {
-		return nil, fmt.Errorf("%w: TTL %v is shorter than the announce interval %v", ErrBadConfig, cfg.TTL, cfg.Interval)
+		return nil, feedConfig{}, fmt.Errorf("%w: TTL %v is shorter than the announce interval %v", ErrBadConfig, cfg.TTL, cfg.Interval)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Membership{
-		cfg: cfg, ps: ps, self: self, log: cfg.Logger,
-		view:    NewView(cfg.TTL),
-		changes: make(chan struct{}, 1),
+	m := &Membership{changes: make(chan struct{}, 1)}
+	// No minimum gap: every change of role, cluster or addresses goes out
+	// at once. Entries stay until the republish loop's expiry, which keeps
+	// the peers we are connected to.
+	fc := feedConfig{
+		topic: MembershipTopic(cfg.Network), self: self, interval: cfg.Interval, ttl: cfg.TTL,
+		now: time.Now, log: cfg.Logger, changed: m.notify, rejected: cfg.Rejected,
+		refuse: cfg.Refuse, keep: cfg.Connected, sweptOnly: true,
 	}
-	topic, sub, err := subscribe(ps, MembershipTopic(cfg.Network), m.validate)
-	if err != nil {
-		return nil, err
-	}
-	m.topic, m.sub = topic, sub
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	m.done.Add(2)
-	go m.receive(ctx)
-	go m.announce(ctx)
-	return m, nil
+	return m, fc, nil
 }
 
-func (m *Membership) validate(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	origin := msg.GetFrom()
-	if origin == m.self && from == m.self {
-		return pubsub.ValidationAccept // our own, already in the view
-	}
-	if m.cfg.Refuse != nil && m.cfg.Refuse(origin) {
-		m.n.ignored.Add(1)
-		return pubsub.ValidationIgnore
-	}
-	a, err := DecodeAnnouncement(origin, msg.Data)
-	if err != nil {
-		m.log.Debug("membership: rejected announcement", "origin", origin, "via", from, "err", err)
-		m.n.rejected.Add(1)
-		if m.cfg.Rejected != nil {
-			m.cfg.Rejected(from, err)
-		}
-		return pubsub.ValidationReject
-	}
-	m.mu.Lock()
-	stale := m.view.Stale(a)
-	m.mu.Unlock()
-	if stale {
-		m.n.ignored.Add(1)
-		return pubsub.ValidationIgnore
-	}
-	msg.ValidatorData = a
-	m.n.accepted.Add(1)
-	return pubsub.ValidationAccept
-}
+// attach gives m its feed.
+func (m *Membership) attach(f *feed[Announcement]) { m.feed, m.view = f, &View{t: f.tab} }
 
 // Stats counts what the validator decided about other peers'
-// announcements (Published stays 0).
-func (m *Membership) Stats() FeedStats {
-	return FeedStats{Accepted: m.n.accepted.Load(), Rejected: m.n.rejected.Load(), Ignored: m.n.ignored.Load()}
-}
-
-func (m *Membership) receive(ctx context.Context) {
-	defer m.done.Done()
-	for {
-		msg, err := m.sub.Next(ctx)
-		if err != nil {
-			return // cancelled or subscription closed
-		}
-		a, ok := msg.ValidatorData.(Announcement)
-		if !ok {
-			continue // our own message
-		}
-		m.mu.Lock()
-		_, changed := m.view.Apply(a, time.Now())
-		m.mu.Unlock()
-		if changed {
-			m.notify()
-		}
-	}
-}
-
-// announce publishes the local announcement every interval and expires stale
-// entries.
-func (m *Membership) announce(ctx context.Context) {
-	defer m.done.Done()
-	t := time.NewTicker(m.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		_ = m.publish(ctx) // a failure is logged; the next interval retries
-		m.mu.Lock()
-		gone := m.view.Expire(time.Now(), m.cfg.Connected)
-		m.mu.Unlock()
-		if len(gone) > 0 {
-			m.log.Debug("membership: expired", "peers", len(gone), "ids", fmt.Sprint(gone))
-			m.notify()
-		}
-	}
-}
-
-func (m *Membership) publish(ctx context.Context) error {
-	m.mu.Lock()
-	a := m.local
-	if a.ID == "" {
-		m.mu.Unlock()
-		return nil // nothing to say yet
-	}
-	// Rising even if the clock steps back, or receivers drop it as stale.
-	a.Seq = max(uint64(time.Now().UnixNano()), m.local.Seq+1)
-	m.local.Seq = a.Seq
-	m.view.Apply(a, time.Now())
-	m.mu.Unlock()
-	data, err := a.Encode()
-	if err != nil {
-		m.log.Warn("membership: encode", "err", err)
-		return err
-	}
-	if err := m.topic.Publish(ctx, data); err != nil {
-		if ctx.Err() == nil {
-			m.log.Warn("membership: publish", "err", err)
-		}
-		return err
-	}
-	return nil
-}
+// announcements, and the announcements this peer published.
+func (m *Membership) Stats() FeedStats { return m.stats() }
 
 func (m *Membership) notify() {
 	select {
@@ -221,24 +119,10 @@ func (m *Membership) notify() {
 // SetLocal sets this peer's announcement and publishes it at once if its
 // role, cluster, reachability or addresses changed. a.ID must be the local peer.
 func (m *Membership) SetLocal(ctx context.Context, a Announcement) error {
-	if a.ID != m.self {
-		return fmt.Errorf("%w: announcement for %s, local peer is %s", ErrBadAnnouncement, a.ID, m.self)
+	if a.ID != m.cfg.self {
+		return fmt.Errorf("%w: announcement for %s, local peer is %s", ErrBadAnnouncement, a.ID, m.cfg.self)
 	}
-	m.mu.Lock()
-	if m.left {
-		m.mu.Unlock()
-		return nil // saying goodbye: the goodbye stands
-	}
-	old := m.local
-	m.local = a
-	m.local.Seq = old.Seq
-	same := old.ID != "" && sameSaying(old, a)
-	m.mu.Unlock()
-	if !same {
-		_ = m.publish(ctx) // a failure is logged; the next interval retries
-		m.notify()
-	}
-	return nil
+	return m.set(ctx, &a) // after Leave, nothing: the goodbye stands
 }
 
 // Leave publishes this peer's goodbye (Announcement.Leaving): the peers
@@ -248,11 +132,7 @@ func (m *Membership) SetLocal(ctx context.Context, a Announcement) error {
 // it before closing the host, so that the goodbye goes out. It returns
 // the publish's error; nothing is sent when SetLocal was never called.
 func (m *Membership) Leave(ctx context.Context) error {
-	m.mu.Lock()
-	m.left = true
-	m.local.Leaving = true
-	m.mu.Unlock()
-	return m.publish(ctx)
+	return m.seal(ctx, func(a *Announcement) { a.Leaving = true })
 }
 
 // Forget drops a peer from the view at once, for instance when the overlay
@@ -300,13 +180,4 @@ func (m *Membership) Len() int {
 func (m *Membership) Changes() <-chan struct{} { return m.changes }
 
 // Close stops announcing and leaves the topic.
-func (m *Membership) Close() error {
-	m.cancel()
-	m.sub.Cancel()
-	m.done.Wait()
-	err := m.topic.Close()
-	if uerr := m.ps.UnregisterTopicValidator(MembershipTopic(m.cfg.Network)); err == nil {
-		err = uerr
-	}
-	return err
-}
+func (m *Membership) Close() error { return m.close() }

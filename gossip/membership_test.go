@@ -2,12 +2,14 @@ package gossip
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -125,4 +127,104 @@ func TestMembershipOverGossipSub(t *testing.T) {
 
 func local(h host.Host, k int) Announcement {
 	return Announcement{ID: h.ID(), Addrs: h.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(k)}
+}
+
+// offlineMembership returns a Membership attached to no topic, whose
+// messages the test hands in with offer.
+func offlineMembership(t *testing.T, self peer.ID, cfg MembershipConfig) *Membership {
+	t.Helper()
+	m, fc, err := newMembership(self, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.attach(newFeed(fc, &announcementSpec))
+	return m
+}
+
+// The membership's validator and driver, without a network: a refused
+// origin is ignored before its payload is read, a malformed payload is
+// rejected and reported with the relay that sent it, a stale one is ignored;
+// Leave turns this peer's announcement into a goodbye that every later
+// publication repeats, and SetLocal changes nothing after it.
+func TestMembershipDecisionsAndLeave(t *testing.T) {
+	ctx := context.Background()
+	self, good, banned := fakeID(t, 1), fakeID(t, 2), fakeID(t, 3)
+	var rejectedFrom []peer.ID
+	m := offlineMembership(t, self, MembershipConfig{
+		Network: "test", Interval: time.Second,
+		Refuse:   func(p peer.ID) bool { return p == banned },
+		Rejected: func(from peer.ID, _ error) { rejectedFrom = append(rejectedFrom, from) },
+	})
+	enc := func(a Announcement) []byte {
+		data, err := a.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	if r := offer(m.feed, good, enc(announcement(t, good, 2, 5))); r != pubsub.ValidationAccept {
+		t.Fatalf("a good announcement: %v", r)
+	}
+	if r := offer(m.feed, good, enc(announcement(t, good, 2, 5))); r != pubsub.ValidationIgnore {
+		t.Fatalf("a repeated announcement: %v, want ignored", r)
+	}
+	if r := offer(m.feed, banned, enc(announcement(t, banned, 2, 1))); r != pubsub.ValidationIgnore {
+		t.Fatalf("a refused origin's announcement: %v, want ignored", r)
+	}
+	if r := offer(m.feed, good, []byte("garbage")); r != pubsub.ValidationReject {
+		t.Fatalf("a malformed announcement: %v, want rejected", r)
+	}
+	if len(rejectedFrom) != 1 || rejectedFrom[0] != "relay" {
+		t.Fatalf("Rejected told of %v, want the relay once", rejectedFrom)
+	}
+	if st := m.Stats(); st.Accepted != 1 || st.Ignored != 2 || st.Rejected != 1 {
+		t.Fatalf("stats %+v, want 1 accepted, 2 ignored, 1 rejected", st)
+	}
+	if _, ok := m.Get(banned); ok || m.Len() != 1 {
+		t.Fatalf("view holds %d entries (banned peer in it: %v), want the good peer only", m.Len(), ok)
+	}
+
+	if err := m.SetLocal(ctx, announcement(t, good, 2, 0)); !errors.Is(err, ErrBadAnnouncement) {
+		t.Fatalf("SetLocal of another peer's announcement: %v", err)
+	}
+	if err := m.SetLocal(ctx, announcement(t, self, 2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Get(self); !ok || m.Len() != 2 || m.Stats().Published != 1 {
+		t.Fatalf("after SetLocal: self in the view %v, len %d, stats %+v", ok, m.Len(), m.Stats())
+	}
+	drain(m.Changes())
+	if err := m.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Get(self); ok || !m.Left(self) || m.Len() != 1 || !drain(m.Changes()) {
+		t.Fatalf("after Leave: self in the view %v, left %v, len %d", ok, m.Left(self), m.Len())
+	}
+	// The republish loop's next publication is a goodbye too.
+	if err := m.publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	local := m.local
+	m.mu.Unlock()
+	if local == nil || !local.Leaving || m.Stats().Published != 3 {
+		t.Fatalf("after Leave, the local announcement is %+v (published %d), want a goodbye, sent twice", local, m.Stats().Published)
+	}
+	b := announcement(t, self, 3, 0)
+	b.Superpeer = true
+	if err := m.SetLocal(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Get(self); ok || m.Stats().Published != 3 {
+		t.Fatal("SetLocal after Leave brought this peer back")
+	}
+	// Forget drops a peer and its sequence number: an older announcement
+	// brings it back.
+	m.Forget(good)
+	if _, ok := m.Get(good); ok {
+		t.Fatal("Forget kept the peer")
+	}
+	if r := offer(m.feed, good, enc(announcement(t, good, 2, 4))); r != pubsub.ValidationAccept || m.Len() != 1 {
+		t.Fatalf("an announcement after Forget: %v, len %d", r, m.Len())
+	}
 }
