@@ -323,7 +323,6 @@ type Machine struct {
 	settleAt         time.Time // a view change's evaluation, zero if none pending
 	kick             bool      // a forced evaluation at the end of this Step or Tick
 	inflight         bool      // a lookup runs
-	again            bool      // a forced evaluation was asked while it ran
 	lastValid        bool      // lastLookup answers (lookupK, lookupKey, lookupMembers)
 	lastLookup       peer.ID
 	lookupK          int
@@ -444,7 +443,7 @@ func (m *Machine) Tick(now time.Time) {
 	if !m.cfg.Geometric && !m.inflight {
 		switch {
 		case !now.Before(m.nextEval):
-			m.kick = true
+			m.evaluate(now, true)
 		case !m.settleAt.IsZero() && !now.Before(m.settleAt):
 			m.settleAt = time.Time{}
 			m.evaluate(now, false)
@@ -453,7 +452,11 @@ func (m *Machine) Tick(now time.Time) {
 	m.kicked(now)
 }
 
-// kicked runs the forced evaluation that this Step or Tick asked for.
+// kicked makes the forced evaluation that this Step or Tick asked for due
+// at once: Tick runs it, after the driver has given a fresh Routing (see
+// Due), since the size estimate must not be made from a stale routing
+// table (a joining node whose refresh has just completed would estimate
+// from its bootstrap peer alone).
 func (m *Machine) kicked(now time.Time) {
 	if !m.kick {
 		return
@@ -463,7 +466,9 @@ func (m *Machine) kicked(now time.Time) {
 		m.reeval = true
 		return
 	}
-	m.evaluate(now, true)
+	if now.Before(m.nextEval) {
+		m.nextEval = now
+	}
 }
 
 // Ready returns and clears what the machine asks of its driver.
@@ -623,8 +628,7 @@ func (m *Machine) evaluate(now time.Time, force bool) {
 		m.settleAt = time.Time{}
 	}
 	if m.inflight {
-		m.again = m.again || force
-		return
+		return // Tick waits for the answer; a kick meanwhile made the next evaluation due
 	}
 	if !m.joined {
 		if m.joined = m.mayJoin(now); !m.joined {
@@ -636,7 +640,7 @@ func (m *Machine) evaluate(now time.Time, force bool) {
 	ck := m.selfKey.Cluster(k)
 	members := m.clusterMembers(k, ck, false)
 	if force || !m.lastValid || k != m.lookupK || ck != m.lookupKey || !slices.Equal(members, m.lookupMembers) {
-		m.inflight, m.again = true, false
+		m.inflight = true
 		m.lookupK, m.lookupKey, m.lookupMembers = k, ck, members
 		m.lookups++
 		m.lookupReqs = append(m.lookupReqs, LookupRequest{Key: ck, SkipSelf: m.private})
@@ -658,13 +662,8 @@ func (m *Machine) lookupDone(now time.Time, in LookupDone) {
 	} else {
 		m.lastLookup, m.lastValid = in.Superpeer, true
 	}
-	if m.again || in.Err != nil {
-		// A failed lookup waits for the next period, or for a kick.
-		if m.again {
-			m.again = false
-			m.evaluate(now, true)
-		}
-		return
+	if in.Err != nil {
+		return // the next period, or a kick, looks up again
 	}
 	m.evaluate(now, false)
 }

@@ -1,0 +1,297 @@
+package nodesim
+
+import (
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// Covered reports whether node i is served: it is alive and has a role,
+// and its superpeer is alive, reachable from it, claims the superpeer role,
+// and is in the same cluster (k and key).
+func (s *Sim) Covered(i int) bool {
+	n := s.nodes[i]
+	if !n.alive || n.state.Role == node.RoleUnknown || n.state.Superpeer == "" {
+		return false
+	}
+	j, ok := s.indexOf(n.state.Superpeer)
+	if !ok || !s.nodes[j].alive || !s.reachable(i, j) {
+		return false
+	}
+	sp := s.nodes[j].state
+	return sp.Role == node.RoleSuperpeer && sp.K == n.state.K && sp.ClusterKey == n.state.ClusterKey
+}
+
+// Sample is the network at one instant.
+type Sample struct {
+	At time.Duration
+	// Live nodes, those of them with a role (Joined), and those served
+	// (Covered: see Covered).
+	Live, Joined, Covered int
+	// Claimers is the number of live nodes that claim the superpeer role;
+	// Split is the number of clusters (k and key) with two or more.
+	Claimers, Split int
+}
+
+// Orphans are the joined nodes that are not covered.
+func (x Sample) Orphans() int { return x.Joined - x.Covered }
+
+// Take samples the network now.
+func (s *Sim) Take() Sample {
+	x := Sample{At: s.now}
+	type cluster struct {
+		k   int
+		key dhtselect.Key
+	}
+	claims := map[cluster]int{}
+	for i, n := range s.nodes {
+		if !n.alive {
+			continue
+		}
+		x.Live++
+		if n.state.Role == node.RoleUnknown {
+			continue
+		}
+		x.Joined++
+		if s.Covered(i) {
+			x.Covered++
+		}
+		if n.state.Role == node.RoleSuperpeer {
+			x.Claimers++
+			c := cluster{n.state.K, n.state.ClusterKey}
+			if claims[c]++; claims[c] == 2 {
+				x.Split++
+			}
+		}
+	}
+	return x
+}
+
+// Observer samples the network every Period and follows the failover of
+// every crashed superpeer.
+type Observer struct {
+	Period  time.Duration
+	Samples []Sample
+	// Failovers are the failover times of the superpeers crashed while
+	// observed: from the crash until every live node that named the crashed
+	// superpeer is covered by another; Unrepaired counts those not repaired
+	// by the end.
+	Failovers  []time.Duration
+	Unrepaired int
+	// Disagree is the longest time a live node's lookup and its election
+	// named different live superpeers (both named).
+	Disagree time.Duration
+	pending  []failover
+	differ   map[int]time.Duration // since when node i's lookup and election differ
+}
+
+type failover struct {
+	at        time.Duration
+	followers []int
+}
+
+// Observe starts sampling s every period; it returns the observer.
+func (s *Sim) Observe(period time.Duration) *Observer {
+	o := &Observer{Period: period, differ: map[int]time.Duration{}}
+	s.Every(period, func(s *Sim) { o.sample(s) })
+	return o
+}
+
+func (o *Observer) sample(s *Sim) {
+	o.Samples = append(o.Samples, s.Take())
+	if s.cfg.Node.Election != "" {
+		o.disagreement(s)
+	}
+	o.pending = slices.DeleteFunc(o.pending, func(f failover) bool {
+		for _, i := range f.followers {
+			if s.nodes[i].alive && !s.Covered(i) {
+				return false
+			}
+		}
+		o.Failovers = append(o.Failovers, s.now-f.at)
+		return true
+	})
+}
+
+func (o *Observer) disagreement(s *Sim) {
+	alive := func(p peer.ID) bool {
+		j, ok := s.indexOf(p)
+		return ok && s.nodes[j].alive
+	}
+	for i, n := range s.nodes {
+		differs := false
+		if n.alive {
+			e := n.m.Election()
+			differs = alive(e.Lookup) && alive(e.Leader) && e.Lookup != e.Leader
+		}
+		since, was := o.differ[i]
+		switch {
+		case differs && !was:
+			o.differ[i] = s.now
+		case was:
+			o.Disagree = max(o.Disagree, s.now-since)
+			if !differs {
+				delete(o.differ, i)
+			}
+		}
+	}
+}
+
+// CrashSuperpeer crashes node i and, when it was a superpeer, follows its
+// failover.
+func (o *Observer) CrashSuperpeer(s *Sim, i int) {
+	id := s.nodes[i].id
+	if s.nodes[i].state.Role == node.RoleSuperpeer {
+		var f failover
+		f.at = s.now
+		for j, n := range s.nodes {
+			if j != i && n.alive && n.state.Superpeer == id {
+				f.followers = append(f.followers, j)
+			}
+		}
+		if len(f.followers) > 0 {
+			o.pending = append(o.pending, f)
+		}
+	}
+	s.Crash(i)
+}
+
+// Finish counts the failovers still pending as unrepaired.
+func (o *Observer) Finish() {
+	o.Unrepaired += len(o.pending)
+	o.pending = nil
+}
+
+// Coverage is the mean fraction of the joined nodes covered, over the
+// samples from..to.
+func (o *Observer) Coverage(from, to time.Duration) float64 {
+	var sum float64
+	var k int
+	for _, x := range o.Samples {
+		if x.At < from || x.At > to || x.Joined == 0 {
+			continue
+		}
+		sum += float64(x.Covered) / float64(x.Joined)
+		k++
+	}
+	if k == 0 {
+		return 0
+	}
+	return sum / float64(k)
+}
+
+// SplitTime is the time, over the samples from..to, during which some
+// cluster had two live claimers (each sample counts for Period).
+func (o *Observer) SplitTime(from, to time.Duration) time.Duration {
+	var d time.Duration
+	for _, x := range o.Samples {
+		if x.At >= from && x.At <= to && x.Split > 0 {
+			d += o.Period
+		}
+	}
+	return d
+}
+
+// MaxOrphans is the most orphans in a sample from..to.
+func (o *Observer) MaxOrphans(from, to time.Duration) int {
+	m := 0
+	for _, x := range o.Samples {
+		if x.At >= from && x.At <= to {
+			m = max(m, x.Orphans())
+		}
+	}
+	return m
+}
+
+// Churn replaces a fraction rate of the live nodes per minute for d: a
+// Poisson process in which a live node drawn at random crashes (followed
+// by o, when not nil) and a new node joins at once.
+func (s *Sim) Churn(rate float64, d time.Duration, o *Observer) {
+	end := s.now + d
+	var next func(*Sim)
+	next = func(s *Sim) {
+		if s.now >= end {
+			return
+		}
+		var live []int
+		for i, n := range s.nodes {
+			if n.alive {
+				live = append(live, i)
+			}
+		}
+		if len(live) > 1 {
+			victim := live[s.rng.IntN(len(live))]
+			if o != nil {
+				o.CrashSuperpeer(s, victim)
+			} else {
+				s.Crash(victim)
+			}
+			s.Add()
+		}
+		s.After(s.expGap(rate*float64(len(live))), next)
+	}
+	s.After(s.expGap(rate*float64(s.liveCount())), next)
+}
+
+func (s *Sim) liveCount() int {
+	c := 0
+	for _, n := range s.nodes {
+		if n.alive {
+			c++
+		}
+	}
+	return c
+}
+
+// expGap is an exponential gap for perMinute events per minute.
+func (s *Sim) expGap(perMinute float64) time.Duration {
+	if perMinute <= 0 {
+		return time.Hour
+	}
+	return time.Duration(s.rng.ExpFloat64() / perMinute * float64(time.Minute))
+}
+
+// Converged reports whether every live node has a role and is covered, and
+// the clusters are those dhtselect.Assign gives for the live nodes at the
+// k they agree on (DHT strategy).
+func (s *Sim) Converged() bool {
+	x := s.Take()
+	return x.Live > 0 && x.Covered == x.Live && x.Split == 0 && s.agreesWithAssign()
+}
+
+// agreesWithAssign checks that the live nodes agree on k and that each
+// names the live node closest to its cluster key (dhtselect.Closest).
+func (s *Sim) agreesWithAssign() bool {
+	var keys []dhtselect.Key
+	var idx []int
+	k := -1
+	for i, n := range s.nodes {
+		if !n.alive {
+			continue
+		}
+		if k >= 0 && n.state.K != k {
+			return false
+		}
+		k = n.state.K
+		keys = append(keys, n.key)
+		idx = append(idx, i)
+	}
+	want := map[dhtselect.Key]int{}
+	for _, i := range idx {
+		n := s.nodes[i]
+		ck := n.key.Cluster(k)
+		w, ok := want[ck]
+		if !ok {
+			w = idx[dhtselect.Closest(ck, keys)]
+			want[ck] = w
+		}
+		if n.state.Superpeer != s.nodes[w].id {
+			return false
+		}
+	}
+	return true
+}

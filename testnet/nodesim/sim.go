@@ -1,0 +1,877 @@
+package nodesim
+
+import (
+	"cmp"
+	"container/heap"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/classic"
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay/node"
+	"github.com/superpeer/superpeer/testnet/latency"
+)
+
+// Epoch is the instant the machines see at virtual time 0.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultRTT           = 100 * time.Millisecond
+	DefaultGossipDelay   = 200 * time.Millisecond
+	DefaultRoutingClose  = 20
+	DefaultRoutingRandom = 20
+	DefaultLookupRTTs    = 3
+	DefaultContactWindow = 30 * time.Second
+	DefaultQueryTimeout  = 5 * time.Second
+)
+
+// ErrConfig is wrapped by every error New returns for a bad Config.
+var ErrConfig = errors.New("nodesim: invalid config")
+
+// Config describes a simulated network of node machines.
+type Config struct {
+	// N is the number of nodes at the start. Node 0 starts the network
+	// (it has no bootstrap peer); the others join it.
+	N int
+	// Seed is the only source of randomness.
+	Seed uint64
+	// Node is every machine's configuration; Self and Bootstrap are set
+	// per node. Zero intervals take the live node's defaults (announce and
+	// re-evaluate 5 s, election tick 100 ms).
+	Node node.Config
+	// Stagger spreads the starts of nodes 1..N-1 uniformly over
+	// [0, Stagger).
+	Stagger time.Duration
+	// Latency gives the RTT between hosts; node i runs on host i modulo
+	// Latency.N(). Nil means DefaultRTT between every two nodes. Missing
+	// entries take DefaultRTT.
+	Latency *latency.Matrix
+	// Jitter adds a delay drawn uniformly from [0, Jitter) to every
+	// election message.
+	Jitter time.Duration
+	// Loss is the probability, in [0, 1), that an election message is lost.
+	Loss float64
+	// GossipDelay is how long an announcement or goodbye takes to reach
+	// the views. Zero means DefaultGossipDelay.
+	GossipDelay time.Duration
+	// ViewPeriod is the shortest time between two views given to one
+	// machine. Zero means a quarter of the re-evaluation interval.
+	ViewPeriod time.Duration
+	// ConnLoss is how long after a crash or a cut its peers see the
+	// connection drop. Zero means one RTT.
+	ConnLoss time.Duration
+	// ContactWindow: a node is connected to the peers it exchanged an
+	// election message with within it. Zero means DefaultContactWindow.
+	ContactWindow time.Duration
+	// QueryTimeout bounds a lookup query to a dead peer when the asker
+	// has no failure-detection timeout. Zero means DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// RoutingClose and RoutingRandom size the routing tables (see the
+	// package comment). Zero means the defaults (20 and 20).
+	RoutingClose, RoutingRandom int
+	// LookupRTTs is how many round trips a lookup takes. Zero means
+	// DefaultLookupRTTs.
+	LookupRTTs int
+}
+
+func (c *Config) fill() error {
+	switch {
+	case c.N < 1:
+		return fmt.Errorf("%w: N = %d, want at least 1", ErrConfig, c.N)
+	case c.Loss < 0 || c.Loss >= 1:
+		return fmt.Errorf("%w: Loss = %v, want [0, 1)", ErrConfig, c.Loss)
+	case c.Stagger < 0 || c.Jitter < 0:
+		return fmt.Errorf("%w: negative Stagger or Jitter", ErrConfig)
+	}
+	n := &c.Node
+	n.AnnounceInterval = cmp.Or(n.AnnounceInterval, 5*time.Second)
+	n.ReevaluateInterval = cmp.Or(n.ReevaluateInterval, 5*time.Second)
+	n.ElectionTick = cmp.Or(n.ElectionTick, 100*time.Millisecond)
+	if n.Target == (dhtselect.Target{}) && !n.Geometric {
+		n.Target = dhtselect.Target{Fraction: 0.1}
+	}
+	c.GossipDelay = cmp.Or(c.GossipDelay, DefaultGossipDelay)
+	c.ViewPeriod = cmp.Or(c.ViewPeriod, n.ReevaluateInterval/4)
+	c.ContactWindow = cmp.Or(c.ContactWindow, DefaultContactWindow)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
+	c.RoutingClose = cmp.Or(c.RoutingClose, DefaultRoutingClose)
+	c.RoutingRandom = cmp.Or(c.RoutingRandom, DefaultRoutingRandom)
+	c.LookupRTTs = cmp.Or(c.LookupRTTs, DefaultLookupRTTs)
+	return nil
+}
+
+// simNode is one node: its machine and what the simulator knows of it.
+type simNode struct {
+	id        peer.ID
+	key       dhtselect.Key
+	m         *node.Machine
+	alive     bool
+	inc       int           // incarnation: bumped by every start
+	started   time.Duration // of this incarnation
+	announced bool          // has announced since it started
+	seesAt    time.Duration // when it sees its component's view
+	refreshAt time.Duration // when its routing-table refresh completes
+	viewComp  int           // the view it last got: component and version
+	viewVer   uint64
+	viewAt    time.Duration
+	hard      map[dhtselect.Key]classic.HardState // its disk
+	state     node.State
+	routing   []int
+	contacts  map[int]time.Duration // peer -> last election message either way
+	gone      bool                  // stopped gracefully, or crashed and not restarted
+}
+
+// component is a side of a partition: who its peers see in their views.
+type component struct {
+	vis     map[int]time.Duration // node -> expiry (0: alive and heard)
+	version uint64
+	cache   []node.Member // the view at cacheVer
+	cacheV  uint64
+}
+
+// Sim is a simulated network of node machines.
+type Sim struct {
+	cfg   Config
+	rng   *rand.Rand
+	now   time.Duration
+	seq   uint64
+	q     queue
+	nodes []*simNode
+	comp  []int // node -> component
+	comps map[int]*component
+	ttl   time.Duration
+	epoch uint64 // bumped by every change of who is alive or reachable
+	trace uint64 // FNV-1a of every state change, for replay checks
+
+	// Changes is every state change of every node, in order, when
+	// Record is set.
+	Record  bool
+	Changes []Change
+
+	// Log, when set, receives every node's notes (what its machine
+	// decided and why).
+	Log func(at time.Duration, i int, n node.Note)
+
+	lookupCache map[lookupKey]lookupAnswer
+	stats       Stats
+}
+
+// Change is a node's new state at a time.
+type Change struct {
+	At    time.Duration
+	Node  int
+	State node.State
+}
+
+// Stats counts what the simulator did.
+type Stats struct {
+	Events, Messages, Lost, Failed, Lookups, Views uint64
+}
+
+type lookupKey struct {
+	key   dhtselect.Key
+	comp  int
+	skip  int
+	epoch uint64
+}
+
+type lookupAnswer struct {
+	to       int
+	deadNear bool
+}
+
+// New builds the network; nothing runs before Run.
+func New(cfg Config) (*Sim, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Sim{
+		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		comps: map[int]*component{0: {vis: map[int]time.Duration{}}}, ttl: 3 * cfg.Node.AnnounceInterval,
+		lookupCache: map[lookupKey]lookupAnswer{},
+	}
+	for i := range cfg.N {
+		var at time.Duration
+		if i > 0 && cfg.Stagger > 0 {
+			at = time.Duration(s.rng.Int64N(int64(cfg.Stagger)))
+		}
+		s.addNode(at)
+	}
+	return s, nil
+}
+
+// ID returns node i's peer ID.
+func (s *Sim) ID(i int) peer.ID { return s.nodes[i].id }
+
+// N is the number of nodes ever added.
+func (s *Sim) N() int { return len(s.nodes) }
+
+// Now is the virtual time.
+func (s *Sim) Now() time.Duration { return s.now }
+
+// Alive reports whether node i runs.
+func (s *Sim) Alive(i int) bool { return s.nodes[i].alive }
+
+// State is node i's last state.
+func (s *Sim) State(i int) node.State { return s.nodes[i].state }
+
+// Machine is node i's machine (nil before it starts).
+func (s *Sim) Machine(i int) *node.Machine { return s.nodes[i].m }
+
+// Stats returns the counters.
+func (s *Sim) Stats() Stats { return s.stats }
+
+// Trace is a digest of every state change so far: two runs with the same
+// seed and faults have the same trace.
+func (s *Sim) Trace() uint64 { return s.trace }
+
+// Index returns the node with ID id.
+func (s *Sim) Index(id peer.ID) (int, bool) {
+	i := slices.IndexFunc(s.nodes, func(n *simNode) bool { return n.id == id })
+	return i, i >= 0
+}
+
+// nodeID names node i: short, readable in traces, and sorted as the
+// indices are.
+func nodeID(i int) peer.ID { return peer.ID(fmt.Sprintf("n%07d", i)) }
+
+// addNode adds a node that starts at time at.
+func (s *Sim) addNode(at time.Duration) int {
+	i := len(s.nodes)
+	id := nodeID(i)
+	s.nodes = append(s.nodes, &simNode{id: id, key: dhtselect.KeyOf(id), hard: map[dhtselect.Key]classic.HardState{}})
+	s.comp = append(s.comp, 0)
+	s.push(event{at: at, kind: evStart, node: i})
+	return i
+}
+
+// Add adds a node that joins the network now; it returns its index.
+func (s *Sim) Add() int { return s.addNode(s.now) }
+
+// ---- events ----
+
+type evKind uint8
+
+const (
+	evStart evKind = iota
+	evTick
+	evDeliver
+	evSendFailed
+	evLookup
+	evConnDown
+	evRefreshed
+	evVisible
+	evExpire
+	evAction
+)
+
+type event struct {
+	at    time.Duration
+	seq   uint64
+	kind  evKind
+	node  int
+	inc   int
+	other int
+	msg   classic.Message
+	gen   uint64
+	key   dhtselect.Key
+	stamp time.Duration
+	comp  int
+	fn    func(*Sim)
+}
+
+type queue []event
+
+func (q queue) Len() int { return len(q) }
+func (q queue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *queue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *queue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func (s *Sim) push(e event) {
+	s.seq++
+	e.seq = s.seq
+	heap.Push(&s.q, e)
+}
+
+// At runs f at virtual time t (now if t is past).
+func (s *Sim) At(t time.Duration, f func(*Sim)) {
+	s.push(event{at: max(t, s.now), kind: evAction, fn: f})
+}
+
+// After runs f d from now.
+func (s *Sim) After(d time.Duration, f func(*Sim)) { s.At(s.now+d, f) }
+
+// Every runs f every d from now until the run ends.
+func (s *Sim) Every(d time.Duration, f func(*Sim)) {
+	var again func(*Sim)
+	again = func(s *Sim) {
+		f(s)
+		s.After(d, again)
+	}
+	s.After(d, again)
+}
+
+// Run processes events until virtual time until.
+func (s *Sim) Run(until time.Duration) {
+	for s.q.Len() > 0 && s.q[0].at <= until {
+		e := heap.Pop(&s.q).(event)
+		s.now = e.at
+		s.stats.Events++
+		s.process(e)
+	}
+	s.now = max(s.now, until)
+}
+
+// RunFor runs for d of virtual time.
+func (s *Sim) RunFor(d time.Duration) { s.Run(s.now + d) }
+
+// RunUntil runs until pred holds (checked every check of virtual time)
+// or limit has passed; it reports whether pred held.
+func (s *Sim) RunUntil(pred func(*Sim) bool, check, limit time.Duration) bool {
+	end := s.now + limit
+	for s.now < end {
+		if pred(s) {
+			return true
+		}
+		s.Run(min(s.now+check, end))
+	}
+	return pred(s)
+}
+
+func (s *Sim) wall() time.Time { return Epoch.Add(s.now) }
+
+// live reports whether e is for node's current incarnation, alive.
+func (s *Sim) live(e event) bool {
+	n := s.nodes[e.node]
+	return n.alive && n.inc == e.inc
+}
+
+func (s *Sim) process(e event) {
+	switch e.kind {
+	case evStart:
+		s.start(e.node)
+	case evTick:
+		if !s.live(e) {
+			return
+		}
+		s.tick(e.node)
+		s.push(event{at: s.now + s.cfg.Node.ElectionTick, kind: evTick, node: e.node, inc: e.inc})
+	case evDeliver:
+		n := s.nodes[e.node]
+		if !n.alive || !s.reachable(e.other, e.node) {
+			return // in flight when it crashed or the network split
+		}
+		s.contact(e.node, e.other)
+		s.step(e.node, node.ElectionMessage{Msg: e.msg})
+	case evSendFailed:
+		if s.live(e) {
+			s.step(e.node, node.SendFailed{To: s.nodes[e.other].id, Gen: e.gen})
+		}
+	case evLookup:
+		if s.live(e) {
+			sp := peer.ID("")
+			if e.other >= 0 {
+				sp = s.nodes[e.other].id
+			}
+			var err error
+			if sp == "" {
+				err = errors.New("nodesim: no reachable peer")
+			}
+			s.step(e.node, node.LookupDone{Key: e.key, Superpeer: sp, Queries: s.cfg.LookupRTTs, Err: err})
+		}
+	case evConnDown:
+		if s.live(e) {
+			s.step(e.node, node.Conn{Peer: s.nodes[e.other].id, Connected: s.connected(e.node)})
+		}
+	case evRefreshed:
+		if s.live(e) && s.connected(e.node) > 0 {
+			s.step(e.node, node.Refreshed{})
+		}
+	case evVisible:
+		if s.live(e) {
+			c := s.comps[s.comp[e.node]]
+			c.vis[e.node] = 0
+			c.version++
+		}
+	case evExpire:
+		if c, ok := s.comps[e.comp]; ok {
+			if exp, ok := c.vis[e.node]; ok && exp == e.stamp {
+				delete(c.vis, e.node)
+				c.version++
+			}
+		}
+	case evAction:
+		e.fn(s)
+	}
+}
+
+// ---- node life ----
+
+func (s *Sim) start(i int) {
+	n := s.nodes[i]
+	cfg := s.cfg.Node
+	cfg.Self, cfg.Bootstrap = n.id, i > 0 || n.inc > 0
+	cfg.HardState = n.hard
+	m, err := node.New(cfg)
+	if err != nil {
+		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
+	}
+	n.m, n.alive, n.gone, n.announced = m, true, false, false
+	n.inc++
+	n.started = s.now
+	n.seesAt = s.now + s.cfg.Node.AnnounceInterval
+	if i == 0 && n.inc == 1 {
+		n.seesAt = s.now
+	}
+	n.viewVer, n.viewComp, n.viewAt = 0, -1, -s.cfg.ViewPeriod
+	n.state = node.State{}
+	n.contacts = map[int]time.Duration{}
+	if n.routing == nil {
+		n.routing = s.routingTable(i)
+	}
+	s.epoch++
+	s.step(i, node.View{Members: []node.Member{{ID: n.id, Key: n.key}}})
+	n.refreshAt = s.now + 2*s.rtt(i, s.nearest(i))
+	s.push(event{at: n.refreshAt, kind: evRefreshed, node: i, inc: n.inc})
+	phase := time.Duration(s.rng.Int64N(int64(cfg.ElectionTick)))
+	s.push(event{at: s.now + phase, kind: evTick, node: i, inc: n.inc})
+}
+
+// Crash stops node i at once: it says nothing, and its peers notice by
+// their timeouts, by lost connections (ConnLoss later) and by its leaving
+// their views (one membership TTL after it was last heard).
+func (s *Sim) Crash(i int) { s.down(i, false) }
+
+// Stop shuts node i down gracefully: its goodbye takes it out of the
+// views after GossipDelay.
+func (s *Sim) Stop(i int) { s.down(i, true) }
+
+func (s *Sim) down(i int, graceful bool) {
+	n := s.nodes[i]
+	if !n.alive {
+		return
+	}
+	n.alive, n.gone = false, true
+	s.epoch++
+	c := s.comps[s.comp[i]]
+	if _, ok := c.vis[i]; ok {
+		// Its last announcement was up to one interval ago.
+		exp := s.now + s.ttl - time.Duration(s.rng.Int64N(int64(s.cfg.Node.AnnounceInterval)))
+		if graceful {
+			exp = s.now + s.cfg.GossipDelay
+		}
+		s.expireAt(s.comp[i], i, exp)
+	}
+	s.dropConnections(i, func(int) bool { return true })
+}
+
+// Restart starts a crashed node again with the same ID and its disk (the
+// hard state it persisted).
+func (s *Sim) Restart(i int) {
+	if s.nodes[i].alive {
+		return
+	}
+	s.start(i)
+}
+
+// dropConnections tells the peers connected to i, those cut tells, that
+// their connection to i dropped, ConnLoss from now.
+func (s *Sim) dropConnections(i int, cut func(j int) bool) {
+	for j, o := range s.nodes {
+		if j == i || !o.alive || !cut(j) {
+			continue
+		}
+		if s.isContact(j, i) {
+			s.push(event{at: s.now + s.connLoss(i, j), kind: evConnDown, node: j, inc: o.inc, other: i})
+		}
+	}
+}
+
+func (s *Sim) isContact(j, i int) bool {
+	o := s.nodes[j]
+	if t, ok := o.contacts[i]; ok && s.now-t <= s.cfg.ContactWindow {
+		return true
+	}
+	return o.state.Superpeer == s.nodes[i].id
+}
+
+func (s *Sim) connLoss(i, j int) time.Duration {
+	if s.cfg.ConnLoss > 0 {
+		return s.cfg.ConnLoss
+	}
+	return s.rtt(i, j)
+}
+
+func (s *Sim) contact(i, j int) {
+	s.nodes[i].contacts[j] = s.now
+	if o := s.nodes[j]; o.alive {
+		o.contacts[i] = s.now
+	}
+}
+
+// ---- partitions ----
+
+// Partition splits the network: each group is a side, and the nodes in
+// no group form one more. Peers on the other side leave the views one
+// membership TTL later, and their connections drop.
+func (s *Sim) Partition(groups ...[]int) {
+	side := make([]int, len(s.nodes))
+	for g, grp := range groups {
+		for _, i := range grp {
+			side[i] = g + 1
+		}
+	}
+	s.regroup(side)
+}
+
+// Isolate cuts node i off from every other node (a flap of its link).
+func (s *Sim) Isolate(i int) { s.Partition([]int{i}) }
+
+// Heal joins all sides again.
+func (s *Sim) Heal() { s.regroup(make([]int, len(s.nodes))) }
+
+func (s *Sim) regroup(side []int) {
+	old := slices.Clone(s.comp)
+	oldComps := s.comps
+	s.comp, s.comps = side, map[int]*component{}
+	for c := range slices.Values(side) {
+		if s.comps[c] == nil {
+			s.comps[c] = &component{vis: map[int]time.Duration{}}
+		}
+	}
+	// Each new side starts from what its nodes saw before; a node now on
+	// another side expires from it (unless it already does sooner), and
+	// a live one of this side is heard again.
+	for i, c := range side {
+		nc := s.comps[c]
+		for j, exp := range oldComps[old[i]].vis {
+			if _, done := nc.vis[j]; done {
+				continue
+			}
+			switch {
+			case side[j] == c && s.nodes[j].alive && s.nodes[j].announced:
+				nc.vis[j] = 0
+			case exp == 0:
+				s.expireAtIn(nc, c, j, s.now+s.ttl-time.Duration(s.rng.Int64N(int64(s.cfg.Node.AnnounceInterval))))
+			default:
+				s.expireAtIn(nc, c, j, exp)
+			}
+		}
+		if s.nodes[i].alive && s.nodes[i].announced {
+			nc.vis[i] = 0
+		}
+	}
+	for _, c := range s.comps {
+		c.version = 1 + maxVersion(oldComps)
+	}
+	s.epoch++
+	for i, c := range side {
+		s.dropConnections(i, func(j int) bool { return old[j] == old[i] && side[j] != c })
+	}
+}
+
+func maxVersion(m map[int]*component) uint64 {
+	var v uint64
+	for _, c := range m {
+		v = max(v, c.version)
+	}
+	return v
+}
+
+func (s *Sim) expireAt(c, j int, at time.Duration) { s.expireAtIn(s.comps[c], c, j, at) }
+
+func (s *Sim) expireAtIn(comp *component, c, j int, at time.Duration) {
+	comp.vis[j] = at
+	comp.version++
+	s.push(event{at: at, kind: evExpire, node: j, comp: c, stamp: at})
+}
+
+func (s *Sim) reachable(i, j int) bool { return s.comp[i] == s.comp[j] }
+
+// connected counts i's routing-table peers that are alive and reachable:
+// the host's connections.
+func (s *Sim) connected(i int) int {
+	c := 0
+	for _, j := range s.nodes[i].routing {
+		if s.nodes[j].alive && s.reachable(i, j) {
+			c++
+		}
+	}
+	return c
+}
+
+// ---- the driver of one machine ----
+
+func (s *Sim) tick(i int) {
+	n := s.nodes[i]
+	now := s.wall()
+	if s.now >= n.seesAt {
+		c := s.comps[s.comp[i]]
+		if (n.viewComp != s.comp[i] || n.viewVer != c.version) && s.now-n.viewAt >= s.cfg.ViewPeriod {
+			n.viewComp, n.viewVer, n.viewAt = s.comp[i], c.version, s.now
+			s.stats.Views++
+			n.m.Step(now, node.View{Members: s.viewFor(i, c)})
+			s.carryOut(i)
+		}
+	}
+	if n.m.Due(now) {
+		n.m.Step(now, s.routingOf(i))
+	}
+	n.m.Tick(now)
+	s.carryOut(i)
+}
+
+func (s *Sim) step(i int, in node.Input) {
+	s.nodes[i].m.Step(s.wall(), in)
+	s.carryOut(i)
+}
+
+// viewFor is component c's view as node i gets it: the shared slice, or
+// with an election (whose timeout reads the RTTs) a copy with i's RTTs.
+func (s *Sim) viewFor(i int, c *component) []node.Member {
+	if c.cacheV != c.version || c.cache == nil {
+		ids := make([]int, 0, len(c.vis))
+		for j := range c.vis {
+			ids = append(ids, j)
+		}
+		slices.Sort(ids) // IDs sort as indices
+		c.cache = make([]node.Member, len(ids))
+		for k, j := range ids {
+			c.cache[k] = node.Member{ID: s.nodes[j].id, Key: s.nodes[j].key}
+		}
+		c.cacheV = c.version
+	}
+	if s.cfg.Node.Election == "" {
+		return c.cache
+	}
+	v := slices.Clone(c.cache)
+	for k := range v {
+		j, _ := s.indexOf(v[k].ID)
+		if j != i {
+			v[k].RTT = s.rtt(i, j)
+		}
+	}
+	return v
+}
+
+// indexOf parses a node ID back to its index.
+func (s *Sim) indexOf(id peer.ID) (int, bool) {
+	var i int
+	if _, err := fmt.Sscanf(string(id), "n%07d", &i); err != nil || i < 0 || i >= len(s.nodes) {
+		return 0, false
+	}
+	return i, true
+}
+
+// routingOf is node i's routing table: before its refresh completes, only
+// its bootstrap peer (the first live one of its table), as kad-dht has
+// only the peers it was connected to.
+func (s *Sim) routingOf(i int) node.Routing {
+	r := node.Routing{}
+	table := s.nodes[i].routing
+	if s.now < s.nodes[i].refreshAt {
+		k := slices.IndexFunc(table, func(j int) bool { return s.nodes[j].alive && s.reachable(i, j) })
+		if k < 0 {
+			return r
+		}
+		table = table[k : k+1]
+	}
+	for _, j := range table {
+		ok := s.nodes[j].alive && s.reachable(i, j)
+		r.Peers = append(r.Peers, node.RoutingPeer{ID: s.nodes[j].id, Connected: ok})
+		if ok {
+			r.Connected++
+		}
+	}
+	return r
+}
+
+// carryOut does what node i's machine asks.
+func (s *Sim) carryOut(i int) {
+	n := s.nodes[i]
+	rd := n.m.Ready()
+	if s.Log != nil {
+		for _, note := range rd.Notes {
+			s.Log(s.now, i, note)
+		}
+	}
+	if rd.HardState != nil {
+		n.hard = rd.HardState // synced to its disk before the messages leave
+	}
+	for _, o := range rd.Messages {
+		s.send(i, o)
+	}
+	for _, l := range rd.Lookups {
+		s.lookup(i, l)
+	}
+	if rd.Announce != nil && !n.announced {
+		n.announced = true
+		s.push(event{at: s.now + s.cfg.GossipDelay, kind: evVisible, node: i, inc: n.inc})
+	}
+	if rd.StateChanged {
+		n.state = rd.State
+		if s.Record {
+			s.Changes = append(s.Changes, Change{At: s.now, Node: i, State: rd.State})
+		}
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%x %d %d %s %s %d %x", s.trace, s.now, i, rd.State.Superpeer, rd.State.Role, rd.State.K, rd.State.ClusterKey[:4])
+		s.trace = h.Sum64()
+	}
+}
+
+func (s *Sim) send(i int, o node.Outgoing) {
+	j, ok := s.indexOf(peer.ID(o.Msg.To))
+	if !ok {
+		return
+	}
+	s.stats.Messages++
+	s.contact(i, j)
+	d := s.rtt(i, j) / 2
+	if s.cfg.Jitter > 0 {
+		d += time.Duration(s.rng.Int64N(int64(s.cfg.Jitter)))
+	}
+	if !s.nodes[j].alive || !s.reachable(i, j) {
+		s.stats.Failed++
+		s.push(event{at: s.now + min(2*d, o.Deadline), kind: evSendFailed, node: i, inc: s.nodes[i].inc, other: j, gen: o.Gen})
+		return
+	}
+	if s.cfg.Loss > 0 && s.rng.Float64() < s.cfg.Loss {
+		s.stats.Lost++
+		return
+	}
+	msg := o.Msg
+	msg.From = classic.ID(s.nodes[i].id)
+	msg.IDs = slices.Clone(msg.IDs)
+	s.push(event{at: s.now + d, kind: evDeliver, node: j, other: i, msg: msg})
+}
+
+// lookup answers a lookup by the oracle (see the package comment).
+func (s *Sim) lookup(i int, l node.LookupRequest) {
+	s.stats.Lookups++
+	skip := -1
+	if l.SkipSelf {
+		skip = i
+	}
+	lk := lookupKey{key: l.Key, comp: s.comp[i], skip: skip, epoch: s.epoch}
+	a, ok := s.lookupCache[lk]
+	if !ok {
+		a = s.closest(i, l.Key, skip)
+		if len(s.lookupCache) > 1<<16 {
+			clear(s.lookupCache)
+		}
+		s.lookupCache[lk] = a
+	}
+	far := a.to
+	if far < 0 || far == i {
+		far = s.nearest(i)
+	}
+	delay := time.Duration(s.cfg.LookupRTTs) * s.rtt(i, far)
+	if a.deadNear {
+		wait := s.cfg.QueryTimeout
+		if d := s.nodes[i].m.Detection(); d > 0 {
+			wait = min(wait, d)
+		}
+		delay += wait
+	}
+	s.push(event{at: s.now + delay, kind: evLookup, node: i, inc: s.nodes[i].inc, other: a.to, key: l.Key})
+}
+
+// closest is the live node reachable from i closest to key (not skip),
+// and whether a closer node is dead or unreachable but not yet forgotten.
+func (s *Sim) closest(i int, key dhtselect.Key, skip int) lookupAnswer {
+	best, bestAny := -1, -1
+	vis := s.comps[s.comp[i]].vis
+	for j, n := range s.nodes {
+		if j == skip || n.m == nil {
+			continue
+		}
+		up := n.alive && s.reachable(i, j)
+		_, known := vis[j]
+		if !up && !known {
+			continue
+		}
+		if bestAny < 0 || dhtselect.Closer(n.key, s.nodes[bestAny].key, key) {
+			bestAny = j
+		}
+		if up && (best < 0 || dhtselect.Closer(n.key, s.nodes[best].key, key)) {
+			best = j
+		}
+	}
+	return lookupAnswer{to: best, deadNear: bestAny != best}
+}
+
+// ---- latency and the routing oracle ----
+
+func (s *Sim) rtt(i, j int) time.Duration {
+	if i == j || i < 0 || j < 0 {
+		return time.Millisecond
+	}
+	m := s.cfg.Latency
+	if m == nil {
+		return DefaultRTT
+	}
+	d, ok := m.RTT(i%m.N(), j%m.N())
+	if !ok || d <= 0 {
+		return DefaultRTT
+	}
+	return d
+}
+
+// nearest is the first of i's routing peers (i itself when it has none).
+func (s *Sim) nearest(i int) int {
+	if r := s.nodes[i].routing; len(r) > 0 {
+		return r[0]
+	}
+	return i
+}
+
+// routingTable draws node i's routing table among the nodes added so far:
+// the RoutingClose nearest by XOR distance, then RoutingRandom others.
+func (s *Sim) routingTable(i int) []int {
+	others := make([]int, 0, len(s.nodes)-1)
+	for j := range s.nodes {
+		if j != i {
+			others = append(others, j)
+		}
+	}
+	key := s.nodes[i].key
+	k := min(s.cfg.RoutingClose, len(others))
+	// A partial selection of the k nearest: O(N k), fine for k = 20.
+	near := make([]int, 0, k)
+	for _, j := range others {
+		pos := len(near)
+		for pos > 0 && dhtselect.Closer(s.nodes[j].key, s.nodes[near[pos-1]].key, key) {
+			pos--
+		}
+		if pos < k {
+			near = slices.Insert(near, pos, j)
+			if len(near) > k {
+				near = near[:k]
+			}
+		}
+	}
+	out := slices.Clone(near)
+	rest := slices.DeleteFunc(others, func(j int) bool { return slices.Contains(near, j) })
+	for _, p := range s.rng.Perm(len(rest))[:min(s.cfg.RoutingRandom, len(rest))] {
+		out = append(out, rest[p])
+	}
+	return out
+}
