@@ -52,13 +52,20 @@ import (
 //     member is alive.
 //
 // Stream protocols (versioned; the sender is the stream's authenticated
-// remote peer): token "/superpeer/<network>/token/1.0.0", request 16 bytes
-// (token number and sequence, big-endian), response 1 byte (1 taken, 0
-// refused); attach "/superpeer/<network>/attach/2.0.0", request 1 byte (the
-// version, 2), response 1 byte (1 accepted, 0 refused) and, when accepted,
-// the cluster: a uvarint count (at most pb.MaxIDs) of peer IDs, each a
-// uvarint length (at most pb.MaxIDLen) and the ID's bytes, the superpeer
-// first. Members learn their cluster-mates from it, for elections.
+// remote peer), one request frame and one response frame each, in wire.go's
+// frame format (length, wire version, type, payload; see there for the
+// limits and what is refused):
+//
+//   - token "/superpeer/<network>/token/2.0.0": a frameToken of 16 bytes
+//     (token number and sequence, big-endian uint64s; a number at or above
+//     the token count is refused), answered by a frameAnswer of 1 byte
+//     (1 taken, 0 refused);
+//   - attach "/superpeer/<network>/attach/3.0.0": a frameAttach with no
+//     payload, answered by a frameAnswer of 1 byte (1 accepted, 0 refused)
+//     followed, when accepted, by the cluster: a uvarint count (at most
+//     pb.MaxIDs) of peer IDs, each a uvarint length (at most pb.MaxIDLen)
+//     and the ID's bytes, the superpeer first (appendIDs, readIDs). Members
+//     learn their cluster-mates from it, for elections.
 
 // Strategies of superpeer selection.
 const (
@@ -124,12 +131,8 @@ type geo struct {
 	// clusterToken is the token number of our cluster's holder, as last
 	// reported (it outlives the holder, for the election's takeover).
 	clusterToken int
-	ctx          context.Context   // the node's run context
-	missing      map[int]time.Time // token number -> since when nobody reports it (or, after we passed it, from when it counts)
-	seen         map[int]uint64    // token number -> highest pass counter reported
-	reporter     map[int]peer.ID   // token number -> holder in the newest report
-	probing      map[int]bool      // token number -> its last holder is being pinged
-	postponed    map[int]int       // token number -> re-homings postponed by answered pings
+	ctx          context.Context // the node's run context
+	tokens       tokenBook       // what we know of each token, for place
 	started      time.Time
 	// The coordinates the token machine decides on: a snapshot refreshed
 	// every snapshotTicks ticks, so that tokens settle between refreshes
@@ -171,8 +174,7 @@ func (n *Node) startGeo(ctx context.Context) error {
 		rng:        rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))),
 		tokenProto: tokenProtocol(n.cfg.Network), attachProto: attachProtocol(n.cfg.Network),
 		client: client, holder: holder,
-		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, missing: map[int]time.Time{}, seen: map[int]uint64{},
-		reporter: map[int]peer.ID{}, probing: map[int]bool{}, postponed: map[int]int{},
+		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
 		started: time.Now(), ctx: ctx, clusterToken: -1,
 		distrusted: map[peer.ID]int64{},
 	}
@@ -471,14 +473,11 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 	holding := map[geometric.ID]bool{}
 	for _, tp := range tokens {
 		reported[tp.Token.Num] = true
-		if tp.Token.Seq+1 >= g.seen[tp.Token.Num] {
-			g.reporter[tp.Token.Num] = tp.Holder
-		}
-		g.seen[tp.Token.Num] = max(g.seen[tp.Token.Num], tp.Token.Seq+1)
+		g.tokens.report(tp.Token.Num, tp.Token.Seq, tp.Holder)
 		holding[geometric.ID(tp.Holder)] = true
 	}
 	if t, held := g.holder.Holding(); held {
-		g.seen[t.Num] = max(g.seen[t.Num], t.Seq+1)
+		g.tokens.hear(t.Num, t.Seq)
 		return
 	}
 	if len(ids) != g.viewSize {
@@ -496,7 +495,7 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 	// A token never heard of starts on its initial holder.
 	if first, err := geometric.InitialHolders(g.seed, ids, min(g.cfg.Tokens, len(ids))); err == nil {
 		for num, id := range first {
-			if _, seen := g.seen[num]; id == geometric.ID(g.n.self) && !seen {
+			if _, seen := g.tokens.seen(num); id == geometric.ID(g.n.self) && !seen {
 				g.receive(geometric.Token{Num: num}, now)
 				return
 			}
@@ -504,13 +503,12 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 	}
 	for num := range g.cfg.Tokens {
 		if reported[num] {
-			delete(g.missing, num)
-			delete(g.postponed, num)
+			g.tokens.found(num)
 			continue
 		}
-		since, ok := g.missing[num]
-		if !ok {
-			g.missing[num] = now
+		t := g.tokens.info(num)
+		if !t.missing {
+			t.missFrom(now)
 			continue
 		}
 		// A token report is republished every announce interval and
@@ -532,21 +530,21 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 		// first, as long as candidate needs (detection, two timeouts of
 		// delay for the second in rank, a query round).
 		wait := max(3*g.n.cfg.TokenInterval, 5*g.n.electionDetection())
-		last, seen := g.seen[num]
+		last, seen := t.next, t.heard
 		if !seen {
 			wait = 3 * g.n.cfg.AnnounceInterval
 		}
-		if now.Sub(since) < wait || geometric.Rehome(g.seed, num, ids, holding) != geometric.ID(g.n.self) {
+		if now.Sub(t.since) < wait || geometric.Rehome(g.seed, num, ids, holding) != geometric.ID(g.n.self) {
 			continue
 		}
-		if rep := g.reporter[num]; seen && rep != "" && rep != g.n.self && g.postponed[num] < maxPostpones {
+		if rep := t.reporter; seen && rep != "" && rep != g.n.self && t.postponed < maxPostpones {
 			if _, alive := g.n.members.Get(rep); alive {
-				g.missing[num] = now.Add(3*g.n.cfg.AnnounceInterval - wait) // wait one TTL more
-				g.postponed[num]++
+				t.since = now.Add(3*g.n.cfg.AnnounceInterval - wait) // wait one TTL more
+				t.postponed++
 				continue
 			}
-			if !g.probing[num] {
-				g.probing[num] = true
+			if !t.probing {
+				t.probing = true
 				g.n.wg.Add(1) // the tick loop holds the group open
 				go g.probe(ctx, num, rep)
 			}
@@ -556,8 +554,7 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 		// remembers the last holder) refuses it; and hot again, to find
 		// its place.
 		g.receive(geometric.Rehomed(num, last), now)
-		delete(g.missing, num)
-		delete(g.postponed, num)
+		g.tokens.found(num)
 		return
 	}
 }
@@ -565,6 +562,78 @@ func (g *geo) place(ctx context.Context, ids []geometric.ID, tokens []gossip.Tok
 // maxPostpones is how many times a re-homing waits again because the last
 // reported holder of the token answered a ping.
 const maxPostpones = 3
+
+// tokenBook is what the node knows of each token, by token number: the
+// bookkeeping with which place decides whether a token is missing and
+// whether to re-home it. It is used with g.mu held.
+type tokenBook map[int]*tokenInfo
+
+// tokenInfo is what the node knows of one token. The zero value is a
+// token never heard of and not missing.
+type tokenInfo struct {
+	// heard: the token has been reported, or held by this node; next is
+	// one above the highest pass counter (Seq) heard of it.
+	heard bool
+	next  uint64
+	// reporter is the holder named in the newest report.
+	reporter peer.ID
+	// missing: nobody reports the token; since is when that began to
+	// count (after this node passed the token on, a time ahead: the
+	// recipient's report has one TTL to arrive).
+	missing bool
+	since   time.Time
+	// probing: the last reporter is being pinged (probe).
+	probing bool
+	// postponed counts the re-homings postponed because the last
+	// reporter was alive.
+	postponed int
+}
+
+// info returns num's entry, made (never heard of, not missing) if there
+// is none.
+func (b tokenBook) info(num int) *tokenInfo {
+	t := b[num]
+	if t == nil {
+		t = &tokenInfo{}
+		b[num] = t
+	}
+	return t
+}
+
+// seen returns one above the highest pass counter heard of num, and
+// whether num was heard of at all.
+func (b tokenBook) seen(num int) (uint64, bool) {
+	if t := b[num]; t != nil && t.heard {
+		return t.next, true
+	}
+	return 0, false
+}
+
+// hear notes the pass counter seq of num, reported or held by this node.
+func (b tokenBook) hear(num int, seq uint64) {
+	t := b.info(num)
+	t.next, t.heard = max(t.next, seq+1), true
+}
+
+// report notes a report of num at pass counter seq by holder: the newest
+// report names the reporter.
+func (b tokenBook) report(num int, seq uint64, holder peer.ID) {
+	if t := b.info(num); seq+1 >= t.next {
+		t.reporter = holder
+	}
+	b.hear(num, seq)
+}
+
+// missFrom counts the token as missing from at.
+func (t *tokenInfo) missFrom(at time.Time) { t.missing, t.since = true, at }
+
+// found notes that num is reported (or re-homed here): it is not missing,
+// and no re-homing of it is postponed.
+func (b tokenBook) found(num int) {
+	if t := b[num]; t != nil {
+		t.missing, t.since, t.postponed = false, time.Time{}, 0
+	}
+}
 
 // probe pings rep, the last reported holder of the missing token num, and
 // postpones the token's re-homing when rep answers, or lets the next tick
@@ -574,15 +643,16 @@ func (g *geo) probe(ctx context.Context, num int, rep peer.ID) {
 	_, err := g.ping(ctx, rep)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	delete(g.probing, num)
+	t := g.tokens.info(num)
+	t.probing = false
 	if err != nil {
-		g.postponed[num] = maxPostpones // gone: re-home at the next tick
+		t.postponed = maxPostpones // gone: re-home at the next tick
 		g.n.log.Info("geometric: last holder of a missing token is gone", "token", num, "holder", rep, "err", err)
 		return
 	}
-	if _, ok := g.missing[num]; ok {
-		g.missing[num] = time.Now()
-		g.postponed[num]++
+	if t.missing {
+		t.since = time.Now()
+		t.postponed++
 	}
 }
 
@@ -606,7 +676,7 @@ func (g *geo) carryOut(ctx context.Context, outs []geometric.Output) {
 				// Our own report goes at once, the recipient's may take a
 				// while to reach us: the token is not missing, and not ours
 				// to re-home, before that report has had one TTL to come.
-				g.missing[o.Token.Num] = time.Now().Add(3 * g.n.cfg.AnnounceInterval)
+				g.tokens.info(o.Token.Num).missFrom(time.Now().Add(3 * g.n.cfg.AnnounceInterval))
 			}
 			g.mu.Unlock()
 			if ok {
@@ -1024,7 +1094,8 @@ func (g *geo) election() {
 		g.mu.Unlock()
 		return
 	}
-	num, seen := g.clusterToken, g.seen[g.clusterToken]
+	num := g.clusterToken
+	seen, _ := g.tokens.seen(num)
 	g.mu.Unlock()
 	if num < 0 {
 		return // our superpeer's token is not known yet
