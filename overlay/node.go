@@ -439,8 +439,12 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 		n.log.Log(ctx, note.Level, note.Msg, note.Args...)
 	}
 	send := true
-	if rd.HardState != nil {
-		if err := n.hard.Save(rd.HardState); err != nil {
+	if n.hard != nil && (rd.HardState != nil || len(rd.Messages) > 0) {
+		// Saved again before every Ready with messages, not only when the
+		// machine says it changed: after a failed save, the next grant
+		// would otherwise leave with nothing on disk (Save compares first,
+		// so this costs nothing while the file is up to date).
+		if err := n.hard.Save(n.m.HardState()); err != nil {
 			// Nothing that depends on the vote may leave: the messages
 			// are lost, as if the network had dropped them.
 			n.log.Error("quorum state not saved: election messages dropped", "err", err)

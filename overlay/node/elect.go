@@ -82,11 +82,16 @@ func TimeoutTicks(rtt, tick time.Duration) int {
 
 // Host quality: a member that flaps (goes down and comes back) ranks last
 // while it has lost its connections flapLimit times within flapWindow.
-// Every member sees the same losses of the flapping node, so they agree on
-// its rank. The flapping node itself sees every peer go: when it has no
-// connection left, that is an outage of its own, and the losses of the
-// ownOutage before it are not counted against the others; so it ranks
-// itself last too.
+// The members connected to the flapping node see its losses. The flapping
+// node itself sees every peer go: when it has no connection left, that is
+// an outage of its own, and the losses of the ownOutage before it are not
+// counted against the others; a restart is an outage too (persisted:
+// Config.Outages). So it ranks itself last, and says so in its
+// announcement (Announcement.Flapping), which makes the members that were
+// not connected to it rank it last as well: a rank the members disagree on
+// is two leaders (found by the node simulator: a node that crashed and
+// came back twice ranked itself first, its mates last, and both sides
+// claimed the cluster).
 const (
 	flapLimit  = 2
 	flapWindow = time.Minute
@@ -101,28 +106,30 @@ type elector struct {
 	self   peer.ID
 	period time.Duration
 
-	nextTick time.Time
-	k        int
-	key      dhtselect.Key
-	peers    []peer.ID
-	mach     classic.Machine // nil until the first cluster is known
-	gen      uint64          // incremented with every new machine
-	state    classic.State
-	timeout  int // TimeoutTicks of mach
-	hard     map[dhtselect.Key]classic.HardState
-	hardOut  bool                       // hard changed since the last Ready
-	differ   int                        // ticks the lookup has named us while the election named another
-	orphan   int                        // ticks without a leader
-	carried  int                        // ticks that state.Leader, from the machine before the last rebuild, still stands
-	lookup   peer.ID                    // the lookup's last answer
-	losses   []loss                     // lost connections to members, within flapWindow
-	outages  []time.Time                // when this node lost all its connections, within flapWindow
-	demoted  map[peer.ID]bool           // flapping and private members, ranked last (host quality)
-	first    peer.ID                    // ranked first: the geometric cluster's token holder
-	last     peer.ID                    // the last leader superpeer named
-	geoSP    peer.ID                    // superpeer's answer for the last GeoCluster
-	sent     map[classic.MsgType]uint64 // messages sent, by type
-	dropped  uint64                     // messages received from non-members
+	nextTick     time.Time
+	k            int
+	key          dhtselect.Key
+	peers        []peer.ID
+	mach         classic.Machine // nil until the first cluster is known
+	gen          uint64          // incremented with every new machine
+	state        classic.State
+	timeout      int // TimeoutTicks of mach
+	hard         map[dhtselect.Key]classic.HardState
+	hardOut      bool                       // hard changed since the last Ready
+	outOut       bool                       // outages changed since the last Ready
+	differ       int                        // ticks the lookup has named us while the election named another
+	orphan       int                        // ticks without a leader
+	carried      int                        // ticks that state.Leader, from the machine before the last rebuild, still stands
+	lookup       peer.ID                    // the lookup's last answer
+	losses       []loss                     // lost connections to members, within flapWindow
+	outages      []time.Time                // when this node lost all its connections, within flapWindow
+	demoted      map[peer.ID]bool           // flapping and private members, ranked last (host quality)
+	selfFlapping bool                       // this node is among them for its own outages
+	first        peer.ID                    // ranked first: the geometric cluster's token holder
+	last         peer.ID                    // the last leader superpeer named
+	geoSP        peer.ID                    // superpeer's answer for the last GeoCluster
+	sent         map[classic.MsgType]uint64 // messages sent, by type
+	dropped      uint64                     // messages received from non-members
 
 	out    []Outgoing
 	events []ElectionEvent
@@ -145,18 +152,34 @@ func newElector(m *Machine, cfg Config) *elector {
 		sent: map[classic.MsgType]uint64{},
 	}
 	maps.Copy(e.hard, cfg.HardState)
+	e.outages = slices.Clone(cfg.Outages)
 	return e
 }
 
-// take returns and clears the messages, events and hard state to persist.
-func (e *elector) take() ([]Outgoing, []ElectionEvent, map[dhtselect.Key]classic.HardState) {
+// take returns and clears the messages, events, and the hard state and
+// outages to persist.
+func (e *elector) take() ([]Outgoing, []ElectionEvent, map[dhtselect.Key]classic.HardState, []time.Time) {
 	out, events := e.out, e.events
 	e.out, e.events = nil, nil
 	var hs map[dhtselect.Key]classic.HardState
 	if e.hardOut {
 		hs, e.hardOut = maps.Clone(e.hard), false
 	}
-	return out, events, hs
+	var outages []time.Time
+	if e.outOut {
+		outages, e.outOut = append([]time.Time{}, e.outages...), false
+	}
+	return out, events, hs, outages
+}
+
+// outage notes an outage of this node's own at now: at most one per
+// ownOutage.
+func (e *elector) outage(now time.Time) {
+	if len(e.outages) > 0 && now.Sub(e.outages[len(e.outages)-1]) <= ownOutage {
+		return
+	}
+	e.outages = append(slices.DeleteFunc(e.outages, func(t time.Time) bool { return now.Sub(t) > flapWindow }), now)
+	e.outOut = true
 }
 
 // tick ticks the machine when an election tick is due. A late tick is not
@@ -313,9 +336,11 @@ func (e *elector) geoCluster(now time.Time, c GeoCluster) {
 // empty, ranks above every member (the geometric strategy's token holder).
 func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []peer.ID, lookup, first peer.ID) (peer.ID, error) {
 	e.lookup = lookup
-	demoted := e.m.unreachable(members)
+	demoted := e.m.rankedLast(members)
 	if !e.m.cfg.IgnoreFlaps {
-		maps.Copy(demoted, e.flapping(now))
+		flapping := e.flapping(now)
+		e.selfFlapping = flapping[e.self]
+		maps.Copy(demoted, flapping)
 	}
 	if e.mach == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) || first != e.first {
 		if len(demoted) > 0 || len(e.demoted) > 0 {
@@ -467,6 +492,23 @@ func (e *elector) flapping(now time.Time) map[peer.ID]bool {
 			out[p] = true
 		}
 	}
+	// The node re-evaluates when the oldest loss or outage expires, so
+	// that a demotion ends at about the same instant for every member
+	// (they saw the same losses), not at each one's next period: a rank
+	// the members disagree on is two leaders, or a lookup and an election
+	// that disagree.
+	if len(out) > 0 {
+		var first time.Time
+		for _, l := range e.losses {
+			if first.IsZero() || l.at.Before(first) {
+				first = l.at
+			}
+		}
+		if len(e.outages) > 0 && (first.IsZero() || e.outages[0].Before(first)) {
+			first = e.outages[0]
+		}
+		e.m.evaluateAt(first.Add(flapWindow + time.Millisecond))
+	}
 	return out
 }
 
@@ -505,9 +547,7 @@ func (e *elector) lost(now time.Time, p peer.ID, connected int) {
 	switch {
 	case connected == 0:
 		// Our own outage, not theirs: once per outage.
-		if len(e.outages) == 0 || now.Sub(e.outages[len(e.outages)-1]) > ownOutage {
-			e.outages = append(e.outages, now)
-		}
+		e.outage(now)
 		e.losses = slices.DeleteFunc(e.losses, func(l loss) bool { return now.Sub(l.at) <= ownOutage })
 	case slices.Contains(e.peers, p):
 		e.losses = append(e.losses, loss{p, now})
@@ -534,6 +574,9 @@ type ElectionStatus struct {
 	Leader peer.ID
 	Role   string
 	Term   uint64
+	// Demoted are the members ranked last (host quality: private or
+	// flapping), sorted.
+	Demoted []peer.ID
 	// Timeout is the current failure-detection timeout.
 	Timeout time.Duration
 	// Sent counts the messages sent, by type name.
@@ -556,6 +599,10 @@ func (m *Machine) Election() ElectionStatus {
 	for t, c := range e.sent {
 		st.Sent[t.String()] = c
 	}
+	for p := range e.demoted {
+		st.Demoted = append(st.Demoted, p)
+	}
+	slices.Sort(st.Demoted)
 	return st
 }
 

@@ -83,6 +83,14 @@ type Config struct {
 	AnnounceInterval, ReevaluateInterval, ElectionTick time.Duration
 	// HardState is the quorum state read back at start, by cluster key.
 	HardState map[dhtselect.Key]classic.HardState
+	// Restarted says that the node ran before with this identity (its
+	// disk says so), and Outages are its own outages that it persisted
+	// (Ready.Outages). A restart is an outage too: its peers saw its
+	// connections go. Without them a node that crashed and came back twice
+	// within a minute would not know that its peers rank it last (host
+	// quality), and would claim its cluster against their leader.
+	Restarted bool
+	Outages   []time.Time
 }
 
 func (c Config) validate() error {
@@ -138,6 +146,9 @@ type Ready struct {
 	// HardState, when not nil, is every cluster's quorum state, to be
 	// written and synced before Messages are sent.
 	HardState map[dhtselect.Key]classic.HardState
+	// Outages, when not nil, are the node's own recent outages, to be
+	// persisted (Config.Outages at the next start).
+	Outages []time.Time
 	// Messages are election messages to send.
 	Messages []Outgoing
 	// Lookups are lookups of cluster keys to run; each answers with a
@@ -177,6 +188,10 @@ type Announcement struct {
 	K          int
 	ClusterKey dhtselect.Key
 	Private    bool
+	// Flapping: the node lost all its connections (or restarted)
+	// flapLimit times within flapWindow, and ranks itself last; its peers
+	// then do too, whether or not they saw its connections go.
+	Flapping bool
 }
 
 // ElectionEvent is a change of the election's leader: Lost names the
@@ -205,12 +220,15 @@ type Input interface{ input() }
 type View struct{ Members []Member }
 
 // Member is a peer of the membership view. Key is dhtselect.KeyOf(ID),
-// computed by the machine when zero.
+// computed by the machine when zero. Private and Flapping are what the
+// peer announced of itself: it is unreachable, or it ranks itself last
+// for its own recent outages (host quality).
 type Member struct {
-	ID      peer.ID
-	Key     dhtselect.Key
-	Private bool
-	RTT     time.Duration
+	ID       peer.ID
+	Key      dhtselect.Key
+	Private  bool
+	Flapping bool
+	RTT      time.Duration
 }
 
 // Routing is the DHT routing table's view, given before an evaluation
@@ -311,6 +329,8 @@ type Machine struct {
 	rendezvous int
 	private    bool
 
+	begun bool // the first input came
+
 	// Joining.
 	joined  bool
 	contact time.Time // first evaluation with a connection (mayJoin)
@@ -377,6 +397,7 @@ func (m *Machine) Due(now time.Time) bool {
 
 // Step applies one input at time now.
 func (m *Machine) Step(now time.Time, in Input) {
+	m.begin(now)
 	switch in := in.(type) {
 	case View:
 		m.setView(in.Members)
@@ -437,6 +458,7 @@ func (m *Machine) Step(now time.Time, in Input) {
 // Tick advances the machine's clock to now: the election's ticks, the
 // periodic re-evaluation and a view change's settled evaluation.
 func (m *Machine) Tick(now time.Time) {
+	m.begin(now)
 	if m.el != nil {
 		m.el.tick(now)
 	}
@@ -450,6 +472,24 @@ func (m *Machine) Tick(now time.Time) {
 		}
 	}
 	m.kicked(now)
+}
+
+// begin notes, at the first input, the restart as an outage.
+func (m *Machine) begin(now time.Time) {
+	if m.begun {
+		return
+	}
+	m.begun = true
+	if m.el != nil && m.cfg.Restarted {
+		m.el.outage(now)
+	}
+}
+
+// evaluateAt makes an evaluation due at t at the latest.
+func (m *Machine) evaluateAt(t time.Time) {
+	if !m.cfg.Geometric && t.Before(m.nextEval) {
+		m.nextEval = t
+	}
 }
 
 // kicked makes the forced evaluation that this Step or Tick asked for due
@@ -479,7 +519,7 @@ func (m *Machine) Ready() Ready {
 	}
 	m.changed, m.lookupReqs, m.announce, m.notes, m.reeval = false, nil, nil, nil, false
 	if m.el != nil {
-		rd.Messages, rd.Elections, rd.HardState = m.el.take()
+		rd.Messages, rd.Elections, rd.HardState, rd.Outages = m.el.take()
 	}
 	return rd
 }
@@ -514,41 +554,52 @@ func (m *Machine) member(p peer.ID) (Member, bool) {
 }
 
 // mayJoin reports whether a node that has not evaluated yet may take a
-// role. A node without bootstrap peers starts a network: at once. One with
-// bootstrap peers joins a network, and knows nothing of its size before
-// its routing table tells it: it waits until the first routing-table
-// refresh after reaching a bootstrap peer has completed (its lookups fill
-// the table), or, when connected to some peer, two announce intervals have
-// passed. Without that wait a joining node would estimate a network of
-// one, take k = 0, and claim the whole key space as its cluster until
-// the announcements arrive: a split brain with every superpeer, seen on
-// every join of a churn scenario. A few announcements are not enough:
-// joining node processes that went by the first ones estimated 3 to 11
-// peers in a network of 32.
-func (m *Machine) mayJoin(now time.Time) bool {
-	if m.refreshed {
-		return true
-	}
-	if m.cfg.Rendezvous {
+// role, and if not yet, from when it may (zero: not known yet). A node
+// without bootstrap peers starts a network: at once. One with bootstrap
+// peers joins a network, and knows neither its size nor its cluster before
+// its routing table and its membership view tell it. It waits, from its
+// first evaluation with a connection, one announce interval once its
+// routing-table refresh has completed (its lookups fill the table), or
+// two announce intervals without it.
+//
+// Without the refresh a joining node would estimate a network of one,
+// take k = 0, and claim the whole key space as its cluster until the
+// announcements arrive: a split brain with every superpeer, seen on every
+// join of a churn scenario. A few announcements are not enough: joining
+// node processes that went by the first ones estimated 3 to 11 peers in a
+// network of 32. And without the announce interval, in which every peer
+// announces itself once, a node would elect among the few cluster-mates it
+// has heard of: a node that restarts, and is the closest to its cluster's
+// key, won an election of itself alone and claimed the cluster while its
+// mates followed the superpeer they had elected meanwhile, until its view
+// filled (found by the node simulator under churn with restarts).
+func (m *Machine) mayJoin(now time.Time) (bool, time.Time) {
+	if m.cfg.Rendezvous && !m.refreshed {
 		// The peers found by rendezvous are the bootstrap peers: none
 		// found (after an advertisement) starts a network, as no bootstrap
 		// peer does; some found wait like bootstrap peers.
 		switch m.rendezvous {
 		case rendezvousPending:
-			return false
+			return false, time.Time{}
 		case rendezvousAlone:
-			return !m.cfg.Bootstrap
+			if !m.cfg.Bootstrap {
+				return true, now
+			}
 		}
-	} else if !m.cfg.Bootstrap {
-		return true
+	} else if !m.cfg.Bootstrap && !m.cfg.Rendezvous {
+		return true, now
 	}
 	if m.routing.Connected == 0 {
-		return false
+		return false, time.Time{}
 	}
 	if m.contact.IsZero() {
 		m.contact = now
 	}
-	return now.Sub(m.contact) >= 2*m.cfg.AnnounceInterval
+	at := m.contact.Add(2 * m.cfg.AnnounceInterval)
+	if m.refreshed {
+		at = m.contact.Add(m.cfg.AnnounceInterval)
+	}
+	return !now.Before(at), at
 }
 
 // quorumMemory is, in announce intervals, how long a peer that left the
@@ -631,7 +682,11 @@ func (m *Machine) evaluate(now time.Time, force bool) {
 		return // Tick waits for the answer; a kick meanwhile made the next evaluation due
 	}
 	if !m.joined {
-		if m.joined = m.mayJoin(now); !m.joined {
+		var at time.Time
+		if m.joined, at = m.mayJoin(now); !m.joined {
+			if !at.IsZero() && at.Before(m.nextEval) {
+				m.nextEval = at
+			}
 			return // the role stays unknown
 		}
 	}
@@ -693,15 +748,17 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 	}
 	next.Evaluations = m.state.Evaluations + 1
 	m.state, m.changed = next, true
-	m.announce = &Announcement{Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck, Private: m.private}
+	m.announce = &Announcement{Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck, Private: m.private,
+		Flapping: m.el != nil && m.el.selfFlapping}
 }
 
-// unreachable returns the peers among ids that are private: this node when
-// it is, and those whose announcements say so.
-func (m *Machine) unreachable(ids []peer.ID) map[peer.ID]bool {
+// rankedLast returns the peers among ids that rank last by what they
+// announce: private ones (this node when it is), and those that announce
+// that they flap.
+func (m *Machine) rankedLast(ids []peer.ID) map[peer.ID]bool {
 	out := map[peer.ID]bool{}
 	for _, p := range ids {
-		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && e.Private {
+		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && (e.Private || e.Flapping) {
 			out[p] = true
 		}
 	}

@@ -43,8 +43,9 @@
 //     superpeer. When a node crashes, or a partition separates them, each
 //     such peer gets Conn (down) ConnLoss later; the node itself, on an
 //     isolation, sees all of its connections go (its own outage).
-//   - Disk: the hard state a machine asks to persist is kept per node, and
-//     a restarted node gets it back.
+//   - Disk: the hard state and the outages a machine asks to persist are
+//     kept per node, and a restarted node gets them back (and knows that
+//     it ran before).
 //
 // Faults: Crash, Restart, Stop (graceful), Add (a new node joins),
 // Partition and Heal, Isolate (a flap). A seed replays a run exactly: all

@@ -83,7 +83,11 @@ type Observer struct {
 	Failovers  []time.Duration
 	Unrepaired int
 	// Disagree is the longest time a live node's lookup and its election
-	// named different live superpeers (both named).
+	// named different live superpeers (both named, and both joined), but
+	// for a lookup that names a member ranked last, by the node or by
+	// itself (host quality overrides the lookup by design, and the news
+	// that a member ranks itself last takes a gossip delay, a view period
+	// and a settle period to reach its mates).
 	Disagree time.Duration
 	pending  []failover
 	differ   map[int]time.Duration // since when node i's lookup and election differ
@@ -118,15 +122,19 @@ func (o *Observer) sample(s *Sim) {
 }
 
 func (o *Observer) disagreement(s *Sim) {
-	alive := func(p peer.ID) bool {
+	// A peer counts when it is alive and has taken a role: one that is
+	// still joining (it takes one only when its view has filled) has not
+	// yet had its chance to campaign.
+	joined := func(p peer.ID) bool {
 		j, ok := s.indexOf(p)
-		return ok && s.nodes[j].alive
+		return ok && s.nodes[j].alive && s.nodes[j].state.Role != node.RoleUnknown
 	}
 	for i, n := range s.nodes {
 		differs := false
 		if n.alive {
 			e := n.m.Election()
-			differs = alive(e.Lookup) && alive(e.Leader) && e.Lookup != e.Leader
+			differs = joined(e.Lookup) && joined(e.Leader) && e.Lookup != e.Leader && !slices.Contains(e.Demoted, e.Lookup) &&
+				!s.ranksItselfLast(e.Lookup)
 		}
 		since, was := o.differ[i]
 		switch {
@@ -139,6 +147,12 @@ func (o *Observer) disagreement(s *Sim) {
 			}
 		}
 	}
+}
+
+// ranksItselfLast reports whether p's own election ranks it last.
+func (s *Sim) ranksItselfLast(p peer.ID) bool {
+	j, ok := s.indexOf(p)
+	return ok && s.nodes[j].m != nil && slices.Contains(s.nodes[j].m.Election().Demoted, p)
 }
 
 // CrashSuperpeer crashes node i and, when it was a superpeer, follows its

@@ -116,12 +116,15 @@ type simNode struct {
 	inc       int           // incarnation: bumped by every start
 	started   time.Duration // of this incarnation
 	announced bool          // has announced since it started
+	flapping  bool          // its last announcement said it flaps
+	heardFlap bool          // what the views say of it
 	seesAt    time.Duration // when it sees its component's view
 	refreshAt time.Duration // when its routing-table refresh completes
 	viewComp  int           // the view it last got: component and version
 	viewVer   uint64
 	viewAt    time.Duration
-	hard      map[dhtselect.Key]classic.HardState // its disk
+	hard      map[dhtselect.Key]classic.HardState // its disk: quorum state,
+	outages   []time.Time                         // and its own outages
 	state     node.State
 	routing   []int
 	contacts  map[int]time.Duration // peer -> last election message either way
@@ -269,6 +272,7 @@ const (
 	evRefreshed
 	evVisible
 	evExpire
+	evFlap
 	evAction
 )
 
@@ -418,6 +422,11 @@ func (s *Sim) process(e event) {
 				c.version++
 			}
 		}
+	case evFlap:
+		if n := s.nodes[e.node]; s.live(e) && n.heardFlap != n.flapping {
+			n.heardFlap = n.flapping
+			s.comps[s.comp[e.node]].version++
+		}
 	case evAction:
 		e.fn(s)
 	}
@@ -429,12 +438,12 @@ func (s *Sim) start(i int) {
 	n := s.nodes[i]
 	cfg := s.cfg.Node
 	cfg.Self, cfg.Bootstrap = n.id, i > 0 || n.inc > 0
-	cfg.HardState = n.hard
+	cfg.HardState, cfg.Outages, cfg.Restarted = n.hard, n.outages, n.inc > 0
 	m, err := node.New(cfg)
 	if err != nil {
 		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
 	}
-	n.m, n.alive, n.gone, n.announced = m, true, false, false
+	n.m, n.alive, n.gone, n.announced, n.flapping = m, true, false, false, false
 	n.inc++
 	n.started = s.now
 	n.seesAt = s.now + s.cfg.Node.AnnounceInterval
@@ -655,7 +664,7 @@ func (s *Sim) viewFor(i int, c *component) []node.Member {
 		slices.Sort(ids) // IDs sort as indices
 		c.cache = make([]node.Member, len(ids))
 		for k, j := range ids {
-			c.cache[k] = node.Member{ID: s.nodes[j].id, Key: s.nodes[j].key}
+			c.cache[k] = node.Member{ID: s.nodes[j].id, Key: s.nodes[j].key, Flapping: s.nodes[j].heardFlap}
 		}
 		c.cacheV = c.version
 	}
@@ -716,15 +725,24 @@ func (s *Sim) carryOut(i int) {
 	if rd.HardState != nil {
 		n.hard = rd.HardState // synced to its disk before the messages leave
 	}
+	if rd.Outages != nil {
+		n.outages = rd.Outages
+	}
 	for _, o := range rd.Messages {
 		s.send(i, o)
 	}
 	for _, l := range rd.Lookups {
 		s.lookup(i, l)
 	}
-	if rd.Announce != nil && !n.announced {
-		n.announced = true
-		s.push(event{at: s.now + s.cfg.GossipDelay, kind: evVisible, node: i, inc: n.inc})
+	if a := rd.Announce; a != nil {
+		if !n.announced {
+			n.announced = true
+			s.push(event{at: s.now + s.cfg.GossipDelay, kind: evVisible, node: i, inc: n.inc})
+		}
+		if a.Flapping != n.flapping {
+			n.flapping = a.Flapping
+			s.push(event{at: s.now + s.cfg.GossipDelay, kind: evFlap, node: i, inc: n.inc})
+		}
 	}
 	if rd.StateChanged {
 		n.state = rd.State
