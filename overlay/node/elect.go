@@ -249,7 +249,7 @@ func elected(m classic.Machine, st classic.State, self classic.ID, size int) cla
 }
 
 // drain takes the machine's messages and state. A change of leader makes
-// the node re-evaluate.
+// the node re-evaluate at once, from its last lookup (see kicked).
 func (e *elector) drain() {
 	rd := e.mach.Ready()
 	rd.State = elected(e.mach, rd.State, classic.ID(e.self), len(e.peers))
@@ -285,7 +285,7 @@ func (e *elector) drain() {
 	if changed {
 		e.m.note(slog.LevelInfo, "election", "algorithm", e.name, "leader", peer.ID(rd.State.Leader),
 			"role", rd.State.Role, "term", rd.State.Term)
-		e.m.kick = true
+		e.m.moved = true
 	}
 }
 
@@ -360,6 +360,20 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 	if e.opts.Quorum {
 		return "", nil
 	}
+	if lookup == e.self && len(e.peers) > 1 && e.first != e.self {
+		// The lookup names this node, and no election has: it is not
+		// the superpeer before it is elected. Its mates may not know it
+		// yet (a node that has just joined is in their membership views
+		// only once its announcement has reached them, and until then
+		// they drop its election messages), and while they follow the
+		// leader they had, its claim would be a second superpeer (found
+		// by the node simulator under churn: every joiner closest to its
+		// cluster's key claimed it for seconds). It is elected soon: the
+		// leader's machine, rebuilt for the new member, campaigns, or it
+		// campaigns itself half a timeout after it hears another leader,
+		// or two timeouts after it has heard none.
+		return "", nil
+	}
 	if e.demoted[lookup] && e.last != "" && e.last != lookup && slices.Contains(e.peers, e.last) {
 		// The lookup names a flapping member (the closest to the key):
 		// while the election runs, the last leader stands instead, or
@@ -373,13 +387,14 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 // rebuild builds a machine for a new cluster or member set. A fresh
 // machine knows no leader; it learns it from the leader's next heartbeat.
 // The node campaigns at once when it led before (to re-assert itself to
-// the new set) and when it has just joined and the lookup names it (a
-// process that recovers campaigns, as in bully); otherwise it waits like
-// any follower. A joining node whose lookup names another does not
-// campaign: its membership view is still filling, and with the true
-// leader missing from it, it would win an election it should lose (seen
-// with node processes joining a churning network: two claims of one
-// cluster for 8 s each time).
+// the new set), and on its first machine when the lookup names it and no
+// member can be unaware of it: it is alone in its cluster, or it is the
+// geometric cluster's token holder, whom every member ranks first.
+// Otherwise it waits like any follower (see superpeer). A joining node
+// whose lookup names another does not campaign: its membership view is
+// still filling, and with the true leader missing from it, it would win
+// an election it should lose (seen with node processes joining a
+// churning network: two claims of one cluster for 8 s each time).
 func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 	first, oldKey := e.mach == nil, e.key
 	led := e.state.Role == classic.Leader || e.state.Leader == classic.ID(e.self)
@@ -429,7 +444,8 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 		}
 		e.state, e.carried = classic.State{}, 0
 	}
-	if first && e.lookup == e.self || led {
+	alone := len(members) == 1 || e.first == e.self
+	if first && e.lookup == e.self && alone || led {
 		e.mach.Campaign()
 	}
 	e.drain()

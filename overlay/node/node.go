@@ -342,6 +342,7 @@ type Machine struct {
 	nextEval         time.Time // the next forced evaluation
 	settleAt         time.Time // a view change's evaluation, zero if none pending
 	kick             bool      // a forced evaluation at the end of this Step or Tick
+	moved            bool      // the election\'s leader changed: evaluate at once
 	inflight         bool      // a lookup runs
 	lastValid        bool      // lastLookup answers (lookupK, lookupKey, lookupMembers)
 	lastLookup       peer.ID
@@ -497,7 +498,22 @@ func (m *Machine) evaluateAt(t time.Time) {
 // Due), since the size estimate must not be made from a stale routing
 // table (a joining node whose refresh has just completed would estimate
 // from its bootstrap peer alone).
+//
+// A change of the election's leader is evaluated at once, from the last
+// lookup's answer (a new lookup would hold the change of role back by its
+// round trips, while the old role stands: a second superpeer, or none).
 func (m *Machine) kicked(now time.Time) {
+	if m.moved {
+		m.moved = false
+		switch {
+		case m.cfg.Geometric:
+			m.reeval = true
+		case m.joined && !m.inflight && m.lastValid:
+			m.evaluate(now, false)
+		default:
+			m.kick = true
+		}
+	}
 	if !m.kick {
 		return
 	}

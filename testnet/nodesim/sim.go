@@ -163,6 +163,7 @@ type Sim struct {
 	Log func(at time.Duration, i int, n node.Note)
 
 	lookupCache map[lookupKey]lookupAnswer
+	index       map[peer.ID]int
 	stats       Stats
 }
 
@@ -198,7 +199,7 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		comps: map[int]*component{0: {vis: map[int]time.Duration{}}}, ttl: 3 * cfg.Node.AnnounceInterval,
-		lookupCache: map[lookupKey]lookupAnswer{},
+		lookupCache: map[lookupKey]lookupAnswer{}, index: map[peer.ID]int{},
 	}
 	for i := range cfg.N {
 		var at time.Duration
@@ -236,10 +237,7 @@ func (s *Sim) Stats() Stats { return s.stats }
 func (s *Sim) Trace() uint64 { return s.trace }
 
 // Index returns the node with ID id.
-func (s *Sim) Index(id peer.ID) (int, bool) {
-	i := slices.IndexFunc(s.nodes, func(n *simNode) bool { return n.id == id })
-	return i, i >= 0
-}
+func (s *Sim) Index(id peer.ID) (int, bool) { return s.indexOf(id) }
 
 // nodeID names node i: short, readable in traces, and sorted as the
 // indices are.
@@ -250,6 +248,7 @@ func (s *Sim) addNode(at time.Duration) int {
 	i := len(s.nodes)
 	id := nodeID(i)
 	s.nodes = append(s.nodes, &simNode{id: id, key: dhtselect.KeyOf(id), hard: map[dhtselect.Key]classic.HardState{}})
+	s.index[id] = i
 	s.comp = append(s.comp, 0)
 	s.push(event{at: at, kind: evStart, node: i})
 	return i
@@ -681,13 +680,10 @@ func (s *Sim) viewFor(i int, c *component) []node.Member {
 	return v
 }
 
-// indexOf parses a node ID back to its index.
+// indexOf returns the index of the node with ID id.
 func (s *Sim) indexOf(id peer.ID) (int, bool) {
-	var i int
-	if _, err := fmt.Sscanf(string(id), "n%07d", &i); err != nil || i < 0 || i >= len(s.nodes) {
-		return 0, false
-	}
-	return i, true
+	i, ok := s.index[id]
+	return i, ok
 }
 
 // routingOf is node i's routing table: before its refresh completes, only
