@@ -1,0 +1,323 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/classic"
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// The node machine's own rules, fed by hand. Networks of them run in
+// testnet/nodesim; these tests pin single decisions.
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func testConfig(self string) Config {
+	return Config{
+		Self: peer.ID(self), Target: dhtselect.Target{Superpeers: 1},
+		AnnounceInterval: 5 * time.Second, ReevaluateInterval: 5 * time.Second, ElectionTick: 100 * time.Millisecond,
+	}
+}
+
+func mustNew(t *testing.T, cfg Config) *Machine {
+	t.Helper()
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func view(ids ...string) View {
+	var v View
+	for _, id := range ids {
+		v.Members = append(v.Members, Member{ID: peer.ID(id)})
+	}
+	return v
+}
+
+func routing(connected int) Routing {
+	r := Routing{Connected: connected}
+	for i := range connected {
+		r.Peers = append(r.Peers, RoutingPeer{ID: peer.ID(fmt.Sprintf("r%d", i)), Connected: true})
+	}
+	return r
+}
+
+// tick advances m by d in steps of the election tick, giving a fresh
+// routing table when an evaluation is due, as a driver does, and answers
+// every lookup with answer; it returns the Readys.
+func tick(m *Machine, from time.Time, d time.Duration, r Routing, answer peer.ID) (time.Time, []Ready) {
+	var rds []Ready
+	now := from
+	for end := from.Add(d); !now.After(end); now = now.Add(100 * time.Millisecond) {
+		if m.Due(now) {
+			m.Step(now, r)
+		}
+		m.Tick(now)
+		rd := m.Ready()
+		rds = append(rds, rd)
+		for _, l := range rd.Lookups {
+			m.Step(now, LookupDone{Key: l.Key, Superpeer: answer, Queries: 1})
+			rds = append(rds, m.Ready())
+		}
+	}
+	return now, rds
+}
+
+func firstRole(rds []Ready) (int, State) {
+	for i, rd := range rds {
+		if rd.StateChanged {
+			return i, rd.State
+		}
+	}
+	return -1, State{}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"no self", func(c *Config) { c.Self = "" }, "Self"},
+		{"no tick", func(c *Config) { c.ElectionTick = 0 }, "positive"},
+		{"quorum alone", func(c *Config) { c.Quorum = true }, "Quorum needs an Election"},
+		{"bad election", func(c *Config) { c.Election = "raft" }, "unknown election"},
+		{"bad target", func(c *Config) { c.Target = dhtselect.Target{} }, "target"},
+	} {
+		cfg := testConfig("a")
+		c.edit(&cfg)
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one that says %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestStartsANetworkAtOnce: a node without bootstrap peers takes its role
+// at its first evaluation.
+func TestStartsANetworkAtOnce(t *testing.T) {
+	m := mustNew(t, testConfig("a"))
+	m.Step(t0, view("a"))
+	_, rds := tick(m, t0, time.Second, routing(0), "a")
+	i, st := firstRole(rds)
+	if i < 0 || st.Role != RoleSuperpeer || st.Superpeer != "a" {
+		t.Fatalf("first role %+v at step %d, want superpeer a at once", st, i)
+	}
+}
+
+// TestJoinerWaits: a node with bootstrap peers takes no role before one
+// announce interval after its first contact when its refresh completed,
+// and two without it.
+func TestJoinerWaits(t *testing.T) {
+	for _, refreshed := range []bool{true, false} {
+		cfg := testConfig("b")
+		cfg.Bootstrap = true
+		m := mustNew(t, cfg)
+		m.Step(t0, view("b"))
+		if refreshed {
+			m.Step(t0, Refreshed{})
+		}
+		now, rds := tick(m, t0, 12*time.Second, routing(3), "a")
+		i, st := firstRole(rds)
+		if i < 0 {
+			t.Fatalf("refreshed %v: no role after %v", refreshed, now.Sub(t0))
+		}
+		var at time.Duration
+		for _, rd := range rds[:i] {
+			if len(rd.Lookups) == 0 {
+				at += 100 * time.Millisecond
+			}
+		}
+		want := 10 * time.Second
+		if refreshed {
+			want = 5 * time.Second
+		}
+		if at < want || at > want+time.Second {
+			t.Errorf("refreshed %v: first role at %v, want %v after the first contact", refreshed, at, want)
+		}
+		if st.Superpeer != "a" {
+			t.Errorf("refreshed %v: superpeer %q, want the lookup's a", refreshed, st.Superpeer)
+		}
+	}
+}
+
+// TestSameInputsSameOutputs: the machine is deterministic.
+func TestSameInputsSameOutputs(t *testing.T) {
+	run := func() string {
+		cfg := testConfig("c")
+		cfg.Election, cfg.Bootstrap = "bully", true
+		m := mustNew(t, cfg)
+		m.Step(t0, view("a", "b", "c"))
+		m.Step(t0, Refreshed{})
+		_, rds := tick(m, t0, 20*time.Second, routing(2), "c")
+		var b strings.Builder
+		for _, rd := range rds {
+			fmt.Fprintf(&b, "%v %+v %v %v|", rd.StateChanged, rd.State, rd.Messages, rd.Lookups)
+		}
+		return b.String()
+	}
+	if a, b := run(), run(); a != b {
+		t.Fatal("two runs with the same inputs gave different outputs")
+	}
+}
+
+// TestHardStateBeforeMessages: with Quorum, the Ready that carries a claim
+// carries the hard state that the claim depends on.
+func TestHardStateBeforeMessages(t *testing.T) {
+	cfg := testConfig("c")
+	cfg.Election, cfg.Quorum = "bully", true
+	m := mustNew(t, cfg)
+	m.Step(t0, view("a", "b", "c"))
+	_, rds := tick(m, t0, 20*time.Second, routing(0), "c")
+	claimed := false
+	var disk map[dhtselect.Key]classic.HardState // what the driver has persisted
+	for _, rd := range rds {
+		if rd.HardState != nil {
+			disk = rd.HardState
+		}
+		for _, o := range rd.Messages {
+			if o.Msg.Type != classic.MsgClaim {
+				continue
+			}
+			claimed = true
+			hs, ok := disk[m.State().ClusterKey]
+			if !ok || hs.Term < o.Msg.Term || hs.Vote != "c" {
+				t.Fatalf("a CLAIM of term %d left with hard state %+v on disk (present %v): the vote must be stored first", o.Msg.Term, hs, ok)
+			}
+		}
+	}
+	if !claimed {
+		t.Fatal("no claim in 20 s: the test did not run")
+	}
+}
+
+// TestStoredVoteForANonMember: a hard state whose vote names a peer that
+// is no longer a member does not stop the machine from being built (it
+// did: classic.NewQuorum refuses such a vote), and the node grants no one
+// else in that term.
+func TestStoredVoteForANonMember(t *testing.T) {
+	cfg := testConfig("c")
+	cfg.Election, cfg.Quorum = "bully", true
+	key := dhtselect.KeyOf("c").Cluster(0)
+	cfg.HardState = map[dhtselect.Key]classic.HardState{key: {Term: 7, Vote: "gone"}}
+	m := mustNew(t, cfg)
+	m.Step(t0, view("a", "b", "c"))
+	_, rds := tick(m, t0, time.Second, routing(0), "c")
+	for _, rd := range rds {
+		for _, n := range rd.Notes {
+			if strings.Contains(fmt.Sprint(n.Args...), "not one of") {
+				t.Fatalf("machine not built: %s %v", n.Msg, n.Args)
+			}
+		}
+	}
+	if m.el.mach == nil {
+		t.Fatal("no election machine")
+	}
+	// A claim of term 7 from a: refused (the vote in 7 is taken).
+	m.Step(t0.Add(2*time.Second), ElectionMessage{Msg: classic.Message{Type: classic.MsgClaim, From: "a", Term: 7}})
+	for _, o := range m.Ready().Messages {
+		if o.Msg.Type == classic.MsgClaimAck && o.Msg.Leader == "a" && o.Msg.Term == 7 {
+			t.Fatal("granted a a second vote in term 7")
+		}
+	}
+}
+
+// TestRestartIsAnOutage: a node that ran before counts its restart as an
+// outage and persists it; after two within a minute it ranks itself last
+// and says so in its announcement.
+func TestRestartIsAnOutage(t *testing.T) {
+	cfg := testConfig("c")
+	cfg.Election, cfg.Restarted = "bully", true
+	cfg.Outages = []time.Time{t0.Add(-30 * time.Second)}
+	m := mustNew(t, cfg)
+	m.Step(t0, view("a", "b", "c"))
+	_, rds := tick(m, t0, 2*time.Second, routing(0), "c")
+	var persisted []time.Time
+	flapping := false
+	for _, rd := range rds {
+		if rd.Outages != nil {
+			persisted = rd.Outages
+		}
+		if rd.Announce != nil {
+			flapping = rd.Announce.Flapping
+		}
+	}
+	if len(persisted) != 2 || !persisted[1].Equal(t0) {
+		t.Fatalf("outages to persist %v, want the old one and the restart at %v", persisted, t0)
+	}
+	if !flapping {
+		t.Fatal("two outages within a minute, and the announcement does not say the node flaps")
+	}
+	if e := m.Election(); !slices.Contains(e.Demoted, "c") {
+		t.Fatalf("the node does not rank itself last: demoted %v", e.Demoted)
+	}
+}
+
+// TestAnnouncedFlapperRanksLast: a member that announces that it flaps is
+// ranked last, whether or not this node saw its connections go.
+func TestAnnouncedFlapperRanksLast(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.Election = "bully"
+	m := mustNew(t, cfg)
+	v := view("a", "b", "c")
+	v.Members[2].Flapping = true
+	m.Step(t0, v)
+	tick(m, t0, time.Second, routing(0), "a")
+	if e := m.Election(); !slices.Equal(e.Demoted, []peer.ID{"c"}) {
+		t.Fatalf("demoted %v, want [c]", e.Demoted)
+	}
+}
+
+// FuzzMachine: no input sequence makes the machine panic, and its state
+// stays consistent (a superpeer names itself).
+func FuzzMachine(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+	f.Add([]byte{9, 9, 9, 1, 1, 1, 6, 6, 6, 2})
+	ids := []peer.ID{"a", "b", "c", "d"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		cfg := testConfig("a")
+		cfg.Election, cfg.Quorum, cfg.Bootstrap = "bully", len(ops)%2 == 0, len(ops)%3 == 0
+		m := mustNew(t, cfg)
+		now := t0
+		for k, op := range ops {
+			p := ids[int(op>>4)%len(ids)]
+			switch op % 11 {
+			case 0:
+				m.Step(now, view("a", "b", "c", "d"))
+			case 1:
+				m.Step(now, routing(int(op>>4)))
+			case 2:
+				m.Step(now, Refreshed{})
+			case 3:
+				m.Step(now, Conn{Peer: p, Connected: int(op >> 6)})
+			case 4:
+				m.Step(now, LookupDone{Key: m.lookupKey, Superpeer: p})
+			case 5:
+				m.Step(now, ElectionMessage{Msg: classic.Message{Type: classic.MsgType(op >> 3), From: classic.ID(p), Term: uint64(k)}})
+			case 6:
+				now = now.Add(time.Duration(op) * 10 * time.Millisecond)
+				m.Tick(now)
+			case 7:
+				m.Step(now, SendFailed{To: p, Gen: uint64(op >> 4)})
+			case 8:
+				m.Step(now, Reachability{Private: op&16 != 0})
+			case 9:
+				now = now.Add(time.Second)
+				m.Tick(now)
+			case 10:
+				m.Step(now, GeoCluster{Key: dhtselect.KeyOf(p), Members: ids[:1+int(op>>4)%len(ids)], Holder: p})
+			}
+			rd := m.Ready()
+			if rd.State.Role == RoleSuperpeer && rd.State.Superpeer != "a" {
+				t.Fatalf("superpeer role naming %q", rd.State.Superpeer)
+			}
+		}
+	})
+}
