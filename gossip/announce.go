@@ -43,6 +43,11 @@ type Announcement struct {
 	// by AutoNAT's verdict or its configuration): it may not be a
 	// superpeer, and the others rank it last in elections.
 	Private bool
+	// Flapping says the peer lost all its connections, or restarted, twice
+	// within a minute, and ranks itself last in its cluster's elections
+	// (host quality): the others then do too. Trusted as said, since it
+	// can only lower the sender's own rank.
+	Flapping bool
 }
 
 type wireAnnouncement struct {
@@ -54,11 +59,13 @@ type wireAnnouncement struct {
 	Cluster   string   `json:"cluster"`
 	Leaving   bool     `json:"leaving,omitempty"`
 	Private   bool     `json:"private,omitempty"`
+	Flapping  bool     `json:"flapping,omitempty"`
 }
 
 // Encode serialises a for the wire.
 func (a Announcement) Encode() ([]byte, error) {
-	w := wireAnnouncement{V: AnnouncementVersion, Seq: a.Seq, Superpeer: a.Superpeer, K: a.K, Cluster: a.ClusterKey.String(), Leaving: a.Leaving, Private: a.Private}
+	w := wireAnnouncement{V: AnnouncementVersion, Seq: a.Seq, Superpeer: a.Superpeer, K: a.K, Cluster: a.ClusterKey.String(), Leaving: a.Leaving, Private: a.Private,
+		Flapping: a.Flapping}
 	for _, addr := range a.Addrs[:min(len(a.Addrs), maxAddrs)] {
 		w.Addrs = append(w.Addrs, addr.String())
 	}
@@ -92,7 +99,8 @@ func DecodeAnnouncement(from peer.ID, data []byte) (Announcement, error) {
 	if want := dhtselect.KeyOf(from).Cluster(w.K); ck != want {
 		return Announcement{}, fmt.Errorf("%w: cluster key %s does not belong to %s at k = %d", ErrBadAnnouncement, ck, from, w.K)
 	}
-	a := Announcement{ID: from, Seq: w.Seq, Superpeer: w.Superpeer, K: w.K, ClusterKey: ck, Leaving: w.Leaving, Private: w.Private}
+	a := Announcement{ID: from, Seq: w.Seq, Superpeer: w.Superpeer, K: w.K, ClusterKey: ck, Leaving: w.Leaving, Private: w.Private,
+		Flapping: w.Flapping}
 	for _, s := range w.Addrs {
 		addr, err := ma.NewMultiaddr(s)
 		if err != nil {

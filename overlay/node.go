@@ -79,6 +79,7 @@ type Node struct {
 	closerProto protocol.ID
 	electProto  protocol.ID   // the election protocol, when Config.Election is set
 	hard        *hardStore    // the quorum's durable state (Config.DataDir), or nil
+	outages     *outageStore  // the node\'s own outages (Config.DataDir, with an election), or nil
 	m           *node.Machine // only the loop touches it
 	inbox       inbox         // inputs for the machine
 	calls       chan func(*node.Machine)
@@ -322,13 +323,20 @@ func (n *Node) startMachine() error {
 	if n.hard, hard, err = openConfigHardStore(&n.cfg, n.log); err != nil {
 		return err
 	}
+	var ran bool
+	var outages []time.Time
+	if n.cfg.DataDir != "" && n.cfg.Election != "" {
+		if n.outages, ran, outages, err = openOutageStore(n.cfg.DataDir); err != nil {
+			return err
+		}
+	}
 	hasBootstrap := slices.ContainsFunc(n.cfg.Bootstrap, func(b peer.AddrInfo) bool { return b.ID != n.self })
 	m, err := node.New(node.Config{
 		Self: n.self, Geometric: n.cfg.Strategy == StrategyGeometric, Target: n.cfg.Target,
 		Election: n.cfg.Election, Quorum: n.cfg.Quorum, IgnoreFlaps: n.cfg.IgnoreFlaps,
 		Bootstrap: hasBootstrap, Rendezvous: n.cfg.Public, Private: n.Private(),
 		AnnounceInterval: n.cfg.AnnounceInterval, ReevaluateInterval: n.cfg.ReevaluateInterval,
-		ElectionTick: n.cfg.ElectionTick, HardState: hard,
+		ElectionTick: n.cfg.ElectionTick, HardState: hard, Restarted: ran, Outages: outages,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -414,7 +422,8 @@ func (n *Node) view() node.View {
 	var v node.View
 	for _, e := range n.members.Entries() {
 		if !n.guard.Banned(e.ID) {
-			v.Members = append(v.Members, node.Member{ID: e.ID, Private: e.Private, RTT: n.host.Peerstore().LatencyEWMA(e.ID)})
+			v.Members = append(v.Members, node.Member{ID: e.ID, Private: e.Private, Flapping: e.Flapping,
+				RTT: n.host.Peerstore().LatencyEWMA(e.ID)})
 		}
 	}
 	return v
@@ -449,6 +458,11 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 			// are lost, as if the network had dropped them.
 			n.log.Error("quorum state not saved: election messages dropped", "err", err)
 			send = false
+		}
+	}
+	if rd.Outages != nil {
+		if err := n.outages.Save(rd.Outages); err != nil {
+			n.log.Warn("outages not saved: after a restart this node may rank itself above its peers' view of it", "err", err)
 		}
 	}
 	n.mu.Lock()
@@ -487,6 +501,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 	if a := rd.Announce; a != nil {
 		if err := n.members.SetLocal(ctx, gossip.Announcement{
 			ID: n.self, Addrs: n.addrs(), Superpeer: a.Superpeer, K: a.K, ClusterKey: a.ClusterKey, Private: a.Private,
+			Flapping: a.Flapping,
 		}); err != nil && ctx.Err() == nil {
 			n.log.Warn("announce", "err", err)
 		}
