@@ -168,10 +168,14 @@ func (n *Node) startGeo(ctx context.Context) error {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(n.cfg.Network))
-	seed := h.Sum64()
+	seed := h.Sum64() // shared by the network: initial holders, re-homing
+	h.Write([]byte(n.self))
+	// The node's own choices (ping targets, jitter, long neighbours) come
+	// from a source seeded by the network and its peer ID, not the clock:
+	// they differ between nodes and a run can be replayed.
 	g := &geo{
 		n: n, cfg: cfg, seed: seed,
-		rng:        rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))),
+		rng:        rand.New(rand.NewPCG(seed, h.Sum64())),
 		tokenProto: tokenProtocol(n.cfg.Network), attachProto: attachProtocol(n.cfg.Network),
 		client: client, holder: holder,
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
