@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -568,9 +569,21 @@ func (s *Sim) regroup(side []int) {
 	// Each new side starts from what its nodes saw before; a node now on
 	// another side expires from it (unless it already does sooner), and
 	// a live one of this side is heard again.
+	type pair struct{ from, to int }
+	done := map[pair]bool{}
 	for i, c := range side {
 		nc := s.comps[c]
-		for j, exp := range oldComps[old[i]].vis {
+		if s.nodes[i].alive && s.nodes[i].announced {
+			nc.vis[i] = 0
+		}
+		if p := (pair{old[i], c}); done[p] {
+			continue
+		} else {
+			done[p] = true
+		}
+		ov := oldComps[old[i]].vis
+		for _, j := range slices.Sorted(maps.Keys(ov)) { // in order: the expiries draw from the seed
+			exp := ov[j]
 			if _, done := nc.vis[j]; done {
 				continue
 			}
@@ -582,9 +595,6 @@ func (s *Sim) regroup(side []int) {
 			default:
 				s.expireAtIn(nc, c, j, exp)
 			}
-		}
-		if s.nodes[i].alive && s.nodes[i].announced {
-			nc.vis[i] = 0
 		}
 	}
 	for _, c := range s.comps {
