@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/superpeer/superpeer/stats"
 )
 
 // ErrPlacement reports an impossible placement request.
@@ -166,14 +168,8 @@ func Measure(d Dist, attach []int) Quality {
 		}
 	}
 	q.OrdinaryCounted, q.Clusters = len(v), len(size)
-	if len(v) > 0 {
-		slices.Sort(v)
-		sum := 0.0
-		for _, x := range v {
-			sum += x
-		}
-		q.Mean, q.P95, q.Max = sum/float64(len(v)), v[max(int(math.Ceil(0.95*float64(len(v))))-1, 0)], v[len(v)-1]
-	}
+	sorted := stats.Sort(v)
+	q.Mean, q.P95, q.Max = stats.Mean(v), sorted.Percentile(95), sorted.Max()
 	mean := float64(len(attach)-q.Unattached) / float64(len(size))
 	varsum := 0.0
 	for _, c := range size {

@@ -14,15 +14,17 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 
 	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/stats"
 )
 
 // MaxCDFPoints is the most RTT samples a Figures keeps for a CDF plot.
 const MaxCDFPoints = 2000
 
-// Distribution summarises RTT samples, in milliseconds. Percentiles are
-// nearest-rank, as Measure's P95: the p-th percentile of m sorted samples is
-// the ⌈p·m⌉-th smallest (so the median of an even count is the lower of the
-// two middle samples). All figures are 0 when Count is 0.
+// Distribution summarises RTT samples, in milliseconds, as package stats
+// defines the figures: percentiles by nearest rank, as Measure's P95 (the
+// p-th percentile of m sorted samples is the ⌈p·m/100⌉-th smallest), and
+// the median of an even count the mean of the two middle samples. All
+// figures are 0 when Count is 0.
 type Distribution struct {
 	Count    int     `json:"count"`
 	MinMs    float64 `json:"min_ms"`
@@ -36,28 +38,14 @@ type Distribution struct {
 // Summarise returns the distribution of samples (in milliseconds); it does
 // not modify samples.
 func Summarise(samples []float64) Distribution {
-	v := slices.Clone(samples)
-	slices.Sort(v)
-	return summariseSorted(v)
+	return summariseSorted(stats.Sort(samples))
 }
 
-func summariseSorted(v []float64) Distribution {
-	if len(v) == 0 {
-		return Distribution{}
-	}
-	sum := 0.0
-	for _, x := range v {
-		sum += x
-	}
+func summariseSorted(v stats.Sorted[float64]) Distribution {
 	return Distribution{
-		Count: len(v), MinMs: v[0], P5Ms: rank(v, 0.05), MedianMs: rank(v, 0.5),
-		P95Ms: rank(v, 0.95), MaxMs: v[len(v)-1], MeanMs: sum / float64(len(v)),
+		Count: len(v), MinMs: v.Min(), P5Ms: v.Percentile(5), MedianMs: v.Median(),
+		P95Ms: v.Percentile(95), MaxMs: v.Max(), MeanMs: stats.Mean(v),
 	}
-}
-
-// rank returns the nearest-rank p-quantile of the sorted, non-empty v.
-func rank(v []float64, p float64) float64 {
-	return v[min(max(int(math.Ceil(p*float64(len(v))))-1, 0), len(v)-1)]
 }
 
 // CDF returns the sorted samples for a CDF plot, at most points of them

@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/stats"
 )
 
 // ErrSimConfig reports a SimConfig that Simulate cannot run.
@@ -62,7 +64,7 @@ func (c SimConfig) validate() error {
 // SimStat summarises one integer per lookup or per peer.
 type SimStat struct {
 	Mean     float64
-	P50, P99 int // nearest-rank percentiles
+	P50, P99 int // nearest-rank percentiles (package stats)
 	Max      int
 	Total    int64
 }
@@ -72,21 +74,16 @@ func (s SimStat) String() string {
 }
 
 func simStat(v []int32) SimStat {
-	if len(v) == 0 {
-		return SimStat{}
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
+	s := stats.Sort(v)
 	var total int64
 	for _, x := range s {
 		total += int64(x)
 	}
-	rank := func(p int) int { return int(s[max(0, (len(s)*p+99)/100-1)]) }
 	return SimStat{
-		Mean:  float64(total) / float64(len(s)),
-		P50:   rank(50),
-		P99:   rank(99),
-		Max:   int(s[len(s)-1]),
+		Mean:  stats.Mean(v),
+		P50:   int(s.Percentile(50)),
+		P99:   int(s.Percentile(99)),
+		Max:   int(s.Max()),
 		Total: total,
 	}
 }

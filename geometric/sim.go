@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
+
+	"github.com/superpeer/superpeer/stats"
 )
 
 // SimConfig configures Simulate. Zero fields take the defaults named below.
@@ -452,24 +454,18 @@ func nearest(i int, peers []Peer, k int) []Peer {
 }
 
 // AttachmentRTT scores an attachment against the true RTTs: the mean and the
-// 95th percentile of rtt(i, attach[i]) over the ordinary peers i (those with
-// attach[i] != i and attach[i] >= 0) whose RTT is measured (> 0). It returns
-// zeros when there is none.
+// 95th percentile (nearest rank, package stats) of rtt(i, attach[i]) over
+// the ordinary peers i (those with attach[i] != i and attach[i] >= 0) whose
+// RTT is measured (> 0). It returns zeros when there is none.
 func AttachmentRTT(attach []int, rtt func(i, j int) time.Duration) (mean, p95 time.Duration) {
 	var ds []time.Duration
-	var sum time.Duration
 	for i, s := range attach {
 		if s < 0 || s == i {
 			continue
 		}
 		if d := rtt(i, s); d > 0 {
 			ds = append(ds, d)
-			sum += d
 		}
 	}
-	if len(ds) == 0 {
-		return 0, 0
-	}
-	slices.Sort(ds)
-	return sum / time.Duration(len(ds)), ds[min(len(ds)-1, len(ds)*95/100)]
+	return time.Duration(stats.Mean(ds)), stats.Sort(ds).Percentile(95)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/stats"
 )
 
 // Report is the outcome of a testnet run, in the shape of `peer testnet
@@ -188,7 +189,7 @@ func (t *Net) Report() Report {
 		r.MaxClusterSize = max(r.MaxClusterSize, len(c.Members))
 	}
 	if len(rtts) > 0 {
-		mean, p95 := meanP95(rtts)
+		mean, p95 := stats.Mean(rtts), stats.Sort(rtts).Percentile(95)
 		r.MeanRTTToSuperpeerMS, r.P95RTTToSuperpeerMS = &mean, &p95
 	}
 	if geo && t.cfg.Latency != nil {
@@ -238,18 +239,6 @@ func (r Report) WriteTable(w io.Writer) error {
 			sc.Coverage, sc.SplitBrainMS, sc.Orphans, sc.Messages)
 	}
 	return nil
-}
-
-// meanP95 returns the mean and the 95th percentile (nearest rank) of v,
-// which must not be empty. It sorts v.
-func meanP95(v []float64) (mean, p95 float64) {
-	slices.Sort(v)
-	sum := 0.0
-	for _, x := range v {
-		sum += x
-	}
-	rank := int(math.Ceil(0.95*float64(len(v)))) - 1
-	return sum / float64(len(v)), v[max(rank, 0)]
 }
 
 // millis returns d in milliseconds.
@@ -302,7 +291,6 @@ func (t *Net) coordError(nodes []indexedNode) *float64 {
 	if len(errs) == 0 {
 		return nil
 	}
-	slices.Sort(errs)
-	med := errs[len(errs)/2]
+	med := stats.Sort(errs).Median()
 	return &med
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/stats"
 )
 
 // Scenarios that RunScenario knows.
@@ -71,7 +72,8 @@ type ScenarioConfig struct {
 	Sample time.Duration
 }
 
-// Distribution summarises durations in milliseconds.
+// Distribution summarises durations in milliseconds (stats: the median of
+// an even count is the mean of the two middle values).
 type Distribution struct {
 	N      int     `json:"n"`
 	Median float64 `json:"median"`
@@ -617,14 +619,6 @@ func waitFor(ctx context.Context, cond func() error) (time.Duration, error) {
 }
 
 func summarize(ms []float64) Distribution {
-	if len(ms) == 0 {
-		return Distribution{}
-	}
-	s := slices.Clone(ms)
-	slices.Sort(s)
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return Distribution{N: len(s), Median: med, Max: s[len(s)-1]}
+	s := stats.Sort(ms)
+	return Distribution{N: len(s), Median: s.Median(), Max: s.Max()}
 }

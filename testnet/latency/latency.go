@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/superpeer/superpeer/stats"
 )
 
 // Sentinel errors wrapped by a *ParseError (or returned directly), for use
@@ -373,8 +375,10 @@ type Stats struct {
 	Averaged int
 	// OneSided is the number of pairs measured in one direction only.
 	OneSided int
-	// Min, Median, P95, Max and Mean describe the measured pairs; all are 0
-	// when none is measured.
+	// Min, Median, P95, Max and Mean describe the measured pairs, as
+	// package stats defines them (the median of an even count is the mean
+	// of the two middle RTTs; P95 is by nearest rank); all are 0 when none
+	// is measured.
 	Min, Median, P95, Max, Mean time.Duration
 }
 
@@ -391,22 +395,17 @@ func (m *Matrix) Stats() Stats {
 		return s
 	}
 	v := make([]time.Duration, 0, s.Pairs-s.Missing)
-	var sum float64
 	for i := 0; i < m.n; i++ {
 		for j := i + 1; j < m.n; j++ {
 			if d := m.rtt[i*m.n+j]; d != missing {
 				v = append(v, d)
-				sum += float64(d)
 			}
 		}
 	}
-	if len(v) == 0 {
-		return s
-	}
-	slices.Sort(v)
-	s.Min, s.Max = v[0], v[len(v)-1]
-	s.Median = v[len(v)/2]
-	s.P95 = v[min(len(v)-1, len(v)*95/100)]
-	s.Mean = time.Duration(sum / float64(len(v)))
+	sorted := stats.Sort(v)
+	s.Min, s.Max = sorted.Min(), sorted.Max()
+	s.Median = time.Duration(sorted.Median())
+	s.P95 = sorted.Percentile(95)
+	s.Mean = time.Duration(stats.Mean(v))
 	return s
 }

@@ -63,8 +63,10 @@ func TestParseMissingAndAsymmetric(t *testing.T) {
 	wantRTT(t, m, 2, 3, 5*ms, true)
 	wantRTT(t, m, 2, 2, 0, true)
 	s := m.Stats()
+	// Measured: 5 7 20 40; the median of an even count is the mean of the
+	// two middle RTTs, 7 and 20.
 	want := Stats{N: 4, Pairs: 6, Missing: 2, Averaged: 1, OneSided: 2,
-		Min: 5 * ms, Median: 20 * ms, P95: 40 * ms, Max: 40 * ms, Mean: 18 * ms}
+		Min: 5 * ms, Median: 13500 * time.Microsecond, P95: 40 * ms, Max: 40 * ms, Mean: 18 * ms}
 	if s != want {
 		t.Errorf("Stats =\n %+v, want\n %+v", s, want)
 	}
