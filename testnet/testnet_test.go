@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -264,9 +267,12 @@ func TestGeometricConvergesAndRepairs(t *testing.T) {
 	}
 }
 
-// The traffic counters see what the nodes write: GossipSub (membership), the
-// private DHT, and the lookup protocol all carry bytes once 8 nodes have
-// converged, and the counts never go down.
+// Traffic is counted on both ends of the streams the nodes' hosts open and
+// serve, under each stream's protocol, and exactly: after convergence
+// GossipSub, the DHT and the closer protocol have bytes counted; the counts
+// keep rising while the nodes talk (every node republishes its
+// announcement each AnnounceInterval); and a stream between two nodes'
+// hosts that carries 5 bytes one way and 7 back counts 12 bytes.
 func TestTrafficCounted(t *testing.T) {
 	tn := startNet(t, Config{N: 8, Target: dhtselect.Target{Superpeers: 2}, Seed: 3})
 	waitConverged(t, tn, tn.Started())
@@ -284,11 +290,57 @@ func TestTrafficCounted(t *testing.T) {
 			t.Errorf("no bytes counted for %s*; counted %v", prefix, before)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
-	now := tn.Traffic().Bytes()
-	for p, b := range before {
-		if now[p] < b {
-			t.Errorf("%s: the count went down from %d to %d", p, b, now[p])
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	gossip := func(m map[protocol.ID]uint64) (sum uint64) {
+		for p, b := range m {
+			if strings.HasPrefix(string(p), "/meshsub/") {
+				sum += b
+			}
 		}
+		return sum
+	}
+	deadline := time.Now().Add(convergeBound)
+	for gossip(tn.Traffic().Bytes()) <= gossip(before) {
+		if time.Now().After(deadline) {
+			t.Fatalf("GossipSub's count stayed at %d bytes for %v, though the nodes announce every %v", gossip(before), convergeBound, tn.cfg.AnnounceInterval)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	const proto = protocol.ID("/superpeer/test/traffic/1.0.0")
+	nodes := tn.Nodes()
+	a, b := nodes[0].Host(), nodes[1].Host()
+	served := make(chan struct{})
+	b.SetStreamHandler(proto, func(s network.Stream) {
+		defer close(served) // after the handler's Write returned, counted
+		defer s.Close()
+		if _, err := io.ReadFull(s, make([]byte, 5)); err == nil {
+			_, _ = s.Write([]byte("seven!!"))
+		}
+	})
+	defer b.RemoveStreamHandler(proto)
+	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+	defer cancel()
+	s, err := a.NewStream(ctx, b.ID(), proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write([]byte("five!")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(s, make([]byte, 7)); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	select {
+	case <-served:
+	case <-ctx.Done():
+		t.Fatal("the handler did not finish")
+	}
+	if got := tn.Traffic().Bytes()[proto]; got != 12 {
+		t.Fatalf("a stream that carried 5 + 7 bytes counted %d (all counts: %v)", got, tn.Traffic().Bytes())
 	}
 }
