@@ -1,6 +1,7 @@
 # superpeer: two commands do all the set-up on a fresh machine.
 #   make run    start a local testnet of 32 peers and show its clusters
-#   make test   run the whole test suite (what CI runs), ending with every fuzz target for 5 s
+#   make test   run the whole test suite (what CI runs): gofmt, vet, staticcheck, every test,
+#               the race detector, then every fuzz target for 5 s
 #   make fuzz   run every fuzz target for FUZZTIME each (default 10m: about two hours in all)
 #   make deps   install what the tests need besides Go: Debian's chromium (make test does it)
 #   make bench  run every benchmark suite and regenerate BENCHMARKS.md (about 25 minutes)
@@ -8,7 +9,7 @@
 GO  ?= go
 BIN := bin/peer
 
-.PHONY: all build run test fuzz deps bench check-go fmt-check vet clean
+.PHONY: all build run test fuzz deps bench check-go fmt-check vet staticcheck clean
 
 all: build
 
@@ -30,13 +31,14 @@ deps:
 	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
-## test: formatting, vet, every test, then the race detector (short mode),
-## then every fuzz target for TEST_FUZZTIME each (.ci/fuzz). On 2 cores that
-## adds about 4.5 minutes: 5 s for each of the 14 targets, and about 3.5
-## minutes to build the fuzz-instrumented test binaries (go test -fuzz
-## instruments every package it links, libp2p included; no flag narrows it)
+## test: formatting, vet, staticcheck, every test, then the race detector
+## (short mode), then every fuzz target for TEST_FUZZTIME each (.ci/fuzz). On
+## 2 cores that adds about 4.5 minutes: 5 s for each of the 14 targets, and
+## about 3.5 minutes to build the fuzz-instrumented test binaries (go test
+## -fuzz instruments every package it links, libp2p included; no flag
+## narrows it)
 TEST_FUZZTIME ?= 5s
-test: check-go deps fmt-check vet
+test: check-go deps fmt-check vet staticcheck
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race -short ./...
 	GO=$(GO) bash .ci/fuzz $(TEST_FUZZTIME)
@@ -59,6 +61,11 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+## staticcheck: honnef.co/go/tools at a fixed version (go run fetches it into
+## the module cache on first use)
+staticcheck: check-go
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 clean:
 	rm -rf bin
