@@ -33,5 +33,7 @@
 // HostQuality (capacity, flaps, uptime, then ID).
 //
 // The drivers: package testnet/sim runs the machines on a simulated network
-// with virtual time; the overlay runs them over libp2p streams.
+// with virtual time; the node machine (overlay/node) runs one per cluster
+// for the live overlay (its messages travel over libp2p streams) and for
+// the node simulator (testnet/nodesim).
 package classic

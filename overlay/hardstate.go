@@ -107,11 +107,7 @@ func openHardStore(dir string) (*hardStore, map[dhtselect.Key]classic.HardState,
 	if !st.IsDir() {
 		return nil, nil, fmt.Errorf("%w: data directory %s is not a directory (give a directory with --data-dir)", ErrHardState, dir)
 	}
-	if stale, err := filepath.Glob(filepath.Join(dir, hardStateTemp)); err == nil {
-		for _, p := range stale {
-			_ = os.Remove(p) // an interrupted Save's; the file itself is whole
-		}
-	}
+	removeTemps(dir)
 	s := &hardStore{dir: dir, path: filepath.Join(dir, hardStateFile)}
 	hs, err := readHardState(s.path)
 	if err != nil {
@@ -271,6 +267,16 @@ func (s *hardStore) Save(hs map[dhtselect.Key]classic.HardState) error {
 	s.last = hs
 	s.writes++
 	return nil
+}
+
+// removeTemps removes the temporary files an interrupted writeAtomic left
+// in dir (the files they were to replace are whole).
+func removeTemps(dir string) {
+	if stale, err := filepath.Glob(filepath.Join(dir, hardStateTemp)); err == nil {
+		for _, p := range stale {
+			_ = os.Remove(p)
+		}
+	}
 }
 
 // writeAtomic replaces the file at path, in dir, with b: a temporary file

@@ -132,10 +132,12 @@ type Config struct {
 	Quorum bool
 	// DataDir is where the node keeps the state that must survive its
 	// restarts: with Quorum, each cluster's term and vote (classic.HardState),
-	// so that a node that restarts cannot vote twice in one term. The node
-	// creates it (mode 0700) when it is missing; see hardstate.go. Empty (the
-	// default) keeps none, and a node with Quorum then logs a warning at
-	// start.
+	// so that a node that restarts cannot vote twice in one term
+	// (hardstate.json); with an election, its own recent outages, so that
+	// after restarts it ranks itself as its peers rank it (outages.json; see
+	// outages.go). The node creates it (mode 0700) when it is missing; see
+	// hardstate.go. Empty (the default) keeps none, and a node with Quorum
+	// then logs a warning at start.
 	DataDir string
 	// IgnoreFlaps turns host quality off. By default a member whose
 	// connection was lost flapLimit times within flapWindow (a node counts

@@ -56,6 +56,7 @@ func openOutageStore(dir string) (*outageStore, bool, []time.Time, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, false, nil, fmt.Errorf("%w: data directory %s: %w (give a directory this user may create and write, with --data-dir)", ErrHardState, dir, err)
 	}
+	removeTemps(dir)
 	s := &outageStore{dir: dir, path: filepath.Join(dir, outageFile)}
 	outages, ran, err := readOutages(s.path)
 	if err != nil {

@@ -14,5 +14,7 @@
 // the result as a table or JSON.
 //
 // Subpackages: sim is a deterministic discrete-event simulator for the pure
-// election machines; latency loads RTT matrices.
+// election machines; nodesim runs node machines (overlay/node), the type
+// the live node runs, by the thousand in virtual time; latency loads RTT
+// matrices.
 package testnet

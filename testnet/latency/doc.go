@@ -6,7 +6,7 @@
 // j takes RTT(i, j)/2 of virtual time.
 //
 // Matrices come from text files such as the PlanetLab data set in
-// shared/data/planetlab490 (Load or Parse), or are built in code (Constant for
+// testdata/planetlab490 at the repository's root (Load or Parse), or are built in code (Constant for
 // a uniform network, Sub to pick some hosts of a larger one):
 //
 //	m, err := latency.Load("planetlab490_median18_ms.txt")
