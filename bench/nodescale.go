@@ -1,0 +1,318 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/superpeer/superpeer/classic"
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay/node"
+	"github.com/superpeer/superpeer/testnet/nodesim"
+)
+
+// Node machines at scale: N instances of the node machine (overlay/node,
+// the type the live node runs) in the node simulator (testnet/nodesim),
+// in virtual time, on this one process. Two scenarios:
+//
+//   - converge: DHT mode without an election (Target: a fraction 0.1 of
+//     the estimated size), the nodes starting over Stagger; the time until
+//     nodesim.Converged holds (every live node has a role and is covered,
+//     the nodes agree on k, and each names the live node closest to its
+//     cluster key, as dhtselect.Assign would), checked every second of
+//     virtual time.
+//   - churn: the same with an election (bully), converged first, then a
+//     fraction Rate of the nodes replaced per minute for Duration
+//     (nodesim.Churn: a live node drawn at random crashes, a new one joins
+//     at once) under an Observer sampling every 100 ms: coverage (the mean
+//     fraction of the joined nodes served), the most orphans in a sample,
+//     the failovers of the crashed superpeers in units of the machines'
+//     failure-detection timeout T (the failovers still pending 30 T after
+//     the churn are unrepaired), split brain (Observer.SplitTime, and the
+//     sum over samples of the clusters with two claimers), and the longest
+//     time a node's lookup and election named different superpeers.
+//
+// Membership is global (every node's view holds every node), as in the
+// live overlay today: the simulator pays O(N) per view change per
+// component and O(N²) deliveries per announce interval in the model, so
+// 100,000 node machines wait for the membership that scales.
+
+// NodeScaleConfig configures NodeScale. The zero value runs the default:
+// 1,000 and 10,000 nodes to convergence, and 1,000 nodes with bully
+// through 10 minutes of churn at 10 % per minute.
+type NodeScaleConfig struct {
+	// Converge are the sizes of the converge scenario. Nil means 1,000
+	// and 10,000; empty (not nil) runs none.
+	Converge []int
+	// ChurnN is the size of the churn scenario: 0 means 1,000, -1 runs
+	// none.
+	ChurnN int
+	// Election is the churn scenario's election. Empty means bully.
+	Election string
+	// Rate is the fraction of the nodes replaced per minute, Duration how
+	// long. Zero means 10 % and 10 minutes.
+	Rate     float64
+	Duration time.Duration
+	// Stagger spreads the nodes' starts. Zero means 10 s.
+	Stagger time.Duration
+	// Seed seeds the simulator.
+	Seed uint64
+}
+
+// NodeScaleRow is one run of node machines.
+type NodeScaleRow struct {
+	// Scenario is "converge" or "churn".
+	Scenario string `json:"scenario"`
+	N        int    `json:"n"`
+	// Election is the cluster election ("" for none), Fraction the
+	// superpeer target as a fraction of the estimated size.
+	Election string  `json:"election,omitempty"`
+	Fraction float64 `json:"fraction"`
+	StaggerS float64 `json:"stagger_s"`
+	// Converged reports that nodesim.Converged held within 5 virtual
+	// minutes, ConvergeS when (virtual seconds from the first start).
+	Converged bool    `json:"converged"`
+	ConvergeS float64 `json:"converge_s"`
+	// VirtualS is the virtual time simulated in all, WallS the wall time
+	// it took (building the network included).
+	VirtualS float64 `json:"virtual_s"`
+	WallS    float64 `json:"wall_s"`
+	// PeakMemMB is the most memory the process held from the operating
+	// system while the run went on (MemPeak: the runtime's mapped memory
+	// less what it returned, that is runtime.MemStats Sys − HeapReleased,
+	// sampled every 50 ms), LiveHeapMB the largest live heap.
+	PeakMemMB  float64 `json:"peak_mem_mb"`
+	LiveHeapMB float64 `json:"live_heap_mb"`
+	// Superpeers counts the live claimers at the end.
+	Superpeers int `json:"superpeers"`
+	// MessagesPerNodePerS, LookupsPerNodePerS and ViewsPerNodePerS are
+	// the election messages sent, the cluster-key lookups asked for, and
+	// the membership views delivered, per node (N) per virtual second,
+	// over the measured span: from 0 to convergence (converge), the churn
+	// window (churn).
+	MessagesPerNodePerS float64 `json:"messages_per_node_per_s"`
+	LookupsPerNodePerS  float64 `json:"lookups_per_node_per_s"`
+	ViewsPerNodePerS    float64 `json:"views_per_node_per_s"`
+
+	// The churn scenario's figures (see the comment at the top of
+	// nodescale.go).
+	RatePerMin float64 `json:"rate_per_min,omitempty"`
+	ChurnS     float64 `json:"churn_s,omitempty"`
+	Crashes    int     `json:"crashes,omitempty"`
+	TimeoutMs  float64 `json:"timeout_ms,omitempty"`
+	Coverage   float64 `json:"coverage,omitempty"`
+	MaxOrphans int     `json:"max_orphans,omitempty"`
+	// Failovers counts the crashed superpeers' failovers measured;
+	// FailoverMedianT and FailoverMaxT are in T (-1 with none).
+	Failovers       int     `json:"failovers,omitempty"`
+	FailoverMedianT float64 `json:"failover_median_t,omitempty"`
+	FailoverMaxT    float64 `json:"failover_max_t,omitempty"`
+	Unrepaired      int     `json:"unrepaired,omitempty"`
+	// SplitBrainS is Observer.SplitTime over the window; SplitSamples the
+	// sum of Sample.Split (clusters with two claimers) over its samples.
+	SplitBrainS  float64 `json:"split_brain_s,omitempty"`
+	SplitSamples int     `json:"split_samples,omitempty"`
+	// DisagreeS is Observer.Disagree: the longest time a node's lookup
+	// and election named different live superpeers.
+	DisagreeS float64 `json:"disagree_s,omitempty"`
+}
+
+// Scenarios of NodeScaleRow.
+const (
+	NodeScaleConverge = "converge"
+	NodeScaleChurn    = "churn"
+)
+
+const (
+	nodeScaleFraction = 0.1
+	nodeScaleLimit    = 5 * time.Minute
+	nodeScaleSample   = 100 * time.Millisecond
+)
+
+func (c *NodeScaleConfig) fill() error {
+	if c.Converge == nil {
+		c.Converge = []int{1000, 10000}
+	}
+	if c.ChurnN == 0 {
+		c.ChurnN = 1000
+	}
+	if c.Election == "" {
+		c.Election = "bully"
+	}
+	if c.Rate == 0 {
+		c.Rate = 0.1
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Minute
+	}
+	if c.Stagger == 0 {
+		c.Stagger = 10 * time.Second
+	}
+	for _, n := range c.Converge {
+		if n < 1 {
+			return fmt.Errorf("%w: node machines: size %d, want at least 1", ErrBench, n)
+		}
+	}
+	switch {
+	case c.ChurnN < -1 || c.ChurnN == 1:
+		return fmt.Errorf("%w: node machines: churn size %d, want at least 2 (or -1 for none)", ErrBench, c.ChurnN)
+	case c.Rate < 0 || c.Rate > 1 || c.Duration < 0 || c.Stagger < 0:
+		return fmt.Errorf("%w: node machines: churn rate %v per minute for %v, stagger %v", ErrBench, c.Rate, c.Duration, c.Stagger)
+	case !slices.Contains(classic.Algorithms(), c.Election):
+		return fmt.Errorf("%w: node machines: election %q: use one of %v", ErrBench, c.Election, classic.Algorithms())
+	}
+	return nil
+}
+
+// NodeScale runs the converge scenario at each size, then the churn
+// scenario (see the comment at the top of nodescale.go).
+func NodeScale(cfg NodeScaleConfig) ([]NodeScaleRow, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	var rows []NodeScaleRow
+	for _, n := range cfg.Converge {
+		row, err := nodeConverge(cfg, n)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row)
+	}
+	if cfg.ChurnN > 0 {
+		row, err := nodeChurn(cfg)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// nodeRun is what every scenario does: build the network, run it to
+// convergence, and measure time and memory.
+type nodeRun struct {
+	s     *nodesim.Sim
+	mem   *MemPeak
+	start time.Time
+}
+
+func startNodeRun(n int, election string, cfg NodeScaleConfig, row *NodeScaleRow) (*nodeRun, error) {
+	r := &nodeRun{mem: StartMemPeak(), start: time.Now()}
+	s, err := nodesim.New(nodesim.Config{N: n, Seed: cfg.Seed, Stagger: cfg.Stagger,
+		Node: node.Config{Target: dhtselect.Target{Fraction: nodeScaleFraction}, Election: election}})
+	if err != nil {
+		r.mem.Stop()
+		return nil, err
+	}
+	r.s = s
+	*row = NodeScaleRow{N: n, Election: election, Fraction: nodeScaleFraction, StaggerS: cfg.Stagger.Seconds()}
+	row.Converged = s.RunUntil((*nodesim.Sim).Converged, time.Second, nodeScaleLimit)
+	row.ConvergeS = s.Now().Seconds()
+	return r, nil
+}
+
+// finish fills in the time, memory and end state.
+func (r *nodeRun) finish(row *NodeScaleRow) {
+	row.VirtualS, row.WallS = r.s.Now().Seconds(), time.Since(r.start).Seconds()
+	peak := r.mem.Stop()
+	row.PeakMemMB, row.LiveHeapMB = float64(peak)/(1<<20), float64(r.mem.Live())/(1<<20)
+	row.Superpeers = r.s.Take().Claimers
+}
+
+// rates fills in the per-node rates from the counters between a and b
+// over span.
+func (row *NodeScaleRow) rates(a, b nodesim.Stats, span time.Duration) {
+	if span <= 0 {
+		return
+	}
+	per := float64(row.N) * span.Seconds()
+	row.MessagesPerNodePerS = float64(b.Messages-a.Messages) / per
+	row.LookupsPerNodePerS = float64(b.Lookups-a.Lookups) / per
+	row.ViewsPerNodePerS = float64(b.Views-a.Views) / per
+}
+
+func nodeConverge(cfg NodeScaleConfig, n int) (NodeScaleRow, error) {
+	var row NodeScaleRow
+	r, err := startNodeRun(n, "", cfg, &row)
+	if err != nil {
+		return row, err
+	}
+	row.Scenario = NodeScaleConverge
+	row.rates(nodesim.Stats{}, r.s.Stats(), r.s.Now())
+	r.finish(&row)
+	return row, nil
+}
+
+func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
+	var row NodeScaleRow
+	r, err := startNodeRun(cfg.ChurnN, cfg.Election, cfg, &row)
+	if err != nil {
+		return row, err
+	}
+	s := r.s
+	row.Scenario, row.RatePerMin, row.ChurnS = NodeScaleChurn, cfg.Rate, cfg.Duration.Seconds()
+	if !row.Converged {
+		r.finish(&row)
+		return row, nil
+	}
+	o := s.Observe(nodeScaleSample)
+	t0, t1 := s.Now(), s.Now()+cfg.Duration
+	a := s.Stats()
+	n0 := s.N()
+	s.Churn(cfg.Rate, cfg.Duration, o)
+	var b nodesim.Stats
+	s.At(t1, func(s *nodesim.Sim) { b = s.Stats() })
+	s.Run(t1)
+	t := detection(s)
+	// The failovers of the last crashes: no crash after t1.
+	s.RunFor(repairLimit * t)
+	o.Finish()
+	row.Crashes = s.N() - n0 // each crash is followed by one join
+	row.rates(a, b, cfg.Duration)
+	row.TimeoutMs = durMs(t)
+	row.Coverage, row.MaxOrphans = o.Coverage(t0, t1), o.MaxOrphans(t0, t1)
+	row.Failovers, row.Unrepaired = len(o.Failovers), o.Unrepaired
+	row.FailoverMedianT, row.FailoverMaxT = -1, -1
+	if f := slices.Sorted(slices.Values(o.Failovers)); len(f) > 0 && t > 0 {
+		row.FailoverMedianT, row.FailoverMaxT = float64(medianDur(f))/float64(t), float64(f[len(f)-1])/float64(t)
+	}
+	row.SplitBrainS = o.SplitTime(t0, t1).Seconds()
+	for _, x := range o.Samples {
+		if x.At >= t0 && x.At <= t1 {
+			row.SplitSamples += x.Split
+		}
+	}
+	row.DisagreeS = o.Disagree.Seconds()
+	r.finish(&row)
+	return row, nil
+}
+
+// WriteNodeScaleTable prints rows as a table.
+func WriteNodeScaleTable(w io.Writer, rows []NodeScaleRow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
+	for _, r := range rows {
+		conv := fmt.Sprintf("%.1f", r.ConvergeS)
+		if !r.Converged {
+			conv = "no"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t", r.Scenario, r.N, orNone(r.Election), conv,
+			r.VirtualS, r.WallS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS)
+		if r.Scenario != NodeScaleChurn || !r.Converged {
+			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
+			continue
+		}
+		fmt.Fprintf(tw, "%.4f\t%d\t%d\t%s / %s\t%d\t%.1f\t%d\t%.1f\t\n", r.Coverage, r.MaxOrphans, r.Failovers,
+			noneOr(r.FailoverMedianT), noneOr(r.FailoverMaxT), r.Unrepaired, r.SplitBrainS, r.SplitSamples, r.DisagreeS)
+	}
+	return tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
