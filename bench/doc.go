@@ -12,11 +12,15 @@
 //     RTT (KMedian, KMedoids);
 //   - election: one election per algorithm and cluster size in the
 //     simulator, against the textbook message count (Election);
-//   - repair: failover and churn per algorithm, in the simulator (Repair)
-//     and on live testnets (LiveRepair);
-//   - scale: time, memory and messages as n grows, in the simulator up to
-//     100,000 peers (SimScale) and on live testnets (LiveScale), with the
-//     steady-state traffic per peer counted by protocol;
+//   - repair: failover and churn per algorithm, on node machines (package
+//     overlay/node) in the node simulator of testnet/nodesim (Repair), on
+//     live testnets (LiveRepair), and one scenario on both side by side
+//     (SimLive);
+//   - scale: time, memory and messages as n grows: the selection
+//     simulators up to 100,000 peers (SimScale), node machines in the node
+//     simulator up to 10,000 (NodeScale: convergence, and churn with an
+//     election), and live testnets (LiveScale), with the steady-state
+//     traffic per peer counted by protocol;
 //   - attack: lying peers in the simulator, a fraction f of them grinding
 //     their IDs (DHTAttack) or publishing false coordinates
 //     (GeometricAttack), before and after the defences (keys salted per

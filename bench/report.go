@@ -33,9 +33,9 @@ func figures() []figureFunc {
 		{SuiteRepair, "repair-failover.png", "Failover after a leader crash (simulator)", drawFailover, hasRepair},
 		{SuiteRepair, "repair-coverage.png", "Coverage under churn (simulator)", drawCoverage, hasRepair},
 		{SuiteRepair, "repair-live-failover.png", "Failover after superpeer kills (live testnet)", drawLiveFailover, hasLiveRepair},
-		{SuiteScale, "scale-sim-time.png", "Simulator: wall time of one selection",
+		{SuiteScale, "scale-sim-time.png", "Selection simulators: wall time of one selection",
 			simScaleChart(func(r SimScaleRow) float64 { return r.WallS }, "wall time (s)"), hasSimScale},
-		{SuiteScale, "scale-sim-memory.png", "Simulator: peak memory of one selection",
+		{SuiteScale, "scale-sim-memory.png", "Selection simulators: peak memory of one selection",
 			simScaleChart(func(r SimScaleRow) float64 { return r.PeakMemMB }, "peak memory (MB)"), hasSimScale},
 		{SuiteScale, "scale-live-converge.png", "Live testnet: time to converge",
 			liveScaleChart(func(r LiveScaleRow) float64 { return r.ConvergeS }, "time to converge (s)"), hasLiveScale},
@@ -198,6 +198,9 @@ func drawFailover(r *Results, title, path string) error {
 	var names []string
 	var xs, ys []float64
 	for _, row := range r.Repair {
+		if row.Error != "" || row.Failover.MedianTimeouts < 0 {
+			continue
+		}
 		names = append(names, fmt.Sprintf("n = %d", row.N))
 		xs = append(xs, float64(slices.Index(algos, row.Algorithm)))
 		ys = append(ys, row.Failover.MedianTimeouts)
@@ -331,9 +334,21 @@ func WriteTables(w io.Writer, r *Results) error {
 			return err
 		}
 	}
+	if len(r.SimLive) > 0 {
+		fmt.Fprintln(w, "\nRepair, node simulator and live testnet side by side (same scenario and settings; T: failure-detection timeout):")
+		if err := WriteSimLiveTable(w, r.SimLive); err != nil {
+			return err
+		}
+	}
 	if len(r.SimScale) > 0 {
-		fmt.Fprintln(w, "\nScale, simulator (synthetic network, S = n/100):")
+		fmt.Fprintln(w, "\nScale, selection simulators (dhtselect.Simulate, geometric.Simulate; not node machines), synthetic network, S = n/100:")
 		if err := WriteSimScaleTable(w, r.SimScale); err != nil {
+			return err
+		}
+	}
+	if len(r.NodeScale) > 0 {
+		fmt.Fprintln(w, "\nScale, node machines (testnet/nodesim; virtual time, wall time and memory of this process):")
+		if err := WriteNodeScaleTable(w, r.NodeScale); err != nil {
 			return err
 		}
 	}
@@ -399,13 +414,14 @@ func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
 		writeElectionMarkdown(w, r.Election)
 		figure(SuiteElection)
 	}
-	if len(r.Repair) > 0 || len(r.LiveRepair) > 0 {
+	if len(r.Repair) > 0 || len(r.LiveRepair) > 0 || len(r.SimLive) > 0 {
 		fmt.Fprintf(w, "## Repair\n\n")
 		writeRepairMarkdown(w, r.Repair)
 		writeLiveRepairMarkdown(w, r.LiveRepair)
+		writeSimLiveMarkdown(w, r.SimLive)
 		figure(SuiteRepair)
 	}
-	if len(r.SimScale) > 0 || len(r.LiveScale) > 0 {
+	if len(r.SimScale) > 0 || len(r.LiveScale) > 0 || len(r.NodeScale) > 0 {
 		fmt.Fprintf(w, "## Scale\n\n")
 		writeScaleMarkdown(w, r)
 		figure(SuiteScale)
@@ -426,13 +442,14 @@ func orUnknown(s string) string {
 
 func writeScaleMarkdown(w io.Writer, r *Results) {
 	if len(r.SimScale) > 0 {
-		fmt.Fprintf(w, "Simulator, one selection on a synthetic network of n hosts (5 dense regions in a 200 × 200 ms plane), S = n/100. Wall time includes building the network and, for geometric, the coordinate fit. *Peak MB held* is the most memory the process held from the operating system during the run (heap, stacks, runtime), after returning all it could before the run; *live heap* the largest heap the garbage collector found reachable. Messages per peer are those a peer sends: dht counts FIND_NODE queries; geometric its RTT probes for the coordinates (2 per coordinate round) plus its token passes.\n\n")
+		fmt.Fprintf(w, "**Selection simulators** (dhtselect.Simulate and geometric.Simulate: the selection alone, not the node machines; node machines at scale are the next table), one selection on a synthetic network of n hosts (5 dense regions in a 200 × 200 ms plane), S = n/100. Wall time includes building the network and, for geometric, the coordinate fit. *Peak MB held* is the most memory the process held from the operating system during the run (heap, stacks, runtime), after returning all it could before the run; *live heap* the largest heap the garbage collector found reachable. Messages per peer are those a peer sends: dht counts FIND_NODE queries; geometric its RTT probes for the coordinates (2 per coordinate round) plus its token passes.\n\n")
 		var rows [][]string
 		for _, x := range r.SimScale {
 			rows = append(rows, []string{x.Strategy, d(x.N), d(x.TargetS), d(x.Superpeers), f1(x.WallS), f0(x.PeakMemMB), f0(x.LiveHeapMB), d(x.Rounds), f2(x.MessagesPerPeer), d(x.Unattached)})
 		}
 		mdTable(w, []string{"strategy", "n", "target S", "superpeers", "wall s", "peak MB held", "live heap MB", "rounds", "messages/peer", "unattached"}, rows)
 	}
+	writeNodeScaleMarkdown(w, r.NodeScale)
 	if len(r.LiveScale) > 0 {
 		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's re-evaluate interval, and the testnet's announce interval, which grows with n (n/16 s, at least 2 s, and n²/2048 s above 128 nodes) so that one process can carry the O(n²) membership deliveries: about 2,048 a second; *gossip per member* is the gossip a peer writes per announce interval divided by n, from which the traffic at a fixed interval I follows as about that × n / I. Traffic is the payload the nodes write to their streams (no encryption or muxer framing), measured over a window after convergence, per peer per second, split by protocol.\n\n")
 		var groups []string
@@ -461,6 +478,67 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 		mdTable(w, header, rows)
 		writeGossipGrowth(w, r.LiveScale)
 	}
+}
+
+func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "**Node machines** (package overlay/node, the type the live node runs) in the node simulator (testnet/nodesim), in virtual time on this one process, the nodes starting over %.0f s, target S = %.0f %% of the estimated size. *converge*: DHT mode without an election, until nodesim.Converged (every node served, k agreed, each naming the node closest to its cluster key). *churn*: with the election named, converged first, then a fraction of the nodes replaced per minute (a random live node crashes, a new one joins), sampled every 100 ms: coverage is the mean fraction of the joined nodes served, failover is per crashed superpeer until its followers are served again, in units of the machines' failure-detection timeout T (pending 30 T after the churn: unrepaired), split brain the time and the cluster-samples with two claimers, disagree the longest time a node's lookup and election named different superpeers. *Peak MB* is the most memory the process held from the operating system (runtime.MemStats Sys − HeapReleased, sampled every 50 ms; peer bench runs with GOGC=400, which lets it grow to about five times the live heap); messages are election messages, lookups the cluster-key lookups, views the membership views delivered, per node per virtual second (converge: up to convergence; churn: over the churn). Membership is global, as in the live overlay: O(N²) deliveries per announce interval.\n\n",
+		rows[0].StaggerS, 100*rows[0].Fraction)
+	var out [][]string
+	for _, x := range rows {
+		conv := f1(x.ConvergeS)
+		if !x.Converged {
+			conv = "no"
+		}
+		row := []string{x.Scenario, d(x.N), orNone(x.Election), conv, f0(x.VirtualS), f1(x.WallS), f0(x.PeakMemMB), f0(x.LiveHeapMB),
+			f2(x.MessagesPerNodePerS) + " / " + fmt.Sprintf("%.3f", x.LookupsPerNodePerS) + " / " + f2(x.ViewsPerNodePerS)}
+		if x.Scenario == NodeScaleChurn && x.Converged {
+			row = append(row, fmt.Sprintf("%.0f %%/min × %.0f s (%d)", 100*x.RatePerMin, x.ChurnS, x.Crashes), fmt.Sprintf("%.4f", x.Coverage), d(x.MaxOrphans),
+				fmt.Sprintf("%s / %s (%d, T = %.0f ms)", noneOr(x.FailoverMedianT), noneOr(x.FailoverMaxT), x.Failovers, x.TimeoutMs), d(x.Unrepaired),
+				fmt.Sprintf("%.1f s, %d", x.SplitBrainS, x.SplitSamples), f1(x.DisagreeS))
+		} else {
+			row = append(row, "", "", "", "", "", "", "")
+		}
+		out = append(out, row)
+	}
+	mdTable(w, []string{"scenario", "n", "election", "converged (virtual s)", "virtual s", "wall s", "peak MB", "live heap MB", "msgs / lookups / views per node per s",
+		"churn (crashes)", "coverage", "max orphans", "failover median / max in T (count)", "unrepaired", "split brain (time, cluster-samples)", "disagree s"}, out)
+}
+
+func writeSimLiveMarkdown(w io.Writer, rows []SimLiveRow) {
+	if len(rows) == 0 {
+		return
+	}
+	r0 := rows[0]
+	fmt.Fprintf(w, "**Simulated and live, side by side.** The same scenario on %d nodes (S = %d, %s): node machines in the node simulator, and real libp2p nodes in one process (the overlay's shell around the same machine), with the same settings: announce every %.0f s, re-evaluate every %.0f s, election tick %.0f ms, an RTT of %.0f ms between every two nodes (a latency matrix on both sides). *kill-superpeer* crashes %d superpeers one after another, each once the last one's followers name a live superpeer; *churn* replaces %.0f %% of the nodes per minute (one every %.1f s) for %.0f s. Both sides are measured alike, sampled every 20 ms from the first fault until convergence after the last: failover per crashed superpeer until its followers name another live superpeer, coverage the fraction of (live node, sample) pairs naming a live superpeer, T the largest failure-detection timeout at the end. Where the two differ by more than 10 %%, look first at what nodesim models by oracles (testnet/nodesim's package comment): T itself (the live nodes' RTT estimates include this process's CPU contention, capped at 1 s, while the simulator's are the matrix's), the lookup that a follower makes when its connection to the superpeer drops (nodesim answers it after T, the time a query to the dead node takes to time out; in process a dial to a dead mocknet peer fails at once), membership by gossip delay and TTL, and the length of the window (coverage is over the scenario, which ends at convergence).\n\n",
+		r0.N, r0.Superpeers, r0.Election, r0.AnnounceS, r0.ReevaluateS, r0.TickMs, r0.RTTMs, max(r0.Kills, rows[len(rows)-1].Kills),
+		100*rows[len(rows)-1].RatePerMin, 60/(rows[len(rows)-1].RatePerMin*float64(r0.N)), rows[len(rows)-1].DurationS)
+	var out [][]string
+	for _, r := range rows {
+		for _, x := range []struct {
+			name string
+			s    SimLiveSide
+		}{{"simulated", r.Sim}, {"live", r.Live}} {
+			if x.s.Error != "" && x.s.Failovers == 0 {
+				out = append(out, []string{r.Scenario, x.name, "failed: " + x.s.Error, "", "", "", "", "", ""})
+				continue
+			}
+			out = append(out, []string{r.Scenario, x.name, f0(x.s.TimeoutMs), fmt.Sprintf("%s / %s (%d)", f0(x.s.FailoverMedianMs), f0(x.s.FailoverMaxMs), x.s.Failovers),
+				f2(x.s.FailoverMedianT) + " / " + f2(x.s.FailoverMaxT), fmt.Sprintf("%.4f", x.s.Coverage), f0(x.s.SplitBrainMs), f1(x.s.ScenarioS), f1(x.s.WallS)})
+		}
+		out = append(out, []string{r.Scenario, "**simulated ÷ live**", f2(Ratio(r.Sim.TimeoutMs, r.Live.TimeoutMs)),
+			f2(Ratio(r.Sim.FailoverMedianMs, r.Live.FailoverMedianMs)) + " / " + f2(Ratio(r.Sim.FailoverMaxMs, r.Live.FailoverMaxMs)),
+			f2(Ratio(r.Sim.FailoverMedianT, r.Live.FailoverMedianT)) + " / " + f2(Ratio(r.Sim.FailoverMaxT, r.Live.FailoverMaxT)),
+			fmt.Sprintf("%.3f", Ratio(r.Sim.Coverage, r.Live.Coverage)), "", "", ""})
+	}
+	mdTable(w, []string{"scenario", "side", "T ms", "failover median / max ms (count)", "median / max in T", "coverage", "split brain ms", "scenario s", "wall s"}, out)
+	fmt.Fprintf(w, "The simulated side by nodesim's own, stricter measures (a node is served only when its superpeer claims the role in its cluster):")
+	for _, r := range rows {
+		fmt.Fprintf(w, " %s: coverage %.4f, failover median / max %s / %s T;", r.Scenario, r.SimCoverage, f2(r.SimFailoverMedianT), f2(r.SimFailoverMaxT))
+	}
+	fmt.Fprintf(w, "\n\n")
 }
 
 func writeSelectionMarkdown(w io.Writer, rows []SelectionRow) {
@@ -535,8 +613,16 @@ func writeRepairMarkdown(w io.Writer, rows []RepairRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "In the simulator, with the overlay's timing (tick %.0f ms, heartbeat %.0f ms, failure-detection timeout T as listed). **Failover**: a cluster's leader crashes at a random moment; the time until the live members agree on a new live leader for good, over %d trials. **Churn**: members crash at random (a Poisson process at the rate given) and come back %s later with a fresh state; *coverage* is the fraction of the time the live members agree on one live leader.\n\n",
-		rows[0].TickMs, rows[0].HeartbeatMs, rows[0].Failover.Trials, time.Duration(DefaultChurnDowntime))
+	trials := 0
+	var churn []ChurnStats
+	for _, r := range rows {
+		trials = max(trials, r.Failover.Trials)
+		if len(churn) == 0 {
+			churn = r.Churn
+		}
+	}
+	fmt.Fprintf(w, "Node machines (package overlay/node, the code the live node runs) in the node simulator (testnet/nodesim), one cluster of n nodes, RTT 100 ms, the live node's timing (election tick %.0f ms, heartbeat %.0f ms; T is the machines' failure-detection timeout, Detection()). The machines detect failures themselves: heartbeats, the lost connection to the leader, two timeouts without a leader; no detector is written for the benchmark. **Failover**: the superpeer crashes at a random moment; the time until every node that followed it is served again by a live superpeer of its cluster, over %d trials; unrepaired after 30 T. A follower that loses its connection to the superpeer looks the cluster key up again, and nodesim's lookup oracle answers only once the query to the dead node has timed out (T): the machine takes the new leader after that answer, so the failover is about T + 3 RTTs for every algorithm whose election is faster. **Churn**: members crash at random (a Poisson process at the rate given) and restart %s later with their identity and disk; *coverage* is the mean fraction of the joined live nodes served (nodesim Observer.Coverage), split brain the time two nodes claimed the cluster (Observer.SplitTime).\n\n",
+		rows[0].TickMs, rows[0].HeartbeatMs, trials, time.Duration(DefaultChurnDowntime))
 	inf := func(v float64, s string) string {
 		if v < 0 {
 			return "∞"
@@ -545,21 +631,30 @@ func writeRepairMarkdown(w io.Writer, rows []RepairRow) {
 	}
 	var out [][]string
 	for _, r := range rows {
+		if r.Error != "" {
+			out = append(out, []string{r.Algorithm, d(r.N), "–", "failed: " + r.Error, "", "", ""})
+			continue
+		}
 		f := r.Failover
 		out = append(out, []string{r.Algorithm, d(r.N), f0(r.TimeoutMs), d(f.Unrepaired),
-			inf(f.MedianMs, f0(f.MedianMs)) + " / " + inf(f.MaxMs, f0(f.MaxMs)),
-			inf(f.MedianTimeouts, f2(f.MedianTimeouts)) + " / " + inf(f.MaxTimeouts, f2(f.MaxTimeouts)), f0(f.MedianMessages)})
+			inf(f.MedianMs, f0(f.MedianMs)) + " / " + inf(f.P95Ms, f0(f.P95Ms)) + " / " + inf(f.MaxMs, f0(f.MaxMs)),
+			inf(f.MedianTimeouts, f2(f.MedianTimeouts)) + " / " + inf(f.P95Timeouts, f2(f.P95Timeouts)) + " / " + inf(f.MaxTimeouts, f2(f.MaxTimeouts)),
+			f0(f.MedianMessages)})
 	}
-	mdTable(w, []string{"algorithm", "n", "T ms", "unrepaired", "failover median / max ms", "median / max in T", "median messages"}, out)
+	mdTable(w, []string{"algorithm", "n", "T ms", "unrepaired", "failover median / p95 / max ms", "median / p95 / max in T", "median messages"}, out)
 	header := []string{"algorithm", "n"}
-	for _, c := range rows[0].Churn {
-		header = append(header, fmt.Sprintf("%.0f %%/min: coverage, split brain ms, msgs/member/s", 100*c.RatePerMin))
+	for _, c := range churn {
+		header = append(header, fmt.Sprintf("%.0f %%/min: coverage, max orphans, split brain ms, failover median / max T, msgs/member/s", 100*c.RatePerMin))
 	}
 	out = nil
 	for _, r := range rows {
+		if r.Error != "" {
+			continue
+		}
 		row := []string{r.Algorithm, d(r.N)}
 		for _, c := range r.Churn {
-			row = append(row, fmt.Sprintf("%.4f, %.0f, %.2f", c.Coverage, c.SplitBrainMs, c.MsgsPerMemberPerS))
+			row = append(row, fmt.Sprintf("%.4f, %d, %.0f, %s / %s, %.2f", c.Coverage, c.MaxOrphans, c.SplitBrainMs,
+				noneOr(c.FailoverMedianTimeouts), noneOr(c.FailoverMaxTimeouts), c.MsgsPerMemberPerS))
 		}
 		out = append(out, row)
 	}

@@ -31,8 +31,15 @@ type Results struct {
 	Repair    []RepairRow    `json:"repair,omitempty"`
 	// LiveRepair is the repair suite's live half.
 	LiveRepair []LiveRepairRow `json:"live_repair,omitempty"`
-	SimScale   []SimScaleRow   `json:"sim_scale,omitempty"`
-	LiveScale  []LiveScaleRow  `json:"live_scale,omitempty"`
+	// SimLive is the repair suite's side-by-side of one scenario on the
+	// node simulator and on a live testnet.
+	SimLive []SimLiveRow `json:"sim_live,omitempty"`
+	// SimScale is the selection simulators at scale (dhtselect.Simulate,
+	// geometric.Simulate), NodeScale the node machines at scale
+	// (testnet/nodesim).
+	SimScale  []SimScaleRow  `json:"sim_scale,omitempty"`
+	NodeScale []NodeScaleRow `json:"node_scale,omitempty"`
+	LiveScale []LiveScaleRow `json:"live_scale,omitempty"`
 	// Attack is the attack suite: lying peers, before and after the
 	// defences.
 	Attack []AttackRow `json:"attack,omitempty"`

@@ -164,6 +164,17 @@ func suiteSteps(suite string, cfg Config) []step {
 				}})
 			}
 		}
+		if cfg.Live && !cfg.Quick {
+			// The same scenarios on node machines and live, side by
+			// side: two live testnets of 64 nodes, about 4 minutes (the
+			// simulator's half takes seconds). Not in a quick run, which
+			// the tests make.
+			steps = append(steps, step{"repair: node simulator and live testnet side by side", func(ctx context.Context, r *Results) error {
+				rows, err := SimLive(ctx, SimLiveConfig{Seed: cfg.Seed})
+				r.SimLive = append(r.SimLive, rows...)
+				return err
+			}})
+		}
 		if !cfg.Sim {
 			break
 		}
@@ -196,6 +207,28 @@ func suiteSteps(suite string, cfg Config) []step {
 					}})
 				}
 			}
+		}
+		if cfg.Sim {
+			nc := NodeScaleConfig{Seed: cfg.Seed, Converge: []int{1000, 10000}, ChurnN: 1000}
+			if cfg.Quick {
+				nc.Converge, nc.ChurnN, nc.Duration = []int{200, 1000}, 200, 2*time.Minute
+			}
+			for _, n := range nc.Converge {
+				steps = append(steps, step{fmt.Sprintf("scale: node machines, DHT, %d nodes to convergence", n), func(_ context.Context, r *Results) error {
+					c := nc
+					c.Converge, c.ChurnN = []int{n}, -1
+					rows, err := NodeScale(c)
+					r.NodeScale = append(r.NodeScale, rows...)
+					return err
+				}})
+			}
+			steps = append(steps, step{fmt.Sprintf("scale: node machines, bully, %d nodes through churn", nc.ChurnN), func(_ context.Context, r *Results) error {
+				c := nc
+				c.Converge = []int{}
+				rows, err := NodeScale(c)
+				r.NodeScale = append(r.NodeScale, rows...)
+				return err
+			}})
 		}
 		if cfg.Live {
 			for _, n := range live {

@@ -43,9 +43,12 @@ measured in the same run:
   election   messages and time to elect, per algorithm, n = 8 … 4,096,
              against the textbook message count
   repair     failover time and coverage under superpeer crashes and churn,
-             per algorithm
-  scale      time, memory and messages per peer as n grows: the simulator
-             up to 100,000 peers, the live testnet up to 256 nodes
+             per algorithm, on node machines in the node simulator; live
+             testnets, and one scenario on both side by side
+  scale      time, memory and messages per peer as n grows: the selection
+             simulators up to 100,000 peers, node machines up to 10,000
+             (convergence, and churn with bully), the live testnet up to
+             256 nodes
   attack     lying peers (false coordinates, ground IDs), f = 1, 5, 20 %:
              the superpeer roles they take and the latency damage, without
              and with the defences (simulator only)
