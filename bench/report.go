@@ -512,7 +512,7 @@ func writeSimLiveMarkdown(w io.Writer, rows []SimLiveRow) {
 		return
 	}
 	r0 := rows[0]
-	fmt.Fprintf(w, "**Simulated and live, side by side.** The same scenario on %d nodes (S = %d, %s): node machines in the node simulator, and real libp2p nodes in one process (the overlay's shell around the same machine), with the same settings: announce every %.0f s, re-evaluate every %.0f s, election tick %.0f ms, an RTT of %.0f ms between every two nodes (a latency matrix on both sides). *kill-superpeer* crashes %d superpeers one after another, each once the last one's followers name a live superpeer; *churn* replaces %.0f %% of the nodes per minute (one every %.1f s) for %.0f s. Both sides are measured alike, sampled every 20 ms from the first fault until convergence after the last: failover per crashed superpeer until its followers name another live superpeer, coverage the fraction of (live node, sample) pairs naming a live superpeer, T the largest failure-detection timeout at the end. Where the two differ by more than 10 %%, look first at what nodesim models by oracles (testnet/nodesim's package comment): T itself (the live nodes' RTT estimates include this process's CPU contention, capped at 1 s, while the simulator's are the matrix's), the lookup that a follower makes when its connection to the superpeer drops (nodesim answers it after T, the time a query to the dead node takes to time out; in process a dial to a dead mocknet peer fails at once), membership by gossip delay and TTL, and the length of the window (coverage is over the scenario, which ends at convergence).\n\n",
+	fmt.Fprintf(w, "**Simulated and live, side by side.** The same scenario on %d nodes (S = %d, %s): node machines in the node simulator, and real libp2p nodes in one process (the overlay's shell around the same machine), with the same settings: announce every %.0f s, re-evaluate every %.0f s, election tick %.0f ms, an RTT of %.0f ms between every two nodes (a latency matrix on both sides). *kill-superpeer* crashes %d superpeers one after another, each once the last one's followers name a live superpeer; *churn* replaces %.0f %% of the nodes per minute (one every %.1f s) for %.0f s. Both sides are measured alike, sampled every 20 ms from the first fault until convergence after the last: failover per crashed superpeer until its followers name another live superpeer, coverage the fraction of (live node, sample) pairs naming a live superpeer, T the largest failure-detection timeout at the end. Where the two differ by more than 10 %%, look first at what nodesim models by oracles (testnet/nodesim's package comment): T itself (the live nodes' RTT estimates include this process's CPU contention, capped at 1 s, while the simulator's are the matrix's), the lookup that a follower makes when its connection to the superpeer drops (nodesim answers it after T, the time a query to the dead node takes to time out; in process a dial to a dead mocknet peer fails at once), membership by gossip delay and TTL, and the length of the window (coverage is over the scenario, which ends at convergence: *uncovered node·s*, (1 − coverage) × n × the scenario's length, does not depend on it).\n\n",
 		r0.N, r0.Superpeers, r0.Election, r0.AnnounceS, r0.ReevaluateS, r0.TickMs, r0.RTTMs, max(r0.Kills, rows[len(rows)-1].Kills),
 		100*rows[len(rows)-1].RatePerMin, 60/(rows[len(rows)-1].RatePerMin*float64(r0.N)), rows[len(rows)-1].DurationS)
 	var out [][]string
@@ -522,18 +522,19 @@ func writeSimLiveMarkdown(w io.Writer, rows []SimLiveRow) {
 			s    SimLiveSide
 		}{{"simulated", r.Sim}, {"live", r.Live}} {
 			if x.s.Error != "" && x.s.Failovers == 0 {
-				out = append(out, []string{r.Scenario, x.name, "failed: " + x.s.Error, "", "", "", "", "", ""})
+				out = append(out, []string{r.Scenario, x.name, "failed: " + x.s.Error, "", "", "", "", "", "", ""})
 				continue
 			}
 			out = append(out, []string{r.Scenario, x.name, f0(x.s.TimeoutMs), fmt.Sprintf("%s / %s (%d)", f0(x.s.FailoverMedianMs), f0(x.s.FailoverMaxMs), x.s.Failovers),
-				f2(x.s.FailoverMedianT) + " / " + f2(x.s.FailoverMaxT), fmt.Sprintf("%.4f", x.s.Coverage), f0(x.s.SplitBrainMs), f1(x.s.ScenarioS), f1(x.s.WallS)})
+				f2(x.s.FailoverMedianT) + " / " + f2(x.s.FailoverMaxT), fmt.Sprintf("%.4f", x.s.Coverage), f1(x.s.UncoveredNodeS(r.N)),
+				f0(x.s.SplitBrainMs), f1(x.s.ScenarioS), f1(x.s.WallS)})
 		}
 		out = append(out, []string{r.Scenario, "**simulated ÷ live**", f2(Ratio(r.Sim.TimeoutMs, r.Live.TimeoutMs)),
 			f2(Ratio(r.Sim.FailoverMedianMs, r.Live.FailoverMedianMs)) + " / " + f2(Ratio(r.Sim.FailoverMaxMs, r.Live.FailoverMaxMs)),
 			f2(Ratio(r.Sim.FailoverMedianT, r.Live.FailoverMedianT)) + " / " + f2(Ratio(r.Sim.FailoverMaxT, r.Live.FailoverMaxT)),
-			fmt.Sprintf("%.3f", Ratio(r.Sim.Coverage, r.Live.Coverage)), "", "", ""})
+			fmt.Sprintf("%.3f", Ratio(r.Sim.Coverage, r.Live.Coverage)), f2(Ratio(r.Sim.UncoveredNodeS(r.N), r.Live.UncoveredNodeS(r.N))), "", "", ""})
 	}
-	mdTable(w, []string{"scenario", "side", "T ms", "failover median / max ms (count)", "median / max in T", "coverage", "split brain ms", "scenario s", "wall s"}, out)
+	mdTable(w, []string{"scenario", "side", "T ms", "failover median / max ms (count)", "median / max in T", "coverage", "uncovered node·s", "split brain ms", "scenario s", "wall s"}, out)
 	fmt.Fprintf(w, "The simulated side by nodesim's own, stricter measures (a node is served only when its superpeer claims the role in its cluster):")
 	for _, r := range rows {
 		fmt.Fprintf(w, " %s: coverage %.4f, failover median / max %s / %s T;", r.Scenario, r.SimCoverage, f2(r.SimFailoverMedianT), f2(r.SimFailoverMaxT))

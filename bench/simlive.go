@@ -242,6 +242,15 @@ func (c SimLiveConfig) liveSide(ctx context.Context, sc string) (side SimLiveSid
 	return side, ctx.Err()
 }
 
+// UncoveredNodeS is the node-seconds without a live superpeer in the
+// scenario, from the coverage: (1 − coverage) · n · ScenarioS, with n
+// the number of live nodes (kept constant by both scenarios but for the
+// kills). Unlike the coverage it does not depend on how long the network
+// took to converge after the last fault, which differs between the sides.
+func (s SimLiveSide) UncoveredNodeS(n int) float64 {
+	return (1 - s.Coverage) * float64(n) * s.ScenarioS
+}
+
 // inT fills in the failover in timeouts.
 func (s *SimLiveSide) inT() {
 	if s.TimeoutMs > 0 && s.Failovers > 0 {
@@ -431,18 +440,20 @@ func (l *liveStyle) coverage() float64 {
 // the simulator, live, and their ratio.
 func WriteSimLiveTable(w io.Writer, rows []SimLiveRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tside\tfailovers\tT ms\tfailover median / max ms\tmedian / max T\tcoverage\tsplit brain ms\torphans\tscenario s\twall s\terror")
+	fmt.Fprintln(tw, "scenario\tside\tfailovers\tT ms\tfailover median / max ms\tmedian / max T\tcoverage\tuncovered node·s\tsplit brain ms\torphans\tscenario s\twall s\terror")
 	for _, r := range rows {
 		for _, x := range []struct {
 			name string
 			s    SimLiveSide
 		}{{"sim", r.Sim}, {"live", r.Live}} {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f / %.0f\t%.2f / %.2f\t%.4f\t%.0f\t%d\t%.1f\t%.1f\t%s\n", r.Scenario, x.name,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f / %.0f\t%.2f / %.2f\t%.4f\t%.1f\t%.0f\t%d\t%.1f\t%.1f\t%s\n", r.Scenario, x.name,
 				x.s.Failovers, x.s.TimeoutMs, x.s.FailoverMedianMs, x.s.FailoverMaxMs, x.s.FailoverMedianT, x.s.FailoverMaxT,
-				x.s.Coverage, x.s.SplitBrainMs, x.s.Orphans, x.s.ScenarioS, x.s.WallS, x.s.Error)
+				x.s.Coverage, x.s.UncoveredNodeS(r.N), x.s.SplitBrainMs, x.s.Orphans, x.s.ScenarioS, x.s.WallS, x.s.Error)
 		}
-		fmt.Fprintf(tw, "%s\tsim ÷ live\t\t%.2f\t\t%.2f / %.2f\t%.3f\t\t\t\t\t\n", r.Scenario, Ratio(r.Sim.TimeoutMs, r.Live.TimeoutMs),
-			Ratio(r.Sim.FailoverMedianT, r.Live.FailoverMedianT), Ratio(r.Sim.FailoverMaxT, r.Live.FailoverMaxT), Ratio(r.Sim.Coverage, r.Live.Coverage))
+		fmt.Fprintf(tw, "%s\tsim ÷ live\t\t%.2f\t%.2f / %.2f\t%.2f / %.2f\t%.3f\t%.2f\t\t\t\t\t\n", r.Scenario, Ratio(r.Sim.TimeoutMs, r.Live.TimeoutMs),
+			Ratio(r.Sim.FailoverMedianMs, r.Live.FailoverMedianMs), Ratio(r.Sim.FailoverMaxMs, r.Live.FailoverMaxMs),
+			Ratio(r.Sim.FailoverMedianT, r.Live.FailoverMedianT), Ratio(r.Sim.FailoverMaxT, r.Live.FailoverMaxT), Ratio(r.Sim.Coverage, r.Live.Coverage),
+			Ratio(r.Sim.UncoveredNodeS(r.N), r.Live.UncoveredNodeS(r.N)))
 	}
 	return tw.Flush()
 }

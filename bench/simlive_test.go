@@ -42,3 +42,54 @@ func TestSimLiveSimulated(t *testing.T) {
 		t.Errorf("table:\n%s", out)
 	}
 }
+
+// TestMarkdownNodeMachines: the report's tables of the node machines (the
+// repair rows, one of them failed; the side-by-side, one side failed; the
+// node-machine scale rows) have as many cells in every row as in their
+// header.
+func TestMarkdownNodeMachines(t *testing.T) {
+	r := &Results{
+		Repair: []RepairRow{
+			{Algorithm: "bully", N: 16, TickMs: 100, HeartbeatMs: 500, TimeoutMs: 1900, Failover: FailoverStats{Trials: 2, MedianMs: 2400, P95Ms: 2500, MaxMs: 2500, MedianTimeouts: 1.26, P95Timeouts: 1.3, MaxTimeouts: 1.3},
+				Churn: []ChurnStats{{RatePerMin: 0.1, Coverage: 0.99, FailoverMedianTimeouts: -1, FailoverMaxTimeouts: -1}}},
+			{Algorithm: "ring", N: 64, Error: "never one superpeer"},
+		},
+		SimLive: []SimLiveRow{
+			{Scenario: "kill-superpeer", N: 64, Superpeers: 8, Election: "bully", Kills: 3, Sim: SimLiveSide{Failovers: 3, Coverage: 0.9, ScenarioS: 6}, Live: SimLiveSide{Error: "not converged"}},
+			{Scenario: "churn", N: 64, Superpeers: 8, Election: "bully", RatePerMin: 0.1, DurationS: 120, Sim: SimLiveSide{Failovers: 2, Coverage: 0.99, ScenarioS: 117}, Live: SimLiveSide{Failovers: 1, Coverage: 0.98, ScenarioS: 128}},
+		},
+		NodeScale: []NodeScaleRow{
+			{Scenario: NodeScaleConverge, N: 1000, Converged: true, Fraction: 0.1, StaggerS: 10},
+			{Scenario: NodeScaleChurn, N: 1000, Election: "bully", Converged: true, RatePerMin: 0.1, ChurnS: 600, FailoverMedianT: -1, FailoverMaxT: -1},
+		},
+	}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, r, nil, "plots"); err != nil {
+		t.Fatal(err)
+	}
+	tables := 0
+	cells := -1
+	for _, line := range strings.Split(b.String(), "\n") {
+		if !strings.HasPrefix(line, "|") {
+			cells = -1
+			continue
+		}
+		n := strings.Count(line, " | ") + 1
+		if cells < 0 {
+			cells = n
+			tables++
+			continue
+		}
+		if !strings.HasPrefix(line, "|---") && n != cells {
+			t.Errorf("%d cells, header has %d: %s", n, cells, line)
+		}
+	}
+	if tables != 4 {
+		t.Errorf("%d tables, want 4 (failover, churn, side by side, node machines)\n%s", tables, b.String())
+	}
+	for _, want := range []string{"failed: never one superpeer", "failed: not converged", "**simulated ÷ live**", "10 %/min × 600 s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
