@@ -80,6 +80,14 @@ func TimeoutTicks(rtt, tick time.Duration) int {
 	return 3*HeartbeatTicks + int((4*rtt+tick-1)/tick)
 }
 
+// ringTicks is the timeout a ring of n members needs: two turns of the
+// ring (2·n one-way delays of rtt/2, at most MaxRTT each) plus two
+// heartbeats, in ticks of tick.
+func ringTicks(n int, rtt, tick time.Duration) int {
+	rtt = min(rtt, MaxRTT)
+	return 2*HeartbeatTicks + int((time.Duration(n)*rtt+tick-1)/tick)
+}
+
 // Host quality: a member that flaps (goes down and comes back) ranks last
 // while it has lost its connections flapLimit times within flapWindow.
 // The members connected to the flapping node see its losses. The flapping
@@ -463,10 +471,18 @@ func (e *elector) config(key dhtselect.Key, members []peer.ID) classic.Config {
 			rtt = max(rtt, e.m.rtt(p))
 		}
 	}
+	timeout := TimeoutTicks(rtt, e.period)
+	if e.name == "ring" || e.name == "ring-max" {
+		// A ring's timeout must exceed two turns of the ring (classic's
+		// Ring): with the overlay's timeout alone a ring of 64 members at
+		// 50 ms never finished an election (found by the repair suite on
+		// node machines).
+		timeout = max(timeout, ringTicks(len(members), rtt, e.period))
+	}
 	return classic.Config{
 		ID: classic.ID(e.self), Peers: ids,
 		Rank:           rank{inner: classic.XORCloseness{Target: key[:]}, first: e.first, demoted: e.demoted},
-		HeartbeatTicks: HeartbeatTicks, TimeoutTicks: TimeoutTicks(rtt, e.period),
+		HeartbeatTicks: HeartbeatTicks, TimeoutTicks: timeout,
 	}
 }
 

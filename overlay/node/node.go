@@ -504,14 +504,23 @@ func (m *Machine) evaluateAt(t time.Time) {
 // round trips, while the old role stands: a second superpeer, or none).
 func (m *Machine) kicked(now time.Time) {
 	if m.moved {
-		m.moved = false
+		// And a fresh lookup after it (the kick below), as a check of
+		// the election's answer: without it the last lookup's answer
+		// stood until the next period, and disagreed with a leader that
+		// came back (a flapping superpeer's return).
+		m.moved, m.kick = false, true
 		switch {
 		case m.cfg.Geometric:
 			m.reeval = true
 		case m.joined && !m.inflight && m.lastValid:
 			m.evaluate(now, false)
-		default:
-			m.kick = true
+		case m.joined && m.lastValid && m.lookupKey == m.state.ClusterKey && m.lookupK == m.state.K:
+			// A lookup of the same cluster key is on its way (the lost
+			// connection to the superpeer asked for it), and it may wait
+			// for a query to the dead superpeer to time out: the elected
+			// leader does not wait for it (failover took a timeout plus
+			// the lookup in the repair suite on node machines).
+			m.finish(now, m.state.Size, m.clusterMembers(m.lookupK, m.lookupKey, false))
 		}
 	}
 	if !m.kick {

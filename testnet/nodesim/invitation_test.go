@@ -44,6 +44,24 @@ func TestInvitationKillSuperpeerClaims(t *testing.T) {
 	for seed := range uint64(10) {
 		s := converged(t, Config{N: 8, Seed: seed, Node: node.Config{
 			Target: dhtselect.Target{Superpeers: 1}, Election: "invitation"}})
+		// Converged names the lookup's answer while invitation's groups
+		// still merge; wait for the election: every node's leader is the
+		// one claimer, which every node names.
+		agreed := func(s *Sim) bool {
+			cl := claimers(s)
+			if len(cl) != 1 || leaderOf(s) != cl[0] {
+				return false
+			}
+			for i := range s.N() {
+				if s.State(i).Superpeer != s.ID(cl[0]) {
+					return false
+				}
+			}
+			return true
+		}
+		if !s.RunUntil(agreed, 20*time.Millisecond, time.Minute) {
+			t.Fatalf("seed %d: no single elected superpeer a minute after convergence", seed)
+		}
 		victim := claimers(s)[0]
 		other := (victim + 1) % 8
 		s.After(10*time.Second, func(s *Sim) { s.Isolate(other) })
