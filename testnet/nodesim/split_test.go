@@ -43,3 +43,39 @@ func TestSuperpeersAreElected(t *testing.T) {
 	t.Logf("unelected claims: %d samples; cluster-seconds of split brain: %d; failovers %d, coverage %.4f",
 		bad, split, len(o.Failovers), o.Coverage(0, s.Now()))
 }
+
+// TestQuorumPartitionHasOneSuperpeer: with --quorum, 64 nodes in 8
+// clusters are cut into two sides of 24 and 40 for a minute, then healed.
+// Once a lease has passed since the cut, no cluster has two claimers (the
+// minority side of each cluster has none), and after the heal every
+// cluster has one superpeer again.
+func TestQuorumPartitionHasOneSuperpeer(t *testing.T) {
+	for seed := range uint64(3) {
+		s := converged(t, Config{N: 64, Seed: seed, Stagger: 5 * time.Second,
+			Node: node.Config{Target: dhtselect.Target{Superpeers: 8}, Election: "bully", Quorum: true}})
+		s.RunFor(10 * time.Second)
+		o := s.Observe(100 * time.Millisecond)
+		var side []int
+		for i := range 24 {
+			side = append(side, i)
+		}
+		cut := s.Now()
+		s.Partition(side)
+		s.RunFor(time.Minute)
+		var timeout time.Duration
+		for i := range s.N() {
+			timeout = max(timeout, s.Machine(i).Detection())
+		}
+		if d := o.SplitTime(cut+2*timeout, s.Now()); d > 0 {
+			t.Errorf("seed %d: some cluster had two superpeers for %v of the cut (from two timeouts after it)", seed, d)
+		}
+		s.Heal()
+		healed := func(s *Sim) bool {
+			x := s.Take()
+			return x.Split == 0 && x.Claimers == 8 && x.Covered == x.Live
+		}
+		if !s.RunUntil(healed, 100*time.Millisecond, 2*time.Minute) {
+			t.Errorf("seed %d: 2 minutes after the heal: %+v", seed, s.Take())
+		}
+	}
+}
