@@ -133,6 +133,7 @@ type elector struct {
 	outages      []time.Time                // when this node lost all its connections, within flapWindow
 	demoted      map[peer.ID]bool           // flapping and private members, ranked last (host quality)
 	selfFlapping bool                       // this node is among them for its own outages
+	leaderLost   bool                       // the machine lost its leader and has found none since
 	first        peer.ID                    // ranked first: the geometric cluster's token holder
 	last         peer.ID                    // the last leader superpeer named
 	geoSP        peer.ID                    // superpeer's answer for the last GeoCluster
@@ -269,6 +270,11 @@ func (e *elector) drain() {
 		e.carried = 0
 	}
 	changed := rd.State.Leader != e.state.Leader
+	if changed {
+		// Whether the machine lost the leader it had, and has not found
+		// another yet (see rebuild).
+		e.leaderLost = rd.State.Leader == classic.None && e.state.Leader != classic.None
+	}
 	if changed && e.state.Leader != classic.None {
 		e.events = append(e.events, ElectionEvent{Lost: true, Superpeer: peer.ID(e.state.Leader)})
 	}
@@ -368,18 +374,22 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 	if e.opts.Quorum {
 		return "", nil
 	}
-	if lookup == e.self && len(e.peers) > 1 && e.first != e.self {
-		// The lookup names this node, and no election has: it is not
-		// the superpeer before it is elected. Its mates may not know it
-		// yet (a node that has just joined is in their membership views
-		// only once its announcement has reached them, and until then
-		// they drop its election messages), and while they follow the
-		// leader they had, its claim would be a second superpeer (found
-		// by the node simulator under churn: every joiner closest to its
-		// cluster's key claimed it for seconds). It is elected soon: the
-		// leader's machine, rebuilt for the new member, campaigns, or it
-		// campaigns itself half a timeout after it hears another leader,
-		// or two timeouts after it has heard none.
+	if lookup == e.self && len(e.peers) > 1 && e.first != e.self && !e.leaderLost {
+		// The lookup names this node, no election has, and it has had no
+		// leader to lose: it has just joined, and is not the superpeer
+		// before it is elected. Its mates may not know it yet (a node
+		// that has just joined is in their membership views only once its
+		// announcement has reached them, and until then they drop its
+		// election messages), and while they follow the leader they had,
+		// its claim would be a second superpeer (found by the node
+		// simulator under churn: every joiner closest to its cluster's
+		// key claimed it for seconds). It is elected soon: the leader's
+		// machine, rebuilt for the new member, campaigns, or it campaigns
+		// itself half a timeout after it hears another leader, or two
+		// timeouts after it has heard none. A node that lost its leader
+		// (a failover) takes the lookup's answer while the election runs,
+		// as every member does: a superpeer's goodbye hands over in a few
+		// round trips, not a timeout.
 		return "", nil
 	}
 	if e.demoted[lookup] && e.last != "" && e.last != lookup && slices.Contains(e.peers, e.last) {
