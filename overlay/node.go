@@ -422,7 +422,7 @@ func (n *Node) view() node.View {
 	var v node.View
 	for _, e := range n.members.Entries() {
 		if !n.guard.Banned(e.ID) {
-			v.Members = append(v.Members, node.Member{ID: e.ID, Private: e.Private, Flapping: e.Flapping,
+			v.Members = append(v.Members, node.Member{ID: e.ID, Superpeer: e.Superpeer, Private: e.Private, Flapping: e.Flapping,
 				RTT: n.host.Peerstore().LatencyEWMA(e.ID)})
 		}
 	}

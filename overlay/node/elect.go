@@ -374,7 +374,7 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 	if e.opts.Quorum {
 		return "", nil
 	}
-	if lookup == e.self && len(e.peers) > 1 && e.first != e.self && !e.leaderLost {
+	if lookup == e.self && len(e.peers) > 1 && e.first != e.self && !e.leaderLost && e.led() {
 		// The lookup names this node, no election has, and it has had no
 		// leader to lose: it has just joined, and is not the superpeer
 		// before it is elected. Its mates may not know it yet (a node
@@ -386,10 +386,13 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 		// key claimed it for seconds). It is elected soon: the leader's
 		// machine, rebuilt for the new member, campaigns, or it campaigns
 		// itself half a timeout after it hears another leader, or two
-		// timeouts after it has heard none. A node that lost its leader
-		// (a failover) takes the lookup's answer while the election runs,
-		// as every member does: a superpeer's goodbye hands over in a few
-		// round trips, not a timeout.
+		// timeouts after it has heard none. Only when another member
+		// announces that it serves the cluster (e.led): in a cluster that
+		// has none (a network starting) nobody would elect it before two
+		// timeouts. A node that lost its leader (a failover) takes the
+		// lookup's answer while the election runs, as every member does:
+		// a superpeer's goodbye hands over in a few round trips, not a
+		// timeout.
 		return "", nil
 	}
 	if e.demoted[lookup] && e.last != "" && e.last != lookup && slices.Contains(e.peers, e.last) {
@@ -462,12 +465,23 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 		}
 		e.state, e.carried = classic.State{}, 0
 	}
-	alone := len(members) == 1 || e.first == e.self
+	alone := len(members) == 1 || e.first == e.self || !e.led()
 	if first && e.lookup == e.self && alone || led {
 		e.mach.Campaign()
 	}
 	e.drain()
 	return nil
+}
+
+// led reports whether another member of the cluster announces that it
+// serves the cluster as its superpeer.
+func (e *elector) led() bool {
+	for _, p := range e.peers {
+		if m, ok := e.m.member(p); ok && p != e.self && m.Superpeer {
+			return true
+		}
+	}
+	return false
 }
 
 // config is the machine configuration for the cluster key and members,

@@ -220,15 +220,17 @@ type Input interface{ input() }
 type View struct{ Members []Member }
 
 // Member is a peer of the membership view. Key is dhtselect.KeyOf(ID),
-// computed by the machine when zero. Private and Flapping are what the
-// peer announced of itself: it is unreachable, or it ranks itself last
-// for its own recent outages (host quality).
+// computed by the machine when zero. Superpeer, Private and Flapping are
+// what the peer announced of itself: it serves its cluster, it is
+// unreachable, or it ranks itself last for its own recent outages (host
+// quality).
 type Member struct {
-	ID       peer.ID
-	Key      dhtselect.Key
-	Private  bool
-	Flapping bool
-	RTT      time.Duration
+	ID        peer.ID
+	Key       dhtselect.Key
+	Superpeer bool
+	Private   bool
+	Flapping  bool
+	RTT       time.Duration
 }
 
 // Routing is the DHT routing table's view, given before an evaluation

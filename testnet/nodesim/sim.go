@@ -117,8 +117,10 @@ type simNode struct {
 	inc       int           // incarnation: bumped by every start
 	started   time.Duration // of this incarnation
 	announced bool          // has announced since it started
-	flapping  bool          // its last announcement said it flaps
+	flapping  bool          // its last announcement said it flaps,
+	super     bool          // and that it is a superpeer
 	heardFlap bool          // what the views say of it
+	heardSup  bool
 	seesAt    time.Duration // when it sees its component's view
 	refreshAt time.Duration // when its routing-table refresh completes
 	viewComp  int           // the view it last got: component and version
@@ -423,8 +425,8 @@ func (s *Sim) process(e event) {
 			}
 		}
 	case evFlap:
-		if n := s.nodes[e.node]; s.live(e) && n.heardFlap != n.flapping {
-			n.heardFlap = n.flapping
+		if n := s.nodes[e.node]; s.live(e) && (n.heardFlap != n.flapping || n.heardSup != n.super) {
+			n.heardFlap, n.heardSup = n.flapping, n.super
 			s.comps[s.comp[e.node]].version++
 		}
 	case evAction:
@@ -443,7 +445,7 @@ func (s *Sim) start(i int) {
 	if err != nil {
 		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
 	}
-	n.m, n.alive, n.gone, n.announced, n.flapping = m, true, false, false, false
+	n.m, n.alive, n.gone, n.announced, n.flapping, n.super = m, true, false, false, false, false
 	n.inc++
 	n.started = s.now
 	n.seesAt = s.now + s.cfg.Node.AnnounceInterval
@@ -673,7 +675,7 @@ func (s *Sim) viewFor(i int, c *component) []node.Member {
 		slices.Sort(ids) // IDs sort as indices
 		c.cache = make([]node.Member, len(ids))
 		for k, j := range ids {
-			c.cache[k] = node.Member{ID: s.nodes[j].id, Key: s.nodes[j].key, Flapping: s.nodes[j].heardFlap}
+			c.cache[k] = node.Member{ID: s.nodes[j].id, Key: s.nodes[j].key, Flapping: s.nodes[j].heardFlap, Superpeer: s.nodes[j].heardSup}
 		}
 		c.cacheV = c.version
 	}
@@ -745,8 +747,8 @@ func (s *Sim) carryOut(i int) {
 			n.announced = true
 			s.push(event{at: s.now + s.cfg.GossipDelay, kind: evVisible, node: i, inc: n.inc})
 		}
-		if a.Flapping != n.flapping {
-			n.flapping = a.Flapping
+		if a.Flapping != n.flapping || a.Superpeer != n.super {
+			n.flapping, n.super = a.Flapping, a.Superpeer
 			s.push(event{at: s.now + s.cfg.GossipDelay, kind: evFlap, node: i, inc: n.inc})
 		}
 	}
