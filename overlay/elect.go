@@ -135,8 +135,11 @@ func (n *Node) leaderOf(first peer.ID) peer.ID {
 }
 
 // inbox is the machine's queue of inputs: push never blocks (a stream
-// handler or a connection notifee must not wait for the loop), and holds
-// at most maxInbox inputs.
+// handler or a connection notifee must not wait for the loop). Election
+// messages, which strangers send, are refused once maxInbox inputs wait;
+// the node's own inputs (lookup answers, failed sends, connections, join
+// signals) are always taken: they come at the rate of its own actions,
+// and a lost LookupDone would leave the machine waiting for it for good.
 type inbox struct {
 	mu     sync.Mutex
 	items  []node.Input
@@ -150,7 +153,8 @@ const maxInbox = 1 << 14
 
 func (b *inbox) push(in node.Input) bool {
 	b.mu.Lock()
-	ok := len(b.items) < maxInbox
+	_, wire := in.(node.ElectionMessage)
+	ok := !wire || len(b.items) < maxInbox
 	if ok {
 		b.items = append(b.items, in)
 	}

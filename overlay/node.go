@@ -364,7 +364,8 @@ func (n *Node) Reevaluate() { n.feed(node.Reevaluate{}) }
 // feed queues an input for the machine; it never blocks.
 func (n *Node) feed(in node.Input) {
 	if !n.inbox.push(in) {
-		n.log.Warn("node machine: input dropped, the inbox is full", "input", fmt.Sprintf("%T", in))
+		n.electDropped.Add(1)
+		n.log.Warn("node machine: election message dropped, the inbox is full")
 	}
 }
 

@@ -257,11 +257,10 @@ type Refreshed struct{}
 // overlay peers.
 type Rendezvous struct{ Found bool }
 
-// Conn: the host's connections to Peer came up (Up) or the last one
-// closed; Connected is the number of peers connected after the change.
+// Conn: the host's last connection to Peer closed; Connected is the
+// number of peers still connected.
 type Conn struct {
 	Peer      peer.ID
-	Up        bool
 	Connected int
 }
 
@@ -432,13 +431,11 @@ func (m *Machine) Step(now time.Time, in Input) {
 	case Reevaluate:
 		m.kick = true
 	case Conn:
-		if !in.Up {
-			if in.Peer == m.state.Superpeer && in.Peer != m.cfg.Self {
-				m.kick = true // the fast path of failover
-			}
-			if m.el != nil {
-				m.el.lost(now, in.Peer, in.Connected)
-			}
+		if in.Peer == m.state.Superpeer && in.Peer != m.cfg.Self {
+			m.kick = true // the fast path of failover
+		}
+		if m.el != nil {
+			m.el.lost(now, in.Peer, in.Connected)
 		}
 	case LookupDone:
 		m.lookupDone(now, in)

@@ -131,7 +131,6 @@ type simNode struct {
 	state     node.State
 	routing   []int
 	contacts  map[int]time.Duration // peer -> last election message either way
-	gone      bool                  // stopped gracefully, or crashed and not restarted
 }
 
 // component is a side of a partition: who its peers see in their views.
@@ -445,7 +444,7 @@ func (s *Sim) start(i int) {
 	if err != nil {
 		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
 	}
-	n.m, n.alive, n.gone, n.announced, n.flapping, n.super = m, true, false, false, false, false
+	n.m, n.alive, n.announced, n.flapping, n.super = m, true, false, false, false
 	n.inc++
 	n.started = s.now
 	n.seesAt = s.now + s.cfg.Node.AnnounceInterval
@@ -480,7 +479,7 @@ func (s *Sim) down(i int, graceful bool) {
 	if !n.alive {
 		return
 	}
-	n.alive, n.gone = false, true
+	n.alive = false
 	s.epoch++
 	c := s.comps[s.comp[i]]
 	if _, ok := c.vis[i]; ok {
