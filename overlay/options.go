@@ -139,11 +139,11 @@ type Config struct {
 	// hardstate.go. Empty (the default) keeps none, and a node with Quorum
 	// then logs a warning at start.
 	DataDir string
-	// IgnoreFlaps turns host quality off. By default a member whose
-	// connection was lost flapLimit times within flapWindow (a node counts
-	// its own outage when it loses all its connections) ranks below
-	// every steady member until that has passed, so that a node that keeps
-	// going down and coming back does not keep winning elections.
+	// IgnoreFlaps turns host quality off. By default a node that lost all
+	// its connections (or restarted) twice within a minute ranks itself
+	// below every steady member until that has passed, and says so in its
+	// announcements, so that a node that keeps going down and coming back
+	// does not keep winning elections.
 	IgnoreFlaps bool
 	// ElectionTick is the period of the election machines' ticks; their
 	// heartbeats and timeouts are counted in it. Default 100 ms.

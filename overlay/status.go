@@ -141,6 +141,9 @@ type ElectionStatus struct {
 	Lookup  string            `json:"lookup,omitempty"`
 	Sent    map[string]uint64 `json:"sent"`
 	Dropped uint64            `json:"dropped"`
+	// Throttled counts the messages the node did not send because they
+	// were over its budget for their peer.
+	Throttled uint64 `json:"throttled"`
 	// Elections and Losses count the EvtSuperpeerElected and
 	// EvtSuperpeerLost events seen, and Last is the latest
 	// EvtSuperpeerElected; all three are a StatusServer's, since it
@@ -203,7 +206,7 @@ func (n *Node) Status() Status {
 		s.Election = &ElectionStatus{
 			Algorithm: es.Algorithm, Leader: idString(es.Leader), Role: es.Role, Term: es.Term,
 			TimeoutMS: float64(es.Timeout) / float64(time.Millisecond), Lookup: idString(es.Lookup),
-			Sent: es.Sent, Dropped: es.Dropped,
+			Sent: es.Sent, Dropped: es.Dropped, Throttled: es.Throttled,
 		}
 	}
 	return s
@@ -387,6 +390,7 @@ var _ http.Handler = (*StatusServer)(nil)
 //	superpeer_election_detection_timeout_seconds     its failure-detection timeout
 //	superpeer_election_messages_sent_total{type}     election messages sent, by type
 //	superpeer_election_messages_dropped_total        election messages dropped
+//	superpeer_election_messages_throttled_total      election messages over the node's budget for a peer, not sent
 //	superpeer_superpeer_rtt_seconds{source}          RTT to the superpeer, when known (see RTT)
 //	superpeer_token                                  the token held, or -1 (geometric strategy)
 //	superpeer_wire_refused_total{protocol,reason}    messages refused on the stream protocols (wire.go)
@@ -502,6 +506,7 @@ var (
 	descTimeout     = metricDesc("election_detection_timeout_seconds", "The cluster election's current failure-detection timeout.")
 	descSent        = metricDesc("election_messages_sent_total", "Election messages sent, by type.", "type")
 	descDropped     = metricDesc("election_messages_dropped_total", "Election messages received from non-members or malformed.")
+	descThrottled   = metricDesc("election_messages_throttled_total", "Election messages not sent: over the node's budget for their peer.")
 	descRTT         = metricDesc("superpeer_rtt_seconds", "RTT to the node's superpeer when known: measured (source peerstore, the host's moving average) or predicted by the network coordinates (source coordinates).", "source")
 	descToken       = metricDesc("token", "The number of the token the node holds, or -1 (geometric strategy).")
 	descRefused     = metricDesc("wire_refused_total", "Messages refused on the overlay's stream protocols, by protocol and reason (size, version, type, truncated, malformed, timeout, rate, limit, banned; io: the stream failed, a reset or a closed connection).", "protocol", "reason")
@@ -514,7 +519,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descRole, descMembers, descKnown, descSize, descK, descS,
 		descEvaluations, descLookups, descQueries, descElections, descLosses, descTerm, descTimeout,
-		descSent, descDropped, descRTT, descToken, descRefused, descBans, descDistrusted, descGossip} {
+		descSent, descDropped, descThrottled, descRTT, descToken, descRefused, descBans, descDistrusted, descGossip} {
 		ch <- d
 	}
 }
@@ -558,6 +563,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(descSent, v, t)
 		}
 		counter(descDropped, es.Dropped)
+		counter(descThrottled, es.Throttled)
 	}
 	if d, src, ok := n.rttToSuperpeer(st); ok {
 		gauge(descRTT, d.Seconds(), src)

@@ -149,6 +149,7 @@ func TestStatusServer(t *testing.T) {
 		{"superpeer_election_term", nil, metricEq(float64(es.Term)), "Term"},
 		{"superpeer_election_detection_timeout_seconds", nil, func(v float64) bool { return v > 0 }, "> 0"},
 		{"superpeer_election_messages_dropped_total", nil, metricAtLeast(float64(es.Dropped)), "≥ Dropped"},
+		{"superpeer_election_messages_throttled_total", nil, metricEq(0), "0 (two honest nodes)"},
 		{"superpeer_peers_banned_total", nil, metricEq(0), "0"},
 		{"superpeer_gossip_messages_total", []string{"topic", "membership", "decision", "accepted"}, metricAtLeast(1), "≥ 1 (the other node's announcements)"},
 		{"superpeer_gossip_messages_total", []string{"topic", "membership", "decision", "rejected"}, metricEq(0), "0"},

@@ -51,7 +51,7 @@ type electionFlags struct {
 func (e *electionFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&e.name, "election", "", "election algorithm each cluster runs: "+strings.Join(classic.Algorithms(), ", ")+" (default none: the selector alone names the superpeer)")
 	fs.BoolVar(&e.quorum, "quorum", false, "wrap the election with terms and majority, against split brain (needs --election)")
-	fs.BoolVar(&e.ignoreFlaps, "ignore-flaps", false, "turn host quality off: a member that keeps losing its connections is not ranked last")
+	fs.BoolVar(&e.ignoreFlaps, "ignore-flaps", false, "turn host quality off: a node that keeps losing all its connections does not rank itself last")
 }
 
 type targetFlags struct {

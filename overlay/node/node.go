@@ -330,7 +330,8 @@ type Machine struct {
 	rendezvous int
 	private    bool
 
-	begun bool // the first input came
+	begun bool      // the first input came
+	now   time.Time // of the Step or Tick under way
 
 	// Joining.
 	joined  bool
@@ -476,6 +477,7 @@ func (m *Machine) Tick(now time.Time) {
 
 // begin notes, at the first input, the restart as an outage.
 func (m *Machine) begin(now time.Time) {
+	m.now = now
 	if m.begun {
 		return
 	}

@@ -321,3 +321,45 @@ func FuzzMachine(f *testing.F) {
 		}
 	})
 }
+
+// TestSendBudget: a bully leader bullies back at every heartbeat of a
+// member it ranks below itself (members that disagree on a rank do so to
+// each other). A flood of such heartbeats, 1,000 within a second, makes
+// the leader send that member at most its budget (sendBurst, then
+// sendRate a second), below what a peer lets through before it strikes
+// the sender (50 a second, a burst of 100); the rest are throttled and
+// counted.
+func TestSendBudget(t *testing.T) {
+	var m *Machine
+	var high, low string
+	for _, ids := range [][2]string{{"a", "b"}, {"b", "a"}} {
+		cfg := testConfig(ids[0])
+		cfg.Election = "bully"
+		c := mustNew(t, cfg)
+		c.Step(t0, view("a", "b"))
+		tick(c, t0, 10*time.Second, routing(1), peer.ID(ids[0]))
+		if c.Election().Leader == peer.ID(ids[0]) {
+			m, high, low = c, ids[0], ids[1]
+		}
+	}
+	if m == nil {
+		t.Fatal("neither a nor b leads its own machine")
+	}
+	now := t0.Add(10 * time.Second)
+	sent := 0
+	for i := range 1000 {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		m.Step(at, ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(low), To: classic.ID(high), Leader: classic.ID(low)}})
+		for _, o := range m.Ready().Messages {
+			if o.Msg.To == classic.ID(low) {
+				sent++
+			}
+		}
+	}
+	if limit := sendBurst + sendRate; sent > limit || sent < sendBurst {
+		t.Errorf("sent %d messages to %s within a second of its flood, want %d to %d", sent, low, sendBurst, limit)
+	}
+	if th := m.Election().Throttled; th == 0 || int(th)+sent < 1000 {
+		t.Errorf("throttled %d, sent %d: want the rest of at least 1,000 throttled", th, sent)
+	}
+}

@@ -85,3 +85,38 @@ func TestQuorumPartitionHasOneSuperpeer(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionDemotesNoOne: a partition is no flapping. 16 nodes in 2
+// clusters with --quorum are cut twice in a row into sides of 5 and 11
+// (each node on one side loses its connections to the other side twice
+// within a minute), then healed. No node loses all its connections, so
+// none flaps, and no member may rank another last: the members of a
+// cluster must agree on its rank. They did not when a member counted its
+// own lost connections to a peer against that peer: each side ranked the
+// other last, the two sides of a cluster each had a bully leader that
+// took the other's COORDINATOR for a lower process's and bullied back,
+// and live, on 16 node processes, the storm got the rightful leader
+// banned and the cluster stayed split for minutes.
+func TestPartitionDemotesNoOne(t *testing.T) {
+	for seed := range uint64(3) {
+		s := converged(t, Config{N: 16, Seed: seed, Stagger: 3 * time.Second,
+			Node: node.Config{Target: dhtselect.Target{Superpeers: 2}, Election: "bully", Quorum: true,
+				AnnounceInterval: time.Second, ReevaluateInterval: time.Second}})
+		s.RunFor(5 * time.Second)
+		side := []int{1, 4, 7, 10, 13}
+		for range 2 {
+			s.Partition(side)
+			s.RunFor(5 * time.Second)
+			s.Heal()
+			s.RunFor(2 * time.Second)
+		}
+		for i := range s.N() {
+			if d := s.Machine(i).Election().Demoted; len(d) > 0 {
+				t.Errorf("seed %d: n%d ranks %v last after a partition", seed, i, d)
+			}
+		}
+		if !s.RunUntil((*Sim).Converged, 100*time.Millisecond, time.Minute) {
+			t.Errorf("seed %d: a minute after the heal: %+v", seed, s.Take())
+		}
+	}
+}
