@@ -47,10 +47,11 @@ import (
 //
 // Where the two differ is where nodesim's oracles stand in for libp2p (see
 // its package comment): membership by gossip delay and TTL, connections
-// that drop one RTT after a crash, lookups answered by an oracle that
-// waits T for a dead node's query, and no CPU contention: the live nodes
-// share this process's two cores, which delays their messages and
-// timers.
+// that drop one RTT after a crash, lookups answered by an oracle (set to
+// the in-process network's: see simLookupRTTs), and no CPU contention:
+// the live nodes share this process's two cores, which delays their
+// messages and timers and inflates the RTTs they measure, and with them
+// their failure-detection timeout T.
 
 // SimLiveConfig configures SimLive.
 type SimLiveConfig struct {
@@ -97,7 +98,11 @@ type SimLiveSide struct {
 	// whole side (start and convergence included).
 	ScenarioS float64 `json:"scenario_s"`
 	WallS     float64 `json:"wall_s"`
-	Error     string  `json:"error,omitempty"`
+	// QueriesPerLookup (live side) is the lookup queries per lookup over
+	// the whole run: about lookupAlpha (3, sent at once) when a lookup
+	// takes one round, which the simulator side assumes (simLookupRTTs).
+	QueriesPerLookup float64 `json:"queries_per_lookup,omitempty"`
+	Error            string  `json:"error,omitempty"`
 }
 
 // SimLiveRow is one scenario, simulated and live.
@@ -238,6 +243,9 @@ func (c SimLiveConfig) liveSide(ctx context.Context, sc string) (side SimLiveSid
 	}
 	side.Failovers, side.FailoverMedianMs, side.FailoverMaxMs = rep.FailoverMS.N, rep.FailoverMS.Median, rep.FailoverMS.Max
 	side.TimeoutMs, side.Coverage, side.SplitBrainMs, side.Orphans = rep.DetectionTimeoutMS, rep.Coverage, rep.SplitBrainMS, rep.Orphans
+	if r := tn.Report(); r.Lookups > 0 {
+		side.QueriesPerLookup = float64(r.LookupQueries) / float64(r.Lookups)
+	}
 	side.inT()
 	return side, ctx.Err()
 }
@@ -262,12 +270,23 @@ func (s *SimLiveSide) inT() {
 // observer samples.
 const simSample = 20 * time.Millisecond
 
+// The simulator side's lookup oracle, set to what the live side is: a
+// lookup in a network of at most a few hundred nodes, whose routing tables
+// hold the closest peers, takes one round of lookupAlpha queries sent at
+// once (the live side's QueriesPerLookup, about 3, says so); and a query
+// to a crashed in-process node fails at once (mocknet refuses the dial),
+// which the simulator models as one RTT. With nodesim's defaults (three
+// rounds, a query to a dead node waiting out the failure-detection
+// timeout: a real network, where a dead host does not answer) the
+// simulated failover was about one T against the live side's 0.1 T.
+const simLookupRTTs = 1
+
 // simSide runs scenario sc on the node simulator; it returns the side
 // and nodesim's own coverage and failover median and maximum in T.
 func (c SimLiveConfig) simSide(sc string) (side SimLiveSide, cov, medT, maxT float64) {
 	start := time.Now()
 	defer func() { side.WallS = time.Since(start).Seconds() }()
-	s, err := nodesim.New(nodesim.Config{N: c.N, Seed: c.Seed, Latency: c.matrix(c.joins() + 8), Node: node.Config{
+	s, err := nodesim.New(nodesim.Config{N: c.N, Seed: c.Seed, Latency: c.matrix(c.joins() + 8), QueryTimeout: c.RTT, LookupRTTs: simLookupRTTs, Node: node.Config{
 		Target: dhtselect.Target{Superpeers: c.superpeers()}, Election: c.Election,
 		AnnounceInterval: c.announce(), ReevaluateInterval: c.reevaluate(), ElectionTick: c.tick()}})
 	if err != nil {
