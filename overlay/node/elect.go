@@ -638,6 +638,17 @@ func (e *elector) lost(now time.Time, p peer.ID, connected int) {
 	if connected == 0 {
 		e.outage(now)
 	}
+	if e.state.Leader == classic.None && p == e.m.state.Superpeer {
+		// The superpeer this node had, named by its lookup while its
+		// election had heard of no leader yet (it has just joined), is
+		// gone: it has lost a leader as a member that followed it has,
+		// and takes the lookup's answer while the election runs (see
+		// superpeer), rather than wait to be elected while the dead
+		// superpeer's announcement lives on (found live: a joiner the
+		// lookup named after a kill took the role a timeout after the
+		// other members named it).
+		e.leaderLost = true
+	}
 	if peer.ID(e.state.Leader) != p {
 		return
 	}

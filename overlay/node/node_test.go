@@ -363,3 +363,39 @@ func TestSendBudget(t *testing.T) {
 		t.Errorf("throttled %d, sent %d: want the rest of at least 1,000 throttled", th, sent)
 	}
 }
+
+// TestJoinerTakesOverFromADeadSuperpeer: a node that has just joined
+// follows the superpeer its lookup named (a), which announces itself as
+// the superpeer, before a's election has sent it anything. When the
+// connection to a drops and the lookup now names the node itself, it
+// serves at once, as every member that followed a does: it has lost the
+// superpeer it had. It used to wait to be elected while the dead a's
+// announcement lived on (found live: one member of a killed superpeer's
+// cluster took the role two seconds after the others named it).
+func TestJoinerTakesOverFromADeadSuperpeer(t *testing.T) {
+	cfg := testConfig("b")
+	cfg.Election, cfg.Bootstrap = "bully", true
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
+	m := mustNew(t, cfg)
+	v := view("a", "b")
+	v.Members[0].Superpeer = true
+	m.Step(t0, v)
+	m.Step(t0, Refreshed{})
+	// It joins one announce interval after the refresh; its election
+	// would act on its own after a timeout (1.5 s) without heartbeats.
+	now, _ := tick(m, t0, 1500*time.Millisecond, routing(2), "a")
+	if st := m.State(); st.Superpeer != "a" || m.Election().Leader != "" {
+		t.Fatalf("before: superpeer %q, election's leader %q; want a, none", st.Superpeer, m.Election().Leader)
+	}
+	m.Step(now, Conn{Peer: "a", Connected: 1})
+	// Within a lookup (answered at once here) and a tick or two, long
+	// before its election could elect it (a timeout, 1.5 s).
+	_, rds := tick(m, now, 300*time.Millisecond, routing(1), "b")
+	for i, rd := range rds {
+		if rd.State.Superpeer == "b" {
+			t.Logf("serves after %v", time.Duration(i)*100*time.Millisecond)
+			return
+		}
+	}
+	t.Fatalf("300 ms after its superpeer's connection dropped: %+v, election %+v", m.State(), m.Election())
+}
