@@ -277,7 +277,10 @@ func TestTrafficCounted(t *testing.T) {
 	tn := startNet(t, Config{N: 8, Target: dhtselect.Target{Superpeers: 2}, Seed: 3})
 	waitConverged(t, tn, tn.Started())
 	before := tn.Traffic().Bytes()
-	want := map[string]bool{"/meshsub/": false, "/superpeer/default/kad/": false, "/superpeer/default/closer/": false}
+	// GossipSub is checked below, by its count growing: convergence does
+	// not wait for gossip (8 nodes can converge on their routing tables'
+	// estimate), and it failed here once with no gossip bytes yet.
+	want := map[string]bool{"/superpeer/default/kad/": false, "/superpeer/default/closer/": false}
 	for p, b := range before {
 		for prefix := range want {
 			if strings.HasPrefix(string(p), prefix) && b > 0 {
