@@ -194,7 +194,7 @@ func (n *Node) Status() Status {
 	if n.geo != nil {
 		tok := st.Token
 		s.Token = &tok
-		s.Distrusted = n.geo.distrustCount()
+		s.Distrusted = n.distrustCount()
 	}
 	if d, src, ok := n.rttToSuperpeer(st); ok {
 		s.RTTToSuperpeer = &RTT{MS: float64(d) / float64(time.Millisecond), Source: src}
@@ -564,7 +564,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if n.geo != nil {
 		gauge(descToken, float64(st.Token))
-		counter(descDistrusted, n.geo.distrustCount())
+		counter(descDistrusted, n.distrustCount())
 	}
 	refused, bans := n.guard.Refused()
 	for k, v := range refused {
@@ -581,4 +581,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descGossip, fs.Rejected, topic, "rejected")
 		counter(descGossip, fs.Ignored, topic, "ignored")
 	}
+}
+
+// distrustCount is how many claims the geometric strategy's liar check
+// found implausible.
+func (n *Node) distrustCount() uint64 {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.distrusted
 }
