@@ -64,7 +64,7 @@ type Status struct {
 	Bans    uint64                       `json:"bans"`
 	// Distrusted counts the times a peer's claimed coordinate disagreed
 	// with the RTT measured to it, so no token went to it (geometric
-	// strategy; see geo.go's vet).
+	// strategy; see overlay/node's geo.go, vet).
 	Distrusted uint64 `json:"distrusted,omitempty"`
 	// Peers are the peers the node knows of (its membership view, its own
 	// cluster and superpeer always included), sorted by ID, for the map.
