@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/superpeer/superpeer/classic"
+	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
 )
 
@@ -540,5 +542,51 @@ func TestGeoTakeover(t *testing.T) {
 				t.Errorf("took over at seq %d, not above the 9 heard", tok.Seq)
 			}
 		})
+	}
+}
+
+// The successor: when the cluster elects another in place of the
+// superpeer a member is attached to, the member asks the elected one
+// first, as soon as it reports the token, before its current superpeer.
+func TestGeoAttachSuccessor(t *testing.T) {
+	key := TokenKey("test", 0)
+	x := ""
+	for i := range 100 {
+		if c := fmt.Sprintf("x%d", i); dhtselect.Closer(dhtselect.KeyOf(peer.ID(c)), dhtselect.KeyOf("y"), key) {
+			x = c
+			break
+		}
+	}
+	cfg := geoTestConfig("y", 2)
+	cfg.Election = "bully"
+	d := newGeoDriver(t, cfg)
+	d.m.Step(d.now, view("y", "h", x))
+	d.feed = attachFeed(t, "h")
+	d.feed.Coords["y"] = d.feed.Coords["o"]
+	d.feed.Connected = []peer.ID{"h", peer.ID(x)}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", peer.ID(x), "y"}} }
+	d.run(3 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "h" {
+		t.Fatalf("attached to %q, want h", sp)
+	}
+	// h's connection goes; x, elected, says so and reports token 0.
+	d.step(Conn{Peer: "h", Connected: 1})
+	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgCoordinator, From: classic.ID(x), To: "y", Leader: classic.ID(x)}})
+	if l := d.m.leaderOf("h"); l != peer.ID(x) {
+		t.Fatalf("the election of h's cluster names %q, want %s", l, x)
+	}
+	c := at(t, 0.02)
+	d.feed.Coords[peer.ID(x)] = c
+	d.feed.Tokens = []TokenPos{
+		{Holder: "h", Token: geometric.Token{Num: 0, Seq: 1}, Coord: d.feed.Coords["h"], Superpeer: true},
+		{Holder: peer.ID(x), Token: geometric.Token{Num: 1}, Coord: c, Superpeer: true},
+	}
+	d.asked = nil
+	d.run(1500 * ms)
+	if len(d.asked) == 0 || d.asked[0] != peer.ID(x) {
+		t.Fatalf("asked %v, want the elected %s first", d.asked, x)
+	}
+	if sp := d.m.GeoState().Superpeer; sp != peer.ID(x) {
+		t.Fatalf("attached to %q, want the elected %s", sp, x)
 	}
 }
