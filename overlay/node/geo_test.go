@@ -590,3 +590,89 @@ func TestGeoAttachSuccessor(t *testing.T) {
 		t.Fatalf("attached to %q, want the elected %s", sp, x)
 	}
 }
+
+// FuzzGeo feeds a geometric machine random sequences of its inputs, in
+// and out of turn: it must not panic, a superpeer holds a token, and at
+// most one pass and one attach request are in flight.
+func FuzzGeo(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Add([]byte{0, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 3, 9, 5, 9, 6, 9, 8})
+	f.Add([]byte{2, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 11, 4, 6, 9, 12, 9})
+	ids := []peer.ID{"a", "b", "c", "d"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		cfg := geoTestConfig("a", 2)
+		if len(ops)%2 == 0 {
+			cfg.Election = "bully"
+		}
+		m := mustNew(t, cfg)
+		now := t0
+		var pass *TokenPass
+		var asked []peer.ID
+		var pinged []peer.ID
+		for k, op := range ops {
+			p := ids[int(op>>4)%len(ids)]
+			switch op % 13 {
+			case 0:
+				f := GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{}, Connected: ids[:int(op>>4)%len(ids)]}
+				for i, id := range ids {
+					f.Coords[id] = at(t, float64(i)/50)
+				}
+				if op&16 != 0 {
+					f.Tokens = append(f.Tokens, TokenPos{Holder: "b", Token: geometric.Token{Num: 0, Seq: uint64(k)}, Coord: f.Coords["b"], Superpeer: op&32 != 0})
+				}
+				m.Step(now, f)
+			case 1:
+				m.Step(now, View{Members: view("a", "b", "c", "d").Members[:1+int(op>>4)%4]})
+			case 2:
+				m.Step(now, TokenOffered{From: p, Token: geometric.Token{Num: int(op>>6) % 2, Seq: uint64(k)}})
+			case 3:
+				if len(pinged) > 0 {
+					m.Step(now, PingDone{Peer: pinged[0], RTT: time.Duration(op) * ms})
+					pinged = pinged[1:]
+				}
+			case 4:
+				m.Step(now, PingDone{Peer: p, Err: fmt.Errorf("no")})
+			case 5:
+				if pass != nil {
+					m.Step(now, PassDone{To: pass.To, Token: pass.Token, OK: op&16 != 0})
+					pass = nil
+				}
+			case 6:
+				m.Step(now, AttachAsked{From: p})
+			case 7:
+				if len(asked) > 0 {
+					m.Step(now, AttachDone{To: asked[0], OK: op&16 != 0, Mates: []peer.ID{asked[0], "a"}})
+					asked = asked[1:]
+				}
+			case 8:
+				m.Step(now, AttachDone{To: p, Err: fmt.Errorf("no")})
+			case 9:
+				now = now.Add(time.Duration(op) * 10 * ms)
+				m.Tick(now)
+			case 10:
+				m.Step(now, Conn{Peer: p})
+			case 11:
+				m.Step(now, Reachability{Private: op&16 != 0})
+			case 12:
+				if op&0xf0 == 0 {
+					m.Step(now, GeoLeave{})
+				}
+			}
+			rd := m.Ready()
+			if len(rd.Geo.Passes) > 1 || len(rd.Geo.Passes) == 1 && pass != nil {
+				t.Fatalf("two passes in flight: %v, %v", pass, rd.Geo.Passes)
+			}
+			if len(rd.Geo.Passes) == 1 {
+				pass = &rd.Geo.Passes[0]
+			}
+			asked = append(asked, rd.Geo.Attach...)
+			if len(asked) > 1 {
+				t.Fatalf("attach requests in flight: %v", asked)
+			}
+			pinged = append(pinged, rd.Geo.Pings...)
+			if st := m.GeoState(); st.Role == RoleSuperpeer && st.Token < 0 {
+				t.Fatalf("a superpeer without a token: %+v", st)
+			}
+		}
+	})
+}
