@@ -115,12 +115,14 @@ func mocknetHosts(t *testing.T, n int, latency time.Duration) []host.Host {
 // against the RTT it measures to it (a real ping over a mocknet link of
 // 40 ms each way) before it passes a token to it. A claim to sit where
 // the node itself sits, 80 ms away in truth, is distrusted: no pass, a
-// count in the status. A claim that agrees with the RTT is trusted, and
-// the pass goes through to the live recipient, whose machine takes the
-// token. The decisions are the node machines' (overlay/node's
-// TestGeoVet pins them); this test drives the real machines of two
-// nodes (on their loops, through Node.do) with the shell's own ping and
-// pass. The intervals are so long that nothing happens unasked.
+// count in the status. A claim that agrees with the RTT (measured in a
+// sample, which the check then uses, as the old test used the RTT it had
+// measured) is trusted, and the pass goes through to the live recipient,
+// whose machine takes the token. The decisions are the node machines'
+// (overlay/node's TestGeoVet pins them); this test drives the real
+// machines of three nodes (on their loops, through Node.do, with virtual
+// times ahead of the clock) with the shell's own ping and pass. The
+// intervals are so long that nothing happens unasked.
 func TestGeometricDistrustsLiar(t *testing.T) {
 	hs := mocknetHosts(t, 3, 40*time.Millisecond)
 	for _, h := range hs[1:] {
@@ -149,7 +151,7 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 	// vet b with the shell's ping; it returns the RTT measured, whether x
 	// passed the token to b (with the shell's pass), and x's count of
 	// distrusted claims.
-	leave := func(x *Node, tok geometric.Token, claim func(rtt time.Duration) *coordinate.Coordinate, rtt time.Duration) (time.Duration, bool, uint64) {
+	leave := func(x *Node, tok geometric.Token, claim *coordinate.Coordinate) (time.Duration, bool, uint64) {
 		var measured time.Duration
 		var passed bool
 		var distrusted uint64
@@ -159,7 +161,7 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 			if !m.GeoAnswer().Yes {
 				t.Fatalf("%s refused token %v", x.ID(), tok)
 			}
-			m.Step(now, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{x.ID(): origin, b.ID(): claim(rtt)}})
+			m.Step(now, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{x.ID(): origin, b.ID(): claim}})
 			later := now.Add(2 * time.Hour) // a token round, not yet a sample
 			m.Tick(later)
 			m.Ready()
@@ -191,7 +193,7 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 		return measured, passed, distrusted
 	}
 
-	rtt, passed, distrusted := leave(a, geometric.Token{Num: 0, Seq: 1}, func(time.Duration) *coordinate.Coordinate { return origin.Clone() }, 0)
+	rtt, passed, distrusted := leave(a, geometric.Token{Num: 0, Seq: 1}, origin.Clone())
 	if rtt < 80*time.Millisecond {
 		t.Fatalf("RTT to b measured %v, below the link's 80 ms", rtt)
 	}
@@ -203,13 +205,50 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 	}
 	waitFor(t, "a's status to count the distrusted claim", func() bool { return a.Status().Distrusted == 1 })
 
-	// The truth: b's coordinate at the measured RTT from c's.
-	truth := func(rtt time.Duration) *coordinate.Coordinate {
-		cl := origin.Clone()
-		cl.Vec[0] += rtt.Seconds() - geometric.Distance(origin, origin.Clone())
-		return cl
+	// The truth: b's coordinate at the RTT c measured to b, in a sample
+	// (which moves c's own coordinate), and which the check then uses.
+	passed, distrusted = false, 0
+	if !c.do(context.Background(), func(m *node.Machine) {
+		now := time.Now()
+		m.Step(now, node.TokenOffered{From: b.ID(), Token: geometric.Token{Num: 0, Seq: 5}})
+		if !m.GeoAnswer().Yes {
+			t.Fatal("c refused the token")
+		}
+		m.Step(now, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{c.ID(): origin, b.ID(): origin}})
+		later := now.Add(201 * time.Hour) // the first sample, of b
+		m.Tick(later)
+		rd := m.Ready()
+		if !slices.Equal(rd.Geo.Pings, []peer.ID{b.ID()}) {
+			t.Fatalf("c asks for pings of %v, want b", rd.Geo.Pings)
+		}
+		measured, err := c.geo.ping(context.Background(), b.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Step(later, node.PingDone{Peer: b.ID(), RTT: measured})
+		m.Ready()
+		self := m.GeoState().Coord
+		truth := self.Clone()
+		truth.Vec[0] += measured.Seconds() - geometric.Distance(self, self.Clone())
+		m.Step(later, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{c.ID(): self, b.ID(): truth}})
+		later = later.Add(10 * time.Hour) // a token round on a new snapshot
+		m.Tick(later)
+		m.Ready()
+		m.Step(later, node.GeoLeave{})
+		rd = m.Ready()
+		if len(rd.Geo.Pings) != 0 {
+			t.Fatalf("c pings %v again", rd.Geo.Pings)
+		}
+		for _, p := range rd.Geo.Passes {
+			ok := c.geo.pass(context.Background(), p.To, p.Token)
+			passed = passed || ok && p.To == b.ID()
+			m.Step(later, node.PassDone{To: p.To, Token: p.Token, OK: ok})
+		}
+		m.Ready()
+		distrusted = m.Distrusted()
+	}) {
+		t.Fatal("c stopped")
 	}
-	_, passed, distrusted = leave(c, geometric.Token{Num: 0, Seq: 5}, truth, rtt)
 	if !passed {
 		t.Errorf("c did not pass its token to b, whose claim agrees with the RTT")
 	}
