@@ -40,5 +40,6 @@
 // the node fits a network coordinate from libp2p pings, S tokens move by
 // gossip and a token protocol towards the peers, a holder that keeps its
 // token for the dwell time becomes a superpeer, and ordinary peers attach to
-// the nearest superpeer with room over an attach protocol (see geo.go).
+// the nearest superpeer with room over an attach protocol. The rules are the
+// node machine's (overlay/node's geo.go); geo.go here is their I/O.
 package overlay

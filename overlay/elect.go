@@ -122,18 +122,6 @@ func (n *Node) electionDetection() time.Duration {
 	return n.detection
 }
 
-// leaderOf returns the election's leader when it runs for the cluster
-// whose first-ranked member is first (the geometric strategy's token
-// holder), and "" otherwise.
-func (n *Node) leaderOf(first peer.ID) peer.ID {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	if n.election.First != first {
-		return ""
-	}
-	return n.election.Leader
-}
-
 // inbox is the machine's queue of inputs: push never blocks (a stream
 // handler or a connection notifee must not wait for the loop). Election
 // messages, which strangers send, are refused once maxInbox inputs wait;

@@ -17,6 +17,7 @@ import (
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // Four nodes on mocknet, geometric strategy, two tokens, capacity one: two
@@ -113,80 +114,149 @@ func mocknetHosts(t *testing.T, n int, latency time.Duration) []host.Host {
 // TestGeometricDistrustsLiar: a node checks the coordinate a peer claims
 // against the RTT it measures to it (a real ping over a mocknet link of
 // 40 ms each way) before it passes a token to it. A claim to sit where
-// the node itself sits, 80 ms away in truth, is distrusted: no pass, no
-// neighbour, a count in the status. A claim that agrees with the RTT is
-// trusted, and the pass goes through. The token interval is an hour: no
-// tick replaces the snapshot the test sets.
+// the node itself sits, 80 ms away in truth, is distrusted: no pass, a
+// count in the status. A claim that agrees with the RTT (measured in a
+// sample, which the check then uses, as the old test used the RTT it had
+// measured) is trusted, and the pass goes through to the live recipient,
+// whose machine takes the token. The decisions are the node machines'
+// (overlay/node's TestGeoVet pins them); this test drives the real
+// machines of three nodes (on their loops, through Node.do, with virtual
+// times ahead of the clock) with the shell's own ping and pass. The
+// intervals are so long that nothing happens unasked.
 func TestGeometricDistrustsLiar(t *testing.T) {
-	hs := mocknetHosts(t, 2, 40*time.Millisecond)
-	if _, err := hs[0].Network().DialPeer(context.Background(), hs[1].ID()); err != nil {
-		t.Fatal(err)
+	hs := mocknetHosts(t, 3, 40*time.Millisecond)
+	for _, h := range hs[1:] {
+		if _, err := h.Network().DialPeer(context.Background(), hs[0].ID()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var nodes []*Node
 	for _, h := range hs {
 		n, err := New(context.Background(), WithHost(h), WithLogger(quiet), WithStrategy(StrategyGeometric),
-			WithTarget(dhtselect.Target{Superpeers: 1}), WithGeometric(geometric.Config{}, time.Hour, time.Hour))
+			WithTarget(dhtselect.Target{Superpeers: 1}), WithGeometric(geometric.Config{}, 1000*time.Hour, time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = n.Close() })
 		nodes = append(nodes, n)
 	}
-	a, b := nodes[0], nodes[1].ID()
-	// pass makes a pass token 0 to b and reports whether b holds it then.
-	pass := func() bool {
-		a.geo.carryOut(context.Background(), []geometric.Output{geometric.Pass{To: geometric.ID(b), Token: geometric.Token{Num: 0, Seq: 1}}})
-		bg := nodes[1].geo
-		bg.mu.Lock()
-		defer bg.mu.Unlock()
-		_, held := bg.holder.Holding()
-		return held
+	b, a, c := nodes[0], nodes[1], nodes[2]
+	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := client.Coordinate() // every node's coordinate before its first sample
+
+	// leave has x, holding token tok, hear that b sits at claim, leave, and
+	// vet b with the shell's ping; it returns the RTT measured, whether x
+	// passed the token to b (with the shell's pass), and x's count of
+	// distrusted claims.
+	leave := func(x *Node, tok geometric.Token, claim *coordinate.Coordinate) (time.Duration, bool, uint64) {
+		var measured time.Duration
+		var passed bool
+		var distrusted uint64
+		ok := x.do(context.Background(), func(m *node.Machine) {
+			now := time.Now()
+			m.Step(now, node.TokenOffered{From: b.ID(), Token: tok})
+			if !m.GeoAnswer().Yes {
+				t.Fatalf("%s refused token %v", x.ID(), tok)
+			}
+			m.Step(now, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{x.ID(): origin, b.ID(): claim}})
+			later := now.Add(2 * time.Hour) // a token round, not yet a sample
+			m.Tick(later)
+			m.Ready()
+			m.Step(later, node.GeoLeave{})
+			rd := m.Ready()
+			if len(rd.Geo.Passes) != 0 {
+				t.Fatalf("%s passes before it measured the RTT to b: %+v", x.ID(), rd.Geo.Passes)
+			}
+			if !slices.Equal(rd.Geo.Pings, []peer.ID{b.ID()}) {
+				t.Fatalf("%s asks for pings of %v, want b", x.ID(), rd.Geo.Pings)
+			}
+			var err error
+			if measured, err = x.geo.ping(context.Background(), b.ID()); err != nil {
+				t.Fatal(err)
+			}
+			m.Step(later, node.PingDone{Peer: b.ID(), RTT: measured})
+			rd = m.Ready()
+			for _, p := range rd.Geo.Passes {
+				ok := x.geo.pass(context.Background(), p.To, p.Token)
+				passed = passed || ok
+				m.Step(later, node.PassDone{To: p.To, Token: p.Token, OK: ok})
+			}
+			m.Ready()
+			distrusted = m.Distrusted()
+		})
+		if !ok {
+			t.Fatal("the node stopped")
+		}
+		return measured, passed, distrusted
 	}
 
-	g := a.geo
-	self := g.coordinate()
-	lie := self.Clone()
-	g.mu.Lock()
-	g.snapshot = map[peer.ID]*coordinate.Coordinate{a.ID(): self, b: lie}
-	g.mu.Unlock()
-	peers := []geometric.Peer{{ID: geometric.ID(a.ID()), Coord: self}, {ID: geometric.ID(b), Coord: lie}}
-	if g.vet(context.Background(), b) {
-		t.Fatal("a trusted b's claim to sit at a's own coordinate, 80 ms away")
-	}
-	g.mu.Lock()
-	rtt := g.rtt[b]
-	nb := g.neighbours(self, peers)
-	g.mu.Unlock()
+	rtt, passed, distrusted := leave(a, geometric.Token{Num: 0, Seq: 1}, origin.Clone())
 	if rtt < 80*time.Millisecond {
 		t.Fatalf("RTT to b measured %v, below the link's 80 ms", rtt)
 	}
-	if len(nb) != 0 {
-		t.Errorf("a's neighbours %v include the distrusted b", nb)
+	if passed {
+		t.Error("a passed its token to b, whose claim to sit at a's own coordinate, 80 ms away, it should distrust")
 	}
-	if d := a.Status().Distrusted; d != 1 {
-		t.Errorf("status distrusted = %d, want 1", d)
+	if distrusted != 1 {
+		t.Errorf("a distrusted %d claims, want 1", distrusted)
 	}
-	if pass() {
-		t.Error("a passed its token to the distrusted b")
-	}
+	waitFor(t, "a's status to count the distrusted claim", func() bool { return a.Status().Distrusted == 1 })
 
-	// The truth: b's coordinate at the measured RTT from a's.
-	truth := self.Clone()
-	truth.Vec[0] += rtt.Seconds() - geometric.Distance(self, self.Clone())
-	g.mu.Lock()
-	g.snapshot[b] = truth
-	g.snapshotEpoch++ // the next snapshot: the distrust is over
-	g.mu.Unlock()
-	if !g.vet(context.Background(), b) {
-		t.Fatalf("a distrusted b's true claim: predicted %v, measured %v", geometric.Distance(self, truth), rtt)
+	// The truth: b's coordinate at the RTT c measured to b, in a sample
+	// (which moves c's own coordinate), and which the check then uses.
+	passed, distrusted = false, 0
+	if !c.do(context.Background(), func(m *node.Machine) {
+		now := time.Now()
+		m.Step(now, node.TokenOffered{From: b.ID(), Token: geometric.Token{Num: 0, Seq: 5}})
+		if !m.GeoAnswer().Yes {
+			t.Fatal("c refused the token")
+		}
+		m.Step(now, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{c.ID(): origin, b.ID(): origin}})
+		later := now.Add(201 * time.Hour) // the first sample, of b
+		m.Tick(later)
+		rd := m.Ready()
+		if !slices.Equal(rd.Geo.Pings, []peer.ID{b.ID()}) {
+			t.Fatalf("c asks for pings of %v, want b", rd.Geo.Pings)
+		}
+		measured, err := c.geo.ping(context.Background(), b.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Step(later, node.PingDone{Peer: b.ID(), RTT: measured})
+		m.Ready()
+		self := m.GeoState().Coord
+		truth := self.Clone()
+		truth.Vec[0] += measured.Seconds() - geometric.Distance(self, self.Clone())
+		m.Step(later, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{c.ID(): self, b.ID(): truth}})
+		later = later.Add(10 * time.Hour) // a token round on a new snapshot
+		m.Tick(later)
+		m.Ready()
+		m.Step(later, node.GeoLeave{})
+		rd = m.Ready()
+		if len(rd.Geo.Pings) != 0 {
+			t.Fatalf("c pings %v again", rd.Geo.Pings)
+		}
+		for _, p := range rd.Geo.Passes {
+			ok := c.geo.pass(context.Background(), p.To, p.Token)
+			passed = passed || ok && p.To == b.ID()
+			m.Step(later, node.PassDone{To: p.To, Token: p.Token, OK: ok})
+		}
+		m.Ready()
+		distrusted = m.Distrusted()
+	}) {
+		t.Fatal("c stopped")
 	}
-	g.mu.Lock()
-	nb = g.neighbours(self, []geometric.Peer{{ID: geometric.ID(a.ID()), Coord: self}, {ID: geometric.ID(b), Coord: truth}})
-	g.mu.Unlock()
-	if len(nb) != 1 || nb[0].ID != geometric.ID(b) {
-		t.Errorf("a's neighbours = %v, want b", nb)
+	if !passed {
+		t.Errorf("c did not pass its token to b, whose claim agrees with the RTT")
 	}
-	if !pass() {
-		t.Error("a did not pass its token to the trusted b")
+	if distrusted != 0 {
+		t.Errorf("c distrusted %d claims, want 0", distrusted)
+	}
+	var st node.GeoState
+	if !b.do(context.Background(), func(m *node.Machine) { st = m.GeoState() }) || st.Token != 0 {
+		t.Errorf("b holds token %d, want 0", st.Token)
 	}
 }

@@ -88,7 +88,6 @@ type Node struct {
 	emitElected, emitLost                event.Emitter
 	events                               chan any // for emitLoop
 
-	kick     chan struct{}      // the geometric strategy's token machine runs now
 	cancel   context.CancelFunc // stops the node's loops
 	cancelPS context.CancelFunc // stops GossipSub, after the topic is left; nil when it is the application's
 	attached bool               // the host is the application's (Attach): Close leaves it open
@@ -107,6 +106,9 @@ type Node struct {
 	election  node.ElectionStatus
 	detection time.Duration
 	deadline  time.Duration
+	// distrusted counts the claims the geometric strategy's liar check
+	// found implausible.
+	distrusted uint64
 }
 
 // New starts a node: it builds (or adopts) the host, starts the DHT in server
@@ -165,7 +167,7 @@ func newNode(ctx context.Context, attached bool, opts ...Option) (*Node, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, kick: make(chan struct{}, 1), closerProto: closerProtocol(cfg.Network), attached: attached}
+	n := &Node{cfg: cfg, closerProto: closerProtocol(cfg.Network), attached: attached}
 	h := cfg.Host
 	if h == nil {
 		var err error
@@ -331,12 +333,18 @@ func (n *Node) startMachine() error {
 		}
 	}
 	hasBootstrap := slices.ContainsFunc(n.cfg.Bootstrap, func(b peer.AddrInfo) bool { return b.ID != n.self })
+	var geoCfg node.GeoConfig
+	if n.cfg.Strategy == StrategyGeometric {
+		if geoCfg, err = geoConfig(n.cfg); err != nil {
+			return err
+		}
+	}
 	m, err := node.New(node.Config{
 		Self: n.self, Geometric: n.cfg.Strategy == StrategyGeometric, Target: n.cfg.Target,
 		Election: n.cfg.Election, Quorum: n.cfg.Quorum, IgnoreFlaps: n.cfg.IgnoreFlaps,
 		Bootstrap: hasBootstrap, Rendezvous: n.cfg.Public, Private: n.Private(),
 		AnnounceInterval: n.cfg.AnnounceInterval, ReevaluateInterval: n.cfg.ReevaluateInterval,
-		ElectionTick: n.cfg.ElectionTick, HardState: hard, Restarted: ran, Outages: outages,
+		ElectionTick: n.cfg.ElectionTick, HardState: hard, Restarted: ran, Outages: outages, Geo: geoCfg,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -388,11 +396,19 @@ func (n *Node) do(ctx context.Context, fn func(*node.Machine)) bool {
 }
 
 // loop is the node's one loop: it steps the machine with the inputs, ticks
-// it every ElectionTick, and carries out its Ready.
+// it every ElectionTick (and, with the geometric strategy, when its next
+// timer falls due: Machine.GeoNext), and carries out its Ready.
 func (n *Node) loop(ctx context.Context) {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.ElectionTick)
 	defer t.Stop()
+	var geoT *time.Timer
+	var geoC <-chan time.Time
+	if n.geo != nil {
+		geoT = time.NewTimer(0)
+		defer geoT.Stop()
+		geoC = geoT.C
+	}
 	n.m.Step(time.Now(), n.view())
 	for {
 		select {
@@ -407,14 +423,28 @@ func (n *Node) loop(ctx context.Context) {
 		case <-n.members.Changes():
 			n.m.Step(time.Now(), n.view())
 		case <-t.C:
-			now := time.Now()
-			if n.m.Due(now) {
-				n.m.Step(now, n.routing())
-			}
-			n.m.Tick(now)
+			n.tick(time.Now())
+		case <-geoC:
+			n.tick(time.Now())
 		}
 		n.carryOut(ctx, n.m.Ready())
+		if geoT != nil {
+			geoT.Reset(time.Until(n.m.GeoNext()))
+		}
 	}
+}
+
+// tick ticks the machine, after the fresh inputs it asks for: the routing
+// table before an evaluation, the geometric feed before a geometric
+// decision.
+func (n *Node) tick(now time.Time) {
+	if n.m.Due(now) {
+		n.m.Step(now, n.routing())
+	}
+	if n.geo != nil && n.m.GeoDue(now) {
+		n.m.Step(now, n.geo.input())
+	}
+	n.m.Tick(now)
 }
 
 // view is the membership view as the machine takes it: banned peers are
@@ -468,6 +498,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 	}
 	n.mu.Lock()
 	n.election, n.detection, n.deadline = n.m.Election(), n.m.Detection(), n.m.MessageDeadline()
+	n.distrusted = n.m.Distrusted()
 	n.mu.Unlock()
 	for _, e := range rd.Elections {
 		if e.Lost {
@@ -507,11 +538,8 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 			n.log.Warn("announce", "err", err)
 		}
 	}
-	if rd.Reevaluate {
-		select {
-		case n.kick <- struct{}{}:
-		default:
-		}
+	if n.geo != nil {
+		n.geo.carryOut(ctx, rd.Geo)
 	}
 }
 

@@ -111,7 +111,8 @@ type Config struct {
 	// Target.Superpeers); zero fields take geometric.DefaultConfig's values,
 	// except four that New sets for live coordinates, which keep moving:
 	// Dwell 5 token intervals, Margin 5 ms, MinHold 10 token intervals (one
-	// snapshot of the coordinates) and Cooling 4 passes; see geo.go.
+	// snapshot of the coordinates) and Cooling 4 passes; see geo.go and
+	// overlay/node's geo.go.
 	Geometric geometric.Config
 	// PingInterval is the period of RTT measurements that fit the
 	// coordinate (geometric strategy). Default 1 s.
@@ -123,8 +124,8 @@ type Config struct {
 	// classic.Algorithms: bully, ring, ring-max, next-in-line, candidate,
 	// invitation, echo, stable); see elect.go for how it hands over with
 	// the lookup. Empty (the default) runs none: the lookup alone names the
-	// superpeer; see geo.go for the geometric strategy, where the winner
-	// takes over the lost superpeer's token.
+	// superpeer; see overlay/node's geoattach.go for the geometric
+	// strategy, where the winner takes over the lost superpeer's token.
 	Election string
 	// Quorum wraps the election with terms and majority
 	// (classic.NewQuorum): at most one superpeer per cluster per term, and

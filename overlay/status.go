@@ -64,7 +64,7 @@ type Status struct {
 	Bans    uint64                       `json:"bans"`
 	// Distrusted counts the times a peer's claimed coordinate disagreed
 	// with the RTT measured to it, so no token went to it (geometric
-	// strategy; see geo.go's vet).
+	// strategy; see overlay/node's geo.go, vet).
 	Distrusted uint64 `json:"distrusted,omitempty"`
 	// Peers are the peers the node knows of (its membership view, its own
 	// cluster and superpeer always included), sorted by ID, for the map.
@@ -197,7 +197,7 @@ func (n *Node) Status() Status {
 	if n.geo != nil {
 		tok := st.Token
 		s.Token = &tok
-		s.Distrusted = n.geo.distrustCount()
+		s.Distrusted = n.distrustCount()
 	}
 	if d, src, ok := n.rttToSuperpeer(st); ok {
 		s.RTTToSuperpeer = &RTT{MS: float64(d) / float64(time.Millisecond), Source: src}
@@ -570,7 +570,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if n.geo != nil {
 		gauge(descToken, float64(st.Token))
-		counter(descDistrusted, n.geo.distrustCount())
+		counter(descDistrusted, n.distrustCount())
 	}
 	refused, bans := n.guard.Refused()
 	for k, v := range refused {
@@ -587,4 +587,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descGossip, fs.Rejected, topic, "rejected")
 		counter(descGossip, fs.Ignored, topic, "ignored")
 	}
+}
+
+// distrustCount is how many claims the geometric strategy's liar check
+// found implausible.
+func (n *Node) distrustCount() uint64 {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.distrusted
 }

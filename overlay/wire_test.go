@@ -7,7 +7,6 @@ import (
 	"errors"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -79,20 +78,6 @@ func FuzzReadIDs(f *testing.F) {
 			t.Fatalf("read %v from %x; written and read again: %v, %v", ids, b, again, err)
 		}
 	})
-}
-
-// filterRTT follows a lower sample at once and a higher one by an eighth.
-func TestFilterRTT(t *testing.T) {
-	ms := time.Millisecond
-	for _, c := range []struct{ old, sample, want time.Duration }{
-		{0, 40 * ms, 40 * ms},
-		{40 * ms, 30 * ms, 30 * ms},
-		{40 * ms, 840 * ms, 140 * ms},
-	} {
-		if got := filterRTT(c.old, c.sample); got != c.want {
-			t.Errorf("filterRTT(%v, %v) = %v, want %v", c.old, c.sample, got, c.want)
-		}
-	}
 }
 
 // The frames of the stream protocols: what writeFrame writes readFrame

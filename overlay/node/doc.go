@@ -19,9 +19,13 @@
 // the join signals (Refreshed, Rendezvous), connections (Conn), lookup
 // answers (LookupDone), election messages and failed sends
 // (ElectionMessage, SendFailed), reachability, a forced re-evaluation, and
-// the geometric strategy's cluster (GeoCluster). Tick(now) moves the
-// clock: election ticks, the periodic re-evaluation, and the settled
-// evaluation after a change of the membership view.
+// with the geometric strategy the gossip feed (GeoFeed), pings
+// (PingDone), token passes (TokenOffered, PassDone), attach requests
+// (AttachAsked, AttachDone) and leaving (GeoLeave). Tick(now) moves the
+// clock: election ticks, the periodic re-evaluation, the settled
+// evaluation after a change of the membership view, and the geometric
+// strategy's samples, token rounds and attachment rounds (GeoDue says when
+// the driver gives a fresh GeoFeed first, GeoNext when to tick for them).
 //
 // What it decides: when a joining node may take a role (mayJoin), which
 // peers count for the size estimate and the quorum's electorate, when to
@@ -29,10 +33,15 @@
 // election's leader: see elect.go for how they hand over), when to
 // campaign, the leader carried across a rebuild of the election machine,
 // host quality (private and flapping members ranked last), and the quorum
-// state to persist.
+// state to persist. With the geometric strategy (geo.go, geoplace.go,
+// geoattach.go): which peer to ping and the coordinate, the token rounds
+// (snapshot epochs, neighbours, placement and re-homing), the liar check,
+// the attachment to a superpeer, the answers to token passes and attach
+// requests (GeoAnswer, read right after the Step), and the takeover of a
+// lost holder's token by the cluster's elected successor.
 //
 // It has no goroutines, no sockets, no wall clock and no unseeded
-// randomness: the same inputs at the same times give the same outputs.
-// The geometric strategy's token placement and attachment rules are still
-// in package overlay (geo.go); only their cluster's election runs here.
+// randomness (the random sources are seeded from the peer ID, and the
+// network name for the geometric strategy): the same inputs at the same
+// times give the same outputs.
 package node

@@ -55,11 +55,12 @@ func (r *Role) UnmarshalText(b []byte) error {
 type Config struct {
 	// Self is the node's peer ID.
 	Self peer.ID
-	// Geometric: the geometric strategy's token machine (package overlay
-	// for now) names the cluster, and the node machine runs only the
-	// cluster's election for it (GeoCluster); no lookups, no DHT
+	// Geometric: the geometric strategy (geo.go, configured by Geo): the
+	// token machines name the superpeers and the clusters, and the
+	// election runs in the token holder's cluster; no lookups, no DHT
 	// evaluation.
 	Geometric bool
+	Geo       GeoConfig
 	// Target is how many superpeers the overlay should have.
 	Target dhtselect.Target
 	// Election names the election each cluster runs (classic.Algorithms);
@@ -158,9 +159,8 @@ type Ready struct {
 	Announce *Announcement
 	// Elections are the election's leader changes, in order.
 	Elections []ElectionEvent
-	// Reevaluate asks the geometric strategy's token machine to run now
-	// (the election named another leader).
-	Reevaluate bool
+	// Geo is the geometric strategy's part (Config.Geometric).
+	Geo GeoReady
 	// Notes are what the machine decided and why, for the log.
 	Notes []Note
 }
@@ -355,13 +355,13 @@ type Machine struct {
 	state            State
 	changed          bool
 
-	el *elector // nil without an election
+	el  *elector    // nil without an election
+	geo *geoMachine // nil without the geometric strategy
 
 	// Ready's pending parts.
 	lookupReqs []LookupRequest
 	announce   *Announcement
 	notes      []Note
-	reeval     bool
 }
 
 // New returns a machine for cfg.
@@ -375,6 +375,12 @@ func New(cfg Config) (*Machine, error) {
 	}
 	if cfg.Election != "" {
 		m.el = newElector(m, cfg)
+	}
+	if cfg.Geometric {
+		var err error
+		if m.geo, err = newGeo(m, cfg); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -438,6 +444,9 @@ func (m *Machine) Step(now time.Time, in Input) {
 		if m.el != nil {
 			m.el.lost(now, in.Peer, in.Connected)
 		}
+		if m.geo != nil {
+			m.geo.disconnected(in.Peer)
+		}
 	case LookupDone:
 		m.lookupDone(now, in)
 	case ElectionMessage:
@@ -452,6 +461,10 @@ func (m *Machine) Step(now time.Time, in Input) {
 		if m.el != nil {
 			m.el.geoCluster(now, in)
 		}
+	case GeoFeed, PingDone, TokenOffered, PassDone, AttachAsked, AttachDone, GeoLeave:
+		if m.geo != nil {
+			m.geo.step(now, in)
+		}
 	}
 	m.kicked(now)
 }
@@ -462,6 +475,9 @@ func (m *Machine) Tick(now time.Time) {
 	m.begin(now)
 	if m.el != nil {
 		m.el.tick(now)
+	}
+	if m.geo != nil {
+		m.geo.tick(now)
 	}
 	if !m.cfg.Geometric && !m.inflight {
 		switch {
@@ -512,7 +528,7 @@ func (m *Machine) kicked(now time.Time) {
 		m.moved, m.kick = false, true
 		switch {
 		case m.cfg.Geometric:
-			m.reeval = true
+			m.kickGeo()
 		case m.joined && !m.inflight && m.lastValid:
 			m.evaluate(now, false)
 		case m.joined && m.lastValid && m.lookupKey == m.state.ClusterKey && m.lookupK == m.state.K:
@@ -529,7 +545,7 @@ func (m *Machine) kicked(now time.Time) {
 	}
 	m.kick = false
 	if m.cfg.Geometric {
-		m.reeval = true
+		m.kickGeo()
 		return
 	}
 	if now.Before(m.nextEval) {
@@ -541,9 +557,12 @@ func (m *Machine) kicked(now time.Time) {
 func (m *Machine) Ready() Ready {
 	rd := Ready{
 		State: m.State(), StateChanged: m.changed, Lookups: m.lookupReqs, Announce: m.announce,
-		Notes: m.notes, Reevaluate: m.reeval,
+		Notes: m.notes,
 	}
-	m.changed, m.lookupReqs, m.announce, m.notes, m.reeval = false, nil, nil, nil, false
+	m.changed, m.lookupReqs, m.announce, m.notes = false, nil, nil, nil
+	if m.geo != nil {
+		rd.Geo = m.geo.take()
+	}
 	if m.el != nil {
 		rd.Messages, rd.Elections, rd.HardState, rd.Outages = m.el.take()
 	}

@@ -1,0 +1,902 @@
+package node
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// The geometric strategy (Config.Geometric). The machine drives the pure
+// machines of package geometric:
+//
+//   - Coordinates: every PingInterval (a fifth of it for the first
+//     fastSamples) it asks for a ping of one random peer whose coordinate
+//     it knows, a superpeer whose RTT it has not measured first
+//     (pickPingTarget); the answer (PingDone) is folded into the RTT kept
+//     for the peer (filterRTT) and, with the peer's coordinate, into the
+//     Vivaldi client; the new coordinate is for the driver to publish
+//     (GeoReady.Coord).
+//   - Tokens: every TokenInterval, jittered by up to a quarter (so that
+//     holders rarely move at the same instant on stale positions), or at
+//     once when the election named another leader, a token round gives the
+//     Holder a snapshot of the coordinates and the token positions heard by
+//     gossip (GeoFeed), places missing tokens (place), and ticks it. A Pass
+//     is vetted (vet: the recipient's claimed coordinate against the RTT
+//     measured to it) and carried out by the driver (GeoReady.Passes,
+//     answered by PassDone); the round waits for it. The token this node
+//     holds is for the driver to publish (GeoReady.Tokens).
+//   - Attachment: every TokenInterval (jittered likewise) an attachment
+//     round keeps an ordinary peer attached to a superpeer with room
+//     (attach): the driver asks the superpeers the machine names
+//     (GeoReady.Attach) and answers with AttachDone. A superpeer answers
+//     the requests of others (AttachAsked, then GeoAnswer) and expires the
+//     members it has not heard from for attachTTL.
+//   - Elections (Config.Election): the machine runs the election of its
+//     cluster (the holder and the peers attached to it), and takes the
+//     token over when the cluster elects it in place of a lost holder
+//     (election).
+//
+// After each round, and when a peer attaches for the first time, the
+// node's geometric state (GeoReady.State) and its announcement
+// (Ready.Announce) are set.
+//
+// The randomness (ping targets, jitter, the random neighbours) comes from a
+// source seeded by the network name and the peer ID; the initial holders
+// and re-homing from the network name alone, so that all nodes agree.
+
+// GeoConfig configures the geometric strategy (Config.Geometric).
+type GeoConfig struct {
+	// Network is the overlay's network name: it seeds the random sources.
+	Network string
+	// Tokens is the token machines' configuration; its Tokens is S.
+	// Zero fields take geometric's defaults.
+	Tokens geometric.Config
+	// Coords configures the Vivaldi client; zero takes
+	// geometric.DefaultCoordConfig.
+	Coords geometric.CoordConfig
+	// PingInterval is the period of the RTT samples, TokenInterval that of
+	// the token and attachment rounds.
+	PingInterval, TokenInterval time.Duration
+}
+
+// geoWarmups is how many token intervals a node waits, when it hears of no
+// token, before it places the tokens itself: time for the membership view
+// to fill so that the peers agree on the initial holders, and for the
+// coordinates to take shape (the first fastSamples pings go out five times
+// as often).
+const (
+	geoWarmups  = 10
+	fastSamples = 30
+)
+
+// LiveMargin is the default Margin of the live token dynamics, larger than
+// the simulator's: live coordinates keep moving with every sample (by a few
+// milliseconds), and a token should not chase that noise. A token's energy
+// is of the order of the mean RTT in its cluster (tens of milliseconds), so
+// 5 ms asks for a gain of some ten per cent. Attachment asks as much of a
+// superpeer nearer than the current one.
+const LiveMargin = 5 * time.Millisecond
+
+// SnapshotTicks is how many token intervals the token machine keeps one
+// snapshot of the coordinates.
+const SnapshotTicks = 10
+
+// maxPostpones is how many times a re-homing waits again because the last
+// reported holder of the token answered a ping.
+const maxPostpones = 3
+
+// geoNearest and geoRandom are the neighbours a token may be passed to: the
+// nearest by coordinate, and others drawn once.
+const (
+	geoNearest = 8
+	geoRandom  = 8
+)
+
+// TokenKey is the election key of the geometric cluster of token num in
+// the named network: the election ranks the members other than the holder
+// by XOR closeness to it.
+func TokenKey(network string, num int) dhtselect.Key {
+	return sha256.Sum256([]byte(fmt.Sprintf("/superpeer/%s/token/%d", network, num)))
+}
+
+// GeoFeed is what gossip says now: every peer's coordinate (this node's
+// included or not), one position per token (gossip.Geo.Tokens), and the
+// peers the host is connected to. The driver gives it before a geometric
+// decision (GeoDue) and before AttachAsked; the machine keeps the map and
+// the slices without a copy: the driver must not change them afterwards.
+type GeoFeed struct {
+	Coords    map[peer.ID]*coordinate.Coordinate
+	Tokens    []TokenPos
+	Connected []peer.ID
+}
+
+// TokenPos is a token position heard by gossip: Holder holds Token at
+// Coord, is a superpeer or not, and serves Load ordinary peers.
+type TokenPos struct {
+	Holder    peer.ID
+	Token     geometric.Token
+	Coord     *coordinate.Coordinate
+	Superpeer bool
+	Load      int
+}
+
+// PingDone answers a ping the machine asked for (GeoReady.Pings): the RTT
+// measured to Peer (the least of a few pings), or the error.
+type PingDone struct {
+	Peer peer.ID
+	RTT  time.Duration
+	Err  error
+}
+
+// TokenOffered: From passes Token to this node over the token protocol.
+// The answer is GeoAnswer's, read right after the Step.
+type TokenOffered struct {
+	From  peer.ID
+	Token geometric.Token
+}
+
+// PassDone answers a TokenPass: whether To took Token.
+type PassDone struct {
+	To    peer.ID
+	Token geometric.Token
+	OK    bool
+}
+
+// AttachAsked: From asks to attach to this node. The answer is
+// GeoAnswer's, read right after the Step.
+type AttachAsked struct{ From peer.ID }
+
+// AttachDone answers an attach request (GeoReady.Attach): To accepted (OK,
+// with its cluster Mates, itself first), refused (not OK, Err nil), or did
+// not answer (Err).
+type AttachDone struct {
+	To    peer.ID
+	OK    bool
+	Mates []peer.ID
+	Err   error
+}
+
+// GeoLeave: the node is leaving; the holder hands its token on (a
+// TokenPass) or releases it.
+type GeoLeave struct{}
+
+func (GeoFeed) input()      {}
+func (PingDone) input()     {}
+func (TokenOffered) input() {}
+func (PassDone) input()     {}
+func (AttachAsked) input()  {}
+func (AttachDone) input()   {}
+func (GeoLeave) input()     {}
+
+// GeoReady is the geometric strategy's part of Ready.
+type GeoReady struct {
+	// Pings are peers to ping; each answers with PingDone.
+	Pings []peer.ID
+	// Passes are token passes to make; each answers with PassDone.
+	Passes []TokenPass
+	// Attach are peers to ask to attach to; each answers with AttachDone.
+	Attach []peer.ID
+	// Coord, when not nil, is the node's coordinate to publish.
+	Coord *coordinate.Coordinate
+	// Tokens are the token reports to publish, in order.
+	Tokens []TokenReport
+	// State, when not nil, is the node's geometric state.
+	State *GeoState
+}
+
+// TokenPass asks the driver to hand Token to To.
+type TokenPass struct {
+	To    peer.ID
+	Token geometric.Token
+}
+
+// TokenReport is what the node publishes on the tokens topic: None, that
+// it holds no token any longer (gossip.Geo.SetToken(nil)); else the token
+// it holds (or Released, once) at Coord.
+type TokenReport struct {
+	None      bool
+	Token     geometric.Token
+	Coord     *coordinate.Coordinate
+	Superpeer bool
+	Load      int
+	Capacity  int
+	Released  bool
+}
+
+// GeoState is the node's state with the geometric strategy.
+type GeoState struct {
+	Role      Role
+	S         int
+	Superpeer peer.ID // "" when not attached
+	// Prefix names the cluster: "sp-" and the end of the superpeer's ID.
+	Prefix string
+	// Members are this node and its superpeer, or a superpeer's cluster,
+	// sorted by ID.
+	Members []peer.ID
+	Coord   *coordinate.Coordinate
+	Token   int // -1 when none
+}
+
+// GeoAnswer is the answer to the last TokenOffered or AttachAsked: Yes, and
+// for an attach request the cluster (this node first, then its members).
+type GeoAnswer struct {
+	Yes     bool
+	Cluster []peer.ID
+}
+
+type geoMachine struct {
+	m      *Machine
+	cfg    GeoConfig
+	tc     geometric.Config // filled
+	seed   uint64           // the network's
+	rng    *rand.Rand       // the node's own
+	client *geometric.Client
+	holder *geometric.Holder
+
+	begun                          bool
+	started                        time.Time
+	nextPing, nextRound, nextAttch time.Time
+	samples                        int
+	kicked                         bool // a round at once (the election named another leader)
+
+	feed      GeoFeed
+	connected map[peer.ID]bool
+
+	rtt      map[peer.ID]time.Duration // last measured, filtered
+	members  map[peer.ID]time.Time     // a superpeer's attached peers, last request
+	attached peer.ID                   // an ordinary peer's superpeer
+	attachOK time.Time                 // when it last accepted our request
+	mates    []peer.ID                 // the cluster matesOf sent with its last yes, itself first
+	matesOf  peer.ID
+	// clusterToken is the token number of our cluster's holder, as last
+	// reported (it outlives the holder, for the election's takeover).
+	clusterToken int
+	tokens       tokenBook
+	// The coordinates the token machine decides on: a snapshot refreshed
+	// every SnapshotTicks token intervals, so that tokens settle between
+	// refreshes instead of chasing every sample's noise; and the random
+	// half of the neighbours, drawn once.
+	viewSize      int
+	viewSince     time.Time
+	snapshot      map[peer.ID]*coordinate.Coordinate
+	snapshotEpoch int64
+	longNeighbors []peer.ID
+	holding       bool // we published a token position last time
+	// distrusted: peers whose claimed coordinate disagreed with the RTT
+	// measured to them (vet), and the snapshot epoch when it did; they are
+	// no neighbours, so no token goes to them, until the next snapshot.
+	distrusted map[peer.ID]int64
+	distrustN  uint64
+
+	pings    map[peer.ID]*pendingPing
+	sampling bool        // a sample ping is in flight
+	pass     *pendingOut // a Pass being vetted or made; the round waits
+	round    *attachRound
+	answer   GeoAnswer
+
+	out GeoReady
+}
+
+// pendingPing is what a ping in flight is for.
+type pendingPing struct {
+	sample bool                   // fit the coordinate (remote is the peer's)
+	remote *coordinate.Coordinate // at the time of the pick
+	vet    bool                   // the pass in flight waits for it
+	probes []int                  // missing tokens whose last holder it is
+}
+
+// pendingOut is a holder's Pass being carried out, the outputs after it,
+// and what to do when they are done.
+type pendingOut struct {
+	p       geometric.Pass
+	vetting bool // waiting for the ping of vet
+	rest    []geometric.Output
+	then    func(now time.Time)
+}
+
+func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
+	gc := cfg.Geo
+	if gc.PingInterval <= 0 || gc.TokenInterval <= 0 {
+		return nil, fmt.Errorf("node: geometric: ping interval %v and token interval %v, want both > 0", gc.PingInterval, gc.TokenInterval)
+	}
+	tc, err := gc.Tokens.Filled()
+	if err != nil {
+		return nil, fmt.Errorf("node: geometric: %w", err)
+	}
+	cc := gc.Coords
+	if cc == (geometric.CoordConfig{}) {
+		cc = geometric.DefaultCoordConfig()
+	}
+	client, err := geometric.NewClient(cc)
+	if err != nil {
+		return nil, fmt.Errorf("node: geometric: %w", err)
+	}
+	holder, err := geometric.NewHolder(geometric.ID(cfg.Self), tc)
+	if err != nil {
+		return nil, fmt.Errorf("node: geometric: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(gc.Network))
+	seed := h.Sum64() // shared by the network: initial holders, re-homing
+	h.Write([]byte(cfg.Self))
+	g := &geoMachine{
+		m: m, cfg: gc, tc: tc, seed: seed, client: client, holder: holder,
+		// The node's own choices (ping targets, jitter, long neighbours)
+		// come from a source seeded by the network and its peer ID: they
+		// differ between nodes and a run can be replayed.
+		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
+		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
+		clusterToken: -1, distrusted: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
+		pings: map[peer.ID]*pendingPing{},
+	}
+	// The first coordinate goes out at once.
+	g.out.Coord = client.Coordinate()
+	return g, nil
+}
+
+// self is the node's peer ID.
+func (g *geoMachine) self() peer.ID { return g.m.cfg.Self }
+
+// begin starts the clocks at the first input.
+func (g *geoMachine) begin(now time.Time) {
+	if g.begun {
+		return
+	}
+	g.begun, g.started = true, now
+	g.nextPing = now.Add(g.cfg.PingInterval / 5)
+	g.nextRound = now.Add(g.jittered())
+	g.nextAttch = now.Add(g.jittered())
+}
+
+// jittered returns TokenInterval give or take a quarter, at random.
+func (g *geoMachine) jittered() time.Duration {
+	d := g.cfg.TokenInterval
+	return d + time.Duration(g.rng.Int64N(int64(d)/2+1)) - d/4
+}
+
+// pingPeriod is the period of the samples: a fifth of PingInterval for the
+// first fastSamples.
+func (g *geoMachine) pingPeriod() time.Duration {
+	if g.samples < fastSamples {
+		return g.cfg.PingInterval / 5
+	}
+	return g.cfg.PingInterval
+}
+
+// attachTTL is how long an attachment lasts without a successful request:
+// a superpeer drops a member it has not heard from for that long, and a
+// member keeps a superpeer whose refreshes fail (while it still reports its
+// token) for as long. It is the membership topic's TTL, three announce
+// intervals, so that a loaded host that answers slowly is not taken for a
+// dead one sooner than the overlay takes any peer for dead.
+func (g *geoMachine) attachTTL() time.Duration { return 3 * g.m.cfg.AnnounceInterval }
+
+// roundDue, pingDue and attachDue report whether Tick(now) starts a token
+// round, a sample or an attachment round.
+func (g *geoMachine) roundDue(now time.Time) bool {
+	return g.pass == nil && (g.kicked || !now.Before(g.nextRound))
+}
+func (g *geoMachine) pingDue(now time.Time) bool   { return !now.Before(g.nextPing) }
+func (g *geoMachine) attachDue(now time.Time) bool { return g.round == nil && !now.Before(g.nextAttch) }
+
+// GeoDue reports whether Tick(now) will make a geometric decision: the
+// driver then gives a fresh GeoFeed first.
+func (m *Machine) GeoDue(now time.Time) bool {
+	g := m.geo
+	if g == nil {
+		return false
+	}
+	if !g.begun {
+		return true
+	}
+	return g.roundDue(now) || g.pingDue(now) || g.attachDue(now)
+}
+
+// GeoNext is when the geometric strategy's next timer falls due (zero
+// without it): the driver ticks the machine then, as well as every
+// ElectionTick.
+func (m *Machine) GeoNext() time.Time {
+	g := m.geo
+	if g == nil {
+		return time.Time{}
+	}
+	if g.kicked && g.pass == nil {
+		return g.started // at once
+	}
+	next := g.nextPing
+	if g.pass == nil && g.nextRound.Before(next) {
+		next = g.nextRound
+	}
+	if g.round == nil && g.nextAttch.Before(next) {
+		next = g.nextAttch
+	}
+	return next
+}
+
+// GeoAnswer is the answer to the last TokenOffered or AttachAsked; a
+// stream handler steps the machine with it and reads this at once.
+func (m *Machine) GeoAnswer() GeoAnswer {
+	if m.geo == nil {
+		return GeoAnswer{}
+	}
+	a := m.geo.answer
+	a.Cluster = slices.Clone(a.Cluster)
+	return a
+}
+
+// Distrusted counts the claims vet found implausible.
+func (m *Machine) Distrusted() uint64 {
+	if m.geo == nil {
+		return 0
+	}
+	return m.geo.distrustN
+}
+
+// kickGeo asks for a token round at once (the election named another
+// leader).
+func (m *Machine) kickGeo() {
+	if m.geo != nil {
+		m.geo.kicked = true
+	}
+}
+
+// disconnected notes a lost connection (Conn).
+func (g *geoMachine) disconnected(p peer.ID) { delete(g.connected, p) }
+
+// take returns and clears the geometric outputs.
+func (g *geoMachine) take() GeoReady {
+	out := g.out
+	g.out = GeoReady{}
+	return out
+}
+
+func (g *geoMachine) note(level slog.Level, msg string, args ...any) { g.m.note(level, msg, args...) }
+
+// step takes a geometric input.
+func (g *geoMachine) step(now time.Time, in Input) {
+	g.begin(now)
+	switch in := in.(type) {
+	case GeoFeed:
+		g.feed = in
+		g.connected = make(map[peer.ID]bool, len(in.Connected))
+		for _, p := range in.Connected {
+			g.connected[p] = true
+		}
+	case PingDone:
+		g.pingDone(now, in)
+	case TokenOffered:
+		g.offered(now, in)
+	case PassDone:
+		g.passDone(now, in)
+	case AttachAsked:
+		g.asked(now, in)
+	case AttachDone:
+		g.attachDone(now, in)
+	case GeoLeave:
+		g.carryOut(now, g.holder.Leave(), nil)
+	}
+}
+
+// tick runs what is due at now.
+func (g *geoMachine) tick(now time.Time) {
+	g.begin(now)
+	if g.pingDue(now) {
+		g.samples++
+		g.nextPing = g.nextPing.Add(g.pingPeriod())
+		if !g.nextPing.After(now) { // late: not made up for
+			g.nextPing = now.Add(g.pingPeriod())
+		}
+		if !g.sampling {
+			if p, remote, ok := g.pickPingTarget(); ok {
+				g.sampling = true
+				pp := g.ping(p)
+				pp.sample, pp.remote = true, remote
+			}
+		}
+	}
+	if g.roundDue(now) {
+		g.kicked = false
+		g.tokenRound(now)
+	}
+	if g.attachDue(now) {
+		g.startAttach(now)
+	}
+}
+
+// ping asks for a ping of p, unless one is in flight, and returns what it
+// is for.
+func (g *geoMachine) ping(p peer.ID) *pendingPing {
+	pp := g.pings[p]
+	if pp == nil {
+		pp = &pendingPing{}
+		g.pings[p] = pp
+		g.out.Pings = append(g.out.Pings, p)
+	}
+	return pp
+}
+
+func (g *geoMachine) pingDone(now time.Time, in PingDone) {
+	pp := g.pings[in.Peer]
+	if pp == nil {
+		return
+	}
+	delete(g.pings, in.Peer)
+	if in.Err == nil && (pp.sample || pp.vet) {
+		g.rtt[in.Peer] = filterRTT(g.rtt[in.Peer], in.RTT)
+	}
+	if pp.sample {
+		g.sampling = false
+		g.sampled(in, pp.remote)
+	}
+	for _, num := range pp.probes {
+		g.probed(now, num, in)
+	}
+	if pp.vet && g.pass != nil && g.pass.vetting && peer.ID(g.pass.p.To) == in.Peer {
+		g.pass.vetting = false
+		ok := true
+		if in.Err == nil {
+			ok = g.verdict(in.Peer, g.rtt[in.Peer])
+		}
+		g.vetted(now, ok)
+	}
+}
+
+// sampled fits the coordinate to a sample. The coordinate is fitted to the
+// filtered RTT, not to the raw sample, whose spikes on a loaded host are
+// scheduling delays (with raw samples, passes 7 to 10 of tokens on 100
+// nodes still claimed gains of 120 to 850 ms, far above any cluster's RTTs).
+func (g *geoMachine) sampled(in PingDone, remote *coordinate.Coordinate) {
+	if in.Err != nil {
+		g.note(slog.LevelDebug, "geometric: ping", "peer", in.Peer, "err", in.Err)
+		return
+	}
+	rtt := g.rtt[in.Peer]
+	c, err := g.client.Sample(geometric.ID(in.Peer), remote, rtt)
+	if err != nil {
+		g.note(slog.LevelDebug, "geometric: sample rejected", "peer", in.Peer, "rtt", rtt, "err", err)
+		return
+	}
+	g.out.Coord = c
+}
+
+// filterRTT folds a new sample into the RTT kept for a peer: a lower one
+// replaces it at once, a higher one moves it an eighth of the way. A busy
+// host adds its scheduling delays to a ping but never takes any away, so
+// the kept RTT follows the floor of the samples, not their spikes (which
+// made ordinary peers hop between superpeers), and still follows a route
+// that got slower.
+func filterRTT(old, sample time.Duration) time.Duration {
+	if old <= 0 || sample <= old {
+		return sample
+	}
+	return old + (sample-old)/8
+}
+
+// pickPingTarget chooses a random peer with a known coordinate, preferring
+// a superpeer whose RTT is not measured yet (attachment compares them).
+func (g *geoMachine) pickPingTarget() (peer.ID, *coordinate.Coordinate, bool) {
+	coords := g.feed.Coords
+	for _, tp := range g.feed.Tokens {
+		if _, ok := g.rtt[tp.Holder]; !ok && tp.Superpeer && tp.Holder != g.self() {
+			if c, ok := coords[tp.Holder]; ok {
+				return tp.Holder, c, true
+			}
+		}
+	}
+	ids := make([]peer.ID, 0, len(coords))
+	for p := range coords {
+		if p != g.self() {
+			ids = append(ids, p)
+		}
+	}
+	if len(ids) == 0 {
+		return "", nil, false
+	}
+	slices.Sort(ids)
+	p := ids[g.rng.IntN(len(ids))]
+	return p, coords[p], true
+}
+
+// tokenRound is one round of the token machine: inputs to the holder, its
+// decisions, the position report, and the node's state.
+func (g *geoMachine) tokenRound(now time.Time) {
+	coords := g.feed.Coords
+	// The peers that may hold a token: the reachable ones.
+	var ids []geometric.ID
+	if !g.m.private {
+		ids = append(ids, geometric.ID(g.self()))
+	}
+	private := map[geometric.ID]bool{}
+	for _, e := range g.m.view {
+		if e.Private {
+			private[geometric.ID(e.ID)] = true
+		} else if e.ID != g.self() {
+			ids = append(ids, geometric.ID(e.ID))
+		}
+	}
+	slices.Sort(ids)
+	for p := range g.rtt {
+		if _, ok := coords[p]; !ok { // gone: drop its RTT and serf's filter for it
+			delete(g.rtt, p)
+			g.client.Forget(geometric.ID(p))
+		}
+	}
+	// Snapshots are taken at the same epochs of the clock everywhere, so
+	// that holders (and the peers they pass to) decide on nearly the same
+	// picture: tokens bounce between peers whose pictures differ.
+	epoch := now.UnixNano() / int64(SnapshotTicks*g.cfg.TokenInterval)
+	if epoch != g.snapshotEpoch || len(g.snapshot) < len(coords) {
+		g.snapshot = make(map[peer.ID]*coordinate.Coordinate, len(coords)+1)
+		for p, c := range coords {
+			g.snapshot[p] = c
+		}
+		g.snapshotEpoch = epoch
+		g.snapshot[g.self()] = g.client.Coordinate()
+	}
+	self := g.snapshot[g.self()]
+	peers := make([]geometric.Peer, 0, len(g.snapshot))
+	for p, c := range g.snapshot {
+		peers = append(peers, geometric.Peer{ID: geometric.ID(p), Coord: c})
+	}
+	slices.SortFunc(peers, func(a, b geometric.Peer) int { return cmp.Compare(a.ID, b.ID) })
+	if err := g.holder.SetCoordinate(self); err != nil {
+		g.note(slog.LevelWarn, "geometric: own coordinate rejected", "err", err)
+	}
+	g.holder.SetPeers(peers)
+	g.holder.SetNeighbours(slices.DeleteFunc(g.neighbours(self, peers), func(p geometric.Peer) bool { return private[p.ID] }))
+	var outs []geometric.Output
+	for _, tp := range g.feed.Tokens {
+		if tp.Holder != g.self() {
+			c := tp.Coord
+			if sc, ok := g.snapshot[tp.Holder]; ok {
+				c = sc // decide on one consistent picture
+			}
+			outs = append(outs, g.holder.Observe(geometric.Position{Token: tp.Token, Holder: geometric.ID(tp.Holder), Coord: c})...)
+		}
+	}
+	g.place(now, ids)
+	outs = append(outs, g.holder.Tick(now)...)
+	g.carryOut(now, outs, func(now time.Time) {
+		g.publishToken()
+		g.update(now)
+		g.nextRound = now.Add(g.jittered())
+	})
+}
+
+// neighbours are the geoNearest nearest peers by coordinate and geoRandom
+// others, drawn once (the simulator's choice): the peers a token may be
+// passed to. Distrusted peers (vet) are none until the next snapshot.
+func (g *geoMachine) neighbours(self *coordinate.Coordinate, peers []geometric.Peer) []geometric.Peer {
+	others := slices.DeleteFunc(slices.Clone(peers), func(p geometric.Peer) bool {
+		e, bad := g.distrusted[peer.ID(p.ID)]
+		return p.ID == geometric.ID(g.self()) || bad && e == g.snapshotEpoch
+	})
+	slices.SortStableFunc(others, func(a, b geometric.Peer) int {
+		return cmp.Compare(geometric.Distance(self, a.Coord), geometric.Distance(self, b.Coord))
+	})
+	k := min(geoNearest, len(others))
+	out := slices.Clone(others[:k])
+	rest := others[k:]
+	if len(g.longNeighbors) < min(geoRandom, len(rest)) {
+		g.longNeighbors = g.longNeighbors[:0]
+		for _, i := range g.rng.Perm(len(rest))[:min(geoRandom, len(rest))] {
+			g.longNeighbors = append(g.longNeighbors, peer.ID(rest[i].ID))
+		}
+	}
+	for _, p := range rest {
+		if slices.Contains(g.longNeighbors, peer.ID(p.ID)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// carryOut carries out the holder's decisions in order. A Pass is vetted,
+// then handed to the driver; the outputs after it, and then, wait for its
+// PassDone.
+func (g *geoMachine) carryOut(now time.Time, outs []geometric.Output, then func(time.Time)) {
+	for i, o := range outs {
+		switch o := o.(type) {
+		case geometric.Pass:
+			g.pass = &pendingOut{p: o, rest: outs[i+1:], then: then}
+			g.vet(now)
+			return
+		case geometric.Release:
+			g.out.Tokens = append(g.out.Tokens, TokenReport{Token: o.Token, Released: true, Capacity: g.tc.Capacity,
+				Coord: g.client.Coordinate()})
+		case geometric.Promote:
+			g.note(slog.LevelInfo, "promoted to superpeer", "token", o.Token)
+		case geometric.Demote:
+			g.note(slog.LevelInfo, "no longer a superpeer", "token", o.Token)
+		}
+	}
+	if then != nil {
+		then(now)
+	}
+}
+
+// vet checks the coordinate the recipient of the pass in flight claims
+// (the one the token machine decided on) against the RTT measured to it,
+// asking for a ping first if it was not measured yet: geometric.Plausible
+// with the DefaultTolerance. A peer cannot make its RTT shorter than the
+// network makes it, so one that claims to sit near the token's spot, to
+// attract it, is found out by the peer that would pass it; a distrusted
+// peer is no neighbour (neighbours) until the next snapshot. This is one
+// vantage point, the holder's, not the majority of the claimed spot's
+// nearest peers that the simulator measured (bench.GeometricAttack).
+func (g *geoMachine) vet(now time.Time) {
+	to := peer.ID(g.pass.p.To)
+	if _, claimed := g.snapshot[to]; !claimed {
+		g.vetted(now, true) // not in the snapshot: no claim the machine decided on
+		return
+	}
+	if rtt := g.rtt[to]; rtt > 0 {
+		g.vetted(now, g.verdict(to, rtt))
+		return
+	}
+	g.pass.vetting = true
+	g.ping(to).vet = true
+}
+
+// verdict is vet's: whether to's claim agrees with rtt. A peer whose claim
+// does not is distrusted until the next snapshot.
+func (g *geoMachine) verdict(to peer.ID, rtt time.Duration) bool {
+	claimed := g.snapshot[to]
+	if claimed == nil {
+		return true
+	}
+	self := g.client.Coordinate()
+	if geometric.Plausible(self, claimed, rtt, geometric.DefaultTolerance()) {
+		return true
+	}
+	g.distrusted[to] = g.snapshotEpoch
+	g.distrustN++
+	g.note(slog.LevelWarn, "geometric: a peer's coordinate disagrees with the RTT measured to it; no token for it",
+		"peer", to, "predicted_ms", geometric.Distance(self, claimed)*1000, "measured_ms", float64(rtt)/float64(time.Millisecond))
+	return false
+}
+
+// vetted carries on with the pass in flight: to the driver when the
+// recipient is trusted, or failed at once.
+func (g *geoMachine) vetted(now time.Time, ok bool) {
+	if ok {
+		g.out.Passes = append(g.out.Passes, TokenPass{To: peer.ID(g.pass.p.To), Token: g.pass.p.Token})
+		return
+	}
+	g.passDone(now, PassDone{To: peer.ID(g.pass.p.To), Token: g.pass.p.Token, OK: false})
+}
+
+// passDone takes the outcome of the pass in flight and carries on with
+// what waited for it.
+func (g *geoMachine) passDone(now time.Time, in PassDone) {
+	p := g.pass
+	if p == nil || p.vetting || peer.ID(p.p.To) != in.To || p.p.Token != in.Token {
+		return
+	}
+	g.pass = nil
+	more := g.holder.PassDone(in.OK)
+	if in.OK {
+		// Our own report goes at once, the recipient's may take a while to
+		// reach us: the token is not missing, and not ours to re-home,
+		// before that report has had one TTL to come.
+		g.tokens.info(p.p.Token.Num).missFrom(now.Add(3 * g.m.cfg.AnnounceInterval))
+		g.note(slog.LevelInfo, "passed token", "token", p.p.Token.Num, "passes", p.p.Token.Passes(), "gain_ms", p.p.Gain*1000, "to", in.To)
+	}
+	g.carryOut(now, append(more, p.rest...), p.then)
+}
+
+// publishToken reports the token this node holds, or stops reporting one
+// it no longer holds.
+func (g *geoMachine) publishToken() {
+	pos, ok := g.holder.Position()
+	was := g.holding
+	g.holding = ok
+	switch {
+	case ok:
+		g.out.Tokens = append(g.out.Tokens, TokenReport{Token: pos.Token, Coord: pos.Coord, Superpeer: g.holder.Superpeer(),
+			Load: min(len(g.members), g.tc.Capacity), Capacity: g.tc.Capacity})
+	case was:
+		g.out.Tokens = append(g.out.Tokens, TokenReport{None: true})
+	}
+}
+
+// offered answers a token pass: refused when this node is private, or when
+// the holder machine refuses it.
+func (g *geoMachine) offered(now time.Time, in TokenOffered) {
+	g.answer = GeoAnswer{}
+	if g.m.private {
+		g.note(slog.LevelDebug, "geometric: refused a token: this node is private", "token", in.Token.Num, "from", in.From)
+		return
+	}
+	if err := g.holder.Receive(in.Token, now); err != nil {
+		return
+	}
+	g.note(slog.LevelInfo, "received token", "token", in.Token.Num, "from", in.From)
+	g.answer.Yes = true
+	g.publishToken()
+}
+
+// asked answers an attach request: a superpeer takes a member it has, or a
+// new one while it serves fewer than Capacity.
+func (g *geoMachine) asked(now time.Time, in AttachAsked) {
+	_, member := g.members[in.From]
+	ok := g.holder.Superpeer() && (member || len(g.members) < g.tc.Capacity)
+	g.answer = GeoAnswer{}
+	if !ok {
+		return
+	}
+	g.members[in.From] = now
+	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster()}
+	if !member {
+		g.update(now) // list a new member before it hears yes
+	}
+}
+
+// cluster lists a superpeer's cluster: itself first, then its members by
+// ID.
+func (g *geoMachine) cluster() []peer.ID {
+	ids := make([]peer.ID, 0, len(g.members)+1)
+	for p := range g.members {
+		ids = append(ids, p)
+	}
+	slices.Sort(ids)
+	return append([]peer.ID{g.self()}, ids...)
+}
+
+// state is the node's geometric state now.
+func (g *geoMachine) state() GeoState {
+	token, held := g.holder.Holding()
+	super := g.holder.Superpeer()
+	sp := g.attached
+	members := []peer.ID{g.self()}
+	if super {
+		members = g.cluster()
+	} else if sp != "" {
+		members = append(members, sp)
+	}
+	slices.Sort(members)
+	st := GeoState{S: g.tc.Tokens, Members: members, Role: RoleOrdinary, Coord: g.client.Coordinate(), Token: -1, Superpeer: sp}
+	if held {
+		st.Token = token.Num
+	}
+	if super {
+		st.Role = RoleSuperpeer
+	}
+	if sp != "" {
+		id := sp.String()
+		st.Prefix = "sp-" + id[max(0, len(id)-8):]
+	}
+	return st
+}
+
+// GeoState is the node's geometric state now (zero without the geometric
+// strategy). GeoReady.State reports it after each round.
+func (m *Machine) GeoState() GeoState {
+	if m.geo == nil {
+		return GeoState{}
+	}
+	return m.geo.state()
+}
+
+// update sets the node's state and announcement from the machines, and
+// runs the cluster's election.
+func (g *geoMachine) update(now time.Time) {
+	st := g.state()
+	g.out.State = &st
+	super := st.Role == RoleSuperpeer
+	// The membership topic is how peers learn of each other (the initial
+	// holders and re-homing are computed over it); k is 0 here.
+	g.m.announce = &Announcement{Superpeer: super, ClusterKey: g.m.selfKey.Cluster(0), Private: g.m.private}
+	g.election(now)
+}

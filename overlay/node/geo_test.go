@@ -1,0 +1,678 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/classic"
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// The geometric strategy's rules (geo.go, geoplace.go, geoattach.go), fed
+// by hand in virtual time.
+
+const ms = time.Millisecond
+
+// geoTestConfig is a geometric node: S tokens of capacity 2, token rounds
+// and pings every second, announcements every 5 s.
+func geoTestConfig(self string, s int) Config {
+	cfg := testConfig(self)
+	cfg.Geometric = true
+	cfg.Geo = GeoConfig{
+		Network: "test", PingInterval: time.Second, TokenInterval: time.Second,
+		Tokens: geometric.Config{Tokens: s, Capacity: 2, MinHold: 10 * time.Second, Dwell: 5 * time.Second, Margin: LiveMargin},
+	}
+	return cfg
+}
+
+// at is a coordinate x seconds along the first axis from the origin every
+// client starts at.
+func at(t *testing.T, x float64) *coordinate.Coordinate {
+	t.Helper()
+	c, err := geometric.NewClient(geometric.DefaultCoordConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := c.Coordinate()
+	co.Vec[0] += x
+	return co
+}
+
+// geoDriver drives one machine as a shell does: every 100 ms of virtual
+// time it gives the feed when GeoDue, ticks, and answers at once every
+// ping, pass and attach request the Ready asks for, by the functions given
+// (a nil one fails them).
+type geoDriver struct {
+	t      *testing.T
+	m      *Machine
+	now    time.Time
+	feed   GeoFeed
+	ping   func(p peer.ID) (time.Duration, error)
+	pass   func(p TokenPass) bool
+	attach func(p peer.ID) AttachDone
+
+	pings, asked []peer.ID
+	passes       []TokenPass
+	reports      []TokenReport
+	states       []GeoState
+	notes        []Note
+	messages     []Outgoing
+}
+
+func newGeoDriver(t *testing.T, cfg Config) *geoDriver {
+	return &geoDriver{t: t, m: mustNew(t, cfg), now: t0}
+}
+
+// run advances the clock by d.
+func (d *geoDriver) run(dur time.Duration) {
+	for end := d.now.Add(dur); d.now.Before(end); d.now = d.now.Add(100 * time.Millisecond) {
+		if d.m.GeoDue(d.now) {
+			d.m.Step(d.now, d.feed)
+		}
+		d.m.Tick(d.now)
+		d.drain()
+	}
+}
+
+// step gives one input and carries out the Ready.
+func (d *geoDriver) step(in Input) {
+	d.m.Step(d.now, in)
+	d.drain()
+}
+
+func (d *geoDriver) drain() {
+	for {
+		rd := d.m.Ready()
+		g := rd.Geo
+		d.notes = append(d.notes, rd.Notes...)
+		d.messages = append(d.messages, rd.Messages...)
+		d.reports = append(d.reports, g.Tokens...)
+		if g.State != nil {
+			d.states = append(d.states, *g.State)
+		}
+		if len(g.Pings)+len(g.Passes)+len(g.Attach) == 0 {
+			return
+		}
+		for _, p := range g.Pings {
+			d.pings = append(d.pings, p)
+			in := PingDone{Peer: p, Err: fmt.Errorf("no answer")}
+			if d.ping != nil {
+				in.RTT, in.Err = d.ping(p)
+			}
+			d.m.Step(d.now, in)
+		}
+		for _, p := range g.Passes {
+			d.passes = append(d.passes, p)
+			d.m.Step(d.now, PassDone{To: p.To, Token: p.Token, OK: d.pass != nil && d.pass(p)})
+		}
+		for _, p := range g.Attach {
+			d.asked = append(d.asked, p)
+			in := AttachDone{To: p, Err: fmt.Errorf("no answer")}
+			if d.attach != nil {
+				in = d.attach(p)
+			}
+			d.m.Step(d.now, in)
+		}
+	}
+}
+
+// filterRTT follows a lower sample at once and a higher one by an eighth.
+func TestFilterRTT(t *testing.T) {
+	for _, c := range []struct{ old, sample, want time.Duration }{
+		{0, 40 * ms, 40 * ms},
+		{40 * ms, 30 * ms, 30 * ms},
+		{40 * ms, 840 * ms, 140 * ms},
+	} {
+		if got := filterRTT(c.old, c.sample); got != c.want {
+			t.Errorf("filterRTT(%v, %v) = %v, want %v", c.old, c.sample, got, c.want)
+		}
+	}
+}
+
+// The liar check: a holder that leaves passes its token to its nearest
+// neighbour, b, after it measured the RTT to b (a ping: none was
+// measured). b claims to sit where the holder sits, 80 ms away in truth:
+// it is distrusted, gets no pass, is no neighbour until the next snapshot,
+// and the token is released. A claim that agrees with the RTT is trusted
+// and the pass is asked for.
+func TestGeoVet(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		claim float64 // seconds from the holder
+		trust bool
+	}{{"liar", 0, false}, {"truthful", 0.080, true}, {"near enough", 0.050, true}, {"too near", 0.025, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newGeoDriver(t, geoTestConfig("a", 1))
+			d.ping = func(peer.ID) (time.Duration, error) { return 0, fmt.Errorf("no answer") }
+			d.step(TokenOffered{From: "b", Token: geometric.Token{Num: 0, Seq: 1}})
+			if !d.m.GeoAnswer().Yes {
+				t.Fatal("a refused the token")
+			}
+			d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, c.claim)}}
+			d.run(2 * time.Second) // one token round: the snapshot and the neighbours; no sample yet of b
+			if d.m.geo.rtt["b"] != 0 {
+				t.Fatalf("RTT to b known before the check: %v", d.m.geo.rtt["b"])
+			}
+			d.pings = nil
+			d.ping = func(peer.ID) (time.Duration, error) { return 80 * ms, nil }
+			d.step(GeoLeave{})
+			if !slices.Equal(d.pings, []peer.ID{"b"}) {
+				t.Fatalf("pings %v, want b", d.pings)
+			}
+			passed := len(d.passes) == 1 && d.passes[0].To == "b" && d.passes[0].Token == geometric.Token{Num: 0, Seq: 2}
+			if passed != c.trust {
+				t.Errorf("passes %v, want a pass to b: %v", d.passes, c.trust)
+			}
+			if got := d.m.Distrusted(); got != map[bool]uint64{true: 0, false: 1}[c.trust] {
+				t.Errorf("distrusted %d", got)
+			}
+			g := d.m.geo
+			self := g.snapshot["a"]
+			peers := []geometric.Peer{{ID: "a", Coord: self}, {ID: "b", Coord: g.snapshot["b"]}}
+			if nb := g.neighbours(self, peers); (len(nb) == 1) != c.trust {
+				t.Errorf("neighbours %v in the snapshot of the check", nb)
+			}
+			g.snapshotEpoch++ // the next snapshot: the distrust is over
+			if nb := g.neighbours(self, peers); len(nb) != 1 || nb[0].ID != "b" {
+				t.Errorf("neighbours %v in the next snapshot, want b", nb)
+			}
+			if !c.trust && !slices.ContainsFunc(d.reports, func(r TokenReport) bool { return r.Released && r.Token.Num == 0 }) {
+				t.Errorf("token not released after the refused pass: reports %+v", d.reports)
+			}
+		})
+	}
+}
+
+// The neighbours: the 8 nearest peers and 8 others drawn once, which
+// stay the same while they are there.
+func TestGeoNeighbours(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("a", 1))
+	g := d.m.geo
+	self := at(t, 0)
+	var peers []geometric.Peer
+	for i := range 30 {
+		peers = append(peers, geometric.Peer{ID: geometric.ID(fmt.Sprintf("p%02d", i)), Coord: at(t, float64(i+1)/1000)})
+	}
+	nb := g.neighbours(self, append(peers, geometric.Peer{ID: "a", Coord: self}))
+	if len(nb) != 16 {
+		t.Fatalf("%d neighbours, want 16", len(nb))
+	}
+	for i, p := range nb[:8] {
+		if p.ID != peers[i].ID {
+			t.Errorf("neighbour %d is %s, want the nearest %s", i, p.ID, peers[i].ID)
+		}
+	}
+	again := g.neighbours(self, peers)
+	if !slices.EqualFunc(nb, again, func(a, b geometric.Peer) bool { return a.ID == b.ID }) {
+		t.Errorf("the random neighbours were drawn again: %v, then %v", nb, again)
+	}
+}
+
+// Placement: a node that is an initial holder takes its token only after
+// the warm-up (10 token intervals, at least 3 announce intervals, and a
+// view that held its size for 10 token intervals).
+func TestGeoPlaceAfterWarmup(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("a", 4)) // 4 tokens, at most 4 peers: each holds one
+	d.m.Step(d.now, view("a", "b", "c"))
+	d.run(14 * time.Second)
+	if tok := d.m.GeoState().Token; tok >= 0 {
+		t.Fatalf("took token %d at %v, in the warm-up of 15 s", tok, d.now.Sub(t0))
+	}
+	d.m.Step(d.now, view("a", "b", "c", "d")) // the view changes at 14 s: 10 s more
+	d.run(9 * time.Second)
+	if tok := d.m.GeoState().Token; tok >= 0 {
+		t.Fatalf("took token %d at %v, 9 s after the view changed", tok, d.now.Sub(t0))
+	}
+	d.run(3 * time.Second)
+	if tok := d.m.GeoState().Token; tok < 0 {
+		t.Fatalf("no token at %v", d.now.Sub(t0))
+	}
+}
+
+// rehomer returns a peer ID, beside self, that geometric.Rehome does not
+// pick for token 0 over both of them: self re-homes it.
+func rehomer(t *testing.T, m *Machine, self string) string {
+	t.Helper()
+	for i := range 100 {
+		h := fmt.Sprintf("h%d", i)
+		if geometric.Rehome(m.geo.seed, 0, []geometric.ID{geometric.ID(h), geometric.ID(self)}, nil) == geometric.ID(self) {
+			return h
+		}
+	}
+	t.Fatal("no peer for which self re-homes")
+	return ""
+}
+
+// Re-homing: a token reported by h, then missing, is re-homed after three
+// token intervals, but not while h is in the membership view (postponed
+// up to three times, one membership TTL each), and not while h answers a
+// ping (postponed up to three times, three token intervals each); once h is gone and answers no more, it is re-homed above every
+// pass counter heard.
+func TestGeoRehome(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		inView bool // h stays in the view
+		answer bool // h answers pings
+		by     time.Duration
+		notBy  time.Duration
+	}{
+		{"gone", false, false, 20 * time.Second, 10 * time.Second}, // the view changed: a warm-up first
+		{"in the view", true, false, 60 * time.Second, 40 * time.Second},
+		{"answers pings", false, true, 25 * time.Second, 10 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newGeoDriver(t, geoTestConfig("a", 1))
+			h := peer.ID(rehomer(t, d.m, "a"))
+			d.m.Step(d.now, view("a", string(h)))
+			d.ping = func(p peer.ID) (time.Duration, error) {
+				if p == h && !c.answer {
+					return 0, fmt.Errorf("gone")
+				}
+				return 30 * ms, nil
+			}
+			coords := map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), h: at(t, 0.03)}
+			d.feed = GeoFeed{Coords: coords, Tokens: []TokenPos{{Holder: h, Token: geometric.Token{Num: 0, Seq: 7}, Coord: coords[h]}}}
+			d.run(20 * time.Second)
+			if d.m.GeoState().Token >= 0 {
+				t.Fatal("a took a token that h reports")
+			}
+			d.feed = GeoFeed{Coords: coords}
+			if !c.inView {
+				d.m.Step(d.now, view("a"))
+			}
+			missing := d.now
+			if c.notBy > 0 {
+				d.run(c.notBy)
+				if d.m.GeoState().Token >= 0 {
+					t.Fatalf("re-homed %v after the token went missing", d.now.Sub(missing))
+				}
+			}
+			d.run(c.by - c.notBy)
+			if d.m.GeoState().Token != 0 {
+				t.Fatalf("not re-homed %v after the token went missing", d.now.Sub(missing))
+			}
+			if tok, _ := d.m.geo.holder.Holding(); tok.Seq <= 7 {
+				t.Errorf("re-homed at seq %d, not above the 7 heard", tok.Seq)
+			}
+		})
+	}
+}
+
+// attachFeed is the feed of an ordinary peer o at the origin with
+// superpeers s1 (10 ms away by coordinates) and s2 (20 ms), each with
+// load 0.
+func attachFeed(t *testing.T, sps ...string) GeoFeed {
+	f := GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"o": at(t, 0)}}
+	for i, s := range sps {
+		c := at(t, float64(i+1)/100)
+		f.Coords[peer.ID(s)] = c
+		f.Tokens = append(f.Tokens, TokenPos{Holder: peer.ID(s), Token: geometric.Token{Num: i}, Coord: c, Superpeer: true})
+	}
+	return f
+}
+
+// Attachment: an ordinary peer attaches to the nearest superpeer with
+// room, renews once per announce interval, stays while no other is nearer
+// by a tenth plus LiveMargin in measured RTT, and moves when one is.
+func TestGeoAttachSticky(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("o", 2))
+	d.feed = attachFeed(t, "s1", "s2")
+	rtt := map[peer.ID]time.Duration{"s1": 50 * ms, "s2": 60 * ms}
+	d.ping = func(p peer.ID) (time.Duration, error) { return rtt[p], nil }
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "o"}} }
+	d.run(1500 * ms)
+	if len(d.asked) != 1 || d.asked[0] != "s1" || d.m.GeoState().Superpeer != "s1" {
+		t.Fatalf("asked %v, attached to %q; want s1, nearest", d.asked, d.m.GeoState().Superpeer)
+	}
+	rtt["s2"] = 46 * ms
+	d.run(20 * time.Second) // 46 ms is not clearly nearer than 50
+	if sp := d.m.GeoState().Superpeer; sp != "s1" {
+		t.Fatalf("moved to %s, not clearly nearer", sp)
+	}
+	if n := len(d.asked); n < 4 || n > 6 {
+		t.Errorf("%d requests in 21.5 s, want one per announce interval of 5 s", n)
+	}
+	if slices.Contains(d.asked, "s2") {
+		t.Errorf("asked s2: %v", d.asked)
+	}
+	rtt["s2"] = 30 * ms
+	d.run(30 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "s2" {
+		t.Fatalf("attached to %s, want s2, clearly nearer (30 ms against 50)", sp)
+	}
+	if st := d.m.GeoState(); !slices.Equal(st.Members, []peer.ID{"o", "s2"}) || st.Role != RoleOrdinary || st.Prefix == "" {
+		t.Errorf("state %+v", st)
+	}
+}
+
+// Attachment tries the best three superpeers with room, in order of
+// nearness, and no fourth; a superpeer that does not answer is kept for
+// attachTTL since its last yes, one that refuses is left at once.
+func TestGeoAttachTries(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("o", 4))
+	d.feed = attachFeed(t, "s1", "s2", "s3", "s4")
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p} } // refused
+	d.run(1500 * ms)
+	if !slices.Equal(d.asked, []peer.ID{"s1", "s2", "s3"}) {
+		t.Fatalf("asked %v, want s1, s2, s3", d.asked)
+	}
+	if sp := d.m.GeoState().Superpeer; sp != "" {
+		t.Fatalf("attached to %s, refused by all", sp)
+	}
+
+	d = newGeoDriver(t, geoTestConfig("o", 2))
+	d.feed = attachFeed(t, "s1", "s2")
+	answer := true
+	d.attach = func(p peer.ID) AttachDone {
+		if !answer {
+			return AttachDone{To: p, Err: fmt.Errorf("timeout")}
+		}
+		return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "o"}}
+	}
+	d.run(1500 * ms)
+	if sp := d.m.GeoState().Superpeer; sp != "s1" {
+		t.Fatalf("attached to %q, want s1", sp)
+	}
+	answer = false
+	d.run(12 * time.Second) // within attachTTL = 15 s of the last yes
+	if sp := d.m.GeoState().Superpeer; sp != "s1" {
+		t.Fatalf("left the silent s1 for %q within attachTTL", sp)
+	}
+	d.run(10 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp == "s1" {
+		t.Fatalf("still attached to s1, silent for %v", d.now.Sub(t0))
+	}
+}
+
+// A superpeer's answers: it takes members up to Capacity, always a member
+// it has, lists its cluster itself first, and forgets a member silent for
+// attachTTL. A node that is not a superpeer refuses; a private node
+// refuses tokens.
+func TestGeoAnswers(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("s", 1))
+	ask := func(p peer.ID) GeoAnswer {
+		d.step(AttachAsked{From: p})
+		return d.m.GeoAnswer()
+	}
+	if ask("p1").Yes {
+		t.Fatal("a node without a token took a member")
+	}
+	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}}
+	d.step(TokenOffered{From: "x", Token: geometric.Token{Num: 0, Seq: 1}})
+	if !d.m.GeoAnswer().Yes {
+		t.Fatal("token refused")
+	}
+	d.run(7 * time.Second) // Dwell 5 s: promoted
+	if d.m.GeoState().Role != RoleSuperpeer {
+		t.Fatal("not promoted after the dwell time")
+	}
+	if a := ask("p2"); !a.Yes || !slices.Equal(a.Cluster, []peer.ID{"s", "p2"}) {
+		t.Fatalf("p2: %+v", a)
+	}
+	if a := ask("p1"); !a.Yes || !slices.Equal(a.Cluster, []peer.ID{"s", "p1", "p2"}) {
+		t.Fatalf("p1: %+v", a)
+	}
+	if ask("p3").Yes {
+		t.Fatal("p3 taken beyond capacity 2")
+	}
+	if !ask("p1").Yes {
+		t.Fatal("member p1 refused")
+	}
+	if st := d.m.GeoState(); !slices.Equal(st.Members, []peer.ID{"p1", "p2", "s"}) {
+		t.Errorf("members %v", st.Members)
+	}
+	d.run(10 * time.Second)
+	ask("p1")
+	d.run(6 * time.Second) // p2 silent for 16 s
+	if a := ask("p3"); !a.Yes || !slices.Equal(a.Cluster, []peer.ID{"s", "p1", "p3"}) {
+		t.Fatalf("p3 after p2 expired: %+v", a)
+	}
+	d.run(1500 * ms) // a token round reports the load
+	if rep := d.reports[len(d.reports)-1]; rep.Token.Num != 0 || !rep.Superpeer || rep.Load != 2 || rep.Capacity != 2 {
+		t.Errorf("last token report %+v", rep)
+	}
+
+	p := newGeoDriver(t, geoTestConfig("p", 1))
+	p.step(Reachability{Private: true})
+	p.step(TokenOffered{From: "x", Token: geometric.Token{Num: 0, Seq: 1}})
+	if p.m.GeoAnswer().Yes {
+		t.Error("a private node took a token")
+	}
+}
+
+// The samples: the first 30 every PingInterval/5, then every PingInterval;
+// a superpeer whose RTT is not measured is pinged first; the RTT is
+// filtered and the coordinate published.
+func TestGeoSamples(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("o", 1))
+	d.feed = attachFeed(t, "s1")
+	d.feed.Coords["p"] = at(t, 0.05)
+	d.ping = func(p peer.ID) (time.Duration, error) { return 40 * ms, nil }
+	d.run(250 * ms)
+	if len(d.pings) != 1 || d.pings[0] != "s1" {
+		t.Fatalf("first pings %v, want the superpeer s1", d.pings)
+	}
+	d.run(6*time.Second - 250*ms)
+	if n := len(d.pings); n < 29 || n > 31 {
+		t.Errorf("%d pings in the first 6 s, want 30", n)
+	}
+	d.run(10 * time.Second)
+	if n := len(d.pings); n < 38 || n > 42 {
+		t.Errorf("%d pings in 16 s, want 30 then one a second", n)
+	}
+	if d.m.geo.rtt["s1"] != 40*ms {
+		t.Errorf("RTT kept for s1: %v, want 40 ms", d.m.geo.rtt["s1"])
+	}
+	if c := d.m.GeoState().Coord; geometric.Distance(c, at(t, 0)) == 0 {
+		t.Error("the coordinate did not move with the samples")
+	}
+	published := false
+	for _, st := range d.states {
+		published = published || st.Coord != nil
+	}
+	if !published {
+		t.Error("no coordinate in the states")
+	}
+}
+
+// The same inputs at the same times give the same outputs: the random
+// source is seeded by the network and the peer ID.
+func TestGeoReplays(t *testing.T) {
+	trace := func() string {
+		d := newGeoDriver(t, geoTestConfig("o", 3))
+		d.feed = attachFeed(t, "s1", "s2", "s3")
+		for i := range 20 {
+			d.feed.Coords[peer.ID(fmt.Sprintf("p%02d", i))] = at(t, float64(i)/200)
+		}
+		d.m.Step(d.now, view("o", "s1", "s2", "s3", "p00", "p01"))
+		d.ping = func(p peer.ID) (time.Duration, error) { return time.Duration(len(p)) * 10 * ms, nil }
+		d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p} }
+		d.run(30 * time.Second)
+		return fmt.Sprint(d.pings, d.asked, d.passes, d.m.geo.nextRound, d.m.geo.nextAttch)
+	}
+	if a, b := trace(), trace(); a != b {
+		t.Errorf("two runs differ:\n%s\n%s", a, b)
+	}
+}
+
+// Takeover: the members of a lost holder's cluster elect the next, which
+// takes the token over (above every pass counter heard, promoted at once)
+// when the old holder is not connected and nobody else reports the token.
+func TestGeoTakeover(t *testing.T) {
+	for _, connected := range []bool{false, true} {
+		t.Run(fmt.Sprintf("holder connected %v", connected), func(t *testing.T) {
+			cfg := geoTestConfig("o", 1)
+			cfg.Election = "bully"
+			d := newGeoDriver(t, cfg)
+			d.m.Step(d.now, view("o", "h"))
+			d.feed = attachFeed(t, "h")
+			d.feed.Tokens[0].Token.Seq = 9
+			d.feed.Connected = []peer.ID{"h"}
+			d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", "o"}} }
+			d.run(3 * time.Second)
+			if sp := d.m.GeoState().Superpeer; sp != "h" {
+				t.Fatalf("attached to %q, want h", sp)
+			}
+			// h dies: no heartbeats, no answers, its report expires.
+			d.attach = nil
+			d.feed = GeoFeed{Coords: d.feed.Coords}
+			if connected {
+				d.feed.Connected = []peer.ID{"h"}
+			} else {
+				d.step(Conn{Peer: "h", Connected: 0})
+			}
+			d.run(10 * time.Second)
+			st := d.m.GeoState()
+			if connected {
+				if st.Token >= 0 {
+					t.Fatalf("took the token over from a connected holder")
+				}
+				return
+			}
+			if st.Token != 0 || st.Role != RoleSuperpeer || st.Superpeer != "o" {
+				t.Fatalf("after the holder died: %+v, want o the superpeer of token 0", st)
+			}
+			if tok, _ := d.m.geo.holder.Holding(); tok.Seq <= 9 {
+				t.Errorf("took over at seq %d, not above the 9 heard", tok.Seq)
+			}
+		})
+	}
+}
+
+// The successor: when the cluster elects another in place of the
+// superpeer a member is attached to, the member asks the elected one
+// first, as soon as it reports the token, before its current superpeer.
+func TestGeoAttachSuccessor(t *testing.T) {
+	key := TokenKey("test", 0)
+	x := ""
+	for i := range 100 {
+		if c := fmt.Sprintf("x%d", i); dhtselect.Closer(dhtselect.KeyOf(peer.ID(c)), dhtselect.KeyOf("y"), key) {
+			x = c
+			break
+		}
+	}
+	cfg := geoTestConfig("y", 2)
+	cfg.Election = "bully"
+	d := newGeoDriver(t, cfg)
+	d.m.Step(d.now, view("y", "h", x))
+	d.feed = attachFeed(t, "h")
+	d.feed.Coords["y"] = d.feed.Coords["o"]
+	d.feed.Connected = []peer.ID{"h", peer.ID(x)}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", peer.ID(x), "y"}} }
+	d.run(3 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "h" {
+		t.Fatalf("attached to %q, want h", sp)
+	}
+	// h's connection goes; x, elected, says so and reports token 0.
+	d.step(Conn{Peer: "h", Connected: 1})
+	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgCoordinator, From: classic.ID(x), To: "y", Leader: classic.ID(x)}})
+	if l := d.m.leaderOf("h"); l != peer.ID(x) {
+		t.Fatalf("the election of h's cluster names %q, want %s", l, x)
+	}
+	c := at(t, 0.02)
+	d.feed.Coords[peer.ID(x)] = c
+	d.feed.Tokens = []TokenPos{
+		{Holder: "h", Token: geometric.Token{Num: 0, Seq: 1}, Coord: d.feed.Coords["h"], Superpeer: true},
+		{Holder: peer.ID(x), Token: geometric.Token{Num: 1}, Coord: c, Superpeer: true},
+	}
+	d.asked = nil
+	d.run(1500 * ms)
+	if len(d.asked) == 0 || d.asked[0] != peer.ID(x) {
+		t.Fatalf("asked %v, want the elected %s first", d.asked, x)
+	}
+	if sp := d.m.GeoState().Superpeer; sp != peer.ID(x) {
+		t.Fatalf("attached to %q, want the elected %s", sp, x)
+	}
+}
+
+// FuzzGeo feeds a geometric machine random sequences of its inputs, in
+// and out of turn: it must not panic, a superpeer holds a token, and at
+// most one pass and one attach request are in flight.
+func FuzzGeo(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Add([]byte{0, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 3, 9, 5, 9, 6, 9, 8})
+	f.Add([]byte{2, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 11, 4, 6, 9, 12, 9})
+	ids := []peer.ID{"a", "b", "c", "d"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		cfg := geoTestConfig("a", 2)
+		if len(ops)%2 == 0 {
+			cfg.Election = "bully"
+		}
+		m := mustNew(t, cfg)
+		now := t0
+		var pass *TokenPass
+		var asked []peer.ID
+		var pinged []peer.ID
+		for k, op := range ops {
+			p := ids[int(op>>4)%len(ids)]
+			switch op % 13 {
+			case 0:
+				f := GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{}, Connected: ids[:int(op>>4)%len(ids)]}
+				for i, id := range ids {
+					f.Coords[id] = at(t, float64(i)/50)
+				}
+				if op&16 != 0 {
+					f.Tokens = append(f.Tokens, TokenPos{Holder: "b", Token: geometric.Token{Num: 0, Seq: uint64(k)}, Coord: f.Coords["b"], Superpeer: op&32 != 0})
+				}
+				m.Step(now, f)
+			case 1:
+				m.Step(now, View{Members: view("a", "b", "c", "d").Members[:1+int(op>>4)%4]})
+			case 2:
+				m.Step(now, TokenOffered{From: p, Token: geometric.Token{Num: int(op>>6) % 2, Seq: uint64(k)}})
+			case 3:
+				if len(pinged) > 0 {
+					m.Step(now, PingDone{Peer: pinged[0], RTT: time.Duration(op) * ms})
+					pinged = pinged[1:]
+				}
+			case 4:
+				m.Step(now, PingDone{Peer: p, Err: fmt.Errorf("no")})
+			case 5:
+				if pass != nil {
+					m.Step(now, PassDone{To: pass.To, Token: pass.Token, OK: op&16 != 0})
+					pass = nil
+				}
+			case 6:
+				m.Step(now, AttachAsked{From: p})
+			case 7:
+				if len(asked) > 0 {
+					m.Step(now, AttachDone{To: asked[0], OK: op&16 != 0, Mates: []peer.ID{asked[0], "a"}})
+					asked = asked[1:]
+				}
+			case 8:
+				m.Step(now, AttachDone{To: p, Err: fmt.Errorf("no")})
+			case 9:
+				now = now.Add(time.Duration(op) * 10 * ms)
+				m.Tick(now)
+			case 10:
+				m.Step(now, Conn{Peer: p})
+			case 11:
+				m.Step(now, Reachability{Private: op&16 != 0})
+			case 12:
+				if op&0xf0 == 0 {
+					m.Step(now, GeoLeave{})
+				}
+			}
+			rd := m.Ready()
+			if len(rd.Geo.Passes) > 1 || len(rd.Geo.Passes) == 1 && pass != nil {
+				t.Fatalf("two passes in flight: %v, %v", pass, rd.Geo.Passes)
+			}
+			if len(rd.Geo.Passes) == 1 {
+				pass = &rd.Geo.Passes[0]
+			}
+			asked = append(asked, rd.Geo.Attach...)
+			if len(asked) > 1 {
+				t.Fatalf("attach requests in flight: %v", asked)
+			}
+			pinged = append(pinged, rd.Geo.Pings...)
+			if st := m.GeoState(); st.Role == RoleSuperpeer && st.Token < 0 {
+				t.Fatalf("a superpeer without a token: %+v", st)
+			}
+		}
+	})
+}

@@ -1,0 +1,286 @@
+package node
+
+import (
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// An attachment round keeps an ordinary peer attached to a superpeer with
+// room, and a superpeer's member list fresh.
+//
+// An ordinary peer stays with its superpeer while no superpeer with room is
+// clearly nearer (by a tenth and by LiveMargin:
+// superpeers are promoted one by one, and the first must not keep
+// everyone; and nearness is noisy). It renews the attachment once per
+// announce interval, well within attachTTL: a request is a stream, and a
+// hundred peers asking every round loaded the host enough to time their
+// own requests out. A superpeer that does not answer is kept until
+// attachTTL has passed since its last yes, whether or not its token report
+// is in our view: a slow answer or a late report is not a lost superpeer.
+//
+// A round asks one superpeer at a time (GeoReady.Attach, answered by
+// AttachDone): the cluster's elected successor of the current superpeer,
+// if any; else the current one; else the best three with room, in turn.
+// The token rounds do not wait for it: an attach request is a stream round
+// trip, or up to three, which on a loaded host with PlanetLab latencies
+// takes seconds (measured: 2.5 to 5.5 s with 100 nodes on two cores). The
+// next round starts a jittered token interval after this one ends.
+type attachRound struct {
+	now     time.Time // when it started: the time of a yes
+	self    *coordinate.Coordinate
+	current peer.ID   // the superpeer at the start
+	since   time.Time // its last yes
+	sps     []geometric.Superpeer
+	i       int // current's index in sps, -1 when it reports no token
+	stage   int
+	asked   peer.ID
+	tries   int
+}
+
+// Stages of an attachment round: which request is in flight.
+const (
+	askSuccessor = iota
+	askCurrent
+	askBest
+)
+
+// startAttach starts an attachment round.
+func (g *geoMachine) startAttach(now time.Time) {
+	super := g.holder.Superpeer()
+	expiry := g.attachTTL()
+	for p, seen := range g.members {
+		if now.Sub(seen) > expiry {
+			delete(g.members, p)
+		}
+	}
+	g.round = &attachRound{now: now}
+	if super {
+		g.attached = g.self()
+		g.attachEnd(now)
+		return
+	}
+	clear(g.members) // no longer a superpeer: nobody is attached
+	if g.attached == g.self() {
+		g.attached = "" // a superpeer no longer: it must attach like anyone
+	}
+	r := g.round
+	r.self, r.current, r.since = g.client.Coordinate(), g.attached, g.attachOK
+	for _, tp := range g.feed.Tokens {
+		if tp.Superpeer && tp.Holder != g.self() {
+			r.sps = append(r.sps, geometric.Superpeer{ID: geometric.ID(tp.Holder), Coord: tp.Coord, Load: tp.Load, RTT: g.rtt[tp.Holder]})
+		}
+	}
+	// The cluster elected another in place of the current superpeer (see
+	// election): go to it as soon as it reports the token.
+	if l := g.m.leaderOf(r.current); r.current != "" && l != "" && l != r.current && l != g.self() && r.reports(l) {
+		g.ask(r, askSuccessor, l)
+		return
+	}
+	g.attachCurrent(now, r)
+}
+
+// reports says whether p reports a superpeer's token.
+func (r *attachRound) reports(p peer.ID) bool {
+	return slices.ContainsFunc(r.sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(p) })
+}
+
+func (g *geoMachine) ask(r *attachRound, stage int, p peer.ID) {
+	r.stage, r.asked = stage, p
+	g.out.Attach = append(g.out.Attach, p)
+}
+
+// attachCurrent stays with the current superpeer (renewing the
+// attachment once per announce interval) unless another is clearly
+// nearer.
+func (g *geoMachine) attachCurrent(now time.Time, r *attachRound) {
+	if r.current == "" {
+		g.attachBest(now, r)
+		return
+	}
+	r.i = slices.IndexFunc(r.sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(r.current) })
+	stay := true
+	if r.i >= 0 {
+		others := slices.Delete(slices.Clone(r.sps), r.i, r.i+1)
+		if best, err := geometric.Attach(r.self, others, g.tc.Capacity); err == nil {
+			j := slices.IndexFunc(others, func(s geometric.Superpeer) bool { return s.ID == best })
+			// Measured against measured only: coordinates estimate some
+			// RTTs at a tenth of their value, and a move on such an
+			// estimate is undone by the next measurement. pickPingTarget
+			// measures superpeers first.
+			b, c := others[j].RTT, r.sps[r.i].RTT
+			stay = b <= 0 || c <= 0 || b*11/10+LiveMargin >= c
+			if !stay {
+				g.note(slog.LevelInfo, "geometric: a superpeer is clearly nearer", "current", r.current, "current_rtt", c,
+					"nearer", peer.ID(best), "nearer_rtt", b)
+			}
+		}
+	}
+	if !stay {
+		g.attachBest(now, r)
+		return
+	}
+	if r.i >= 0 && r.now.Sub(r.since) < g.m.cfg.AnnounceInterval {
+		g.attachEnd(now)
+		return
+	}
+	g.ask(r, askCurrent, r.current)
+}
+
+// attachBest asks the nearest superpeer with room, up to three of them.
+func (g *geoMachine) attachBest(now time.Time, r *attachRound) {
+	if r.tries < 3 {
+		if best, err := geometric.Attach(r.self, r.sps, g.tc.Capacity); err == nil {
+			r.tries++
+			g.ask(r, askBest, peer.ID(best))
+			return
+		}
+	}
+	if r.current != "" && r.now.Sub(r.since) < g.attachTTL() && r.reports(r.current) {
+		g.attachEnd(now) // none better would take us: keep the current one
+		return
+	}
+	g.attached = ""
+	g.attachEnd(now)
+}
+
+// attachDone takes the answer to the round's request.
+func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
+	r := g.round
+	if r == nil || r.asked == "" || in.To != r.asked {
+		return
+	}
+	r.asked = ""
+	if in.OK {
+		g.mates, g.matesOf = slices.Clone(in.Mates), in.To
+	}
+	switch r.stage {
+	case askSuccessor:
+		if in.OK {
+			g.attached, g.attachOK = in.To, r.now
+			g.attachEnd(now)
+			return
+		}
+		g.attachCurrent(now, r)
+	case askCurrent:
+		if in.OK {
+			g.attachOK = r.now
+			g.attachEnd(now)
+			return
+		}
+		// With an election the cluster may still elect a successor to
+		// take the token over (see election): wait for it as long as
+		// place does.
+		if in.Err != nil && r.now.Sub(r.since) < max(g.attachTTL(), 5*g.m.Detection()) {
+			g.attachEnd(now) // no answer yet, not yet a lost superpeer
+			return
+		}
+		g.note(slog.LevelInfo, "geometric: the superpeer let us go", "superpeer", r.current, "refused", in.Err == nil, "err", in.Err,
+			"reported", r.i >= 0, "last_yes_ago", r.now.Sub(r.since))
+		g.attachBest(now, r)
+	case askBest:
+		if in.OK {
+			g.attached, g.attachOK = in.To, r.now
+			g.attachEnd(now)
+			return
+		}
+		r.sps = slices.DeleteFunc(r.sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(in.To) })
+		g.attachBest(now, r)
+	}
+}
+
+// attachEnd ends the round: the node's state, and the next round.
+func (g *geoMachine) attachEnd(now time.Time) {
+	g.round = nil
+	g.update(now)
+	g.nextAttch = now.Add(g.jittered())
+}
+
+// leaderOf returns the election's leader when it runs for the cluster
+// whose first-ranked member is first (the geometric strategy's token
+// holder), and "" otherwise.
+func (m *Machine) leaderOf(first peer.ID) peer.ID {
+	if m.el == nil || m.el.first != first {
+		return ""
+	}
+	return peer.ID(m.el.state.Leader)
+}
+
+// Elections with the geometric strategy (Config.Election). A cluster is a
+// token holder and the peers attached to it; members learn the cluster
+// from the superpeer's answer to their attach requests. Its election key
+// is TokenKey of the token's number, and its rank puts the holder first,
+// then XOR closeness to the key: while the holder lives, the election
+// names it (its heartbeats are the members' failure detector). How the two
+// mechanisms hand over to each other:
+//
+//   - The token dynamics place the superpeers; the election follows: a
+//     holder that passes its token leaves the cluster, and the members
+//     attach elsewhere and rebuild their machines for the new cluster.
+//   - When the holder dies (its heartbeats stop, or its connection drops),
+//     the members elect the next by rank, and the winner takes over the
+//     token (geometric.Holder.Takeover: above every pass counter heard, and
+//     promoted at once), as long as nobody else reports the token and the
+//     old holder is not connected (GeoFeed.Connected, less the Conn
+//     losses since). The members then attach to it, since the election
+//     names it. The token dynamics may move it on from there.
+//   - A token that no cluster takes over (its holder had no members) is
+//     re-homed as before, after three token intervals or five
+//     failure-detection timeouts, whichever is longer (see place).
+func (g *geoMachine) election(now time.Time) {
+	e := g.m.el
+	if e == nil {
+		return
+	}
+	tok, held := g.holder.Holding()
+	var holder peer.ID
+	var members []peer.ID
+	switch {
+	case held:
+		holder, g.clusterToken, members = g.self(), tok.Num, g.cluster()
+	case g.attached != "" && g.matesOf == g.attached:
+		holder, members = g.attached, slices.Clone(g.mates)
+		for _, tp := range g.feed.Tokens {
+			if tp.Holder == holder {
+				g.clusterToken = tp.Token.Num
+			}
+		}
+		if !slices.Contains(members, g.self()) {
+			members = append(members, g.self())
+		}
+	default:
+		return
+	}
+	num := g.clusterToken
+	if num < 0 {
+		return // our superpeer's token is not known yet
+	}
+	seen, _ := g.tokens.seen(num)
+	slices.Sort(members)
+	e.geoCluster(now, GeoCluster{Key: TokenKey(g.cfg.Network, num), Members: members, Holder: holder})
+	leader := e.geoSP
+	if leader != g.self() || held || holder == g.self() || g.connected[holder] {
+		return
+	}
+	for _, tp := range g.feed.Tokens {
+		if tp.Token.Num == num && tp.Holder != holder {
+			return // the token has moved on: no takeover
+		}
+	}
+	outs, err := g.holder.Takeover(geometric.Rehomed(num, seen), now)
+	if err != nil {
+		g.note(slog.LevelDebug, "geometric: take over the token of the lost superpeer", "token", num, "err", err)
+		return
+	}
+	g.attached, g.attachOK = g.self(), now
+	g.note(slog.LevelInfo, "geometric: elected to take over the token of the lost superpeer", "token", num, "lost", holder)
+	g.carryOut(now, outs, func(now time.Time) {
+		g.publishToken()
+		g.update(now)
+	})
+}
