@@ -722,12 +722,3 @@ func (m *Machine) MessageDeadline() time.Duration {
 	}
 	return m.el.deadline()
 }
-
-// GeoSuperpeer is the superpeer the last GeoCluster input named ("" when
-// none, or without an election).
-func (m *Machine) GeoSuperpeer() peer.ID {
-	if m.el == nil {
-		return ""
-	}
-	return m.el.geoSP
-}
