@@ -1,0 +1,177 @@
+package classic
+
+import (
+	"slices"
+	"testing"
+)
+
+// tnHostile is a member that runs no algorithm: it sends what attack makes
+// of each tick and of each message it receives. Its messages carry its own
+// ID as From, as the transport authenticates them.
+type tnHostile struct {
+	id     ID
+	now    int
+	onTick func(now int) []Message
+	onStep func(now int, m Message) []Message
+	out    []Message
+}
+
+func (h *tnHostile) Step(m Message) {
+	if h.onStep != nil {
+		h.out = append(h.out, h.onStep(h.now, m)...)
+	}
+}
+
+func (h *tnHostile) Tick() {
+	h.now++
+	if h.onTick != nil {
+		h.out = append(h.out, h.onTick(h.now)...)
+	}
+}
+
+func (h *tnHostile) Campaign() {}
+
+func (h *tnHostile) Ready() Ready {
+	out := h.out
+	h.out = nil
+	for i := range out {
+		out[i].From = h.id
+	}
+	return Ready{Messages: out, State: State{Role: Follower}}
+}
+
+// tnHostileNet builds ids with mk for the honest processes and h for the
+// hostile one.
+func tnHostileNet(t *testing.T, ids []ID, h *tnHostile, mk func(id ID) Machine) *tnet {
+	t.Helper()
+	return newTnet(t, ids, func(id ID) Machine {
+		if id == h.id {
+			return h
+		}
+		return mk(id)
+	})
+}
+
+// agreeHonest reports whether every live process but hostile follows leader
+// (and leader leads).
+func (n *tnet) agreeHonest(hostile, leader ID) bool {
+	for _, id := range n.live() {
+		if id == hostile {
+			continue
+		}
+		st := n.state(id)
+		if st.Leader != leader || (id == leader) != (st.Role == Leader) {
+			return false
+		}
+	}
+	return true
+}
+
+// tnHonest returns ids without the hostile one.
+func tnHonest(ids []ID, hostile ID) []ID {
+	return slices.DeleteFunc(slices.Clone(ids), func(id ID) bool { return id == hostile })
+}
+
+// TestQuorumHostileTerms: one hostile member of five (f = 1 of 2f+1 = 3
+// would do; five leave room for a crash as well) sends what issue 19 found
+// (CLAIM_ACKs of term 2^63-1, which ended every election for good) and
+// more: fake grants of huge terms, CLAIMs of huge and fast-rising terms to
+// every member each tick, and a refusal of a higher term to every CLAIM it
+// gets, to make the claimant start over. The honest members must still
+// have a leader, never the hostile one, at every tick after the first
+// election, again within two leases of their leader's crash, and their
+// terms must stay far from the end of the term space.
+func TestQuorumHostileTerms(t *testing.T) {
+	ids := tnIDs(5)
+	honest := tnHonest(ids, "0")
+	issue := func(now int) []Message { // issue 19: four CLAIM_ACKs, once
+		if now != 1 {
+			return nil
+		}
+		var out []Message
+		for _, to := range honest {
+			out = append(out, Message{Type: MsgClaimAck, To: to, Term: maxTerm})
+		}
+		return out
+	}
+	flood := func(now int) []Message {
+		var out []Message
+		for _, to := range honest {
+			out = append(out,
+				Message{Type: MsgClaimAck, To: to, Term: maxTerm},
+				Message{Type: MsgClaimAck, To: to, Term: maxTerm, Leader: to, Election: ElectionID{Source: to, Seq: uint64(now)}},
+				Message{Type: MsgClaim, To: to, Term: maxTerm, Election: ElectionID{Source: "0", Seq: uint64(now)}},
+				Message{Type: MsgClaim, To: to, Term: uint64(now) * 1e6, Election: ElectionID{Source: "0", Seq: uint64(now)}},
+			)
+		}
+		return out
+	}
+	refuse := func(now int, m Message) []Message {
+		if m.Type != MsgClaim {
+			return nil
+		}
+		return []Message{
+			{Type: MsgClaimAck, To: m.From, Term: m.Term, Election: m.Election},
+			{Type: MsgClaimAck, To: m.From, Term: m.Term + 5000, Election: m.Election},
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		onTick func(int) []Message
+		onStep func(int, Message) []Message
+	}{
+		{"silent", nil, nil}, // the reference: a member that says nothing
+		{"issue 19", issue, nil},
+		{"flood", flood, refuse},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			testQuorumHostile(t, ids, &tnHostile{id: "0", onTick: tt.onTick, onStep: tt.onStep})
+		})
+	}
+}
+
+func testQuorumHostile(t *testing.T, ids []ID, h *tnHostile) {
+	n := tnHostileNet(t, ids, h, func(id ID) Machine {
+		b := tnMust[*Bully](t)(NewBully(tnCfg(id, ids)))
+		return tnMust[*Quorum](t)(NewQuorum(tnCfg(id, ids), b, HardState{}))
+	})
+	check := func(step string) (leader ID) {
+		t.Helper()
+		for _, id := range n.live() {
+			if id == h.id {
+				continue
+			}
+			st := n.state(id)
+			if st.Leader == h.id {
+				t.Fatalf("%s: %s follows the hostile member: %s", step, id, n.states())
+			}
+			if st.Term > maxTerm/1024 {
+				t.Fatalf("%s: %s has term %d, pushed towards the end of the term space", step, id, st.Term)
+			}
+		}
+		if ls := tnQuorumLeaders(t, n, step); len(ls) == 1 {
+			leader = ls[0]
+		}
+		return leader
+	}
+	n.campaign("1")
+	n.runUntil(60, "led by 4", func() bool { return check("start") == "4" && n.agreeHonest(h.id, "4") })
+	for i := range 200 {
+		n.run(1)
+		if l := check("attack"); l != "4" {
+			t.Fatalf("attack, tick %d: leader %q, want 4: %s", i, l, n.states())
+		}
+	}
+	n.crash("4")
+	took := n.runUntil(2*10+20, "led by 3", func() bool {
+		l := check("failover")
+		return l == "3" && n.agreeHonest(h.id, "3")
+	})
+	t.Logf("3 leads %d ticks after 4's crash", took)
+	for i := range 200 {
+		n.run(1)
+		if l := check("after failover"); l != "3" {
+			t.Fatalf("after failover, tick %d: leader %q, want 3: %s", i, l, n.states())
+		}
+	}
+}
