@@ -81,13 +81,18 @@ const (
 //   - A candidate that got an OK waits 2T for the COORDINATOR (the higher
 //     process needs up to T to win, plus the delivery), and starts a new
 //     election if none arrives.
-//   - A COORDINATOR from a higher-ranked process is always adopted. One from
-//     a lower-ranked process is answered by an election of our own: the
-//     higher process bullies its way back.
+//   - A COORDINATOR from a higher-ranked process is adopted when this
+//     process has no leader (it is electing, or lost its leader), leads, or
+//     follows a leader that the sender outranks; over a live leader that
+//     outranks the sender, only the heir's (the member next below that
+//     leader) counts, once (see mayFollow). One from a lower-ranked process
+//     is answered by an election of our own: the higher process bullies
+//     its way back.
 //   - The leader sends HEARTBEAT (Leader = itself) every H. A follower that
 //     hears nothing from its leader for T (or has had no leader for T)
 //     campaigns. Heartbeats from a higher-ranked process are adopted like a
-//     COORDINATOR; candidates wait for the COORDINATOR instead.
+//     COORDINATOR, without the heir's exception; candidates wait for the
+//     COORDINATOR instead.
 //
 // A recovered process is a fresh Bully on which the driver calls Campaign:
 // if it outranks every live process it announces itself and takes over.
@@ -112,6 +117,10 @@ type Bully struct {
 	list     []ID // the failover list last published by the leader
 	wait     int  // bullyAwaitFailover: ticks to wait before acting
 	takeOver bool // bullyAwaitFailover: on expiry take over (true) or run a bully election
+
+	// See mayFollow: the leader we left for its heir's announcement, and
+	// an heir whose announcement its leader outlived.
+	usurped, shown ID
 }
 
 var _ Machine = (*Bully)(nil)
@@ -178,6 +187,68 @@ func (b *Bully) follow(leader ID, ids []ID) {
 	}
 }
 
+// mayFollow reports whether a COORDINATOR (coord) or HEARTBEAT from p, a
+// member that outranks this process, may make it p's follower. Yes when it
+// has no leader (it lost one, is electing or waits for its failover slot),
+// when it leads itself, or when p outranks the leader it follows. A member
+// that ranks below our leader, which is live (a follower's leader is at
+// most TimeoutTicks silent, or it would have campaigned), cannot take us
+// over by announcing itself, which a mid-rank member did to 98 % of the
+// followers it told (issue 19): our own timeout, or the driver's Campaign
+// on a lost connection, starts an election that the winner's answer ends.
+//
+// One exception keeps the textbook's one-message failover: the COORDINATOR
+// of our leader's heir (the member next below it in rank, whom any
+// election without our leader elects; next-in-line's first in the list),
+// which announces that our leader died before we noticed. We take it once:
+// if our leader speaks again after all, the heir has been shown wrong (or
+// lying), and its word no longer counts over a live leader until we follow
+// it through an election of our own.
+//
+// What bully cannot tell is a higher-ranked member's COORDINATOR or
+// heartbeat: it is how a recovered process takes over, honest or not; and
+// the heir's first announcement.
+func (b *Bully) mayFollow(p ID, coord bool) bool {
+	switch {
+	case b.c.leader == None || b.c.role != Follower || b.c.above(p, b.c.leader):
+		return true
+	case coord && p != b.shown && p == b.heir(b.c.leader):
+		return true
+	}
+	return false
+}
+
+// adopt follows p, a member mayFollow allowed, and keeps the heir's
+// record: whom p replaces while it was live (usurped), and whether the
+// leader it replaced spoke again (shown).
+func (b *Bully) adopt(p ID, ids []ID) {
+	switch {
+	case b.c.leader == None || b.c.role != Follower:
+		b.usurped = None
+		if p == b.shown {
+			b.shown = None // followed in an election of our own
+		}
+	case p == b.usurped:
+		b.shown, b.usurped = b.c.leader, None // the leader the heir replaced is live
+	case !b.c.above(p, b.c.leader):
+		b.usurped = b.c.leader // the heir's announcement over a live leader
+	default:
+		b.usurped = None
+	}
+	b.follow(p, ids)
+}
+
+// heir returns the member ranked next below l, None if l ranks lowest.
+func (b *Bully) heir(l ID) ID {
+	h := None
+	for _, p := range b.c.cfg.Peers {
+		if b.c.above(l, p) && (h == None || b.c.above(p, h)) {
+			h = p
+		}
+	}
+	return h
+}
+
 // campaigning reports whether an election of this process is running.
 func (b *Bully) campaigning() bool {
 	return b.phase == bullyAwaitOK || b.phase == bullyAwaitCoord
@@ -209,10 +280,13 @@ func (b *Bully) Step(m Message) {
 		if m.Leader != m.From {
 			return // a COORDINATOR names its sender
 		}
-		if b.c.above(m.From, self) {
-			b.follow(m.From, m.IDs)
-		} else if !b.campaigning() {
-			b.Campaign() // bully back
+		switch {
+		case !b.c.above(m.From, self):
+			if !b.campaigning() {
+				b.Campaign() // bully back
+			}
+		case b.mayFollow(m.From, true):
+			b.adopt(m.From, m.IDs)
 		}
 	case MsgHeartbeat:
 		if m.Leader != m.From || b.campaigning() {
@@ -226,8 +300,8 @@ func (b *Bully) Step(m Message) {
 			}
 		case b.c.above(self, m.From):
 			b.Campaign() // a lower process claims to lead: bully back
-		case b.c.leader == None || b.c.role == Leader || b.c.above(m.From, b.c.leader):
-			b.follow(m.From, m.IDs)
+		case b.mayFollow(m.From, false):
+			b.adopt(m.From, m.IDs)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package classic
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -172,6 +173,130 @@ func testQuorumHostile(t *testing.T, ids []ID, h *tnHostile) {
 		n.run(1)
 		if l := check("after failover"); l != "3" {
 			t.Fatalf("after failover, tick %d: leader %q, want 3: %s", i, l, n.states())
+		}
+	}
+}
+
+// tnAnnounce makes a hostile member announce itself every tick to to:
+// COORDINATOR and HEARTBEAT naming itself, and ELECTION to the members in
+// elect (to start elections it could then end).
+func tnAnnounce(to, elect []ID, ids []ID) func(int) []Message {
+	return func(int) []Message {
+		var out []Message
+		for _, p := range to {
+			out = append(out, Message{Type: MsgCoordinator, To: p, IDs: ids}, Message{Type: MsgHeartbeat, To: p, IDs: ids})
+		}
+		for _, p := range elect {
+			out = append(out, Message{Type: MsgElection, To: p})
+		}
+		return out
+	}
+}
+
+// TestBullyHostileCoordinator: a member of eight announces itself to the
+// followers below it every tick, as issue 19's attacker did (it was their
+// superpeer in 98 % of samples), and sends ELECTION to those above it.
+// Under bully and next-in-line, mid-rank 3 is never anyone's leader, before
+// the leader 7 crashes or after; the heir 6 (the one member whose first
+// announcement over a live leader counts) holds a follower at most until
+// 7's next heartbeat, once. After 7's crash the honest members agree on a
+// leader within one failover.
+func TestBullyHostileCoordinator(t *testing.T) {
+	ids := tnIDs(8)
+	for _, algo := range []string{"bully", "next-in-line"} {
+		for _, hostile := range []ID{"3", "6"} {
+			t.Run(fmt.Sprintf("%s/%s", algo, hostile), func(t *testing.T) {
+				var below, above []ID
+				for _, p := range ids {
+					switch {
+					case p < hostile:
+						below = append(below, p)
+					case p > hostile:
+						above = append(above, p)
+					}
+				}
+				h := &tnHostile{id: hostile}
+				n := tnHostileNet(t, ids, h, func(id ID) Machine {
+					m, err := New(algo, tnCfg(id, ids), Options{ListLen: 3})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return m
+				})
+				n.campaign("7")
+				n.settle()
+				n.run(3)
+				for i := range ids {
+					ids[i] = ID(fmt.Sprint(i)) // the lists the attacker sends
+				}
+				h.onTick = func(now int) []Message {
+					for _, m := range tnAnnounce(below, above, ids)(now) {
+						h.out = append(h.out, Message{Type: m.Type, To: m.To, Leader: h.id, IDs: m.IDs})
+					}
+					return nil
+				}
+				// Samples (one per honest member and tick) in which the
+				// hostile member is a member's leader, per phase.
+				type count struct{ samples, held int }
+				phases := map[string]*count{}
+				watch := func(phase string) {
+					c := phases[phase]
+					if c == nil {
+						c = &count{}
+						phases[phase] = c
+					}
+					for _, id := range n.live() {
+						if id != hostile {
+							c.samples++
+							if n.state(id).Leader == hostile {
+								c.held++
+							}
+						}
+					}
+				}
+				for range 100 {
+					n.run(1)
+					watch("before")
+				}
+				n.crash("7")
+				want := ID("6")
+				took := 0
+				for ; took < 3*10 && !n.agreeHonest(hostile, want); took++ {
+					n.run(1)
+					watch("failover")
+				}
+				for range 100 {
+					n.run(1)
+					watch("after")
+				}
+				for _, ph := range []string{"before", "failover", "after"} {
+					if c := phases[ph]; c != nil {
+						t.Logf("%s the crash of 7: hostile %s leader in %d of %d samples (%.1f %%)",
+							ph, hostile, c.held, c.samples, 100*float64(c.held)/float64(c.samples))
+					}
+				}
+				switch hostile {
+				case "3":
+					if c := phases["before"]; c.held != 0 {
+						t.Fatalf("mid-rank 3 was leader in %d samples while 7 led", c.held)
+					}
+					if c := phases["after"]; c.held != 0 {
+						t.Fatalf("mid-rank 3 was leader in %d samples while 6 led", c.held)
+					}
+					if !n.agreeHonest(hostile, want) {
+						t.Fatalf("no agreement on %s within 30 ticks of 7's crash: %s", want, n.states())
+					}
+					t.Logf("6 leads %d ticks after 7's crash", took)
+				case "6":
+					// While 7 leads, the heir holds each of the 6 followers
+					// below it once, until 7's next heartbeat (2 ticks).
+					// After the crash 6 outranks every live member, and
+					// bully cannot tell its announcement from an honest one.
+					if c := phases["before"]; c.held > 6*2 {
+						t.Fatalf("heir 6 was leader in %d samples while 7 led, want at most 12", c.held)
+					}
+				}
+			})
 		}
 	}
 }
