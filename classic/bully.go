@@ -257,6 +257,7 @@ func (b *Bully) mayFollow(p ID, coord bool) bool {
 // our own restores its word.
 func (b *Bully) adopt(p ID, ids []ID) {
 	switch {
+	case p == b.c.leader: // a repeat: the record stands
 	case b.campaigning():
 		b.usurped = None
 		delete(b.distrust, p)

@@ -300,3 +300,57 @@ func TestBullyHostileCoordinator(t *testing.T) {
 		}
 	}
 }
+
+// TestCandidateHostileAnnouncer: every member of eight is a candidate and
+// 7 leads; member 3 announces every tick, to every other member, itself
+// (COORDINATOR and HEARTBEAT), a low candidate (0: every candidate above it
+// would take over) and 7's heir 6. While 7 leads, nobody follows 3 or 0 and
+// no candidate but the heir takes over; the heir's announcement counts at
+// most once per member (until 7's next heartbeat), and 3 is distrusted
+// from then on. After 7's crash the honest members follow 6.
+func TestCandidateHostileAnnouncer(t *testing.T) {
+	ids := tnIDs(8)
+	h := &tnHostile{id: "3"}
+	attack := func(int) []Message {
+		var out []Message
+		for _, p := range ids {
+			if p != h.id {
+				out = append(out,
+					Message{Type: MsgCoordinator, To: p, Leader: "3"},
+					Message{Type: MsgHeartbeat, To: p, Leader: "3"},
+					Message{Type: MsgCoordinator, To: p, Leader: "0"},
+					Message{Type: MsgCoordinator, To: p, Leader: "6"})
+			}
+		}
+		return out
+	}
+	n := tnHostileNet(t, ids, h, func(id ID) Machine {
+		return tnMust[*CandidateElection](t)(NewCandidate(tnCfg(id, ids), ids))
+	})
+	n.campaign("7")
+	n.runUntil(200, "led by 7", func() bool { return n.agreeHonest(h.id, "7") })
+	h.onTick = attack
+	var wrong, heir int
+	for range 100 {
+		n.run(1)
+		for _, id := range n.live() {
+			if id == h.id || id == "7" {
+				continue
+			}
+			switch st := n.state(id); {
+			case st.Leader == "6":
+				heir++
+			case st.Leader != "7":
+				wrong++
+				t.Errorf("%s: %s", id, n.states())
+			}
+		}
+	}
+	t.Logf("while 7 led: %d samples following someone else, %d following the heir 6 (of %d)", wrong, heir, 100*6)
+	if wrong != 0 || heir > 6*2 {
+		t.Fatalf("while 7 led: %d samples following 3 or 0, %d following 6; want 0 and at most 12", wrong, heir)
+	}
+	n.crash("7")
+	took := n.runUntil(20*10, "led by 6", func() bool { return n.agreeHonest(h.id, "6") })
+	t.Logf("6 leads %d ticks after 7's crash", took)
+}
