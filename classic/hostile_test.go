@@ -354,3 +354,43 @@ func TestCandidateHostileAnnouncer(t *testing.T) {
 	took := n.runUntil(20*10, "led by 6", func() bool { return n.agreeHonest(h.id, "6") })
 	t.Logf("6 leads %d ticks after 7's crash", took)
 }
+
+// TestStableHostileTerms: of five stable-leader processes, 3 announces
+// itself every tick to every other member with COORDINATORs and
+// HEARTBEATs of huge and fast-rising terms (2^63-1 made every later
+// election's term, one above, be dropped). While leader 5 lives nobody
+// follows 3 and no term moves towards the end of the term space; when 5
+// crashes and 3 falls silent, the others elect 4.
+func TestStableHostileTerms(t *testing.T) {
+	ids := tnSplit("1 2 3 4 5")
+	h := &tnHostile{id: "3"}
+	attack := func(now int) []Message {
+		var out []Message
+		for _, p := range ids {
+			if p != h.id {
+				out = append(out,
+					Message{Type: MsgCoordinator, To: p, Term: maxTerm, Leader: "3"},
+					Message{Type: MsgHeartbeat, To: p, Term: maxTerm, Leader: "3"},
+					Message{Type: MsgCoordinator, To: p, Term: uint64(now) * 1e6, Leader: "3"},
+					Message{Type: MsgHeartbeat, To: p, Term: uint64(now) + 3, Leader: "3"})
+			}
+		}
+		return out
+	}
+	n := tnHostileNet(t, ids, h, func(id ID) Machine { return tnMust[*Stable](t)(NewStable(tnCfg(id, ids))) })
+	n.runUntil(40, "led by 5", func() bool { return n.agreeHonest(h.id, "5") })
+	h.onTick = attack
+	for i := range 100 {
+		n.run(1)
+		for _, id := range tnHonest(ids, h.id) {
+			st := n.state(id)
+			if st.Leader != "5" || st.Term > maxTerm/1024 {
+				t.Fatalf("tick %d under attack: %s is %+v; want following 5, term far from the end: %s", i, id, st, n.states())
+			}
+		}
+	}
+	h.onTick = nil
+	n.crash("5")
+	took := n.runUntil(60, "led by 4", func() bool { return n.agreeHonest(h.id, "4") })
+	t.Logf("4 leads %d ticks after 5's crash", took)
+}
