@@ -11,6 +11,7 @@ import (
 // ID as From, as the transport authenticates them.
 type tnHostile struct {
 	id     ID
+	inner  Machine // nil, or an honest machine whose messages it sends too
 	now    int
 	onTick func(now int) []Message
 	onStep func(now int, m Message) []Message
@@ -18,6 +19,9 @@ type tnHostile struct {
 }
 
 func (h *tnHostile) Step(m Message) {
+	if h.inner != nil {
+		h.inner.Step(m)
+	}
 	if h.onStep != nil {
 		h.out = append(h.out, h.onStep(h.now, m)...)
 	}
@@ -25,6 +29,9 @@ func (h *tnHostile) Step(m Message) {
 
 func (h *tnHostile) Tick() {
 	h.now++
+	if h.inner != nil {
+		h.inner.Tick()
+	}
 	if h.onTick != nil {
 		h.out = append(h.out, h.onTick(h.now)...)
 	}
@@ -35,6 +42,9 @@ func (h *tnHostile) Campaign() {}
 func (h *tnHostile) Ready() Ready {
 	out := h.out
 	h.out = nil
+	if h.inner != nil {
+		out = append(h.inner.Ready().Messages, out...)
+	}
 	for i := range out {
 		out[i].From = h.id
 	}
@@ -393,4 +403,72 @@ func TestStableHostileTerms(t *testing.T) {
 	n.crash("5")
 	took := n.runUntil(60, "led by 4", func() bool { return n.agreeHonest(h.id, "4") })
 	t.Logf("4 leads %d ticks after 5's crash", took)
+}
+
+// TestRingHostileCoordinator: in a ring of eight led by 7, member 3 sends
+// the members below it, every tick, a COORDINATOR naming itself: with a ring
+// it is the best of ([0 1 2 3]) and, for the max-only variant, as its own
+// announcer. Nobody follows 3 while 7 lives, nor once the ring has elected
+// 6 after 7's crash.
+func TestRingHostileCoordinator(t *testing.T) {
+	ids := tnIDs(8)
+	for _, maxOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("maxOnly=%v", maxOnly), func(t *testing.T) {
+			// 3 takes part in the ring as an honest member would (a member
+			// that drops what it should forward stops any ring election).
+			h := &tnHostile{id: "3"}
+			if maxOnly {
+				h.inner = tnMust[*Ring](t)(NewRingMax(tnCfg("3", ids)))
+			} else {
+				h.inner = tnMust[*Ring](t)(NewRing(tnCfg("3", ids)))
+			}
+			attack := func(now int) []Message {
+				var out []Message
+				for _, p := range tnSplit("0 1 2") { // the followers below it, as in issue 19
+					{
+						out = append(out,
+							Message{Type: MsgCoordinator, To: p, Leader: "3", IDs: tnSplit("0 1 2 3"), Election: ElectionID{Source: "3", Seq: uint64(2 * now)}},
+							Message{Type: MsgCoordinator, To: p, Leader: "3", Election: ElectionID{Source: "3", Seq: uint64(2*now + 1)}})
+					}
+				}
+				return out
+			}
+			n := tnHostileNet(t, ids, h, func(id ID) Machine {
+				if maxOnly {
+					return tnMust[*Ring](t)(NewRingMax(tnCfg(id, ids)))
+				}
+				return tnMust[*Ring](t)(NewRing(tnCfg(id, ids)))
+			})
+			n.unreachable = true
+			n.campaign("0")
+			n.runUntil(100, "led by 7", func() bool { return n.agreeHonest(h.id, "7") })
+			h.onTick = attack
+			held := map[string]int{}
+			watch := func(phase string) {
+				for _, id := range tnHonest(ids, h.id) {
+					if !n.crashed[id] && n.state(id).Leader == h.id {
+						held[phase]++
+					}
+				}
+			}
+			for range 100 {
+				n.run(1)
+				watch("before")
+			}
+			n.crash("7")
+			took := 0
+			for ; took < 60 && !n.agreeHonest(h.id, "6"); took++ {
+				n.run(1)
+				watch("failover")
+			}
+			for range 100 {
+				n.run(1)
+				watch("after")
+			}
+			t.Logf("samples following 3: %v; 6 led %d ticks after 7's crash", held, took)
+			if held["before"] != 0 || held["after"] != 0 || !n.agreeHonest(h.id, "6") {
+				t.Fatalf("samples following 3: %v; want none while 7 or 6 leads: %s", held, n.states())
+			}
+		})
+	}
 }
