@@ -472,3 +472,41 @@ func TestRingHostileCoordinator(t *testing.T) {
 		})
 	}
 }
+
+// TestInvitationHostileReady: five processes merge into one group; member
+// 0 then sends every other member, every tick, a READY saying that its
+// group absorbed theirs. Each follower believes it at most once, until its
+// leader's next heartbeat, and then never while its leader is live: the
+// group keeps its leader.
+func TestInvitationHostileReady(t *testing.T) {
+	ids := tnSplit("0 1 2 3 4")
+	h := &tnHostile{id: "0", inner: tnMust[*Invitation](t)(NewInvitation(tnCfg("0", ids)))}
+	n := tnHostileNet(t, ids, h, func(id ID) Machine { return tnMust[*Invitation](t)(NewInvitation(tnCfg(id, ids))) })
+	var leader ID
+	n.runUntil(300, "one group", func() bool {
+		leader = n.state("2").Leader
+		return leader != None && leader != h.id && n.agreeHonest(h.id, leader)
+	})
+	h.onTick = func(int) []Message {
+		var out []Message
+		for _, p := range ids {
+			if p != h.id && p != leader {
+				out = append(out, Message{Type: MsgReady, To: p, Leader: h.id, IDs: ids})
+			}
+		}
+		return out
+	}
+	held := 0
+	for range 100 {
+		n.run(1)
+		for _, id := range tnHonest(ids, h.id) {
+			if n.state(id).Leader == h.id {
+				held++
+			}
+		}
+	}
+	t.Logf("leader %s; samples following 0: %d of %d", leader, held, 100*4)
+	if held > 3*2 || !n.agreeHonest(h.id, leader) {
+		t.Fatalf("samples following 0: %d, want at most 6 (once each, a heartbeat interval); %s", held, n.states())
+	}
+}
