@@ -510,3 +510,54 @@ func TestInvitationHostileReady(t *testing.T) {
 		t.Fatalf("samples following 0: %d, want at most 6 (once each, a heartbeat interval); %s", held, n.states())
 	}
 }
+
+// TestEchoHostileSequence: of five echo processes on a full mesh, 2 (which
+// otherwise takes part honestly: a silent member stalls every echo wave)
+// sends every other member, every tick, an ELECTION of sequence 2^63-1
+// (every later election, one above, used to be dropped), results of
+// fast-rising elections naming a stranger, and an ECHO naming one. Nobody
+// names the stranger, sequence numbers stay far from the end, and after
+// the leader 4 crashes a new election elects 3.
+func TestEchoHostileSequence(t *testing.T) {
+	ids := tnSplit("0 1 2 3 4")
+	mk := func(id ID) Machine {
+		return tnMust[*Echo](t)(NewEcho(tnCfg(id, ids), tnHonest(ids, id), 1))
+	}
+	h := &tnHostile{id: "2", inner: mk("2")}
+	n := tnHostileNet(t, ids, h, mk)
+	n.unreachable = true
+	n.campaign("0")
+	n.runUntil(50, "led by 4", func() bool { return n.agreeHonest(h.id, "4") })
+	h.onTick = func(now int) []Message {
+		var out []Message
+		for _, p := range ids {
+			if p != h.id {
+				out = append(out,
+					Message{Type: MsgElection, To: p, Election: ElectionID{Source: "2", Seq: maxTerm}},
+					Message{Type: MsgCoordinator, To: p, Election: ElectionID{Source: "2", Seq: uint64(now) * 1e6}, Leader: "z", Capacity: 1 << 40},
+					Message{Type: MsgEcho, To: p, Election: ElectionID{Source: p, Seq: uint64(now) * 1e6}, Leader: "z", Capacity: 1 << 40})
+			}
+		}
+		return out
+	}
+	check := func(step string) {
+		t.Helper()
+		for _, id := range tnHonest(ids, h.id) {
+			if n.crashed[id] {
+				continue
+			}
+			e := n.nodes[id].(*Echo)
+			if st := n.state(id); st.Leader == "z" || e.maxSeq > maxTerm/1024 {
+				t.Fatalf("%s: %s is %+v, highest sequence %d: %s", step, id, st, e.maxSeq, n.states())
+			}
+		}
+	}
+	for range 50 {
+		n.run(1)
+		check("attack")
+	}
+	n.crash("4")
+	n.campaign("0")
+	took := n.runUntil(100, "led by 3", func() bool { check("failover"); return n.agreeHonest(h.id, "3") })
+	t.Logf("3 leads %d ticks after the election started", took)
+}
