@@ -93,8 +93,8 @@ type Echo struct {
 
 	cur      ElectionID // the election we are in, or were last in
 	maxSeq   uint64
-	now      int // ticks since start
-	seqAt    int // tick maxSeq last rose (see seqCeiling)
+	now      int  // ticks since start
+	seqAt    int  // tick maxSeq last rose (see seqCeiling)
 	active   bool // in cur, waiting for answers or for COORDINATOR
 	answered bool // our ECHO went to the parent (or, at the source, the result is out)
 	parent   ID
