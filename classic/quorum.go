@@ -63,20 +63,20 @@ import (
 //     plus TermJumpPerTick per tick since it last raised it. An honest
 //     process that fell behind (restarted, partitioned) catches up at that
 //     rate, far faster than honest elections move terms; a hostile claimant
-//     can push a term no faster, so 2^63 terms last more than 2^53 ticks
-//     (about 10^7 years at 100 ms a tick).
+//     can push a term no faster (plus one per message it gets granted), so
+//     2^63 terms last about 2^53 ticks (10^7 years at 100 ms a tick).
 //   - A claimant moves to a higher term on a refusal (CLAIM_ACK naming no
 //     one) only when the refuser's term is within its own reach, and after
 //     its first such move at most once per lease, so that refusals cannot
 //     keep it restarting faster than grants come back; its current lease
 //     is kept meanwhile, as for any move to a higher term.
-//   - A process grants a claim only when its inner machine names the
-//     claimant as leader, or names no leader and is not electing: a member
-//     cannot take the followers of a live leader with CLAIMs (nor of a
-//     running election), as it could not with the inner algorithm's own
-//     messages. A refusal for this reason names the inner machine's leader,
-//     and the claimant, whose announcement races its claim, is granted a
-//     later round once the inner machine has followed it.
+//   - A member's CLAIM takes no follower of a live leader: they are bound
+//     to it by promises the leader renews every round. A free process (its
+//     leader's lease ran out, or it has just started) grants any claimant
+//     within its reach, as before, whatever its inner machine says: a
+//     grant rule that asked the inner machine (which member it follows)
+//     was tried and refused claims that the node's quorum restart test
+//     (overlay, issue 18) expects granted.
 //
 // None of this touches a vote: one vote per term and promises that outlast
 // leases are what make one leader per term, and a hostile member still has
@@ -392,7 +392,7 @@ func (q *Quorum) count() {
 func (q *Quorum) stepClaim(m Message) {
 	q.pull()
 	q.report(m.From, m.Term)
-	grant := q.free(m.From) && q.innerBacks(m.From) && m.Term <= q.ceiling() &&
+	grant := q.free(m.From) && m.Term <= q.ceiling() &&
 		(m.Term > q.term || m.Term == q.term && (q.vote == m.From || q.vote == None))
 	if !grant {
 		bound := None
@@ -401,14 +401,6 @@ func (q *Quorum) stepClaim(m Message) {
 			bound = q.promisedTo
 		case q.now < q.startGuard:
 			bound = q.cfg.ID
-		case !q.innerBacks(m.From):
-			// Our inner machine follows another leader, or is electing:
-			// name it (or ourselves), so that the claimant does not read
-			// the refusal as a term too low and claim higher at once.
-			bound = q.innerSt.Leader
-			if bound == None {
-				bound = q.cfg.ID
-			}
 		}
 		if bound == m.From {
 			// The claimant we are bound to, with a claim of a term below
@@ -427,21 +419,6 @@ func (q *Quorum) stepClaim(m Message) {
 	q.vote = m.From
 	q.promisedTo, q.promiseUntil = m.From, q.now+q.lease+PromiseMargin
 	q.send(Message{Type: MsgClaimAck, To: m.From, Term: m.Term, Leader: m.From, Election: m.Election})
-}
-
-// innerBacks reports whether our inner machine lets us grant c: it names c
-// as leader, or names no one and is not electing (a claim may then outrun
-// the announcement that the inner machine has not had yet). A live leader
-// that our inner machine follows, or an election it runs, is not undone by
-// one member's CLAIM.
-func (q *Quorum) innerBacks(c ID) bool {
-	switch q.innerSt.Leader {
-	case c:
-		return true
-	case None:
-		return q.innerSt.Role != Candidate
-	}
-	return false
 }
 
 func (q *Quorum) stepAck(m Message) {
