@@ -25,8 +25,10 @@ import (
 //     names the leader the sender still considers alive (itself if it leads,
 //     its leader if it heard from it within TimeoutTicks, else none), and
 //     carries the sender's flap counts (IDs lists an ID once per flap).
-//   - If any vote names a live leader, the candidate simply follows it: a
-//     live, reachable leader is never replaced. Otherwise the winner is the
+//   - If more than half of the votes name a live leader, the candidate
+//     simply follows it: a live, reachable leader is never replaced. (A
+//     leader's heartbeat during the election counts as its vote naming
+//     itself; one member's word alone is not followed.) Otherwise the winner is the
 //     highest-ranked live process (the voters and the candidate) whose flap
 //     count is below MaxFlaps (WithMaxFlaps); only if every live process
 //     has reached MaxFlaps does the highest-ranked of them win. The candidate
@@ -60,7 +62,7 @@ type Stable struct {
 	electTerm  uint64
 	left       int
 	votes      map[ID]bool
-	liveLeader ID
+	named      map[ID]ID // voter -> the live leader its vote named (or its heartbeat, itself)
 
 	flaps    map[ID]int    // flap count per ID, as observed or learned
 	lastFlap map[ID]uint64 // the term for which we last counted a flap of ID
@@ -178,17 +180,38 @@ func (s *Stable) startElection() {
 	s.electTerm = s.term + 1
 	s.left = s.cfg.TimeoutTicks
 	s.votes = map[ID]bool{}
-	s.liveLeader = None
+	s.named = map[ID]ID{}
 	s.broadcast(Message{Type: MsgElection, Term: s.electTerm})
 	if len(s.cfg.Peers) == 1 {
 		s.finish()
 	}
 }
 
+// liveLeader is the live leader the election follows: the best-ranked of
+// those named by more than half of the voters (a vote names the leader its
+// sender considers alive; a heartbeat during the election names its
+// sender). One voter's word is not enough (issue 19: a member that
+// heartbeats at every election would be followed by every candidate);
+// when the leader is alive and only this process lost it, every voter
+// names it.
+func (s *Stable) liveLeader() ID {
+	count := map[ID]int{}
+	for _, l := range s.named {
+		count[l]++
+	}
+	best := None
+	for l, c := range count {
+		if 2*c > len(s.votes) && (best == None || s.cfg.Rank.Compare(l, best) > 0) {
+			best = l
+		}
+	}
+	return best
+}
+
 // finish ends the election: follow a live leader, or announce a winner.
 func (s *Stable) finish() {
-	if s.liveLeader != None {
-		s.follow(s.liveLeader, s.term)
+	if l := s.liveLeader(); l != None {
+		s.follow(l, s.term)
 		return
 	}
 	live := []ID{s.cfg.ID}
@@ -210,7 +233,7 @@ func (s *Stable) follow(leader ID, term uint64) {
 		s.raisedAt = s.now
 	}
 	s.leader, s.term = leader, term
-	s.votes, s.liveLeader = nil, None
+	s.votes, s.named = nil, nil
 	s.elapsed = 0
 	if leader == s.cfg.ID {
 		if s.role != Leader {
@@ -245,7 +268,13 @@ func (s *Stable) Step(m Message) {
 		case m.From == s.leader && s.role != Leader:
 			s.follow(m.From, max(s.term, m.Term))
 		case s.role == Candidate && m.Term >= s.term:
-			s.follow(m.From, m.Term) // a live leader: no need to elect
+			// A live leader, as far as its own word goes: a vote for
+			// it, which the election follows if most voters agree.
+			s.votes[m.From], s.named[m.From] = true, m.From
+			if len(s.votes) == len(s.cfg.Peers)-1 {
+				s.finish()
+			}
+			return
 		case s.mayReplace(m.From, m.Term):
 			s.follow(m.From, max(s.term, m.Term))
 		default:
@@ -265,8 +294,8 @@ func (s *Stable) Step(m Message) {
 		}
 		s.mergeFlaps(m.IDs)
 		s.votes[m.From] = true
-		if m.Leader != None && m.Leader != s.cfg.ID && slices.Contains(s.cfg.Peers, m.Leader) && (s.liveLeader == None || s.cfg.Rank.Compare(m.Leader, s.liveLeader) > 0) {
-			s.liveLeader = m.Leader
+		if m.Leader != None && m.Leader != s.cfg.ID && slices.Contains(s.cfg.Peers, m.Leader) {
+			s.named[m.From] = m.Leader
 		}
 		if len(s.votes) == len(s.cfg.Peers)-1 {
 			s.finish()
