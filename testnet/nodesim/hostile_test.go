@@ -32,10 +32,10 @@ type hostileRun struct {
 // 2^63-1) while sampling every 100 ms, for 30 s; then crashes the
 // superpeer and goes on for 30 s. attack false runs the same without the
 // injected messages.
-func runHostile(t *testing.T, seed uint64, quorum, attack bool) hostileRun {
+func runHostile(t *testing.T, algo string, seed uint64, quorum, attack bool) hostileRun {
 	t.Helper()
 	s := converged(t, Config{N: 24, Seed: seed, Stagger: 5 * time.Second,
-		Node: node.Config{Target: dhtselect.Target{Superpeers: 3}, Election: "bully", Quorum: quorum}})
+		Node: node.Config{Target: dhtselect.Target{Superpeers: 3}, Election: algo, Quorum: quorum}})
 	s.RunFor(10 * time.Second)
 	lead := -1
 	for i := range s.N() {
@@ -70,8 +70,12 @@ func runHostile(t *testing.T, seed uint64, quorum, attack bool) hostileRun {
 			}
 			seq++
 			for _, v := range victims {
-				s.Inject(a, v, classic.Message{Type: classic.MsgCoordinator, Leader: classic.ID(attacker)})
-				s.Inject(a, v, classic.Message{Type: classic.MsgHeartbeat, Leader: classic.ID(attacker)})
+				// The announcement each algorithm would send: a COORDINATOR
+				// by the winner (as ring's results, naming the best of a
+				// ring of one), a heartbeat of a higher term.
+				s.Inject(a, v, classic.Message{Type: classic.MsgCoordinator, Leader: classic.ID(attacker), IDs: []classic.ID{classic.ID(attacker)},
+					Election: classic.ElectionID{Source: classic.ID(attacker), Seq: seq}, Term: seq})
+				s.Inject(a, v, classic.Message{Type: classic.MsgHeartbeat, Leader: classic.ID(attacker), Term: seq})
 				if quorum {
 					s.Inject(a, v, classic.Message{Type: classic.MsgClaimAck, Term: math.MaxUint64 / 2})
 					s.Inject(a, v, classic.Message{Type: classic.MsgClaim, Term: seq * 1e9,
@@ -133,8 +137,8 @@ func share(c [2]int) float64 {
 func TestHostileMember(t *testing.T) {
 	for _, quorum := range []bool{false, true} {
 		for seed := range uint64(3) {
-			honest := runHostile(t, seed, quorum, false)
-			r := runHostile(t, seed, quorum, true)
+			honest := runHostile(t, "bully", seed, quorum, false)
+			r := runHostile(t, "bully", seed, quorum, true)
 			t.Logf("quorum=%v seed %d: attacker served a victim in %.1f %% of samples before the crash, %.1f %% during the failover, %.1f %% after; failover %v (without the attack %v), unrepaired %d",
 				quorum, seed, share(r.before), share(r.during), share(r.after), r.failover, honest.failover, r.unrepaired)
 			if r.before[0] != 0 {
@@ -160,5 +164,26 @@ func TestHostileMember(t *testing.T) {
 				t.Errorf("quorum=%v seed %d: failover %v under attack, %v without", quorum, seed, r.failover, honest.failover)
 			}
 		}
+	}
+}
+
+// TestHostileMemberAlgorithms: the same attack under the other algorithms
+// whose announcements name a leader (one seed each, without quorum): the
+// attacker serves no victim while the superpeer leads, and the cluster
+// fails over.
+func TestHostileMemberAlgorithms(t *testing.T) {
+	for _, algo := range []string{"next-in-line", "candidate", "ring", "ring-max", "stable"} {
+		t.Run(algo, func(t *testing.T) {
+			honest := runHostile(t, algo, 0, false, false)
+			r := runHostile(t, algo, 0, false, true)
+			t.Logf("%s: attacker served a victim in %.1f %% of samples before the crash, %.1f %% during the failover, %.1f %% after; failover %v (without the attack %v), unrepaired %d",
+				algo, share(r.before), share(r.during), share(r.after), r.failover, honest.failover, r.unrepaired)
+			if r.before[0] != 0 {
+				t.Errorf("the attacker served a victim in %d of %d samples before the crash", r.before[0], r.before[1])
+			}
+			if r.unrepaired != 0 || !r.covered {
+				t.Errorf("failover %v, unrepaired %d, all covered at the end %v", r.failover, r.unrepaired, r.covered)
+			}
+		})
 	}
 }
