@@ -59,10 +59,10 @@ type Stable struct {
 	raisedAt int // tick term last rose (see ceiling)
 	ledSince int // tick this process became leader
 
-	electTerm  uint64
-	left       int
-	votes      map[ID]bool
-	named      map[ID]ID // voter -> the live leader its vote named (or its heartbeat, itself)
+	electTerm uint64
+	left      int
+	votes     map[ID]bool
+	named     map[ID]ID // voter -> the live leader its vote named (or its heartbeat, itself)
 
 	flaps    map[ID]int    // flap count per ID, as observed or learned
 	lastFlap map[ID]uint64 // the term for which we last counted a flap of ID
