@@ -81,13 +81,18 @@ const (
 //   - A candidate that got an OK waits 2T for the COORDINATOR (the higher
 //     process needs up to T to win, plus the delivery), and starts a new
 //     election if none arrives.
-//   - A COORDINATOR from a higher-ranked process is always adopted. One from
-//     a lower-ranked process is answered by an election of our own: the
-//     higher process bullies its way back.
+//   - A COORDINATOR from a higher-ranked process is adopted when this
+//     process has no leader (it is electing, or lost its leader), leads, or
+//     follows a leader that the sender outranks; over a live leader that
+//     outranks the sender, only the heir's (the member next below that
+//     leader) counts, once (see mayFollow). One from a lower-ranked process
+//     is answered by an election of our own: the higher process bullies
+//     its way back.
 //   - The leader sends HEARTBEAT (Leader = itself) every H. A follower that
 //     hears nothing from its leader for T (or has had no leader for T)
 //     campaigns. Heartbeats from a higher-ranked process are adopted like a
-//     COORDINATOR; candidates wait for the COORDINATOR instead.
+//     COORDINATOR, without the heir's exception; candidates wait for the
+//     COORDINATOR instead.
 //
 // A recovered process is a fresh Bully on which the driver calls Campaign:
 // if it outranks every live process it announces itself and takes over.
@@ -112,6 +117,14 @@ type Bully struct {
 	list     []ID // the failover list last published by the leader
 	wait     int  // bullyAwaitFailover: ticks to wait before acting
 	takeOver bool // bullyAwaitFailover: on expiry take over (true) or run a bully election
+
+	// See mayFollow: the members that answered OK in our election; the
+	// leader we left for its heir's announcement; the members whose
+	// announcements a live leader of ours outlived.
+	oks      map[ID]bool
+	lost     ID // next-in-line: the leader whose failover we wait for
+	usurped  ID
+	distrust map[ID]bool
 }
 
 var _ Machine = (*Bully)(nil)
@@ -129,7 +142,7 @@ func NewBully(cfg Config) (*Bully, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bully{c: newMemberCore(cfg)}, nil
+	return &Bully{c: newMemberCore(cfg), distrust: map[ID]bool{}}, nil
 }
 
 // Campaign starts an election now: ELECTION to every higher-ranked member,
@@ -137,6 +150,7 @@ func NewBully(cfg Config) (*Bully, error) {
 func (b *Bully) Campaign() {
 	b.c.role, b.c.leader = Candidate, None
 	b.elapsed = 0
+	b.oks = map[ID]bool{}
 	sent := false
 	for _, p := range b.c.cfg.Peers {
 		if b.c.above(p, b.c.cfg.ID) {
@@ -178,6 +192,97 @@ func (b *Bully) follow(leader ID, ids []ID) {
 	}
 }
 
+// mayFollow reports whether a COORDINATOR (coord) or HEARTBEAT from p, a
+// member that outranks this process, may make it p's follower:
+//
+//   - When it leads, or follows a leader that p outranks: yes.
+//   - When it runs an election of its own (it sent ELECTION to every member
+//     above it): a COORDINATOR only from a member that answered it with OK
+//     and ranks at least as high as every member that did. An honest winner
+//     is the highest live member and answers every ELECTION it gets with OK
+//     (a leader at once with OK and COORDINATOR), so it always passes; a
+//     member that a higher live one outranks does not, nor one that sends
+//     COORDINATOR without having been asked (it gets an ELECTION back, so
+//     that a leader whose OK was lost, or that won before our ELECTION
+//     reached it, answers again with OK and COORDINATOR).
+//   - When it waits for its next-in-line failover slot: a member on the
+//     failover list, ranked above its first, or the leader it lost (it was
+//     only slow).
+//   - When it has no leader otherwise (it has just started): yes.
+//   - When it follows a live leader (a follower's leader is at most
+//     TimeoutTicks silent, or it would have campaigned) that outranks p:
+//     no, which a mid-rank member used to take 98 % of the followers it told
+//     (issue 19). Our own timeout, or the driver's Campaign on a lost
+//     connection, starts an election that the winner's answer ends. One
+//     exception keeps the textbook's one-message failover: the COORDINATOR
+//     of our leader's heir (the member next below it in rank, whom any
+//     election without our leader elects; next-in-line's first in the
+//     list), which announces that our leader died before we noticed. It
+//     counts unless the heir has been shown wrong: it announced itself, as
+//     anything, over a live leader of ours before (see distrust). Until we
+//     follow it through an election of our own, its word then no longer
+//     counts over a live leader.
+//
+// What bully cannot tell is a higher-ranked member's COORDINATOR or
+// heartbeat over our leader (it is how a recovered process takes over,
+// honest or not), the first announcement of our leader's heir, and, in an
+// election of ours, the OK and COORDINATOR of a member that ranks above
+// every other that answered (in time).
+func (b *Bully) mayFollow(p ID, coord bool) bool {
+	switch {
+	case p == b.c.leader || b.c.role == Leader || b.c.leader != None && b.c.above(p, b.c.leader):
+		return true
+	case b.campaigning():
+		if coord && !b.oks[p] {
+			// Not asked, or its OK was lost: ask it (again). A leader
+			// answers with OK and COORDINATOR at once.
+			b.c.send(Message{Type: MsgElection, To: p})
+			return false
+		}
+		return coord && !slices.ContainsFunc(b.c.cfg.Peers, func(q ID) bool { return b.oks[q] && b.c.above(q, p) })
+	case b.phase == bullyAwaitFailover && len(b.list) > 0:
+		return p == b.lost || slices.Contains(b.list, p) || b.c.above(p, b.list[0])
+	case b.c.leader == None:
+		return true
+	case coord && !b.distrust[p] && p == b.heir(b.c.leader):
+		return true
+	}
+	b.distrust[p] = true // announced itself over our live leader, who outranks it
+	return false
+}
+
+// adopt follows p, a member mayFollow allowed, and keeps the heir's
+// record: whom p replaces while it was live (usurped); if that leader
+// speaks again the heir is distrusted. Following p through an election of
+// our own restores its word.
+func (b *Bully) adopt(p ID, ids []ID) {
+	switch {
+	case p == b.c.leader: // a repeat: the record stands
+	case b.campaigning():
+		b.usurped = None
+		delete(b.distrust, p)
+	case p == b.usurped && b.c.leader != None:
+		b.distrust[b.c.leader] = true // the leader the heir replaced is live
+		b.usurped = None
+	case b.c.leader != None && b.c.role == Follower && !b.c.above(p, b.c.leader):
+		b.usurped = b.c.leader // the heir's announcement over a live leader
+	default:
+		b.usurped = None
+	}
+	b.follow(p, ids)
+}
+
+// heir returns the member ranked next below l, None if l ranks lowest.
+func (b *Bully) heir(l ID) ID {
+	h := None
+	for _, p := range b.c.cfg.Peers {
+		if b.c.above(l, p) && (h == None || b.c.above(p, h)) {
+			h = p
+		}
+	}
+	return h
+}
+
 // campaigning reports whether an election of this process is running.
 func (b *Bully) campaigning() bool {
 	return b.phase == bullyAwaitOK || b.phase == bullyAwaitCoord
@@ -202,6 +307,9 @@ func (b *Bully) Step(m Message) {
 			b.Campaign()
 		}
 	case MsgOK:
+		if b.campaigning() && b.c.above(m.From, self) {
+			b.oks[m.From] = true
+		}
 		if b.phase == bullyAwaitOK && b.c.above(m.From, self) {
 			b.phase, b.elapsed = bullyAwaitCoord, 0
 		}
@@ -209,10 +317,13 @@ func (b *Bully) Step(m Message) {
 		if m.Leader != m.From {
 			return // a COORDINATOR names its sender
 		}
-		if b.c.above(m.From, self) {
-			b.follow(m.From, m.IDs)
-		} else if !b.campaigning() {
-			b.Campaign() // bully back
+		switch {
+		case !b.c.above(m.From, self):
+			if !b.campaigning() {
+				b.Campaign() // bully back
+			}
+		case b.mayFollow(m.From, true):
+			b.adopt(m.From, m.IDs)
 		}
 	case MsgHeartbeat:
 		if m.Leader != m.From || b.campaigning() {
@@ -226,8 +337,8 @@ func (b *Bully) Step(m Message) {
 			}
 		case b.c.above(self, m.From):
 			b.Campaign() // a lower process claims to lead: bully back
-		case b.c.leader == None || b.c.role == Leader || b.c.above(m.From, b.c.leader):
-			b.follow(m.From, m.IDs)
+		case b.mayFollow(m.From, false):
+			b.adopt(m.From, m.IDs)
 		}
 	}
 }
@@ -281,6 +392,7 @@ func (b *Bully) leaderLost() {
 		b.win()
 		return
 	}
+	b.lost = b.c.leader
 	b.c.role, b.c.leader = Candidate, None
 	b.phase, b.elapsed = bullyAwaitFailover, 0
 	if pos > 0 {

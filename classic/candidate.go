@@ -35,6 +35,12 @@ import (
 //     it; a leader ignores a lower candidate's COORDINATOR and heartbeat
 //     (its own heartbeats make that candidate follow it).
 //
+// What one member's message can make a process believe is bounded (issue
+// 19): a COORDINATOR naming a candidate below a live leader is not
+// followed, nor makes a candidate that follows a live leader above it take
+// over, but for the leader's heir, once per announcer (see mayFollow and
+// mayTakeOver).
+//
 // Every bully-back names a strictly better candidate than the leader it
 // replaces, so leadership only moves up the ranking and the highest-ranked
 // live, connected candidate ends up leading: whoever leads below it is heard
@@ -64,6 +70,11 @@ type CandidateElection struct {
 	phase   candPhase
 	left    int
 	replies map[ID]bool
+
+	// See mayFollow: the leader we left for an announcement of its heir,
+	// and who made it; announcers shown wrong.
+	usurped, announcer ID
+	distrust           map[ID]bool
 
 	outbox
 }
@@ -113,6 +124,7 @@ func NewCandidate(cfg Config, candidates []ID) (*CandidateElection, error) {
 		outbox:     newOutbox(cfg),
 		candidates: cs,
 		delta:      (pos + 1) * cfg.TimeoutTicks,
+		distrust:   map[ID]bool{},
 	}, nil
 }
 
@@ -216,6 +228,67 @@ func (c *CandidateElection) outranks(id ID) bool {
 	return c.candidates[c.cfg.ID] && id != c.cfg.ID && c.cfg.Rank.Compare(c.cfg.ID, id) > 0
 }
 
+// mayFollow reports whether a COORDINATOR from `from` naming the
+// candidate l, which this process does not outrank, may make it l's
+// follower: when it has no leader, suspects its leader (it waits δ or
+// queries), leads, or l is its leader or outranks it. A COORDINATOR naming
+// a candidate below a live leader is not followed (a mid-rank member could
+// take a follower with one, as one did in issue 19), with one exception
+// that keeps the one-announcement failover: the announcement of our
+// leader's heir (the candidate next below it), the winner of any query
+// after our leader died, by an announcer that has not been shown wrong (an
+// announcer after whose heir announcement our leader spoke again is
+// distrusted for good).
+//
+// What the election cannot tell is an announcement naming a candidate
+// above our leader, or any announcement while we have no live leader: that
+// is how a recovered candidate takes over, and what an ordinary process's
+// query ends with; nor the first heir announcement of each member.
+func (c *CandidateElection) mayFollow(from, l ID) bool {
+	switch {
+	case l == c.leader:
+		return true
+	case c.leader == None || c.phase != candIdle || c.role == Leader || c.cfg.Rank.Compare(l, c.leader) > 0:
+		c.usurped = None
+		return true
+	case !c.distrust[from] && l == c.heir(c.leader):
+		c.usurped, c.announcer = c.leader, from
+		return true
+	}
+	c.distrust[from] = true
+	return false
+}
+
+// mayTakeOver reports whether this candidate may take over on news from
+// `from` that a candidate it outranks leads: yes, unless it follows a live
+// leader above it. Then only its heir may (it was passed over after the
+// leader died, which it has not noticed yet), on the word of a member that
+// has not been shown wrong: if the leader speaks again, `from` is
+// distrusted (see mayFollow). A member naming a low candidate would
+// otherwise make every candidate above it announce itself.
+func (c *CandidateElection) mayTakeOver(from ID) bool {
+	if c.role != Follower || c.phase != candIdle || c.leader == None || c.cfg.Rank.Compare(c.leader, c.cfg.ID) <= 0 {
+		return true
+	}
+	if c.distrust[from] || c.heir(c.leader) != c.cfg.ID {
+		c.distrust[from] = true
+		return false
+	}
+	c.usurped, c.announcer = c.leader, from
+	return true
+}
+
+// heir returns the candidate ranked next below l, None if there is none.
+func (c *CandidateElection) heir(l ID) ID {
+	h := None
+	for _, p := range c.cfg.Peers {
+		if c.candidates[p] && c.cfg.Rank.Compare(l, p) > 0 && (h == None || c.cfg.Rank.Compare(p, h) > 0) {
+			h = p
+		}
+	}
+	return h
+}
+
 // takeOver announces this candidate as leader to everyone and leads
 // (bully-back: it heard a lower-ranked candidate lead).
 func (c *CandidateElection) takeOver() {
@@ -237,7 +310,7 @@ func (c *CandidateElection) Step(m Message) {
 		case c.outranks(m.From):
 			// A lesser candidate leads: take over, unless we already lead
 			// (then our heartbeats make it follow us).
-			if c.role != Leader {
+			if c.role != Leader && c.mayTakeOver(m.From) {
 				c.takeOver()
 			}
 		case m.From == c.leader:
@@ -245,6 +318,11 @@ func (c *CandidateElection) Step(m Message) {
 				c.follow(m.From) // the leader was only slow
 			}
 			c.elapsed = 0
+		case m.From == c.usurped && c.leader != None && c.cfg.Rank.Compare(m.From, c.leader) > 0:
+			// The leader we left for an announcement of its heir is live:
+			// the announcer was wrong, or lied.
+			c.distrust[c.announcer] = true
+			c.follow(m.From)
 		case c.leader == None || c.cfg.Rank.Compare(m.From, c.leader) > 0 || c.phase != candIdle:
 			// A better leader, or any leader while ours is suspected.
 			c.follow(m.From)
@@ -254,7 +332,7 @@ func (c *CandidateElection) Step(m Message) {
 			return
 		}
 		if c.outranks(m.Leader) {
-			if c.role != Leader {
+			if c.role != Leader && c.mayTakeOver(m.From) {
 				// Never follow a lesser candidate: take over.
 				c.takeOver()
 			}
@@ -262,7 +340,9 @@ func (c *CandidateElection) Step(m Message) {
 			// candidate: its heartbeats will correct the sender.
 			return
 		}
-		c.follow(m.Leader)
+		if c.mayFollow(m.From, m.Leader) {
+			c.follow(m.Leader)
+		}
 	case MsgQuery:
 		if c.candidates[c.cfg.ID] {
 			c.send(Message{Type: MsgQueryReply, To: m.From, Leader: c.leader})

@@ -70,6 +70,13 @@ import (
 //     WithElectionTimeout) without any progress (an answer, or the result)
 //     starts a new election.
 //
+// What one member can make the others believe (issue 19): a winner must
+// be a member, and no message moves the election sequence numbers faster
+// than TermJumpPerTick a tick. Capacities are what each process reports
+// for itself and its subtree, and a result of an election a process was not
+// part of is taken as it comes: echo cannot tell a member that claims the
+// largest capacity, or announces such a result, from an honest one.
+//
 // Messages used: ELECTION, ECHO, COORDINATOR, UNREACHABLE. Echo has no
 // heartbeats; the driver calls Campaign when it notices the leader is gone.
 // State.Term is the sequence number of the election that chose the leader.
@@ -86,6 +93,8 @@ type Echo struct {
 
 	cur      ElectionID // the election we are in, or were last in
 	maxSeq   uint64
+	now      int  // ticks since start
+	seqAt    int  // tick maxSeq last rose (see seqCeiling)
 	active   bool // in cur, waiting for answers or for COORDINATOR
 	answered bool // our ECHO went to the parent (or, at the source, the result is out)
 	parent   ID
@@ -216,14 +225,14 @@ func (e *Echo) self() echoBest { return echoBest{cap: e.capacity, leader: e.cfg.
 
 // Campaign starts a new election with this process as its source.
 func (e *Echo) Campaign() {
-	e.maxSeq++
+	e.raiseSeq(e.maxSeq + 1)
 	e.join(ElectionID{Source: e.cfg.ID, Seq: e.maxSeq}, None)
 }
 
 // join enters election id with the given parent (None at the source).
 func (e *Echo) join(id ElectionID, parent ID) {
 	e.cur, e.parent = id, parent
-	e.maxSeq = max(e.maxSeq, id.Seq)
+	e.raiseSeq(id.Seq)
 	e.active, e.answered = true, false
 	e.children = nil
 	e.best = e.self()
@@ -273,6 +282,7 @@ func (e *Echo) decide(b echoBest) {
 
 // Tick advances the logical clock by one tick.
 func (e *Echo) Tick() {
+	e.now++
 	if !e.active {
 		return
 	}
@@ -295,6 +305,28 @@ func (e *Echo) Tick() {
 	}
 }
 
+// seqCeiling is the highest election sequence number this process takes
+// from a message now: one above the highest it has seen, plus
+// TermJumpPerTick per tick since that rose. A member that sends elections
+// of sequence 2^63-1 (after which every new election, one above, would be
+// dropped) or of fast-rising ones moves no one faster than that, so the
+// sequence numbers last (see TermJumpPerTick); one that fell behind
+// catches up within a tick or two.
+func (e *Echo) seqCeiling() uint64 {
+	d := uint64(max(e.now-e.seqAt, 0))
+	if d >= (maxTerm-e.maxSeq)/TermJumpPerTick {
+		return maxTerm
+	}
+	return e.maxSeq + 1 + d*TermJumpPerTick
+}
+
+// raiseSeq notes a sequence number seen or used.
+func (e *Echo) raiseSeq(seq uint64) {
+	if seq > e.maxSeq {
+		e.maxSeq, e.seqAt = seq, e.now
+	}
+}
+
 // progress notes that the current election moved on.
 func (e *Echo) progress() { e.left = e.timeout }
 
@@ -307,10 +339,13 @@ func (e *Echo) Step(m Message) {
 		e.unreachable(m)
 		return
 	}
-	if m.Election.Seq > maxTerm {
-		return // one above it would wrap round (see maxTerm)
+	if m.Election.Seq > e.seqCeiling() {
+		return // see seqCeiling
 	}
-	e.maxSeq = max(e.maxSeq, m.Election.Seq)
+	if (m.Type == MsgEcho || m.Type == MsgCoordinator) && !slices.Contains(e.cfg.Peers, m.Leader) {
+		return // a winner must be a member
+	}
+	e.raiseSeq(m.Election.Seq)
 	switch {
 	case m.Election == e.cur:
 		e.stepCurrent(m)

@@ -36,6 +36,9 @@ import (
 //   - A yielding leader keeps leading its group until READY arrives, for at
 //     most TimeoutTicks, and while it waits it points other inviters to the
 //     leader it is joining.
+//   - A member that follows a READY over its live leader goes back to that
+//     leader if it heartbeats again, and believes that READY's sender no
+//     more over a leader that beat within HeartbeatTicks (see stepReady).
 //
 // Messages used: HEARTBEAT, INVITE, ACCEPT, READY.
 //
@@ -58,6 +61,11 @@ type Invitation struct {
 	now       int
 	invitedAt map[ID]int // leader: when each process was last invited
 
+	// See stepReady: the leader we left on a READY, and the senders of
+	// READYs that a live leader outlived.
+	usurped  ID
+	distrust map[ID]bool
+
 	outbox
 }
 
@@ -74,7 +82,7 @@ func NewInvitation(cfg Config) (*Invitation, error) {
 	if err != nil {
 		return nil, err
 	}
-	iv := &Invitation{cfg: cfg, invitedAt: map[ID]int{}, outbox: newOutbox(cfg)}
+	iv := &Invitation{cfg: cfg, invitedAt: map[ID]int{}, distrust: map[ID]bool{}, outbox: newOutbox(cfg)}
 	iv.lead([]ID{cfg.ID})
 	iv.inviteIn = 1 + cfg.Rand.IntN(cfg.TimeoutTicks)
 	return iv, nil
@@ -238,6 +246,14 @@ func (iv *Invitation) Step(m Message) {
 		if !iv.leading() && m.From == iv.leader {
 			return
 		}
+		if !iv.leading() && m.From == iv.usurped {
+			// The leader whose group a READY said was absorbed still
+			// leads: it did not yield, and the READY's sender is not
+			// believed over a live leader again (see stepReady).
+			iv.distrust[iv.leader] = true
+			iv.leader, iv.usurped, iv.elapsed = m.From, None, 0
+			return
+		}
 		iv.send(Message{Type: MsgAccept, To: m.From, Leader: iv.pointsTo()})
 	case MsgInvite:
 		iv.stepInvite(m)
@@ -335,6 +351,15 @@ func (iv *Invitation) stepPointer(m Message) {
 	iv.invite(l)
 }
 
+// stepReady handles a winner's READY: our group joined m.From's. A member
+// cannot check that its leader yielded (the leader's ACCEPT went to the
+// winner), so a READY naming our leader absorbed is taken; but if our
+// leader heartbeats again afterwards it had not yielded, we go back to it,
+// and the READY's sender is not believed again over a leader that beat
+// within the last HeartbeatTicks: a member could otherwise take every
+// follower with one READY each (issue 19). What the algorithm cannot tell
+// is the first such READY of each sender, and one that arrives when our
+// leader has been silent for a heartbeat interval.
 func (iv *Invitation) stepReady(m Message) {
 	if m.Leader != m.From || !slices.Contains(m.IDs, iv.cfg.ID) {
 		return
@@ -343,8 +368,15 @@ func (iv *Invitation) stepReady(m Message) {
 		if iv.yieldTo != m.From {
 			return // stale: we did not yield to this leader
 		}
-	} else if !slices.Contains(m.IDs, iv.leader) {
+	} else if !slices.Contains(m.IDs, iv.leader) || m.From == iv.leader {
 		return // our group was not the one absorbed
+	}
+	iv.usurped = None
+	if !iv.leading() {
+		if iv.distrust[m.From] && iv.elapsed < iv.cfg.HeartbeatTicks {
+			return // shown wrong before, and our leader beat just now
+		}
+		iv.usurped = iv.leader
 	}
 	iv.leader, iv.members = m.From, nil
 	iv.elapsed = 0

@@ -47,6 +47,44 @@ import (
 // promises outlast leases, no two Leaders at the same time either, as long as
 // ticks run at the same rate everywhere (which the simulator guarantees).
 //
+// Hostile members (see also the comment on TermJumpPerTick): with at most f
+// of 2f+1 members hostile, terms stay honest and the space of terms does not
+// run out, because no single message moves a term far:
+//
+//   - A CLAIM_ACK never raises the receiver's term. Its Term is only a report
+//     of the sender's term, kept per member; in Raft any higher term adopts
+//     it, which here let four CLAIM_ACKs of term 2^63-1 end every election
+//     for good (the next claim, one above, was dropped by everyone).
+//   - A new claim takes the lowest term above the terms that all but f of
+//     the other members report (a majority with the claimant), not above
+//     the largest one member reports: f hostile reports of any height are
+//     passed over, while the f honest others' are covered.
+//   - No process raises its term, by claiming or granting, by more than one
+//     plus TermJumpPerTick per tick since it last raised it. An honest
+//     process that fell behind (restarted, partitioned) catches up at that
+//     rate, far faster than honest elections move terms; a hostile claimant
+//     can push a term no faster (plus one per message it gets granted), so
+//     2^63 terms last about 2^53 ticks (10^7 years at 100 ms a tick).
+//   - A claimant moves to a higher term on a refusal (CLAIM_ACK naming no
+//     one) only when the refuser's term is within its own reach, and after
+//     its first such move at most once per lease, so that refusals cannot
+//     keep it restarting faster than grants come back; its current lease
+//     is kept meanwhile, as for any move to a higher term.
+//   - A member's CLAIM takes no follower of a live leader: they are bound
+//     to it by promises the leader renews every round. A free process (its
+//     leader's lease ran out, or it has just started) grants any claimant
+//     within its reach, as before, whatever its inner machine says: a
+//     grant rule that asked the inner machine (which member it follows)
+//     was tried and refused claims that the node's quorum restart test
+//     (overlay, issue 18) expects granted.
+//
+// None of this touches a vote: one vote per term and promises that outlast
+// leases are what make one leader per term, and a hostile member still has
+// only its own vote. Liveness: an honest claimant needs only the f honest
+// others; their terms are below its claim's, or within a few ticks of
+// TermJumpPerTick of it, and refusals from the hostile f cannot make it
+// restart more than once per lease.
+//
 // Followers report the claimant they back, while their promise holds, as
 // their Leader; a process that backs no one reports no leader. Messages of
 // older terms are refused; the inner machine's own messages pass through
@@ -73,6 +111,11 @@ type Quorum struct {
 	promisedTo   ID  // whom we must not betray until promiseUntil
 	promiseUntil int // tick
 	startGuard   int // no new claimant before this tick
+	raisedAt     int // tick term last rose (see ceiling)
+
+	// reported is the highest term each other member has reported (in a
+	// CLAIM or a CLAIM_ACK); reports never move term.
+	reported map[ID]uint64
 
 	// Claiming.
 	claiming   bool
@@ -84,6 +127,7 @@ type Quorum struct {
 	sentAt     map[uint64]int // round -> tick sent, for the rounds of a lease
 	backed     map[ID]int     // member -> send tick of the latest round it granted
 	nextRound  int            // tick of the next round
+	bumped     bool           // this claim was started by a refusal
 
 	outbox
 }
@@ -126,6 +170,7 @@ func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
 		lease:    cfg.TimeoutTicks,
 		term:     hs.Term,
 		vote:     hs.Vote,
+		reported: map[ID]uint64{},
 		outbox:   newOutbox(cfg),
 	}
 	q.startGuard = q.lease + PromiseMargin
@@ -137,6 +182,55 @@ func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
 // processes are up to one tick out of phase, and the receiver's tick count
 // at a message's arrival may lag the sender's by one more.
 const PromiseMargin = 2
+
+// TermJumpPerTick bounds how fast a process's term rises: by one, plus
+// TermJumpPerTick for every tick since it last rose. Honest elections move
+// terms by about one a lease, so a process that fell behind catches up in a
+// tick or two; a hostile member that claims or reports absurd terms moves
+// none of them faster, and 2^63 terms last more than 2^53 ticks.
+const TermJumpPerTick = 1 << 10
+
+// ceiling is the highest term this process may move to now.
+func (q *Quorum) ceiling() uint64 {
+	d := uint64(max(q.now-q.raisedAt, 0))
+	if d >= (maxTerm-q.term)/TermJumpPerTick {
+		return maxTerm
+	}
+	return q.term + 1 + d*TermJumpPerTick
+}
+
+// raise moves the term up to t (never down) and notes when.
+func (q *Quorum) raise(t uint64) {
+	if t > q.term {
+		q.term, q.raisedAt = t, q.now
+	}
+}
+
+// report records a member's term, as its CLAIM or CLAIM_ACK states it.
+func (q *Quorum) report(from ID, t uint64) {
+	if t > q.reported[from] {
+		q.reported[from] = t
+	}
+}
+
+// majorityTerm is the lowest term that a majority (this process included)
+// could all grant: one above the terms that all but f of the other members
+// report (0 for those that have reported none). The f highest reports are
+// passed over, so f hostile members cannot raise it above an honest report.
+func (q *Quorum) majorityTerm() uint64 {
+	need := q.majority - 1 // grants from others
+	if need == 0 {
+		return 0
+	}
+	terms := make([]uint64, 0, len(q.cfg.Peers)-1)
+	for _, p := range q.cfg.Peers {
+		if p != q.cfg.ID {
+			terms = append(terms, q.reported[p])
+		}
+	}
+	slices.Sort(terms)
+	return terms[need-1] + 1
+}
 
 // HardState returns what the driver must store before it sends the messages
 // of the last Ready.
@@ -232,7 +326,15 @@ func (q *Quorum) startClaim() {
 		q.sentAt, q.backed = nil, nil
 		return
 	}
-	q.term++
+	q.claimAbove(q.majorityTerm())
+}
+
+// claimAbove claims a term above ours and at least want, within our reach
+// (ceiling), and votes for ourselves in it. The caller has checked free.
+func (q *Quorum) claimAbove(want uint64) {
+	t := max(q.term+1, min(want, q.ceiling()))
+	q.raise(t)
+	q.bumped = false
 	q.vote, q.claimTerm = q.cfg.ID, q.term
 	q.claiming, q.claimStart, q.round = true, q.now, 0
 	q.sentAt, q.backed = map[uint64]int{}, map[ID]int{}
@@ -289,7 +391,9 @@ func (q *Quorum) count() {
 
 func (q *Quorum) stepClaim(m Message) {
 	q.pull()
-	grant := q.free(m.From) && (m.Term > q.term || m.Term == q.term && (q.vote == m.From || q.vote == None))
+	q.report(m.From, m.Term)
+	grant := q.free(m.From) && m.Term <= q.ceiling() &&
+		(m.Term > q.term || m.Term == q.term && (q.vote == m.From || q.vote == None))
 	if !grant {
 		bound := None
 		switch {
@@ -311,16 +415,15 @@ func (q *Quorum) stepClaim(m Message) {
 	if q.claiming && m.From != q.cfg.ID {
 		q.stopClaim() // only reached when our own promise ran out
 	}
-	q.term, q.vote = m.Term, m.From
+	q.raise(m.Term)
+	q.vote = m.From
 	q.promisedTo, q.promiseUntil = m.From, q.now+q.lease+PromiseMargin
 	q.send(Message{Type: MsgClaimAck, To: m.From, Term: m.Term, Leader: m.From, Election: m.Election})
 }
 
 func (q *Quorum) stepAck(m Message) {
 	q.pull()
-	if m.Term > q.term {
-		q.term, q.vote = m.Term, None // we never voted in m.Term
-	}
+	q.report(m.From, m.Term) // a report only: an ack never moves our term
 	if !q.claiming || q.sentAt == nil {
 		return
 	}
@@ -330,13 +433,18 @@ func (q *Quorum) stepAck(m Message) {
 			q.backed[m.From] = at
 			q.count()
 		}
-	case m.Leader == None && m.Term >= q.claimTerm:
+	case m.Leader == None && m.Term >= q.claimTerm && m.Term < q.ceiling() &&
+		(!q.bumped || q.now-q.claimStart >= q.lease):
 		// A free process whose term is at or above ours (it voted for
-		// someone else in it): claim above it, and it will back us. A
-		// bound process (Leader set) is not worth a new term: claiming
-		// again at once against it would only raise the terms of both
-		// sides round after round; our claim runs out instead.
-		q.startClaim()
+		// someone else in it): claim above it, and it will back us, if
+		// its term is within our reach (a hostile member reports any
+		// term), and at most once a lease after the first time (refusals
+		// must not restart us faster than grants come back). A bound
+		// process (Leader set) is not worth a new term: claiming again at
+		// once against it would only raise the terms of both sides round
+		// after round; our claim runs out instead.
+		q.claimAbove(max(m.Term+1, q.majorityTerm()))
+		q.bumped = true
 	}
 }
 

@@ -30,6 +30,9 @@ import (
 //     highest-ranked initiator) and swallows any ELECTION that ranks below
 //     it. Only the best message survives a full turn, so there is exactly
 //     one COORDINATOR round; the others die on the way.
+//   - A COORDINATOR must be a result an election can end with (see
+//     validResult), and a follower of a live leader adopts none naming a
+//     member below that leader (see mayAdopt), but forwards it.
 //   - A COORDINATOR circulates once: it stops at the process that started it,
 //     and a process that sees the same COORDINATOR (by Election) again within
 //     2·TimeoutTicks drops it, so it cannot circle forever if its sender dies.
@@ -331,7 +334,7 @@ func (r *Ring) stepCoordinator(m Message) {
 	if _, seen := r.seenCoord[m.Election]; seen || m.Election.Source == self {
 		return // it has been round
 	}
-	if !r.c.isMember(m.Leader) {
+	if !r.c.isMember(m.Leader) || !r.validResult(m) {
 		return
 	}
 	r.seenCoord[m.Election] = r.now
@@ -342,13 +345,53 @@ func (r *Ring) stepCoordinator(m Message) {
 		// as it answers again.
 		r.ring = r.c.cleanIDs(m.IDs)
 	}
-	r.dropRecentElections()
-	r.sendRing(m)
-	if r.c.above(self, m.Leader) {
-		r.Campaign() // I was skipped and outrank the winner
-		return
+	adopt := r.mayAdopt(m.Leader)
+	if adopt {
+		r.dropRecentElections()
 	}
-	r.follow(m.Leader)
+	r.sendRing(m) // the others judge it for themselves
+	switch {
+	case !adopt:
+	case r.c.above(self, m.Leader):
+		r.Campaign() // I was skipped and outrank the winner
+	default:
+		r.follow(m.Leader)
+	}
+}
+
+// validResult reports whether a COORDINATOR is what an election can end
+// with: the ID-list variant's carries the ring it was decided on, this
+// process included when it takes part in an election, and names its
+// highest-ranked member (or, with an empty list, its announcer); the
+// max-only variant's is announced by its winner, which ranks at least as
+// high as the best max this process forwarded in the election it takes
+// part in.
+func (r *Ring) validResult(m Message) bool {
+	if r.maxOnly {
+		return m.Leader == m.Election.Source && (!r.participating || !r.c.above(r.best, m.Leader))
+	}
+	if len(m.IDs) == 0 {
+		return m.Leader == m.Election.Source
+	}
+	if r.participating && !slices.Contains(m.IDs, r.c.cfg.ID) {
+		return false // not the election we took part in
+	}
+	return electBest(r.c.cfg.Rank, m.IDs) == m.Leader
+}
+
+// mayAdopt reports whether a valid COORDINATOR naming l may end this
+// process's election or replace its leader: when it takes part in an
+// election, has no leader, leads, or l is its leader or outranks it. A
+// follower whose leader is live (it hears from it within TimeoutTicks, or
+// campaigns) took part in every election since, which would have made it
+// a participant: a result naming someone below its leader is stale or
+// forged, and one member could otherwise take followers with it (issue
+// 19). It forwards the message all the same (the others judge it), and
+// if its leader has died, its own timeout starts the election it missed.
+// What the ring cannot tell is a well-formed result naming a member above
+// our leader, or any result during an election we take part in.
+func (r *Ring) mayAdopt(l ID) bool {
+	return r.participating || r.c.leader == None || r.c.role == Leader || l == r.c.leader || r.c.above(l, r.c.leader)
 }
 
 // stepHeartbeat handles a leader's heartbeat.

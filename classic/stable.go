@@ -25,16 +25,25 @@ import (
 //     names the leader the sender still considers alive (itself if it leads,
 //     its leader if it heard from it within TimeoutTicks, else none), and
 //     carries the sender's flap counts (IDs lists an ID once per flap).
-//   - If any vote names a live leader, the candidate simply follows it: a
-//     live, reachable leader is never replaced. Otherwise the winner is the
+//   - If more than half of the votes name a live leader, the candidate
+//     simply follows it: a live, reachable leader is never replaced. (A
+//     leader's heartbeat during the election counts as its vote naming
+//     itself; one member's word alone is not followed.) Otherwise the winner is the
 //     highest-ranked live process (the voters and the candidate) whose flap
 //     count is below MaxFlaps (WithMaxFlaps); only if every live process
 //     has reached MaxFlaps does the highest-ranked of them win. The candidate
 //     announces COORDINATOR{Term, Leader, IDs: flap counts} to everyone.
-//   - A process adopts a COORDINATOR or HEARTBEAT of a higher term, or of
-//     its own term naming a higher-ranked leader (so concurrent elections
-//     converge), and merges flap counts by taking the maximum per ID. A
-//     leader steps down by the same rule.
+//   - A process without a live leader adopts a COORDINATOR or HEARTBEAT of
+//     a higher term, or of its own term naming a higher-ranked leader (so
+//     concurrent elections converge), and merges flap counts by taking the
+//     maximum per ID. A process with a live leader (a leader too) adopts
+//     only the latter: a live leader is never replaced, not by a higher
+//     term either, which one member could claim with one message (issue
+//     19). A leader that a majority has not acknowledged for TimeoutTicks
+//     yields to any other leader it hears, so the sides of a healed
+//     partition merge under the majority's leader. No term is taken that
+//     is more than TermJumpPerTick per tick above this process's (see
+//     mayReplace and ceiling).
 //
 // Messages used: HEARTBEAT, HEARTBEAT_ACK, ELECTION, VOTE, COORDINATOR.
 type Stable struct {
@@ -47,10 +56,13 @@ type Stable struct {
 	elapsed int // follower: ticks since the leader's heartbeat; leader: since ours
 	now     int
 
-	electTerm  uint64
-	left       int
-	votes      map[ID]bool
-	liveLeader ID
+	raisedAt int // tick term last rose (see ceiling)
+	ledSince int // tick this process became leader
+
+	electTerm uint64
+	left      int
+	votes     map[ID]bool
+	named     map[ID]ID // voter -> the live leader its vote named (or its heartbeat, itself)
 
 	flaps    map[ID]int    // flap count per ID, as observed or learned
 	lastFlap map[ID]uint64 // the term for which we last counted a flap of ID
@@ -168,17 +180,38 @@ func (s *Stable) startElection() {
 	s.electTerm = s.term + 1
 	s.left = s.cfg.TimeoutTicks
 	s.votes = map[ID]bool{}
-	s.liveLeader = None
+	s.named = map[ID]ID{}
 	s.broadcast(Message{Type: MsgElection, Term: s.electTerm})
 	if len(s.cfg.Peers) == 1 {
 		s.finish()
 	}
 }
 
+// liveLeader is the live leader the election follows: the best-ranked of
+// those named by more than half of the voters (a vote names the leader its
+// sender considers alive; a heartbeat during the election names its
+// sender). One voter's word is not enough (issue 19: a member that
+// heartbeats at every election would be followed by every candidate);
+// when the leader is alive and only this process lost it, every voter
+// names it.
+func (s *Stable) liveLeader() ID {
+	count := map[ID]int{}
+	for _, l := range s.named {
+		count[l]++
+	}
+	best := None
+	for l, c := range count {
+		if 2*c > len(s.votes) && (best == None || s.cfg.Rank.Compare(l, best) > 0) {
+			best = l
+		}
+	}
+	return best
+}
+
 // finish ends the election: follow a live leader, or announce a winner.
 func (s *Stable) finish() {
-	if s.liveLeader != None {
-		s.follow(s.liveLeader, s.term)
+	if l := s.liveLeader(); l != None {
+		s.follow(l, s.term)
 		return
 	}
 	live := []ID{s.cfg.ID}
@@ -196,10 +229,16 @@ func (s *Stable) finish() {
 
 // follow makes leader (of term) the current leader and ends any election.
 func (s *Stable) follow(leader ID, term uint64) {
+	if term > s.term {
+		s.raisedAt = s.now
+	}
 	s.leader, s.term = leader, term
-	s.votes, s.liveLeader = nil, None
+	s.votes, s.named = nil, nil
 	s.elapsed = 0
 	if leader == s.cfg.ID {
+		if s.role != Leader {
+			s.ledSince = s.now
+		}
 		s.role = Leader
 		s.lastAck = map[ID]int{}
 		s.heartbeat()
@@ -224,12 +263,20 @@ func (s *Stable) Step(m Message) {
 	switch m.Type {
 	case MsgHeartbeat:
 		switch {
+		case m.Term > s.ceiling():
+			return // see TermJumpPerTick
 		case m.From == s.leader && s.role != Leader:
 			s.follow(m.From, max(s.term, m.Term))
 		case s.role == Candidate && m.Term >= s.term:
-			s.follow(m.From, m.Term) // a live leader: no need to elect
-		case s.supersedes(m.From, m.Term):
-			s.follow(m.From, m.Term)
+			// A live leader, as far as its own word goes: a vote for
+			// it, which the election follows if most voters agree.
+			s.votes[m.From], s.named[m.From] = true, m.From
+			if len(s.votes) == len(s.cfg.Peers)-1 {
+				s.finish()
+			}
+			return
+		case s.mayReplace(m.From, m.Term):
+			s.follow(m.From, max(s.term, m.Term))
 		default:
 			return
 		}
@@ -247,18 +294,72 @@ func (s *Stable) Step(m Message) {
 		}
 		s.mergeFlaps(m.IDs)
 		s.votes[m.From] = true
-		if m.Leader != None && m.Leader != s.cfg.ID && slices.Contains(s.cfg.Peers, m.Leader) && (s.liveLeader == None || s.cfg.Rank.Compare(m.Leader, s.liveLeader) > 0) {
-			s.liveLeader = m.Leader
+		if m.Leader != None && m.Leader != s.cfg.ID && slices.Contains(s.cfg.Peers, m.Leader) {
+			s.named[m.From] = m.Leader
 		}
 		if len(s.votes) == len(s.cfg.Peers)-1 {
 			s.finish()
 		}
 	case MsgCoordinator:
 		s.mergeFlaps(m.IDs)
-		if slices.Contains(s.cfg.Peers, m.Leader) && s.supersedes(m.Leader, m.Term) {
-			s.follow(m.Leader, m.Term)
+		if slices.Contains(s.cfg.Peers, m.Leader) && m.Term <= s.ceiling() && s.mayReplace(m.Leader, m.Term) {
+			s.follow(m.Leader, max(s.term, m.Term))
 		}
 	}
+}
+
+// mayReplace reports whether a HEARTBEAT or COORDINATOR naming leader l in
+// term t may replace the leader this process has. A live leader is never
+// replaced (the premise of the algorithm), so what one member's message
+// can make a process believe is bounded (issue 19):
+//
+//   - A candidate, or a follower whose leader has been silent for
+//     TimeoutTicks: the usual rule (a higher term, or the same term and a
+//     higher-ranked leader; see supersedes).
+//   - A follower of a live leader: only a leader of the same term that
+//     outranks it (two elections of one term ended at once, and the
+//     better winner stands). An honest election of a higher term replaces
+//     no live leader: its candidate asked us, and our vote named our live
+//     leader, which it would then have followed.
+//   - A leader: the same; and, once it has led for TimeoutTicks without
+//     a majority of the members acknowledging its heartbeats, any other
+//     leader it hears, so that the sides of a healed partition merge under
+//     the leader with the majority (this process's term does not go down).
+//
+// What the algorithm cannot tell is a same-term announcement naming a
+// member above the leader, and any announcement to a process without a
+// live leader.
+func (s *Stable) mayReplace(l ID, t uint64) bool {
+	switch {
+	case l == s.cfg.ID && s.role == Leader:
+		return false
+	case s.role == Candidate, s.role == Follower && s.aliveLeader() == None:
+		return s.supersedes(l, t)
+	case t == s.term && s.cfg.Rank.Compare(l, s.leader) > 0:
+		return true
+	case s.role == Leader:
+		return !s.backed()
+	}
+	return false
+}
+
+// backed reports whether this leader has led for less than TimeoutTicks,
+// or a majority of the members (itself included) acknowledged one of its
+// heartbeats within the last TimeoutTicks.
+func (s *Stable) backed() bool {
+	return s.now-s.ledSince < s.cfg.TimeoutTicks || 2*(len(s.Followers())+1) > len(s.cfg.Peers)
+}
+
+// ceiling is the highest term this process takes from a message now: one
+// above its own, plus TermJumpPerTick per tick since its term last rose,
+// so that no member can push the terms towards their end (see
+// TermJumpPerTick).
+func (s *Stable) ceiling() uint64 {
+	d := uint64(max(s.now-s.raisedAt, 0))
+	if d >= (maxTerm-s.term)/TermJumpPerTick {
+		return maxTerm
+	}
+	return s.term + 1 + d*TermJumpPerTick
 }
 
 // aliveLeader is the leader this process currently considers alive.

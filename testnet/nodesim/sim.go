@@ -788,6 +788,17 @@ func (s *Sim) send(i int, o node.Outgoing) {
 	s.push(event{at: s.now + d, kind: evDeliver, node: j, other: i, msg: msg})
 }
 
+// Inject delivers msg to node to as if node from had sent it now, half
+// their RTT later (From and To are set from the two nodes): what a hostile
+// member sends besides its machine's own messages, for tests of what one
+// member can make the others believe. It is lost if to is down or
+// unreachable from from when it arrives.
+func (s *Sim) Inject(from, to int, msg classic.Message) {
+	msg.From, msg.To = classic.ID(s.nodes[from].id), classic.ID(s.nodes[to].id)
+	msg.IDs = slices.Clone(msg.IDs)
+	s.push(event{at: s.now + s.rtt(from, to)/2, kind: evDeliver, node: to, other: from, msg: msg})
+}
+
 // lookup answers a lookup by the oracle (see the package comment).
 func (s *Sim) lookup(i int, l node.LookupRequest) {
 	s.stats.Lookups++
