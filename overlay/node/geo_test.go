@@ -569,8 +569,12 @@ func TestGeoAttachSuccessor(t *testing.T) {
 	if sp := d.m.GeoState().Superpeer; sp != "h" {
 		t.Fatalf("attached to %q, want h", sp)
 	}
-	// h's connection goes; x, elected, says so and reports token 0.
+	// h's connection goes; y campaigns, and x, elected, answers its
+	// ELECTION (OK, as an honest bully process does before it announces
+	// itself: y follows no COORDINATOR from a member that did not answer
+	// its election), says so and reports token 0.
 	d.step(Conn{Peer: "h", Connected: 1})
+	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgOK, From: classic.ID(x), To: "y"}})
 	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgCoordinator, From: classic.ID(x), To: "y", Leader: classic.ID(x)}})
 	if l := d.m.leaderOf("h"); l != peer.ID(x) {
 		t.Fatalf("the election of h's cluster names %q, want %s", l, x)
