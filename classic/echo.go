@@ -70,9 +70,12 @@ import (
 //     WithElectionTimeout) without any progress (an answer, or the result)
 //     starts a new election.
 //
-// What one member can make the others believe (issue 19): a winner must
-// be a member, and no message moves the election sequence numbers faster
-// than TermJumpPerTick a tick. Capacities are what each process reports
+// What one member can make the others believe (issue 19): no message
+// moves the election sequence numbers faster than TermJumpPerTick a tick.
+// A winner that is no member cannot be refused here, since a process
+// knows its neighbours only (Config.Peers; on a sparse graph the winner is
+// rarely one of them): the overlay takes no leader that is not a member of
+// its cluster (overlay/node's elector.superpeer). Capacities are what each process reports
 // for itself and its subtree, and a result of an election a process was not
 // part of is taken as it comes: echo cannot tell a member that claims the
 // largest capacity, or announces such a result, from an honest one.
@@ -341,9 +344,6 @@ func (e *Echo) Step(m Message) {
 	}
 	if m.Election.Seq > e.seqCeiling() {
 		return // see seqCeiling
-	}
-	if (m.Type == MsgEcho || m.Type == MsgCoordinator) && !slices.Contains(e.cfg.Peers, m.Leader) {
-		return // a winner must be a member
 	}
 	e.raiseSeq(m.Election.Seq)
 	switch {
