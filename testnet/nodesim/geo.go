@@ -59,6 +59,7 @@ func (c *Config) fillGeo() error {
 // what it publishes, what its peers have heard of it, and its state.
 type geoNode struct {
 	coord *coordinate.Coordinate // the machine's latest, to publish
+	own   *node.TokenReport      // the token it reports now (nil: none)
 	// What gossip has delivered of it (see the package comment): its
 	// coordinate, and its token report until tokUntil (0: while it is
 	// heard at all).
@@ -86,7 +87,7 @@ func (s *Sim) geoStart(i int) {
 		if g.heardTok != nil && g.tokUntil == 0 {
 			g.tokUntil = g.downAt + s.ttl - s.randDur(s.cfg.Node.AnnounceInterval)
 		}
-		g.coord, g.state, g.coordPending = nil, nil, false
+		g.coord, g.own, g.state, g.coordPending = nil, nil, nil, false
 		s.geoVer++
 	}
 	n.geo.tickAt, n.geo.lastTick, n.geo.coordPubAt = -1, -1, -s.cfg.Node.AnnounceInterval
@@ -180,6 +181,10 @@ func (s *Sim) publishCoord(i int) {
 // (one TTL after it was last republished), a release takes it out at once.
 func (s *Sim) publishToken(i int, r node.TokenReport) {
 	g := s.nodes[i].geo
+	g.own = &r
+	if r.None || r.Released {
+		g.own = nil
+	}
 	var until time.Duration
 	if r.None {
 		until = s.now + s.ttl - s.randDur(s.cfg.Node.AnnounceInterval)
@@ -239,10 +244,18 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 	best := map[int]node.TokenPos{}
 	for j, o := range s.nodes {
 		g := o.geo
-		if g == nil || g.heardTok == nil || g.tokUntil != 0 && s.now >= g.tokUntil || !s.present(i, j) {
+		if g == nil {
 			continue
 		}
 		r := g.heardTok
+		if j == i {
+			r = g.own
+		} else if r == nil || g.tokUntil != 0 && s.now >= g.tokUntil || !s.present(i, j) {
+			continue
+		}
+		if r == nil {
+			continue
+		}
 		tp := node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load}
 		if b, ok := best[r.Token.Num]; !ok || tp.Token.Seq > b.Token.Seq || tp.Token.Seq == b.Token.Seq && tp.Holder < b.Holder {
 			best[r.Token.Num] = tp

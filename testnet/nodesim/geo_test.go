@@ -1,0 +1,188 @@
+package nodesim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/overlay/node"
+	"github.com/superpeer/superpeer/testnet/latency"
+)
+
+// The geometric strategy's node machines on the PlanetLab matrix.
+
+const planetLab = "../../testdata/planetlab490/planetlab490_median18_ms.txt"
+
+func loadPlanetLab(t *testing.T) *latency.Matrix {
+	t.Helper()
+	m, err := latency.Load(planetLab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// geoSim is n geometric node machines with s tokens on the first n
+// PlanetLab hosts, the live node's settings (token rounds and pings every
+// second, announcements every 5 s).
+func geoSim(t *testing.T, n, s int, seed uint64, m *latency.Matrix) *Sim {
+	t.Helper()
+	sim, err := New(Config{N: n, Seed: seed, Stagger: 5 * time.Second, Latency: m.Sub(firstN(n)), Jitter: 2 * time.Millisecond,
+		Node: node.Config{Geometric: true, Geo: node.GeoConfig{Tokens: geometric.Config{Tokens: s}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim
+}
+
+func firstN(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// TestGeoConverges: 100 geometric machines with S = 10 on PlanetLab, over
+// three seeds. Every node is attached to a live superpeer and ten
+// superpeers hold distinct tokens within two virtual minutes, and still
+// four minutes in, when the tokens have cooled (the live dynamics: four
+// passes at full heat, then the margin doubles with every pass); the
+// placement is then better than random placement of ten superpeers
+// (matrix RTTs from the ordinary nodes to their superpeer, against the
+// mean of 100 random placements with ideal attachment, in the same run):
+// on the mean of the seeds by 5 % at least (0.87 measured), and on no seed
+// by more than 5 % worse (seed 1: 0.96).
+func TestGeoConverges(t *testing.T) {
+	m := loadPlanetLab(t)
+	seeds := []uint64{1, 2, 3}
+	ratios := make([]float64, len(seeds))
+	t.Run("seeds", func(t *testing.T) {
+		for k, seed := range seeds {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				t.Parallel()
+				ratios[k] = geoConverges(t, m, seed)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	var sum float64
+	for _, r := range ratios {
+		sum += r
+	}
+	if mean := sum / float64(len(seeds)); mean > 0.95 {
+		t.Errorf("mean RTT to the superpeer is %.2f of random placement's on the mean of the seeds, want at most 0.95", mean)
+	} else {
+		t.Logf("mean RTT to the superpeer: %.2f of random placement's on the mean of the seeds %v", mean, seeds)
+	}
+}
+
+// geoConverges is one seed of TestGeoConverges; it returns the ratio.
+func geoConverges(t *testing.T, m *latency.Matrix, seed uint64) float64 {
+	s := geoSim(t, 100, 10, seed, m)
+	o := s.Observe(time.Second)
+	if !s.RunUntil((*Sim).GeoConverged, time.Second, 2*time.Minute) {
+		t.Fatalf("not converged after 2 virtual minutes: %+v", s.Take())
+	}
+	at := s.Now()
+	s.Run(4 * time.Minute)
+	q := s.GeoQuality(100)
+	t.Logf("seed %d: converged at %v; at %v: %+v, RTT to the superpeer %v, with ideal attachment %v, random placement %v: ratio %.2f (ideal attachment %.2f); coverage since convergence %.3f, split brain %v; stats %+v",
+		seed, at, s.Now(), s.Take(), q.Mean, q.Ideal, q.Random, q.Ratio(), q.IdealRatio(), o.Coverage(at, s.Now()), o.SplitTime(0, s.Now()), s.Stats())
+	if !s.GeoConverged() {
+		t.Errorf("not converged at %v: %+v", s.Now(), s.Take())
+	}
+	if o.SplitTime(0, s.Now()) > 0 {
+		t.Errorf("two superpeers held one token for %v", o.SplitTime(0, s.Now()))
+	}
+	if r := q.Ratio(); r <= 0 || r > 1.05 {
+		t.Errorf("mean RTT to the superpeer %v is %.2f of random placement's %v, want at most 1.05", q.Mean, r, q.Random)
+	}
+	return q.Ratio()
+}
+
+// TestGeoSuperpeerCrashRepaired: after convergence the superpeer with the
+// most members crashes. Its members attach to other superpeers (their
+// requests to it time out, and they give it up one attachment TTL after
+// its last yes), and its token is re-homed and its new holder promoted (a
+// missing token waits for its report to expire, three token intervals
+// and the postponements, then the dwell): every live node covered again
+// within 45 token intervals, the token held by a live superpeer and S
+// superpeers again within 90.
+func TestGeoSuperpeerCrashRepaired(t *testing.T) {
+	m := loadPlanetLab(t)
+	s := geoSim(t, 100, 10, 4, m)
+	s.Run(3 * time.Minute)
+	if !s.GeoConverged() {
+		t.Fatalf("not converged at %v: %+v", s.Now(), s.Take())
+	}
+	victim, members := -1, 0
+	for i := range s.N() {
+		if st := s.GeoState(i); st != nil && st.Role == node.RoleSuperpeer && len(st.Members) > members {
+			victim, members = i, len(st.Members)
+		}
+	}
+	token := s.GeoState(victim).Token
+	o := s.Observe(100 * time.Millisecond)
+	crash := s.Now()
+	o.CrashSuperpeer(s, victim)
+	interval := s.cfg.Node.Geo.TokenInterval
+	holder := func(s *Sim) bool {
+		for i := range s.N() {
+			if st := s.GeoState(i); s.Alive(i) && st != nil && st.Role == node.RoleSuperpeer && st.Token == token {
+				return true
+			}
+		}
+		return false
+	}
+	rehomed := s.RunUntil(func(s *Sim) bool { return holder(s) && s.GeoConverged() }, 100*time.Millisecond, 90*interval)
+	o.Finish()
+	t.Logf("crashed n%d (token %d, cluster of %d): members covered again after %v, token re-homed and converged after %v (%v); token interval %v; stats %+v",
+		victim, token, members, o.Failovers, s.Now()-crash, rehomed, interval, s.Stats())
+	if members < 2 {
+		t.Fatalf("the crashed superpeer had no members (%d): the test tests nothing", members)
+	}
+	if o.Unrepaired > 0 || len(o.Failovers) != 1 || o.Failovers[0] > 45*interval {
+		t.Errorf("members covered again after %v (%d unrepaired), want within %v", o.Failovers, o.Unrepaired, 45*interval)
+	}
+	if !rehomed {
+		t.Errorf("token %d not held by a live superpeer, or not converged, %v after the crash: %+v", token, 90*interval, s.Take())
+	}
+}
+
+// TestGeoSeedReplays: a seed replays a geometric run exactly, crash,
+// partition and heal included; another seed gives another run.
+func TestGeoSeedReplays(t *testing.T) {
+	m := loadPlanetLab(t)
+	run := func(seed uint64) (uint64, int, Stats) {
+		s := geoSim(t, 40, 4, seed, m)
+		s.Record = true
+		s.Run(80 * time.Second)
+		for i := range s.N() {
+			if st := s.GeoState(i); st != nil && st.Role == node.RoleSuperpeer {
+				s.Crash(i)
+				break
+			}
+		}
+		s.After(10*time.Second, func(s *Sim) { s.Partition(firstN(10)) })
+		s.After(30*time.Second, func(s *Sim) { s.Heal() })
+		s.After(35*time.Second, func(s *Sim) { s.Add() })
+		s.RunFor(60 * time.Second)
+		return s.Trace(), len(s.Changes), s.Stats()
+	}
+	a, na, sa := run(7)
+	b, nb, sb := run(7)
+	if a != b || na != nb || sa != sb {
+		t.Fatalf("seed 7 twice: traces %x (%d changes, %+v) and %x (%d changes, %+v)", a, na, sa, b, nb, sb)
+	}
+	if c, _, _ := run(8); c == a {
+		t.Fatalf("seeds 7 and 8 gave the same trace %x: the trace does not depend on the run", a)
+	}
+	if na < 40 || sa.GeoPasses == 0 || sa.GeoAttaches == 0 {
+		t.Fatalf("%d state changes, stats %+v: the run did not run", na, sa)
+	}
+	t.Logf("%d state changes, stats %+v", na, sa)
+}
