@@ -81,9 +81,11 @@
 //     handlers do (TokenOffered, or a fresh GeoFeed and AttachAsked; then
 //     GeoAnswer), and the answer (PassDone, AttachDone) is back half an
 //     RTT later. To a node that is down or cut off, or when the answer
-//     cannot come back, the pass fails (PassDone not OK) and the request
-//     has no answer (AttachDone with an error) GeoTimeout after it was
-//     sent.
+//     cannot come back (the asker crashed or was cut off meanwhile, or the
+//     answer is lost, with probability Loss: the receiver took the token
+//     or listed the member, the asker times out), the pass fails (PassDone
+//     not OK) and the request has no answer (AttachDone with an error)
+//     GeoTimeout after it was sent.
 //   - Stop (graceful) steps GeoLeave first: the holder's pass goes out, and
 //     its answer comes back to nobody.
 //   - The node's State is its GeoState's role, superpeer and members (k

@@ -374,7 +374,7 @@ func (s *Sim) geoPass(i int, p node.TokenPass) {
 		yes := m.GeoAnswer().Yes
 		s.carryOut(j)
 		s.back(i, s.now+s.oneWay(j, i), func(s *Sim) {
-			if !s.up(i, j) {
+			if !s.up(i, j) || s.lost() {
 				fail(s) // the answer is lost with the connection
 				return
 			}
@@ -411,13 +411,23 @@ func (s *Sim) geoAttach(i int, p peer.ID) {
 		ans := m.GeoAnswer()
 		s.carryOut(j)
 		s.back(i, s.now+s.oneWay(j, i), func(s *Sim) {
-			if !s.up(i, j) {
+			if !s.up(i, j) || s.lost() {
 				fail(s)
 				return
 			}
 			s.step(i, node.AttachDone{To: p, OK: ans.Yes, Mates: ans.Cluster})
 		})
 	})
+}
+
+// lost draws whether a stream's answer is lost (Loss): the asker times
+// out although the receiver took the request.
+func (s *Sim) lost() bool {
+	if s.cfg.Loss > 0 && s.rng.Float64() < s.cfg.Loss {
+		s.stats.Lost++
+		return true
+	}
+	return false
 }
 
 // scheduleGeo schedules node i's next geometric tick at its machine's

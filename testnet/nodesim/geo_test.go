@@ -2,6 +2,7 @@ package nodesim
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -185,12 +186,17 @@ func geoCrashRepaired(t *testing.T, s *Sim, tokenWithin, repairWithin int) {
 	}
 }
 
-// TestGeoSeedReplays: a seed replays a geometric run exactly, crash,
-// partition and heal included; another seed gives another run.
+// TestGeoSeedReplays: a seed replays a geometric run exactly (with an
+// election, jitter and loss), crash, partition, heal and a join included;
+// another seed gives another run.
 func TestGeoSeedReplays(t *testing.T) {
 	m := loadPlanetLab(t)
 	run := func(seed uint64) (uint64, int, Stats) {
-		s := geoSim(t, 40, 4, seed, m)
+		s, err := New(Config{N: 40, Seed: seed, Stagger: 5 * time.Second, Latency: m.Sub(firstN(40)), Jitter: 2 * time.Millisecond,
+			Loss: 0.02, Node: node.Config{Geometric: true, Election: "bully", Geo: node.GeoConfig{Tokens: geometric.Config{Tokens: 4}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		s.Record = true
 		s.Run(80 * time.Second)
 		for i := range s.N() {
@@ -217,4 +223,47 @@ func TestGeoSeedReplays(t *testing.T) {
 		t.Fatalf("%d state changes, stats %+v: the run did not run", na, sa)
 	}
 	t.Logf("%d state changes, stats %+v", na, sa)
+}
+
+// TestGeoUnattachedLeadsNoStaleElection is a known fault of the node
+// machine's geometric rules, found by this simulator and not fixed here
+// (it runs with NODESIM_KNOWN_FAULTS=1): a node that is not attached to any
+// superpeer (geoMachine.election returns at once when it neither holds a
+// token nor has an attachment with mates) keeps the election of the last
+// cluster it was in, and may lead it for ever: an ex-holder ranks itself
+// first in its old cluster, and it heartbeats the old members, which have
+// moved on. With room for only 60 of 100 nodes (S = 10, capacity 5) and
+// bully, 23 of the unattached ordinary nodes lead an election four minutes
+// in (12 of them former superpeers), some 220 heartbeats a second in all.
+// With room for everyone (capacity 64) every node attaches, and no
+// ordinary node sends heartbeats four minutes in.
+func TestGeoUnattachedLeadsNoStaleElection(t *testing.T) {
+	if os.Getenv("NODESIM_KNOWN_FAULTS") == "" {
+		t.Skip("a known fault of overlay/node's geometric election; NODESIM_KNOWN_FAULTS=1 runs it")
+	}
+	m := loadPlanetLab(t)
+	s, err := New(Config{N: 100, Seed: 4, Stagger: 5 * time.Second, Latency: m.Sub(firstN(100)), Jitter: 2 * time.Millisecond,
+		Node: node.Config{Geometric: true, Election: "bully", Geo: node.GeoConfig{Tokens: geometric.Config{Tokens: 10, Capacity: 5}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Run(4 * time.Minute)
+	var stale []int
+	unattached := 0
+	for i := range s.N() {
+		st := s.GeoState(i)
+		if st == nil || st.Role == node.RoleSuperpeer || st.Superpeer != "" {
+			continue
+		}
+		unattached++
+		if e := s.Machine(i).Election(); e.Leader == s.ID(i) {
+			stale = append(stale, i)
+		}
+	}
+	if unattached == 0 {
+		t.Fatalf("every node attached: the test tests nothing")
+	}
+	if len(stale) > 0 {
+		t.Errorf("%d of %d unattached ordinary nodes lead an election (a cluster they are not in): %v", len(stale), unattached, stale)
+	}
 }

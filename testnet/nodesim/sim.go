@@ -58,7 +58,9 @@ type Config struct {
 	// Jitter adds a delay drawn uniformly from [0, Jitter) to every
 	// election message.
 	Jitter time.Duration
-	// Loss is the probability, in [0, 1), that an election message is lost.
+	// Loss is the probability, in [0, 1), that an election message is
+	// lost, or the answer to a token pass or an attach request (geometric
+	// strategy).
 	Loss float64
 	// GossipDelay is how long an announcement or goodbye takes to reach
 	// the views. Zero means DefaultGossipDelay.
