@@ -62,6 +62,7 @@ func firstN(n int) []int {
 // on the mean of the seeds by 5 % at least (0.87 measured), and on no seed
 // by more than 5 % worse (seed 1: 0.96).
 func TestGeoConverges(t *testing.T) {
+	t.Parallel()
 	m := loadPlanetLab(t)
 	seeds := []uint64{1, 2, 3}
 	ratios := make([]float64, len(seeds))
@@ -128,6 +129,7 @@ func geoConverges(t *testing.T, m *latency.Matrix, seed uint64) float64 {
 // members covered within the same 45 (those whose election named another
 // leader still wait for the attachment TTL).
 func TestGeoSuperpeerCrashRepaired(t *testing.T) {
+	t.Parallel()
 	m := loadPlanetLab(t)
 	for _, c := range []struct {
 		election     string
@@ -142,7 +144,7 @@ func TestGeoSuperpeerCrashRepaired(t *testing.T) {
 }
 
 func geoCrashRepaired(t *testing.T, s *Sim, tokenWithin, repairWithin int) {
-	s.Run(3 * time.Minute)
+	s.Run(150 * time.Second)
 	if !s.GeoConverged() {
 		t.Fatalf("not converged at %v: %+v", s.Now(), s.Take())
 	}
@@ -186,10 +188,74 @@ func geoCrashRepaired(t *testing.T, s *Sim, tokenWithin, repairWithin int) {
 	}
 }
 
+// TestGeoGracefulStopHandsTokenOn: a superpeer that stops gracefully
+// (GeoLeave) passes its token on at once, to its nearest eligible
+// neighbour, which is promoted after the dwell: the token is held by a
+// live node within one token interval and by a live superpeer within the
+// dwell and two more; the members are covered again within 45 token
+// intervals.
+func TestGeoGracefulStopHandsTokenOn(t *testing.T) {
+	t.Parallel()
+	m := loadPlanetLab(t)
+	s := geoSim(t, 100, 10, 4, m)
+	s.Run(150 * time.Second)
+	victim, members := -1, 0
+	for i := range s.N() {
+		if st := s.GeoState(i); st != nil && st.Role == node.RoleSuperpeer && len(st.Members) > members {
+			victim, members = i, len(st.Members)
+		}
+	}
+	if members < 2 {
+		t.Fatalf("the superpeer to stop has no members (%d): the test tests nothing", members)
+	}
+	token := s.GeoState(victim).Token
+	var followers []int
+	for j := range s.N() {
+		if j != victim && s.Alive(j) && s.State(j).Superpeer == s.ID(victim) {
+			followers = append(followers, j)
+		}
+	}
+	holder := func(super bool) func(s *Sim) bool {
+		return func(s *Sim) bool {
+			for i := range s.N() {
+				if st := s.GeoState(i); s.Alive(i) && st != nil && st.Token == token && (!super || st.Role == node.RoleSuperpeer) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	covered := func(s *Sim) bool {
+		for _, j := range followers {
+			if !s.Covered(j) {
+				return false
+			}
+		}
+		return true
+	}
+	interval, dwell := s.cfg.Node.Geo.TokenInterval, s.cfg.Node.Geo.Tokens.Dwell
+	stop := s.Now()
+	s.Stop(victim)
+	if !s.RunUntil(holder(false), 10*time.Millisecond, interval) {
+		t.Errorf("token %d held by no live node %v after the stop", token, s.Now()-stop)
+	}
+	handed := s.Now() - stop
+	if !s.RunUntil(holder(true), 100*time.Millisecond, stop+dwell+2*interval-s.Now()) {
+		t.Errorf("token %d held by no live superpeer %v after the stop", token, s.Now()-stop)
+	}
+	promoted := s.Now() - stop
+	if !s.RunUntil(covered, 100*time.Millisecond, stop+45*interval-s.Now()) {
+		t.Errorf("the %d members not all covered %v after the stop", len(followers), s.Now()-stop)
+	}
+	t.Logf("stopped n%d (token %d, cluster of %d): token handed on after %v, held by a superpeer after %v, members covered after %v",
+		victim, token, members, handed, promoted, s.Now()-stop)
+}
+
 // TestGeoSeedReplays: a seed replays a geometric run exactly (with an
 // election, jitter and loss), crash, partition, heal and a join included;
 // another seed gives another run.
 func TestGeoSeedReplays(t *testing.T) {
+	t.Parallel()
 	m := loadPlanetLab(t)
 	run := func(seed uint64) (uint64, int, Stats) {
 		s, err := New(Config{N: 40, Seed: seed, Stagger: 5 * time.Second, Latency: m.Sub(firstN(40)), Jitter: 2 * time.Millisecond,
