@@ -86,8 +86,10 @@
 //     or listed the member, the asker times out), the pass fails (PassDone
 //     not OK) and the request has no answer (AttachDone with an error)
 //     GeoTimeout after it was sent.
-//   - Stop (graceful) steps GeoLeave first: the holder's pass goes out, and
-//     its answer comes back to nobody.
+//   - Stop (graceful) steps GeoLeave first and, as the live node's leave
+//     does, carries out the pings and passes the machine then asks for,
+//     one by one, until it asks for none: answered at once (a ping with
+//     the matrix RTT, a pass by the recipient's machine).
 //   - The node's State is its GeoState's role, superpeer and members (k
 //     and cluster key zero): Covered and Take apply as they are, a split
 //     brain being two live superpeers of one token. GeoConverged asks for

@@ -100,18 +100,56 @@ func (s *Sim) randDur(d time.Duration) time.Duration {
 	return time.Duration(s.rng.Int64N(int64(d)))
 }
 
-// geoDown notes node i's stop; a graceful one hands its token on first
-// (GeoLeave, as overlay's leave): the passes it asks for go out, and
-// their answers come back to nobody.
+// geoDown notes node i's stop. A graceful one hands its token on first,
+// as overlay's leave does with the loop stopped: GeoLeave, then the pings
+// and passes the machine asks for, carried out one by one until it asks
+// for none; the node waits for each, and the simulator answers them at
+// once (a ping with the matrix RTT, a pass with the recipient's machine's
+// answer, which it takes now).
 func (s *Sim) geoDown(i int, graceful bool) {
 	n := s.nodes[i]
 	if n.geo == nil {
 		return
 	}
-	if graceful {
-		s.step(i, node.GeoLeave{})
-	}
 	n.geo.downAt = s.now
+	if !graceful {
+		return
+	}
+	now := s.wall()
+	n.m.Step(now, node.GeoLeave{})
+	for range 16 { // the machine asks for a ping and a pass at most per hand-over
+		rd := n.m.Ready()
+		if s.Log != nil {
+			for _, note := range rd.Notes {
+				s.Log(s.now, i, note)
+			}
+		}
+		for _, r := range rd.Geo.Tokens {
+			s.publishToken(i, r)
+		}
+		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 {
+			return
+		}
+		for _, p := range rd.Geo.Pings {
+			s.stats.GeoPings++
+			in := node.PingDone{Peer: p, Err: errGeoTimeout}
+			if j, ok := s.indexOf(p); ok && s.up(i, j) {
+				in = node.PingDone{Peer: p, RTT: s.rtt(i, j)}
+			}
+			n.m.Step(now, in)
+		}
+		for _, p := range rd.Geo.Passes {
+			s.stats.GeoPasses++
+			in := node.PassDone{To: p.To, Token: p.Token}
+			if j, ok := s.indexOf(p.To); ok && s.up(i, j) {
+				m := s.nodes[j].m
+				m.Step(now, node.TokenOffered{From: n.id, Token: p.Token})
+				in.OK = m.GeoAnswer().Yes
+				s.carryOut(j)
+			}
+			n.m.Step(now, in)
+		}
+	}
 }
 
 // geoCarryOut does the geometric part of node i's Ready.
