@@ -47,6 +47,59 @@
 //     kept per node, and a restarted node gets them back (and knows that
 //     it ran before).
 //
+// The geometric strategy (Config.Node.Geometric; geo.go), where the live
+// node's overlay/geo.go does I/O:
+//
+//   - Settings left zero take the live node's: token rounds and pings every
+//     second, Dwell five token intervals, node.LiveMargin, MinHold
+//     node.SnapshotTicks token intervals, cooling after four passes.
+//   - Ticks: every ElectionTick, and at the machine's GeoNext (as the live
+//     loop resets its timer after every Ready); a tick gives a fresh
+//     GeoFeed first when GeoDue says so.
+//   - Pings: the answer (PingDone) is the matrix RTT plus the least of
+//     three jitters, three RTTs later (the live node keeps the least of
+//     three pings); a ping to a node that is down or on the other side of
+//     a partition fails after GeoTimeout.
+//   - Gossip of coordinates and token positions (gossip.Geo): a coordinate
+//     is published at most once per announce interval (the live MinGap),
+//     a token report at once; the peers hear it GossipDelay later. A
+//     node's GeoFeed has the last heard coordinate and token report of
+//     every node alive on its side, or still in its membership view (a
+//     crashed or cut-off node's entries go with it, one membership TTL
+//     after it was last heard), and its own token report at once; Tokens
+//     is one position per token, as gossip.Geo.Tokens: the highest pass
+//     counter, then the smaller holder ID. A report of no token leaves the
+//     last one to expire one TTL after its last republication, a release
+//     takes it out at once. Gossip is modelled per side but not per
+//     message: what a node on the other side of a new partition publishes
+//     before it leaves the views still reaches them. Connected is the
+//     node's live, reachable routing peers and contacts (the peers it
+//     exchanged a message, ping, pass or attach request with in the last
+//     ContactWindow, and its superpeer).
+//   - Token passes and attach requests reach the receiving machine half an
+//     RTT (plus jitter) later; its machine decides, as the live stream
+//     handlers do (TokenOffered, or a fresh GeoFeed and AttachAsked; then
+//     GeoAnswer), and the answer (PassDone, AttachDone) is back half an
+//     RTT later. To a node that is down or cut off, or when the answer
+//     cannot come back (the asker crashed or was cut off meanwhile, or the
+//     answer is lost, with probability Loss: the receiver took the token
+//     or listed the member, the asker times out), the pass fails (PassDone
+//     not OK) and the request has no answer (AttachDone with an error)
+//     GeoTimeout after it was sent.
+//   - Stop (graceful) steps GeoLeave first and, as the live node's leave
+//     does, carries out the pings and passes the machine then asks for,
+//     one by one, until it asks for none: answered at once (a ping with
+//     the matrix RTT, a pass by the recipient's machine).
+//   - The node's State is its GeoState's role, superpeer and members (k
+//     and cluster key zero): Covered and Take apply as they are, a split
+//     brain being two live superpeers of one token. GeoConverged asks for
+//     every live node covered and S superpeers with distinct tokens;
+//     GeoQuality is the mean matrix RTT from the ordinary nodes to their
+//     superpeer against random placement of as many superpeers (each
+//     ordinary node attached to the nearest with room by the matrix, the
+//     mean of many draws from a source of its own: measuring does not
+//     change the run).
+//
 // Faults: Crash, Restart, Stop (graceful), Add (a new node joins),
 // Partition and Heal, Isolate (a flap). A seed replays a run exactly: all
 // randomness comes from it, and events run in (time, sequence) order.

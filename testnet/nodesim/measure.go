@@ -63,6 +63,10 @@ func (s *Sim) Take() Sample {
 		if n.state.Role == node.RoleSuperpeer {
 			x.Claimers++
 			c := cluster{n.state.K, n.state.ClusterKey}
+			if g := n.geo; g != nil && g.state != nil {
+				// Geometric: a cluster is a token's.
+				c = cluster{-1, node.TokenKey(s.cfg.Node.Geo.Network, g.state.Token)}
+			}
 			if claims[c]++; claims[c] == 2 {
 				x.Split++
 			}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/classic"
@@ -57,7 +58,9 @@ type Config struct {
 	// Jitter adds a delay drawn uniformly from [0, Jitter) to every
 	// election message.
 	Jitter time.Duration
-	// Loss is the probability, in [0, 1), that an election message is lost.
+	// Loss is the probability, in [0, 1), that an election message is
+	// lost, or the answer to a token pass or an attach request (geometric
+	// strategy).
 	Loss float64
 	// GossipDelay is how long an announcement or goodbye takes to reach
 	// the views. Zero means DefaultGossipDelay.
@@ -80,6 +83,10 @@ type Config struct {
 	// LookupRTTs is how many round trips a lookup takes. Zero means
 	// DefaultLookupRTTs.
 	LookupRTTs int
+	// GeoTimeout is how long a ping, a token pass or an attach request to
+	// a peer that is down or unreachable takes to fail (geometric
+	// strategy). Zero means DefaultGeoTimeout.
+	GeoTimeout time.Duration
 }
 
 func (c *Config) fill() error {
@@ -105,6 +112,9 @@ func (c *Config) fill() error {
 	c.RoutingClose = cmp.Or(c.RoutingClose, DefaultRoutingClose)
 	c.RoutingRandom = cmp.Or(c.RoutingRandom, DefaultRoutingRandom)
 	c.LookupRTTs = cmp.Or(c.LookupRTTs, DefaultLookupRTTs)
+	if n.Geometric {
+		return c.fillGeo()
+	}
 	return nil
 }
 
@@ -131,6 +141,7 @@ type simNode struct {
 	state     node.State
 	routing   []int
 	contacts  map[int]time.Duration // peer -> last election message either way
+	geo       *geoNode              // the geometric strategy's part (geo.go)
 }
 
 // component is a side of a partition: who its peers see in their views.
@@ -167,6 +178,12 @@ type Sim struct {
 	lookupCache map[lookupKey]lookupAnswer
 	index       map[peer.ID]int
 	stats       Stats
+
+	// The geometric strategy (geo.go): bumped by every change of what
+	// gossip delivered, and the coordinates' map per component.
+	geoVer       uint64
+	geoCoords    map[int]map[peer.ID]*coordinate.Coordinate
+	geoCoordsKey map[int]geoCoordsKey
 }
 
 // Change is a node's new state at a time.
@@ -179,6 +196,8 @@ type Change struct {
 // Stats counts what the simulator did.
 type Stats struct {
 	Events, Messages, Lost, Failed, Lookups, Views uint64
+	// The geometric strategy's pings, token passes and attach requests.
+	GeoPings, GeoPasses, GeoAttaches uint64
 }
 
 type lookupKey struct {
@@ -202,6 +221,7 @@ func New(cfg Config) (*Sim, error) {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		comps: map[int]*component{0: {vis: map[int]time.Duration{}}}, ttl: 3 * cfg.Node.AnnounceInterval,
 		lookupCache: map[lookupKey]lookupAnswer{}, index: map[peer.ID]int{},
+		geoCoords: map[int]map[peer.ID]*coordinate.Coordinate{}, geoCoordsKey: map[int]geoCoordsKey{},
 	}
 	for i := range cfg.N {
 		var at time.Duration
@@ -454,6 +474,9 @@ func (s *Sim) start(i int) {
 	n.viewVer, n.viewComp, n.viewAt = 0, -1, -s.cfg.ViewPeriod
 	n.state = node.State{}
 	n.contacts = map[int]time.Duration{}
+	if cfg.Geometric {
+		s.geoStart(i)
+	}
 	if n.routing == nil {
 		n.routing = s.routingTable(i)
 	}
@@ -479,6 +502,7 @@ func (s *Sim) down(i int, graceful bool) {
 	if !n.alive {
 		return
 	}
+	s.geoDown(i, graceful)
 	n.alive = false
 	s.epoch++
 	c := s.comps[s.comp[i]]
@@ -654,6 +678,9 @@ func (s *Sim) tick(i int) {
 	if n.m.Due(now) {
 		n.m.Step(now, s.routingOf(i))
 	}
+	if n.geo != nil && n.m.GeoDue(now) {
+		n.m.Step(now, s.geoFeed(i))
+	}
 	n.m.Tick(now)
 	s.carryOut(i)
 }
@@ -759,6 +786,10 @@ func (s *Sim) carryOut(i int) {
 		h := fnv.New64a()
 		fmt.Fprintf(h, "%x %d %d %s %s %d %x", s.trace, s.now, i, rd.State.Superpeer, rd.State.Role, rd.State.K, rd.State.ClusterKey[:4])
 		s.trace = h.Sum64()
+	}
+	if n.geo != nil {
+		s.geoCarryOut(i, rd.Geo)
+		s.scheduleGeo(i)
 	}
 }
 

@@ -1,0 +1,610 @@
+package nodesim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// The geometric strategy (Config.Node.Geometric): the oracles that stand
+// where overlay/geo.go does I/O. See the package comment.
+
+// Defaults of the geometric strategy, as the live node's (overlay.Config).
+const (
+	DefaultGeoNetwork  = "nodesim"
+	DefaultGeoInterval = time.Second      // PingInterval and TokenInterval
+	DefaultGeoTimeout  = 10 * time.Second // the live stream deadline
+	liveCooling        = 4                // overlay's liveCooling
+)
+
+// errGeoTimeout is the error of a ping, a pass or an attach request to a
+// peer that is down or unreachable.
+var errGeoTimeout = errors.New("nodesim: no answer (timeout)")
+
+// fillGeo fills the geometric settings left zero as the live node does
+// (overlay.New and overlay's geoConfig).
+func (c *Config) fillGeo() error {
+	g := &c.Node.Geo
+	g.Network = cmp.Or(g.Network, DefaultGeoNetwork)
+	g.PingInterval = cmp.Or(g.PingInterval, DefaultGeoInterval)
+	g.TokenInterval = cmp.Or(g.TokenInterval, DefaultGeoInterval)
+	t := &g.Tokens
+	t.Dwell = cmp.Or(t.Dwell, 5*g.TokenInterval)
+	t.Margin = cmp.Or(t.Margin, node.LiveMargin)
+	t.MinHold = cmp.Or(t.MinHold, node.SnapshotTicks*g.TokenInterval)
+	t.Cooling = cmp.Or(t.Cooling, liveCooling)
+	if g.Coords == (geometric.CoordConfig{}) {
+		g.Coords = geometric.DefaultCoordConfig()
+	}
+	filled, err := g.Tokens.Filled()
+	if err != nil {
+		return errors.Join(ErrConfig, err)
+	}
+	g.Tokens = filled
+	c.GeoTimeout = cmp.Or(c.GeoTimeout, DefaultGeoTimeout)
+	return nil
+}
+
+// geoNode is what the simulator keeps of one node's geometric strategy:
+// what it publishes, what its peers have heard of it, and its state.
+type geoNode struct {
+	coord *coordinate.Coordinate // the machine's latest, to publish
+	own   *node.TokenReport      // the token it reports now (nil: none)
+	// What gossip has delivered of it (see the package comment): its
+	// coordinate, and its token report until tokUntil (0: while it is
+	// heard at all).
+	heardCoord *coordinate.Coordinate
+	heardTok   *node.TokenReport
+	tokUntil   time.Duration
+	// Coordinates go out at most once per announce interval (MinGap).
+	coordPubAt   time.Duration
+	coordPending bool
+	state        *node.GeoState // the last the machine reported
+	tickAt       time.Duration  // the geometric tick scheduled (GeoNext); -1 none
+	lastTick     time.Duration
+	downAt       time.Duration
+}
+
+// geoStart prepares node i's geometric part at a start: a restarted node
+// keeps what its peers heard of it, but a token report that its new
+// incarnation does not renew expires one TTL after it was last heard.
+func (s *Sim) geoStart(i int) {
+	n := s.nodes[i]
+	if n.geo == nil {
+		n.geo = &geoNode{}
+	} else {
+		g := n.geo
+		if g.heardTok != nil && g.tokUntil == 0 {
+			g.tokUntil = g.downAt + s.ttl - s.randDur(s.cfg.Node.AnnounceInterval)
+		}
+		g.coord, g.own, g.state, g.coordPending = nil, nil, nil, false
+		s.geoVer++
+	}
+	n.geo.tickAt, n.geo.lastTick, n.geo.coordPubAt = -1, -1, -s.cfg.Node.AnnounceInterval
+}
+
+func (s *Sim) randDur(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(s.rng.Int64N(int64(d)))
+}
+
+// geoDown notes node i's stop. A graceful one hands its token on first,
+// as overlay's leave does with the loop stopped: GeoLeave, then the pings
+// and passes the machine asks for, carried out one by one until it asks
+// for none; the node waits for each, and the simulator answers them at
+// once (a ping with the matrix RTT, a pass with the recipient's machine's
+// answer, which it takes now).
+func (s *Sim) geoDown(i int, graceful bool) {
+	n := s.nodes[i]
+	if n.geo == nil {
+		return
+	}
+	n.geo.downAt = s.now
+	if !graceful {
+		return
+	}
+	now := s.wall()
+	n.m.Step(now, node.GeoLeave{})
+	for range 16 { // the machine asks for a ping and a pass at most per hand-over
+		rd := n.m.Ready()
+		if s.Log != nil {
+			for _, note := range rd.Notes {
+				s.Log(s.now, i, note)
+			}
+		}
+		for _, r := range rd.Geo.Tokens {
+			s.publishToken(i, r)
+		}
+		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 {
+			return
+		}
+		for _, p := range rd.Geo.Pings {
+			s.stats.GeoPings++
+			in := node.PingDone{Peer: p, Err: errGeoTimeout}
+			if j, ok := s.indexOf(p); ok && s.up(i, j) {
+				in = node.PingDone{Peer: p, RTT: s.rtt(i, j)}
+			}
+			n.m.Step(now, in)
+		}
+		for _, p := range rd.Geo.Passes {
+			s.stats.GeoPasses++
+			in := node.PassDone{To: p.To, Token: p.Token}
+			if j, ok := s.indexOf(p.To); ok && s.up(i, j) {
+				m := s.nodes[j].m
+				m.Step(now, node.TokenOffered{From: n.id, Token: p.Token})
+				in.OK = m.GeoAnswer().Yes
+				s.carryOut(j)
+			}
+			n.m.Step(now, in)
+		}
+	}
+}
+
+// geoCarryOut does the geometric part of node i's Ready.
+func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
+	n := s.nodes[i]
+	g := n.geo
+	if rd.Coord != nil {
+		g.coord = rd.Coord
+		s.publishCoord(i)
+	}
+	for _, r := range rd.Tokens {
+		s.publishToken(i, r)
+	}
+	if st := rd.State; st != nil {
+		prevTok := -1
+		if g.state != nil {
+			prevTok = g.state.Token
+		}
+		g.state = st
+		prev := n.state
+		n.state = node.State{Role: st.Role, S: st.S, Superpeer: st.Superpeer, Members: st.Members, Prefix: st.Prefix}
+		if prev.Role != st.Role || prev.Superpeer != st.Superpeer || !slices.Equal(prev.Members, st.Members) || prevTok != st.Token {
+			if s.Record {
+				s.Changes = append(s.Changes, Change{At: s.now, Node: i, State: n.state})
+			}
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%x %d %d %s %s %d %v", s.trace, s.now, i, st.Superpeer, st.Role, st.Token, st.Members)
+			s.trace = h.Sum64()
+		}
+	}
+	for _, p := range rd.Pings {
+		s.geoPing(i, p)
+	}
+	for _, p := range rd.Passes {
+		s.geoPass(i, p)
+	}
+	for _, p := range rd.Attach {
+		s.geoAttach(i, p)
+	}
+}
+
+// publishCoord publishes node i's coordinate, at most once per announce
+// interval (later changes are coalesced into one publication).
+func (s *Sim) publishCoord(i int) {
+	g := s.nodes[i].geo
+	if g.coordPending {
+		return
+	}
+	at := max(s.now, g.coordPubAt+s.cfg.Node.AnnounceInterval)
+	g.coordPending = true
+	s.At(at, func(s *Sim) {
+		g.coordPending = false
+		g.coordPubAt = s.now
+		c := g.coord
+		if c == nil || !s.nodes[i].alive {
+			return
+		}
+		s.After(s.cfg.GossipDelay, func(s *Sim) {
+			g.heardCoord = c
+			s.geoVer++
+		})
+	})
+}
+
+// publishToken publishes one token report of node i; its peers hear it
+// GossipDelay later. A report of no token leaves the last one to expire
+// (one TTL after it was last republished), a release takes it out at once.
+func (s *Sim) publishToken(i int, r node.TokenReport) {
+	g := s.nodes[i].geo
+	g.own = &r
+	if r.None || r.Released {
+		g.own = nil
+	}
+	var until time.Duration
+	if r.None {
+		until = s.now + s.ttl - s.randDur(s.cfg.Node.AnnounceInterval)
+	}
+	s.After(s.cfg.GossipDelay, func(s *Sim) {
+		switch {
+		case r.None:
+			if g.heardTok != nil && g.tokUntil == 0 {
+				g.tokUntil = until
+			}
+		case r.Released:
+			g.heardTok = nil
+		default:
+			g.heardTok, g.tokUntil = &r, 0
+		}
+		s.geoVer++
+	})
+}
+
+// present reports whether node i's feed has node j's entries: j is alive
+// and reachable, or still in i's membership view (it has not expired).
+func (s *Sim) present(i, j int) bool {
+	if s.nodes[j].alive && s.reachable(i, j) {
+		return true
+	}
+	_, ok := s.comps[s.comp[i]].vis[j]
+	return ok
+}
+
+type geoCoordsKey struct {
+	comp          int
+	version       uint64
+	epoch, geoVer uint64
+}
+
+// geoFeed is node i's GeoFeed: the coordinates and token positions heard
+// in its component, as gossip.Geo's Coords and Tokens give them, and the
+// peers it is connected to.
+func (s *Sim) geoFeed(i int) node.GeoFeed {
+	c := s.comp[i]
+	key := geoCoordsKey{c, s.comps[c].version, s.epoch, s.geoVer}
+	coords, ok := s.geoCoords[c]
+	if !ok || s.geoCoordsKey[c] != key {
+		// One map per component and change, shared by its machines
+		// (which keep it without changing it).
+		coords = map[peer.ID]*coordinate.Coordinate{}
+		for j, o := range s.nodes {
+			if o.geo != nil && o.geo.heardCoord != nil && s.present(i, j) {
+				coords[o.id] = o.geo.heardCoord
+			}
+		}
+		s.geoCoords[c], s.geoCoordsKey[c] = coords, key
+	}
+	// Tokens: of the live reports of each token, the highest Token.Seq,
+	// then the smaller holder ID (gossip.Geo.Tokens); this node's own
+	// report at once.
+	best := map[int]node.TokenPos{}
+	for j, o := range s.nodes {
+		g := o.geo
+		if g == nil {
+			continue
+		}
+		r := g.heardTok
+		if j == i {
+			r = g.own
+		} else if r == nil || g.tokUntil != 0 && s.now >= g.tokUntil || !s.present(i, j) {
+			continue
+		}
+		if r == nil {
+			continue
+		}
+		tp := node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load}
+		if b, ok := best[r.Token.Num]; !ok || tp.Token.Seq > b.Token.Seq || tp.Token.Seq == b.Token.Seq && tp.Holder < b.Holder {
+			best[r.Token.Num] = tp
+		}
+	}
+	tokens := make([]node.TokenPos, 0, len(best))
+	for _, tp := range best {
+		tokens = append(tokens, tp)
+	}
+	slices.SortFunc(tokens, func(a, b node.TokenPos) int { return cmp.Compare(a.Token.Num, b.Token.Num) })
+	return node.GeoFeed{Coords: coords, Tokens: tokens, Connected: s.connectedPeers(i)}
+}
+
+// connectedPeers are the peers node i's host is connected to: its live,
+// reachable routing peers and contacts (see isContact).
+func (s *Sim) connectedPeers(i int) []peer.ID {
+	n := s.nodes[i]
+	seen := map[int]bool{}
+	var out []peer.ID
+	add := func(j int) {
+		if j != i && !seen[j] && s.nodes[j].alive && s.reachable(i, j) {
+			seen[j] = true
+			out = append(out, s.nodes[j].id)
+		}
+	}
+	for _, j := range n.routing {
+		add(j)
+	}
+	for _, j := range slices.Sorted(func(yield func(int) bool) {
+		for j := range n.contacts {
+			if !yield(j) {
+				return
+			}
+		}
+	}) {
+		if s.isContact(i, j) {
+			add(j)
+		}
+	}
+	return out
+}
+
+// up reports whether j answers i now: alive and reachable.
+func (s *Sim) up(i, j int) bool { return s.nodes[j].alive && s.reachable(i, j) }
+
+// oneWay is a one-way delay from i to j: half the RTT, plus the jitter.
+func (s *Sim) oneWay(i, j int) time.Duration {
+	return s.rtt(i, j)/2 + s.randDur(s.cfg.Jitter)
+}
+
+// back runs f for node i's current incarnation at time at (not before
+// now), if it is still alive then.
+func (s *Sim) back(i int, at time.Duration, f func(s *Sim)) {
+	inc := s.nodes[i].inc
+	s.At(at, func(s *Sim) {
+		if n := s.nodes[i]; n.alive && n.inc == inc {
+			f(s)
+		}
+	})
+}
+
+// geoPing answers a ping by the oracle: the least of three pings, so the
+// matrix RTT plus the least of three jitters, three RTTs later; or an
+// error after GeoTimeout when the peer is down or unreachable.
+func (s *Sim) geoPing(i int, p peer.ID) {
+	s.stats.GeoPings++
+	sent := s.now
+	fail := func(s *Sim) {
+		s.back(i, sent+s.cfg.GeoTimeout, func(s *Sim) { s.step(i, node.PingDone{Peer: p, Err: errGeoTimeout}) })
+	}
+	j, ok := s.indexOf(p)
+	if !ok || !s.up(i, j) {
+		fail(s)
+		return
+	}
+	s.contact(i, j)
+	d := s.rtt(i, j)
+	jit := s.randDur(s.cfg.Jitter)
+	for range 2 {
+		jit = min(jit, s.randDur(s.cfg.Jitter))
+	}
+	rtt := d + jit
+	s.back(i, s.now+3*rtt, func(s *Sim) {
+		if !s.up(i, j) {
+			fail(s)
+			return
+		}
+		s.step(i, node.PingDone{Peer: p, RTT: rtt})
+	})
+}
+
+// geoPass carries out a token pass: the offer reaches the recipient one
+// way later, its machine decides (TokenOffered, GeoAnswer), and the
+// answer comes back one way later; a pass to a peer down or unreachable
+// fails after GeoTimeout.
+func (s *Sim) geoPass(i int, p node.TokenPass) {
+	s.stats.GeoPasses++
+	sent := s.now
+	fail := func(s *Sim) {
+		s.back(i, max(s.now, sent+s.cfg.GeoTimeout), func(s *Sim) { s.step(i, node.PassDone{To: p.To, Token: p.Token}) })
+	}
+	j, ok := s.indexOf(p.To)
+	if !ok || !s.up(i, j) {
+		fail(s)
+		return
+	}
+	s.contact(i, j)
+	from := s.nodes[i].id
+	s.At(s.now+s.oneWay(i, j), func(s *Sim) {
+		if !s.up(i, j) {
+			fail(s)
+			return
+		}
+		m := s.nodes[j].m
+		m.Step(s.wall(), node.TokenOffered{From: from, Token: p.Token})
+		yes := m.GeoAnswer().Yes
+		s.carryOut(j)
+		s.back(i, s.now+s.oneWay(j, i), func(s *Sim) {
+			if !s.up(i, j) || s.lost() {
+				fail(s) // the answer is lost with the connection
+				return
+			}
+			s.step(i, node.PassDone{To: p.To, Token: p.Token, OK: yes})
+		})
+	})
+}
+
+// geoAttach carries out an attach request like a pass: the superpeer's
+// machine gets a fresh feed and the request (GeoFeed, AttachAsked) and
+// its answer (GeoAnswer) comes back.
+func (s *Sim) geoAttach(i int, p peer.ID) {
+	s.stats.GeoAttaches++
+	sent := s.now
+	fail := func(s *Sim) {
+		s.back(i, max(s.now, sent+s.cfg.GeoTimeout), func(s *Sim) { s.step(i, node.AttachDone{To: p, Err: errGeoTimeout}) })
+	}
+	j, ok := s.indexOf(p)
+	if !ok || !s.up(i, j) {
+		fail(s)
+		return
+	}
+	s.contact(i, j)
+	from := s.nodes[i].id
+	s.At(s.now+s.oneWay(i, j), func(s *Sim) {
+		if !s.up(i, j) {
+			fail(s)
+			return
+		}
+		m := s.nodes[j].m
+		now := s.wall()
+		m.Step(now, s.geoFeed(j))
+		m.Step(now, node.AttachAsked{From: from})
+		ans := m.GeoAnswer()
+		s.carryOut(j)
+		s.back(i, s.now+s.oneWay(j, i), func(s *Sim) {
+			if !s.up(i, j) || s.lost() {
+				fail(s)
+				return
+			}
+			s.step(i, node.AttachDone{To: p, OK: ans.Yes, Mates: ans.Cluster})
+		})
+	})
+}
+
+// lost draws whether a stream's answer is lost (Loss): the asker times
+// out although the receiver took the request.
+func (s *Sim) lost() bool {
+	if s.cfg.Loss > 0 && s.rng.Float64() < s.cfg.Loss {
+		s.stats.Lost++
+		return true
+	}
+	return false
+}
+
+// scheduleGeo schedules node i's next geometric tick at its machine's
+// GeoNext, as the live loop resets its timer after every Ready.
+func (s *Sim) scheduleGeo(i int) {
+	n := s.nodes[i]
+	g := n.geo
+	if g == nil || !n.alive {
+		return
+	}
+	next := n.m.GeoNext()
+	if next.IsZero() {
+		return
+	}
+	t := max(next.Sub(Epoch), s.now)
+	if t == s.now && g.lastTick == s.now {
+		t = s.now + time.Millisecond // never twice at one instant
+	}
+	if g.tickAt == t {
+		return
+	}
+	g.tickAt = t
+	inc := n.inc
+	s.At(t, func(s *Sim) {
+		if n.alive && n.inc == inc && g.tickAt == t {
+			g.tickAt, g.lastTick = -1, s.now
+			s.tick(i)
+		}
+	})
+}
+
+// GeoState is node i's last geometric state (nil before its first).
+func (s *Sim) GeoState(i int) *node.GeoState {
+	if g := s.nodes[i].geo; g != nil {
+		return g.state
+	}
+	return nil
+}
+
+// GeoConverged reports whether every live node is covered (attached to a
+// live superpeer it can reach), the live superpeers hold distinct tokens,
+// and there are S of them (or as many as live nodes).
+func (s *Sim) GeoConverged() bool {
+	x := s.Take()
+	want := min(s.cfg.Node.Geo.Tokens.Tokens, x.Live)
+	return x.Live > 0 && x.Covered == x.Live && x.Split == 0 && x.Claimers == want
+}
+
+// GeoQuality is the geometric placement's quality at one instant, in
+// matrix RTTs from the ordinary nodes to their superpeers.
+type GeoQuality struct {
+	// Superpeers live; Attached ordinary nodes covered (Covered), Others
+	// the live ordinary nodes that are not.
+	Superpeers, Attached, Others int
+	// Mean is the mean RTT from the attached nodes to their superpeer.
+	Mean time.Duration
+	// Ideal is the mean with the same superpeers and every live ordinary
+	// node attached to the nearest with room by the matrix (the
+	// placement's quality apart from the attachment's).
+	Ideal time.Duration
+	// Random is the mean of Ideal over random placements of as many
+	// superpeers among the live nodes.
+	Random time.Duration
+}
+
+// Ratio is Mean over Random: below 1 is better than random placement.
+func (q GeoQuality) Ratio() float64 {
+	if q.Random <= 0 {
+		return 0
+	}
+	return float64(q.Mean) / float64(q.Random)
+}
+
+// IdealRatio is Ideal over Random.
+func (q GeoQuality) IdealRatio() float64 {
+	if q.Random <= 0 {
+		return 0
+	}
+	return float64(q.Ideal) / float64(q.Random)
+}
+
+// GeoQuality measures the placement now, against draws random placements
+// drawn from a source of their own (seeded by the seed): measuring does
+// not change the run.
+func (s *Sim) GeoQuality(draws int) GeoQuality {
+	var q GeoQuality
+	var live, sps []int
+	var sum time.Duration
+	for i, n := range s.nodes {
+		if !n.alive {
+			continue
+		}
+		live = append(live, i)
+		switch {
+		case n.state.Role == node.RoleSuperpeer:
+			q.Superpeers++
+			sps = append(sps, len(live)-1)
+		case s.Covered(i):
+			q.Attached++
+			j, _ := s.indexOf(n.state.Superpeer)
+			sum += s.rtt(i, j)
+		default:
+			q.Others++
+		}
+	}
+	if q.Attached > 0 {
+		q.Mean = sum / time.Duration(q.Attached)
+	}
+	if len(sps) == 0 {
+		return q
+	}
+	capacity := s.cfg.Node.Geo.Tokens.Capacity
+	dist := func(a, b int) float64 { return float64(s.rtt(live[a], live[b])) }
+	ideal := func(sp []int) time.Duration {
+		at, err := geometric.AttachAllBy(len(live), dist, sp, capacity)
+		if err != nil {
+			return 0
+		}
+		var sum float64
+		k := 0
+		for a, b := range at {
+			if b >= 0 && a != b {
+				sum += dist(a, b)
+				k++
+			}
+		}
+		if k == 0 {
+			return 0
+		}
+		return time.Duration(sum / float64(k))
+	}
+	q.Ideal = ideal(sps)
+	rng := rand.New(rand.NewPCG(s.cfg.Seed, 0x6e6f646573696d))
+	var rsum time.Duration
+	for range draws {
+		rsum += ideal(rng.Perm(len(live))[:len(sps)])
+	}
+	if draws > 0 {
+		q.Random = rsum / time.Duration(draws)
+	}
+	return q
+}
