@@ -536,6 +536,27 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 	return nil
 }
 
+// leave drops the election: the node is in no cluster (a geometric node
+// attached to no superpeer). The quorum's hard state is kept; a leader
+// it named is lost.
+func (e *elector) leave() {
+	if e.mach == nil {
+		return
+	}
+	if q, ok := e.mach.(*classic.Quorum); ok {
+		if hs := q.HardState(); hs != e.hard[e.key] {
+			e.hard[e.key], e.hardOut = hs, true
+		}
+	}
+	if e.state.Leader != classic.None {
+		e.events = append(e.events, ElectionEvent{Lost: true, Superpeer: peer.ID(e.state.Leader)})
+		e.m.moved = true
+	}
+	e.mach, e.k, e.key, e.peers = nil, 0, dhtselect.Key{}, nil
+	e.state, e.carried, e.differ, e.orphan, e.leaderLost, e.geoSP = classic.State{}, 0, 0, 0, false, ""
+	e.gen++
+}
+
 // led reports whether another member of the cluster announces that it
 // serves the cluster as its superpeer.
 func (e *elector) led() bool {

@@ -254,6 +254,12 @@ func (g *geoMachine) election(now time.Time) {
 			members = append(members, g.self())
 		}
 	default:
+		// In no cluster (attached to no superpeer, holding no token):
+		// no election either, or the node goes on leading the last
+		// cluster it was in (found by nodesim's geometric mode: with more
+		// nodes than the superpeers' capacity, 23 of 43 unattached nodes
+		// led stale elections, 220 heartbeats a second in all).
+		e.leave()
 		return
 	}
 	num := g.clusterToken
