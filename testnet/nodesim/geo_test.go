@@ -61,6 +61,7 @@ func firstN(n int) []int {
 // on the mean of the seeds by 5 % at least (0.87 measured), and on no seed
 // by more than 5 % worse (seed 1: 0.96).
 func TestGeoConverges(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	m := loadPlanetLab(t)
 	seeds := []uint64{1, 2, 3}
@@ -128,6 +129,7 @@ func geoConverges(t *testing.T, m *latency.Matrix, seed uint64) float64 {
 // members covered within the same 45 (those whose election named another
 // leader still wait for the attachment TTL).
 func TestGeoSuperpeerCrashRepaired(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	m := loadPlanetLab(t)
 	for _, c := range []struct {
@@ -194,6 +196,7 @@ func geoCrashRepaired(t *testing.T, s *Sim, tokenWithin, repairWithin int) {
 // dwell and two more; the members are covered again within 45 token
 // intervals.
 func TestGeoGracefulStopHandsTokenOn(t *testing.T) {
+	skipShort(t)
 	t.Parallel()
 	m := loadPlanetLab(t)
 	s := geoSim(t, 100, 10, 4, m)
@@ -302,6 +305,7 @@ func TestGeoSeedReplays(t *testing.T) {
 // everyone (capacity 64) every node attaches, and no ordinary node sends
 // heartbeats four minutes in.
 func TestGeoUnattachedLeadsNoStaleElection(t *testing.T) {
+	skipShort(t)
 	m := loadPlanetLab(t)
 	s, err := New(Config{N: 100, Seed: 4, Stagger: 5 * time.Second, Latency: m.Sub(firstN(100)), Jitter: 2 * time.Millisecond,
 		Node: node.Config{Geometric: true, Election: "bully", Geo: node.GeoConfig{Tokens: geometric.Config{Tokens: 10, Capacity: 5}}}})
@@ -326,5 +330,16 @@ func TestGeoUnattachedLeadsNoStaleElection(t *testing.T) {
 	}
 	if len(stale) > 0 {
 		t.Errorf("%d of %d unattached ordinary nodes lead an election (a cluster they are not in): %v", len(stale), unattached, stale)
+	}
+}
+
+// skipShort skips a long geometric run under -short: make test runs the
+// package in full without -race, and its -race -short pass is for the
+// packages with goroutines (nodesim has none; under the race detector
+// these runs took 160 s of CI time).
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("minutes of virtual time on 100 geometric node machines; the run without -short covers it")
 	}
 }
