@@ -33,7 +33,7 @@ deps:
 
 ## test: formatting, vet, staticcheck, every test, then the race detector
 ## (short mode), then every fuzz target for TEST_FUZZTIME each (.ci/fuzz). On
-## 2 cores that adds about 4.5 minutes: 5 s for each of the 14 targets, and
+## 2 cores that adds about 4.5 minutes: 5 s for each of the 16 targets, and
 ## about 3.5 minutes to build the fuzz-instrumented test binaries (go test
 ## -fuzz instruments every package it links, libp2p included; no flag
 ## narrows it)
