@@ -316,11 +316,7 @@ func (e *Echo) Tick() {
 // sequence numbers last (see TermJumpPerTick); one that fell behind
 // catches up within a tick or two.
 func (e *Echo) seqCeiling() uint64 {
-	d := uint64(max(e.now-e.seqAt, 0))
-	if d >= (maxTerm-e.maxSeq)/TermJumpPerTick {
-		return maxTerm
-	}
-	return e.maxSeq + 1 + d*TermJumpPerTick
+	return termCeiling(e.maxSeq, e.now-e.seqAt)
 }
 
 // raiseSeq notes a sequence number seen or used.

@@ -191,12 +191,17 @@ const PromiseMargin = 2
 const TermJumpPerTick = 1 << 10
 
 // ceiling is the highest term this process may move to now.
-func (q *Quorum) ceiling() uint64 {
-	d := uint64(max(q.now-q.raisedAt, 0))
-	if d >= (maxTerm-q.term)/TermJumpPerTick {
+func (q *Quorum) ceiling() uint64 { return termCeiling(q.term, q.now-q.raisedAt) }
+
+// termCeiling is the highest term (or sequence number) a process at term
+// may move to ticks after it last rose: one above, plus TermJumpPerTick a
+// tick, at most maxTerm. Quorum, Stable and Echo bound their terms by it.
+func termCeiling(term uint64, ticks int) uint64 {
+	d := uint64(max(ticks, 0))
+	if d >= (maxTerm-term)/TermJumpPerTick {
 		return maxTerm
 	}
-	return q.term + 1 + d*TermJumpPerTick
+	return term + 1 + d*TermJumpPerTick
 }
 
 // raise moves the term up to t (never down) and notes when.

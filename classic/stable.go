@@ -355,11 +355,7 @@ func (s *Stable) backed() bool {
 // so that no member can push the terms towards their end (see
 // TermJumpPerTick).
 func (s *Stable) ceiling() uint64 {
-	d := uint64(max(s.now-s.raisedAt, 0))
-	if d >= (maxTerm-s.term)/TermJumpPerTick {
-		return maxTerm
-	}
-	return s.term + 1 + d*TermJumpPerTick
+	return termCeiling(s.term, s.now-s.raisedAt)
 }
 
 // aliveLeader is the leader this process currently considers alive.
