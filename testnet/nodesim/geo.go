@@ -385,17 +385,49 @@ func (s *Sim) geoPing(i int, p peer.ID) {
 	})
 }
 
-// geoPass carries out a token pass: the offer reaches the recipient one
-// way later, its machine decides (TokenOffered, GeoAnswer), and the
-// answer comes back one way later; a pass to a peer down or unreachable
-// fails after GeoTimeout.
+// geoPass carries out a token pass (see geoRequest): the recipient's
+// machine decides (TokenOffered, GeoAnswer).
 func (s *Sim) geoPass(i int, p node.TokenPass) {
 	s.stats.GeoPasses++
+	s.geoRequest(i, p.To,
+		func(m *node.Machine, _ int, now time.Time, from peer.ID) {
+			m.Step(now, node.TokenOffered{From: from, Token: p.Token})
+		},
+		func(a node.GeoAnswer, ok bool) node.Input {
+			return node.PassDone{To: p.To, Token: p.Token, OK: ok && a.Yes}
+		})
+}
+
+// geoAttach carries out an attach request (see geoRequest): the
+// superpeer's machine gets a fresh feed and the request (GeoFeed,
+// AttachAsked), and decides (GeoAnswer).
+func (s *Sim) geoAttach(i int, p peer.ID) {
+	s.stats.GeoAttaches++
+	s.geoRequest(i, p,
+		func(m *node.Machine, j int, now time.Time, from peer.ID) {
+			m.Step(now, s.geoFeed(j))
+			m.Step(now, node.AttachAsked{From: from})
+		},
+		func(a node.GeoAnswer, ok bool) node.Input {
+			if !ok {
+				return node.AttachDone{To: p, Err: errGeoTimeout}
+			}
+			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster}
+		})
+}
+
+// geoRequest carries out one request stream of node i to peer to: the
+// request reaches to's machine (node j) one way later (ask steps it there, and its
+// GeoAnswer is the answer), and the answer comes back one way later as
+// done(answer, true). A request to a peer down or unreachable, or whose
+// answer is lost (Loss) or cut off on the way back, comes back as
+// done(_, false) GeoTimeout after it was sent.
+func (s *Sim) geoRequest(i int, to peer.ID, ask func(m *node.Machine, j int, now time.Time, from peer.ID), done func(a node.GeoAnswer, ok bool) node.Input) {
 	sent := s.now
 	fail := func(s *Sim) {
-		s.back(i, max(s.now, sent+s.cfg.GeoTimeout), func(s *Sim) { s.step(i, node.PassDone{To: p.To, Token: p.Token}) })
+		s.back(i, max(s.now, sent+s.cfg.GeoTimeout), func(s *Sim) { s.step(i, done(node.GeoAnswer{}, false)) })
 	}
-	j, ok := s.indexOf(p.To)
+	j, ok := s.indexOf(to)
 	if !ok || !s.up(i, j) {
 		fail(s)
 		return
@@ -408,52 +440,15 @@ func (s *Sim) geoPass(i int, p node.TokenPass) {
 			return
 		}
 		m := s.nodes[j].m
-		m.Step(s.wall(), node.TokenOffered{From: from, Token: p.Token})
-		yes := m.GeoAnswer().Yes
+		ask(m, j, s.wall(), from)
+		ans := m.GeoAnswer()
 		s.carryOut(j)
 		s.back(i, s.now+s.oneWay(j, i), func(s *Sim) {
 			if !s.up(i, j) || s.lost() {
 				fail(s) // the answer is lost with the connection
 				return
 			}
-			s.step(i, node.PassDone{To: p.To, Token: p.Token, OK: yes})
-		})
-	})
-}
-
-// geoAttach carries out an attach request like a pass: the superpeer's
-// machine gets a fresh feed and the request (GeoFeed, AttachAsked) and
-// its answer (GeoAnswer) comes back.
-func (s *Sim) geoAttach(i int, p peer.ID) {
-	s.stats.GeoAttaches++
-	sent := s.now
-	fail := func(s *Sim) {
-		s.back(i, max(s.now, sent+s.cfg.GeoTimeout), func(s *Sim) { s.step(i, node.AttachDone{To: p, Err: errGeoTimeout}) })
-	}
-	j, ok := s.indexOf(p)
-	if !ok || !s.up(i, j) {
-		fail(s)
-		return
-	}
-	s.contact(i, j)
-	from := s.nodes[i].id
-	s.At(s.now+s.oneWay(i, j), func(s *Sim) {
-		if !s.up(i, j) {
-			fail(s)
-			return
-		}
-		m := s.nodes[j].m
-		now := s.wall()
-		m.Step(now, s.geoFeed(j))
-		m.Step(now, node.AttachAsked{From: from})
-		ans := m.GeoAnswer()
-		s.carryOut(j)
-		s.back(i, s.now+s.oneWay(j, i), func(s *Sim) {
-			if !s.up(i, j) || s.lost() {
-				fail(s)
-				return
-			}
-			s.step(i, node.AttachDone{To: p, OK: ans.Yes, Mates: ans.Cluster})
+			s.step(i, done(ans, true))
 		})
 	})
 }
