@@ -97,6 +97,11 @@ func (c *Config) fill() error {
 		return fmt.Errorf("%w: Loss = %v, want [0, 1)", ErrConfig, c.Loss)
 	case c.Stagger < 0 || c.Jitter < 0:
 		return fmt.Errorf("%w: negative Stagger or Jitter", ErrConfig)
+	case c.GossipDelay < 0 || c.ViewPeriod < 0 || c.ConnLoss < 0 || c.ContactWindow < 0 || c.QueryTimeout < 0 || c.GeoTimeout < 0:
+		return fmt.Errorf("%w: a negative delay (GossipDelay %v, ViewPeriod %v, ConnLoss %v, ContactWindow %v, QueryTimeout %v, GeoTimeout %v); zero takes the default",
+			ErrConfig, c.GossipDelay, c.ViewPeriod, c.ConnLoss, c.ContactWindow, c.QueryTimeout, c.GeoTimeout)
+	case c.RoutingClose < 0 || c.RoutingRandom < 0 || c.LookupRTTs < 0:
+		return fmt.Errorf("%w: RoutingClose %d, RoutingRandom %d, LookupRTTs %d: want 0 (the default) or more", ErrConfig, c.RoutingClose, c.RoutingRandom, c.LookupRTTs)
 	}
 	n := &c.Node
 	n.AnnounceInterval = cmp.Or(n.AnnounceInterval, 5*time.Second)

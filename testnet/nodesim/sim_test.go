@@ -1,6 +1,7 @@
 package nodesim
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -50,5 +51,22 @@ func TestSeedReplays(t *testing.T) {
 	}
 	if na < 48 {
 		t.Fatalf("only %d state changes: the run did not run", na)
+	}
+}
+
+// TestConfigErrors: bad settings are refused with ErrConfig, not run.
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []Config{
+		{N: 0},
+		{N: 4, Loss: 1},
+		{N: 4, Jitter: -1},
+		{N: 4, GossipDelay: -time.Second},
+		{N: 4, QueryTimeout: -1},
+		{N: 4, GeoTimeout: -1},
+		{N: 4, LookupRTTs: -1},
+	} {
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v): err = %v, want ErrConfig", c, err)
+		}
 	}
 }
