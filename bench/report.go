@@ -359,6 +359,12 @@ func WriteTables(w io.Writer, r *Results) error {
 		}
 		writeGossipGrowth(w, r.LiveScale)
 	}
+	if len(r.LiveAttack) > 0 {
+		fmt.Fprintln(w, "\nAttacks, live (hostile clients against node processes on loopback; the victim is a superpeer):")
+		if err := WriteLiveAttackTable(w, r.LiveAttack); err != nil {
+			return err
+		}
+	}
 	if len(r.Attack) > 0 {
 		fmt.Fprintln(w, "\nLying peers, simulator (share of the superpeer roles the liars hold; damage: honest peers' mean RTT to their superpeer over the run without liars):")
 		if err := WriteAttackTable(w, r.Attack); err != nil {
@@ -426,9 +432,14 @@ func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
 		writeScaleMarkdown(w, r)
 		figure(SuiteScale)
 	}
+	if len(r.Attack) > 0 || len(r.LiveAttack) > 0 {
+		fmt.Fprintf(w, "## Lying peers and hostile clients\n\n")
+	}
 	if len(r.Attack) > 0 {
-		fmt.Fprintf(w, "## Lying peers\n\n")
 		writeAttackMarkdown(w, r.Attack)
+	}
+	if len(r.LiveAttack) > 0 {
+		writeLiveAttackMarkdown(w, r.LiveAttack)
 	}
 	return nil
 }

@@ -43,6 +43,9 @@ type Results struct {
 	// Attack is the attack suite: lying peers, before and after the
 	// defences.
 	Attack []AttackRow `json:"attack,omitempty"`
+	// LiveAttack is the attack suite's live half: hostile clients against
+	// a swarm of node processes.
+	LiveAttack []LiveAttackRow `json:"live_attack,omitempty"`
 }
 
 // Machine describes where a run was made.

@@ -46,6 +46,9 @@ type Config struct {
 	Command string
 	// Progress, when set, follows the run.
 	Progress Progress
+	// Exec is the peer command, for the live parts whose nodes are
+	// processes (the attack suite's); without it they fail.
+	Exec string
 }
 
 // step is one unit of a run, shown as one step of the progress.
@@ -240,6 +243,17 @@ func suiteSteps(suite string, cfg Config) []step {
 			}
 		}
 	case SuiteAttack:
+		if cfg.Live {
+			lc := LiveAttackConfig{Exec: cfg.Exec, Seed: cfg.Seed}
+			if cfg.Quick {
+				lc.Idle, lc.Duration, lc.Recover = 3*time.Second, 5*time.Second, 20*time.Second
+			}
+			steps = append(steps, step{"attack: hostile clients, live processes", func(ctx context.Context, r *Results) error {
+				rows, err := LiveAttack(ctx, lc)
+				r.LiveAttack = append(r.LiveAttack, rows...)
+				return err
+			}})
+		}
 		if !cfg.Sim {
 			break
 		}

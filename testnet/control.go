@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,10 @@ type controlReport struct {
 	Addrs    []ma.Multiaddr `json:"addrs"`
 	State    wireState      `json:"state"`
 	Election wireElection   `json:"election"`
+	// Goroutines is the process's number of goroutines, Banned the peers
+	// its node bans now (for Net.Process).
+	Goroutines int      `json:"goroutines"`
+	Banned     []string `json:"banned,omitempty"`
 }
 
 // wireState and wireElection carry overlay.State and overlay.ElectionStats
@@ -206,7 +211,11 @@ func report(ctx context.Context, n *overlay.Node, b *Blocker, out io.Writer) err
 	var last []byte
 	for {
 		ws, we := toWire(n.State(), n.ElectionStats())
-		line, err := json.Marshal(controlReport{Addrs: n.Host().Addrs(), State: ws, Election: we})
+		rep := controlReport{Addrs: n.Host().Addrs(), State: ws, Election: we, Goroutines: runtime.NumGoroutine()}
+		for _, p := range n.Banned() {
+			rep.Banned = append(rep.Banned, p.String())
+		}
+		line, err := json.Marshal(rep)
 		if err != nil {
 			return fmt.Errorf("control: report: %w", err)
 		}

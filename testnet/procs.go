@@ -53,6 +53,7 @@ type proc struct {
 
 	mu     sync.Mutex
 	addrs  []ma.Multiaddr // as of the last report
+	report controlReport  // the last report
 	state  overlay.State
 	stats  overlay.ElectionStats
 	ready  chan struct{} // closed on the first report
@@ -225,7 +226,7 @@ func (f *procFabric) readReports(p *proc, r io.Reader) {
 			break
 		}
 		p.mu.Lock()
-		p.addrs, p.state, p.stats = rep.Addrs, state, stats
+		p.addrs, p.state, p.stats, p.report = rep.Addrs, state, stats, rep
 		p.mu.Unlock()
 		if first {
 			first = false

@@ -51,7 +51,9 @@ measured in the same run:
              256 nodes
   attack     lying peers (false coordinates, ground IDs), f = 1, 5, 20 %:
              the superpeer roles they take and the latency damage, without
-             and with the defences (simulator only)
+             and with the defences (simulator); live, hostile clients
+             (testnet/attack) against 4 node processes: the victim's CPU,
+             memory and goroutines, roles held, honest peers banned
 
 --sim runs only the simulator's parts, --live only the live testnet's;
 the default runs both. Tables go to standard output (one JSON document with
@@ -80,10 +82,14 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 				return err
 			}
 			defer stop()
+			exe, err := os.Executable() // the attack suite's nodes are processes of this command
+			if err != nil {
+				return err
+			}
 			prog := newProgress(cmd.ErrOrStderr(), showProgr && !asJSON)
 			res, runErr := bench.Run(cmd.Context(), bench.Config{
 				Suites: suites, Sim: !liveOnly, Live: !simOnly, Seed: seed, Quick: quick,
-				Command: "peer " + strings.Join(os.Args[1:], " "), Progress: prog,
+				Command: "peer " + strings.Join(os.Args[1:], " "), Progress: prog, Exec: exe,
 			})
 			prog.finish()
 			if res == nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/superpeer/superpeer/bench"
+	"github.com/superpeer/superpeer/testnet/attack"
 )
 
 // peer bench --quick runs every suite end to end on small sizes, as make
@@ -41,6 +42,21 @@ func TestBenchQuick(t *testing.T) {
 	for _, row := range r.LiveScale {
 		if !row.Converged || row.BytesPerPeerPerS <= 0 || row.PeakMemMB <= 0 {
 			t.Errorf("live row %+v: want converged, with traffic and memory", row)
+		}
+	}
+	// The live attack suite: every attack ran on its swarm, and none of
+	// them made an honest peer banned, an attacker superpeer, or a swarm
+	// that did not recover.
+	if len(r.LiveAttack) != len(attack.All()) {
+		t.Errorf("%d live attack rows, want one per attack (%d)", len(r.LiveAttack), len(attack.All()))
+	}
+	for _, row := range r.LiveAttack {
+		if row.Error != "" || row.Samples == 0 || row.PeakRSSMB <= 0 || row.IdleCPU <= 0 {
+			t.Errorf("live attack %s: error %q, %d samples, peak RSS %.0f MB, idle CPU %.3f: want a measured run", row.Attack, row.Error, row.Samples, row.PeakRSSMB, row.IdleCPU)
+		}
+		if row.HonestBans > 0 || row.AttackerShare > 0 || row.RecoverMs < 0 {
+			t.Errorf("live attack %s: %d honest peers banned, attacker superpeer in %.1f %% of samples, recovered after %.0f ms (-1: not)",
+				row.Attack, row.HonestBans, 100*row.AttackerShare, row.RecoverMs)
 		}
 	}
 	md, err := os.ReadFile(report)

@@ -1,0 +1,53 @@
+package attack
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Target is what an attack knows of the swarm it attacks: what any
+// outsider can learn (the network's name, its nodes' addresses).
+type Target struct {
+	// Network is the overlay's network name: its protocols' and topics'
+	// prefix ("default" unless the swarm was given another).
+	Network string
+	// Victim is the node under attack; Nodes are all the swarm's nodes,
+	// the victim among them.
+	Victim peer.AddrInfo
+	Nodes  []peer.AddrInfo
+	// Seed seeds the attack's randomness (its identities, its timing).
+	Seed uint64
+}
+
+// Attack is one attack of the live attack suite.
+type Attack struct {
+	// Name names it in the suite's table; Finding is what it tries, in a
+	// few words.
+	Name, Finding string
+	// Run attacks t until ctx ends, then releases what it holds (hosts,
+	// streams). An error means it could not attack at all.
+	Run func(ctx context.Context, t Target) error
+}
+
+// All returns the attacks of the live attack suite, in the suite's order.
+func All() []Attack {
+	return []Attack{
+		{Name: "none", Finding: "no attack: the baseline of every figure", Run: func(ctx context.Context, _ Target) error {
+			<-ctx.Done()
+			return nil
+		}},
+		{Name: "bad-frames", Finding: "malformed frames on every protocol, a fresh identity after each ban", Run: BadFrames},
+	}
+}
+
+// Find returns the attack named name.
+func Find(name string) (Attack, error) {
+	for _, a := range All() {
+		if a.Name == name {
+			return a, nil
+		}
+	}
+	return Attack{}, fmt.Errorf("attack: no attack %q", name)
+}
