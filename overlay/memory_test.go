@@ -190,7 +190,10 @@ func TestMemoryElection(t *testing.T) {
 	held := attack.Stall(ctx, one, c.ID(), attack.Protocol("default", "election"), 40, attack.Announce(maxElectionFrame, 1<<10))
 	defer held.Close()
 	waitFor(t, "c to refuse the streams over its limits", func() bool { return c.Status().Refused["election"]["limit"] > 0 })
-	if svc := w.service; svc > testBudget/8 {
+	w.mu.Lock()
+	svc := w.service
+	w.mu.Unlock()
+	if svc > testBudget/8 {
 		t.Errorf("the service's memory reached %d bytes, limit %d", svc, testBudget/8)
 	}
 	if r := c.Status().Refused["election"]; r["size"] < 2*banStrikes {

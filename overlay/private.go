@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/control"
@@ -114,9 +115,9 @@ func (a allowlist) InterceptUpgraded(network.Conn) (bool, control.DisconnectReas
 // soon as the handshake names it (InterceptSecured); and since the
 // handshake is the cost, an IP address that hosts a banned peer gets a
 // penalty: for a while no inbound connection from it is accepted at all
-// (InterceptAccept, before the handshake), a while that doubles with each
-// handshake the banned peer completes from it (from penaltyMin to
-// penaltyMax; see guard.accept). Honest peers from the same address keep
+// (InterceptAccept, before the handshake, at most one refusal per
+// refusalPace), a while that doubles with each handshake the banned peer
+// completes from it (from penaltyMin to penaltyMax; see guard.accept). Honest peers from the same address keep
 // their connections and the node still dials them; only their new inbound
 // connections wait out the penalty, loopback's included (a testnet's).
 // The user's gater or allowlist (next), if any, vets what banGate lets
@@ -136,9 +137,22 @@ func (b banGate) InterceptAddrDial(p peer.ID, a ma.Multiaddr) bool {
 	return !b.g.Banned(p) && (b.next == nil || b.next.InterceptAddrDial(p, a))
 }
 
+// InterceptAccept refuses a connection from a penalised address, and
+// takes refusalPace to do it: libp2p accepts connections one at a time,
+// so a client that redials the moment it is refused is held to one
+// attempt per refusalPace (its next connection waits in the kernel's
+// queue meanwhile), and the refusals cost the node next to nothing. The
+// other connections arriving meanwhile wait as long, at most.
 func (b banGate) InterceptAccept(c network.ConnMultiaddrs) bool {
-	return b.g.accept(c.RemoteMultiaddr()) && (b.next == nil || b.next.InterceptAccept(c))
+	if !b.g.accept(c.RemoteMultiaddr()) {
+		time.Sleep(refusalPace)
+		return false
+	}
+	return b.next == nil || b.next.InterceptAccept(c)
 }
+
+// refusalPace is the time a refusal before the handshake takes.
+const refusalPace = 100 * time.Millisecond
 
 // InterceptSecured asks the user's gater first: the handshake has been
 // made, and a gater that counts handshakes sees every one.
