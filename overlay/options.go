@@ -44,7 +44,9 @@ type Config struct {
 	// Identity is the host's key. Default: a fresh Ed25519 key.
 	Identity crypto.PrivKey
 	// Gater, when set, vets the host's connections (libp2p's connection
-	// gater): for instance an allowlist of peers.
+	// gater): for instance an allowlist of peers. The node's own gate,
+	// which refuses the peers it banned (banGate), vets them first; the
+	// Gater still sees every completed handshake (InterceptSecured).
 	Gater connmgr.ConnectionGater
 	// PSK, when set, makes the swarm private (libp2p's pnet): every
 	// connection must prove this 32-byte pre-shared key, so peers without

@@ -142,17 +142,26 @@ func (b banGate) InterceptAddrDial(p peer.ID, a ma.Multiaddr) bool {
 // so a client that redials the moment it is refused is held to one
 // attempt per refusalPace (its next connection waits in the kernel's
 // queue meanwhile), and the refusals cost the node next to nothing. The
-// other connections arriving meanwhile wait as long, at most.
+// other connections arriving meanwhile wait as long; so that many
+// connections at once from penalised addresses cannot hold up the others
+// for long, the refusals take their time for at most 90 % of each second
+// (paceBurst of them), and the rest are refused at once.
 func (b banGate) InterceptAccept(c network.ConnMultiaddrs) bool {
 	if !b.g.accept(c.RemoteMultiaddr()) {
-		time.Sleep(refusalPace)
+		if b.g.paced() {
+			time.Sleep(refusalPace)
+		}
 		return false
 	}
 	return b.next == nil || b.next.InterceptAccept(c)
 }
 
-// refusalPace is the time a refusal before the handshake takes.
-const refusalPace = 100 * time.Millisecond
+// refusalPace is the time a refusal before the handshake takes, while
+// the pace allows (paceBurst a second).
+const (
+	refusalPace = 100 * time.Millisecond
+	paceBurst   = 9
+)
 
 // InterceptSecured asks the user's gater first: the handshake has been
 // made, and a gater that counts handshakes sees every one.

@@ -39,8 +39,13 @@ import (
 // A refused message is logged, counted by protocol and reason (Status,
 // /metrics), and is a strike against its sender: a peer with banStrikes
 // strikes within banWindow is banned for banFor. A banned peer is
-// disconnected at once and whenever it connects again, its streams are
-// refused, and GossipSub scores it down (see peerScore). Each peer may
+// disconnected at once; on a host the node builds, its connections are
+// refused by the connection gater, before the handshake while its
+// address's penalty lasts (banGate, private.go), otherwise each is closed
+// as it opens; its streams are refused, and GossipSub scores it down (see
+// peerScore). A frame is reserved in its stream's resource scope before
+// it is allocated: one over the memory budget's limits is refused
+// ("limit", no strike; see limits.go). Each peer may
 // also open at most rateLimit streams a second (burst rateBurst) on the
 // overlay's protocols; a stream over that is refused, which is a strike
 // too.
@@ -257,6 +262,7 @@ type guard struct {
 	banned    map[peer.ID]time.Time // until when
 	rates     map[peer.ID]*rate.Limiter
 	penalties map[netip.Addr]*penalty
+	pace      *rate.Limiter        // the refusals that take refusalPace (banGate)
 	refused   map[[2]string]uint64 // {protocol, reason} -> count
 	bans      uint64
 }
@@ -350,6 +356,17 @@ func (g *guard) secured(d network.Direction, p peer.ID, a ma.Multiaddr) bool {
 		g.penaliseLocked(ip, now, true)
 	}
 	return false
+}
+
+// paced reports whether a refusal before the handshake may take
+// refusalPace now (at most paceBurst a second).
+func (g *guard) paced() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pace == nil {
+		g.pace = rate.NewLimiter(paceBurst, paceBurst)
+	}
+	return g.pace.Allow()
 }
 
 func (g *guard) countLocked(proto, why string) {

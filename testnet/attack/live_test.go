@@ -57,7 +57,7 @@ func TestLive(t *testing.T) {
 		// Fresh identities, each stalling 64 DHT streams, until the end.
 		for ctx.Err() == nil {
 			s := StallDHT(ctx, fresh(4), info.ID, "default", 64)
-			t.Logf("DHT: %d streams opened, %d failed", s.Opened, s.Failed)
+			t.Logf("DHT: %d streams opened, %d failed (%v)", s.Opened, s.Failed, s.Err)
 			defer s.Close()
 		}
 	case "election":
@@ -65,7 +65,7 @@ func TestLive(t *testing.T) {
 			hs := fresh(4)
 			ElectionFlood(ctx, hs[:1], info.ID, "default", 16, 190<<10)
 			s := StallElection(ctx, hs[1:], info.ID, "default", 64)
-			t.Logf("election: %d streams opened, %d failed", s.Opened, s.Failed)
+			t.Logf("election: %d streams opened, %d failed (%v)", s.Opened, s.Failed, s.Err)
 			defer s.Close()
 		}
 	case "subs":

@@ -34,8 +34,11 @@ const GossipSubProtocol = protocol.ID("/meshsub/1.1.0")
 // Stalled are streams an attacker holds open.
 type Stalled struct {
 	// Opened counts the streams that opened and took the prefix; Failed
-	// those the target refused before that.
+	// those that did not (the target refused the stream, or read the
+	// prefix and reset it before the write returned), Err the first
+	// such error.
 	Opened, Failed int
+	Err            error
 	mu             sync.Mutex
 	streams        []network.Stream
 }
@@ -65,6 +68,9 @@ func Stall(ctx context.Context, hs []host.Host, p peer.ID, proto protocol.ID, n 
 			st.mu.Lock()
 			if err != nil {
 				st.Failed++
+				if st.Err == nil {
+					st.Err = err
+				}
 				if s != nil {
 					_ = s.Reset()
 				}
