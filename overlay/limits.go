@@ -69,7 +69,9 @@ import (
 // "limit"). The stream limits, and the connection manager's watermarks,
 // fit what the node may be: a node that may be a superpeer (reachable, or
 // AutoNAT has not said) serves a cluster and every lookup that ends at
-// it; a private node never does. The per-peer stream rate (rateLimit) is
+// it; a private node never does. The budget caps the stream limits too:
+// the service's streams in all to the windows the system's memory holds,
+// a peer's to half of what a peer's memory holds (64 by default). The per-peer stream rate (rateLimit) is
 // wire.go's. With a host the node does not build (Host, Attach) the
 // host's own manager applies: the service limits only when it defines
 // them, and the reservations count against whatever it defines.
