@@ -287,3 +287,34 @@ func openStreams(n *Node, p peer.ID) int {
 	}
 	return k
 }
+
+// TestMemoryDHTWithinLimit: stalled DHT streams whose messages are within
+// maxDHTMessage (60 KiB announced, 1 KiB sent). Each holds its buffer,
+// reserved in the DHT protocol's scope, until frameDeadline; a peer holds
+// at most 16 such streams (the rest are refused by the resource manager),
+// so 40 from one peer hold 16 × 60 KiB. Before, kad-dht kept all 40, and
+// their buffers were nobody's account.
+func TestMemoryDHTWithinLimit(t *testing.T) {
+	a := budgetNode(t)
+	hs := hosts(t, 1, a)
+	stalled := attack.Stall(context.Background(), hs, a.ID(), attack.DHTProtocol("default"), 40, attack.Announce(60<<10, 1<<10))
+	defer stalled.Close()
+	var st network.ScopeStat
+	view := func() network.ScopeStat {
+		_ = a.Host().Network().ResourceManager().ViewProtocol(dhtProtocol("default"), func(s network.ProtocolScope) error {
+			st = s.Stat()
+			return nil
+		})
+		return st
+	}
+	waitFor(t, "a to hold the stalled streams' buffers", func() bool {
+		st := view()
+		return st.Memory >= 16*(60<<10) || st.NumStreamsInbound > 16
+	})
+	if st := view(); st.NumStreamsInbound > 16 || st.Memory > 16*(60<<10) {
+		t.Errorf("a's DHT scope holds %d inbound streams and %d bytes, want at most 16 and %d", st.NumStreamsInbound, st.Memory, 16*(60<<10))
+	}
+	if a.guard.Banned(hs[0].ID()) {
+		t.Error("a banned a peer whose DHT messages were within the limit")
+	}
+}
