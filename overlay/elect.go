@@ -1,11 +1,14 @@
 package overlay
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"sync"
 	"time"
 
@@ -82,7 +85,7 @@ func (n *Node) handleElection(s network.Stream) {
 	deadline := n.deadline
 	n.mu.RUnlock()
 	_ = s.SetDeadline(time.Now().Add(max(deadline, time.Second)))
-	m, err := pb.ReadMsg(s, classic.ID(from))
+	m, err := readElection(s, from)
 	if errors.Is(err, io.EOF) {
 		// Nothing sent: the sender closed the stream without a message.
 		err = fmt.Errorf("%w: no message", errTruncated)
@@ -94,6 +97,47 @@ func (n *Node) handleElection(s network.Stream) {
 		return
 	}
 	n.feed(node.ElectionMessage{Msg: m})
+}
+
+// maxElectionFrame is the largest election message a node reads: a
+// frame of the overlay's size (maxFrame), well below classic/pb's MaxSize
+// (256 KiB, for rings of 4096): a ring's ID list of 1400 peers fits, and
+// cost follows the cluster. An election stream is read one at a time per
+// stream, so strangers' streams each hold 64 KiB at most, reserved in the
+// service's memory (limits.go).
+const maxElectionFrame = maxFrame
+
+// readElection reads one election message from s: a length above
+// maxElectionFrame is refused before anything is allocated (a strike, as
+// any oversized frame), and the message's buffer is reserved in the
+// stream's scope first (a refusal there is "limit", no strike).
+func readElection(s network.Stream, from peer.ID) (classic.Message, error) {
+	r := bufio.NewReaderSize(s, 64)
+	var l uint64
+	for i := 1; i <= binary.MaxVarintLen64; i++ {
+		b, err := r.Peek(i)
+		if err != nil {
+			if len(b) == 0 && errors.Is(err, io.EOF) {
+				return classic.Message{}, io.EOF
+			}
+			break // pb.ReadMsg reports it
+		}
+		if b[i-1] < 0x80 {
+			l, _ = binary.Uvarint(b)
+			break
+		}
+		if i == binary.MaxVarintLen64 {
+			l = math.MaxUint64
+		}
+	}
+	if l > maxElectionFrame {
+		return classic.Message{}, fmt.Errorf("%w: election message of %d bytes, limit %d", errFrameSize, l, maxElectionFrame)
+	}
+	if err := s.Scope().ReserveMemory(int(l), network.ReservationPriorityAlways); err != nil {
+		return classic.Message{}, fmt.Errorf("%w: %w", errLimit, err)
+	}
+	defer s.Scope().ReleaseMemory(int(l))
+	return pb.ReadMsg(r, classic.ID(from))
 }
 
 // ElectionStats are a node's election state and counters.

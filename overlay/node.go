@@ -171,7 +171,7 @@ func newNode(ctx context.Context, attached bool, opts ...Option) (*Node, error) 
 	h := cfg.Host
 	if h == nil {
 		var err error
-		if h, err = newHost(cfg); err != nil {
+		if h, err = newHost(cfg, &n.guard); err != nil {
 			return nil, err
 		}
 	}
@@ -204,7 +204,9 @@ func gossipSubParams() pubsub.GossipSubParams {
 	return p
 }
 
-func newHost(cfg Config) (host.Host, error) {
+// newHost builds the node's host; g is the node's guard, whose bans its
+// connection gater enforces (banGate).
+func newHost(cfg Config, g *guard) (host.Host, error) {
 	key := cfg.Identity
 	if key == nil {
 		var err error
@@ -218,16 +220,15 @@ func newHost(cfg Config) (host.Host, error) {
 	}
 	opts := append([]libp2p.Option{libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...)}, natOptions(cfg)...)
 	opts = append(opts, res...)
-	if cfg.Gater != nil {
-		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
-	}
+	gate := banGate{g: g, next: cfg.Gater}
 	if len(cfg.Allow) > 0 {
 		self, err := peer.IDFromPrivateKey(key)
 		if err != nil {
 			return nil, fmt.Errorf("overlay: identity: %w", err)
 		}
-		opts = append(opts, libp2p.ConnectionGater(allowlist{peers: append(slices.Clone(cfg.Allow), self)}))
+		gate.next = allowlist{peers: append(slices.Clone(cfg.Allow), self)}
 	}
+	opts = append(opts, libp2p.ConnectionGater(gate))
 	if len(cfg.PSK) > 0 {
 		opts = append(opts, libp2p.PrivateNetwork(cfg.PSK))
 	}
@@ -244,7 +245,7 @@ func (n *Node) start(ctx context.Context) error {
 		n.state.Token = -1
 	}
 	var err error
-	n.dht, err = dht.New(n.host,
+	n.dht, err = dht.New(framedHost{Host: n.host, n: n, name: "dht", max: maxDHTMessage},
 		dht.Mode(dhtMode(n.cfg.Reachability)),
 		dht.ProtocolPrefix(protocol.ID("/superpeer/"+n.cfg.Network)),
 		dht.BootstrapPeers(n.cfg.Bootstrap...),
@@ -258,8 +259,9 @@ func (n *Node) start(ctx context.Context) error {
 		// Larger queues than the defaults (32): a swarm that starts at once
 		// sends every node a burst of announcements, and a full queue drops
 		// messages silently.
-		n.ps, err = pubsub.NewGossipSub(psCtx, n.host, pubsub.WithGossipSubParams(gossipSubParams()),
-			pubsub.WithValidateQueueSize(1024), pubsub.WithPeerOutboundQueueSize(256), n.peerScore())
+		n.ps, err = pubsub.NewGossipSub(psCtx, framedHost{Host: n.host, n: n, name: "pubsub", max: maxPubSubMessage},
+			append(n.pubsubOptions(), pubsub.WithGossipSubParams(gossipSubParams()),
+				pubsub.WithValidateQueueSize(1024), pubsub.WithPeerOutboundQueueSize(256), n.peerScore())...)
 		if err != nil {
 			return fmt.Errorf("overlay: gossipsub: %w", err)
 		}

@@ -44,7 +44,9 @@ type Config struct {
 	// Identity is the host's key. Default: a fresh Ed25519 key.
 	Identity crypto.PrivKey
 	// Gater, when set, vets the host's connections (libp2p's connection
-	// gater): for instance an allowlist of peers.
+	// gater): for instance an allowlist of peers. The node's own gate,
+	// which refuses the peers it banned (banGate), vets them first; the
+	// Gater still sees every completed handshake (InterceptSecured).
 	Gater connmgr.ConnectionGater
 	// PSK, when set, makes the swarm private (libp2p's pnet): every
 	// connection must prove this 32-byte pre-shared key, so peers without
@@ -151,6 +153,16 @@ type Config struct {
 	ElectionTick time.Duration
 	// Logger receives the node's structured logs. Default slog.Default().
 	Logger *slog.Logger
+	// MemoryBudget is the memory, in bytes, that no peer, protocol or
+	// flood may push the node past: the resource manager's limits (the
+	// system's, each protocol's, each peer's) derive from it, not from
+	// the machine's memory; see limits.go for the split. Default
+	// DefaultMemoryBudget (256 MiB), at least MinMemoryBudget. It applies
+	// in full to a host the node builds; on a host it does not (Host,
+	// Attach) the host's own resource manager applies, and only the
+	// node's own bounds (its frames, the DHT's messages, GossipSub's
+	// subscriptions when the node runs the router) hold.
+	MemoryBudget int64
 }
 
 // Option changes a Config.
@@ -175,6 +187,7 @@ func DefaultConfig() Config {
 		ElectionTick:       100 * time.Millisecond,
 		RendezvousInterval: time.Minute,
 		Reachability:       ReachabilityAuto,
+		MemoryBudget:       DefaultMemoryBudget,
 	}
 }
 
@@ -205,6 +218,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: bootstrap retry %v, want > 0", ErrConfig, c.BootstrapRetry)
 	case c.QueryTimeout <= 0:
 		return fmt.Errorf("%w: query timeout %v, want > 0", ErrConfig, c.QueryTimeout)
+	case c.MemoryBudget < MinMemoryBudget || c.MemoryBudget > MaxMemoryBudget:
+		return fmt.Errorf("%w: memory budget of %d bytes (%d MiB): want %d MiB to %d GiB (a node takes about 40 MiB idle, and 64 MiB of the budget are kept for what the resource manager does not account)",
+			ErrConfig, c.MemoryBudget, c.MemoryBudget>>20, MinMemoryBudget>>20, MaxMemoryBudget>>30)
 	}
 	if err := c.Target.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -413,6 +429,12 @@ func WithDataDir(dir string) Option {
 // WithIgnoreFlaps turns host quality (see Config.IgnoreFlaps) off.
 func WithIgnoreFlaps(ignore bool) Option {
 	return func(c *Config) error { c.IgnoreFlaps = ignore; return nil }
+}
+
+// WithMemoryBudget sets the node's memory budget in bytes (see
+// Config.MemoryBudget).
+func WithMemoryBudget(bytes int64) Option {
+	return func(c *Config) error { c.MemoryBudget = bytes; return nil }
 }
 
 // WithLogger sets the logger.

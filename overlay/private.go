@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/control"
@@ -105,3 +106,73 @@ func (a allowlist) InterceptSecured(_ network.Direction, p peer.ID, _ network.Co
 	return a.allowed(p)
 }
 func (a allowlist) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
+
+// banGate is the connection gater of a host the node builds: banned peers
+// are refused before they cost the node anything more (finding 8 of issue
+// 19: a banned client that redialled at once was let through a full
+// security handshake, then disconnected, 90 times a second). A dial to a
+// banned peer never starts; an inbound connection from one is refused as
+// soon as the handshake names it (InterceptSecured); and since the
+// handshake is the cost, an IP address that hosts a banned peer gets a
+// penalty: for a while no inbound connection from it is accepted at all
+// (InterceptAccept, before the handshake, at most one refusal per
+// refusalPace), a while that doubles with each handshake the banned peer
+// completes from it (from penaltyMin to penaltyMax; see guard.accept). Honest peers from the same address keep
+// their connections and the node still dials them; only their new inbound
+// connections wait out the penalty, loopback's included (a testnet's).
+// The user's gater or allowlist (next), if any, vets what banGate lets
+// through.
+type banGate struct {
+	g    *guard
+	next connmgr.ConnectionGater
+}
+
+var _ connmgr.ConnectionGater = banGate{}
+
+func (b banGate) InterceptPeerDial(p peer.ID) bool {
+	return !b.g.Banned(p) && (b.next == nil || b.next.InterceptPeerDial(p))
+}
+
+func (b banGate) InterceptAddrDial(p peer.ID, a ma.Multiaddr) bool {
+	return !b.g.Banned(p) && (b.next == nil || b.next.InterceptAddrDial(p, a))
+}
+
+// InterceptAccept refuses a connection from a penalised address, and
+// takes refusalPace to do it: libp2p accepts connections one at a time,
+// so a client that redials the moment it is refused is held to one
+// attempt per refusalPace (its next connection waits in the kernel's
+// queue meanwhile), and the refusals cost the node next to nothing. The
+// other connections arriving meanwhile wait as long; so that many
+// connections at once from penalised addresses cannot hold up the others
+// for long, the refusals take their time for at most 90 % of each second
+// (paceBurst of them), and the rest are refused at once.
+func (b banGate) InterceptAccept(c network.ConnMultiaddrs) bool {
+	if !b.g.accept(c.RemoteMultiaddr()) {
+		if b.g.paced() {
+			time.Sleep(refusalPace)
+		}
+		return false
+	}
+	return b.next == nil || b.next.InterceptAccept(c)
+}
+
+// refusalPace is the time a refusal before the handshake takes, while
+// the pace allows (paceBurst a second).
+const (
+	refusalPace = 100 * time.Millisecond
+	paceBurst   = 9
+)
+
+// InterceptSecured asks the user's gater first: the handshake has been
+// made, and a gater that counts handshakes sees every one.
+func (b banGate) InterceptSecured(d network.Direction, p peer.ID, c network.ConnMultiaddrs) bool {
+	ok := b.next == nil || b.next.InterceptSecured(d, p, c)
+	return b.g.secured(d, p, c.RemoteMultiaddr()) && ok
+}
+
+func (b banGate) InterceptUpgraded(c network.Conn) (bool, control.DisconnectReason) {
+	if b.next == nil {
+		return true, 0
+	}
+	return b.next.InterceptUpgraded(c)
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 	"golang.org/x/time/rate"
 
 	"github.com/superpeer/superpeer/classic/pb"
@@ -36,8 +39,13 @@ import (
 // A refused message is logged, counted by protocol and reason (Status,
 // /metrics), and is a strike against its sender: a peer with banStrikes
 // strikes within banWindow is banned for banFor. A banned peer is
-// disconnected at once and whenever it connects again, its streams are
-// refused, and GossipSub scores it down (see peerScore). Each peer may
+// disconnected at once; on a host the node builds, its connections are
+// refused by the connection gater, before the handshake while its
+// address's penalty lasts (banGate, private.go), otherwise each is closed
+// as it opens; its streams are refused, and GossipSub scores it down (see
+// peerScore). A frame is reserved in its stream's resource scope before
+// it is allocated: one over the memory budget's limits is refused
+// ("limit", no strike; see limits.go). Each peer may
 // also open at most rateLimit streams a second (burst rateBurst) on the
 // overlay's protocols; a stream over that is refused, which is a strike
 // too.
@@ -114,6 +122,19 @@ func writeFrame(w io.Writer, t frameType, payload []byte) error {
 
 // readFrame reads one frame of type want and returns its payload.
 func readFrame(r *bufio.Reader, want frameType) ([]byte, error) {
+	return readFrameIn(nil, r, want)
+}
+
+// readStreamFrame reads one frame of type want from s, whose buffer is
+// reserved in s's resource scope before it is allocated (see limits.go):
+// a frame over the scope's memory limits is refused (errLimit).
+func readStreamFrame(s network.Stream, want frameType) ([]byte, error) {
+	return readFrameIn(s.Scope(), bufio.NewReader(s), want)
+}
+
+// readFrameIn reads one frame of type want, reserving its length in
+// scope (when not nil) before it allocates it.
+func readFrameIn(scope network.ResourceScope, r *bufio.Reader, want frameType) ([]byte, error) {
 	l, err := binary.ReadUvarint(r)
 	switch {
 	case errors.Is(err, io.EOF):
@@ -128,6 +149,12 @@ func readFrame(r *bufio.Reader, want frameType) ([]byte, error) {
 		return nil, fmt.Errorf("%w: frame of %d bytes", errTruncated, l)
 	case l > maxFrame:
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", errFrameSize, l, maxFrame)
+	}
+	if scope != nil {
+		if err := scope.ReserveMemory(int(l), network.ReservationPriorityAlways); err != nil {
+			return nil, fmt.Errorf("%w: %w", errLimit, err)
+		}
+		defer scope.ReleaseMemory(int(l))
 	}
 	b := make([]byte, l)
 	if _, err := io.ReadFull(r, b); err != nil {
@@ -167,7 +194,7 @@ func (n *Node) request(ctx context.Context, p peer.ID, proto protocol.ID, t fram
 		return nil, err
 	}
 	_ = s.CloseWrite()
-	resp, err := readFrame(bufio.NewReader(s), want)
+	resp, err := readStreamFrame(s, want)
 	if err != nil {
 		_ = s.Reset()
 		if errors.Is(err, errWire) { // not a timeout: a slow or dead peer is not hostile
@@ -200,7 +227,7 @@ func (n *Node) serve(s network.Stream, proto string, want frameType, decide func
 		return
 	}
 	_ = s.SetDeadline(time.Now().Add(streamDeadline))
-	req, err := readFrame(bufio.NewReader(s), want)
+	req, err := readStreamFrame(s, want)
 	var t frameType
 	var resp []byte
 	if err == nil {
@@ -226,15 +253,127 @@ func (n *Node) admit(s network.Stream) error {
 	return inService(s)
 }
 
-// guard is the ban list, the strike counts and the per-peer rates, and the
+// guard is the ban list, the strike counts and the per-peer rates, the
+// penalties of the addresses of banned peers (see banGate), and the
 // counters of refused messages.
 type guard struct {
-	mu      sync.Mutex
-	strikes map[peer.ID][]time.Time
-	banned  map[peer.ID]time.Time // until when
-	rates   map[peer.ID]*rate.Limiter
-	refused map[[2]string]uint64 // {protocol, reason} -> count
-	bans    uint64
+	mu        sync.Mutex
+	strikes   map[peer.ID][]time.Time
+	banned    map[peer.ID]time.Time // until when
+	rates     map[peer.ID]*rate.Limiter
+	penalties map[netip.Addr]*penalty
+	pace      *rate.Limiter        // the refusals that take refusalPace (banGate)
+	refused   map[[2]string]uint64 // {protocol, reason} -> count
+	bans      uint64
+}
+
+// An address's penalty: no inbound connection from it is accepted until
+// until; wait is the penalty's current length.
+type penalty struct {
+	until time.Time
+	wait  time.Duration
+}
+
+// The lengths of a penalty, and the most addresses penalised at once.
+const (
+	penaltyMin   = time.Second
+	penaltyMax   = 10 * time.Second
+	maxPenalties = 4096
+)
+
+// ipOf is a multiaddr's IP address, if it has one.
+func ipOf(a ma.Multiaddr) (netip.Addr, bool) {
+	if a == nil {
+		return netip.Addr{}, false
+	}
+	ip, err := manet.ToIP(a)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	addr, ok := netip.AddrFromSlice(ip)
+	return addr.Unmap(), ok
+}
+
+// penaliseLocked starts the penalty of ip, or doubles it (again is set:
+// a banned peer's handshake from it); g.mu is held.
+func (g *guard) penaliseLocked(ip netip.Addr, now time.Time, again bool) {
+	if g.penalties == nil {
+		g.penalties = map[netip.Addr]*penalty{}
+	}
+	p, ok := g.penalties[ip]
+	if !ok {
+		if len(g.penalties) >= maxPenalties {
+			for q, old := range g.penalties {
+				if now.After(old.until.Add(banFor)) {
+					delete(g.penalties, q)
+				}
+			}
+			if len(g.penalties) >= maxPenalties {
+				return
+			}
+		}
+		p = &penalty{}
+		g.penalties[ip] = p
+	}
+	if now.After(p.until.Add(penaltyMax)) {
+		p.wait = 0 // quiet for a while: it starts over
+	}
+	if again || p.wait == 0 {
+		p.wait = min(max(2*p.wait, penaltyMin), penaltyMax)
+	}
+	p.until = now.Add(p.wait)
+}
+
+// accept reports whether an inbound connection from a may go on to its
+// handshake: not while a's address is penalised.
+func (g *guard) accept(a ma.Multiaddr) bool {
+	ip, ok := ipOf(a)
+	if !ok {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, ok := g.penalties[ip]
+	if !ok || time.Now().After(p.until) {
+		return true
+	}
+	g.countLocked("accept", "banned")
+	return false
+}
+
+// secured reports whether a connection whose handshake named p may be
+// upgraded: not if p is banned, which penalises (again) the address an
+// inbound one came from.
+func (g *guard) secured(d network.Direction, p peer.ID, a ma.Multiaddr) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	if !g.bannedLocked(p, now) {
+		return true
+	}
+	g.countLocked("handshake", "banned")
+	if ip, ok := ipOf(a); ok && d == network.DirInbound {
+		g.penaliseLocked(ip, now, true)
+	}
+	return false
+}
+
+// paced reports whether a refusal before the handshake may take
+// refusalPace now (at most paceBurst a second).
+func (g *guard) paced() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pace == nil {
+		g.pace = rate.NewLimiter(paceBurst, paceBurst)
+	}
+	return g.pace.Allow()
+}
+
+func (g *guard) countLocked(proto, why string) {
+	if g.refused == nil {
+		g.refused = map[[2]string]uint64{}
+	}
+	g.refused[[2]string{proto, why}]++
 }
 
 // admit reports whether p may open a stream now: not banned, and within
@@ -294,10 +433,10 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 	why := reason(err)
 	now := time.Now()
 	g.mu.Lock()
-	if g.refused == nil {
-		g.refused, g.strikes, g.banned = map[[2]string]uint64{}, map[peer.ID][]time.Time{}, map[peer.ID]time.Time{}
+	if g.strikes == nil {
+		g.strikes, g.banned = map[peer.ID][]time.Time{}, map[peer.ID]time.Time{}
 	}
-	g.refused[[2]string{proto, why}]++
+	g.countLocked(proto, why)
 	if why == "banned" || why == "limit" || why == "io" {
 		g.mu.Unlock()
 		return
@@ -316,6 +455,15 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 	g.mu.Unlock()
 	n.log.Info("refused a message", "protocol", proto, "peer", p, "reason", why, "err", err)
 	if ban {
+		// The addresses it came from are penalised at once: its next
+		// connection waits out a penalty before its handshake (banGate).
+		for _, c := range n.host.Network().ConnsToPeer(p) {
+			if ip, ok := ipOf(c.RemoteMultiaddr()); ok && c.Stat().Direction == network.DirInbound {
+				g.mu.Lock()
+				g.penaliseLocked(ip, now, false)
+				g.mu.Unlock()
+			}
+		}
 		n.log.Warn("banned a peer that kept sending bad messages", "peer", p, "strikes", banStrikes, "for", banFor)
 		_ = n.host.Network().ClosePeer(p)
 	}

@@ -40,6 +40,7 @@ quorum = true
 election = "bully"
 capacity = 32
 data-dir = "/var/lib/peer"
+memory-budget = 512
 `)
 	fs := runFlags(t, "--network", "cli", "--fraction", "0.2")
 	if err := applyConfig(fs, path); err != nil {
@@ -47,16 +48,17 @@ data-dir = "/var/lib/peer"
 	}
 	get := func(name string) string { return fs.Lookup(name).Value.String() }
 	want := map[string]string{
-		"network":    "cli", // the command line wins
-		"announce":   (2 * time.Second).String(),
-		"listen":     "[/ip4/127.0.0.1/tcp/4001,/ip4/127.0.0.1/udp/4001/quic-v1]",
-		"superpeers": "0", // the command line set the target with --fraction
-		"fraction":   "0.2",
-		"quorum":     "true",
-		"election":   "bully",
-		"capacity":   "32",
-		"data-dir":   "/var/lib/peer",
-		"reevaluate": "5s", // not in the file: the default
+		"network":       "cli", // the command line wins
+		"announce":      (2 * time.Second).String(),
+		"listen":        "[/ip4/127.0.0.1/tcp/4001,/ip4/127.0.0.1/udp/4001/quic-v1]",
+		"superpeers":    "0", // the command line set the target with --fraction
+		"fraction":      "0.2",
+		"quorum":        "true",
+		"election":      "bully",
+		"capacity":      "32",
+		"data-dir":      "/var/lib/peer",
+		"memory-budget": "512",
+		"reevaluate":    "5s", // not in the file: the default
 	}
 	for name, w := range want {
 		if got := get(name); got != w {
@@ -79,6 +81,7 @@ func TestApplyConfigErrors(t *testing.T) {
 		{`listen = [1, 2]`, `option "listen": item 1 is 1, want a string`},
 		{`capacity = "64"`, `option "capacity": "64", want a whole number`},
 		{`capacity = 1.5`, `option "capacity": 1.5, want a whole number`},
+		{`memory-budget = "256MB"`, `option "memory-budget": "256MB", want a whole number`},
 		{`quorum = "yes"`, `option "quorum": "yes", want a bool`},
 		{`data-dir = ["a"]`, `option "data-dir": a list, want a string`},
 		{`data-dir = 1`, `option "data-dir": 1, want a string`},
@@ -133,4 +136,16 @@ func TestConfigTemplate(t *testing.T) {
 			t.Errorf("%s = %s after the template, default %s", f.Name, f.Value, d.Value)
 		}
 	})
+}
+
+// A memory budget out of range is refused before the node starts.
+func TestMemoryBudgetFlag(t *testing.T) {
+	for _, mib := range []string{"0", "-1", "100", "2000000"} {
+		cmd := newRunCmd()
+		cmd.SetArgs([]string{"--memory-budget", mib})
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--memory-budget "+mib+": want 128 to") {
+			t.Errorf("--memory-budget %s: %v", mib, err)
+		}
+	}
 }

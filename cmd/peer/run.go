@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -22,7 +24,7 @@ func newRunCmd() *cobra.Command {
 		network              string
 		announce, reevaluate time.Duration
 		strategy             string
-		capacity             int
+		capacity, memory     int
 		identity, psk, cfg   string
 		dataDir              string
 		allow                []string
@@ -61,6 +63,9 @@ with Ctrl-C.`,
 			if capacity < 1 {
 				return fmt.Errorf("--capacity %d: want at least 1 ordinary peer per superpeer", capacity)
 			}
+			if memory < overlay.MinMemoryBudget>>20 || memory > overlay.MaxMemoryBudget>>20 {
+				return fmt.Errorf("--memory-budget %d: want %d to %d MiB", memory, overlay.MinMemoryBudget>>20, overlay.MaxMemoryBudget>>20)
+			}
 			listenAddrs, err := parseAddrs("--listen", listen)
 			if err != nil {
 				return err
@@ -75,7 +80,7 @@ with Ctrl-C.`,
 				overlay.WithBootstrapAddrs(bootAddrs...),
 				overlay.WithStrategy(strategy), overlay.WithGeometric(geometric.Config{Capacity: capacity}, 0, 0),
 				overlay.WithElection(ef.name, ef.quorum), overlay.WithIgnoreFlaps(ef.ignoreFlaps),
-				overlay.WithReachability(reach),
+				overlay.WithReachability(reach), overlay.WithMemoryBudget(int64(memory) << 20),
 			}
 			if len(listenAddrs) > 0 {
 				opts = append(opts, overlay.WithListenAddrs(listenAddrs...))
@@ -131,6 +136,12 @@ with Ctrl-C.`,
 					return err
 				}
 			}
+			// The process is this one node: the Go runtime's soft limit is
+			// its budget, so the collector works harder as the heap nears
+			// it (unless GOMEMLIMIT says otherwise).
+			if os.Getenv("GOMEMLIMIT") == "" {
+				debug.SetMemoryLimit(int64(memory) << 20)
+			}
 			ctx := cmd.Context()
 			n, err := overlay.New(ctx, opts...)
 			if err != nil {
@@ -163,6 +174,7 @@ with Ctrl-C.`,
 	fs.BoolVar(&public, "public", false, "join the public libp2p network and find this overlay's peers there by rendezvous (a namespace derived from --network)")
 	fs.StringSliceVar(&publicBoot, "public-bootstrap", nil, "with --public: the public DHT's bootstrap multiaddrs, comma-separated (default the usual public libp2p bootstrap peers)")
 	fs.StringVar(&reach, "reachability", def.Reachability, "whether other peers can dial this node, which only superpeers must: auto (AutoNAT decides; reachable until it finds otherwise), public, or private (behind a NAT: never a superpeer, reached through its superpeer's relay)")
+	fs.IntVar(&memory, "memory-budget", overlay.DefaultMemoryBudget>>20, "memory budget in MiB that no peer, protocol or flood may push the node past: the resource manager's limits (connections, streams, message buffers, in all and per peer) derive from it, and it is the Go runtime's soft memory limit")
 	fs.StringSliceVar(&allow, "allow", nil, "peer IDs allowed to connect, comma-separated (default anyone)")
 	fs.StringVar(&cfg, configFlag, "", "TOML file of options, named as these flags ('peer config init' writes one); flags given here override it")
 	fs.StringVar(&httpAddr, "http", "", "serve the node's status on this address (host:port): /status (JSON), /metrics (Prometheus) and a live cluster map on / (default off)")
