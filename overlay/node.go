@@ -214,7 +214,7 @@ func newHost(cfg Config, g *guard) (host.Host, error) {
 			return nil, fmt.Errorf("overlay: identity: %w", err)
 		}
 	}
-	res, err := resourceOptions(cfg)
+	res, err := resourceOptions(cfg, g)
 	if err != nil {
 		return nil, err
 	}
