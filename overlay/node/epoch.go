@@ -35,10 +35,13 @@ import (
 //     current one: in the epoch it says it started in (Beacon.Since) if it
 //     was in this node's view when this node started, else in the later of
 //     that and the epoch this node first saw it. A peer that announces
-//     another hash chain is seen anew. An ineligible member ranks last (it
-//     can still serve when no member is eligible: a network's first
-//     epochs), and a lookup that ends at one is replaced by the eligible
-//     member closest to the target.
+//     another hash chain is seen anew. An ineligible member ranks last,
+//     and a lookup that ends at one is replaced by the eligible member
+//     closest to the target;
+//   - while no member of the cluster is eligible (a network's first MinAge
+//     epochs), the defence does not apply: the target is the cluster key
+//     and no member ranks last for its age. A ground ID is then as good as
+//     it was without the defence, until the first members come of age.
 //
 // What it costs: a hand-over per cluster per epoch (the default epoch is
 // an hour), and a node that restarts is not eligible for MinAge epochs.
@@ -89,6 +92,9 @@ type epochs struct {
 	asked dhtselect.Key
 	// withheld gave no chain value for salt's epoch: not eligible in it.
 	withheld peer.ID
+	// active: a member of salt's cluster is eligible, and the defence
+	// applies to it.
+	active bool
 }
 
 // aged is what the node knows of a peer's age and chain.
@@ -244,8 +250,23 @@ func (ep *epochs) target(now time.Time, k int, ck dhtselect.Key) dhtselect.Key {
 		ep.m.evaluateAt(dhtselect.EpochStart(cur+1, ep.cfg.Length))
 	}
 	ep.salt.s = ep.vote(cur)
+	ep.active = false
+	for _, p := range ep.m.clusterMembers(k, ck, false) {
+		if ep.eligible(p) {
+			ep.active = true
+			break
+		}
+	}
+	if !ep.active {
+		return ck
+	}
 	return dhtselect.SaltedTarget(ck, k, ep.salt.s)
 }
+
+// barred reports whether p ranks last in its cluster for its age: the
+// defence applies to the cluster (a member is eligible) and p is not
+// eligible.
+func (ep *epochs) barred(p peer.ID) bool { return ep != nil && ep.active && !ep.eligible(p) }
 
 // vote returns the salt most eligible members of the cluster announce for
 // the epoch, this node's own included when it computed one from a source;
@@ -293,7 +314,7 @@ func (ep *epochs) answers(key, ck dhtselect.Key) bool {
 // member of the cluster closest to the target that ranks first (not
 // private, not flapping), if there is one.
 func (ep *epochs) vet(sp peer.ID) peer.ID {
-	if ep == nil || sp == "" || ep.eligible(sp) {
+	if !ep.barred(sp) {
 		return sp
 	}
 	m := ep.m

@@ -817,7 +817,7 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 func (m *Machine) rankedLast(ids []peer.ID) map[peer.ID]bool {
 	out := map[peer.ID]bool{}
 	for _, p := range ids {
-		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && (e.Private || e.Flapping) || !m.ep.eligible(p) {
+		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && (e.Private || e.Flapping) || m.ep.barred(p) {
 			out[p] = true
 		}
 	}

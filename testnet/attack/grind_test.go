@@ -1,0 +1,125 @@
+package attack
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// waitFor polls cond until it holds; the minute is a bound against hangs,
+// not a performance limit.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestGroundIDLive: issue 19's finding 5 on real hosts (loopback TCP).
+// Five honest nodes form one cluster (S = 1, bully) with 4 s epochs and
+// wait until they are eligible (two epochs). The attacker grinds an
+// Ed25519 key whose Kademlia key is closer to the cluster key than every
+// honest node's (the attack as filed: without the defence it was the
+// superpeer half a second after it joined) and joins with the overlay's
+// own code. Until it comes of age, no node names it superpeer, itself
+// included, and the honest nodes agree on one superpeer afterwards.
+func TestGroundIDLive(t *testing.T) {
+	const epoch = 4 * time.Second
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts := func(boot ...ma.Multiaddr) []overlay.Option {
+		return []overlay.Option{overlay.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")),
+			overlay.WithTarget(dhtselect.Target{Superpeers: 1}), overlay.WithIntervals(200*time.Millisecond, 200*time.Millisecond),
+			overlay.WithLogger(quiet), overlay.WithEpoch(epoch), overlay.WithElection("bully", false),
+			overlay.WithReachability(overlay.ReachabilityPublic), overlay.WithBootstrapAddrs(boot...)}
+	}
+	var honest []*overlay.Node
+	for i := range 5 {
+		var boot []ma.Multiaddr
+		if i > 0 {
+			boot = honest[0].P2PAddrs()
+		}
+		n, err := overlay.New(ctx, opts(boot...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		honest = append(honest, n)
+	}
+	started := time.Now()
+	agree := func() bool {
+		sp := honest[0].State().Superpeer.ID
+		for _, n := range honest {
+			if s := n.State(); s.Role == overlay.RoleUnknown || s.Superpeer.ID != sp || sp == "" || len(s.Members) < len(honest) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "the honest nodes to agree on a superpeer", agree)
+	// Two epochs after the last start every honest node is eligible, and
+	// the cluster's target is salted.
+	aged := dhtselect.EpochStart(dhtselect.EpochOf(started, epoch)+node.MinAge, epoch).Add(300 * time.Millisecond)
+	time.Sleep(time.Until(aged))
+	waitFor(t, "the honest nodes to agree on a superpeer again", agree)
+
+	ck := honest[0].State().ClusterKey
+	g, err := Grind(ctx, ck, 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range honest {
+		if !dhtselect.Closer(g.KadID, dhtselect.KeyOf(n.ID()), ck) {
+			t.Fatalf("the ground key (%d tries) is not closer to the cluster key than %s", g.Tries, n.ID())
+		}
+	}
+	joined := time.Now()
+	a, err := Join(ctx, g, opts(honest[0].P2PAddrs()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	// It is first seen in joined's epoch or later: not eligible before
+	// two epochs after it.
+	comesOfAge := dhtselect.EpochStart(dhtselect.EpochOf(joined, epoch)+node.MinAge, epoch).Add(-100 * time.Millisecond)
+	member, served := false, 0
+	for time.Now().Before(comesOfAge) {
+		seen := true
+		for _, n := range honest {
+			s := n.State()
+			if s.Superpeer.ID == g.ID {
+				served++
+			}
+			seen = seen && contains(s.Members, g)
+		}
+		if s := a.State(); s.Role == overlay.RoleSuperpeer {
+			served++
+		} else if s.Role == overlay.RoleOrdinary && seen {
+			member = true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if served > 0 {
+		t.Fatalf("the ground ID was named superpeer in %d samples before it came of age", served)
+	}
+	if !member {
+		t.Fatalf("the ground ID did not join within %v (before it came of age): the test shows nothing", comesOfAge.Sub(joined))
+	}
+	waitFor(t, "the honest nodes to agree on a superpeer after the attack", agree)
+}
+
+func contains(members []peer.ID, g Ground) bool { return slices.Contains(members, g.ID) }
