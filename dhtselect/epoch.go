@@ -3,8 +3,6 @@ package dhtselect
 import (
 	"crypto/sha256"
 	"time"
-
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // The live defence against ID grinding: salted targets inside unsalted
@@ -172,37 +170,4 @@ type Beacon struct {
 	K         int
 	Cluster   Key
 	Salt      Salt
-}
-
-// AssignTargets is the brute-force answer of the live defence: each peer's
-// cluster is its unsalted prefix, and the cluster's superpeer the eligible
-// member closest to the cluster's target (targets, by cluster key; the
-// cluster key itself when missing), or, with no eligible member, the
-// member closest to it.
-func AssignTargets(ids []peer.ID, k int, targets map[Key]Key, eligible func(peer.ID) bool) []Assignment {
-	byCluster := map[Key][]int{}
-	keys := make([]Key, len(ids))
-	for i, id := range ids {
-		keys[i] = KeyOf(id)
-		ck := keys[i].Cluster(k)
-		byCluster[ck] = append(byCluster[ck], i)
-	}
-	out := make([]Assignment, len(ids))
-	for ck, members := range byCluster {
-		t, ok := targets[ck]
-		if !ok {
-			t = ck
-		}
-		best, bestOK := -1, false
-		for _, i := range members {
-			ok := eligible == nil || eligible(ids[i])
-			if best < 0 || ok && !bestOK || ok == bestOK && Closer(keys[i], keys[best], t) {
-				best, bestOK = i, ok
-			}
-		}
-		for _, i := range members {
-			out[i] = Assignment{ID: ids[i], Key: keys[i], ClusterKey: ck, Superpeer: ids[best]}
-		}
-	}
-	return out
 }
