@@ -24,7 +24,10 @@ import (
 //     of the superpeer this node had at the end of the previous epoch (each
 //     peer reveals its next value in its announcement, Beacon.Reveal); a
 //     superpeer that revealed nothing gives a salt chained from the
-//     previous one, and is not eligible in the epoch;
+//     previous one, and is not eligible in the epoch; when the node's
+//     cluster changes (k changed) the new cluster's salt is chained from
+//     the old one's; a node that has no salt of its own (it has just
+//     started) computes one that anyone could, and takes the members';
 //   - the salt the node takes is the one most eligible members of the
 //     cluster announce for the epoch (its own counts when it computed one
 //     from a source; a tie goes to the smaller salt): members that named
@@ -236,7 +239,9 @@ func (ep *epochs) target(now time.Time, k int, ck dhtselect.Key) dhtselect.Key {
 		prev := *s
 		next := clusterSalt{e: cur, k: k, ck: ck, own: dhtselect.ClusterSalt(ck, k, cur, dhtselect.Salt{})}
 		ep.withheld = ""
-		if src := ep.m.state.Superpeer; prev.e+1 == cur && prev.k == k && prev.ck == ck && src != "" {
+		src := ep.m.state.Superpeer
+		switch {
+		case prev.e+1 == cur && prev.k == k && prev.ck == ck && src != "":
 			// The superpeer at the end of the last epoch gives the salt.
 			next.sourced = true
 			if v, ok := ep.value(src, cur); ok {
@@ -245,6 +250,13 @@ func (ep *epochs) target(now time.Time, k int, ck dhtselect.Key) dhtselect.Key {
 				next.own, ep.withheld = dhtselect.ClusterSalt(ck, k, cur, prev.s), src
 				ep.m.note(slog.LevelWarn, "epoch: the superpeer revealed no salt", "superpeer", src, "epoch", cur)
 			}
+		case prev.e == cur || prev.e+1 == cur && prev.s != (dhtselect.Salt{}):
+			// Another cluster (k changed): the salt follows from the
+			// last one, which no one knew two epochs ago either (a
+			// salt that anyone can compute for any epoch would do for
+			// an ID ground long before). Members that come from two
+			// clusters (k fell) vote.
+			next.own, next.sourced = dhtselect.ClusterSalt(ck, k, cur, prev.s), true
 		}
 		*s = next
 		ep.m.evaluateAt(dhtselect.EpochStart(cur+1, ep.cfg.Length))

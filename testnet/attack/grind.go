@@ -1,13 +1,18 @@
 package attack
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/gossip"
 	"github.com/superpeer/superpeer/overlay"
 )
 
@@ -68,4 +73,46 @@ func Grind(ctx context.Context, target dhtselect.Key, tries int) (Ground, error)
 // the node.
 func Join(ctx context.Context, g Ground, opts ...overlay.Option) (*overlay.Node, error) {
 	return overlay.New(ctx, append([]overlay.Option{overlay.WithIdentity(g.Key)}, opts...)...)
+}
+
+// Listen joins the membership topic of network on a host of the
+// attacker's (connect it to a node of the overlay first) without
+// announcing itself: everything the members announce, their salts
+// included, is public. Close the Membership when done.
+func Listen(ctx context.Context, h host.Host, network string) (*gossip.Membership, error) {
+	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err != nil {
+		return nil, fmt.Errorf("attack: listen: %w", err)
+	}
+	return gossip.JoinMembership(ps, h.ID(), gossip.MembershipConfig{Network: network, Interval: 5 * time.Second})
+}
+
+// SaltedTarget is the target of the cluster ck (k bits) that its members
+// announce for the latest epoch any of them announces a salt for: the salt
+// most of them announce (a tie to the smaller, as the members take it),
+// and false when none announces one (no defence: aim at ck).
+func SaltedTarget(entries []gossip.Entry, ck dhtselect.Key, k int) (dhtselect.Key, bool) {
+	var latest uint64
+	counts := map[dhtselect.Salt]int{}
+	for _, e := range entries {
+		b := e.Beacon
+		if b.Salt == (dhtselect.Salt{}) || b.K != k || b.Cluster != ck || b.SaltEpoch < latest {
+			continue
+		}
+		if b.SaltEpoch > latest {
+			latest, counts = b.SaltEpoch, map[dhtselect.Salt]int{}
+		}
+		counts[b.Salt]++
+	}
+	var best dhtselect.Salt
+	most := 0
+	for s, c := range counts {
+		if c > most || c == most && bytes.Compare(s[:], best[:]) < 0 {
+			best, most = s, c
+		}
+	}
+	if most == 0 {
+		return ck, false
+	}
+	return dhtselect.SaltedTarget(ck, k, best), true
 }

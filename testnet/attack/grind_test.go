@@ -32,12 +32,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestGroundIDLive: issue 19's finding 5 on real hosts (loopback TCP).
 // Five honest nodes form one cluster (S = 1, bully) with 4 s epochs and
 // wait until they are eligible (two epochs). The attacker grinds an
-// Ed25519 key whose Kademlia key is closer to the cluster key than every
-// honest node's (the attack as filed: without the defence it was the
-// superpeer half a second after it joined) and joins with the overlay's
-// own code. Until it comes of age, no node names it superpeer, itself
-// included, and the honest nodes agree on one superpeer afterwards.
+// Ed25519 key whose Kademlia key is closer than every honest node's to the
+// cluster key (the attack as filed: without the defence it was the
+// superpeer half a second after it joined), or to the cluster's salted
+// target of the epoch, which it reads from the members' announcements on
+// the membership topic (Listen, SaltedTarget), and joins with the
+// overlay's own code. Until it comes of age, no node names it superpeer,
+// itself included, and the honest nodes agree on one superpeer afterwards.
 func TestGroundIDLive(t *testing.T) {
+	for _, against := range []string{"cluster key", "salted target"} {
+		t.Run(against, func(t *testing.T) { groundIDLive(t, against == "salted target") })
+	}
+}
+
+func groundIDLive(t *testing.T, salted bool) {
 	const epoch = 4 * time.Second
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -77,14 +85,35 @@ func TestGroundIDLive(t *testing.T) {
 	time.Sleep(time.Until(aged))
 	waitFor(t, "the honest nodes to agree on a superpeer again", agree)
 
-	ck := honest[0].State().ClusterKey
-	g, err := Grind(ctx, ck, 20000)
+	st := honest[0].State()
+	target := st.ClusterKey
+	if salted {
+		h, err := NewHost()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		if err := h.Connect(ctx, peer.AddrInfo{ID: honest[0].ID(), Addrs: honest[0].Host().Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := Listen(ctx, h, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ms.Close() })
+		waitFor(t, "the members' salts", func() bool {
+			var ok bool
+			target, ok = SaltedTarget(ms.Entries(), st.ClusterKey, st.K)
+			return ok
+		})
+	}
+	g, err := Grind(ctx, target, 5000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range honest {
-		if !dhtselect.Closer(g.KadID, dhtselect.KeyOf(n.ID()), ck) {
-			t.Fatalf("the ground key (%d tries) is not closer to the cluster key than %s", g.Tries, n.ID())
+		if !dhtselect.Closer(g.KadID, dhtselect.KeyOf(n.ID()), target) {
+			t.Fatalf("the ground key (%d tries) is not closer to %s than %s", g.Tries, target, n.ID())
 		}
 	}
 	joined := time.Now()
