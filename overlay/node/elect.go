@@ -424,6 +424,7 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 	if first == "" {
 		target = e.m.ep.target(now, k, key)
 	}
+	retarget := e.mach != nil && key == e.key && target != e.target
 	if e.mach == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) || first != e.first || target != e.target {
 		if len(demoted) > 0 || len(e.demoted) > 0 {
 			e.m.note(slog.LevelInfo, "election: host quality", "ranked last", fmt.Sprint(slices.Sorted(maps.Keys(demoted))))
@@ -434,6 +435,13 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 				return "", err
 			}
 		}
+	}
+	if retarget && lookup == e.self && !demoted[e.self] && handsOver(e.name) && e.state.Leader != classic.ID(e.self) {
+		// A new epoch's target (epoch.go) names this node: every
+		// member's rank changed at once, and the old leader would stand
+		// until the hand-over rule's half timeout.
+		e.mach.Campaign()
+		e.drain()
 	}
 	if l := peer.ID(e.state.Leader); l != "" && slices.Contains(e.peers, l) {
 		e.last = l

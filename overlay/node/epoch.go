@@ -259,8 +259,10 @@ func (ep *epochs) target(now time.Time, k int, ck dhtselect.Key) dhtselect.Key {
 			next.own, next.sourced = dhtselect.ClusterSalt(ck, k, cur, prev.s), true
 		}
 		*s = next
-		ep.m.evaluateAt(dhtselect.EpochStart(cur+1, ep.cfg.Length))
 	}
+	// Every node evaluates at the epoch's end, so that the members change
+	// targets together (a forced evaluation moves the next one on).
+	ep.m.evaluateAt(dhtselect.EpochStart(cur+1, ep.cfg.Length))
 	ep.salt.s = ep.vote(cur)
 	ep.active = false
 	for _, p := range ep.m.clusterMembers(k, ck, false) {
