@@ -107,8 +107,8 @@ type Config struct {
 	// strategy; see overlay/node/epoch.go): each cluster's superpeer is the
 	// eligible member closest to a target salted anew every epoch, which
 	// costs a hand-over per cluster per epoch, and a peer is eligible two
-	// epochs after it was first seen. Default one hour; zero turns the
-	// defence off.
+	// to three epochs after it was first seen (node.MinAge). Default one
+	// hour; zero turns the defence off.
 	Epoch time.Duration
 	// Strategy is how superpeers are chosen: StrategyDHT (ID-space
 	// reservation, the default) or StrategyGeometric (repelling tokens in

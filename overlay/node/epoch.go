@@ -36,8 +36,13 @@ import (
 //     cluster's salt;
 //   - a member is eligible when it started MinAge epochs before the
 //     current one: in the epoch it says it started in (Beacon.Since) if it
-//     was in this node's view when this node started, else in the later of
-//     that and the epoch this node first saw it. A peer that announces
+//     was in this node's view before this node joined (took its first role:
+//     mayJoin waits for the view to fill), else in the later of that and
+//     the epoch before the one this node first saw it in (one epoch of
+//     slack, so that observers who saw a peer arrive on either side of an
+//     epoch's end agree; MinAge makes up for it). (A peer that joins with a
+//     node is believed by it: that node disagrees with the older members
+//     on the peer's age for up to MinAge epochs.) A peer that announces
 //     another hash chain is seen anew. An ineligible member ranks last,
 //     and a lookup that ends at one is replaced by the eligible member
 //     closest to the target;
@@ -67,10 +72,14 @@ type EpochConfig struct {
 // 7.5 years of hour-long epochs, 65536 hashes at the start.
 const DefaultChain = 1 << 16
 
-// MinAge is the age, in whole epochs, a member needs to be eligible: first
-// seen before the previous epoch started, in which the current epoch's salt
-// was revealed.
-const MinAge = 2
+// MinAge is the age, in whole epochs, a member needs to be eligible: it
+// counts as started in the epoch it says, but no earlier than the epoch
+// before the one it was first seen in (so that observers who first saw an
+// honest peer on either side of an epoch's end agree on its age). An ID
+// first seen in epoch f is eligible from epoch f+MinAge-1 on, two epochs
+// after f's start at the earliest: the salt of f+MinAge-1 was revealed
+// during f+MinAge-2, after the ID was first seen.
+const MinAge = 3
 
 func (c EpochConfig) validate() error {
 	if c.Length < 0 || c.Chain < 0 || c.Chain > 1<<24 {
@@ -103,7 +112,7 @@ type epochs struct {
 // aged is what the node knows of a peer's age and chain.
 type aged struct {
 	first uint64    // the epoch the node first saw it in
-	old   bool      // in the view when the node started
+	old   bool      // in the view before the node joined
 	last  time.Time // last in the view
 	since uint64    // the epoch it says it started in
 	ve    uint64    // its latest chain value checked, for epoch ve
@@ -153,7 +162,7 @@ func (ep *epochs) observe(now time.Time) {
 		}
 		a := ep.peers[e.ID]
 		if a == nil {
-			a = &aged{first: cur, old: now.Sub(ep.started) <= 2*ep.m.cfg.AnnounceInterval}
+			a = &aged{first: cur, old: !ep.m.joined}
 			ep.peers[e.ID] = a
 		}
 		a.last = now
@@ -191,7 +200,7 @@ func (ep *epochs) sinceOf(p peer.ID, cur uint64) uint64 {
 	case a.old:
 		return a.since
 	}
-	return max(a.since, a.first)
+	return max(a.since, a.first-1)
 }
 
 // eligible reports whether p may serve its cluster now.

@@ -114,17 +114,18 @@ func grind(key dhtselect.Key, tries int) peer.ID {
 // TestGroundIDIsNotSuperpeer: an ID ground until its key is the closest
 // of the cluster to the cluster key (the filed attack: P AND mask), or to
 // the cluster's salted target of the epoch (an attacker who knows the
-// salt), joins a cluster whose members are two epochs old. The lookup ends
-// at it; without the defence it would be the superpeer at once (as it was:
-// issue 19, finding 5). With it, it is not eligible before MinAge epochs
-// have passed since it was first seen: the node names the eligible member
+// salt), joins a cluster whose members are old. The lookup ends at it;
+// without the defence it would be the superpeer at once (as it was: issue
+// 19, finding 5). With it, it is not eligible before MinAge-1 epochs have
+// passed since the one it was first seen in, however old it says it is:
+// the node names the eligible member
 // closest to the target instead, all along.
 func TestGroundIDIsNotSuperpeer(t *testing.T) {
 	for _, against := range []string{"cluster key", "salted target"} {
 		t.Run(against, func(t *testing.T) {
 			e0 := dhtselect.EpochOf(t0, testEpoch)
 			n := newEpochNet(t, "h", nil, newChained("a", e0-5), newChained("b", e0-5), newChained("c", e0-5), newChained("d", e0-5))
-			n.run(3*testEpoch, nil) // h is two epochs old too
+			n.run(3*testEpoch, nil)
 			st := n.m.State()
 			if st.Role == RoleUnknown || st.Superpeer == "" {
 				t.Fatalf("no superpeer after three epochs: %+v", st)
@@ -144,13 +145,13 @@ func TestGroundIDIsNotSuperpeer(t *testing.T) {
 			}
 			firstSeen := dhtselect.EpochOf(n.now, testEpoch)
 			served := 0
-			n.run(dhtselect.EpochStart(firstSeen+MinAge, testEpoch).Sub(n.now)-time.Millisecond, func() {
+			n.run(dhtselect.EpochStart(firstSeen+MinAge-1, testEpoch).Sub(n.now)-time.Millisecond, func() {
 				if st := n.m.State(); st.Superpeer == g {
 					served++
 				}
 			})
 			if served > 0 {
-				t.Fatalf("the ground ID was the superpeer in %d ticks of its first %d epochs", served, MinAge)
+				t.Fatalf("the ground ID was the superpeer in %d ticks of its first %d epochs", served, MinAge-1)
 			}
 			if sp := n.m.State().Superpeer; sp == "" || !n.m.Eligible(sp) {
 				t.Fatalf("superpeer %q, want an eligible member", sp)

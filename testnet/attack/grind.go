@@ -23,7 +23,7 @@ import (
 // own code, run with a ground identity, is the attack (Join). Against the
 // defence (overlay.Config.Epoch) it aims at the cluster's salted target
 // of the epoch instead, if it knows it; either way its ID is new, and not
-// eligible for two epochs.
+// eligible before two epochs have passed (overlay/node's MinAge).
 
 // Ground is a ground identity: its key pair, its peer ID, its Kademlia key,
 // and how many key pairs were generated to find it.
