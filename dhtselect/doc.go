@@ -18,7 +18,12 @@
 // simulator of the whole selection on ideal routing tables that runs the
 // same Lookup for every peer of networks of 100,000 (Simulate), and the
 // defence against ID grinding: selection keys salted per epoch (Salt,
-// EpochSalt, SaltedKey, AssignSalted). It does no I/O;
+// EpochSalt, SaltedKey, AssignSalted: the simulator's, which moves every
+// peer's cluster each epoch), and the live one (epoch.go: clusters by
+// unsalted prefix, the superpeer the eligible member closest to a target
+// salted per cluster and epoch, SaltedTarget, ClusterSalt, the hash chains
+// whose values give the salt, Chain, and what a peer announces for it,
+// Beacon). It does no I/O;
 // package overlay drives the lookup over libp2p streams and the kad-dht
 // routing table.
 package dhtselect

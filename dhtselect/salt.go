@@ -22,6 +22,10 @@ import (
 // defence holds only if an ID first seen during an epoch may not become a
 // superpeer before the next one (whose salt it could not know), otherwise a
 // liar grinds again within the epoch.
+//
+// SaltedKey and AssignSalted salt every peer's key: the simulator's
+// defence (bench's DHTAttack). The live DHT routes on the unsalted keys,
+// so the live node salts only the target inside each cluster (epoch.go).
 type Salt [32]byte
 
 // String returns the salt in hex.

@@ -12,8 +12,10 @@ import (
 )
 
 // AnnouncementVersion is the version of the membership payload; payloads of
-// other versions are rejected.
-const AnnouncementVersion = 1
+// other versions are rejected. Version 2 added the beacon of the defence
+// against ID grinding (Announcement.Beacon): a node of version 1 names
+// other superpeers, so the two do not share a topic.
+const AnnouncementVersion = 2
 
 // MaxAnnouncementSize bounds an encoded announcement, in bytes.
 const MaxAnnouncementSize = 8 << 10
@@ -48,6 +50,12 @@ type Announcement struct {
 	// (host quality): the others then do too. Trusted as said, since it
 	// can only lower the sender's own rank.
 	Flapping bool
+	// Beacon is what the peer says for the defence against ID grinding
+	// (dhtselect/epoch.go): the epoch it started in, its hash chain's
+	// value for the next epoch, and the salt it uses for its cluster.
+	// Beacon.Cluster is not encoded: it is the peer's key masked to
+	// Beacon.K, as ClusterKey is.
+	Beacon dhtselect.Beacon
 }
 
 type wireAnnouncement struct {
@@ -60,12 +68,27 @@ type wireAnnouncement struct {
 	Leaving   bool     `json:"leaving,omitempty"`
 	Private   bool     `json:"private,omitempty"`
 	Flapping  bool     `json:"flapping,omitempty"`
+	Since     uint64   `json:"since,omitempty"`
+	Next      uint64   `json:"next,omitempty"`
+	Reveal    string   `json:"reveal,omitempty"`
+	SaltEpoch uint64   `json:"salt_epoch,omitempty"`
+	SaltK     int      `json:"salt_k,omitempty"`
+	Salt      string   `json:"salt,omitempty"`
 }
 
 // Encode serialises a for the wire.
 func (a Announcement) Encode() ([]byte, error) {
 	w := wireAnnouncement{V: AnnouncementVersion, Seq: a.Seq, Superpeer: a.Superpeer, K: a.K, Cluster: a.ClusterKey.String(), Leaving: a.Leaving, Private: a.Private,
 		Flapping: a.Flapping}
+	if b := a.Beacon; b != (dhtselect.Beacon{}) {
+		w.Since, w.Next, w.SaltEpoch, w.SaltK = b.Since, b.Next, b.SaltEpoch, b.K
+		if b.Reveal != (dhtselect.Salt{}) {
+			w.Reveal = b.Reveal.String()
+		}
+		if b.Salt != (dhtselect.Salt{}) {
+			w.Salt = b.Salt.String()
+		}
+	}
 	for _, addr := range a.Addrs[:min(len(a.Addrs), maxAddrs)] {
 		w.Addrs = append(w.Addrs, addr.String())
 	}
@@ -101,6 +124,9 @@ func DecodeAnnouncement(from peer.ID, data []byte) (Announcement, error) {
 	}
 	a := Announcement{ID: from, Seq: w.Seq, Superpeer: w.Superpeer, K: w.K, ClusterKey: ck, Leaving: w.Leaving, Private: w.Private,
 		Flapping: w.Flapping}
+	if a.Beacon, err = decodeBeacon(from, w); err != nil {
+		return Announcement{}, err
+	}
 	for _, s := range w.Addrs {
 		addr, err := ma.NewMultiaddr(s)
 		if err != nil {
@@ -109,4 +135,31 @@ func DecodeAnnouncement(from peer.ID, data []byte) (Announcement, error) {
 		a.Addrs = append(a.Addrs, addr)
 	}
 	return a, nil
+}
+
+// decodeBeacon checks and returns the beacon of w, sent by from: the
+// salt's k in range, the values 32 bytes of hex. Its cluster is from's key
+// masked to that k. The epochs are the node machine's to judge.
+func decodeBeacon(from peer.ID, w wireAnnouncement) (dhtselect.Beacon, error) {
+	b := dhtselect.Beacon{Since: w.Since, Next: w.Next, SaltEpoch: w.SaltEpoch, K: w.SaltK}
+	if w.SaltK < 0 || w.SaltK > dhtselect.MaxK {
+		return b, fmt.Errorf("%w: salt_k = %d out of [0, %d]", ErrBadAnnouncement, w.SaltK, dhtselect.MaxK)
+	}
+	for _, f := range []struct {
+		s   string
+		out *dhtselect.Salt
+	}{{w.Reveal, &b.Reveal}, {w.Salt, &b.Salt}} {
+		if f.s == "" {
+			continue
+		}
+		k, err := dhtselect.ParseKey(f.s)
+		if err != nil {
+			return b, fmt.Errorf("%w: beacon: %v", ErrBadAnnouncement, err)
+		}
+		*f.out = dhtselect.Salt(k)
+	}
+	if b.Salt != (dhtselect.Salt{}) {
+		b.Cluster = dhtselect.KeyOf(from).Cluster(b.K)
+	}
+	return b, nil
 }

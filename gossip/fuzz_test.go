@@ -64,8 +64,8 @@ func FuzzDecodeAnnouncement(f *testing.F) {
 	f.Add(byte(2), mustEncode(f, fuzzAnnouncement(fuzzOrigin(2), dhtselect.MaxK, 1<<63, "/dns4/example.com/tcp/443/wss").Encode))
 	f.Add(byte(1), mustEncode(f, a.Encode)) // another peer's cluster
 	f.Add(byte(0), []byte(`{"v":2}`))
-	f.Add(byte(0), []byte(`{"v":1,"k":-1}`))
-	f.Add(byte(0), []byte(`{"v":1,"addrs":["/ip4/1.2.3.4/tcp/99999"]}`))
+	f.Add(byte(0), []byte(`{"v":2,"k":-1}`))
+	f.Add(byte(0), []byte(`{"v":2,"addrs":["/ip4/1.2.3.4/tcp/99999"]}`))
 	f.Fuzz(func(t *testing.T, who byte, data []byte) {
 		from := fuzzOrigin(who)
 		a, err := DecodeAnnouncement(from, data)

@@ -53,11 +53,11 @@ func TestDecodeRejects(t *testing.T) {
 	forgedData, _ := forged.Encode()
 	cases := map[string][]byte{
 		"not json":        []byte("garbage"),
-		"wrong version":   []byte(`{"v":2,"k":3,"cluster":"` + good.ClusterKey.String() + `"}`),
-		"negative k":      []byte(`{"v":1,"k":-1,"cluster":"` + good.ClusterKey.String() + `"}`),
-		"huge k":          []byte(`{"v":1,"k":300,"cluster":"` + good.ClusterKey.String() + `"}`),
-		"bad cluster hex": []byte(`{"v":1,"k":3,"cluster":"zz"}`),
-		"bad address":     []byte(`{"v":1,"k":3,"cluster":"` + good.ClusterKey.String() + `","addrs":["/nope"]}`),
+		"wrong version":   []byte(`{"v":1,"k":3,"cluster":"` + good.ClusterKey.String() + `"}`),
+		"negative k":      []byte(`{"v":2,"k":-1,"cluster":"` + good.ClusterKey.String() + `"}`),
+		"huge k":          []byte(`{"v":2,"k":300,"cluster":"` + good.ClusterKey.String() + `"}`),
+		"bad cluster hex": []byte(`{"v":2,"k":3,"cluster":"zz"}`),
+		"bad address":     []byte(`{"v":2,"k":3,"cluster":"` + good.ClusterKey.String() + `","addrs":["/nope"]}`),
 		"forged cluster":  forgedData,
 		"oversized":       make([]byte, MaxAnnouncementSize+1),
 	}

@@ -110,7 +110,7 @@ func TestHostilePeer(t *testing.T) {
 	}
 	waitFor(t, "g to see b on the membership topic", func() bool { return slices.Contains(topic.ListPeers(), b.ID()) })
 	forged, _ := gossip.Announcement{ID: g.ID(), ClusterKey: dhtselect.KeyOf(a.ID()).Cluster(8), K: 8}.Encode()
-	for _, msg := range [][]byte{forged, randomBytes(rng, 100), []byte(`{"v":9}`), []byte(`{"v":1,"k":-1}`), make([]byte, gossip.MaxAnnouncementSize+1)} {
+	for _, msg := range [][]byte{forged, randomBytes(rng, 100), []byte(`{"v":9}`), []byte(`{"v":2,"k":-1}`), make([]byte, gossip.MaxAnnouncementSize+1)} {
 		if err := topic.Publish(ctx, msg); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -341,12 +342,17 @@ func (n *Node) startMachine() error {
 			return err
 		}
 	}
+	epoch := node.EpochConfig{Length: n.cfg.Epoch}
+	if _, err := rand.Read(epoch.Secret[:]); err != nil {
+		return fmt.Errorf("overlay: the hash chain's secret: %w", err)
+	}
 	m, err := node.New(node.Config{
 		Self: n.self, Geometric: n.cfg.Strategy == StrategyGeometric, Target: n.cfg.Target,
 		Election: n.cfg.Election, Quorum: n.cfg.Quorum, IgnoreFlaps: n.cfg.IgnoreFlaps,
 		Bootstrap: hasBootstrap, Rendezvous: n.cfg.Public, Private: n.Private(),
 		AnnounceInterval: n.cfg.AnnounceInterval, ReevaluateInterval: n.cfg.ReevaluateInterval,
 		ElectionTick: n.cfg.ElectionTick, HardState: hard, Restarted: ran, Outages: outages, Geo: geoCfg,
+		Epoch: epoch,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -456,7 +462,7 @@ func (n *Node) view() node.View {
 	for _, e := range n.members.Entries() {
 		if !n.guard.Banned(e.ID) {
 			v.Members = append(v.Members, node.Member{ID: e.ID, Superpeer: e.Superpeer, Private: e.Private, Flapping: e.Flapping,
-				RTT: n.host.Peerstore().LatencyEWMA(e.ID)})
+				RTT: n.host.Peerstore().LatencyEWMA(e.ID), Beacon: e.Beacon})
 		}
 	}
 	return v
@@ -535,7 +541,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 	if a := rd.Announce; a != nil {
 		if err := n.members.SetLocal(ctx, gossip.Announcement{
 			ID: n.self, Addrs: n.addrs(), Superpeer: a.Superpeer, K: a.K, ClusterKey: a.ClusterKey, Private: a.Private,
-			Flapping: a.Flapping,
+			Flapping: a.Flapping, Beacon: a.Beacon,
 		}); err != nil && ctx.Err() == nil {
 			n.log.Warn("announce", "err", err)
 		}

@@ -105,6 +105,13 @@ type Config struct {
 	BootstrapRetry time.Duration
 	// QueryTimeout bounds one lookup query to one peer. Default 5 s.
 	QueryTimeout time.Duration
+	// Epoch is the epoch of the defence against ID grinding (DHT
+	// strategy; see overlay/node/epoch.go): each cluster's superpeer is the
+	// eligible member closest to a target salted anew every epoch, which
+	// costs a hand-over per cluster per epoch, and a peer is eligible two
+	// to three epochs after it was first seen (node.MinAge). Default one
+	// hour; zero turns the defence off.
+	Epoch time.Duration
 	// Strategy is how superpeers are chosen: StrategyDHT (ID-space
 	// reservation, the default) or StrategyGeometric (repelling tokens in
 	// network coordinates, which needs a fixed Target.Superpeers).
@@ -181,6 +188,7 @@ func DefaultConfig() Config {
 		ReevaluateInterval: 5 * time.Second,
 		BootstrapRetry:     5 * time.Second,
 		QueryTimeout:       5 * time.Second,
+		Epoch:              time.Hour,
 		Strategy:           StrategyDHT,
 		PingInterval:       time.Second,
 		TokenInterval:      time.Second,
@@ -221,6 +229,8 @@ func (c *Config) Validate() error {
 	case c.MemoryBudget < MinMemoryBudget || c.MemoryBudget > MaxMemoryBudget:
 		return fmt.Errorf("%w: memory budget of %d bytes (%d MiB): want %d MiB to %d GiB (a node takes about 40 MiB idle, and 64 MiB of the budget are kept for what the resource manager does not account)",
 			ErrConfig, c.MemoryBudget, c.MemoryBudget>>20, MinMemoryBudget>>20, MaxMemoryBudget>>30)
+	case c.Epoch < 0 || c.Epoch > 0 && c.Epoch < time.Second:
+		return fmt.Errorf("%w: epoch %v, want 0 (no defence against ID grinding) or at least 1s", ErrConfig, c.Epoch)
 	}
 	if err := c.Target.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -380,6 +390,12 @@ func WithIntervals(announce, reevaluate time.Duration) Option {
 		c.AnnounceInterval, c.ReevaluateInterval = announce, reevaluate
 		return nil
 	}
+}
+
+// WithEpoch sets the epoch of the defence against ID grinding; zero turns
+// it off.
+func WithEpoch(d time.Duration) Option {
+	return func(c *Config) error { c.Epoch = d; return nil }
 }
 
 // WithBootstrapRetry sets the time between attempts to reach bootstrap peers.

@@ -32,8 +32,11 @@
 // look the cluster key up again, the superpeer (the lookup's answer or the
 // election's leader: see elect.go for how they hand over), when to
 // campaign, the leader carried across a rebuild of the election machine,
-// host quality (private and flapping members ranked last), and the quorum
-// state to persist. With the geometric strategy (geo.go, geoplace.go,
+// host quality (private and flapping members ranked last), the quorum
+// state to persist, and with Config.Epoch the defence against ID grinding
+// (epoch.go: the cluster's salted target of the epoch, whose salt comes
+// from the last superpeer's hash chain, and which members are old enough
+// to serve). With the geometric strategy (geo.go, geoplace.go,
 // geoattach.go): which peer to ping and the coordinate, the token rounds
 // (snapshot epochs, neighbours, placement and re-homing), the liar check,
 // the attachment to a superpeer, the answers to token passes and attach
@@ -42,6 +45,7 @@
 //
 // It has no goroutines, no sockets, no wall clock and no unseeded
 // randomness (the random sources are seeded from the peer ID, and the
-// network name for the geometric strategy): the same inputs at the same
-// times give the same outputs.
+// network name for the geometric strategy; the hash chain from
+// Config.Epoch.Secret and the peer ID): the same inputs at the same times
+// give the same outputs.
 package node

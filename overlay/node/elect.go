@@ -121,6 +121,7 @@ type elector struct {
 	nextTick     time.Time
 	k            int
 	key          dhtselect.Key
+	target       dhtselect.Key // the rank's: key, or its salted target (epoch.go)
 	peers        []peer.ID
 	mach         classic.Machine // nil until the first cluster is known
 	gen          uint64          // incremented with every new machine
@@ -419,16 +420,28 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 		e.selfFlapping = flapping[e.self]
 		maps.Copy(demoted, flapping)
 	}
-	if e.mach == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) || first != e.first {
+	target := key
+	if first == "" {
+		target = e.m.ep.target(now, k, key)
+	}
+	retarget := e.mach != nil && key == e.key && target != e.target
+	if e.mach == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) || first != e.first || target != e.target {
 		if len(demoted) > 0 || len(e.demoted) > 0 {
 			e.m.note(slog.LevelInfo, "election: host quality", "ranked last", fmt.Sprint(slices.Sorted(maps.Keys(demoted))))
 		}
-		e.demoted, e.first = demoted, first
+		e.demoted, e.first, e.target = demoted, first, target
 		if !e.reconfigure(k, key, members) {
 			if err := e.rebuild(k, key, members); err != nil {
 				return "", err
 			}
 		}
+	}
+	if retarget && lookup == e.self && !demoted[e.self] && handsOver(e.name) && e.state.Leader != classic.ID(e.self) {
+		// A new epoch's target (epoch.go) names this node: every
+		// member's rank changed at once, and the old leader would stand
+		// until the hand-over rule's half timeout.
+		e.mach.Campaign()
+		e.drain()
 	}
 	if l := peer.ID(e.state.Leader); l != "" && slices.Contains(e.peers, l) {
 		e.last = l
@@ -589,7 +602,7 @@ func (e *elector) config(key dhtselect.Key, members []peer.ID) classic.Config {
 	}
 	return classic.Config{
 		ID: classic.ID(e.self), Peers: ids,
-		Rank:           rank{inner: classic.XORCloseness{Target: key[:]}, first: e.first, demoted: e.demoted},
+		Rank:           rank{inner: classic.XORCloseness{Target: e.target[:]}, first: e.first, demoted: e.demoted},
 		HeartbeatTicks: HeartbeatTicks, TimeoutTicks: timeout,
 	}
 }

@@ -92,6 +92,8 @@ type Config struct {
 	// quality), and would claim its cluster against their leader.
 	Restarted bool
 	Outages   []time.Time
+	// Epoch configures the defence against ID grinding (epoch.go).
+	Epoch EpochConfig
 }
 
 func (c Config) validate() error {
@@ -108,6 +110,9 @@ func (c Config) validate() error {
 		if err := c.Target.Validate(); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
+	}
+	if err := c.Epoch.validate(); err != nil {
+		return err
 	}
 	if c.Election != "" && !slices.Contains(classic.Algorithms(), c.Election) {
 		return fmt.Errorf("node: unknown election %q (want one of %v)", c.Election, classic.Algorithms())
@@ -192,6 +197,8 @@ type Announcement struct {
 	// flapLimit times within flapWindow, and ranks itself last; its peers
 	// then do too, whether or not they saw its connections go.
 	Flapping bool
+	// Beacon is what the node says for the defence against ID grinding.
+	Beacon dhtselect.Beacon
 }
 
 // ElectionEvent is a change of the election's leader: Lost names the
@@ -231,6 +238,9 @@ type Member struct {
 	Private   bool
 	Flapping  bool
 	RTT       time.Duration
+	// Beacon is what the peer announced for the defence against ID
+	// grinding (epoch.go).
+	Beacon dhtselect.Beacon
 }
 
 // Routing is the DHT routing table's view, given before an evaluation
@@ -357,6 +367,7 @@ type Machine struct {
 
 	el  *elector    // nil without an election
 	geo *geoMachine // nil without the geometric strategy
+	ep  *epochs     // nil without the defence against ID grinding
 
 	// Ready's pending parts.
 	lookupReqs []LookupRequest
@@ -376,6 +387,7 @@ func New(cfg Config) (*Machine, error) {
 	if cfg.Election != "" {
 		m.el = newElector(m, cfg)
 	}
+	m.ep = newEpochs(m, cfg)
 	if cfg.Geometric {
 		var err error
 		if m.geo, err = newGeo(m, cfg); err != nil {
@@ -410,6 +422,7 @@ func (m *Machine) Step(now time.Time, in Input) {
 	switch in := in.(type) {
 	case View:
 		m.setView(in.Members)
+		m.ep.observe(now)
 		if !m.cfg.Geometric && m.settleAt.IsZero() {
 			// Membership changes come in bursts (a swarm starting, a
 			// cluster expiring): they are evaluated at most once per
@@ -739,11 +752,12 @@ func (m *Machine) evaluate(now time.Time, force bool) {
 	k := m.cfg.Target.K(est.N)
 	ck := m.selfKey.Cluster(k)
 	members := m.clusterMembers(k, ck, false)
-	if force || !m.lastValid || k != m.lookupK || ck != m.lookupKey || !slices.Equal(members, m.lookupMembers) {
+	target := m.ep.target(now, k, ck)
+	if force || !m.lastValid || k != m.lookupK || ck != m.lookupKey || !slices.Equal(members, m.lookupMembers) || !m.ep.answers(target, ck) {
 		m.inflight = true
 		m.lookupK, m.lookupKey, m.lookupMembers = k, ck, members
 		m.lookups++
-		m.lookupReqs = append(m.lookupReqs, LookupRequest{Key: ck, SkipSelf: m.private})
+		m.lookupReqs = append(m.lookupReqs, LookupRequest{Key: m.ep.lookupKey(now, k, ck), SkipSelf: m.private})
 		return
 	}
 	m.finish(now, est, members)
@@ -751,7 +765,7 @@ func (m *Machine) evaluate(now time.Time, force bool) {
 
 // lookupDone takes a lookup's answer and finishes the evaluation.
 func (m *Machine) lookupDone(now time.Time, in LookupDone) {
-	if !m.inflight || in.Key != m.lookupKey {
+	if !m.inflight || !m.ep.answers(in.Key, m.lookupKey) {
 		return
 	}
 	m.inflight = false
@@ -760,7 +774,7 @@ func (m *Machine) lookupDone(now time.Time, in LookupDone) {
 		m.lastValid = false
 		m.note(slog.LevelWarn, "lookup of cluster key failed", "err", in.Err)
 	} else {
-		m.lastLookup, m.lastValid = in.Superpeer, true
+		m.lastLookup, m.lastValid = m.ep.vet(in.Superpeer), true
 	}
 	if in.Err != nil {
 		return // the next period, or a kick, looks up again
@@ -794,7 +808,7 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 	next.Evaluations = m.state.Evaluations + 1
 	m.state, m.changed = next, true
 	m.announce = &Announcement{Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck, Private: m.private,
-		Flapping: m.el != nil && m.el.selfFlapping}
+		Flapping: m.el != nil && m.el.selfFlapping, Beacon: m.ep.beacon(now)}
 }
 
 // rankedLast returns the peers among ids that rank last by what they
@@ -803,7 +817,7 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 func (m *Machine) rankedLast(ids []peer.ID) map[peer.ID]bool {
 	out := map[peer.ID]bool{}
 	for _, p := range ids {
-		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && (e.Private || e.Flapping) {
+		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && (e.Private || e.Flapping) || m.ep.barred(p) {
 			out[p] = true
 		}
 	}

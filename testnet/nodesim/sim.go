@@ -136,9 +136,11 @@ type simNode struct {
 	super     bool          // and that it is a superpeer
 	heardFlap bool          // what the views say of it
 	heardSup  bool
-	seesAt    time.Duration // when it sees its component's view
-	refreshAt time.Duration // when its routing-table refresh completes
-	viewComp  int           // the view it last got: component and version
+	beacon    dhtselect.Beacon // its last announcement's beacon (epoch defence),
+	heardBcn  dhtselect.Beacon // and the views'
+	seesAt    time.Duration    // when it sees its component's view
+	refreshAt time.Duration    // when its routing-table refresh completes
+	viewComp  int              // the view it last got: component and version
 	viewVer   uint64
 	viewAt    time.Duration
 	hard      map[dhtselect.Key]classic.HardState // its disk: quorum state,
@@ -271,9 +273,11 @@ func (s *Sim) Index(id peer.ID) (int, bool) { return s.indexOf(id) }
 func nodeID(i int) peer.ID { return peer.ID(fmt.Sprintf("n%07d", i)) }
 
 // addNode adds a node that starts at time at.
-func (s *Sim) addNode(at time.Duration) int {
+func (s *Sim) addNode(at time.Duration) int { return s.addNodeID(at, nodeID(len(s.nodes))) }
+
+// addNodeID adds a node with ID id that starts at time at.
+func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 	i := len(s.nodes)
-	id := nodeID(i)
 	s.nodes = append(s.nodes, &simNode{id: id, key: dhtselect.KeyOf(id), hard: map[dhtselect.Key]classic.HardState{}})
 	s.index[id] = i
 	s.comp = append(s.comp, 0)
@@ -449,8 +453,8 @@ func (s *Sim) process(e event) {
 			}
 		}
 	case evFlap:
-		if n := s.nodes[e.node]; s.live(e) && (n.heardFlap != n.flapping || n.heardSup != n.super) {
-			n.heardFlap, n.heardSup = n.flapping, n.super
+		if n := s.nodes[e.node]; s.live(e) && (n.heardFlap != n.flapping || n.heardSup != n.super || n.heardBcn != n.beacon) {
+			n.heardFlap, n.heardSup, n.heardBcn = n.flapping, n.super, n.beacon
 			s.comps[s.comp[e.node]].version++
 		}
 	case evAction:
@@ -706,7 +710,8 @@ func (s *Sim) viewFor(i int, c *component) []node.Member {
 		slices.Sort(ids) // IDs sort as indices
 		c.cache = make([]node.Member, len(ids))
 		for k, j := range ids {
-			c.cache[k] = node.Member{ID: s.nodes[j].id, Key: s.nodes[j].key, Flapping: s.nodes[j].heardFlap, Superpeer: s.nodes[j].heardSup}
+			c.cache[k] = node.Member{ID: s.nodes[j].id, Key: s.nodes[j].key, Flapping: s.nodes[j].heardFlap, Superpeer: s.nodes[j].heardSup,
+				Beacon: s.nodes[j].heardBcn}
 		}
 		c.cacheV = c.version
 	}
@@ -778,8 +783,8 @@ func (s *Sim) carryOut(i int) {
 			n.announced = true
 			s.push(event{at: s.now + s.cfg.GossipDelay, kind: evVisible, node: i, inc: n.inc})
 		}
-		if a.Flapping != n.flapping || a.Superpeer != n.super {
-			n.flapping, n.super = a.Flapping, a.Superpeer
+		if a.Flapping != n.flapping || a.Superpeer != n.super || a.Beacon != n.beacon {
+			n.flapping, n.super, n.beacon = a.Flapping, a.Superpeer, a.Beacon
 			s.push(event{at: s.now + s.cfg.GossipDelay, kind: evFlap, node: i, inc: n.inc})
 		}
 	}

@@ -1,0 +1,160 @@
+package attack
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// waitFor polls cond until it holds; the minute is a bound against hangs,
+// not a performance limit.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestGroundIDLive: issue 19's finding 5 on real hosts (loopback TCP).
+// Five honest nodes form one cluster (S = 1, bully) with 8 s epochs and
+// wait until they are eligible (node.MinAge epochs). Two attackers grind Ed25519
+// keys: one whose Kademlia key is closer than every honest node's to the
+// cluster key (the attack as filed: without the defence it was the
+// superpeer half a second after it joined), one closer to the cluster's
+// salted target of the epoch, which it reads from the members'
+// announcements on the membership topic (Listen, SaltedTarget). Both join
+// with the overlay's own code. Until they come of age, no node names
+// either superpeer, themselves included, and the honest nodes agree on one
+// superpeer afterwards.
+func TestGroundIDLive(t *testing.T) {
+	const epoch = 8 * time.Second
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts := func(boot ...ma.Multiaddr) []overlay.Option {
+		return []overlay.Option{overlay.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")),
+			overlay.WithTarget(dhtselect.Target{Superpeers: 1}), overlay.WithIntervals(200*time.Millisecond, 200*time.Millisecond),
+			overlay.WithLogger(quiet), overlay.WithEpoch(epoch), overlay.WithElection("bully", false),
+			overlay.WithReachability(overlay.ReachabilityPublic), overlay.WithBootstrapAddrs(boot...)}
+	}
+	var honest []*overlay.Node
+	for i := range 5 {
+		var boot []ma.Multiaddr
+		if i > 0 {
+			boot = honest[0].P2PAddrs()
+		}
+		n, err := overlay.New(ctx, opts(boot...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		honest = append(honest, n)
+	}
+	started := time.Now()
+	agree := func() bool {
+		sp := honest[0].State().Superpeer.ID
+		for _, n := range honest {
+			if s := n.State(); s.Role == overlay.RoleUnknown || s.Superpeer.ID != sp || sp == "" || len(s.Members) < len(honest) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "the honest nodes to agree on a superpeer", agree)
+	// The attacker's ears: a plain host on the membership topic.
+	h, err := NewHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if err := h.Connect(ctx, peer.AddrInfo{ID: honest[0].ID(), Addrs: honest[0].Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Listen(ctx, h, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	// MinAge epochs after the last start every honest node is eligible,
+	// and the cluster's target is salted.
+	aged := dhtselect.EpochStart(dhtselect.EpochOf(started, epoch)+node.MinAge, epoch).Add(500 * time.Millisecond)
+	time.Sleep(time.Until(aged))
+	waitFor(t, "the honest nodes to agree on a superpeer again", agree)
+
+	st := honest[0].State()
+	var salted dhtselect.Key
+	waitFor(t, "the members' salts", func() bool {
+		var ok bool
+		salted, ok = SaltedTarget(ms.Entries(), st.ClusterKey, st.K)
+		return ok
+	})
+	var attackers []Ground
+	for _, target := range []dhtselect.Key{st.ClusterKey, salted} {
+		g, err := Grind(ctx, target, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range honest {
+			if !dhtselect.Closer(g.KadID, dhtselect.KeyOf(n.ID()), target) {
+				t.Fatalf("the ground key (%d tries) is not closer to %s than %s", g.Tries, target, n.ID())
+			}
+		}
+		attackers = append(attackers, g)
+	}
+	joined := time.Now()
+	var nodes []*overlay.Node
+	for _, g := range attackers {
+		a, err := Join(ctx, g, opts(honest[0].P2PAddrs()...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		nodes = append(nodes, a)
+	}
+	// They are first seen in joined's epoch or later: not eligible before
+	// MinAge-1 epochs after it.
+	comesOfAge := dhtselect.EpochStart(dhtselect.EpochOf(joined, epoch)+node.MinAge-1, epoch).Add(-100 * time.Millisecond)
+	member, served := make([]bool, len(attackers)), make([]int, len(attackers))
+	for time.Now().Before(comesOfAge) {
+		for i, g := range attackers {
+			seen := false // by an honest node, as a member of its cluster
+			for _, n := range honest {
+				s := n.State()
+				if s.Superpeer.ID == g.ID {
+					served[i]++
+				}
+				seen = seen || contains(s.Members, g)
+			}
+			if s := nodes[i].State(); s.Role == overlay.RoleSuperpeer {
+				served[i]++
+			} else if s.Role == overlay.RoleOrdinary && seen {
+				member[i] = true
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i, against := range []string{"the cluster key", "the salted target"} {
+		if served[i] > 0 {
+			t.Errorf("the ID ground against %s was named superpeer in %d samples before it came of age", against, served[i])
+		}
+		if !member[i] {
+			t.Errorf("the ID ground against %s did not join within %v (before it came of age): the test shows nothing", against, comesOfAge.Sub(joined))
+		}
+	}
+	waitFor(t, "the honest nodes to agree on a superpeer after the attack", agree)
+}
+
+func contains(members []peer.ID, g Ground) bool { return slices.Contains(members, g.ID) }
