@@ -13,7 +13,6 @@ import (
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/gossip"
-	"github.com/superpeer/superpeer/overlay"
 )
 
 // ID grinding (issue 19, finding 5): in DHT mode the superpeer of a
@@ -65,14 +64,6 @@ func Grind(ctx context.Context, target dhtselect.Key, tries int) (Ground, error)
 		return best, fmt.Errorf("attack: grind: %w", ctx.Err())
 	}
 	return best, nil
-}
-
-// Join starts an overlay node with the ground identity g: the honest code
-// with a chosen key, which is all the attack needs. opts are the overlay's
-// (network, bootstrap peers, target, intervals, epoch); the caller closes
-// the node.
-func Join(ctx context.Context, g Ground, opts ...overlay.Option) (*overlay.Node, error) {
-	return overlay.New(ctx, append([]overlay.Option{overlay.WithIdentity(g.Key)}, opts...)...)
 }
 
 // Listen joins the membership topic of network on a host of the
