@@ -744,7 +744,7 @@ func (s *Sim) routingOf(i int) node.Routing {
 	}
 	for _, j := range table {
 		ok := s.nodes[j].alive && s.reachable(i, j)
-		r.Peers = append(r.Peers, node.RoutingPeer{ID: s.nodes[j].id, Connected: ok})
+		r.Peers = append(r.Peers, node.RoutingPeer{ID: s.nodes[j].id, Connected: ok, Closer: true})
 		if ok {
 			r.Connected++
 		}
