@@ -23,6 +23,7 @@ import (
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/gossip"
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // ErrConfig reports an invalid node configuration.
@@ -151,6 +152,18 @@ type Config struct {
 	// ElectionTick is the period of the election machines' ticks; their
 	// heartbeats and timeouts are counted in it. Default 100 ms.
 	ElectionTick time.Duration
+	// MaxPerAddr is how many overlay identities one address may show
+	// (the remote IP of their connections: an IPv4 address, an IPv6
+	// /64): an address that shows more counts for nothing (none of its
+	// identities counts towards the size estimate, is a cluster member,
+	// an elector or a superpeer, so a flood of sybils from one address
+	// leaves k as it was), and an identity not seen on a connection does
+	// not count either. See overlay/node's admit.go. DHT strategy only.
+	// Nodes that share an address (processes on one machine, hosts behind
+	// one NAT) need it raised, or their own addresses (on loopback,
+	// 127.x.y.z: the testnet's processes each listen on their own).
+	// Default node.DefaultMaxPerAddr (4).
+	MaxPerAddr int
 	// Logger receives the node's structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// MemoryBudget is the memory, in bytes, that no peer, protocol or
@@ -188,6 +201,7 @@ func DefaultConfig() Config {
 		RendezvousInterval: time.Minute,
 		Reachability:       ReachabilityAuto,
 		MemoryBudget:       DefaultMemoryBudget,
+		MaxPerAddr:         node.DefaultMaxPerAddr,
 	}
 }
 
@@ -221,6 +235,8 @@ func (c *Config) Validate() error {
 	case c.MemoryBudget < MinMemoryBudget || c.MemoryBudget > MaxMemoryBudget:
 		return fmt.Errorf("%w: memory budget of %d bytes (%d MiB): want %d MiB to %d GiB (a node takes about 40 MiB idle, and 64 MiB of the budget are kept for what the resource manager does not account)",
 			ErrConfig, c.MemoryBudget, c.MemoryBudget>>20, MinMemoryBudget>>20, MaxMemoryBudget>>30)
+	case c.MaxPerAddr < 1:
+		return fmt.Errorf("%w: %d identities per address, want at least 1", ErrConfig, c.MaxPerAddr)
 	}
 	if err := c.Target.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -435,6 +451,12 @@ func WithIgnoreFlaps(ignore bool) Option {
 // Config.MemoryBudget).
 func WithMemoryBudget(bytes int64) Option {
 	return func(c *Config) error { c.MemoryBudget = bytes; return nil }
+}
+
+// WithMaxPerAddr sets how many identities one address may show (see
+// Config.MaxPerAddr).
+func WithMaxPerAddr(n int) Option {
+	return func(c *Config) error { c.MaxPerAddr = n; return nil }
 }
 
 // WithLogger sets the logger.
