@@ -231,16 +231,19 @@ func TestDHTOnlyPeerNotCounted(t *testing.T) {
 	for i, nd := range nodes {
 		start[i] = nd.State().Lookups
 	}
+	wrong := 0
 	waitFor(t, "ten lookups of every node", func() bool {
+		done := true
 		for i, nd := range nodes {
-			if st := nd.State(); st.Size.N != 3 {
-				t.Fatalf("node %d estimates %d (%s) with the DHT-only host in its table, want 3", i, st.Size.N, st.Size.Source)
+			st := nd.State()
+			if st.Size.N != 3 {
+				if wrong++; wrong == 1 {
+					t.Errorf("node %d estimates %d (%s) with the DHT-only host in its table, want 3", i, st.Size.N, st.Size.Source)
+				}
 			}
-			if nd.State().Lookups < start[i]+10 {
-				return false
-			}
+			done = done && st.Lookups >= start[i]+10
 		}
-		return true
+		return done
 	})
 	if n := failed.of(kad.Host.ID()); n > 0 {
 		t.Errorf("lookups asked the DHT-only host %d times", n)
