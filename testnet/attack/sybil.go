@@ -59,7 +59,8 @@ type SybilConfig struct {
 }
 
 // StartSybils starts the publisher and the identities, connects them to
-// the bootstrap peers and starts announcing; Close stops them.
+// the bootstrap peers (retrying until ctx ends) and starts announcing;
+// Close stops them.
 func StartSybils(ctx context.Context, cfg SybilConfig) (*Sybils, error) {
 	if cfg.N <= 0 || cfg.Network == "" {
 		return nil, fmt.Errorf("attack: sybils need a network and N > 0 (got %q, %d)", cfg.Network, cfg.N)
@@ -138,10 +139,22 @@ func (s *Sybils) start(ctx, runCtx context.Context, cfg SybilConfig) error {
 	return nil
 }
 
+// connectAll connects h to every peer, retrying (as an attacker would: a
+// loaded peer may time a handshake out) until ctx ends.
 func connectAll(ctx context.Context, h host.Host, peers []peer.AddrInfo) error {
 	for _, b := range peers {
-		if err := h.Connect(ctx, b); err != nil {
-			return fmt.Errorf("attack: %s to %s: %w", h.ID(), b.ID, err)
+		for {
+			err := h.Connect(ctx, b)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("attack: %s to %s: %w", h.ID(), b.ID, err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
 	return nil
