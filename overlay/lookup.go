@@ -18,6 +18,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // The closer protocol answers "which peers of your routing table are closest
@@ -165,13 +166,17 @@ type queryResult struct {
 	err   error
 }
 
-// lookup finds the live peer closest to target by an iterative lookup over
-// the routing tables of the overlay's DHT (dhtselect.Lookup drives it). It
-// returns that peer (possibly this node, unless skipSelf: it is private)
-// and the number of queries sent.
+// lookup finds the live peer closest to the request's key by an iterative
+// lookup over the routing tables of the overlay's DHT (dhtselect.Lookup
+// drives it). It returns that peer (possibly this node, unless SkipSelf:
+// it is private) and the number of queries sent.
 // A peer that said goodbye on the membership topic, or is banned, counts
-// as failed without a query.
-func (n *Node) lookup(ctx context.Context, target dhtselect.Key, skipSelf bool) (peer.ID, int, error) {
+// as failed without a query; so does one the machine's request may not ask
+// (node.LookupRequest.MayAsk: one of a flooded address, or one that
+// neither is a member nor speaks the closer protocol, such as a host that
+// speaks only the overlay's DHT prefix).
+func (n *Node) lookup(ctx context.Context, req node.LookupRequest) (peer.ID, int, error) {
+	target, skipSelf := req.Key, req.SkipSelf
 	self := n.host.ID()
 	seeds := n.dht.RoutingTable().NearestPeers(kb.ID(target[:]), dhtselect.BucketSize)
 	l := dhtselect.NewLookup(target, self, seeds, dhtselect.Resiliency, lookupAlpha)
@@ -180,10 +185,11 @@ func (n *Node) lookup(ctx context.Context, target dhtselect.Key, skipSelf bool) 
 	for !l.Done() {
 		skipped := false
 		for _, p := range l.Next() {
-			if n.members.Left(p) || n.guard.Banned(p) {
+			if n.members.Left(p) || n.guard.Banned(p) || !req.MayAsk(p, n.speaksCloser(p)) {
 				// It said goodbye: it is gone, and a query to it
 				// would only wait for QueryTimeout. Or it is banned
-				// (wire.go): it may be no superpeer.
+				// (wire.go): it may be no superpeer. Or the machine
+				// may not ask it.
 				l.Failed(p)
 				skipped = true
 				continue

@@ -221,6 +221,7 @@ func newHost(cfg Config, g *guard) (host.Host, error) {
 	}
 	opts := append([]libp2p.Option{libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...)}, natOptions(cfg)...)
 	opts = append(opts, res...)
+	opts = append(opts, loopbackDialOptions(cfg.ListenAddrs)...)
 	gate := banGate{g: g, next: cfg.Gater}
 	if len(cfg.Allow) > 0 {
 		self, err := peer.IDFromPrivateKey(key)
@@ -352,7 +353,8 @@ func (n *Node) startMachine() error {
 		Bootstrap: hasBootstrap, Rendezvous: n.cfg.Public, Private: n.Private(),
 		AnnounceInterval: n.cfg.AnnounceInterval, ReevaluateInterval: n.cfg.ReevaluateInterval,
 		ElectionTick: n.cfg.ElectionTick, HardState: hard, Restarted: ran, Outages: outages, Geo: geoCfg,
-		Epoch: epoch,
+		Epoch:      epoch,
+		MaxPerAddr: n.cfg.MaxPerAddr,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -417,7 +419,7 @@ func (n *Node) loop(ctx context.Context) {
 		defer geoT.Stop()
 		geoC = geoT.C
 	}
-	n.m.Step(time.Now(), n.view())
+	n.stepView(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
@@ -429,7 +431,7 @@ func (n *Node) loop(ctx context.Context) {
 		case f := <-n.calls:
 			f(n.m)
 		case <-n.members.Changes():
-			n.m.Step(time.Now(), n.view())
+			n.stepView(time.Now())
 		case <-t.C:
 			n.tick(time.Now())
 		case <-geoC:
@@ -455,6 +457,14 @@ func (n *Node) tick(now time.Time) {
 	n.m.Tick(now)
 }
 
+// stepView gives the machine the membership view, after the routing
+// table and the addresses of the connected peers that go with it (the
+// identities per address, overlay/node's admit.go).
+func (n *Node) stepView(now time.Time) {
+	n.m.Step(now, n.routing())
+	n.m.Step(now, n.view())
+}
+
 // view is the membership view as the machine takes it: banned peers are
 // no members (wire.go).
 func (n *Node) view() node.View {
@@ -470,9 +480,10 @@ func (n *Node) view() node.View {
 
 // routing is the routing table's view for the size estimate.
 func (n *Node) routing() node.Routing {
-	r := node.Routing{Connected: len(n.host.Network().Peers())}
+	r := node.Routing{Connected: len(n.host.Network().Peers()), Addrs: n.connAddrs()}
 	for _, p := range n.dht.RoutingTable().ListPeers() {
-		r.Peers = append(r.Peers, node.RoutingPeer{ID: p, Connected: n.host.Network().Connectedness(p) == network.Connected})
+		r.Peers = append(r.Peers, node.RoutingPeer{ID: p, Connected: n.host.Network().Connectedness(p) == network.Connected,
+			Closer: n.speaksCloser(p)})
 	}
 	if s, err := n.dht.NetworkSize(); err == nil {
 		r.Kad, r.KadOK = float64(s), true
@@ -524,7 +535,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			sp, q, err := n.lookup(ctx, l.Key, l.SkipSelf)
+			sp, q, err := n.lookup(ctx, l)
 			if ctx.Err() == nil {
 				n.feed(node.LookupDone{Key: l.Key, Superpeer: sp, Queries: q, Err: err})
 			}

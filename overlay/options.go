@@ -23,6 +23,7 @@ import (
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/gossip"
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // ErrConfig reports an invalid node configuration.
@@ -158,6 +159,18 @@ type Config struct {
 	// ElectionTick is the period of the election machines' ticks; their
 	// heartbeats and timeouts are counted in it. Default 100 ms.
 	ElectionTick time.Duration
+	// MaxPerAddr is how many overlay identities one address may show
+	// (the remote IP of their connections: an IPv4 address, an IPv6
+	// /64): an address that shows more counts for nothing (none of its
+	// identities counts towards the size estimate, is a cluster member,
+	// an elector or a superpeer, so a flood of sybils from one address
+	// leaves k as it was), and an identity not seen on a connection does
+	// not count either. See overlay/node's admit.go. DHT strategy only.
+	// Nodes that share an address (processes on one machine, hosts behind
+	// one NAT) need it raised, or their own addresses (on loopback,
+	// 127.x.y.z: the testnet's processes each listen on their own).
+	// Default node.DefaultMaxPerAddr (4).
+	MaxPerAddr int
 	// Logger receives the node's structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// MemoryBudget is the memory, in bytes, that no peer, protocol or
@@ -196,6 +209,7 @@ func DefaultConfig() Config {
 		RendezvousInterval: time.Minute,
 		Reachability:       ReachabilityAuto,
 		MemoryBudget:       DefaultMemoryBudget,
+		MaxPerAddr:         node.DefaultMaxPerAddr,
 	}
 }
 
@@ -231,6 +245,8 @@ func (c *Config) Validate() error {
 			ErrConfig, c.MemoryBudget, c.MemoryBudget>>20, MinMemoryBudget>>20, MaxMemoryBudget>>30)
 	case c.Epoch < 0 || c.Epoch > 0 && c.Epoch < time.Second:
 		return fmt.Errorf("%w: epoch %v, want 0 (no defence against ID grinding) or at least 1s", ErrConfig, c.Epoch)
+	case c.MaxPerAddr < 1:
+		return fmt.Errorf("%w: %d identities per address, want at least 1", ErrConfig, c.MaxPerAddr)
 	}
 	if err := c.Target.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -451,6 +467,12 @@ func WithIgnoreFlaps(ignore bool) Option {
 // Config.MemoryBudget).
 func WithMemoryBudget(bytes int64) Option {
 	return func(c *Config) error { c.MemoryBudget = bytes; return nil }
+}
+
+// WithMaxPerAddr sets how many identities one address may show (see
+// Config.MaxPerAddr).
+func WithMaxPerAddr(n int) Option {
+	return func(c *Config) error { c.MaxPerAddr = n; return nil }
 }
 
 // WithLogger sets the logger.

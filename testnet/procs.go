@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,13 +89,15 @@ func (p *proc) failure() error {
 	return p.err
 }
 
-// args are the `peer run` arguments of node i: its key file, and its own
+// args are the `peer run` arguments of node i: its key file, its own
 // data directory (with --quorum its terms and votes go there, so that a
-// process restarted with the same key finds them).
-func (f *procFabric) args(keyFile, dataDir string, boot []ma.Multiaddr) []string {
+// process restarted with the same key finds them), and its own loopback
+// address (loopbackAddr).
+func (f *procFabric) args(i int, keyFile, dataDir string, boot []ma.Multiaddr) []string {
 	c := f.cfg
+	ip := loopbackAddr(i)
 	a := []string{"run", "--control", "--identity", keyFile, "--data-dir", dataDir,
-		"--listen", "/ip4/127.0.0.1/tcp/0,/ip4/127.0.0.1/udp/0/quic-v1",
+		"--listen", "/ip4/" + ip + "/tcp/0,/ip4/" + ip + "/udp/0/quic-v1",
 		"--announce", c.AnnounceInterval.String(), "--reevaluate", c.ReevaluateInterval.String(),
 		"--strategy", c.Strategy, "--log-format", "json", "--log-level", logLevel(c.Logger),
 	}
@@ -123,6 +126,22 @@ func (f *procFabric) args(keyFile, dataDir string, boot []ma.Multiaddr) []string
 		a = append(a, "--bootstrap", strings.Join(s, ","))
 	}
 	return a
+}
+
+// loopbackAddr is node i's own loopback address, 127.1.x.y (Linux routes
+// all of 127/8 to the loopback interface): the nodes count the identities
+// each address shows (overlay's MaxPerAddr), and processes that all
+// listened on 127.0.0.1 would show one address with every identity. Node
+// processes dial from their listening address over TCP (reuseport) and,
+// with overlay's loopbackDialOptions, over QUIC. 127.0.0.1 stays the
+// attackers' (testnet/attack). Elsewhere than on Linux (macOS configures
+// 127.0.0.1 alone) every node is on 127.0.0.1, and a testnet of more
+// than overlay's DefaultMaxPerAddr + 1 processes does not converge.
+func loopbackAddr(i int) string {
+	if runtime.GOOS != "linux" {
+		return "127.0.0.1"
+	}
+	return fmt.Sprintf("127.1.%d.%d", (i/250)%256, i%250+2)
 }
 
 // logLevel is the lowest level l passes on; the processes log at it.
@@ -159,7 +178,7 @@ func (f *procFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot i
 		b.mu.Unlock()
 	}
 	dataDir := filepath.Join(f.dir, fmt.Sprintf("node-%d.data", i))
-	cmd := exec.Command(f.cfg.Exec, f.args(keyFile, dataDir, bootAddrs)...)
+	cmd := exec.Command(f.cfg.Exec, f.args(i, keyFile, dataDir, bootAddrs)...)
 	cmd.SysProcAttr = procAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -28,7 +28,10 @@
 // the driver gives a fresh GeoFeed first, GeoNext when to tick for them).
 //
 // What it decides: when a joining node may take a role (mayJoin), which
-// peers count for the size estimate and the quorum's electorate, when to
+// peers count for the size estimate and the quorum's electorate (admit.go:
+// only identities seen on a connection, at most MaxPerAddr per address,
+// and routing-table peers that are members or speak the closer protocol),
+// whom a lookup may ask (LookupRequest.MayAsk), when to
 // look the cluster key up again, the superpeer (the lookup's answer or the
 // election's leader: see elect.go for how they hand over), when to
 // campaign, the leader carried across a rebuild of the election machine,

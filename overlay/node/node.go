@@ -94,6 +94,11 @@ type Config struct {
 	Outages   []time.Time
 	// Epoch configures the defence against ID grinding (epoch.go).
 	Epoch EpochConfig
+	// MaxPerAddr is how many identities one address group (AddrGroup)
+	// may show before none of them counts (admit.go); 0 turns the
+	// accounting off (the simulator, which has no addresses). The live
+	// node's default is DefaultMaxPerAddr.
+	MaxPerAddr int
 }
 
 func (c Config) validate() error {
@@ -105,6 +110,8 @@ func (c Config) validate() error {
 			c.AnnounceInterval, c.ReevaluateInterval, c.ElectionTick)
 	case c.Quorum && c.Election == "":
 		return fmt.Errorf("node: Quorum needs an Election")
+	case c.MaxPerAddr < 0:
+		return fmt.Errorf("node: MaxPerAddr %d, want 0 (no accounting) or more", c.MaxPerAddr)
 	}
 	if !c.Geometric {
 		if err := c.Target.Validate(); err != nil {
@@ -184,6 +191,13 @@ type Outgoing struct {
 type LookupRequest struct {
 	Key      dhtselect.Key
 	SkipSelf bool
+
+	// Whom the lookup may ask (MayAsk, admit.go): the view as given, and
+	// the identities of flooded address groups. The machine's own
+	// slices, never changed after the request: the lookup reads them on
+	// its own goroutine.
+	members []Member
+	refused []peer.ID
 }
 
 // Announcement is what the node says of itself on the membership topic
@@ -244,19 +258,26 @@ type Member struct {
 }
 
 // Routing is the DHT routing table's view, given before an evaluation
-// (see Due): its peers, whether each is connected, kad-dht's own size
-// estimate, and the number of peers the host is connected to.
+// (see Due) and with every View: its peers, whether each is connected,
+// kad-dht's own size estimate, the number of peers the host is connected
+// to, and the address group (AddrGroup) of every peer the host is
+// connected to, from the remote address of its connection (for the
+// identities per address, admit.go; a peer reached only through a relay
+// is in a group of the relay's address).
 type Routing struct {
 	Peers     []RoutingPeer
 	Kad       float64
 	KadOK     bool
 	Connected int
+	Addrs     map[peer.ID]string
 }
 
-// RoutingPeer is a peer of the routing table.
+// RoutingPeer is a peer of the routing table. Closer: its protocols
+// (identify's) include the overlay's closer protocol.
 type RoutingPeer struct {
 	ID        peer.ID
 	Connected bool
+	Closer    bool
 }
 
 // Refreshed: a routing-table refresh after reaching a bootstrap peer has
@@ -334,7 +355,9 @@ type Machine struct {
 	selfKey dhtselect.Key
 
 	// Inputs as last given.
-	view       []Member // sorted by ID
+	raw        []Member  // the view as given, sorted by ID
+	view       []Member  // the view that counts (admit.go), sorted by ID
+	refused    []peer.ID // identities of flooded address groups, sorted
 	routing    Routing
 	refreshed  bool
 	rendezvous int
@@ -431,6 +454,7 @@ func (m *Machine) Step(now time.Time, in Input) {
 		}
 	case Routing:
 		m.routing = in
+		m.admit()
 	case Refreshed:
 		if !m.refreshed {
 			m.refreshed, m.kick = true, true
@@ -599,7 +623,8 @@ func (m *Machine) setView(members []Member) {
 			}
 		}
 	}
-	m.view = members
+	m.raw = members
+	m.admit()
 }
 
 // member returns p's entry in the view.
@@ -689,7 +714,9 @@ func (m *Machine) configured(now time.Time) int {
 
 // estimate gathers the inputs of dhtselect.EstimateSize; known is the
 // number of peers known (configured). A routing-table peer counts only
-// while it is connected or announces itself: kad-dht keeps a peer that
+// while it announces itself, or is connected and speaks the overlay's
+// closer protocol (countsForSize; a host that speaks only the overlay's
+// DHT prefix is no overlay peer): kad-dht keeps a peer that
 // crashed in its table until a query to it fails, and when such peers
 // outnumber the membership view the estimate would leave the exact count
 // for a guess (seen with churn among node processes, where a killed QUIC
@@ -697,7 +724,7 @@ func (m *Machine) configured(now time.Time) int {
 func (m *Machine) estimate(known int) dhtselect.Estimate {
 	in := dhtselect.SizeInputs{Self: m.selfKey, Members: known, Kad: m.routing.Kad, KadOK: m.routing.KadOK}
 	for _, p := range m.routing.Peers {
-		if _, ok := m.member(p.ID); p.Connected || ok {
+		if m.countsForSize(p) {
 			in.Routing = append(in.Routing, dhtselect.KeyOf(p.ID))
 		}
 	}
@@ -757,7 +784,7 @@ func (m *Machine) evaluate(now time.Time, force bool) {
 		m.inflight = true
 		m.lookupK, m.lookupKey, m.lookupMembers = k, ck, members
 		m.lookups++
-		m.lookupReqs = append(m.lookupReqs, LookupRequest{Key: m.ep.lookupKey(now, k, ck), SkipSelf: m.private})
+		m.lookupReqs = append(m.lookupReqs, LookupRequest{Key: m.ep.lookupKey(now, k, ck), SkipSelf: m.private, members: m.raw, refused: m.refused})
 		return
 	}
 	m.finish(now, est, members)
@@ -770,6 +797,9 @@ func (m *Machine) lookupDone(now time.Time, in LookupDone) {
 	}
 	m.inflight = false
 	m.queries += uint64(in.Queries)
+	if in.Err == nil && isRefused(m.refused, in.Superpeer) {
+		in.Err = errFlooded // its address flooded while the lookup ran
+	}
 	if in.Err != nil {
 		m.lastValid = false
 		m.note(slog.LevelWarn, "lookup of cluster key failed", "err", in.Err)

@@ -87,6 +87,12 @@ type Config struct {
 	// a peer that is down or unreachable takes to fail (geometric
 	// strategy). Zero means DefaultGeoTimeout.
 	GeoTimeout time.Duration
+	// Addr names node i's address group, for the machines' identities
+	// per address (node.Config.MaxPerAddr, which turns them on). Nil
+	// gives each node its own. Every node is seen on its address by every
+	// other (the simulator models no connections), and a lookup ends at
+	// the closest node the asker's request may ask.
+	Addr func(i int) string
 }
 
 func (c *Config) fill() error {
@@ -184,6 +190,7 @@ type Sim struct {
 
 	lookupCache map[lookupKey]lookupAnswer
 	index       map[peer.ID]int
+	addrs       map[peer.ID]string // with Node.MaxPerAddr: each node's address group
 	stats       Stats
 
 	// The geometric strategy (geo.go): bumped by every change of what
@@ -280,6 +287,15 @@ func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 	i := len(s.nodes)
 	s.nodes = append(s.nodes, &simNode{id: id, key: dhtselect.KeyOf(id), hard: map[dhtselect.Key]classic.HardState{}})
 	s.index[id] = i
+	if s.cfg.Node.MaxPerAddr > 0 {
+		if s.addrs == nil {
+			s.addrs = map[peer.ID]string{}
+		}
+		s.addrs[id] = fmt.Sprintf("sim/%d", i)
+		if s.cfg.Addr != nil {
+			s.addrs[id] = s.cfg.Addr(i)
+		}
+	}
 	s.comp = append(s.comp, 0)
 	s.push(event{at: at, kind: evStart, node: i})
 	return i
@@ -738,7 +754,7 @@ func (s *Sim) indexOf(id peer.ID) (int, bool) {
 // its bootstrap peer (the first live one of its table), as kad-dht has
 // only the peers it was connected to.
 func (s *Sim) routingOf(i int) node.Routing {
-	r := node.Routing{}
+	r := node.Routing{Addrs: s.addrs}
 	table := s.nodes[i].routing
 	if s.now < s.nodes[i].refreshAt {
 		k := slices.IndexFunc(table, func(j int) bool { return s.nodes[j].alive && s.reachable(i, j) })
@@ -749,7 +765,7 @@ func (s *Sim) routingOf(i int) node.Routing {
 	}
 	for _, j := range table {
 		ok := s.nodes[j].alive && s.reachable(i, j)
-		r.Peers = append(r.Peers, node.RoutingPeer{ID: s.nodes[j].id, Connected: ok})
+		r.Peers = append(r.Peers, node.RoutingPeer{ID: s.nodes[j].id, Connected: ok, Closer: true})
 		if ok {
 			r.Connected++
 		}
@@ -849,8 +865,11 @@ func (s *Sim) lookup(i int, l node.LookupRequest) {
 	}
 	lk := lookupKey{key: l.Key, comp: s.comp[i], skip: skip, epoch: s.epoch}
 	a, ok := s.lookupCache[lk]
-	if !ok {
-		a = s.closest(i, l.Key, skip)
+	if s.addrs != nil {
+		// Whom a lookup may ask depends on the asker's view: no cache.
+		a = s.closest(i, l.Key, skip, func(j int) bool { return l.MayAsk(s.nodes[j].id, true) })
+	} else if !ok {
+		a = s.closest(i, l.Key, skip, nil)
 		if len(s.lookupCache) > 1<<16 {
 			clear(s.lookupCache)
 		}
@@ -871,13 +890,14 @@ func (s *Sim) lookup(i int, l node.LookupRequest) {
 	s.push(event{at: s.now + delay, kind: evLookup, node: i, inc: s.nodes[i].inc, other: a.to, key: l.Key})
 }
 
-// closest is the live node reachable from i closest to key (not skip),
+// closest is the live node reachable from i closest to key (not skip, and
+// one that may allows when may is set: a lookup asks no other),
 // and whether a closer node is dead or unreachable but not yet forgotten.
-func (s *Sim) closest(i int, key dhtselect.Key, skip int) lookupAnswer {
+func (s *Sim) closest(i int, key dhtselect.Key, skip int, may func(j int) bool) lookupAnswer {
 	best, bestAny := -1, -1
 	vis := s.comps[s.comp[i]].vis
 	for j, n := range s.nodes {
-		if j == skip || n.m == nil {
+		if j == skip || n.m == nil || j != i && may != nil && !may(j) {
 			continue
 		}
 		up := n.alive && s.reachable(i, j)

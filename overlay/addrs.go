@@ -1,0 +1,128 @@
+package overlay
+
+import (
+	"net"
+	"net/netip"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/p2p/transport/quicreuse"
+	netroute "github.com/libp2p/go-netroute"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// What the host sees of its peers for the node machine's identities per
+// address (overlay/node's admit.go): the address group of each connected
+// peer, from the remote address of its connection (observed, never
+// claimed), and whether a peer speaks the closer protocol.
+
+// connAddrs returns the address group (node.AddrGroup) of every peer the
+// host is connected to. A direct connection's remote IP names the group;
+// a peer reached only through a relay is in the group "relayed/" and the
+// relay's group: as many private peers as the limit count per relay.
+func (n *Node) connAddrs() map[peer.ID]string {
+	direct, relayed := map[peer.ID]string{}, map[peer.ID]string{}
+	for _, c := range n.host.Network().Conns() {
+		p := c.RemotePeer()
+		g, viaRelay := connGroup(c.RemoteMultiaddr())
+		into := direct
+		if viaRelay {
+			into = relayed
+		}
+		// Of two connections from two addresses (a TCP and a QUIC one,
+		// say), the smaller group, so that the choice is stable.
+		if prev, ok := into[p]; g != "" && (!ok || g < prev) {
+			into[p] = g
+		}
+	}
+	for p, g := range relayed {
+		if _, ok := direct[p]; !ok {
+			direct[p] = g
+		}
+	}
+	return direct
+}
+
+// connGroup is the address group of a connection's remote address, and
+// whether it is relayed.
+func connGroup(a ma.Multiaddr) (string, bool) {
+	relayed := false
+	for i, c := range a {
+		if c.Protocol().Code == ma.P_CIRCUIT {
+			a, relayed = a[:i], true
+			break
+		}
+	}
+	ip, err := manet.ToIP(a)
+	if err != nil {
+		return "", relayed
+	}
+	addr, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return "", relayed
+	}
+	g := node.AddrGroup(addr)
+	if relayed && g != "" {
+		g = "relayed/" + g
+	}
+	return g, relayed
+}
+
+// speaksCloser reports whether p's protocols, as identify put them in the
+// peerstore, include the overlay's closer protocol.
+func (n *Node) speaksCloser(p peer.ID) bool {
+	ps, err := n.host.Peerstore().SupportsProtocols(p, n.closerProto)
+	return err == nil && len(ps) > 0
+}
+
+// loopbackDialOptions make a host that listens on one loopback address
+// other than 127.0.0.1 dial its loopback peers over QUIC from that
+// address, as TCP (reuseport) does already. Without them QUIC dials from
+// 127.0.0.1, the kernel's choice, and node processes on one machine, each
+// on its own loopback address (testnet --procs), would all show one
+// address to each other: more identities than MaxPerAddr.
+func loopbackDialOptions(listen []ma.Multiaddr) []libp2p.Option {
+	var src net.IP
+	for _, a := range listen {
+		ip, err := manet.ToIP(a)
+		if err != nil || !ip.IsLoopback() || ip.To4() == nil || ip.Equal(net.IPv4(127, 0, 0, 1)) {
+			continue
+		}
+		if src != nil && !src.Equal(ip) {
+			return nil // more than one: leave the choice to the kernel
+		}
+		src = ip
+	}
+	if src == nil {
+		return nil
+	}
+	return []libp2p.Option{libp2p.QUICReuse(quicreuse.NewConnManager, quicreuse.OverrideSourceIPSelector(
+		func() (quicreuse.SourceIPSelector, error) {
+			r, err := netroute.New()
+			if err != nil {
+				return nil, err
+			}
+			return loopbackSource{ip: src, routes: r}, nil
+		}))}
+}
+
+// loopbackSource picks ip as the source of loopback destinations, and the
+// routing table's preferred source of the others.
+type loopbackSource struct {
+	ip     net.IP
+	routes interface {
+		Route(dst net.IP) (iface *net.Interface, gateway, preferredSrc net.IP, err error)
+	}
+}
+
+func (s loopbackSource) PreferredSourceIPForDestination(dst *net.UDPAddr) (net.IP, error) {
+	if dst.IP.IsLoopback() && dst.IP.To4() != nil {
+		return s.ip, nil
+	}
+	_, _, src, err := s.routes.Route(dst.IP)
+	return src, err
+}

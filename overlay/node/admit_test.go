@@ -1,0 +1,228 @@
+package node
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/dhtselect"
+)
+
+// Issue 19, findings 7 (sybils from one address) and 9 (non-members
+// counted and asked): the machine's side. The live side is in
+// overlay/sybil_test.go.
+
+// sybilNet is a node "a" with three honest peers, each on its own
+// address, all connected, and n sybils connected from one address, all
+// announcing themselves and all in the routing table speaking the
+// closer protocol: the filed attack.
+func sybilNet(n int) (View, Routing) {
+	v := view("a", "b", "c", "d")
+	r := Routing{Addrs: map[peer.ID]string{"b": "10.0.0.2", "c": "10.0.0.3", "d": "10.0.0.4"}}
+	for _, p := range []peer.ID{"b", "c", "d"} {
+		r.Peers = append(r.Peers, RoutingPeer{ID: p, Connected: true, Closer: true})
+	}
+	for i := range n {
+		p := peer.ID(fmt.Sprintf("sybil-%03d", i))
+		v.Members = append(v.Members, Member{ID: p})
+		r.Peers = append(r.Peers, RoutingPeer{ID: p, Connected: true, Closer: true})
+		r.Addrs[p] = "10.6.6.6"
+	}
+	slices.SortFunc(v.Members, func(a, b Member) int { return cmpID(a.ID, b.ID) })
+	r.Connected = len(r.Addrs)
+	return v, r
+}
+
+func cmpID(a, b peer.ID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func sybilConfig() Config {
+	cfg := testConfig("a")
+	cfg.Target = dhtselect.Target{Fraction: 0.5}
+	cfg.MaxPerAddr = DefaultMaxPerAddr
+	return cfg
+}
+
+// evaluated runs m for a few seconds with v and r, answering every lookup
+// with the first peer the lookup may ask among answers (as a live lookup
+// would end there), and returns the last state.
+func evaluated(t *testing.T, m *Machine, v View, r Routing, answer peer.ID) State {
+	t.Helper()
+	m.Step(t0, r)
+	m.Step(t0, v)
+	_, rds := tick(m, t0, 6*time.Second, r, answer)
+	var st State
+	for _, rd := range rds {
+		if rd.StateChanged {
+			st = rd.State
+		}
+	}
+	if st.Evaluations == 0 {
+		t.Fatal("no evaluation")
+	}
+	return st
+}
+
+// TestSybilFloodMovesKByOne: 200 identities from one address, with valid
+// announcements, in a swarm of 4 with --fraction 0.5 (the filed attack:
+// the estimate went from 4 to 204, k from 1 to 7). The flooded address
+// counts for nothing: the estimate stays 4, k does not move (the
+// must-show: by one at most), and no sybil is a member of the node's
+// cluster.
+func TestSybilFloodMovesKByOne(t *testing.T) {
+	v, r := sybilNet(0)
+	before := evaluated(t, mustNew(t, sybilConfig()), v, r, "a")
+	v, r = sybilNet(200)
+	after := evaluated(t, mustNew(t, sybilConfig()), v, r, "a")
+	if before.K != 1 || before.Size.N != 4 {
+		t.Fatalf("honest swarm: k = %d, estimate %d, want 1 and 4", before.K, before.Size.N)
+	}
+	if after.K-before.K > 1 || after.Size.N != 4 {
+		t.Errorf("with 200 sybils from one address: k = %d (was %d), estimate %d; want k moved by at most 1, estimate 4",
+			after.K, before.K, after.Size.N)
+	}
+	for _, p := range after.Members {
+		if len(p) > 5 && p[:5] == "sybil" {
+			t.Errorf("sybil %s is a member of the cluster %v", p, after.Members)
+		}
+	}
+}
+
+// TestSybilNeverSuperpeer: a lookup that ends at an identity of a flooded
+// address is no answer (its address flooded while the lookup ran), and a
+// lookup may not ask such identities at all.
+func TestSybilNeverSuperpeer(t *testing.T) {
+	m := mustNew(t, sybilConfig())
+	v, r := sybilNet(200)
+	m.Step(t0, r)
+	m.Step(t0, v)
+	_, rds := tick(m, t0, 6*time.Second, r, "sybil-007")
+	for _, rd := range rds {
+		if rd.StateChanged && rd.State.Superpeer == "sybil-007" {
+			t.Fatalf("a sybil became the superpeer: %+v", rd.State)
+		}
+		for _, l := range rd.Lookups {
+			if l.MayAsk("sybil-007", true) {
+				t.Error("a lookup may ask a sybil of a flooded address")
+			}
+			if !l.MayAsk("b", true) || !l.MayAsk("c", false) {
+				t.Error("a lookup may not ask an honest member")
+			}
+		}
+	}
+}
+
+// TestSybilsOutOfTheElectorate: with Quorum, the electorate of the
+// node's cluster is its honest members alone, also when the first
+// identities of the flood counted (and were remembered) before the rest
+// arrived.
+func TestSybilsOutOfTheElectorate(t *testing.T) {
+	cfg := sybilConfig()
+	cfg.Target = dhtselect.Target{Superpeers: 1}
+	cfg.Election, cfg.Quorum = "bully", true
+	m := mustNew(t, cfg)
+	v, r := sybilNet(3) // under the limit: they count
+	m.Step(t0, r)
+	m.Step(t0, v)
+	if got := m.configured(t0); got != 7 {
+		t.Fatalf("3 identities from one address: %d configured, want 7", got)
+	}
+	v, r = sybilNet(200)
+	m.Step(t0.Add(time.Second), r)
+	m.Step(t0.Add(time.Second), v)
+	electorate := m.clusterMembers(0, dhtselect.Key{}, true)
+	want := []peer.ID{"a", "b", "c", "d"}
+	dhtselect.SortByKey(want)
+	if !slices.Equal(electorate, want) {
+		t.Errorf("electorate of %d, want the honest %v", len(electorate), want)
+	}
+}
+
+// TestUnseenMembersDoNotCount: a member announced on the topic but never
+// seen on a connection (one host can relay announcements signed by any
+// number of keys) does not count; the node itself always does.
+func TestUnseenMembersDoNotCount(t *testing.T) {
+	m := mustNew(t, sybilConfig())
+	v, r := sybilNet(0)
+	for i := range 100 {
+		v.Members = append(v.Members, Member{ID: peer.ID(fmt.Sprintf("ghost-%03d", i))})
+	}
+	st := evaluated(t, m, v, r, "a")
+	if st.Size.N != 4 {
+		t.Errorf("estimate %d with 100 members never seen on a connection, want 4", st.Size.N)
+	}
+	m = mustNew(t, sybilConfig())
+	st = evaluated(t, m, view("a"), Routing{}, "a")
+	if st.Size.N != 1 || !slices.Equal(st.Members, []peer.ID{"a"}) {
+		t.Errorf("alone: estimate %d, members %v; want 1 and itself", st.Size.N, st.Members)
+	}
+}
+
+// TestNonMembersNotCounted (finding 9): routing-table peers that speak
+// only the overlay's DHT prefix (no closer protocol) and do not announce
+// themselves count neither for the size estimate nor as peers a lookup
+// may ask; with the address accounting off too (it is another rule).
+func TestNonMembersNotCounted(t *testing.T) {
+	for _, limit := range []int{0, DefaultMaxPerAddr} {
+		cfg := sybilConfig()
+		cfg.MaxPerAddr = limit
+		m := mustNew(t, cfg)
+		v, r := sybilNet(0)
+		for i := range 30 {
+			p := peer.ID(fmt.Sprintf("kad-%02d", i))
+			r.Peers = append(r.Peers, RoutingPeer{ID: p, Connected: true})
+			r.Addrs[p] = fmt.Sprintf("10.1.0.%d", i)
+		}
+		st := evaluated(t, m, v, r, "a")
+		if st.Size.N != 4 {
+			t.Errorf("limit %d: estimate %d (%s) with 30 DHT-only peers in the table, want 4", limit, st.Size.N, st.Size.Source)
+		}
+		m.Step(t0.Add(time.Minute), Reevaluate{})
+		m.Step(t0.Add(time.Minute), r)
+		m.Tick(t0.Add(time.Minute))
+		rd := m.Ready()
+		if len(rd.Lookups) != 1 {
+			t.Fatalf("limit %d: %d lookups, want 1", limit, len(rd.Lookups))
+		}
+		if l := rd.Lookups[0]; l.MayAsk("kad-00", false) || !l.MayAsk("kad-00", true) {
+			t.Errorf("limit %d: MayAsk(DHT-only peer) = %v, MayAsk(one that speaks closer) = %v; want false, true",
+				limit, l.MayAsk("kad-00", false), l.MayAsk("kad-00", true))
+		}
+	}
+}
+
+func TestAddrGroup(t *testing.T) {
+	for _, c := range []struct{ ip, want string }{
+		{"127.0.0.1", "127.0.0.1"},
+		{"::ffff:10.1.2.3", "10.1.2.3"},
+		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"},
+		{"::1", "::/64"},
+	} {
+		if got := AddrGroup(netip.MustParseAddr(c.ip)); got != c.want {
+			t.Errorf("AddrGroup(%s) = %q, want %q", c.ip, got, c.want)
+		}
+	}
+	if AddrGroup(netip.Addr{}) != "" {
+		t.Error("AddrGroup of the zero address is not empty")
+	}
+}
+
+func TestMaxPerAddrNegative(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.MaxPerAddr = -1
+	if _, err := New(cfg); err == nil {
+		t.Error("MaxPerAddr -1 accepted")
+	}
+}

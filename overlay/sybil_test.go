@@ -1,0 +1,261 @@
+package overlay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/testnet/attack"
+)
+
+// Issue 19, findings 7 and 9, on real hosts over loopback: honest nodes
+// each on its own loopback address (127.1.0.x), attackers on 127.0.0.1.
+
+// honestLoopback starts n nodes, node i on 127.1.0.(i+2) over TCP and
+// QUIC, bootstrapped from node 0, closed with the test, and waits until
+// each counts all n.
+func honestLoopback(t *testing.T, n int, opts ...Option) []*Node {
+	t.Helper()
+	var nodes []*Node
+	for i := range n {
+		ip := fmt.Sprintf("127.1.0.%d", i+2)
+		o := append([]Option{
+			WithListenAddrs(ma.StringCast("/ip4/"+ip+"/tcp/0"), ma.StringCast("/ip4/"+ip+"/udp/0/quic-v1")),
+			WithIntervals(200*time.Millisecond, 200*time.Millisecond), WithLogger(quiet),
+		}, opts...)
+		if i > 0 {
+			o = append(o, WithBootstrapAddrs(nodes[0].P2PAddrs()...))
+		}
+		nd, err := New(context.Background(), o...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes = append(nodes, nd)
+	}
+	waitFor(t, fmt.Sprintf("the %d honest nodes to count each other", n), func() bool {
+		for _, nd := range nodes {
+			if st := nd.State(); st.Size.N != n || st.Superpeer.ID == "" {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
+}
+
+func infos(nodes []*Node) []peer.AddrInfo {
+	var out []peer.AddrInfo
+	for _, nd := range nodes {
+		out = append(out, peer.AddrInfo{ID: nd.ID(), Addrs: nd.Host().Addrs()})
+	}
+	return out
+}
+
+// TestSybilFlood: 200 identities from 127.0.0.1, each with a valid signed
+// announcement that claims a superpeer, each on a connection of its own
+// (or, one-connection, all relayed by one host), join a swarm of 4 with
+// --fraction 0.5 (the filed attack: the estimate went from 4 to 204, k
+// from 1 to 7, and with --quorum clusters went without a superpeer for
+// 35 s). Sampled over ten evaluations of every node once each has heard
+// all 200: k moves by at most one, no sybil is a superpeer or a cluster
+// member, every node names a superpeer, and no honest peer is banned.
+func TestSybilFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 200 attacking hosts")
+	}
+	for _, c := range []struct {
+		name                  string
+		quorum, oneConnection bool
+	}{{"one-each", false, false}, {"one-each-quorum", true, false}, {"one-connection", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			// Announcements every second: those of identities without a
+			// connection live three intervals, long enough for the relayed
+			// flood to fill the views also on a loaded machine.
+			opts := []Option{WithTarget(dhtselect.Target{Fraction: 0.5}), WithIntervals(time.Second, 200*time.Millisecond)}
+			if c.quorum {
+				opts = append(opts, WithElection("bully", true))
+			}
+			nodes := honestLoopback(t, 4, opts...)
+			k0 := nodes[0].State().K
+			// The loopback addresses are what the nodes see of each
+			// other, QUIC included (loopbackDialOptions).
+			for _, nd := range nodes {
+				for p, g := range nd.connAddrs() {
+					if i := slices.IndexFunc(nodes, func(o *Node) bool { return o.ID() == p }); i >= 0 && g != fmt.Sprintf("127.1.0.%d", i+2) {
+						t.Errorf("node %s sees node %d from %s", nd.ID().ShortString(), i, g)
+					}
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // against hangs
+			defer cancel()
+			accepted := make([]uint64, len(nodes))
+			for i, nd := range nodes {
+				accepted[i] = nd.members.Stats().Accepted
+			}
+			syb, err := attack.StartSybils(ctx, attack.SybilConfig{
+				Network: "default", N: 200, Bootstrap: infos(nodes), Interval: 300 * time.Millisecond, OneConnection: c.oneConnection,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syb.Close() })
+			sybil := map[peer.ID]bool{}
+			for _, p := range syb.IDs() {
+				sybil[p] = true
+			}
+			// Three rounds of the sybils' announcements accepted by
+			// every node (relayed announcements of identities without a
+			// connection expire after three announce intervals, so the
+			// number in a view at once depends on the machine's load).
+			waitFor(t, "every node to accept 600 of the sybils' announcements", func() bool {
+				for i, nd := range nodes {
+					if nd.members.Stats().Accepted < accepted[i]+600 {
+						return false
+					}
+				}
+				return true
+			})
+			start := make([]uint64, len(nodes))
+			for i, nd := range nodes {
+				start[i] = nd.State().Evaluations
+			}
+			samples, maxK, maxN, sybilSuperpeer, sybilMember := 0, 0, 0, 0, 0
+			// The longest time each node went without a superpeer, and
+			// one failover: the election's failure detection, then a
+			// re-evaluation and its lookup (whose queries wait the
+			// detection time at most; see queryCloser).
+			lost, longest := make([]time.Time, len(nodes)), make([]time.Duration, len(nodes))
+			nodes[0].mu.RLock()
+			d := nodes[0].detection
+			nodes[0].mu.RUnlock()
+			failover := nodes[0].cfg.ReevaluateInterval + nodes[0].cfg.QueryTimeout
+			if d > 0 {
+				failover = d + nodes[0].cfg.ReevaluateInterval + min(d, nodes[0].cfg.QueryTimeout)
+			}
+			waitFor(t, "ten evaluations of every node under the flood", func() bool {
+				samples++
+				done := true
+				for i, nd := range nodes {
+					st := nd.State()
+					maxK, maxN = max(maxK, st.K), max(maxN, st.Size.N)
+					if sybil[st.Superpeer.ID] {
+						sybilSuperpeer++
+					}
+					switch now := time.Now(); {
+					case st.Superpeer.ID != "":
+						lost[i] = time.Time{}
+					case lost[i].IsZero():
+						lost[i] = now
+					default:
+						longest[i] = max(longest[i], now.Sub(lost[i]))
+					}
+					if slices.ContainsFunc(st.Members, func(p peer.ID) bool { return sybil[p] }) {
+						sybilMember++
+					}
+					for _, o := range nodes {
+						if nd.guard.Banned(o.ID()) {
+							t.Fatalf("node %d banned the honest %s", i, o.ID())
+						}
+					}
+					done = done && st.Evaluations >= start[i]+10
+				}
+				return done
+			})
+			t.Logf("%d samples: k %d before, at most %d under the flood; estimate at most %d; longest without a superpeer %v (one failover %v)",
+				samples, k0, maxK, maxN, slices.Max(longest), failover)
+			if sybilSuperpeer > 0 || sybilMember > 0 {
+				t.Errorf("a sybil was a node's superpeer in %d node samples, and in its cluster in %d, of %d", sybilSuperpeer, sybilMember, samples*len(nodes))
+			}
+			if slices.Max(longest) > failover {
+				t.Errorf("a node went %v without a superpeer, longer than one failover (%v)", slices.Max(longest), failover)
+			}
+			if maxK > k0+1 {
+				t.Errorf("k went from %d to %d under the flood, want at most %d", k0, maxK, k0+1)
+			}
+		})
+	}
+}
+
+// queryFailures is a slog handler that counts, by peer, the lookup
+// queries that failed ("lookup: query failed").
+type queryFailures struct {
+	mu     sync.Mutex
+	byPeer map[string]int
+}
+
+func (c *queryFailures) Enabled(context.Context, slog.Level) bool { return true }
+func (c *queryFailures) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *queryFailures) WithGroup(string) slog.Handler            { return c }
+func (c *queryFailures) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "lookup: query failed" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "peer" {
+			c.mu.Lock()
+			c.byPeer[a.Value.String()]++
+			c.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (c *queryFailures) of(p peer.ID) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byPeer[p.String()]
+}
+
+// TestDHTOnlyPeerNotCounted (finding 9): a host that speaks only the
+// overlay's DHT prefix joins a swarm of 3 and enters their routing tables;
+// over ten evaluations of each node it counts in no size estimate, and no
+// lookup asks it (the filed symptom: every lookup did, and failed with
+// "protocols not supported").
+func TestDHTOnlyPeerNotCounted(t *testing.T) {
+	failed := &queryFailures{byPeer: map[string]int{}}
+	nodes := honestLoopback(t, 3, WithTarget(dhtselect.Target{Superpeers: 2}), WithLogger(slog.New(failed)))
+	kad, err := attack.StartDHTOnly(context.Background(), "default", "127.0.0.1", infos(nodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kad.Close() })
+	waitFor(t, "the DHT-only host in every routing table", func() bool {
+		for _, nd := range nodes {
+			if nd.dht.RoutingTable().Find(kad.Host.ID()) == "" {
+				return false
+			}
+		}
+		return true
+	})
+	start := make([]uint64, len(nodes))
+	for i, nd := range nodes {
+		start[i] = nd.State().Lookups
+	}
+	wrong := 0
+	waitFor(t, "ten lookups of every node", func() bool {
+		done := true
+		for i, nd := range nodes {
+			st := nd.State()
+			if st.Size.N != 3 {
+				if wrong++; wrong == 1 {
+					t.Errorf("node %d estimates %d (%s) with the DHT-only host in its table, want 3", i, st.Size.N, st.Size.Source)
+				}
+			}
+			done = done && st.Lookups >= start[i]+10
+		}
+		return done
+	})
+	if n := failed.of(kad.Host.ID()); n > 0 {
+		t.Errorf("lookups asked the DHT-only host %d times", n)
+	}
+}
