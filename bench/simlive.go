@@ -74,6 +74,13 @@ type SimLiveConfig struct {
 	Seed uint64
 	// SimOnly skips the live testnets (for tests).
 	SimOnly bool
+	// Scenarios are the scenarios to run; nil means both.
+	Scenarios []string
+	// InBubble, when set, runs each live side: a test sets it to run the
+	// side in a testing/synctest bubble, in virtual time, where the live
+	// nodes' timers and the mocknet's delays do not depend on this
+	// machine's load (TestSimLiveVirtual). Nil runs it on the wall clock.
+	InBubble func(func())
 }
 
 // SimLiveSide is one side's figures for one scenario.
@@ -116,12 +123,15 @@ type SimLiveRow struct {
 	DurationS  float64 `json:"duration_s,omitempty"`
 	// AnnounceS, ReevaluateS, TickMs and RTTMs are the settings of both
 	// sides.
-	AnnounceS   float64     `json:"announce_s"`
-	ReevaluateS float64     `json:"reevaluate_s"`
-	TickMs      float64     `json:"tick_ms"`
-	RTTMs       float64     `json:"rtt_ms"`
-	Sim         SimLiveSide `json:"sim"`
-	Live        SimLiveSide `json:"live"`
+	AnnounceS   float64 `json:"announce_s"`
+	ReevaluateS float64 `json:"reevaluate_s"`
+	TickMs      float64 `json:"tick_ms"`
+	RTTMs       float64 `json:"rtt_ms"`
+	// LiveClock is the live side's clock: "wall", or "virtual" (run in a
+	// testing/synctest bubble: SimLiveConfig.InBubble).
+	LiveClock string      `json:"live_clock"`
+	Sim       SimLiveSide `json:"sim"`
+	Live      SimLiveSide `json:"live"`
 	// SimCoverage and SimFailoverMedianT/MaxT are nodesim's own measures
 	// of the simulated run (Observer.Coverage and Observer.Failovers).
 	SimCoverage        float64 `json:"sim_observer_coverage"`
@@ -180,12 +190,24 @@ func SimLive(ctx context.Context, cfg SimLiveConfig) ([]SimLiveRow, error) {
 		return nil, err
 	}
 	var rows []SimLiveRow
-	for _, sc := range []string{testnet.ScenarioKillSuperpeer, testnet.ScenarioChurn} {
+	scenarios := cfg.Scenarios
+	if scenarios == nil {
+		scenarios = []string{testnet.ScenarioKillSuperpeer, testnet.ScenarioChurn}
+	}
+	for _, sc := range scenarios {
 		row := cfg.row(sc)
 		row.Sim, row.SimCoverage, row.SimFailoverMedianT, row.SimFailoverMaxT = cfg.simSide(sc)
 		if !cfg.SimOnly {
 			var err error
-			if row.Live, err = cfg.liveSide(ctx, sc); err != nil {
+			run := func() { row.Live, err = cfg.liveSide(ctx, sc) }
+			if cfg.InBubble != nil {
+				start := time.Now() // outside the bubble: the wall clock
+				cfg.InBubble(run)
+				row.Live.WallS, row.LiveClock = time.Since(start).Seconds(), "virtual"
+			} else {
+				run()
+			}
+			if err != nil {
 				return rows, err
 			}
 		}
@@ -208,7 +230,7 @@ func (c SimLiveConfig) churnEvery() time.Duration {
 }
 
 func (c SimLiveConfig) row(sc string) SimLiveRow {
-	r := SimLiveRow{Scenario: sc, N: c.N, Superpeers: c.superpeers(), Election: c.Election,
+	r := SimLiveRow{Scenario: sc, N: c.N, Superpeers: c.superpeers(), Election: c.Election, LiveClock: "wall",
 		AnnounceS: c.announce().Seconds(), ReevaluateS: c.reevaluate().Seconds(), TickMs: durMs(c.tick()), RTTMs: durMs(c.RTT)}
 	if sc == testnet.ScenarioKillSuperpeer {
 		r.Kills = c.Kills
