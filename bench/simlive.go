@@ -139,6 +139,14 @@ type SimLiveRow struct {
 	SimFailoverMaxT    float64 `json:"sim_observer_failover_max_t"`
 }
 
+// scenarioClock names the row's scenario and the live side's clock.
+func (r SimLiveRow) scenarioClock() string {
+	if r.LiveClock == "virtual" {
+		return r.Scenario + " (virtual time)"
+	}
+	return r.Scenario + " (wall clock)"
+}
+
 // Ratio is sim ÷ live of a figure (0 when live's is 0).
 func Ratio(sim, live float64) float64 {
 	if live == 0 {
@@ -487,11 +495,11 @@ func WriteSimLiveTable(w io.Writer, rows []SimLiveRow) error {
 			name string
 			s    SimLiveSide
 		}{{"sim", r.Sim}, {"live", r.Live}} {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f / %.0f\t%.2f / %.2f\t%.4f\t%.1f\t%.0f\t%d\t%.1f\t%.1f\t%s\n", r.Scenario, x.name,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f / %.0f\t%.2f / %.2f\t%.4f\t%.1f\t%.0f\t%d\t%.1f\t%.1f\t%s\n", r.scenarioClock(), x.name,
 				x.s.Failovers, x.s.TimeoutMs, x.s.FailoverMedianMs, x.s.FailoverMaxMs, x.s.FailoverMedianT, x.s.FailoverMaxT,
 				x.s.Coverage, x.s.UncoveredNodeS(r.N), x.s.SplitBrainMs, x.s.Orphans, x.s.ScenarioS, x.s.WallS, x.s.Error)
 		}
-		fmt.Fprintf(tw, "%s\tsim ÷ live\t\t%.2f\t%.2f / %.2f\t%.2f / %.2f\t%.3f\t%.2f\t\t\t\t\t\n", r.Scenario, Ratio(r.Sim.TimeoutMs, r.Live.TimeoutMs),
+		fmt.Fprintf(tw, "%s\tsim ÷ live\t\t%.2f\t%.2f / %.2f\t%.2f / %.2f\t%.3f\t%.2f\t\t\t\t\t\n", r.scenarioClock(), Ratio(r.Sim.TimeoutMs, r.Live.TimeoutMs),
 			Ratio(r.Sim.FailoverMedianMs, r.Live.FailoverMedianMs), Ratio(r.Sim.FailoverMaxMs, r.Live.FailoverMaxMs),
 			Ratio(r.Sim.FailoverMedianT, r.Live.FailoverMedianT), Ratio(r.Sim.FailoverMaxT, r.Live.FailoverMaxT), Ratio(r.Sim.Coverage, r.Live.Coverage),
 			Ratio(r.Sim.UncoveredNodeS(r.N), r.Live.UncoveredNodeS(r.N)))
