@@ -74,6 +74,13 @@ type SimLiveConfig struct {
 	Seed uint64
 	// SimOnly skips the live testnets (for tests).
 	SimOnly bool
+	// Scenarios are the scenarios to run; nil means both.
+	Scenarios []string
+	// InBubble, when set, runs each live side: a test sets it to run the
+	// side in a testing/synctest bubble, in virtual time, where the live
+	// nodes' timers and the mocknet's delays do not depend on this
+	// machine's load (TestSimLiveVirtual). Nil runs it on the wall clock.
+	InBubble func(func())
 }
 
 // SimLiveSide is one side's figures for one scenario.
@@ -116,17 +123,28 @@ type SimLiveRow struct {
 	DurationS  float64 `json:"duration_s,omitempty"`
 	// AnnounceS, ReevaluateS, TickMs and RTTMs are the settings of both
 	// sides.
-	AnnounceS   float64     `json:"announce_s"`
-	ReevaluateS float64     `json:"reevaluate_s"`
-	TickMs      float64     `json:"tick_ms"`
-	RTTMs       float64     `json:"rtt_ms"`
-	Sim         SimLiveSide `json:"sim"`
-	Live        SimLiveSide `json:"live"`
+	AnnounceS   float64 `json:"announce_s"`
+	ReevaluateS float64 `json:"reevaluate_s"`
+	TickMs      float64 `json:"tick_ms"`
+	RTTMs       float64 `json:"rtt_ms"`
+	// LiveClock is the live side's clock: "wall", or "virtual" (run in a
+	// testing/synctest bubble: SimLiveConfig.InBubble).
+	LiveClock string      `json:"live_clock"`
+	Sim       SimLiveSide `json:"sim"`
+	Live      SimLiveSide `json:"live"`
 	// SimCoverage and SimFailoverMedianT/MaxT are nodesim's own measures
 	// of the simulated run (Observer.Coverage and Observer.Failovers).
 	SimCoverage        float64 `json:"sim_observer_coverage"`
 	SimFailoverMedianT float64 `json:"sim_observer_failover_median_t"`
 	SimFailoverMaxT    float64 `json:"sim_observer_failover_max_t"`
+}
+
+// scenarioClock names the row's scenario and the live side's clock.
+func (r SimLiveRow) scenarioClock() string {
+	if r.LiveClock == "virtual" {
+		return r.Scenario + " (virtual time)"
+	}
+	return r.Scenario + " (wall clock)"
 }
 
 // Ratio is sim ÷ live of a figure (0 when live's is 0).
@@ -180,12 +198,24 @@ func SimLive(ctx context.Context, cfg SimLiveConfig) ([]SimLiveRow, error) {
 		return nil, err
 	}
 	var rows []SimLiveRow
-	for _, sc := range []string{testnet.ScenarioKillSuperpeer, testnet.ScenarioChurn} {
+	scenarios := cfg.Scenarios
+	if scenarios == nil {
+		scenarios = []string{testnet.ScenarioKillSuperpeer, testnet.ScenarioChurn}
+	}
+	for _, sc := range scenarios {
 		row := cfg.row(sc)
 		row.Sim, row.SimCoverage, row.SimFailoverMedianT, row.SimFailoverMaxT = cfg.simSide(sc)
 		if !cfg.SimOnly {
 			var err error
-			if row.Live, err = cfg.liveSide(ctx, sc); err != nil {
+			run := func() { row.Live, err = cfg.liveSide(ctx, sc) }
+			if cfg.InBubble != nil {
+				start := time.Now() // outside the bubble: the wall clock
+				cfg.InBubble(run)
+				row.Live.WallS, row.LiveClock = time.Since(start).Seconds(), "virtual"
+			} else {
+				run()
+			}
+			if err != nil {
 				return rows, err
 			}
 		}
@@ -208,7 +238,7 @@ func (c SimLiveConfig) churnEvery() time.Duration {
 }
 
 func (c SimLiveConfig) row(sc string) SimLiveRow {
-	r := SimLiveRow{Scenario: sc, N: c.N, Superpeers: c.superpeers(), Election: c.Election,
+	r := SimLiveRow{Scenario: sc, N: c.N, Superpeers: c.superpeers(), Election: c.Election, LiveClock: "wall",
 		AnnounceS: c.announce().Seconds(), ReevaluateS: c.reevaluate().Seconds(), TickMs: durMs(c.tick()), RTTMs: durMs(c.RTT)}
 	if sc == testnet.ScenarioKillSuperpeer {
 		r.Kills = c.Kills
@@ -465,11 +495,11 @@ func WriteSimLiveTable(w io.Writer, rows []SimLiveRow) error {
 			name string
 			s    SimLiveSide
 		}{{"sim", r.Sim}, {"live", r.Live}} {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f / %.0f\t%.2f / %.2f\t%.4f\t%.1f\t%.0f\t%d\t%.1f\t%.1f\t%s\n", r.Scenario, x.name,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f / %.0f\t%.2f / %.2f\t%.4f\t%.1f\t%.0f\t%d\t%.1f\t%.1f\t%s\n", r.scenarioClock(), x.name,
 				x.s.Failovers, x.s.TimeoutMs, x.s.FailoverMedianMs, x.s.FailoverMaxMs, x.s.FailoverMedianT, x.s.FailoverMaxT,
 				x.s.Coverage, x.s.UncoveredNodeS(r.N), x.s.SplitBrainMs, x.s.Orphans, x.s.ScenarioS, x.s.WallS, x.s.Error)
 		}
-		fmt.Fprintf(tw, "%s\tsim ÷ live\t\t%.2f\t%.2f / %.2f\t%.2f / %.2f\t%.3f\t%.2f\t\t\t\t\t\n", r.Scenario, Ratio(r.Sim.TimeoutMs, r.Live.TimeoutMs),
+		fmt.Fprintf(tw, "%s\tsim ÷ live\t\t%.2f\t%.2f / %.2f\t%.2f / %.2f\t%.3f\t%.2f\t\t\t\t\t\n", r.scenarioClock(), Ratio(r.Sim.TimeoutMs, r.Live.TimeoutMs),
 			Ratio(r.Sim.FailoverMedianMs, r.Live.FailoverMedianMs), Ratio(r.Sim.FailoverMaxMs, r.Live.FailoverMaxMs),
 			Ratio(r.Sim.FailoverMedianT, r.Live.FailoverMedianT), Ratio(r.Sim.FailoverMaxT, r.Live.FailoverMaxT), Ratio(r.Sim.Coverage, r.Live.Coverage),
 			Ratio(r.Sim.UncoveredNodeS(r.N), r.Live.UncoveredNodeS(r.N)))

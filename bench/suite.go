@@ -49,6 +49,10 @@ type Config struct {
 	// Exec is the peer command, for the live parts whose nodes are
 	// processes (the attack suite's); without it they fail.
 	Exec string
+	// SimLiveVirtual are side-by-side rows whose live side ran in
+	// virtual time (TestSimLiveVirtual: testing/synctest runs only in a
+	// test): the repair suite's live half adds them to its own.
+	SimLiveVirtual []SimLiveRow
 }
 
 // step is one unit of a run, shown as one step of the progress.
@@ -174,7 +178,7 @@ func suiteSteps(suite string, cfg Config) []step {
 			// the tests make.
 			steps = append(steps, step{"repair: node simulator and live testnet side by side", func(ctx context.Context, r *Results) error {
 				rows, err := SimLive(ctx, SimLiveConfig{Seed: cfg.Seed})
-				r.SimLive = append(r.SimLive, rows...)
+				r.SimLive = append(append(r.SimLive, cfg.SimLiveVirtual...), rows...)
 				return err
 			}})
 		}

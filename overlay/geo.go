@@ -13,7 +13,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
-	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/superpeer/superpeer/classic/pb"
 	"github.com/superpeer/superpeer/dhtselect"
@@ -130,7 +129,6 @@ func (n *Node) startGeo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ping.NewPingService(n.host) // a host of our own has it already; a given one may not
 	n.host.SetStreamHandler(g.tokenProto, g.handleToken)
 	n.host.SetStreamHandler(g.attachProto, g.handleAttach)
 	n.geo = g
@@ -206,29 +204,14 @@ func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 	}
 }
 
-// ping measures the RTT to p: the least of three pings, since a busy host
-// adds its scheduling delays to a ping but never takes any away.
+// ping measures the RTT to p (pingLeast), and records it for the
+// membership view's RTTs (rtt.go).
 func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
-	defer cancel()
-	results := ping.Ping(ctx, g.n.host, p)
-	best := time.Duration(0)
-	for range 3 {
-		res, ok := <-results
-		if !ok { // the deadline passed: the channel closes without a result
-			res.Error = ctx.Err()
-		}
-		if res.Error != nil {
-			if best > 0 {
-				break
-			}
-			return 0, res.Error
-		}
-		if best == 0 || res.RTT < best {
-			best = res.RTT
-		}
+	d, err := pingLeast(ctx, g.n, p)
+	if err == nil {
+		g.n.rtts.record(p, d)
 	}
-	return best, nil
+	return d, err
 }
 
 // pass hands t to p over the token protocol and reports whether p took it.

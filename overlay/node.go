@@ -22,6 +22,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/classic"
@@ -83,6 +84,8 @@ type Node struct {
 	outages     *outageStore  // the node\'s own outages (Config.DataDir, with an election), or nil
 	m           *node.Machine // only the loop touches it
 	inbox       inbox         // inputs for the machine
+	rtts        rttTable      // the RTTs the node measured (rtt.go)
+	rttFresh    chan struct{} // a round of pings has answered
 	calls       chan func(*node.Machine)
 
 	emitRole, emitSuperpeer, emitCluster event.Emitter
@@ -313,7 +316,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("overlay: event subscription: %w", err)
 	}
-	n.wg.Add(4)
+	ping.NewPingService(n.host) // a host of our own has it already; a given one may not
+	n.rttFresh = make(chan struct{}, 1)
+	n.wg.Add(5)
+	go n.rttLoop(ctx)
 	go n.natLoop(ctx, natSub)
 	go n.bootstrapLoop(ctx)
 	go n.emitLoop(ctx)
@@ -432,6 +438,8 @@ func (n *Node) loop(ctx context.Context) {
 			f(n.m)
 		case <-n.members.Changes():
 			n.stepView(time.Now())
+		case <-n.rttFresh:
+			n.m.Step(time.Now(), n.view())
 		case <-t.C:
 			n.tick(time.Now())
 		case <-geoC:
@@ -472,7 +480,7 @@ func (n *Node) view() node.View {
 	for _, e := range n.members.Entries() {
 		if !n.guard.Banned(e.ID) {
 			v.Members = append(v.Members, node.Member{ID: e.ID, Superpeer: e.Superpeer, Private: e.Private, Flapping: e.Flapping,
-				RTT: n.host.Peerstore().LatencyEWMA(e.ID), Beacon: e.Beacon})
+				RTT: n.rtt(e.ID), Beacon: e.Beacon})
 		}
 	}
 	return v

@@ -23,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 		liveOnly  bool
 		out       string
 		report    string
+		simlive   string
 		asJSON    bool
 		seed      uint64
 		quick     bool
@@ -86,10 +87,21 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 			if err != nil {
 				return err
 			}
+			var virtual []bench.SimLiveRow
+			if simlive != "" {
+				b, err := os.ReadFile(simlive)
+				if err == nil {
+					err = json.Unmarshal(b, &virtual)
+				}
+				if err != nil {
+					return fmt.Errorf("--simlive: %w", err)
+				}
+			}
 			prog := newProgress(cmd.ErrOrStderr(), showProgr && !asJSON)
 			res, runErr := bench.Run(cmd.Context(), bench.Config{
 				Suites: suites, Sim: !liveOnly, Live: !simOnly, Seed: seed, Quick: quick,
 				Command: "peer " + strings.Join(os.Args[1:], " "), Progress: prog, Exec: exe,
+				SimLiveVirtual: virtual,
 			})
 			prog.finish()
 			if res == nil {
@@ -128,6 +140,7 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 	fs.BoolVar(&liveOnly, "live", false, "run only the live testnet's parts (real libp2p nodes in this process)")
 	fs.StringVar(&out, "out", "bench-out", "folder for results.json and the PNG plots")
 	fs.StringVar(&report, "report", "", "also write a Markdown report to this file, with the plots linked from --out")
+	fs.StringVar(&simlive, "simlive", "", "rows of the repair suite's simulated-and-live side by side whose live side ran in virtual time, as `go test ./bench -run TestSimLiveVirtual -args -simlive.out FILE` writes them (make bench does): added to the results and the report")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of tables")
 	fs.Uint64Var(&seed, "seed", 1, "seed of every random choice (peer keys, networks, faults)")
 	fs.BoolVar(&quick, "quick", false, "small sizes only (seconds, not minutes): a smoke test of the suites, not a measurement")

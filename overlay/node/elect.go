@@ -425,7 +425,8 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 		target = e.m.ep.target(now, k, key)
 	}
 	retarget := e.mach != nil && key == e.key && target != e.target
-	if e.mach == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) || first != e.first || target != e.target {
+	if e.mach == nil || k != e.k || key != e.key || !slices.Equal(members, e.peers) || !maps.Equal(demoted, e.demoted) || first != e.first || target != e.target ||
+		e.retune(key, members) {
 		if len(demoted) > 0 || len(e.demoted) > 0 {
 			e.m.note(slog.LevelInfo, "election: host quality", "ranked last", fmt.Sprint(slices.Sorted(maps.Keys(demoted))))
 		}
@@ -581,6 +582,18 @@ func (e *elector) led() bool {
 	return false
 }
 
+// retune reports whether the RTTs to the members have changed so much
+// since the machine was built that its timeout should follow: by more
+// than a tenth (and one tick). The first machine is often built from
+// libp2p's RTT estimate, before the node has pinged its members (kad-dht's
+// estimate is of a whole query, several RTTs: live timeouts of 2.3 s
+// where 50 ms RTTs give 1.7 s); the margin keeps a machine from being
+// rebuilt for every wobble of a measured RTT.
+func (e *elector) retune(key dhtselect.Key, members []peer.ID) bool {
+	t := e.config(key, members).TimeoutTicks
+	return max(t-e.timeout, e.timeout-t) > max(1, e.timeout/10)
+}
+
 // config is the machine configuration for the cluster key and members,
 // Rand left nil.
 func (e *elector) config(key dhtselect.Key, members []peer.ID) classic.Config {
@@ -693,6 +706,14 @@ func (e *elector) lost(now time.Time, p peer.ID, connected int) {
 		return
 	}
 	e.m.note(slog.LevelInfo, "election: lost the connection to the leader", "leader", p)
+	// A leader carried across a rebuild (see rebuild) is dropped with its
+	// connection: the fresh machine never knew it, so its campaign changes
+	// nothing that drain would see, and the dead leader stood until the
+	// carry ran out, a timeout later (found in the live 64-node
+	// kill-superpeer scenario in virtual time: the members whose machine
+	// had just been rebuilt for a joiner named the dead superpeer for
+	// 1.5 s, the others for 75 ms).
+	e.carried = 0
 	e.mach.Campaign()
 	e.drain()
 }

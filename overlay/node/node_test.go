@@ -399,3 +399,70 @@ func TestJoinerTakesOverFromADeadSuperpeer(t *testing.T) {
 	}
 	t.Fatalf("300 ms after its superpeer's connection dropped: %+v, election %+v", m.State(), m.Election())
 }
+
+// TestCarriedLeaderLost: a member whose election machine was rebuilt for a
+// new member (the leader carried on until the fresh machine hears it)
+// loses the connection to that leader: it takes the lookup's answer at
+// once, as a member whose machine knew the leader does. On the old rule
+// the carried leader stood until the carry ran out, a timeout later:
+// found in the live 64-node kill-superpeer scenario run in virtual time
+// (three joiners of the victim's cluster named the dead superpeer for
+// 1.5 s, where the others took 75 ms).
+func TestCarriedLeaderLost(t *testing.T) {
+	ids := []peer.ID{"a", "b", "c", "d", "e"}
+	dhtselect.SortByKey(ids) // k = 0: the first ranks first
+	leader, next, self, joiner := ids[0], ids[1], ids[2], ids[3]
+	cfg := testConfig(string(self))
+	cfg.Election, cfg.Bootstrap = "bully", true
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
+	m := mustNew(t, cfg)
+	v := View{Members: []Member{{ID: leader, Superpeer: true}, {ID: next}, {ID: self}}}
+	m.Step(t0, v)
+	m.Step(t0, Refreshed{})
+	now, _ := tick(m, t0, 1500*time.Millisecond, routing(3), leader)
+	m.Step(now, ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(leader), To: classic.ID(self), Leader: classic.ID(leader)}})
+	if st := m.State(); st.Superpeer != leader || m.Election().Leader != leader {
+		t.Fatalf("before: superpeer %q, election's leader %q; want %q twice", st.Superpeer, m.Election().Leader, leader)
+	}
+	// A member joins: the machine is rebuilt, the leader carried.
+	m.Step(now, View{Members: append(slices.Clone(v.Members), Member{ID: joiner})})
+	now, _ = tick(m, now, 500*time.Millisecond, routing(4), leader)
+	if st := m.State(); len(st.Members) != 4 || st.Superpeer != leader || m.Election().Leader != leader {
+		t.Fatalf("after the join: %d members, superpeer %q, election's leader %q; want 4, %q twice", len(st.Members), st.Superpeer, m.Election().Leader, leader)
+	}
+	m.Step(now, Conn{Peer: leader, Connected: 3})
+	_, rds := tick(m, now, 300*time.Millisecond, routing(3), next)
+	for i, rd := range rds {
+		if rd.State.Superpeer == next {
+			t.Logf("names %s after %v", next, time.Duration(i)*100*time.Millisecond)
+			return
+		}
+	}
+	t.Fatalf("300 ms after the carried leader's connection dropped: %+v, election %+v", m.State(), m.Election())
+}
+
+// TestTimeoutFollowsRTT: the failure-detection timeout follows the RTTs
+// to the members once they change by more than a tenth: a machine first
+// built from libp2p's estimate (a whole DHT query, several RTTs) gets the
+// timeout of the RTTs the node measured. On the old rule it kept the
+// first one (live timeouts of 2.3 s where 50 ms RTTs give 1.7 s), and a
+// small change rebuilds nothing.
+func TestTimeoutFollowsRTT(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.Election = "bully"
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
+	m := mustNew(t, cfg)
+	withRTT := func(rtt time.Duration) View {
+		return View{Members: []Member{{ID: "a"}, {ID: "b", RTT: rtt}, {ID: "c", RTT: rtt}}}
+	}
+	now := t0
+	for _, c := range []struct {
+		rtt, want time.Duration
+	}{{200 * time.Millisecond, 2300 * time.Millisecond}, {50 * time.Millisecond, 1700 * time.Millisecond}, {55 * time.Millisecond, 1700 * time.Millisecond}} {
+		m.Step(now, withRTT(c.rtt))
+		now, _ = tick(m, now, 2*time.Second, routing(2), "a")
+		if got := m.Election().Timeout; got != c.want {
+			t.Errorf("RTT %v: timeout %v, want %v", c.rtt, got, c.want)
+		}
+	}
+}
