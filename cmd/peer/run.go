@@ -25,6 +25,8 @@ func newRunCmd() *cobra.Command {
 		announce, reevaluate time.Duration
 		strategy             string
 		capacity, memory     int
+		perAddr              int
+		epoch                time.Duration
 		identity, psk, cfg   string
 		dataDir              string
 		allow                []string
@@ -81,6 +83,7 @@ with Ctrl-C.`,
 				overlay.WithStrategy(strategy), overlay.WithGeometric(geometric.Config{Capacity: capacity}, 0, 0),
 				overlay.WithElection(ef.name, ef.quorum), overlay.WithIgnoreFlaps(ef.ignoreFlaps),
 				overlay.WithReachability(reach), overlay.WithMemoryBudget(int64(memory) << 20),
+				overlay.WithMaxPerAddr(perAddr), overlay.WithEpoch(epoch),
 			}
 			if len(listenAddrs) > 0 {
 				opts = append(opts, overlay.WithListenAddrs(listenAddrs...))
@@ -175,6 +178,8 @@ with Ctrl-C.`,
 	fs.StringSliceVar(&publicBoot, "public-bootstrap", nil, "with --public: the public DHT's bootstrap multiaddrs, comma-separated (default the usual public libp2p bootstrap peers)")
 	fs.StringVar(&reach, "reachability", def.Reachability, "whether other peers can dial this node, which only superpeers must: auto (AutoNAT decides; reachable until it finds otherwise), public, or private (behind a NAT: never a superpeer, reached through its superpeer's relay)")
 	fs.IntVar(&memory, "memory-budget", overlay.DefaultMemoryBudget>>20, "memory budget in MiB that no peer, protocol or flood may push the node past: the resource manager's limits (connections, streams, message buffers, in all and per peer) derive from it, and it is the Go runtime's soft memory limit")
+	fs.IntVar(&perAddr, "max-per-addr", def.MaxPerAddr, "most overlay identities one address (an IPv4 address, an IPv6 /64) may show before none of them counts as a member, for the size estimate, the elections or the lookups: a defence against sybils; raise it to run more nodes than that behind one address")
+	fs.DurationVar(&epoch, "epoch", def.Epoch, "epoch of the defence against ID grinding: each cluster's superpeer is the eligible member closest to a target salted anew every epoch, and an ID is eligible only after 3 epochs; 0 turns it off")
 	fs.StringSliceVar(&allow, "allow", nil, "peer IDs allowed to connect, comma-separated (default anyone)")
 	fs.StringVar(&cfg, configFlag, "", "TOML file of options, named as these flags ('peer config init' writes one); flags given here override it")
 	fs.StringVar(&httpAddr, "http", "", "serve the node's status on this address (host:port): /status (JSON), /metrics (Prometheus) and a live cluster map on / (default off)")
