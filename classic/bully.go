@@ -125,6 +125,10 @@ type Bully struct {
 	lost     ID // next-in-line: the leader whose failover we wait for
 	usurped  ID
 	distrust map[ID]bool
+
+	now     int  // ticks since the machine started
+	prodded int  // tick of the last election a lower member's ELECTION started over a live leader
+	asks    asks // ELECTIONs this process may send and receive (see flood.go)
 }
 
 var _ Machine = (*Bully)(nil)
@@ -142,7 +146,12 @@ func NewBully(cfg Config) (*Bully, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bully{c: newMemberCore(cfg), distrust: map[ID]bool{}}, nil
+	return newBully(cfg, false, 0), nil
+}
+
+func newBully(cfg Config, failover bool, listLen int) *Bully {
+	return &Bully{c: newMemberCore(cfg), failover: failover, listLen: listLen, distrust: map[ID]bool{},
+		prodded: -cfg.TimeoutTicks, asks: newAsks(cfg.TimeoutTicks)}
 }
 
 // Campaign starts an election now: ELECTION to every higher-ranked member,
@@ -154,7 +163,7 @@ func (b *Bully) Campaign() {
 	sent := false
 	for _, p := range b.c.cfg.Peers {
 		if b.c.above(p, b.c.cfg.ID) {
-			b.c.send(Message{Type: MsgElection, To: p})
+			b.ask(p)
 			sent = true
 		}
 	}
@@ -236,7 +245,7 @@ func (b *Bully) mayFollow(p ID, coord bool) bool {
 		if coord && !b.oks[p] {
 			// Not asked, or its OK was lost: ask it (again). A leader
 			// answers with OK and COORDINATOR at once.
-			b.c.send(Message{Type: MsgElection, To: p})
+			b.ask(p)
 			return false
 		}
 		return coord && !slices.ContainsFunc(b.c.cfg.Peers, func(q ID) bool { return b.oks[q] && b.c.above(q, p) })
@@ -283,6 +292,15 @@ func (b *Bully) heir(l ID) ID {
 	return h
 }
 
+// ask sends ELECTION to p, a member above this process, within this
+// process's own bound (see flood.go): over it, the ELECTION is not sent,
+// as if lost.
+func (b *Bully) ask(p ID) {
+	if b.asks.send(p, b.now) {
+		b.c.send(Message{Type: MsgElection, To: p})
+	}
+}
+
 // campaigning reports whether an election of this process is running.
 func (b *Bully) campaigning() bool {
 	return b.phase == bullyAwaitOK || b.phase == bullyAwaitCoord
@@ -296,14 +314,17 @@ func (b *Bully) Step(m Message) {
 	self := b.c.cfg.ID
 	switch m.Type {
 	case MsgElection:
-		if !b.c.above(self, m.From) {
-			return // only lower-ranked processes address us
+		if !b.c.above(self, m.From) || !b.asks.receive(m.From, b.now) {
+			return // only lower-ranked processes address us, and no more than they may
 		}
 		b.c.send(Message{Type: MsgOK, To: m.From})
 		switch {
 		case b.c.role == Leader:
 			b.c.send(Message{Type: MsgCoordinator, To: m.From, Leader: self, IDs: slices.Clone(b.published())})
-		case !b.campaigning():
+		case b.leaderless():
+			b.Campaign()
+		case !b.campaigning() && b.now-b.prodded >= b.c.cfg.TimeoutTicks:
+			b.prodded = b.now
 			b.Campaign()
 		}
 	case MsgOK:
@@ -319,7 +340,7 @@ func (b *Bully) Step(m Message) {
 		}
 		switch {
 		case !b.c.above(m.From, self):
-			if !b.campaigning() {
+			if b.leaderless() {
 				b.Campaign() // bully back
 			}
 		case b.mayFollow(m.From, true):
@@ -336,15 +357,46 @@ func (b *Bully) Step(m Message) {
 				b.list = b.c.cleanIDs(m.IDs)
 			}
 		case b.c.above(self, m.From):
-			b.Campaign() // a lower process claims to lead: bully back
+			if b.leaderless() {
+				b.Campaign() // a lower process claims to lead: bully back
+			}
 		case b.mayFollow(m.From, false):
 			b.adopt(m.From, m.IDs)
 		}
 	}
 }
 
+// leaderless reports whether this process knows no live leader and runs
+// no election (it has just started, or waits for its failover slot). Then
+// an ELECTION or a claim to lead from a member below it makes it campaign
+// (the textbook's answer, and its bully back). Otherwise another member
+// cannot restart its elections at will (issue 19: a member's ELECTIONs at
+// 45 a second made a follower start that many elections, and send its
+// superpeer that many ELECTIONs):
+//
+//   - While it runs an election, nothing restarts it.
+//   - While it leads, it answers an ELECTION with OK and its COORDINATOR,
+//     and a lower member's claim with nothing: its heartbeats, every
+//     HeartbeatTicks, reach every member, and one that claims to lead
+//     follows a higher leader's heartbeat at once.
+//   - While it follows a live leader (heard within TimeoutTicks, or it
+//     would have campaigned), a lower member's claim is the leader's to
+//     answer, by its heartbeats, as above; and an ELECTION from below makes
+//     it campaign at most once every TimeoutTicks (prodded). That one
+//     keeps the textbook's failover: the member that notices a dead
+//     leader first (a lost connection) brings the others in at once,
+//     rather than a timeout later. A live leader answers that election
+//     with its COORDINATOR within a round trip.
+//
+// So messages from others start at most one election of ours per timeout
+// while a leader is live, and none while ours runs.
+func (b *Bully) leaderless() bool {
+	return b.c.role != Leader && b.c.leader == None && !b.campaigning()
+}
+
 // Tick implements Machine.
 func (b *Bully) Tick() {
+	b.now++
 	t := b.c.cfg.TimeoutTicks
 	switch {
 	case b.c.role == Leader:
@@ -419,4 +471,8 @@ func (b *Bully) failoverList() []ID {
 }
 
 // Ready implements Machine.
-func (b *Bully) Ready() Ready { return b.c.ready() }
+func (b *Bully) Ready() Ready {
+	rd := b.c.ready()
+	rd.Flooders = b.asks.take()
+	return rd
+}

@@ -144,6 +144,8 @@ type elector struct {
 	dropped      uint64                     // messages received from non-members
 	budget       map[peer.ID]*bucket        // what each peer may still be sent (sendRate)
 	throttled    uint64                     // messages not sent for want of budget
+	flooded      uint64                     // members' messages over the machine's allowance (classic.Ready.Flooders)
+	flooders     []peer.ID                  // the members caught at it since the last Ready
 
 	out    []Outgoing
 	events []ElectionEvent
@@ -179,6 +181,14 @@ func (e *elector) take() ([]Outgoing, []ElectionEvent, map[dhtselect.Key]classic
 		outages, e.outOut = append([]time.Time{}, e.outages...), false
 	}
 	return out, events, hs, outages
+}
+
+// takeFlooders returns and clears the members the machine caught over
+// their allowance since the last Ready.
+func (e *elector) takeFlooders() []peer.ID {
+	f := e.flooders
+	e.flooders = nil
+	return f
 }
 
 // outage notes an outage of this node's own at now: at most one per
@@ -282,6 +292,12 @@ func (e *elector) drain() {
 		e.events = append(e.events, ElectionEvent{Superpeer: peer.ID(rd.State.Leader), Term: rd.State.Term})
 	}
 	e.state = rd.State
+	for _, id := range rd.Flooders {
+		e.flooded++
+		if p := peer.ID(id); !slices.Contains(e.flooders, p) {
+			e.flooders = append(e.flooders, p)
+		}
+	}
 	if q, ok := e.mach.(*classic.Quorum); ok {
 		// Stored before the messages that depend on it leave: Ready
 		// carries it, and the driver syncs it first.
@@ -710,6 +726,10 @@ type ElectionStatus struct {
 	// Throttled counts messages not sent because they were over the
 	// node's budget for their peer (sendRate).
 	Throttled uint64
+	// Flooded counts the times a member was caught sending more than the
+	// algorithm allows an honest one (classic.Ready.Flooders), its
+	// message dropped: at most one a member in each Ready.
+	Flooded uint64
 }
 
 // Election returns the election's state and counters (zero without an
@@ -721,7 +741,7 @@ func (m *Machine) Election() ElectionStatus {
 	}
 	st := ElectionStatus{
 		Algorithm: e.name, Lookup: e.lookup, First: e.first, Leader: peer.ID(e.state.Leader), Role: e.state.Role.String(), Term: e.state.Term,
-		Timeout: time.Duration(e.timeout) * e.period, Sent: map[string]uint64{}, Dropped: e.dropped, Throttled: e.throttled,
+		Timeout: time.Duration(e.timeout) * e.period, Sent: map[string]uint64{}, Dropped: e.dropped, Throttled: e.throttled, Flooded: e.flooded,
 	}
 	for t, c := range e.sent {
 		st.Sent[t.String()] = c
