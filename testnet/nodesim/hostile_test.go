@@ -170,7 +170,14 @@ func TestHostileMember(t *testing.T) {
 // TestHostileMemberAlgorithms: the same attack under the other algorithms
 // whose announcements name a leader (one seed each, without quorum): the
 // attacker serves no victim while the superpeer leads, and the cluster
-// fails over.
+// fails over as fast as without the attack, give or take a second. Under
+// candidate, ring, ring-max and stable it serves none during the failover
+// or after either: the attacker is third in rank, and the heir is live.
+// (Stable's victims followed it in 99-100 % of the samples during and
+// after the failover, candidate's in 96.5 % during it and 2.5 % after:
+// see Stable's fresh and CandidateElection's vouched.) Next-in-line is
+// bully's: its share after the failover is bounded as in
+// TestHostileMember.
 func TestHostileMemberAlgorithms(t *testing.T) {
 	for _, algo := range []string{"next-in-line", "candidate", "ring", "ring-max", "stable"} {
 		t.Run(algo, func(t *testing.T) {
@@ -183,6 +190,16 @@ func TestHostileMemberAlgorithms(t *testing.T) {
 			}
 			if r.unrepaired != 0 || !r.covered {
 				t.Errorf("failover %v, unrepaired %d, all covered at the end %v", r.failover, r.unrepaired, r.covered)
+			}
+			if algo != "next-in-line" && (r.during[0] != 0 || r.after[0] != 0) {
+				t.Errorf("the attacker served a victim in %d of %d samples during the failover, %d of %d after",
+					r.during[0], r.during[1], r.after[0], r.after[1])
+			}
+			if limit := 20 * len(r.victims); r.after[0] > limit {
+				t.Errorf("the attacker served a victim in %d of %d samples after the failover", r.after[0], r.after[1])
+			}
+			if slack := time.Second; r.failover > honest.failover+slack {
+				t.Errorf("failover %v under attack, %v without", r.failover, honest.failover)
 			}
 		})
 	}
