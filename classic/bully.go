@@ -230,7 +230,17 @@ func (b *Bully) follow(leader ID, ids []ID) {
 //     counts unless the heir has been shown wrong: it announced itself, as
 //     anything, over a live leader of ours before (see distrust). Until we
 //     follow it through an election of our own, its word then no longer
-//     counts over a live leader.
+//     counts over a live leader. Nor does it count while we heard our
+//     leader within half a timeout: an honest heir announces itself a
+//     timeout after it started its election, which it started after our
+//     leader died, which was after the last heartbeat we heard (give or
+//     take a delivery, far less than half a timeout); a leader that
+//     heartbeats every HeartbeatTicks (a third of a timeout at most) is
+//     heard more often than that. (Issue 19's hostile member, third in
+//     rank, became the heir when the leader crashed, and after each
+//     rebuild of its victims' machines, which trust every heir afresh,
+//     held them until the new leader's next heartbeat: 0.7-1.4 % of the
+//     samples after the failover.)
 //
 // What bully cannot tell is a higher-ranked member's COORDINATOR or
 // heartbeat over our leader (it is how a recovered process takes over,
@@ -253,7 +263,7 @@ func (b *Bully) mayFollow(p ID, coord bool) bool {
 		return p == b.lost || slices.Contains(b.list, p) || b.c.above(p, b.list[0])
 	case b.c.leader == None:
 		return true
-	case coord && !b.distrust[p] && p == b.heir(b.c.leader):
+	case coord && !b.distrust[p] && p == b.heir(b.c.leader) && b.heard >= b.c.cfg.TimeoutTicks/2:
 		return true
 	}
 	b.distrust[p] = true // announced itself over our live leader, who outranks it
