@@ -57,6 +57,14 @@ import (
 //     membership view) reconfigures the invitation machine rather than
 //     rebuilding it (classic.Reconfigurer), so that its group survives.
 //
+// Floods: a member that sends more than its algorithm allows an honest
+// one (a bully member's ELECTIONs beyond a handful a timeout) is named by
+// the machine (classic.Ready.Flooders); the node hands it to the driver
+// (Ready.Flooders, counted in ElectionStatus.Flooded), which strikes it
+// as a peer whose message its guard refused, so that the flooder, not
+// the peer it made react, is banned. The node's own reactions stay under
+// the peers' limits besides (sendRate).
+//
 // Timeouts are measured in RTTs: a machine ticks every ElectionTick, its
 // leader beats every HeartbeatTicks ticks, and a follower waits three
 // heartbeats plus four of the largest RTT to a member (the view's RTT, at

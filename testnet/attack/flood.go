@@ -19,6 +19,13 @@ import (
 	"github.com/superpeer/superpeer/gossip"
 )
 
+// The flood of election messages (issue 19, finding 1) is an attack of
+// valid messages from a member: each is what an honest member may send,
+// only too many. So Member and ElectionFlood encode them with the
+// overlay's own encoders (gossip.Announcement, classic/pb), which are the
+// wire format's definition, rather than by hand as Frame does for
+// malformed frames.
+
 // Member makes a hostile host a member of an overlay network: it joins
 // the network's membership topic over GossipSub and announces itself
 // every interval, signed by its own key, as an ordinary member of its
