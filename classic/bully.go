@@ -230,14 +230,9 @@ func (b *Bully) follow(leader ID, ids []ID) {
 //     counts unless the heir has been shown wrong: it announced itself, as
 //     anything, over a live leader of ours before (see distrust). Until we
 //     follow it through an election of our own, its word then no longer
-//     counts over a live leader. Nor does it count while we heard our
-//     leader within half a timeout: an honest heir announces itself a
-//     timeout after it started its election, which it started after our
-//     leader died, which was after the last heartbeat we heard (give or
-//     take a delivery, far less than half a timeout); a leader that
-//     heartbeats every HeartbeatTicks (a third of a timeout at most) is
-//     heard more often than that. (Issue 19's hostile member, third in
-//     rank, became the heir when the leader crashed, and after each
+//     counts over a live leader. Nor does it count before our leader has
+//     missed a heartbeat (see missed). (Issue 19's hostile member, third
+//     in rank, became the heir when the leader crashed, and after each
 //     rebuild of its victims' machines, which trust every heir afresh,
 //     held them until the new leader's next heartbeat: 0.7-1.4 % of the
 //     samples after the failover.)
@@ -263,11 +258,23 @@ func (b *Bully) mayFollow(p ID, coord bool) bool {
 		return p == b.lost || slices.Contains(b.list, p) || b.c.above(p, b.list[0])
 	case b.c.leader == None:
 		return true
-	case coord && !b.distrust[p] && p == b.heir(b.c.leader) && b.heard >= b.c.cfg.TimeoutTicks/2:
+	case coord && !b.distrust[p] && p == b.heir(b.c.leader) && b.missed():
 		return true
 	}
 	b.distrust[p] = true // announced itself over our live leader, who outranks it
 	return false
+}
+
+// missed reports whether this follower's leader has been silent for two
+// heartbeat periods (half a timeout if that is shorter): it missed one.
+// Only then does its heir's announcement count (see mayFollow). An honest
+// heir announces itself a timeout after it started its election (its
+// own; the timeout exceeds two heartbeats in any configuration where the
+// exception matters), which it started after our leader died, after the
+// last heartbeat we heard; a live leader is heard every heartbeat period,
+// give or take a delivery.
+func (b *Bully) missed() bool {
+	return b.heard >= min(2*b.c.cfg.HeartbeatTicks, b.c.cfg.TimeoutTicks/2)
 }
 
 // adopt follows p, a member mayFollow allowed, and keeps the heir's

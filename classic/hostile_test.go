@@ -210,7 +210,7 @@ func tnAnnounce(to, elect []ID, ids []ID) func(int) []Message {
 // superpeer in 98 % of samples), and sends ELECTION to those above it.
 // Under bully and next-in-line, mid-rank 3 is never anyone's leader, before
 // the leader 7 crashes or after; nor is the heir 6 (the one member whose
-// announcement over a leader silent for half a timeout counts) while 7
+// announcement over a leader that missed a heartbeat counts) while 7
 // leads. After 7's crash the honest members agree on a leader within one
 // failover.
 func TestBullyHostileCoordinator(t *testing.T) {
@@ -301,9 +301,9 @@ func TestBullyHostileCoordinator(t *testing.T) {
 					t.Logf("6 leads %d ticks after 7's crash", took)
 				case "6":
 					// While 7 leads, the heir holds no follower: its word
-					// counts only when 7 has been silent for half a
-					// timeout (it held each of the 6 followers below it
-					// once, until 7's next heartbeat, before that rule).
+					// counts only when 7 has missed a heartbeat (it held
+					// each of the 6 followers below it once, until 7's
+					// next heartbeat, before that rule).
 					// After the crash 6 outranks every live member: it is
 					// the rightful leader.
 					if c := phases["before"]; c.held != 0 {

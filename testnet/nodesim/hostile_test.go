@@ -155,7 +155,7 @@ func TestHostileMember(t *testing.T) {
 			// leader, and the attacker held its victims until the leader's
 			// next heartbeat, in 0.7-1.4 % of the samples after the
 			// failover. The heir's word now counts only when the leader has
-			// been silent for half a timeout (see Bully.mayFollow).
+			// missed a heartbeat (see Bully.missed).
 			if r.after[0] != 0 {
 				t.Errorf("quorum=%v seed %d: the attacker served a victim in %d of %d samples after the failover",
 					quorum, seed, r.after[0], r.after[1])
