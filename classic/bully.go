@@ -125,6 +125,10 @@ type Bully struct {
 	lost     ID // next-in-line: the leader whose failover we wait for
 	usurped  ID
 	distrust map[ID]bool
+
+	now     int  // ticks since the machine started
+	prodded int  // tick of the last election a lower member's ELECTION started over a live leader
+	asks    asks // ELECTIONs this process may send and receive (see flood.go)
 }
 
 var _ Machine = (*Bully)(nil)
@@ -142,7 +146,12 @@ func NewBully(cfg Config) (*Bully, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bully{c: newMemberCore(cfg), distrust: map[ID]bool{}}, nil
+	return newBully(cfg, false, 0), nil
+}
+
+func newBully(cfg Config, failover bool, listLen int) *Bully {
+	return &Bully{c: newMemberCore(cfg), failover: failover, listLen: listLen, distrust: map[ID]bool{},
+		prodded: -cfg.TimeoutTicks, asks: newAsks(cfg.TimeoutTicks)}
 }
 
 // Campaign starts an election now: ELECTION to every higher-ranked member,
@@ -154,7 +163,7 @@ func (b *Bully) Campaign() {
 	sent := false
 	for _, p := range b.c.cfg.Peers {
 		if b.c.above(p, b.c.cfg.ID) {
-			b.c.send(Message{Type: MsgElection, To: p})
+			b.ask(p)
 			sent = true
 		}
 	}
@@ -221,7 +230,12 @@ func (b *Bully) follow(leader ID, ids []ID) {
 //     counts unless the heir has been shown wrong: it announced itself, as
 //     anything, over a live leader of ours before (see distrust). Until we
 //     follow it through an election of our own, its word then no longer
-//     counts over a live leader.
+//     counts over a live leader. Nor does it count before our leader has
+//     missed a heartbeat (see missed). (Issue 19's hostile member, third
+//     in rank, became the heir when the leader crashed, and after each
+//     rebuild of its victims' machines, which trust every heir afresh,
+//     held them until the new leader's next heartbeat: 0.7-1.4 % of the
+//     samples after the failover.)
 //
 // What bully cannot tell is a higher-ranked member's COORDINATOR or
 // heartbeat over our leader (it is how a recovered process takes over,
@@ -236,7 +250,7 @@ func (b *Bully) mayFollow(p ID, coord bool) bool {
 		if coord && !b.oks[p] {
 			// Not asked, or its OK was lost: ask it (again). A leader
 			// answers with OK and COORDINATOR at once.
-			b.c.send(Message{Type: MsgElection, To: p})
+			b.ask(p)
 			return false
 		}
 		return coord && !slices.ContainsFunc(b.c.cfg.Peers, func(q ID) bool { return b.oks[q] && b.c.above(q, p) })
@@ -244,11 +258,23 @@ func (b *Bully) mayFollow(p ID, coord bool) bool {
 		return p == b.lost || slices.Contains(b.list, p) || b.c.above(p, b.list[0])
 	case b.c.leader == None:
 		return true
-	case coord && !b.distrust[p] && p == b.heir(b.c.leader):
+	case coord && !b.distrust[p] && p == b.heir(b.c.leader) && b.missed():
 		return true
 	}
 	b.distrust[p] = true // announced itself over our live leader, who outranks it
 	return false
+}
+
+// missed reports whether this follower's leader has been silent for two
+// heartbeat periods (half a timeout if that is shorter): it missed one.
+// Only then does its heir's announcement count (see mayFollow). An honest
+// heir announces itself a timeout after it started its election (its
+// own; the timeout exceeds two heartbeats in any configuration where the
+// exception matters), which it started after our leader died, after the
+// last heartbeat we heard; a live leader is heard every heartbeat period,
+// give or take a delivery.
+func (b *Bully) missed() bool {
+	return b.heard >= min(2*b.c.cfg.HeartbeatTicks, b.c.cfg.TimeoutTicks/2)
 }
 
 // adopt follows p, a member mayFollow allowed, and keeps the heir's
@@ -283,6 +309,15 @@ func (b *Bully) heir(l ID) ID {
 	return h
 }
 
+// ask sends ELECTION to p, a member above this process, within this
+// process's own bound (see flood.go): over it, the ELECTION is not sent,
+// as if lost.
+func (b *Bully) ask(p ID) {
+	if b.asks.send(p, b.now) {
+		b.c.send(Message{Type: MsgElection, To: p})
+	}
+}
+
 // campaigning reports whether an election of this process is running.
 func (b *Bully) campaigning() bool {
 	return b.phase == bullyAwaitOK || b.phase == bullyAwaitCoord
@@ -296,14 +331,17 @@ func (b *Bully) Step(m Message) {
 	self := b.c.cfg.ID
 	switch m.Type {
 	case MsgElection:
-		if !b.c.above(self, m.From) {
-			return // only lower-ranked processes address us
+		if !b.c.above(self, m.From) || !b.asks.receive(m.From, b.now) {
+			return // only lower-ranked processes address us, and no more than they may
 		}
 		b.c.send(Message{Type: MsgOK, To: m.From})
 		switch {
 		case b.c.role == Leader:
 			b.c.send(Message{Type: MsgCoordinator, To: m.From, Leader: self, IDs: slices.Clone(b.published())})
-		case !b.campaigning():
+		case b.leaderless():
+			b.Campaign()
+		case !b.campaigning() && b.now-b.prodded >= b.c.cfg.TimeoutTicks:
+			b.prodded = b.now
 			b.Campaign()
 		}
 	case MsgOK:
@@ -319,7 +357,7 @@ func (b *Bully) Step(m Message) {
 		}
 		switch {
 		case !b.c.above(m.From, self):
-			if !b.campaigning() {
+			if b.leaderless() {
 				b.Campaign() // bully back
 			}
 		case b.mayFollow(m.From, true):
@@ -336,15 +374,46 @@ func (b *Bully) Step(m Message) {
 				b.list = b.c.cleanIDs(m.IDs)
 			}
 		case b.c.above(self, m.From):
-			b.Campaign() // a lower process claims to lead: bully back
+			if b.leaderless() {
+				b.Campaign() // a lower process claims to lead: bully back
+			}
 		case b.mayFollow(m.From, false):
 			b.adopt(m.From, m.IDs)
 		}
 	}
 }
 
+// leaderless reports whether this process knows no live leader and runs
+// no election (it has just started, or waits for its failover slot). Then
+// an ELECTION or a claim to lead from a member below it makes it campaign
+// (the textbook's answer, and its bully back). Otherwise another member
+// cannot restart its elections at will (issue 19: a member's ELECTIONs at
+// 45 a second made a follower start that many elections, and send its
+// superpeer that many ELECTIONs):
+//
+//   - While it runs an election, nothing restarts it.
+//   - While it leads, it answers an ELECTION with OK and its COORDINATOR,
+//     and a lower member's claim with nothing: its heartbeats, every
+//     HeartbeatTicks, reach every member, and one that claims to lead
+//     follows a higher leader's heartbeat at once.
+//   - While it follows a live leader (heard within TimeoutTicks, or it
+//     would have campaigned), a lower member's claim is the leader's to
+//     answer, by its heartbeats, as above; and an ELECTION from below makes
+//     it campaign at most once every TimeoutTicks (prodded). That one
+//     keeps the textbook's failover: the member that notices a dead
+//     leader first (a lost connection) brings the others in at once,
+//     rather than a timeout later. A live leader answers that election
+//     with its COORDINATOR within a round trip.
+//
+// So messages from others start at most one election of ours per timeout
+// while a leader is live, and none while ours runs.
+func (b *Bully) leaderless() bool {
+	return b.c.role != Leader && b.c.leader == None && !b.campaigning()
+}
+
 // Tick implements Machine.
 func (b *Bully) Tick() {
+	b.now++
 	t := b.c.cfg.TimeoutTicks
 	switch {
 	case b.c.role == Leader:
@@ -419,4 +488,8 @@ func (b *Bully) failoverList() []ID {
 }
 
 // Ready implements Machine.
-func (b *Bully) Ready() Ready { return b.c.ready() }
+func (b *Bully) Ready() Ready {
+	rd := b.c.ready()
+	rd.Flooders = b.asks.take()
+	return rd
+}

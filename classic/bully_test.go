@@ -84,8 +84,10 @@ func TestBullyWalkthrough(t *testing.T) {
 	n.round()
 	n.wantPending("5 stands down", "")
 
-	// 6 hears no OK from 7 for TimeoutTicks and announces itself.
-	n.run(T-1, "4", "5", "6")
+	// 6 hears no OK from 7 for TimeoutTicks and announces itself. (Time
+	// passes for everyone: 0 to 3 have not heard 7 for as long, short of
+	// their own timeout, which is why they take 6's word; see mayFollow.)
+	n.run(T - 1)
 	n.wantState("just before the timeout", "6", Candidate, None)
 	n.tick("4", "5", "6")
 	n.wantPending("6 wins", "6->0 COORDINATOR(6), 6->1 COORDINATOR(6), 6->2 COORDINATOR(6), "+
@@ -149,7 +151,8 @@ func TestBullyLostCoordinator(t *testing.T) {
 	n.dropNext(func(m Message) bool { return m.Type == MsgCoordinator && m.To == "4" })
 	n.campaign("4")
 	n.settle()
-	n.run(10, "4", "5", "6")
+	n.run(9) // 0 to 3 wait too, short of their timeout
+	n.run(1, "4", "5", "6")
 	n.wantLeader("6 won, its COORDINATOR to 4 lost", "6", "0", "1", "2", "3", "5", "6")
 	n.wantState("4 still waits", "4", Candidate, None)
 	if n.lost == 0 {
@@ -241,7 +244,8 @@ func TestBullyMessageCounts(t *testing.T) {
 				n.resetCounts()
 				n.campaign(tt.initiator)
 				n.settle()
-				n.run(10, second) // the winner's OK timeout; the others only wait
+				n.run(9)         // everyone waits, short of a follower's timeout
+				n.run(1, second) // the winner's OK timeout
 				n.wantLeader("after the election", second)
 				got := [4]int{n.count(MsgElection), n.count(MsgOK), n.count(MsgCoordinator), n.total()}
 				want := [4]int{tt.election, tt.ok, tt.coord, tt.all}

@@ -180,4 +180,10 @@ type Reconfigurer interface {
 type Ready struct {
 	Messages []Message
 	State    State
+	// Flooders are the members caught sending more requests than an
+	// honest process of the algorithm can (see Bully), each named once
+	// per Ready in which one of their requests was over its allowance and
+	// dropped. The driver may count that against them: the overlay
+	// strikes them, as it does a peer whose message its guard refuses.
+	Flooders []ID
 }

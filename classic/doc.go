@@ -28,6 +28,13 @@
 // term, so two leaders never share a term and a minority side has no leader.
 // Without it the algorithms behave as in the textbook, split brain included.
 //
+// Members are strangers (issue 19): each machine takes a message only when
+// the algorithm allows it from that sender at that moment, and no member
+// can restart another's election at will (see Bully's leaderless). A
+// machine that bounds how often an honest member asks it for something
+// (Bully: ELECTION) holds itself to that bound and names the members over
+// their allowance in Ready.Flooders, for the driver to strike (flood.go).
+//
 // Ranks are pluggable (Rank): HighestID (the textbook), XORCloseness (closer
 // to a cluster key wins, so an election agrees with the DHT lookup) and
 // HostQuality (capacity, flaps, uptime, then ID).

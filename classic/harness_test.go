@@ -38,6 +38,13 @@ type tnet struct {
 	log      []Message // every message delivered, in order
 	lost     int       // messages that reached no one
 	injected int       // MsgUnreachable notices injected
+
+	// hostile is the one member (tnHostileNet's) that the honest ones may
+	// name as a flooder (Ready.Flooders); flooded counts those reports.
+	// Naming any other member fails the test: honest members are never
+	// flooders.
+	hostile ID
+	flooded int
 }
 
 // newTnet builds a network of the processes ids, making each with mk.
@@ -76,6 +83,12 @@ func tnSplit(s string) []ID {
 // collect moves id's outgoing messages into the queue and returns its state.
 func (n *tnet) collect(id ID) State {
 	rd := n.nodes[id].Ready()
+	for _, f := range rd.Flooders {
+		if f != n.hostile || id == n.hostile {
+			n.t.Fatalf("%s named %s a flooder: only a hostile member may be (%s)", id, f, n.states())
+		}
+		n.flooded++
+	}
 	for _, m := range rd.Messages {
 		if m.From != id {
 			n.t.Fatalf("%s sent a message with From=%q: %s", id, m.From, tnFmt(m))

@@ -55,12 +55,14 @@ func (h *tnHostile) Ready() Ready {
 // hostile one.
 func tnHostileNet(t *testing.T, ids []ID, h *tnHostile, mk func(id ID) Machine) *tnet {
 	t.Helper()
-	return newTnet(t, ids, func(id ID) Machine {
+	n := newTnet(t, ids, func(id ID) Machine {
 		if id == h.id {
 			return h
 		}
 		return mk(id)
 	})
+	n.hostile = h.id
+	return n
 }
 
 // agreeHonest reports whether every live process but hostile follows leader
@@ -207,10 +209,10 @@ func tnAnnounce(to, elect []ID, ids []ID) func(int) []Message {
 // followers below it every tick, as issue 19's attacker did (it was their
 // superpeer in 98 % of samples), and sends ELECTION to those above it.
 // Under bully and next-in-line, mid-rank 3 is never anyone's leader, before
-// the leader 7 crashes or after; the heir 6 (the one member whose first
-// announcement over a live leader counts) holds a follower at most until
-// 7's next heartbeat, once. After 7's crash the honest members agree on a
-// leader within one failover.
+// the leader 7 crashes or after; nor is the heir 6 (the one member whose
+// announcement over a leader that missed a heartbeat counts) while 7
+// leads. After 7's crash the honest members agree on a leader within one
+// failover.
 func TestBullyHostileCoordinator(t *testing.T) {
 	ids := tnIDs(8)
 	for _, algo := range []string{"bully", "next-in-line"} {
@@ -298,12 +300,14 @@ func TestBullyHostileCoordinator(t *testing.T) {
 					}
 					t.Logf("6 leads %d ticks after 7's crash", took)
 				case "6":
-					// While 7 leads, the heir holds each of the 6 followers
-					// below it once, until 7's next heartbeat (2 ticks).
-					// After the crash 6 outranks every live member, and
-					// bully cannot tell its announcement from an honest one.
-					if c := phases["before"]; c.held > 6*2 {
-						t.Fatalf("heir 6 was leader in %d samples while 7 led, want at most 12", c.held)
+					// While 7 leads, the heir holds no follower: its word
+					// counts only when 7 has missed a heartbeat (it held
+					// each of the 6 followers below it once, until 7's
+					// next heartbeat, before that rule).
+					// After the crash 6 outranks every live member: it is
+					// the rightful leader.
+					if c := phases["before"]; c.held != 0 {
+						t.Fatalf("heir 6 was leader in %d samples while 7 led, want none", c.held)
 					}
 				}
 			})
@@ -560,4 +564,96 @@ func TestEchoHostileSequence(t *testing.T) {
 	n.campaign("0")
 	took := n.runUntil(100, "led by 3", func() bool { check("failover"); return n.agreeHonest(h.id, "3") })
 	t.Logf("3 leads %d ticks after the election started", took)
+}
+
+// TestBullyElectionFlood: issue 19's finding 1. The lowest of four members
+// sends every member above it five ELECTIONs a tick (45 a second at the
+// overlay's 100 ms tick). An ELECTION used to make a follower start an
+// election at once, every time: the follower sent its leader one ELECTION
+// per attacker's message. Now messages from others start at most one
+// election of a follower per timeout while its leader lives (TimeoutTicks
+// 10 here), each member answers the attacker with OK only within its
+// allowance and names it a flooder, the leader stays everyone's, and
+// after the leader's crash the honest members fail over as fast as
+// without the flood.
+func TestBullyElectionFlood(t *testing.T) {
+	ids := tnIDs(4)
+	const ticks = 100
+	for _, algo := range []string{"bully", "next-in-line"} {
+		for _, flood := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/flood=%v", algo, flood), func(t *testing.T) {
+				h := &tnHostile{id: "0", inner: tnMust[Machine](t)(New(algo, tnCfg("0", ids), Options{}))}
+				n := tnHostileNet(t, ids, h, func(id ID) Machine {
+					return tnMust[Machine](t)(New(algo, tnCfg(id, ids), Options{}))
+				})
+				n.campaign("3")
+				n.settle()
+				n.run(3)
+				if flood {
+					h.onTick = func(int) []Message {
+						var out []Message
+						for _, p := range ids[1:] {
+							for range 5 {
+								out = append(out, Message{Type: MsgElection, To: p})
+							}
+						}
+						return out
+					}
+				}
+				mark := n.mark()
+				for range ticks {
+					n.run(1)
+					for _, id := range ids[1:] {
+						if st := n.state(id); st.Leader != "3" && st.Role != Candidate {
+							t.Fatalf("%s follows %q under the flood: %s", id, st.Leader, n.states())
+						}
+					}
+				}
+				timeout := tnCfg("1", ids).TimeoutTicks
+				if timeout == 0 {
+					timeout = 10
+				}
+				sent := map[[2]ID]int{}
+				for _, m := range n.sent[mark:] {
+					if m.From != "0" {
+						sent[[2]ID{m.From, m.To}]++
+					}
+				}
+				elections := 0
+				for _, m := range n.since(mark, MsgElection) {
+					if m.From != "0" {
+						elections++
+					}
+				}
+				t.Logf("%d ticks: honest members sent %d ELECTIONs, 3 sent 0 %d messages, 1 sent 0 %d; flooder named %d times",
+					ticks, elections, sent[[2]ID{"3", "0"}], sent[[2]ID{"1", "0"}], n.flooded)
+				// Followers 1 and 2 campaign at most once a timeout
+				// because of the flood: one ELECTION to each member above.
+				if limit := 3 * (ticks/timeout + 1); elections > limit {
+					t.Errorf("honest members sent %d ELECTIONs in %d ticks, want at most %d", elections, ticks, limit)
+				}
+				// What a member sends the flooder: the leader's heartbeats
+				// (every 2 ticks), and OK (and the leader's COORDINATOR) to
+				// each ELECTION within the allowance.
+				allowed := askBurst + timeout/askTicks + askSlack + ticks/(askTicks/2)
+				for k, c := range sent {
+					if k[1] == "0" && c > ticks/2+2*allowed {
+						t.Errorf("%s sent the flooder %d messages in %d ticks", k[0], c, ticks)
+					}
+				}
+				if flood && n.flooded == 0 {
+					t.Error("no member named the flooder")
+				}
+				n.crash("3")
+				took := 0
+				for ; took < 4*timeout && !n.agreeHonest("0", "2"); took++ {
+					n.run(1)
+				}
+				if !n.agreeHonest("0", "2") {
+					t.Fatalf("no failover to 2 within %d ticks: %s", 4*timeout, n.states())
+				}
+				t.Logf("2 leads %d ticks after 3's crash", took)
+			})
+		}
+	}
 }

@@ -49,7 +49,7 @@ func NewNextInLine(cfg Config, listLen int) (*NextInLine, error) {
 	if listLen < 0 {
 		return nil, fmt.Errorf("%w: NewNextInLine: listLen=%d must be 0 (all other members) or positive", ErrBadOption, listLen)
 	}
-	return &NextInLine{b: Bully{c: newMemberCore(cfg), failover: true, listLen: listLen, distrust: map[ID]bool{}}}, nil
+	return &NextInLine{b: *newBully(cfg, true, listLen)}, nil
 }
 
 // FailoverList returns the failover list this process knows: its own when it

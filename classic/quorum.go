@@ -129,6 +129,7 @@ type Quorum struct {
 	nextRound  int            // tick of the next round
 	bumped     bool           // this claim was started by a refusal
 
+	flooders []ID // the inner machine's, until Ready
 	outbox
 }
 
@@ -293,13 +294,16 @@ func (q *Quorum) Step(m Message) {
 // backed by the majority.
 func (q *Quorum) Ready() Ready {
 	q.pull()
-	return Ready{Messages: q.take(), State: q.state()}
+	fl := q.flooders
+	q.flooders = nil
+	return Ready{Messages: q.take(), State: q.state(), Flooders: fl}
 }
 
 // pull takes the inner machine's output and follows its view of who leads.
 func (q *Quorum) pull() {
 	rd := q.inner.Ready()
 	q.msgs = append(q.msgs, rd.Messages...)
+	q.flooders = append(q.flooders, rd.Flooders...)
 	q.innerSt = rd.State
 	switch {
 	case rd.State.Role == Leader && !q.claiming:

@@ -64,6 +64,7 @@ type Stable struct {
 	votes     map[ID]bool
 	named     map[ID]ID // voter -> the live leader its vote named (or its heartbeat, itself)
 
+	asked    map[ID]uint64 // the term of each member's last ELECTION we answered (see fresh)
 	flaps    map[ID]int    // flap count per ID, as observed or learned
 	lastFlap map[ID]uint64 // the term for which we last counted a flap of ID
 	lastAck  map[ID]int    // leader: when each follower last acknowledged
@@ -101,7 +102,7 @@ func NewStable(cfg Config, opts ...StableOption) (*Stable, error) {
 	}
 	s := &Stable{
 		cfg: cfg, maxFlaps: 2, outbox: newOutbox(cfg),
-		flaps: map[ID]int{}, lastFlap: map[ID]uint64{}, lastAck: map[ID]int{},
+		flaps: map[ID]int{}, lastFlap: map[ID]uint64{}, lastAck: map[ID]int{}, asked: map[ID]uint64{},
 	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
@@ -260,6 +261,14 @@ func (s *Stable) Step(m Message) {
 	if m.From == s.cfg.ID || !slices.Contains(s.cfg.Peers, m.From) || m.Term > maxTerm {
 		return // only the other members take part; see maxTerm
 	}
+	if s.role == Follower && s.leader == None && (m.Type == MsgHeartbeat || m.Type == MsgCoordinator) && m.Term <= s.ceiling() &&
+		(s.asked[m.From] != m.Term || m.Term == 0) {
+		// A process that has never had a leader (it has just started)
+		// does not take one member's word for who leads, unless it is
+		// the result of that member's election it voted in: it asks them
+		// all (see fresh).
+		s.startElection()
+	}
 	switch m.Type {
 	case MsgHeartbeat:
 		switch {
@@ -287,6 +296,7 @@ func (s *Stable) Step(m Message) {
 			s.lastAck[m.From] = s.now
 		}
 	case MsgElection:
+		s.asked[m.From] = m.Term
 		s.send(Message{Type: MsgVote, To: m.From, Term: m.Term, Leader: s.aliveLeader(), IDs: s.flapList()})
 	case MsgVote:
 		if s.role != Candidate || m.Term != s.electTerm {
@@ -302,12 +312,49 @@ func (s *Stable) Step(m Message) {
 		}
 	case MsgCoordinator:
 		s.mergeFlaps(m.IDs)
-		if slices.Contains(s.cfg.Peers, m.Leader) && m.Term <= s.ceiling() && s.mayReplace(m.Leader, m.Term) {
+		switch {
+		case !slices.Contains(s.cfg.Peers, m.Leader) || m.Term > s.ceiling():
+		case s.role == Candidate && m.Term >= s.term:
+			// Another candidate's result: its sender's vote for the
+			// leader it names, which the election follows if most
+			// voters agree, as a heartbeat's (see fresh).
+			s.votes[m.From], s.named[m.From] = true, m.Leader
+			if len(s.votes) == len(s.cfg.Peers)-1 {
+				s.finish()
+			}
+		case s.mayReplace(m.Leader, m.Term):
 			s.follow(m.Leader, max(s.term, m.Term))
 		}
 	}
 }
 
+// fresh: what a process without a live leader believes (issue 19's
+// hostile member, in the node simulator: after the leader's crash, every
+// member below the attacker followed it in all samples). Such a process
+// took any announcement of a higher term, and then kept its announcer as
+// a live leader for as long as it heartbeats: a candidate took the first
+// COORDINATOR of a higher term, from anyone, and so did a process that
+// had just started (the node builds a new machine whenever the members
+// change, as after a crash), which took the first HEARTBEAT as well. Now
+// neither takes one member's word:
+//
+//   - A candidate counts a COORDINATOR as its sender's vote for the leader
+//     it names, as it counts a heartbeat as its sender's vote for itself;
+//     its election follows a leader most voters name, or elects the best
+//     live member itself. An honest candidate's result names that member
+//     too (all candidates ask all members), so concurrent elections agree
+//     as before.
+//   - A process that has never had a leader starts an election at the first
+//     HEARTBEAT or COORDINATOR it gets (rather than at its timeout), and
+//     counts it as a vote: a live leader is then followed within a round
+//     trip of the votes, by the majority's word. But for the result of an
+//     election it voted in (an announcement of term t from the member
+//     whose ELECTION of term t it answered last): at a cold start every
+//     process would otherwise run an election of its own when the first
+//     one ends (3(n-1) messages became 3n(n-1), bench's
+//     TestElectionMatchesTheory). A member that runs an election to
+//     announce itself afterwards is not caught by this.
+//
 // mayReplace reports whether a HEARTBEAT or COORDINATOR naming leader l in
 // term t may replace the leader this process has. A live leader is never
 // replaced (the premise of the algorithm), so what one member's message

@@ -30,7 +30,8 @@ func TestStableNewcomerDoesNotDisplaceLeader(t *testing.T) {
 		t.Fatalf("3's followers %v, want [1 2]", got)
 	}
 
-	// 7 comes up with no memory; it hears 3's heartbeat and follows it.
+	// 7 comes up with no memory; it hears 3's heartbeat, asks everyone
+	// (one member's word is not enough: see Stable's fresh), and follows 3.
 	mark := n.mark()
 	n.restart("7", newStableMachine(t, "7", peers))
 	n.run(1)
@@ -38,6 +39,7 @@ func TestStableNewcomerDoesNotDisplaceLeader(t *testing.T) {
 		t.Fatalf("newcomer 7: %v of %q, want follower of 3", st.Role, st.Leader)
 	}
 	// Even an explicit election by 7 only confirms 3: the votes name 3 alive.
+	mark2 := n.mark()
 	n.campaign("7")
 	n.settle()
 	n.run(100)
@@ -47,7 +49,7 @@ func TestStableNewcomerDoesNotDisplaceLeader(t *testing.T) {
 	if c := n.since(mark, MsgCoordinator); len(c) != 0 {
 		t.Fatalf("a live leader was challenged:\n%s", tnFmtLongs(c))
 	}
-	if v := n.since(mark, MsgVote); len(v) != 3 {
+	if v := n.since(mark2, MsgVote); len(v) != 3 {
 		t.Fatalf("7's election got %d votes, want 3", len(v))
 	} else {
 		for _, m := range v {

@@ -29,6 +29,12 @@ import (
 // that fails is reported to the machine (node.SendFailed), which gives it
 // to the election as classic.MsgUnreachable.
 
+// errFlood is the refusal of a member's election message that its
+// machine caught over what the algorithm allows an honest member
+// (node.Ready.Flooders): a strike, counted with the refusals over the
+// per-peer rate, as it is one, the algorithm's.
+var errFlood = fmt.Errorf("%w: election messages over what the algorithm allows", errRate)
+
 // electionProtocol is the election's stream protocol on a network.
 func electionProtocol(network string) protocol.ID {
 	return protocol.ID("/superpeer/" + network + "/election/1.0.0")

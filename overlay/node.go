@@ -539,6 +539,9 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 			n.sendElection(ctx, o)
 		}
 	}
+	for _, p := range rd.Flooders {
+		n.guard.refuse(n, "election", p, errFlood)
+	}
 	for _, l := range rd.Lookups {
 		n.wg.Add(1)
 		go func() {

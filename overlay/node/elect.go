@@ -57,6 +57,14 @@ import (
 //     membership view) reconfigures the invitation machine rather than
 //     rebuilding it (classic.Reconfigurer), so that its group survives.
 //
+// Floods: a member that sends more than its algorithm allows an honest
+// one (a bully member's ELECTIONs beyond a handful a timeout) is named by
+// the machine (classic.Ready.Flooders); the node hands it to the driver
+// (Ready.Flooders, counted in ElectionStatus.Flooded), which strikes it
+// as a peer whose message its guard refused, so that the flooder, not
+// the peer it made react, is banned. The node's own reactions stay under
+// the peers' limits besides (sendRate).
+//
 // Timeouts are measured in RTTs: a machine ticks every ElectionTick, its
 // leader beats every HeartbeatTicks ticks, and a follower waits three
 // heartbeats plus four of the largest RTT to a member (the view's RTT, at
@@ -145,6 +153,8 @@ type elector struct {
 	dropped      uint64                     // messages received from non-members
 	budget       map[peer.ID]*bucket        // what each peer may still be sent (sendRate)
 	throttled    uint64                     // messages not sent for want of budget
+	flooded      uint64                     // members' messages over the machine's allowance (classic.Ready.Flooders)
+	flooders     []peer.ID                  // the members caught at it since the last Ready
 
 	out    []Outgoing
 	events []ElectionEvent
@@ -180,6 +190,14 @@ func (e *elector) take() ([]Outgoing, []ElectionEvent, map[dhtselect.Key]classic
 		outages, e.outOut = append([]time.Time{}, e.outages...), false
 	}
 	return out, events, hs, outages
+}
+
+// takeFlooders returns and clears the members the machine caught over
+// their allowance since the last Ready.
+func (e *elector) takeFlooders() []peer.ID {
+	f := e.flooders
+	e.flooders = nil
+	return f
 }
 
 // outage notes an outage of this node's own at now: at most one per
@@ -283,6 +301,12 @@ func (e *elector) drain() {
 		e.events = append(e.events, ElectionEvent{Superpeer: peer.ID(rd.State.Leader), Term: rd.State.Term})
 	}
 	e.state = rd.State
+	for _, id := range rd.Flooders {
+		e.flooded++
+		if p := peer.ID(id); !slices.Contains(e.flooders, p) {
+			e.flooders = append(e.flooders, p)
+		}
+	}
 	if q, ok := e.mach.(*classic.Quorum); ok {
 		// Stored before the messages that depend on it leave: Ready
 		// carries it, and the driver syncs it first.
@@ -744,6 +768,10 @@ type ElectionStatus struct {
 	// Throttled counts messages not sent because they were over the
 	// node's budget for their peer (sendRate).
 	Throttled uint64
+	// Flooded counts the times a member was caught sending more than the
+	// algorithm allows an honest one (classic.Ready.Flooders), its
+	// message dropped: at most one a member in each Ready.
+	Flooded uint64
 }
 
 // Election returns the election's state and counters (zero without an
@@ -755,7 +783,7 @@ func (m *Machine) Election() ElectionStatus {
 	}
 	st := ElectionStatus{
 		Algorithm: e.name, Lookup: e.lookup, First: e.first, Leader: peer.ID(e.state.Leader), Role: e.state.Role.String(), Term: e.state.Term,
-		Timeout: time.Duration(e.timeout) * e.period, Sent: map[string]uint64{}, Dropped: e.dropped, Throttled: e.throttled,
+		Timeout: time.Duration(e.timeout) * e.period, Sent: map[string]uint64{}, Dropped: e.dropped, Throttled: e.throttled, Flooded: e.flooded,
 	}
 	for t, c := range e.sent {
 		st.Sent[t.String()] = c

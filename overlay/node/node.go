@@ -171,6 +171,10 @@ type Ready struct {
 	Announce *Announcement
 	// Elections are the election's leader changes, in order.
 	Elections []ElectionEvent
+	// Flooders are the members whose election messages were over what the
+	// algorithm allows an honest member (classic.Ready.Flooders): the
+	// driver strikes them, as messages its guard refuses.
+	Flooders []peer.ID
 	// Geo is the geometric strategy's part (Config.Geometric).
 	Geo GeoReady
 	// Notes are what the machine decided and why, for the log.
@@ -602,6 +606,7 @@ func (m *Machine) Ready() Ready {
 	}
 	if m.el != nil {
 		rd.Messages, rd.Elections, rd.HardState, rd.Outages = m.el.take()
+		rd.Flooders = m.el.takeFlooders()
 	}
 	return rd
 }

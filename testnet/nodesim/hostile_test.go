@@ -132,8 +132,11 @@ func share(c [2]int) float64 {
 // sample while the superpeer leads, nor once the failover after the
 // superpeer's crash is done; the cluster fails over (every node covered
 // again) as fast as without the attack, give or take a heartbeat.
-// During the failover the victims elect, and bully cannot tell an
-// announcement then from an honest one: that share is reported only.
+// During the failover the victims elect, and bully cannot always tell an
+// announcement then from an honest one (in its election a victim follows
+// the highest member that answered it in time, which the attacker can be
+// when the heir's answer is late): that share is reported only (0 % in
+// these runs).
 func TestHostileMember(t *testing.T) {
 	for _, quorum := range []bool{false, true} {
 		for seed := range uint64(3) {
@@ -145,15 +148,15 @@ func TestHostileMember(t *testing.T) {
 				t.Errorf("quorum=%v seed %d: the attacker served a victim in %d of %d samples before the crash",
 					quorum, seed, r.before[0], r.before[1])
 			}
-			// After the failover the node rebuilds each member's election
-			// machine for the new member set (the crashed superpeer leaves
-			// the views), and a fresh bully machine has no leader yet and
-			// takes the first announcement of a member above it: the
-			// attacker holds the victims until the new leader's rebuilt
-			// machine has won again (up to a timeout, 1.9 s here; about 1 s
-			// in these runs). Bully cannot tell (see Bully.mayFollow); with
-			// quorum a victim backs only the claimant its promise binds.
-			if limit := 20 * len(r.victims); r.after[0] > limit || quorum && r.after[0] != 0 {
+			// After the failover the attacker is the new leader's heir,
+			// and the node rebuilds each member's election machine for the
+			// new member set (the crashed superpeer leaves the views): a
+			// fresh machine trusted the heir's first announcement over its
+			// leader, and the attacker held its victims until the leader's
+			// next heartbeat, in 0.7-1.4 % of the samples after the
+			// failover. The heir's word now counts only when the leader has
+			// missed a heartbeat (see Bully.missed).
+			if r.after[0] != 0 {
 				t.Errorf("quorum=%v seed %d: the attacker served a victim in %d of %d samples after the failover",
 					quorum, seed, r.after[0], r.after[1])
 			}
@@ -170,7 +173,14 @@ func TestHostileMember(t *testing.T) {
 // TestHostileMemberAlgorithms: the same attack under the other algorithms
 // whose announcements name a leader (one seed each, without quorum): the
 // attacker serves no victim while the superpeer leads, and the cluster
-// fails over.
+// fails over as fast as without the attack, give or take a second. Under
+// candidate, ring, ring-max and stable it serves none during the failover
+// or after either: the attacker is third in rank, and the heir is live.
+// (Stable's victims followed it in 99-100 % of the samples during and
+// after the failover, candidate's in 96.5 % during it and 2.5 % after:
+// see Stable's fresh and CandidateElection's vouched.) Next-in-line is
+// bully's: none after the failover, and its share during it is reported
+// only, as in TestHostileMember.
 func TestHostileMemberAlgorithms(t *testing.T) {
 	for _, algo := range []string{"next-in-line", "candidate", "ring", "ring-max", "stable"} {
 		t.Run(algo, func(t *testing.T) {
@@ -183,6 +193,13 @@ func TestHostileMemberAlgorithms(t *testing.T) {
 			}
 			if r.unrepaired != 0 || !r.covered {
 				t.Errorf("failover %v, unrepaired %d, all covered at the end %v", r.failover, r.unrepaired, r.covered)
+			}
+			if algo != "next-in-line" && r.during[0] != 0 || r.after[0] != 0 {
+				t.Errorf("the attacker served a victim in %d of %d samples during the failover, %d of %d after",
+					r.during[0], r.during[1], r.after[0], r.after[1])
+			}
+			if slack := time.Second; r.failover > honest.failover+slack {
+				t.Errorf("failover %v under attack, %v without", r.failover, honest.failover)
 			}
 		})
 	}

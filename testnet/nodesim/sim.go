@@ -187,6 +187,10 @@ type Sim struct {
 	// Log, when set, receives every node's notes (what its machine
 	// decided and why).
 	Log func(at time.Duration, i int, n node.Note)
+	// Watch, when set, sees every Ready of every node before the
+	// simulator carries it out (the messages it sends, the members it
+	// names as flooders).
+	Watch func(at time.Duration, i int, rd node.Ready)
 
 	lookupCache map[lookupKey]lookupAnswer
 	index       map[peer.ID]int
@@ -777,6 +781,9 @@ func (s *Sim) routingOf(i int) node.Routing {
 func (s *Sim) carryOut(i int) {
 	n := s.nodes[i]
 	rd := n.m.Ready()
+	if s.Watch != nil {
+		s.Watch(s.now, i, rd)
+	}
 	if s.Log != nil {
 		for _, note := range rd.Notes {
 			s.Log(s.now, i, note)
