@@ -158,7 +158,7 @@ func TestMemoryElection(t *testing.T) {
 	})
 
 	big := hosts(t, 1, c)
-	attack.ElectionFlood(ctx, big, c.ID(), "default", 8, 190<<10)
+	attack.LargeElections(ctx, big, c.ID(), "default", 8, 190<<10)
 	waitFor(t, "c to ban the sender of large messages", func() bool { return c.guard.Banned(big[0].ID()) })
 
 	hs := hosts(t, 16, c)

@@ -39,6 +39,7 @@ func All() []Attack {
 			return nil
 		}},
 		{Name: "bad-frames", Finding: "malformed frames on every protocol, a fresh identity after each ban", Run: BadFrames},
+		{Name: "election-flood", Finding: "a member ranked below the victim sends it valid ELECTIONs at 45/s, a fresh identity after each ban (finding 1)", Run: ElectionFloodAttack},
 		{Name: "dht-stall", Finding: "stalled kad-dht streams, 4 fresh identities a second (finding 6)", Run: DHTStall},
 		{Name: "election-memory", Finding: "190 KiB election messages from no member and stalled election streams, fresh identities (finding 6)", Run: ElectionMemory},
 		{Name: "subscriptions", Finding: "800,000 GossipSub subscriptions a second from 2 fresh identities (finding 6)", Run: Subscriptions},

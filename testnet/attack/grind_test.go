@@ -18,16 +18,6 @@ import (
 
 // waitFor polls cond until it holds; the minute is a bound against hangs,
 // not a performance limit.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestGroundIDLive: issue 19's finding 5 on real hosts (loopback TCP).
 // Five honest nodes form one cluster (S = 1, bully) with 8 s epochs and

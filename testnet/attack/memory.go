@@ -119,10 +119,10 @@ func LargeElectionFrame(to peer.ID, size int) []byte {
 	return append(binary.AppendUvarint(nil, uint64(len(b))), b...)
 }
 
-// ElectionFlood is finding 6's second vector: n election messages of
+// LargeElections is finding 6's second vector: n election messages of
 // about size bytes (valid, from no member) from each of hs to p, sent at
 // once; it returns how many streams took their message.
-func ElectionFlood(ctx context.Context, hs []host.Host, p peer.ID, network string, n, size int) int {
+func LargeElections(ctx context.Context, hs []host.Host, p peer.ID, network string, n, size int) int {
 	msg := LargeElectionFrame(p, size)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -73,7 +73,7 @@ func DHTStall(ctx context.Context, t Target) error {
 // stall 64 election streams each.
 func ElectionMemory(ctx context.Context, t Target) error {
 	return rounds(ctx, t, 4, func(hs []host.Host) *Stalled {
-		ElectionFlood(ctx, hs[:1], t.Victim.ID, t.Network, 16, 190<<10)
+		LargeElections(ctx, hs[:1], t.Victim.ID, t.Network, 16, 190<<10)
 		return StallElection(ctx, hs[1:], t.Victim.ID, t.Network, 64)
 	})
 }
