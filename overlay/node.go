@@ -86,6 +86,7 @@ type Node struct {
 	inbox       inbox         // inputs for the machine
 	rtts        rttTable      // the RTTs the node measured (rtt.go)
 	rttFresh    chan struct{} // a round of pings has answered
+	rttKick     chan struct{} // the cluster's members changed
 	calls       chan func(*node.Machine)
 
 	emitRole, emitSuperpeer, emitCluster event.Emitter
@@ -317,7 +318,7 @@ func (n *Node) start(ctx context.Context) error {
 		return fmt.Errorf("overlay: event subscription: %w", err)
 	}
 	ping.NewPingService(n.host) // a host of our own has it already; a given one may not
-	n.rttFresh = make(chan struct{}, 1)
+	n.rttFresh, n.rttKick = make(chan struct{}, 1), make(chan struct{}, 1)
 	n.wg.Add(5)
 	go n.rttLoop(ctx)
 	go n.natLoop(ctx, natSub)
@@ -610,6 +611,10 @@ func (n *Node) report(prev, next State) {
 		n.queue(EvtSuperpeerChanged{Old: prev.Superpeer, New: next.Superpeer})
 	}
 	if prev.K != next.K || prev.ClusterKey != next.ClusterKey || !slices.Equal(prev.Members, next.Members) {
+		select {
+		case n.rttKick <- struct{}{}: // ping the new members now (rtt.go)
+		default:
+		}
 		n.log.Info("cluster changed", "cluster", next.Prefix, "k", next.K, "S", next.S,
 			"members", len(next.Members), "size_estimate", next.Size.N, "size_source", next.Size.Source)
 		n.queue(EvtClusterChanged{K: next.K, ClusterKey: next.ClusterKey, Members: slices.Clone(next.Members)})

@@ -82,21 +82,28 @@ func (n *Node) rtt(p peer.ID) time.Duration {
 	return n.host.Peerstore().LatencyEWMA(p)
 }
 
-// rttLoop pings the cluster's members every announce interval, and hands
+// rttLoop pings the cluster's members every announce interval, and the
+// members it has no sample of as soon as they join the cluster (rttKick:
+// the first machine of a cluster is built from its members' RTTs, and a
+// timeout made of libp2p's estimate stood until the next round); it hands
 // the machine a fresh view once a round has answered.
 func (n *Node) rttLoop(ctx context.Context) {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.AnnounceInterval)
 	defer t.Stop()
+	all := true // this round pings every member, not only the new ones
 	for {
 		st := n.State()
-		keep := map[peer.ID]bool{}
+		asked := 0
 		var wg sync.WaitGroup
 		for _, p := range st.Members {
-			if p == n.self || len(keep) == rttMaxPeers {
+			if p == n.self || asked == rttMaxPeers {
 				continue
 			}
-			keep[p] = true
+			if _, ok := n.rtts.get(p); ok && !all {
+				continue
+			}
+			asked++
 			wg.Go(func() {
 				if d, err := pingLeast(ctx, n, p); err == nil {
 					n.rtts.record(p, d)
@@ -104,8 +111,10 @@ func (n *Node) rttLoop(ctx context.Context) {
 			})
 		}
 		wg.Wait()
-		n.rtts.forget(time.Now().Add(-rttKeep * n.cfg.AnnounceInterval))
-		if len(keep) > 0 {
+		if all {
+			n.rtts.forget(time.Now().Add(-rttKeep * n.cfg.AnnounceInterval))
+		}
+		if asked > 0 {
 			select {
 			case n.rttFresh <- struct{}{}:
 			default:
@@ -115,6 +124,9 @@ func (n *Node) rttLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			all = true
+		case <-n.rttKick:
+			all = false
 		}
 	}
 }
