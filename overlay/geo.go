@@ -48,10 +48,15 @@ import (
 // frame format (length, wire version, type, payload; see there for the
 // limits and what is refused):
 //
-//   - token "/superpeer/<network>/token/2.0.0": a frameToken of 16 bytes
-//     (token number and sequence, big-endian uint64s; a number at or above
-//     the token count is refused), answered by a frameAnswer of 1 byte
-//     (1 taken, 0 refused);
+//   - token "/superpeer/<network>/token/3.0.0": a frameToken of the token
+//     number and sequence (big-endian uint64s; a number at or above the
+//     token count is refused) followed by the giver's link
+//     (gossip.TokenLink's stream encoding: its signature of the pass to
+//     the recipient, which the recipient checks against the stream's
+//     sender and then publishes with its reports), answered by a
+//     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
+//     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
+//     refused like a malformed frame: a strike;
 //   - attach "/superpeer/<network>/attach/3.0.0": a frameAttach with no
 //     payload, answered by a frameAnswer of 1 byte (1 accepted, 0 refused)
 //     followed, when accepted, by the cluster: a uvarint count (at most
@@ -67,7 +72,7 @@ const (
 
 // The geometric strategy's stream protocols on a network.
 func tokenProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/token/2.0.0")
+	return protocol.ID("/superpeer/" + network + "/token/3.0.0")
 }
 
 func attachProtocol(network string) protocol.ID {
@@ -140,8 +145,9 @@ func (n *Node) startGeo(ctx context.Context) error {
 // input is what gossip says now, for the machine.
 func (g *geo) input() node.GeoFeed {
 	in := node.GeoFeed{Coords: g.feed.Coords(), Connected: g.n.host.Network().Peers()}
-	for _, tp := range g.feed.Tokens() {
-		in.Tokens = append(in.Tokens, node.TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: tp.Superpeer, Load: tp.Load})
+	for _, tp := range g.feed.Reports() {
+		in.Tokens = append(in.Tokens, node.TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: tp.Superpeer, Load: tp.Load,
+			Giver: tp.Giver})
 	}
 	return in
 }
@@ -197,8 +203,14 @@ func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 		if r.None {
 			err = g.feed.SetToken(ctx, nil)
 		} else {
-			err = g.feed.SetToken(ctx, &gossip.TokenPos{Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer,
-				Load: r.Load, Capacity: r.Capacity, Released: r.Released})
+			tp := &gossip.TokenPos{Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer,
+				Load: r.Load, Capacity: r.Capacity, Released: r.Released}
+			if len(r.Link) > 0 {
+				tp.Link, err = gossip.UnmarshalLink(r.Link)
+			}
+			if err == nil {
+				err = g.feed.SetToken(ctx, tp)
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			g.n.log.Warn("geometric: publish token", "err", err)
@@ -231,12 +243,22 @@ func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
 	return best, nil
 }
 
-// pass hands t to p over the token protocol and reports whether p took it.
+// pass hands t to p over the token protocol, with this node's signature
+// of the pass (gossip.SignLink), and reports whether p took it.
 func (g *geo) pass(ctx context.Context, p peer.ID, t geometric.Token) bool {
-	var req [16]byte
-	binary.BigEndian.PutUint64(req[:8], uint64(t.Num))
-	binary.BigEndian.PutUint64(req[8:], t.Seq)
-	resp, err := g.n.request(ctx, p, g.tokenProto, frameToken, req[:], frameAnswer)
+	sk := g.n.host.Peerstore().PrivKey(g.n.self)
+	if sk == nil {
+		g.n.log.Warn("geometric: no private key to sign a token pass with", "to", p)
+		return false
+	}
+	link, err := gossip.SignLink(sk, t, p)
+	if err != nil {
+		g.n.log.Warn("geometric: sign a token pass", "to", p, "err", err)
+		return false
+	}
+	req := binary.BigEndian.AppendUint64(nil, uint64(t.Num))
+	req = binary.BigEndian.AppendUint64(req, t.Seq)
+	resp, err := g.n.request(ctx, p, g.tokenProto, frameToken, append(req, link.Marshal()...), frameAnswer)
 	return err == nil && bytes.Equal(resp, respYes)
 }
 
@@ -246,16 +268,33 @@ var respYes, respNo = []byte{1}, []byte{0}
 // (node.TokenOffered).
 func (g *geo) handleToken(s network.Stream) {
 	g.n.serve(s, "token", frameToken, func(req []byte, from peer.ID) (frameType, []byte, error) {
-		if len(req) != 16 {
-			return 0, nil, fmt.Errorf("%w: token pass of %d bytes, want 16", errWire, len(req))
+		if len(req) <= 16 {
+			return 0, nil, fmt.Errorf("%w: token pass of %d bytes, want 16 and a link", errWire, len(req))
 		}
-		num, seq := binary.BigEndian.Uint64(req[:8]), binary.BigEndian.Uint64(req[8:])
+		num, seq := binary.BigEndian.Uint64(req[:8]), binary.BigEndian.Uint64(req[8:16])
 		if num >= uint64(g.tokens) {
 			return 0, nil, fmt.Errorf("%w: token number %d out of range (%d tokens)", errWire, num, g.tokens)
 		}
+		t := geometric.Token{Num: int(num), Seq: seq}
+		link, err := gossip.UnmarshalLink(req[16:])
+		if err == nil {
+			var giver peer.ID
+			if giver, err = link.Verify(t, g.n.self); err == nil && giver != from {
+				err = fmt.Errorf("token link signed by %s, sent by %s", giver, from)
+			}
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("%w: token pass: %w", errWire, err)
+		}
 		var ans node.GeoAnswer
-		in := node.TokenOffered{From: from, Token: geometric.Token{Num: int(num), Seq: seq}}
-		if !g.n.do(g.ctx, func(m *node.Machine) { m.Step(time.Now(), in); ans = m.GeoAnswer() }) || !ans.Yes {
+		in := node.TokenOffered{From: from, Token: t, Link: req[16:]}
+		if !g.n.do(g.ctx, func(m *node.Machine) { m.Step(time.Now(), in); ans = m.GeoAnswer() }) {
+			return frameAnswer, respNo, nil
+		}
+		if ans.Forged != nil {
+			return 0, nil, fmt.Errorf("%w: %w", errWire, ans.Forged)
+		}
+		if !ans.Yes {
 			return frameAnswer, respNo, nil
 		}
 		return frameAnswer, respYes, nil

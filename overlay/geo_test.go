@@ -157,6 +157,9 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 		var distrusted uint64
 		ok := x.do(context.Background(), func(m *node.Machine) {
 			now := time.Now()
+			// b holds tok one pass below, as far as x knows: a machine
+			// takes a pass only from the holder it knows.
+			m.Step(now, node.GeoFeed{Tokens: []node.TokenPos{{Holder: b.ID(), Token: geometric.Token{Num: tok.Num, Seq: tok.Seq - 1}, Coord: origin}}})
 			m.Step(now, node.TokenOffered{From: b.ID(), Token: tok})
 			if !m.GeoAnswer().Yes {
 				t.Fatalf("%s refused token %v", x.ID(), tok)
@@ -210,6 +213,7 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 	passed, distrusted = false, 0
 	if !c.do(context.Background(), func(m *node.Machine) {
 		now := time.Now()
+		m.Step(now, node.GeoFeed{Tokens: []node.TokenPos{{Holder: b.ID(), Token: geometric.Token{Num: 0, Seq: 4}, Coord: origin}}})
 		m.Step(now, node.TokenOffered{From: b.ID(), Token: geometric.Token{Num: 0, Seq: 5}})
 		if !m.GeoAnswer().Yes {
 			t.Fatal("c refused the token")
@@ -238,6 +242,13 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 		rd = m.Ready()
 		if len(rd.Geo.Pings) != 0 {
 			t.Fatalf("c pings %v again", rd.Geo.Pings)
+		}
+		// b hears c's report of the token (published through gossip in a
+		// running node; this test takes c's Ready itself).
+		if !b.do(context.Background(), func(bm *node.Machine) {
+			bm.Step(time.Now(), node.GeoFeed{Tokens: []node.TokenPos{{Holder: c.ID(), Token: geometric.Token{Num: 0, Seq: 5}, Coord: origin}}})
+		}) {
+			t.Fatal("b stopped")
 		}
 		for _, p := range rd.Geo.Passes {
 			ok := c.geo.pass(context.Background(), p.To, p.Token)

@@ -111,8 +111,9 @@ func TokenKey(network string, num int) dhtselect.Key {
 }
 
 // GeoFeed is what gossip says now: every peer's coordinate (this node's
-// included or not), one position per token (gossip.Geo.Tokens), and the
-// peers the host is connected to. The driver gives it before a geometric
+// included or not), every live token report (gossip.Geo.Reports: all the
+// claims on each token; the machine decides which to believe, see
+// geotokens.go), and the peers the host is connected to. The driver gives it before a geometric
 // decision (GeoDue) and before AttachAsked; the machine keeps the map and
 // the slices without a copy: the driver must not change them afterwards.
 type GeoFeed struct {
@@ -122,13 +123,17 @@ type GeoFeed struct {
 }
 
 // TokenPos is a token position heard by gossip: Holder holds Token at
-// Coord, is a superpeer or not, and serves Load ordinary peers.
+// Coord, is a superpeer or not, and serves Load ordinary peers. Giver is
+// the peer whose signed link (gossip.TokenLink, checked by the driver)
+// names Holder as the recipient of the pass that gave it Token; "" for a
+// placement (Token.Passes() == 0), which no pass gave.
 type TokenPos struct {
 	Holder    peer.ID
 	Token     geometric.Token
 	Coord     *coordinate.Coordinate
 	Superpeer bool
 	Load      int
+	Giver     peer.ID
 }
 
 // PingDone answers a ping the machine asked for (GeoReady.Pings): the RTT
@@ -139,11 +144,16 @@ type PingDone struct {
 	Err  error
 }
 
-// TokenOffered: From passes Token to this node over the token protocol.
-// The answer is GeoAnswer's, read right after the Step.
+// TokenOffered: From passes Token to this node over the token protocol,
+// with Link, its signature of the pass (gossip.TokenLink's stream
+// encoding), which the driver checked: From signed it. The machine keeps
+// the link while it holds the token and publishes it with its reports
+// (TokenReport.Link). The answer is GeoAnswer's, read right after the
+// Step.
 type TokenOffered struct {
 	From  peer.ID
 	Token geometric.Token
+	Link  []byte
 }
 
 // PassDone answers a TokenPass: whether To took Token.
@@ -204,6 +214,9 @@ type TokenPass struct {
 // TokenReport is what the node publishes on the tokens topic: None, that
 // it holds no token any longer (gossip.Geo.SetToken(nil)); else the token
 // it holds (or Released, once) at Coord.
+//
+// Giver and Link are the pass that gave the token (TokenOffered's From
+// and Link), for a token received from a peer; none for a placement.
 type TokenReport struct {
 	None      bool
 	Token     geometric.Token
@@ -212,6 +225,8 @@ type TokenReport struct {
 	Load      int
 	Capacity  int
 	Released  bool
+	Giver     peer.ID
+	Link      []byte
 }
 
 // GeoState is the node's state with the geometric strategy.
@@ -230,9 +245,13 @@ type GeoState struct {
 
 // GeoAnswer is the answer to the last TokenOffered or AttachAsked: Yes, and
 // for an attach request the cluster (this node first, then its members).
+// Forged, when set, says why a token pass was refused as a forgery (the
+// sender cannot have held the token: see offered): the driver strikes the
+// sender.
 type GeoAnswer struct {
 	Yes     bool
 	Cluster []peer.ID
+	Forged  error
 }
 
 type geoMachine struct {
@@ -278,6 +297,20 @@ type geoMachine struct {
 	// no neighbours, so no token goes to them, until the next snapshot.
 	distrusted map[peer.ID]int64
 	distrustN  uint64
+
+	// The token claims (geotokens.go): every live report of the feed, the
+	// holder of each token this node believes, the pass that gave this
+	// node the token it holds, and the placement (re-homing or takeover)
+	// by which it took one, if it did.
+	claims  []TokenPos
+	known   map[int]TokenPos
+	link    []byte
+	giver   peer.ID
+	placed  *placement
+	yield   bool   // the holder a placement replaced is alive: give way
+	ignored uint64 // claims not believed (unprovable), counted once each
+	ignSeen map[claimKey]bool
+	forged  uint64 // token passes refused as forgeries
 
 	pings    map[peer.ID]*pendingPing
 	sampling bool        // a sample ping is in flight
@@ -338,6 +371,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
 		clusterToken: -1, distrusted: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
+		known: map[int]TokenPos{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{},
 	}
 	// The first coordinate goes out at once.
@@ -473,6 +507,8 @@ func (g *geoMachine) step(now time.Time, in Input) {
 		for _, p := range in.Connected {
 			g.connected[p] = true
 		}
+		g.claims = in.Tokens
+		g.feed.Tokens = g.resolve(now, in.Tokens)
 	case PingDone:
 		g.pingDone(now, in)
 	case TokenOffered:
@@ -656,6 +692,13 @@ func (g *geoMachine) tokenRound(now time.Time) {
 	g.holder.SetPeers(peers)
 	g.holder.SetNeighbours(slices.DeleteFunc(g.neighbours(self, peers), func(p geometric.Peer) bool { return private[p.ID] }))
 	var outs []geometric.Output
+	if g.yield {
+		g.yield = false
+		if t, held := g.holder.Holding(); held {
+			g.note(slog.LevelInfo, "geometric: the holder our placement replaced is alive; giving its token back", "token", t.Num, "holder", g.placed.replaced)
+			outs = append(outs, g.holder.Yield()...)
+		}
+	}
 	for _, tp := range g.feed.Tokens {
 		if tp.Holder != g.self() {
 			c := tp.Coord
@@ -804,24 +847,38 @@ func (g *geoMachine) publishToken() {
 	g.holding = ok
 	switch {
 	case ok:
-		g.out.Tokens = append(g.out.Tokens, TokenReport{Token: pos.Token, Coord: pos.Coord, Superpeer: g.holder.Superpeer(),
-			Load: min(len(g.members), g.tc.Capacity), Capacity: g.tc.Capacity})
+		r := TokenReport{Token: pos.Token, Coord: pos.Coord, Superpeer: g.holder.Superpeer(),
+			Load: min(len(g.members), g.tc.Capacity), Capacity: g.tc.Capacity}
+		if pos.Token.Passes() > 0 {
+			r.Giver, r.Link = g.giver, g.link
+		}
+		g.out.Tokens = append(g.out.Tokens, r)
 	case was:
 		g.out.Tokens = append(g.out.Tokens, TokenReport{None: true})
 	}
 }
 
-// offered answers a token pass: refused when this node is private, or when
-// the holder machine refuses it.
+// offered answers a token pass: refused when this node is private, when
+// the sender is not the holder of the token this node knows (passable,
+// which also says whether the pass is a forgery), or when the holder
+// machine refuses it.
 func (g *geoMachine) offered(now time.Time, in TokenOffered) {
 	g.answer = GeoAnswer{}
 	if g.m.private {
 		g.note(slog.LevelDebug, "geometric: refused a token: this node is private", "token", in.Token.Num, "from", in.From)
 		return
 	}
+	if err := g.passable(in); err != nil {
+		if g.answer.Forged = forgedOrNil(err); g.answer.Forged != nil {
+			g.forged++
+		}
+		g.note(slog.LevelInfo, "geometric: refused a token pass", "token", in.Token.Num, "seq", in.Token.Seq, "from", in.From, "err", err)
+		return
+	}
 	if err := g.holder.Receive(in.Token, now); err != nil {
 		return
 	}
+	g.link, g.giver, g.placed = slices.Clone(in.Link), in.From, nil
 	g.note(slog.LevelInfo, "received token", "token", in.Token.Num, "from", in.From)
 	g.answer.Yes = true
 	g.publishToken()

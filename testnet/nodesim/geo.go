@@ -66,6 +66,9 @@ type geoNode struct {
 	heardCoord *coordinate.Coordinate
 	heardTok   *node.TokenReport
 	tokUntil   time.Duration
+	// forged are token claims a hostile member makes besides its
+	// machine's report (ForgeTokens): heard by everyone while it lives.
+	forged []node.TokenReport
 	// Coordinates go out at most once per announce interval (MinGap).
 	coordPubAt   time.Duration
 	coordPending bool
@@ -276,14 +279,19 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 		}
 		s.geoCoords[c], s.geoCoordsKey[c] = coords, key
 	}
-	// Tokens: of the live reports of each token, the highest Token.Seq,
-	// then the smaller holder ID (gossip.Geo.Tokens); this node's own
-	// report at once.
-	best := map[int]node.TokenPos{}
+	// Tokens: every live report (gossip.Geo.Reports), the giver of a
+	// passed token as its link names it; this node's own report at once;
+	// a hostile member's forged claims while it lives and is reachable.
+	var tokens []node.TokenPos
 	for j, o := range s.nodes {
 		g := o.geo
 		if g == nil {
 			continue
+		}
+		if j != i && len(g.forged) > 0 && s.up(i, j) {
+			for _, r := range g.forged {
+				tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver})
+			}
 		}
 		r := g.heardTok
 		if j == i {
@@ -294,16 +302,11 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 		if r == nil {
 			continue
 		}
-		tp := node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load}
-		if b, ok := best[r.Token.Num]; !ok || tp.Token.Seq > b.Token.Seq || tp.Token.Seq == b.Token.Seq && tp.Holder < b.Holder {
-			best[r.Token.Num] = tp
-		}
+		tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver})
 	}
-	tokens := make([]node.TokenPos, 0, len(best))
-	for _, tp := range best {
-		tokens = append(tokens, tp)
-	}
-	slices.SortFunc(tokens, func(a, b node.TokenPos) int { return cmp.Compare(a.Token.Num, b.Token.Num) })
+	slices.SortStableFunc(tokens, func(a, b node.TokenPos) int {
+		return cmp.Or(cmp.Compare(a.Token.Num, b.Token.Num), cmp.Compare(a.Holder, b.Holder))
+	})
 	return node.GeoFeed{Coords: coords, Tokens: tokens, Connected: s.connectedPeers(i)}
 }
 
