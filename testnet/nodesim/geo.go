@@ -401,6 +401,43 @@ func (s *Sim) geoPass(i int, p node.TokenPass) {
 		})
 }
 
+// ForgeTokens makes node i a hostile member that claims, on the token
+// topic, the tokens of reports besides its machine's own (issue 19,
+// finding 3: "I hold both tokens, one pass above their holders"): every
+// peer hears them, as gossip delivers, while i lives and is reachable.
+// Nil stops the claims.
+func (s *Sim) ForgeTokens(i int, reports []node.TokenReport) {
+	g := s.nodes[i].geo
+	if g == nil {
+		return
+	}
+	g.forged = slices.Clone(reports)
+	s.geoVer++
+}
+
+// ForgePass has node from pass token t to node to, as a hostile member
+// that never held it would: to's machine gets the pass one way later
+// (TokenOffered), and takes it or not. It reports to the caller, through
+// done (when not nil), to's answer.
+func (s *Sim) ForgePass(from, to int, t geometric.Token, done func(node.GeoAnswer)) {
+	if !s.up(from, to) {
+		return
+	}
+	id := s.nodes[from].id
+	s.At(s.now+s.oneWay(from, to), func(s *Sim) {
+		if !s.up(from, to) {
+			return
+		}
+		m := s.nodes[to].m
+		m.Step(s.wall(), node.TokenOffered{From: id, Token: t})
+		ans := m.GeoAnswer()
+		s.carryOut(to)
+		if done != nil {
+			done(ans)
+		}
+	})
+}
+
 // geoAttach carries out an attach request (see geoRequest): the
 // superpeer's machine gets a fresh feed and the request (GeoFeed,
 // AttachAsked), and decides (GeoAnswer).
