@@ -307,8 +307,8 @@ type geoMachine struct {
 	link    []byte
 	giver   peer.ID
 	placed  *placement
-	yield   bool   // the holder a placement replaced is alive: give way
-	ignored uint64 // claims not believed (unprovable), counted once each
+	yield   peer.ID // give the token up to it: a duplicate placement the rule names, or the holder a placement replaced, alive
+	ignored uint64  // claims not believed (unprovable), counted once each
 	ignSeen map[claimKey]bool
 	forged  uint64 // token passes refused as forgeries
 
@@ -692,10 +692,10 @@ func (g *geoMachine) tokenRound(now time.Time) {
 	g.holder.SetPeers(peers)
 	g.holder.SetNeighbours(slices.DeleteFunc(g.neighbours(self, peers), func(p geometric.Peer) bool { return private[p.ID] }))
 	var outs []geometric.Output
-	if g.yield {
-		g.yield = false
+	if to := g.yield; to != "" {
+		g.yield = ""
 		if t, held := g.holder.Holding(); held {
-			g.note(slog.LevelInfo, "geometric: the holder our placement replaced is alive; giving its token back", "token", t.Num, "holder", g.placed.replaced)
+			g.note(slog.LevelInfo, "geometric: another holds our token by a better right; giving it up", "token", t.Num, "holder", to)
 			outs = append(outs, g.holder.Yield()...)
 		}
 	}

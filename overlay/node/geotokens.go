@@ -45,10 +45,10 @@ import (
 //   - The holder itself (it knows itself) gives its token up only to a
 //     report with its own signature and a higher counter (it passed the
 //     token and the answer was lost), or to a duplicate placement at the
-//     same counter by a smaller ID that the deterministic rule names
+//     same counter whose holder the deterministic rule names
 //     (geometric.InitialHolders, geometric.Rehome: views that differed at
-//     the start; or a mate of the lost holder's cluster that took it over
-//     as this node did), or when its own placement (a re-homing or a takeover)
+//     the start; or a mate of the lost holder's cluster with a smaller ID
+//     that took it over as this node did), or when its own placement (a re-homing or a takeover)
 //     replaced a holder that turns out alive: that holder still reports
 //     the token one membership TTL after the placement (a crashed
 //     holder's report is gone by then).
@@ -165,13 +165,14 @@ func (g *geoMachine) ownClaims(now time.Time, own geometric.Token, cs []TokenPos
 		switch {
 		case c.Giver == self && c.Token.Seq > own.Seq:
 			out = append(out, c) // we passed it on, and the answer was lost
-		case c.Token.Seq == own.Seq && c.Token.Passes() == 0 && c.Holder < self && g.designated(c):
-			out = append(out, c) // a duplicate placement that the rule names, or a mate's takeover
+		case c.Token.Seq == own.Seq && c.Token.Passes() == 0 && g.yieldsTo(c):
+			g.yield = c.Holder // a duplicate placement that the rule names, or a mate's takeover
+			g.known[own.Num] = c
 		case g.placed != nil && c.Holder == g.placed.replaced && g.placed.replaced != "" &&
 			!now.Before(g.placed.at.Add(g.attachTTL()+g.m.cfg.AnnounceInterval)):
 			// One TTL and an interval after the placement, a dead
 			// holder's report has expired: this one is alive.
-			g.yield = true
+			g.yield = c.Holder
 		default:
 			if c.Token.Seq >= own.Seq {
 				g.ignore(c)
@@ -184,14 +185,16 @@ func (g *geoMachine) ownClaims(now time.Time, own geometric.Token, cs []TokenPos
 	return out
 }
 
-// designated reports whether c, a placement of a token at the same counter
-// as this node's, is the one the deterministic rule names in this node's
-// view: the initial holder for the first placement, the re-homing's choice
-// for a later one; or, when this node took the token over for the cluster
-// of its lost holder, another member of that cluster that did the same.
-func (g *geoMachine) designated(c TokenPos) bool {
+// yieldsTo reports whether this node gives its token up to c, a
+// placement of it at the same counter (a duplicate): when the
+// deterministic rule names c's holder in this node's view (the initial
+// holder for the first placement, the re-homing's choice for a later
+// one), or, when this node took the token over for the cluster of its lost
+// holder, when c's holder is another member of that cluster that did the
+// same and has the smaller ID.
+func (g *geoMachine) yieldsTo(c TokenPos) bool {
 	if p := g.placed; p != nil && p.num == c.Token.Num && slices.Contains(p.mates, c.Holder) {
-		return true // two of the lost holder's cluster took it over
+		return c.Holder < g.self() // two of the lost holder's cluster took it over
 	}
 	ids := g.holderIDs()
 	if c.Token.Seq == 0 {
@@ -204,7 +207,6 @@ func (g *geoMachine) designated(c TokenPos) bool {
 			holding[geometric.ID(k.Holder)] = true
 		}
 	}
-	ids = slices.DeleteFunc(ids, func(id geometric.ID) bool { return id == geometric.ID(g.self()) })
 	return geometric.Rehome(g.seed, c.Token.Num, ids, holding) == geometric.ID(c.Holder)
 }
 

@@ -170,3 +170,30 @@ func TestGeoTakeoverYields(t *testing.T) {
 		t.Errorf("no report of giving it back: %+v", d.reports)
 	}
 }
+
+// Two peers that both took token 0 as its initial holder (their views
+// differed) settle it: the one that the rule names in the current view
+// keeps it, whatever the IDs; a third peer's claim of the same placement
+// does not take it.
+func TestGeoDuplicatePlacement(t *testing.T) {
+	for _, other := range []string{"b", "c"} {
+		d := newGeoDriver(t, geoTestConfig("a", 1))
+		d.m.Step(d.now, view("a", "b", "c"))
+		first, err := geometric.InitialHolders(d.m.geo.seed, d.m.geo.holderIDs(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named := peer.ID(first[0])
+		d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, 0.02), "c": at(t, 0.03)}}
+		d.step(d.feed)
+		if !d.m.geo.receive(tok(0, 0), d.now) {
+			t.Fatal("a did not take token 0")
+		}
+		d.feed.Tokens = []TokenPos{{Holder: peer.ID(other), Token: tok(0, 0), Coord: at(t, 0.02)}}
+		d.run(2 * time.Second)
+		kept := d.m.GeoState().Token == 0
+		if want := named != peer.ID(other); kept != want {
+			t.Errorf("the rule names %s; %s claims token 0 too: a kept it %v, want %v", named, other, kept, want)
+		}
+	}
+}
