@@ -62,7 +62,12 @@ import (
 //     followed, when accepted, by the cluster: a uvarint count (at most
 //     pb.MaxIDs) of peer IDs, each a uvarint length (at most pb.MaxIDLen)
 //     and the ID's bytes, the superpeer first (appendIDs, readIDs). Members
-//     learn their cluster-mates from it, for elections.
+//     learn their cluster-mates from it, for elections;
+//   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
+//     (the peer checked), answered by a frameAnswer of 8 bytes (the RTT
+//     this node measures to it, nanoseconds, big-endian: the machine's,
+//     or a ping's): a vantage point of another node's liar check
+//     (overlay/node's geovet.go).
 
 // Strategies of superpeer selection.
 const (
@@ -77,6 +82,10 @@ func tokenProtocol(network string) protocol.ID {
 
 func attachProtocol(network string) protocol.ID {
 	return protocol.ID("/superpeer/" + network + "/attach/3.0.0")
+}
+
+func vouchProtocol(network string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/vouch/1.0.0")
 }
 
 // liveMargin is the default Margin of the live token dynamics (see
@@ -112,6 +121,7 @@ type geo struct {
 	n                       *Node
 	feed                    *gossip.Geo
 	tokenProto, attachProto protocol.ID
+	vouchProto              protocol.ID
 	tokens                  int             // S: token numbers at or above are refused
 	ctx                     context.Context // the node's run context
 }
@@ -119,7 +129,7 @@ type geo struct {
 func (n *Node) startGeo(ctx context.Context) error {
 	g := &geo{
 		n: n, ctx: ctx, tokens: n.cfg.Target.Superpeers,
-		tokenProto: tokenProtocol(n.cfg.Network), attachProto: attachProtocol(n.cfg.Network),
+		tokenProto: tokenProtocol(n.cfg.Network), attachProto: attachProtocol(n.cfg.Network), vouchProto: vouchProtocol(n.cfg.Network),
 	}
 	// A coordinate changes with every ping, but the token machine decides
 	// on a snapshot of them every snapshotTicks token intervals: publishing
@@ -138,6 +148,7 @@ func (n *Node) startGeo(ctx context.Context) error {
 	ping.NewPingService(n.host) // a host of our own has it already; a given one may not
 	n.host.SetStreamHandler(g.tokenProto, g.handleToken)
 	n.host.SetStreamHandler(g.attachProto, g.handleAttach)
+	n.host.SetStreamHandler(g.vouchProto, g.handleVouch)
 	n.geo = g
 	return nil
 }
@@ -194,6 +205,55 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 			n.feed(node.AttachDone{To: p, OK: yes, Mates: mates, Err: err})
 		}()
 	}
+	for _, v := range rd.Vouch {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			rtt, err := g.requestVouch(ctx, v)
+			n.feed(node.VouchDone{From: v.To, Of: v.Of, RTT: rtt, Err: err})
+		}()
+	}
+}
+
+// requestVouch asks v.To for the RTT it measures to v.Of.
+func (g *geo) requestVouch(ctx context.Context, v node.VouchRequest) (time.Duration, error) {
+	resp, err := g.n.request(ctx, v.To, g.vouchProto, frameVouch, []byte(v.Of), frameAnswer)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp) != 8 {
+		err = fmt.Errorf("%w: vouch answer of %d bytes, want 8", errWire, len(resp))
+		g.n.guard.refuse(g.n, protoName(g.vouchProto), v.To, err)
+		return 0, err
+	}
+	rtt := time.Duration(binary.BigEndian.Uint64(resp))
+	if rtt <= 0 || rtt > geometric.MaxRTT {
+		return 0, fmt.Errorf("%w: vouch answer of %v", errWire, rtt)
+	}
+	return rtt, nil
+}
+
+// handleVouch answers a vantage point's question: the RTT this node
+// measures to a peer (node.VouchAsked: the machine's, or with none a ping,
+// the least of three, as a sample's), 8 bytes of nanoseconds, big-endian.
+func (g *geo) handleVouch(s network.Stream) {
+	g.n.serve(s, "vouch", frameVouch, func(req []byte, from peer.ID) (frameType, []byte, error) {
+		of, err := peer.IDFromBytes(req)
+		if err != nil || of == g.n.self || of == from {
+			return 0, nil, fmt.Errorf("%w: vouch request for %q: %v", errWire, of, err)
+		}
+		var ans node.GeoAnswer
+		if !g.n.do(g.ctx, func(m *node.Machine) { m.Step(time.Now(), node.VouchAsked{From: from, Of: of}); ans = m.GeoAnswer() }) {
+			return 0, nil, fmt.Errorf("%w: stopping", errLimit)
+		}
+		rtt := ans.RTT
+		if rtt <= 0 {
+			if rtt, err = g.ping(g.ctx, of); err != nil {
+				return 0, nil, fmt.Errorf("%w: ping %s: %v", errLimit, of, err)
+			}
+		}
+		return frameAnswer, binary.BigEndian.AppendUint64(nil, uint64(rtt)), nil
+	})
 }
 
 // publish publishes the machine's token reports, in order.
@@ -389,7 +449,7 @@ func (g *geo) leave(ctx context.Context) {
 	m := g.n.m
 	for _, in := range g.n.inbox.take() {
 		switch in.(type) {
-		case node.PingDone, node.PassDone, node.AttachDone:
+		case node.PingDone, node.PassDone, node.AttachDone, node.VouchDone:
 			m.Step(time.Now(), in)
 		}
 	}
@@ -400,8 +460,12 @@ func (g *geo) leave(ctx context.Context) {
 			g.n.log.Log(ctx, note.Level, note.Msg, note.Args...)
 		}
 		g.publish(ctx, rd.Geo.Tokens)
-		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 {
+		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 && len(rd.Geo.Vouch) == 0 {
 			return
+		}
+		for _, v := range rd.Geo.Vouch {
+			rtt, err := g.requestVouch(ctx, v)
+			m.Step(time.Now(), node.VouchDone{From: v.To, Of: v.Of, RTT: rtt, Err: err})
 		}
 		for _, p := range rd.Geo.Pings {
 			rtt, err := g.ping(ctx, p)
@@ -416,5 +480,6 @@ func (g *geo) leave(ctx context.Context) {
 func (g *geo) close() error {
 	g.n.host.RemoveStreamHandler(g.tokenProto)
 	g.n.host.RemoveStreamHandler(g.attachProto)
+	g.n.host.RemoveStreamHandler(g.vouchProto)
 	return g.feed.Close()
 }

@@ -68,7 +68,17 @@ type GeoConfig struct {
 	// PingInterval is the period of the RTT samples, TokenInterval that of
 	// the token and attachment rounds.
 	PingInterval, TokenInterval time.Duration
+	// Vantage is how many vantage points must find a peer's claimed
+	// coordinate implausible, and be the majority of those that checked
+	// it, before the node distrusts it (geovet.go): the node itself and
+	// the peers nearest the claimed coordinate, asked for the RTT they
+	// measure to it. Zero means DefaultVantage; 1 is the node's own check
+	// alone (the rule before issue 19's finding 10).
+	Vantage int
 }
+
+// DefaultVantage is the default GeoConfig.Vantage.
+const DefaultVantage = 3
 
 // geoWarmups is how many token intervals a node waits, when it hears of no
 // token, before it places the tokens itself: time for the membership view
@@ -181,6 +191,20 @@ type AttachDone struct {
 // TokenPass) or releases it.
 type GeoLeave struct{}
 
+// VouchAsked: From asks for the RTT this node measures to Of (a vantage
+// point of From's liar check). The answer is GeoAnswer.RTT, read right
+// after the Step: the RTT the machine keeps for Of, or zero when it has
+// none, and the driver then measures one (a ping, the least of three).
+type VouchAsked struct{ From, Of peer.ID }
+
+// VouchDone answers a VouchRequest: the RTT From measures to Of, or the
+// error (no answer).
+type VouchDone struct {
+	From, Of peer.ID
+	RTT      time.Duration
+	Err      error
+}
+
 func (GeoFeed) input()      {}
 func (PingDone) input()     {}
 func (TokenOffered) input() {}
@@ -188,6 +212,8 @@ func (PassDone) input()     {}
 func (AttachAsked) input()  {}
 func (AttachDone) input()   {}
 func (GeoLeave) input()     {}
+func (VouchAsked) input()   {}
+func (VouchDone) input()    {}
 
 // GeoReady is the geometric strategy's part of Ready.
 type GeoReady struct {
@@ -197,6 +223,9 @@ type GeoReady struct {
 	Passes []TokenPass
 	// Attach are peers to ask to attach to; each answers with AttachDone.
 	Attach []peer.ID
+	// Vouch are peers to ask for the RTT they measure to a peer (the
+	// vantage points of the liar check); each answers with VouchDone.
+	Vouch []VouchRequest
 	// Coord, when not nil, is the node's coordinate to publish.
 	Coord *coordinate.Coordinate
 	// Tokens are the token reports to publish, in order.
@@ -204,6 +233,9 @@ type GeoReady struct {
 	// State, when not nil, is the node's geometric state.
 	State *GeoState
 }
+
+// VouchRequest asks the driver to ask To for the RTT it measures to Of.
+type VouchRequest struct{ To, Of peer.ID }
 
 // TokenPass asks the driver to hand Token to To.
 type TokenPass struct {
@@ -248,10 +280,13 @@ type GeoState struct {
 // Forged, when set, says why a token pass was refused as a forgery (the
 // sender cannot have held the token: see offered): the driver strikes the
 // sender.
+//
+// RTT is the answer to VouchAsked.
 type GeoAnswer struct {
 	Yes     bool
 	Cluster []peer.ID
 	Forged  error
+	RTT     time.Duration
 }
 
 type geoMachine struct {
@@ -297,6 +332,8 @@ type geoMachine struct {
 	// no neighbours, so no token goes to them, until the next snapshot.
 	distrusted map[peer.ID]int64
 	distrustN  uint64
+	vetN       uint64 // claims checked (the denominator of distrustN)
+	overruled  uint64 // checks in which this node's own found the claim implausible and the others did not
 
 	// The token claims (geotokens.go): every live report of the feed, the
 	// holder of each token this node believes, the pass that gave this
@@ -333,15 +370,25 @@ type pendingPing struct {
 // and what to do when they are done.
 type pendingOut struct {
 	p       geometric.Pass
-	vetting bool // waiting for the ping of vet
+	vetting bool // waiting for the ping of vet, or for the vantage points' answers
 	rest    []geometric.Output
 	then    func(now time.Time)
+	// The liar check from several vantage points (geovet.go): the
+	// checks so far, this node's first, and the peers asked.
+	checks  []geometric.Check
+	waiting map[peer.ID]bool
 }
 
 func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 	gc := cfg.Geo
 	if gc.PingInterval <= 0 || gc.TokenInterval <= 0 {
 		return nil, fmt.Errorf("node: geometric: ping interval %v and token interval %v, want both > 0", gc.PingInterval, gc.TokenInterval)
+	}
+	if gc.Vantage < 0 {
+		return nil, fmt.Errorf("node: geometric: vantage %d, want >= 1 (0: %d)", gc.Vantage, DefaultVantage)
+	}
+	if gc.Vantage == 0 {
+		gc.Vantage = DefaultVantage
 	}
 	tc, err := gc.Tokens.Filled()
 	if err != nil {
@@ -521,6 +568,10 @@ func (g *geoMachine) step(now time.Time, in Input) {
 		g.attachDone(now, in)
 	case GeoLeave:
 		g.carryOut(now, g.holder.Leave(), nil)
+	case VouchAsked:
+		g.answer = GeoAnswer{RTT: g.rtt[in.Of]}
+	case VouchDone:
+		g.vouchDone(now, in)
 	}
 }
 
@@ -578,13 +629,13 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 	for _, num := range pp.probes {
 		g.probed(now, num, in)
 	}
-	if pp.vet && g.pass != nil && g.pass.vetting && peer.ID(g.pass.p.To) == in.Peer {
+	if pp.vet && g.pass != nil && g.pass.vetting && len(g.pass.waiting) == 0 && peer.ID(g.pass.p.To) == in.Peer {
 		g.pass.vetting = false
-		ok := true
-		if in.Err == nil {
-			ok = g.verdict(in.Peer, g.rtt[in.Peer])
+		if in.Err != nil {
+			g.vetted(now, true) // no answer: the pass will tell
+			return
 		}
-		g.vetted(now, ok)
+		g.judge(now, g.rtt[in.Peer])
 	}
 }
 
@@ -767,47 +818,6 @@ func (g *geoMachine) carryOut(now time.Time, outs []geometric.Output, then func(
 	if then != nil {
 		then(now)
 	}
-}
-
-// vet checks the coordinate the recipient of the pass in flight claims
-// (the one the token machine decided on) against the RTT measured to it,
-// asking for a ping first if it was not measured yet: geometric.Plausible
-// with the DefaultTolerance. A peer cannot make its RTT shorter than the
-// network makes it, so one that claims to sit near the token's spot, to
-// attract it, is found out by the peer that would pass it; a distrusted
-// peer is no neighbour (neighbours) until the next snapshot. This is one
-// vantage point, the holder's, not the majority of the claimed spot's
-// nearest peers that the simulator measured (bench.GeometricAttack).
-func (g *geoMachine) vet(now time.Time) {
-	to := peer.ID(g.pass.p.To)
-	if _, claimed := g.snapshot[to]; !claimed {
-		g.vetted(now, true) // not in the snapshot: no claim the machine decided on
-		return
-	}
-	if rtt := g.rtt[to]; rtt > 0 {
-		g.vetted(now, g.verdict(to, rtt))
-		return
-	}
-	g.pass.vetting = true
-	g.ping(to).vet = true
-}
-
-// verdict is vet's: whether to's claim agrees with rtt. A peer whose claim
-// does not is distrusted until the next snapshot.
-func (g *geoMachine) verdict(to peer.ID, rtt time.Duration) bool {
-	claimed := g.snapshot[to]
-	if claimed == nil {
-		return true
-	}
-	self := g.client.Coordinate()
-	if geometric.Plausible(self, claimed, rtt, geometric.DefaultTolerance()) {
-		return true
-	}
-	g.distrusted[to] = g.snapshotEpoch
-	g.distrustN++
-	g.note(slog.LevelWarn, "geometric: a peer's coordinate disagrees with the RTT measured to it; no token for it",
-		"peer", to, "predicted_ms", geometric.Distance(self, claimed)*1000, "measured_ms", float64(rtt)/float64(time.Millisecond))
-	return false
 }
 
 // vetted carries on with the pass in flight: to the driver when the

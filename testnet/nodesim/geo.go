@@ -69,6 +69,10 @@ type geoNode struct {
 	// forged are token claims a hostile member makes besides its
 	// machine's report (ForgeTokens): heard by everyone while it lives.
 	forged []node.TokenReport
+	// lie, when set, is the coordinate its peers hear instead of its own
+	// (LieCoord); load is the most its measurements are delayed by (Load).
+	lie  *coordinate.Coordinate
+	load time.Duration
 	// Coordinates go out at most once per announce interval (MinGap).
 	coordPubAt   time.Duration
 	coordPending bool
@@ -130,8 +134,15 @@ func (s *Sim) geoDown(i int, graceful bool) {
 		for _, r := range rd.Geo.Tokens {
 			s.publishToken(i, r)
 		}
-		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 {
+		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 && len(rd.Geo.Vouch) == 0 {
 			return
+		}
+		for _, v := range rd.Geo.Vouch {
+			in := node.VouchDone{From: v.To, Of: v.Of, Err: errGeoTimeout}
+			if j, ok := s.indexOf(v.To); ok && s.up(i, j) {
+				in.RTT, in.Err = s.vouch(j, v.Of, n.id)
+			}
+			n.m.Step(now, in)
 		}
 		for _, p := range rd.Geo.Pings {
 			s.stats.GeoPings++
@@ -191,6 +202,67 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 	}
 	for _, p := range rd.Attach {
 		s.geoAttach(i, p)
+	}
+	for _, v := range rd.Vouch {
+		s.geoVouch(i, v)
+	}
+}
+
+// geoVouch carries out a request for the RTT a peer measures to another
+// (see geoRequest): its machine answers with the RTT it keeps (VouchAsked),
+// or, with none, the oracle measures one as the live node's ping does.
+func (s *Sim) geoVouch(i int, v node.VouchRequest) {
+	var rtt time.Duration
+	var err error
+	s.geoRequest(i, v.To,
+		func(m *node.Machine, j int, now time.Time, from peer.ID) {
+			rtt, err = s.vouch(j, v.Of, from)
+		},
+		func(_ node.GeoAnswer, ok bool) node.Input {
+			if !ok {
+				return node.VouchDone{From: v.To, Of: v.Of, Err: errGeoTimeout}
+			}
+			return node.VouchDone{From: v.To, Of: v.Of, RTT: rtt, Err: err}
+		})
+}
+
+// vouch is node j's answer to from's question: the RTT it measures to of
+// (its machine's, or a ping by the oracle: the matrix RTT and the least of
+// three jitters), or an error when of does not answer it.
+func (s *Sim) vouch(j int, of, from peer.ID) (time.Duration, error) {
+	m := s.nodes[j].m
+	m.Step(s.wall(), node.VouchAsked{From: from, Of: of})
+	if rtt := m.GeoAnswer().RTT; rtt > 0 {
+		return rtt, nil
+	}
+	k, ok := s.indexOf(of)
+	if !ok || !s.up(j, k) {
+		return 0, errGeoTimeout
+	}
+	s.stats.GeoPings++
+	jit := s.randDur(s.cfg.Jitter)
+	for range 2 {
+		jit = min(jit, s.randDur(s.cfg.Jitter))
+	}
+	return s.rtt(j, k) + jit + s.randDur(s.nodes[j].geo.load), nil
+}
+
+// LieCoord makes node i a liar: its peers hear c as its coordinate (nil
+// ends the lie).
+func (s *Sim) LieCoord(i int, c *coordinate.Coordinate) {
+	if g := s.nodes[i].geo; g != nil {
+		g.lie = c
+		s.geoVer++
+	}
+}
+
+// Load makes node i a loaded host: every RTT it measures (its pings, and
+// those it answers a vantage point's question with) is delayed by a
+// random amount up to d, the scheduling delays a busy host adds to a ping
+// and never takes away (all three pings of a measurement alike).
+func (s *Sim) Load(i int, d time.Duration) {
+	if g := s.nodes[i].geo; g != nil {
+		g.load = d
 	}
 }
 
@@ -275,6 +347,9 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 		for j, o := range s.nodes {
 			if o.geo != nil && o.geo.heardCoord != nil && s.present(i, j) {
 				coords[o.id] = o.geo.heardCoord
+				if o.geo.lie != nil && j != i {
+					coords[o.id] = o.geo.lie
+				}
 			}
 		}
 		s.geoCoords[c], s.geoCoordsKey[c] = coords, key
@@ -378,7 +453,7 @@ func (s *Sim) geoPing(i int, p peer.ID) {
 	for range 2 {
 		jit = min(jit, s.randDur(s.cfg.Jitter))
 	}
-	rtt := d + jit
+	rtt := d + jit + s.randDur(s.nodes[i].geo.load)
 	s.back(i, s.now+3*rtt, func(s *Sim) {
 		if !s.up(i, j) {
 			fail(s)
