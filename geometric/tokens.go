@@ -291,6 +291,18 @@ func (h *Holder) Receive(t Token, now time.Time) error {
 	return nil
 }
 
+// Yield gives up the token this peer holds, when its driver found that
+// another peer holds it by a better right (for overlay/node, the holder
+// that this peer's re-homing or takeover replaced turned out alive); it
+// outputs Demote if this peer was a superpeer. It does nothing while a
+// pass is in flight, or when no token is held.
+func (h *Holder) Yield() []Output {
+	if !h.held || h.passing {
+		return nil
+	}
+	return h.drop()
+}
+
 // Takeover hands token t to this peer as Receive does, and promotes it at
 // once (output Promote): the cluster of t's holder, which is gone, elected
 // this peer to take its place, and its members need a superpeer now, not

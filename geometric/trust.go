@@ -54,6 +54,24 @@ func Plausible(self, claimed *coordinate.Coordinate, measured time.Duration, tol
 	return math.Abs(Distance(self, claimed)-m) <= tol.Abs.Seconds()+tol.Rel*m
 }
 
+// TooNear reports whether the coordinate claimed by a peer puts it nearer
+// to self than the RTT measured to it, by more than the tolerance:
+// Distance(self, claimed) < measured − (Abs + Rel·measured). It is the
+// half of Plausible that a lie needs (a peer cannot make its RTT shorter
+// than the network makes it, and it claims to sit near a spot to draw
+// tokens and members to it); a claim that puts a peer farther than it is
+// draws nothing to it, and is where honest peers whose coordinate fits
+// poorly mostly err. It reports true for an unusable input, as Plausible
+// reports false.
+func TooNear(self, claimed *coordinate.Coordinate, measured time.Duration, tol Tolerance) bool {
+	if self == nil || validate(self, len(self.Vec)) != nil || validate(claimed, len(self.Vec)) != nil ||
+		measured <= 0 || measured > MaxRTT {
+		return true
+	}
+	m := measured.Seconds()
+	return Distance(self, claimed) < m-(tol.Abs.Seconds()+tol.Rel*m)
+}
+
 // Check is one vantage point's view of a peer: the checker's own
 // coordinate and the RTT it measured to the peer.
 type Check struct {

@@ -82,3 +82,31 @@ func countNear(cs []Check) int {
 	}
 	return n
 }
+
+// TooNear is the half of Plausible a lie needs: a claim nearer than
+// measured by more than the tolerance; a claim farther than measured is
+// not too near, however far.
+func TestTooNear(t *testing.T) {
+	tol := Tolerance{Rel: 0.5, Abs: 10 * time.Millisecond}
+	self, claimed := at(0, 0), at(30, 0) // predicted RTT 30.02 ms
+	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+	for _, tc := range []struct {
+		rtt  float64 // ms
+		want bool
+	}{
+		{30, false},
+		{13, false}, // farther than measured: Plausible says no, TooNear no
+		{1, false},
+		{80, false},  // 30.02 ≥ 80 − 50
+		{100, true},  // 30.02 < 100 − 60: a liar claiming to be 30 ms away, measured at 100
+		{81, true},   // 30.02 < 81 − 50.5
+		{80.5, true}, // 30.02 < 80.5 − 50.25
+	} {
+		if got := TooNear(self, claimed, ms(tc.rtt), tol); got != tc.want {
+			t.Errorf("claim 30 ms away, measured %v ms: TooNear = %v, want %v", tc.rtt, got, tc.want)
+		}
+	}
+	if !TooNear(nil, claimed, ms(30), tol) || !TooNear(self, claimed, 0, tol) {
+		t.Error("an unusable input is not too near")
+	}
+}

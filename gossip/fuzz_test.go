@@ -115,9 +115,9 @@ func fuzzCoord(x float64) *coordinate.Coordinate {
 func FuzzDecodeCoord(f *testing.F) {
 	f.Add(byte(0), mustEncode(f, Coord{Seq: 7, Coord: fuzzCoord(0.012)}.Encode))
 	f.Add(byte(1), mustEncode(f, Coord{Seq: 1 << 63, Coord: fuzzCoord(-geometric.MaxComponent)}.Encode))
-	f.Add(byte(0), []byte(`{"v":1,"seq":1,"coord":{"vec":[1e400,0,0,0,0,0,0,0]}}`))
-	f.Add(byte(0), []byte(`{"v":1,"seq":1,"coord":{"vec":[0,0,0,0,0,0,0]}}`))
-	f.Add(byte(0), []byte(`{"v":1,"seq":1,"coord":null} {}`))
+	f.Add(byte(0), []byte(`{"v":2,"seq":1,"coord":{"vec":[1e400,0,0,0,0,0,0,0]}}`))
+	f.Add(byte(0), []byte(`{"v":2,"seq":1,"coord":{"vec":[0,0,0,0,0,0,0]}}`))
+	f.Add(byte(0), []byte(`{"v":2,"seq":1,"coord":null} {}`))
 	f.Fuzz(func(t *testing.T, who byte, data []byte) {
 		origin := fuzzOrigin(who)
 		c, err := DecodeCoord(origin, data)
@@ -153,11 +153,11 @@ func FuzzDecodeCoord(f *testing.F) {
 // (or none, only in a release), and encodes to a payload that decodes to
 // the same position.
 func FuzzDecodeTokenPos(f *testing.F) {
-	tp := TokenPos{Seq: 3, Token: geometric.Token{Num: 2, Seq: 5}, Coord: fuzzCoord(0.02), Superpeer: true, Load: 1, Capacity: 4}
+	tp := TokenPos{Seq: 3, Token: geometric.Token{Num: 2, Seq: 5 << 32}, Coord: fuzzCoord(0.02), Superpeer: true, Load: 1, Capacity: 4}
 	f.Add(byte(0), mustEncode(f, tp.Encode))
 	f.Add(byte(1), mustEncode(f, TokenPos{Seq: 9, Token: geometric.Token{Num: MaxTokens - 1, Seq: 1<<63 + 1}, Released: true, Capacity: 1}.Encode))
-	f.Add(byte(0), []byte(`{"v":1,"seq":1,"num":-1,"capacity":1}`))
-	f.Add(byte(0), []byte(`{"v":1,"seq":1,"num":0,"load":5,"capacity":4,"coord":{"vec":[0,0,0,0,0,0,0,0]}}`))
+	f.Add(byte(0), []byte(`{"v":2,"seq":1,"num":-1,"capacity":1}`))
+	f.Add(byte(0), []byte(`{"v":2,"seq":1,"num":0,"load":5,"capacity":4,"coord":{"vec":[0,0,0,0,0,0,0,0]}}`))
 	f.Fuzz(func(t *testing.T, who byte, data []byte) {
 		origin := fuzzOrigin(who)
 		p, err := DecodeTokenPos(origin, data)

@@ -3,6 +3,7 @@ package gossip
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hashicorp/serf/coordinate"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/geometric"
@@ -19,8 +21,8 @@ import (
 
 // GeoVersion is the version of the coordinate and token payloads, and the
 // last element of their topic names; payloads of other versions are
-// rejected.
-const GeoVersion = 1
+// rejected. Version 2 added the token link (TokenLink).
+const GeoVersion = 2
 
 // MaxGeoSize bounds an encoded coordinate or token payload, in bytes. An
 // honest one is about 300 bytes.
@@ -79,6 +81,101 @@ type TokenPos struct {
 	// Released reports that the holder gave the token up (it is leaving);
 	// receivers drop the holder's entry.
 	Released bool
+	// Link is the last pass's proof: the giver's signature naming Holder
+	// as the recipient of Token (SignLink). A report of a passed token
+	// (Token.Passes() > 0) must carry it, unless Released; a report of a
+	// placement (no passes) must not.
+	Link *TokenLink
+	// Giver is the peer that signed Link, as the decoder verified it; it
+	// is not encoded ("" without a link).
+	Giver peer.ID
+}
+
+// TokenLink is a token pass's proof: the giver's public key and its
+// signature over the token, its sequence and the recipient (linkBytes).
+// The recipient of a pass checks it (Verify) before it takes the token,
+// and then carries it in its reports, so that every receiver can check
+// who gave the token to the peer that claims it: a report of a token one
+// pass above its holder's, which any peer can write, is only believed
+// with the signature of the holder the receiver knows (overlay/node's
+// token rules decide that; this is the proof).
+type TokenLink struct {
+	Key []byte `json:"key"` // the giver's public key, crypto.MarshalPublicKey
+	Sig []byte `json:"sig"`
+}
+
+// MaxLinkKey bounds a link's public key, in bytes (an Ed25519 key is 36,
+// an RSA-4096 key some 550).
+const MaxLinkKey = 1024
+
+// MaxLinkSig bounds a link's signature, in bytes.
+const MaxLinkSig = 1024
+
+// linkBytes is what a link signs: a domain string, the token number and
+// sequence (big-endian uint64s) and the recipient's ID bytes. The network
+// is not in it: a link names its recipient and the exact pass, and is
+// believed only from the holder a receiver knows in its own network.
+func linkBytes(t geometric.Token, to peer.ID) []byte {
+	b := append([]byte("/superpeer/token-link/1\x00"), make([]byte, 16)...)
+	binary.BigEndian.PutUint64(b[len(b)-16:], uint64(t.Num))
+	binary.BigEndian.PutUint64(b[len(b)-8:], t.Seq)
+	return append(b, to...)
+}
+
+// SignLink signs the pass of t to the peer to with the giver's key sk.
+func SignLink(sk crypto.PrivKey, t geometric.Token, to peer.ID) (*TokenLink, error) {
+	key, err := crypto.MarshalPublicKey(sk.GetPublic())
+	if err != nil {
+		return nil, fmt.Errorf("gossip: token link: %w", err)
+	}
+	sig, err := sk.Sign(linkBytes(t, to))
+	if err != nil {
+		return nil, fmt.Errorf("gossip: token link: %w", err)
+	}
+	return &TokenLink{Key: key, Sig: sig}, nil
+}
+
+// Verify checks that l is a signature of the pass of t to the peer to,
+// and returns the giver. Errors wrap ErrBadGeo.
+func (l *TokenLink) Verify(t geometric.Token, to peer.ID) (peer.ID, error) {
+	if l == nil {
+		return "", fmt.Errorf("%w: no token link", ErrBadGeo)
+	}
+	if len(l.Key) == 0 || len(l.Key) > MaxLinkKey || len(l.Sig) == 0 || len(l.Sig) > MaxLinkSig {
+		return "", fmt.Errorf("%w: token link of a %d-byte key and a %d-byte signature", ErrBadGeo, len(l.Key), len(l.Sig))
+	}
+	pk, err := crypto.UnmarshalPublicKey(l.Key)
+	if err != nil {
+		return "", fmt.Errorf("%w: token link key: %v", ErrBadGeo, err)
+	}
+	giver, err := peer.IDFromPublicKey(pk)
+	if err != nil {
+		return "", fmt.Errorf("%w: token link key: %v", ErrBadGeo, err)
+	}
+	if giver == to {
+		return "", fmt.Errorf("%w: token link signed by its own recipient %s", ErrBadGeo, to)
+	}
+	if ok, err := pk.Verify(linkBytes(t, to), l.Sig); err != nil || !ok {
+		return "", fmt.Errorf("%w: token link of token %d at %d to %s: bad signature", ErrBadGeo, t.Num, t.Seq, to)
+	}
+	return giver, nil
+}
+
+// Marshal is the link's stream encoding: a uvarint key length, the key,
+// the signature (the rest).
+func (l *TokenLink) Marshal() []byte {
+	b := binary.AppendUvarint(nil, uint64(len(l.Key)))
+	return append(append(b, l.Key...), l.Sig...)
+}
+
+// UnmarshalLink parses Marshal's encoding (bounds only; Verify checks
+// the rest). Errors wrap ErrBadGeo.
+func UnmarshalLink(b []byte) (*TokenLink, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n == 0 || n > MaxLinkKey || uint64(len(b)-k) <= n {
+		return nil, fmt.Errorf("%w: token link of %d bytes, key length %d", ErrBadGeo, len(b), n)
+	}
+	return &TokenLink{Key: slices.Clone(b[k : k+int(n)]), Sig: slices.Clone(b[k+int(n):])}, nil
 }
 
 // wireCoord is a coordinate on the wire. It is spelled out here rather than
@@ -107,6 +204,7 @@ type wireToken struct {
 	Load      int        `json:"load"`
 	Capacity  int        `json:"capacity"`
 	Released  bool       `json:"released,omitempty"`
+	Link      *TokenLink `json:"link,omitempty"`
 }
 
 func toWire(c *coordinate.Coordinate) *wireCoord {
@@ -191,6 +289,12 @@ func (t TokenPos) check() error {
 	if t.Load < 0 || t.Load > t.Capacity {
 		return fmt.Errorf("%w: load %d out of [0, capacity %d]", ErrBadGeo, t.Load, t.Capacity)
 	}
+	if t.Link != nil && t.Token.Passes() == 0 {
+		return fmt.Errorf("%w: a link on token %d at placement %d, which no pass gave", ErrBadGeo, t.Token.Num, t.Token.Seq>>32)
+	}
+	if t.Link == nil && t.Token.Passes() > 0 && !t.Released {
+		return fmt.Errorf("%w: token %d %d passes after its placement, without the giver's link", ErrBadGeo, t.Token.Num, t.Token.Passes())
+	}
 	if t.Coord == nil && t.Released {
 		return nil
 	}
@@ -205,15 +309,17 @@ func (t TokenPos) Encode() ([]byte, error) {
 	}
 	return json.Marshal(wireToken{
 		V: GeoVersion, Seq: t.Seq, Num: t.Token.Num, TokenSeq: t.Token.Seq, Coord: toWire(t.Coord),
-		Superpeer: t.Superpeer, Load: t.Load, Capacity: t.Capacity, Released: t.Released,
+		Superpeer: t.Superpeer, Load: t.Load, Capacity: t.Capacity, Released: t.Released, Link: t.Link,
 	})
 }
 
 // DecodeTokenPos parses and checks a token position published by origin
 // (the message's signed origin, which becomes the Holder): size, version,
 // encoding, token number in [0, MaxTokens), capacity >= 1, load in
-// [0, capacity], and the coordinate with geometric.Valid (it may be absent
-// only from a release). Errors wrap ErrBadGeo.
+// [0, capacity], the coordinate with geometric.Valid (it may be absent
+// only from a release), and the link: required on a passed token (but for
+// a release), refused on a placement, and when present a valid signature
+// of the pass to origin by another peer, the Giver. Errors wrap ErrBadGeo.
 func DecodeTokenPos(origin peer.ID, data []byte) (TokenPos, error) {
 	if origin == "" {
 		return TokenPos{}, fmt.Errorf("%w: no origin (unsigned message)", ErrBadGeo)
@@ -224,10 +330,17 @@ func DecodeTokenPos(origin peer.ID, data []byte) (TokenPos, error) {
 	}
 	t := TokenPos{
 		Holder: origin, Seq: w.Seq, Token: geometric.Token{Num: w.Num, Seq: w.TokenSeq}, Coord: fromWire(w.Coord),
-		Superpeer: w.Superpeer, Load: w.Load, Capacity: w.Capacity, Released: w.Released,
+		Superpeer: w.Superpeer, Load: w.Load, Capacity: w.Capacity, Released: w.Released, Link: w.Link,
 	}
 	if err := t.check(); err != nil {
 		return TokenPos{}, err
+	}
+	if t.Link != nil {
+		giver, err := t.Link.Verify(t.Token, origin)
+		if err != nil {
+			return TokenPos{}, err
+		}
+		t.Giver = giver
 	}
 	return t, nil
 }
@@ -259,7 +372,7 @@ var tokenSpec = feedSpec[TokenPos]{
 	live:   func(t TokenPos) bool { return !t.Released },
 	same: func(a, b TokenPos) bool {
 		return a.Token == b.Token && a.Superpeer == b.Superpeer && a.Load == b.Load && a.Capacity == b.Capacity &&
-			a.Released == b.Released && sameCoord(a.Coord, b.Coord)
+			a.Released == b.Released && sameCoord(a.Coord, b.Coord) && a.Giver == b.Giver
 	},
 	// A new token, a promotion and a release go out at once; load and
 	// coordinate updates may wait for the minimum gap.
@@ -462,6 +575,28 @@ func (g *Geo) Tokens() []TokenPos {
 		out = append(out, t)
 	}
 	slices.SortFunc(out, func(a, b TokenPos) int { return cmp.Compare(a.Token.Num, b.Token.Num) })
+	return out
+}
+
+// Reports returns every live token report, this peer's own included,
+// sorted by token number and then holder: all the claims on each token,
+// for the node machine, which decides which to believe (Tokens' rule, the
+// highest Token.Seq, is what a forged claim one pass above the holder's
+// exploited). Released and expired reports are left out.
+func (g *Geo) Reports() []TokenPos {
+	f := g.tokens
+	var out []TokenPos
+	f.mu.Lock()
+	f.tab.each(g.cfg.Now(), func(_ peer.ID, t TokenPos) {
+		if t.Coord != nil {
+			t.Coord = t.Coord.Clone()
+		}
+		out = append(out, t)
+	})
+	f.mu.Unlock()
+	slices.SortFunc(out, func(a, b TokenPos) int {
+		return cmp.Or(cmp.Compare(a.Token.Num, b.Token.Num), cmp.Compare(a.Holder, b.Holder))
+	})
 	return out
 }
 

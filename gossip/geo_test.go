@@ -2,9 +2,11 @@ package gossip
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/hashicorp/serf/coordinate"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
@@ -31,7 +34,7 @@ func coordAt(x float64) *coordinate.Coordinate {
 // rawCoord is a coordinate payload with the given JSON in place of the
 // coordinate, for crafting bad input the encoder refuses to produce.
 func rawCoord(seq uint64, coordJSON string) []byte {
-	return fmt.Appendf(nil, `{"v":1,"seq":%d,"coord":%s}`, seq, coordJSON)
+	return fmt.Appendf(nil, `{"v":2,"seq":%d,"coord":%s}`, seq, coordJSON)
 }
 
 const goodCoordJSON = `{"vec":[0.01,0,0,0,0,0,0,0],"error":1.5,"adjustment":0,"height":0.00001}`
@@ -52,7 +55,7 @@ func TestCoordRoundTrip(t *testing.T) {
 		t.Fatalf("round trip changed the coordinate: %+v -> %+v", c, got)
 	}
 	// The wire format is ours, with the field names the brief fixes.
-	for _, field := range []string{`"v":1`, `"seq":42`, `"vec":`, `"error":`, `"adjustment":`, `"height":`} {
+	for _, field := range []string{`"v":2`, `"seq":42`, `"vec":`, `"error":`, `"adjustment":`, `"height":`} {
 		if !strings.Contains(string(data), field) {
 			t.Errorf("payload %s lacks %s", data, field)
 		}
@@ -103,11 +106,11 @@ func TestDecodeCoordRejects(t *testing.T) {
 		{name: "empty", data: nil},
 		{name: "oversized", data: append(rawCoord(1, goodCoordJSON), make([]byte, MaxGeoSize)...)},
 		{name: "no version", data: []byte(`{"seq":1,"coord":` + goodCoordJSON + `}`)},
-		{name: "unknown version", data: []byte(`{"v":2,"seq":1,"coord":` + goodCoordJSON + `}`)},
+		{name: "unknown version", data: []byte(`{"v":1,"seq":1,"coord":` + goodCoordJSON + `}`)},
 		{name: "trailing data", data: append(rawCoord(1, goodCoordJSON), []byte(`{}`)...)},
-		{name: "negative seq", data: []byte(`{"v":1,"seq":-1,"coord":` + goodCoordJSON + `}`)},
+		{name: "negative seq", data: []byte(`{"v":2,"seq":-1,"coord":` + goodCoordJSON + `}`)},
 		{name: "no origin", origin: "-", data: rawCoord(1, goodCoordJSON)},
-		{name: "no coordinate", data: []byte(`{"v":1,"seq":1}`), coord: true},
+		{name: "no coordinate", data: []byte(`{"v":2,"seq":1}`), coord: true},
 		{name: "null coordinate", data: rawCoord(1, `null`), coord: true},
 		{name: "no vec", data: rawCoord(1, `{"error":1.5,"height":0.00001}`), coord: true},
 		{name: "wrong dimension", data: rawCoord(1, `{"vec":[0,0,0],"error":1.5,"height":0.00001}`), coord: true},
@@ -145,7 +148,7 @@ func TestDecodeCoordRejects(t *testing.T) {
 func TestDecodeTokenPosRejects(t *testing.T) {
 	id := fakeID(t, 1)
 	tok := func(fields string) []byte {
-		return []byte(`{"v":1,"seq":1,"coord":` + goodCoordJSON + `,` + fields + `}`)
+		return []byte(`{"v":2,"seq":1,"coord":` + goodCoordJSON + `,` + fields + `}`)
 	}
 	cases := map[string][]byte{
 		"not json":          []byte("{"),
@@ -160,11 +163,11 @@ func TestDecodeTokenPosRejects(t *testing.T) {
 		"no capacity":       tok(`"num":0`),
 		"negative load":     tok(`"num":0,"load":-1,"capacity":4`),
 		"load > capacity":   tok(`"num":0,"load":5,"capacity":4`),
-		"missing coord":     []byte(`{"v":1,"seq":1,"num":0,"capacity":1}`),
-		"bad coord":         []byte(`{"v":1,"seq":1,"num":0,"capacity":1,"coord":{"vec":[1e300,0,0,0,0,0,0,0]}}`),
-		"inf coord":         []byte(`{"v":1,"seq":1,"num":0,"capacity":1,"coord":{"vec":[1e999,0,0,0,0,0,0,0]}}`),
-		"bad released":      []byte(`{"v":1,"seq":1,"num":0,"capacity":1,"released":true,"coord":{"vec":[0]}}`),
-		"released bad load": []byte(`{"v":1,"seq":1,"num":0,"capacity":1,"load":2,"released":true}`),
+		"missing coord":     []byte(`{"v":2,"seq":1,"num":0,"capacity":1}`),
+		"bad coord":         []byte(`{"v":2,"seq":1,"num":0,"capacity":1,"coord":{"vec":[1e300,0,0,0,0,0,0,0]}}`),
+		"inf coord":         []byte(`{"v":2,"seq":1,"num":0,"capacity":1,"coord":{"vec":[1e999,0,0,0,0,0,0,0]}}`),
+		"bad released":      []byte(`{"v":2,"seq":1,"num":0,"capacity":1,"released":true,"coord":{"vec":[0]}}`),
+		"released bad load": []byte(`{"v":2,"seq":1,"num":0,"capacity":1,"load":2,"released":true}`),
 	}
 	for name, data := range cases {
 		if _, err := DecodeTokenPos(id, data); !errors.Is(err, ErrBadGeo) {
@@ -206,10 +209,10 @@ func TestEncodeRefusesWhatDecodeRejects(t *testing.T) {
 }
 
 func TestTopicNames(t *testing.T) {
-	if got := CoordTopic("x"); got != "/superpeer/x/coords/1" {
+	if got := CoordTopic("x"); got != "/superpeer/x/coords/2" {
 		t.Errorf("CoordTopic = %q", got)
 	}
-	if got := TokenTopic("x"); got != "/superpeer/x/tokens/1" {
+	if got := TokenTopic("x"); got != "/superpeer/x/tokens/2" {
 		t.Errorf("TokenTopic = %q", got)
 	}
 }
@@ -270,7 +273,7 @@ func coordMsg(t *testing.T, seq uint64, c *coordinate.Coordinate) []byte {
 
 func tokenMsg(t *testing.T, seq uint64, num int, tseq uint64, released bool) []byte {
 	t.Helper()
-	data, err := TokenPos{Seq: seq, Token: geometric.Token{Num: num, Seq: tseq}, Coord: coordAt(float64(num) / 100), Capacity: 2, Released: released}.Encode()
+	data, err := TokenPos{Seq: seq, Token: geometric.Token{Num: num, Seq: tseq << 32}, Coord: coordAt(float64(num) / 100), Capacity: 2, Released: released}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +361,7 @@ func TestGeoTokensResolution(t *testing.T) {
 	holderOf := func(num int) (peer.ID, uint64) {
 		for _, tp := range g.Tokens() {
 			if tp.Token.Num == num {
-				return tp.Holder, tp.Token.Seq
+				return tp.Holder, tp.Token.Seq >> 32
 			}
 		}
 		return "", 0
@@ -400,7 +403,7 @@ func TestGeoTokensResolution(t *testing.T) {
 		t.Fatalf("after mid moved to token 5, token 3 held by %s at %d, want hi at 5", h, s)
 	}
 	// Our own token counts too, and the list is sorted by number.
-	if err := g.SetToken(context.Background(), &TokenPos{Token: geometric.Token{Num: 0, Seq: 1}, Coord: coordAt(0), Capacity: 1}); err != nil {
+	if err := g.SetToken(context.Background(), &TokenPos{Token: geometric.Token{Num: 0, Seq: 1 << 32}, Coord: coordAt(0), Capacity: 1}); err != nil {
 		t.Fatal(err)
 	}
 	var nums []int
@@ -522,7 +525,7 @@ func TestGeoSetAndMinGap(t *testing.T) {
 	}
 	// Tokens: a new token is urgent, a load change within MinGap is not.
 	tf := g.tokens
-	tp := TokenPos{Token: geometric.Token{Num: 1, Seq: 1}, Coord: coordAt(0), Capacity: 2}
+	tp := TokenPos{Token: geometric.Token{Num: 1, Seq: 1 << 32}, Coord: coordAt(0), Capacity: 2}
 	_ = g.SetToken(ctx, &tp)
 	tseq := tf.lastSeq
 	tp.Load = 1
@@ -530,7 +533,7 @@ func TestGeoSetAndMinGap(t *testing.T) {
 	if tf.lastSeq != tseq || !tf.pending {
 		t.Fatal("a load change within MinGap was published at once")
 	}
-	tp.Token.Seq = 2
+	tp.Token.Seq = 2 << 32
 	_ = g.SetToken(ctx, &tp)
 	if tf.lastSeq == tseq || tf.pending {
 		t.Fatal("a new token was not published at once")
@@ -631,7 +634,7 @@ func TestGeoOverGossipSub(t *testing.T) {
 		}
 	}()
 	pos := func(i, num int, tseq uint64) *TokenPos {
-		return &TokenPos{Token: geometric.Token{Num: num, Seq: tseq}, Coord: coordAt(float64(i) / 100), Capacity: 4}
+		return &TokenPos{Token: geometric.Token{Num: num, Seq: tseq << 32}, Coord: coordAt(float64(i) / 100), Capacity: 4}
 	}
 	if err := gs[0].SetToken(ctx, pos(0, 0, 1)); err != nil {
 		t.Fatal(err)
@@ -705,7 +708,7 @@ func TestGeoOverGossipSub(t *testing.T) {
 	// Each has the highest sequence number, so were it accepted it would
 	// stick. Peer 4's own validator passes its own messages, so they do go
 	// out; every receiver must reject them.
-	badToken := []byte(fmt.Sprintf(`{"v":1,"seq":%d,"num":7,"tseq":9,"load":9,"capacity":1,"coord":%s}`, uint64(math.MaxUint64), goodCoordJSON))
+	badToken := []byte(fmt.Sprintf(`{"v":2,"seq":%d,"num":7,"tseq":9,"load":9,"capacity":1,"coord":%s}`, uint64(math.MaxUint64), goodCoordJSON))
 	badCoord := rawCoord(math.MaxUint64, `{"vec":[1e400,0,0,0,0,0,0,0],"error":1,"height":0.1}`)
 	before := make([]GeoStats, n)
 	for i, g := range gs {
@@ -802,4 +805,76 @@ func TestGeoOnePublicationPerInterval(t *testing.T) {
 		}
 		t.Logf("%d publications in %d intervals, longest silence %v", got, intervals, longest)
 	})
+}
+
+// TestTokenLink: a report of a passed token is believed only with the
+// giver's signature naming its holder (issue 19, finding 3: a peer claimed
+// tokens one pass above their holders'). The decoder rejects a pass claim
+// without a link, a link on a placement, a link signed for another
+// recipient or another pass, and a link signed by the claimer itself; it
+// accepts a good one and names its giver.
+func TestTokenLink(t *testing.T) {
+	key := func(i byte) (crypto.PrivKey, peer.ID) {
+		sk, _, err := crypto.GenerateEd25519Key(mrand.NewChaCha8([32]byte{i}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := peer.IDFromPrivateKey(sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sk, id
+	}
+	giverKey, giver := key(1)
+	holderKey, holder := key(2)
+	_, other := key(3)
+	tok := geometric.Token{Num: 1, Seq: 1<<32 + 3}
+	link, err := SignLink(giverKey, tok, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := func(tp TokenPos) []byte {
+		t.Helper()
+		w := wireToken{V: GeoVersion, Seq: 1, Num: tp.Token.Num, TokenSeq: tp.Token.Seq, Coord: toWire(coordAt(0)), Capacity: 1, Link: tp.Link}
+		data, err := json.Marshal(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	got, err := DecodeTokenPos(holder, encode(TokenPos{Token: tok, Link: link}))
+	if err != nil || got.Giver != giver || got.Holder != holder {
+		t.Fatalf("a good link: %+v, %v; want giver %s", got, err, giver)
+	}
+	if g, err := UnmarshalLink(link.Marshal()); err != nil {
+		t.Fatalf("stream encoding: %v", err)
+	} else if id, err := g.Verify(tok, holder); err != nil || id != giver {
+		t.Fatalf("stream encoding round trip: %s, %v", id, err)
+	}
+	self, err := SignLink(holderKey, tok, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		origin peer.ID
+		tp     TokenPos
+	}{
+		"pass without a link":   {holder, TokenPos{Token: tok}},
+		"link on a placement":   {holder, TokenPos{Token: geometric.Token{Num: 1, Seq: 2 << 32}, Link: link}},
+		"link to another":       {other, TokenPos{Token: tok, Link: link}},
+		"link of another pass":  {holder, TokenPos{Token: geometric.Token{Num: 1, Seq: tok.Seq + 1}, Link: link}},
+		"link of another token": {holder, TokenPos{Token: geometric.Token{Num: 2, Seq: tok.Seq}, Link: link}},
+		"self-signed link":      {holder, TokenPos{Token: tok, Link: self}},
+		"garbled signature":     {holder, TokenPos{Token: tok, Link: &TokenLink{Key: link.Key, Sig: append([]byte{1}, link.Sig[1:]...)}}},
+		"garbled key":           {holder, TokenPos{Token: tok, Link: &TokenLink{Key: []byte{1, 2, 3}, Sig: link.Sig}}},
+	} {
+		if _, err := DecodeTokenPos(c.origin, encode(c.tp)); !errors.Is(err, ErrBadGeo) {
+			t.Errorf("%s: err = %v, want ErrBadGeo", name, err)
+		}
+	}
+	for _, b := range [][]byte{nil, {0}, {5, 1, 2}, {1, 9}} {
+		if _, err := UnmarshalLink(b); !errors.Is(err, ErrBadGeo) {
+			t.Errorf("UnmarshalLink(%v): err = %v, want ErrBadGeo", b, err)
+		}
+	}
 }

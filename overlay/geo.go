@@ -47,16 +47,26 @@ import (
 // frame format (length, wire version, type, payload; see there for the
 // limits and what is refused):
 //
-//   - token "/superpeer/<network>/token/2.0.0": a frameToken of 16 bytes
-//     (token number and sequence, big-endian uint64s; a number at or above
-//     the token count is refused), answered by a frameAnswer of 1 byte
-//     (1 taken, 0 refused);
+//   - token "/superpeer/<network>/token/3.0.0": a frameToken of the token
+//     number and sequence (big-endian uint64s; a number at or above the
+//     token count is refused) followed by the giver's link
+//     (gossip.TokenLink's stream encoding: its signature of the pass to
+//     the recipient, which the recipient checks against the stream's
+//     sender and then publishes with its reports), answered by a
+//     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
+//     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
+//     refused like a malformed frame: a strike;
 //   - attach "/superpeer/<network>/attach/3.0.0": a frameAttach with no
 //     payload, answered by a frameAnswer of 1 byte (1 accepted, 0 refused)
 //     followed, when accepted, by the cluster: a uvarint count (at most
 //     pb.MaxIDs) of peer IDs, each a uvarint length (at most pb.MaxIDLen)
 //     and the ID's bytes, the superpeer first (appendIDs, readIDs). Members
-//     learn their cluster-mates from it, for elections.
+//     learn their cluster-mates from it, for elections;
+//   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
+//     (the peer checked), answered by a frameAnswer of 8 bytes (the RTT
+//     this node measures to it, nanoseconds, big-endian: the machine's,
+//     or a ping's): a vantage point of another node's liar check
+//     (overlay/node's geovet.go).
 
 // Strategies of superpeer selection.
 const (
@@ -66,11 +76,15 @@ const (
 
 // The geometric strategy's stream protocols on a network.
 func tokenProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/token/2.0.0")
+	return protocol.ID("/superpeer/" + network + "/token/3.0.0")
 }
 
 func attachProtocol(network string) protocol.ID {
 	return protocol.ID("/superpeer/" + network + "/attach/3.0.0")
+}
+
+func vouchProtocol(network string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/vouch/1.0.0")
 }
 
 // liveMargin is the default Margin of the live token dynamics (see
@@ -106,6 +120,7 @@ type geo struct {
 	n                       *Node
 	feed                    *gossip.Geo
 	tokenProto, attachProto protocol.ID
+	vouchProto              protocol.ID
 	tokens                  int             // S: token numbers at or above are refused
 	ctx                     context.Context // the node's run context
 }
@@ -113,7 +128,7 @@ type geo struct {
 func (n *Node) startGeo(ctx context.Context) error {
 	g := &geo{
 		n: n, ctx: ctx, tokens: n.cfg.Target.Superpeers,
-		tokenProto: tokenProtocol(n.cfg.Network), attachProto: attachProtocol(n.cfg.Network),
+		tokenProto: tokenProtocol(n.cfg.Network), attachProto: attachProtocol(n.cfg.Network), vouchProto: vouchProtocol(n.cfg.Network),
 	}
 	// A coordinate changes with every ping, but the token machine decides
 	// on a snapshot of them every snapshotTicks token intervals: publishing
@@ -131,6 +146,7 @@ func (n *Node) startGeo(ctx context.Context) error {
 	}
 	n.host.SetStreamHandler(g.tokenProto, g.handleToken)
 	n.host.SetStreamHandler(g.attachProto, g.handleAttach)
+	n.host.SetStreamHandler(g.vouchProto, g.handleVouch)
 	n.geo = g
 	return nil
 }
@@ -138,8 +154,9 @@ func (n *Node) startGeo(ctx context.Context) error {
 // input is what gossip says now, for the machine.
 func (g *geo) input() node.GeoFeed {
 	in := node.GeoFeed{Coords: g.feed.Coords(), Connected: g.n.host.Network().Peers()}
-	for _, tp := range g.feed.Tokens() {
-		in.Tokens = append(in.Tokens, node.TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: tp.Superpeer, Load: tp.Load})
+	for _, tp := range g.feed.Reports() {
+		in.Tokens = append(in.Tokens, node.TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: tp.Superpeer, Load: tp.Load,
+			Giver: tp.Giver})
 	}
 	return in
 }
@@ -186,6 +203,55 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 			n.feed(node.AttachDone{To: p, OK: yes, Mates: mates, Err: err})
 		}()
 	}
+	for _, v := range rd.Vouch {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			rtt, err := g.requestVouch(ctx, v)
+			n.feed(node.VouchDone{From: v.To, Of: v.Of, RTT: rtt, Err: err})
+		}()
+	}
+}
+
+// requestVouch asks v.To for the RTT it measures to v.Of.
+func (g *geo) requestVouch(ctx context.Context, v node.VouchRequest) (time.Duration, error) {
+	resp, err := g.n.request(ctx, v.To, g.vouchProto, frameVouch, []byte(v.Of), frameAnswer)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp) != 8 {
+		err = fmt.Errorf("%w: vouch answer of %d bytes, want 8", errWire, len(resp))
+		g.n.guard.refuse(g.n, protoName(g.vouchProto), v.To, err)
+		return 0, err
+	}
+	rtt := time.Duration(binary.BigEndian.Uint64(resp))
+	if rtt <= 0 || rtt > geometric.MaxRTT {
+		return 0, fmt.Errorf("%w: vouch answer of %v", errWire, rtt)
+	}
+	return rtt, nil
+}
+
+// handleVouch answers a vantage point's question: the RTT this node
+// measures to a peer (node.VouchAsked: the machine's, or with none a ping,
+// the least of three, as a sample's), 8 bytes of nanoseconds, big-endian.
+func (g *geo) handleVouch(s network.Stream) {
+	g.n.serve(s, "vouch", frameVouch, func(req []byte, from peer.ID) (frameType, []byte, error) {
+		of, err := peer.IDFromBytes(req)
+		if err != nil || of == g.n.self || of == from {
+			return 0, nil, fmt.Errorf("%w: vouch request for %q: %v", errWire, of, err)
+		}
+		var ans node.GeoAnswer
+		if !g.n.do(g.ctx, func(m *node.Machine) { m.Step(time.Now(), node.VouchAsked{From: from, Of: of}); ans = m.GeoAnswer() }) {
+			return 0, nil, fmt.Errorf("%w: stopping", errLimit)
+		}
+		rtt := ans.RTT
+		if rtt <= 0 {
+			if rtt, err = g.ping(g.ctx, of); err != nil {
+				return 0, nil, fmt.Errorf("%w: ping %s: %v", errLimit, of, err)
+			}
+		}
+		return frameAnswer, binary.BigEndian.AppendUint64(nil, uint64(rtt)), nil
+	})
 }
 
 // publish publishes the machine's token reports, in order.
@@ -195,8 +261,14 @@ func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 		if r.None {
 			err = g.feed.SetToken(ctx, nil)
 		} else {
-			err = g.feed.SetToken(ctx, &gossip.TokenPos{Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer,
-				Load: r.Load, Capacity: r.Capacity, Released: r.Released})
+			tp := &gossip.TokenPos{Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer,
+				Load: r.Load, Capacity: r.Capacity, Released: r.Released}
+			if len(r.Link) > 0 {
+				tp.Link, err = gossip.UnmarshalLink(r.Link)
+			}
+			if err == nil {
+				err = g.feed.SetToken(ctx, tp)
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			g.n.log.Warn("geometric: publish token", "err", err)
@@ -214,12 +286,22 @@ func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
 	return d, err
 }
 
-// pass hands t to p over the token protocol and reports whether p took it.
+// pass hands t to p over the token protocol, with this node's signature
+// of the pass (gossip.SignLink), and reports whether p took it.
 func (g *geo) pass(ctx context.Context, p peer.ID, t geometric.Token) bool {
-	var req [16]byte
-	binary.BigEndian.PutUint64(req[:8], uint64(t.Num))
-	binary.BigEndian.PutUint64(req[8:], t.Seq)
-	resp, err := g.n.request(ctx, p, g.tokenProto, frameToken, req[:], frameAnswer)
+	sk := g.n.host.Peerstore().PrivKey(g.n.self)
+	if sk == nil {
+		g.n.log.Warn("geometric: no private key to sign a token pass with", "to", p)
+		return false
+	}
+	link, err := gossip.SignLink(sk, t, p)
+	if err != nil {
+		g.n.log.Warn("geometric: sign a token pass", "to", p, "err", err)
+		return false
+	}
+	req := binary.BigEndian.AppendUint64(nil, uint64(t.Num))
+	req = binary.BigEndian.AppendUint64(req, t.Seq)
+	resp, err := g.n.request(ctx, p, g.tokenProto, frameToken, append(req, link.Marshal()...), frameAnswer)
 	return err == nil && bytes.Equal(resp, respYes)
 }
 
@@ -229,16 +311,33 @@ var respYes, respNo = []byte{1}, []byte{0}
 // (node.TokenOffered).
 func (g *geo) handleToken(s network.Stream) {
 	g.n.serve(s, "token", frameToken, func(req []byte, from peer.ID) (frameType, []byte, error) {
-		if len(req) != 16 {
-			return 0, nil, fmt.Errorf("%w: token pass of %d bytes, want 16", errWire, len(req))
+		if len(req) <= 16 {
+			return 0, nil, fmt.Errorf("%w: token pass of %d bytes, want 16 and a link", errWire, len(req))
 		}
-		num, seq := binary.BigEndian.Uint64(req[:8]), binary.BigEndian.Uint64(req[8:])
+		num, seq := binary.BigEndian.Uint64(req[:8]), binary.BigEndian.Uint64(req[8:16])
 		if num >= uint64(g.tokens) {
 			return 0, nil, fmt.Errorf("%w: token number %d out of range (%d tokens)", errWire, num, g.tokens)
 		}
+		t := geometric.Token{Num: int(num), Seq: seq}
+		link, err := gossip.UnmarshalLink(req[16:])
+		if err == nil {
+			var giver peer.ID
+			if giver, err = link.Verify(t, g.n.self); err == nil && giver != from {
+				err = fmt.Errorf("token link signed by %s, sent by %s", giver, from)
+			}
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("%w: token pass: %w", errWire, err)
+		}
 		var ans node.GeoAnswer
-		in := node.TokenOffered{From: from, Token: geometric.Token{Num: int(num), Seq: seq}}
-		if !g.n.do(g.ctx, func(m *node.Machine) { m.Step(time.Now(), in); ans = m.GeoAnswer() }) || !ans.Yes {
+		in := node.TokenOffered{From: from, Token: t, Link: req[16:]}
+		if !g.n.do(g.ctx, func(m *node.Machine) { m.Step(time.Now(), in); ans = m.GeoAnswer() }) {
+			return frameAnswer, respNo, nil
+		}
+		if ans.Forged != nil {
+			return 0, nil, fmt.Errorf("%w: %w", errWire, ans.Forged)
+		}
+		if !ans.Yes {
 			return frameAnswer, respNo, nil
 		}
 		return frameAnswer, respYes, nil
@@ -333,7 +432,7 @@ func (g *geo) leave(ctx context.Context) {
 	m := g.n.m
 	for _, in := range g.n.inbox.take() {
 		switch in.(type) {
-		case node.PingDone, node.PassDone, node.AttachDone:
+		case node.PingDone, node.PassDone, node.AttachDone, node.VouchDone:
 			m.Step(time.Now(), in)
 		}
 	}
@@ -344,8 +443,12 @@ func (g *geo) leave(ctx context.Context) {
 			g.n.log.Log(ctx, note.Level, note.Msg, note.Args...)
 		}
 		g.publish(ctx, rd.Geo.Tokens)
-		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 {
+		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 && len(rd.Geo.Vouch) == 0 {
 			return
+		}
+		for _, v := range rd.Geo.Vouch {
+			rtt, err := g.requestVouch(ctx, v)
+			m.Step(time.Now(), node.VouchDone{From: v.To, Of: v.Of, RTT: rtt, Err: err})
 		}
 		for _, p := range rd.Geo.Pings {
 			rtt, err := g.ping(ctx, p)
@@ -360,5 +463,6 @@ func (g *geo) leave(ctx context.Context) {
 func (g *geo) close() error {
 	g.n.host.RemoveStreamHandler(g.tokenProto)
 	g.n.host.RemoveStreamHandler(g.attachProto)
+	g.n.host.RemoveStreamHandler(g.vouchProto)
 	return g.feed.Close()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/overlay/node"
+	"github.com/superpeer/superpeer/testnet/attack"
 )
 
 // Four nodes on mocknet, geometric strategy, two tokens, capacity one: two
@@ -157,6 +158,9 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 		var distrusted uint64
 		ok := x.do(context.Background(), func(m *node.Machine) {
 			now := time.Now()
+			// b holds tok one pass below, as far as x knows: a machine
+			// takes a pass only from the holder it knows.
+			m.Step(now, node.GeoFeed{Tokens: []node.TokenPos{{Holder: b.ID(), Token: geometric.Token{Num: tok.Num, Seq: tok.Seq - 1}, Coord: origin}}})
 			m.Step(now, node.TokenOffered{From: b.ID(), Token: tok})
 			if !m.GeoAnswer().Yes {
 				t.Fatalf("%s refused token %v", x.ID(), tok)
@@ -210,6 +214,7 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 	passed, distrusted = false, 0
 	if !c.do(context.Background(), func(m *node.Machine) {
 		now := time.Now()
+		m.Step(now, node.GeoFeed{Tokens: []node.TokenPos{{Holder: b.ID(), Token: geometric.Token{Num: 0, Seq: 4}, Coord: origin}}})
 		m.Step(now, node.TokenOffered{From: b.ID(), Token: geometric.Token{Num: 0, Seq: 5}})
 		if !m.GeoAnswer().Yes {
 			t.Fatal("c refused the token")
@@ -239,6 +244,13 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 		if len(rd.Geo.Pings) != 0 {
 			t.Fatalf("c pings %v again", rd.Geo.Pings)
 		}
+		// b hears c's report of the token (published through gossip in a
+		// running node; this test takes c's Ready itself).
+		if !b.do(context.Background(), func(bm *node.Machine) {
+			bm.Step(time.Now(), node.GeoFeed{Tokens: []node.TokenPos{{Holder: c.ID(), Token: geometric.Token{Num: 0, Seq: 5}, Coord: origin}}})
+		}) {
+			t.Fatal("b stopped")
+		}
 		for _, p := range rd.Geo.Passes {
 			ok := c.geo.pass(context.Background(), p.To, p.Token)
 			passed = passed || ok && p.To == b.ID()
@@ -258,5 +270,127 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 	var st node.GeoState
 	if !b.do(context.Background(), func(m *node.Machine) { st = m.GeoState() }) || st.Token != 0 {
 		t.Errorf("b holds token %d, want 0", st.Token)
+	}
+}
+
+// TestGeometricForgedTokensLive (issue 19, finding 3) on real hosts: four
+// nodes on loopback TCP, geometric, two tokens, settle on two superpeers;
+// then attack.TokenForger (a plain libp2p client) claims every token one
+// pass above its holder's on the token topic, as a superpeer, with a
+// valid link by a sybil of its own, and passes every token one pass above
+// its holder's to the victim, an ordinary node, for ten seconds. Every
+// sample (every 100 ms) has a superpeer (the holders kept their tokens),
+// no node names the attacker its superpeer, no pass is taken, the victim
+// bans the forger for its forged passes (it comes back under fresh
+// identities), and no node bans an honest one. The intervals are short;
+// the waits are bounded against hangs only.
+func TestGeometricForgedTokensLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four libp2p nodes on loopback for half a minute")
+	}
+	var nodes []*Node
+	var boot peer.AddrInfo
+	for i := range 4 {
+		sk, _, err := crypto.GenerateEd25519Key(rand.NewChaCha8([32]byte{byte(40 + i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := []Option{WithIdentity(sk), WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithLogger(quiet),
+			WithStrategy(StrategyGeometric), WithTarget(dhtselect.Target{Superpeers: 2}), WithIntervals(300*time.Millisecond, time.Second),
+			WithGeometric(geometric.Config{Capacity: 2}, 50*time.Millisecond, 100*time.Millisecond)}
+		if i > 0 {
+			o = append(o, WithBootstrap(boot))
+		}
+		n, err := New(context.Background(), o...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		if i == 0 {
+			boot = peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}
+		}
+		nodes = append(nodes, n)
+	}
+	honest := map[peer.ID]bool{}
+	for _, n := range nodes {
+		honest[n.ID()] = true
+	}
+	settled := func() bool {
+		supers, attached := 0, 0
+		for _, n := range nodes {
+			switch s := n.State(); {
+			case s.Role == RoleSuperpeer:
+				supers++
+			case honest[s.Superpeer.ID]:
+				attached++
+			}
+		}
+		return supers == 2 && attached == 2
+	}
+	waitFor(t, "two superpeers, each ordinary node attached", settled)
+	var victim *Node
+	for _, n := range nodes {
+		if n.State().Role != RoleSuperpeer {
+			victim = n
+			break
+		}
+	}
+	target := attack.Target{Network: "default", Victim: peer.AddrInfo{ID: victim.ID(), Addrs: victim.Host().Addrs()}}
+	for _, n := range nodes {
+		target.Nodes = append(target.Nodes, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()})
+	}
+	f := &attack.TokenForger{Period: 200 * time.Millisecond}
+	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx, target) }()
+	samples, nobody, byAttacker := 0, 0, 0
+	for ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		samples++
+		supers := 0
+		for _, n := range nodes {
+			s := n.State()
+			if s.Role == RoleSuperpeer {
+				supers++
+			}
+			if id := s.Superpeer.ID; id != "" && !honest[id] {
+				byAttacker++
+			}
+		}
+		if supers == 0 {
+			nobody++
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	st := f.Stats()
+	banned := 0
+	for _, n := range nodes {
+		for _, p := range n.Banned() {
+			if honest[p] {
+				t.Errorf("%s bans the honest %s", n.ID(), p)
+			} else {
+				banned++
+			}
+		}
+	}
+	t.Logf("forger: %+v; %d samples, %d without a superpeer, %d node-samples served by the attacker; %d bans of the forger's identities; victim refused %v",
+		st, samples, nobody, byAttacker, banned, victim.Status().Refused)
+	if st.Claims == 0 || st.Passes == 0 {
+		t.Fatalf("no attack: %+v", st)
+	}
+	if st.Taken > 0 {
+		t.Errorf("%d forged passes taken", st.Taken)
+	}
+	if nobody > 0 || byAttacker > 0 {
+		t.Errorf("%d samples without a superpeer, %d node-samples served by the attacker", nobody, byAttacker)
+	}
+	if banned == 0 || st.Identities < 2 {
+		t.Errorf("the forger was not banned (%d bans, %d identities)", banned, st.Identities)
+	}
+	if !settled() {
+		t.Error("not settled after the attack")
 	}
 }

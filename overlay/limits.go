@@ -224,7 +224,8 @@ const fdLimit = 4096
 // protocolsOf are the overlay's stream protocols on a network: the
 // service's.
 func protocolsOf(network string) []protocol.ID {
-	return []protocol.ID{closerProtocol(network), tokenProtocol(network), attachProtocol(network), electionProtocol(network)}
+	return []protocol.ID{closerProtocol(network), tokenProtocol(network), attachProtocol(network), electionProtocol(network),
+		vouchProtocol(network)}
 }
 
 // inService puts a stream of the overlay's protocols into the service's

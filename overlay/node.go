@@ -112,8 +112,8 @@ type Node struct {
 	detection time.Duration
 	deadline  time.Duration
 	// distrusted counts the claims the geometric strategy's liar check
-	// found implausible.
-	distrusted uint64
+	// found implausible, out of vetChecks.
+	distrusted, vetChecks uint64
 }
 
 // New starts a node: it builds (or adopts) the host, starts the DHT in server
@@ -527,6 +527,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 	n.mu.Lock()
 	n.election, n.detection, n.deadline = n.m.Election(), n.m.Detection(), n.m.MessageDeadline()
 	n.distrusted = n.m.Distrusted()
+	n.vetChecks, _ = n.m.VetChecks()
 	n.mu.Unlock()
 	for _, e := range rd.Elections {
 		if e.Lost {

@@ -63,9 +63,11 @@ type Status struct {
 	Refused map[string]map[string]uint64 `json:"refused,omitempty"`
 	Bans    uint64                       `json:"bans"`
 	// Distrusted counts the times a peer's claimed coordinate disagreed
-	// with the RTT measured to it, so no token went to it (geometric
-	// strategy; see overlay/node's geo.go, vet).
+	// with the RTTs measured to it, so no token went to it, out of
+	// VetChecks claims checked (geometric strategy; see overlay/node's
+	// geovet.go: from several vantage points).
 	Distrusted uint64 `json:"distrusted,omitempty"`
+	VetChecks  uint64 `json:"vet_checks,omitempty"`
 	// Peers are the peers the node knows of (its membership view, its own
 	// cluster and superpeer always included), sorted by ID, for the map.
 	Peers []PeerStatus `json:"peers"`
@@ -197,7 +199,7 @@ func (n *Node) Status() Status {
 	if n.geo != nil {
 		tok := st.Token
 		s.Token = &tok
-		s.Distrusted = n.distrustCount()
+		s.Distrusted, s.VetChecks = n.distrustCount()
 	}
 	if d, src, ok := n.rttToSuperpeer(st); ok {
 		s.RTTToSuperpeer = &RTT{MS: float64(d) / float64(time.Millisecond), Source: src}
@@ -396,6 +398,7 @@ var _ http.Handler = (*StatusServer)(nil)
 //	superpeer_wire_refused_total{protocol,reason}    messages refused on the stream protocols (wire.go)
 //	superpeer_peers_banned_total                     peers banned for bad messages
 //	superpeer_coordinates_distrusted_total           claimed coordinates that disagreed with the measured RTT (geometric)
+//	superpeer_coordinates_checked_total              claimed coordinates checked: the denominator (geometric)
 //	superpeer_gossip_messages_total{topic,decision}  other peers' topic messages by validator decision
 func NewStatusServer(n *Node) (*StatusServer, error) {
 	if n == nil {
@@ -512,6 +515,7 @@ var (
 	descRefused     = metricDesc("wire_refused_total", "Messages refused on the overlay's stream protocols, by protocol and reason (size, version, type, truncated, malformed, timeout, rate, limit, banned; io: the stream failed, a reset or a closed connection).", "protocol", "reason")
 	descBans        = metricDesc("peers_banned_total", "Peers banned for sending bad messages.")
 	descDistrusted  = metricDesc("coordinates_distrusted_total", "Claimed coordinates that disagreed with the RTT measured to the peer, so no token went to it (geometric strategy).")
+	descChecked     = metricDesc("coordinates_checked_total", "Claimed coordinates checked against the RTTs measured to the peer before a token pass: the denominator of coordinates_distrusted_total (geometric strategy).")
 	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics, by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer).", "topic", "decision")
 )
 
@@ -519,7 +523,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descRole, descMembers, descKnown, descSize, descK, descS,
 		descEvaluations, descLookups, descQueries, descElections, descLosses, descTerm, descTimeout,
-		descSent, descDropped, descThrottled, descRTT, descToken, descRefused, descBans, descDistrusted, descGossip} {
+		descSent, descDropped, descThrottled, descRTT, descToken, descRefused, descBans, descDistrusted, descChecked, descGossip} {
 		ch <- d
 	}
 }
@@ -570,7 +574,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if n.geo != nil {
 		gauge(descToken, float64(st.Token))
-		counter(descDistrusted, n.distrustCount())
+		distrusted, checked := n.distrustCount()
+		counter(descDistrusted, distrusted)
+		counter(descChecked, checked)
 	}
 	refused, bans := n.guard.Refused()
 	for k, v := range refused {
@@ -590,9 +596,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // distrustCount is how many claims the geometric strategy's liar check
-// found implausible.
-func (n *Node) distrustCount() uint64 {
+// found implausible, and how many it checked.
+func (n *Node) distrustCount() (distrusted, checked uint64) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	return n.distrusted
+	return n.distrusted, n.vetChecks
 }

@@ -68,7 +68,17 @@ type GeoConfig struct {
 	// PingInterval is the period of the RTT samples, TokenInterval that of
 	// the token and attachment rounds.
 	PingInterval, TokenInterval time.Duration
+	// Vantage is how many vantage points must find a peer's claimed
+	// coordinate implausible, and be the majority of those that checked
+	// it, before the node distrusts it (geovet.go): the node itself and
+	// the peers nearest the claimed coordinate, asked for the RTT they
+	// measure to it. Zero means DefaultVantage; 1 is the node's own check
+	// alone (the rule before issue 19's finding 10).
+	Vantage int
 }
+
+// DefaultVantage is the default GeoConfig.Vantage.
+const DefaultVantage = 3
 
 // geoWarmups is how many token intervals a node waits, when it hears of no
 // token, before it places the tokens itself: time for the membership view
@@ -111,8 +121,9 @@ func TokenKey(network string, num int) dhtselect.Key {
 }
 
 // GeoFeed is what gossip says now: every peer's coordinate (this node's
-// included or not), one position per token (gossip.Geo.Tokens), and the
-// peers the host is connected to. The driver gives it before a geometric
+// included or not), every live token report (gossip.Geo.Reports: all the
+// claims on each token; the machine decides which to believe, see
+// geotokens.go), and the peers the host is connected to. The driver gives it before a geometric
 // decision (GeoDue) and before AttachAsked; the machine keeps the map and
 // the slices without a copy: the driver must not change them afterwards.
 type GeoFeed struct {
@@ -122,13 +133,17 @@ type GeoFeed struct {
 }
 
 // TokenPos is a token position heard by gossip: Holder holds Token at
-// Coord, is a superpeer or not, and serves Load ordinary peers.
+// Coord, is a superpeer or not, and serves Load ordinary peers. Giver is
+// the peer whose signed link (gossip.TokenLink, checked by the driver)
+// names Holder as the recipient of the pass that gave it Token; "" for a
+// placement (Token.Passes() == 0), which no pass gave.
 type TokenPos struct {
 	Holder    peer.ID
 	Token     geometric.Token
 	Coord     *coordinate.Coordinate
 	Superpeer bool
 	Load      int
+	Giver     peer.ID
 }
 
 // PingDone answers a ping the machine asked for (GeoReady.Pings): the RTT
@@ -139,11 +154,16 @@ type PingDone struct {
 	Err  error
 }
 
-// TokenOffered: From passes Token to this node over the token protocol.
-// The answer is GeoAnswer's, read right after the Step.
+// TokenOffered: From passes Token to this node over the token protocol,
+// with Link, its signature of the pass (gossip.TokenLink's stream
+// encoding), which the driver checked: From signed it. The machine keeps
+// the link while it holds the token and publishes it with its reports
+// (TokenReport.Link). The answer is GeoAnswer's, read right after the
+// Step.
 type TokenOffered struct {
 	From  peer.ID
 	Token geometric.Token
+	Link  []byte
 }
 
 // PassDone answers a TokenPass: whether To took Token.
@@ -171,6 +191,20 @@ type AttachDone struct {
 // TokenPass) or releases it.
 type GeoLeave struct{}
 
+// VouchAsked: From asks for the RTT this node measures to Of (a vantage
+// point of From's liar check). The answer is GeoAnswer.RTT, read right
+// after the Step: the RTT the machine keeps for Of, or zero when it has
+// none, and the driver then measures one (a ping, the least of three).
+type VouchAsked struct{ From, Of peer.ID }
+
+// VouchDone answers a VouchRequest: the RTT From measures to Of, or the
+// error (no answer).
+type VouchDone struct {
+	From, Of peer.ID
+	RTT      time.Duration
+	Err      error
+}
+
 func (GeoFeed) input()      {}
 func (PingDone) input()     {}
 func (TokenOffered) input() {}
@@ -178,6 +212,8 @@ func (PassDone) input()     {}
 func (AttachAsked) input()  {}
 func (AttachDone) input()   {}
 func (GeoLeave) input()     {}
+func (VouchAsked) input()   {}
+func (VouchDone) input()    {}
 
 // GeoReady is the geometric strategy's part of Ready.
 type GeoReady struct {
@@ -187,6 +223,9 @@ type GeoReady struct {
 	Passes []TokenPass
 	// Attach are peers to ask to attach to; each answers with AttachDone.
 	Attach []peer.ID
+	// Vouch are peers to ask for the RTT they measure to a peer (the
+	// vantage points of the liar check); each answers with VouchDone.
+	Vouch []VouchRequest
 	// Coord, when not nil, is the node's coordinate to publish.
 	Coord *coordinate.Coordinate
 	// Tokens are the token reports to publish, in order.
@@ -194,6 +233,9 @@ type GeoReady struct {
 	// State, when not nil, is the node's geometric state.
 	State *GeoState
 }
+
+// VouchRequest asks the driver to ask To for the RTT it measures to Of.
+type VouchRequest struct{ To, Of peer.ID }
 
 // TokenPass asks the driver to hand Token to To.
 type TokenPass struct {
@@ -204,6 +246,9 @@ type TokenPass struct {
 // TokenReport is what the node publishes on the tokens topic: None, that
 // it holds no token any longer (gossip.Geo.SetToken(nil)); else the token
 // it holds (or Released, once) at Coord.
+//
+// Giver and Link are the pass that gave the token (TokenOffered's From
+// and Link), for a token received from a peer; none for a placement.
 type TokenReport struct {
 	None      bool
 	Token     geometric.Token
@@ -212,6 +257,8 @@ type TokenReport struct {
 	Load      int
 	Capacity  int
 	Released  bool
+	Giver     peer.ID
+	Link      []byte
 }
 
 // GeoState is the node's state with the geometric strategy.
@@ -230,9 +277,16 @@ type GeoState struct {
 
 // GeoAnswer is the answer to the last TokenOffered or AttachAsked: Yes, and
 // for an attach request the cluster (this node first, then its members).
+// Forged, when set, says why a token pass was refused as a forgery (the
+// sender cannot have held the token: see offered): the driver strikes the
+// sender.
+//
+// RTT is the answer to VouchAsked.
 type GeoAnswer struct {
 	Yes     bool
 	Cluster []peer.ID
+	Forged  error
+	RTT     time.Duration
 }
 
 type geoMachine struct {
@@ -278,6 +332,22 @@ type geoMachine struct {
 	// no neighbours, so no token goes to them, until the next snapshot.
 	distrusted map[peer.ID]int64
 	distrustN  uint64
+	vetN       uint64 // claims checked (the denominator of distrustN)
+	overruled  uint64 // checks in which this node's own found the claim implausible and the others did not
+
+	// The token claims (geotokens.go): every live report of the feed, the
+	// holder of each token this node believes, the pass that gave this
+	// node the token it holds, and the placement (re-homing or takeover)
+	// by which it took one, if it did.
+	claims  []TokenPos
+	known   map[int]TokenPos
+	link    []byte
+	giver   peer.ID
+	placed  *placement
+	yield   peer.ID // give the token up to it: a duplicate placement the rule names, or the holder a placement replaced, alive
+	ignored uint64  // claims not believed (unprovable), counted once each
+	ignSeen map[claimKey]bool
+	forged  uint64 // token passes refused as forgeries
 
 	pings    map[peer.ID]*pendingPing
 	sampling bool        // a sample ping is in flight
@@ -300,15 +370,25 @@ type pendingPing struct {
 // and what to do when they are done.
 type pendingOut struct {
 	p       geometric.Pass
-	vetting bool // waiting for the ping of vet
+	vetting bool // waiting for the ping of vet, or for the vantage points' answers
 	rest    []geometric.Output
 	then    func(now time.Time)
+	// The liar check from several vantage points (geovet.go): the
+	// checks so far, this node's first, and the peers asked.
+	checks  []geometric.Check
+	waiting map[peer.ID]bool
 }
 
 func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 	gc := cfg.Geo
 	if gc.PingInterval <= 0 || gc.TokenInterval <= 0 {
 		return nil, fmt.Errorf("node: geometric: ping interval %v and token interval %v, want both > 0", gc.PingInterval, gc.TokenInterval)
+	}
+	if gc.Vantage < 0 {
+		return nil, fmt.Errorf("node: geometric: vantage %d, want >= 1 (0: %d)", gc.Vantage, DefaultVantage)
+	}
+	if gc.Vantage == 0 {
+		gc.Vantage = DefaultVantage
 	}
 	tc, err := gc.Tokens.Filled()
 	if err != nil {
@@ -338,6 +418,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
 		clusterToken: -1, distrusted: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
+		known: map[int]TokenPos{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{},
 	}
 	// The first coordinate goes out at once.
@@ -473,6 +554,8 @@ func (g *geoMachine) step(now time.Time, in Input) {
 		for _, p := range in.Connected {
 			g.connected[p] = true
 		}
+		g.claims = in.Tokens
+		g.feed.Tokens = g.resolve(now, in.Tokens)
 	case PingDone:
 		g.pingDone(now, in)
 	case TokenOffered:
@@ -485,6 +568,10 @@ func (g *geoMachine) step(now time.Time, in Input) {
 		g.attachDone(now, in)
 	case GeoLeave:
 		g.carryOut(now, g.holder.Leave(), nil)
+	case VouchAsked:
+		g.answer = GeoAnswer{RTT: g.rtt[in.Of]}
+	case VouchDone:
+		g.vouchDone(now, in)
 	}
 }
 
@@ -542,13 +629,13 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 	for _, num := range pp.probes {
 		g.probed(now, num, in)
 	}
-	if pp.vet && g.pass != nil && g.pass.vetting && peer.ID(g.pass.p.To) == in.Peer {
+	if pp.vet && g.pass != nil && g.pass.vetting && len(g.pass.waiting) == 0 && peer.ID(g.pass.p.To) == in.Peer {
 		g.pass.vetting = false
-		ok := true
-		if in.Err == nil {
-			ok = g.verdict(in.Peer, g.rtt[in.Peer])
+		if in.Err != nil {
+			g.vetted(now, true) // no answer: the pass will tell
+			return
 		}
-		g.vetted(now, ok)
+		g.judge(now, g.rtt[in.Peer])
 	}
 }
 
@@ -656,6 +743,13 @@ func (g *geoMachine) tokenRound(now time.Time) {
 	g.holder.SetPeers(peers)
 	g.holder.SetNeighbours(slices.DeleteFunc(g.neighbours(self, peers), func(p geometric.Peer) bool { return private[p.ID] }))
 	var outs []geometric.Output
+	if to := g.yield; to != "" {
+		g.yield = ""
+		if t, held := g.holder.Holding(); held {
+			g.note(slog.LevelInfo, "geometric: another holds our token by a better right; giving it up", "token", t.Num, "holder", to)
+			outs = append(outs, g.holder.Yield()...)
+		}
+	}
 	for _, tp := range g.feed.Tokens {
 		if tp.Holder != g.self() {
 			c := tp.Coord
@@ -726,47 +820,6 @@ func (g *geoMachine) carryOut(now time.Time, outs []geometric.Output, then func(
 	}
 }
 
-// vet checks the coordinate the recipient of the pass in flight claims
-// (the one the token machine decided on) against the RTT measured to it,
-// asking for a ping first if it was not measured yet: geometric.Plausible
-// with the DefaultTolerance. A peer cannot make its RTT shorter than the
-// network makes it, so one that claims to sit near the token's spot, to
-// attract it, is found out by the peer that would pass it; a distrusted
-// peer is no neighbour (neighbours) until the next snapshot. This is one
-// vantage point, the holder's, not the majority of the claimed spot's
-// nearest peers that the simulator measured (bench.GeometricAttack).
-func (g *geoMachine) vet(now time.Time) {
-	to := peer.ID(g.pass.p.To)
-	if _, claimed := g.snapshot[to]; !claimed {
-		g.vetted(now, true) // not in the snapshot: no claim the machine decided on
-		return
-	}
-	if rtt := g.rtt[to]; rtt > 0 {
-		g.vetted(now, g.verdict(to, rtt))
-		return
-	}
-	g.pass.vetting = true
-	g.ping(to).vet = true
-}
-
-// verdict is vet's: whether to's claim agrees with rtt. A peer whose claim
-// does not is distrusted until the next snapshot.
-func (g *geoMachine) verdict(to peer.ID, rtt time.Duration) bool {
-	claimed := g.snapshot[to]
-	if claimed == nil {
-		return true
-	}
-	self := g.client.Coordinate()
-	if geometric.Plausible(self, claimed, rtt, geometric.DefaultTolerance()) {
-		return true
-	}
-	g.distrusted[to] = g.snapshotEpoch
-	g.distrustN++
-	g.note(slog.LevelWarn, "geometric: a peer's coordinate disagrees with the RTT measured to it; no token for it",
-		"peer", to, "predicted_ms", geometric.Distance(self, claimed)*1000, "measured_ms", float64(rtt)/float64(time.Millisecond))
-	return false
-}
-
 // vetted carries on with the pass in flight: to the driver when the
 // recipient is trusted, or failed at once.
 func (g *geoMachine) vetted(now time.Time, ok bool) {
@@ -804,24 +857,38 @@ func (g *geoMachine) publishToken() {
 	g.holding = ok
 	switch {
 	case ok:
-		g.out.Tokens = append(g.out.Tokens, TokenReport{Token: pos.Token, Coord: pos.Coord, Superpeer: g.holder.Superpeer(),
-			Load: min(len(g.members), g.tc.Capacity), Capacity: g.tc.Capacity})
+		r := TokenReport{Token: pos.Token, Coord: pos.Coord, Superpeer: g.holder.Superpeer(),
+			Load: min(len(g.members), g.tc.Capacity), Capacity: g.tc.Capacity}
+		if pos.Token.Passes() > 0 {
+			r.Giver, r.Link = g.giver, g.link
+		}
+		g.out.Tokens = append(g.out.Tokens, r)
 	case was:
 		g.out.Tokens = append(g.out.Tokens, TokenReport{None: true})
 	}
 }
 
-// offered answers a token pass: refused when this node is private, or when
-// the holder machine refuses it.
+// offered answers a token pass: refused when this node is private, when
+// the sender is not the holder of the token this node knows (passable,
+// which also says whether the pass is a forgery), or when the holder
+// machine refuses it.
 func (g *geoMachine) offered(now time.Time, in TokenOffered) {
 	g.answer = GeoAnswer{}
 	if g.m.private {
 		g.note(slog.LevelDebug, "geometric: refused a token: this node is private", "token", in.Token.Num, "from", in.From)
 		return
 	}
+	if err := g.passable(in); err != nil {
+		if g.answer.Forged = forgedOrNil(err); g.answer.Forged != nil {
+			g.forged++
+		}
+		g.note(slog.LevelInfo, "geometric: refused a token pass", "token", in.Token.Num, "seq", in.Token.Seq, "from", in.From, "err", err)
+		return
+	}
 	if err := g.holder.Receive(in.Token, now); err != nil {
 		return
 	}
+	g.link, g.giver, g.placed = slices.Clone(in.Link), in.From, nil
 	g.note(slog.LevelInfo, "received token", "token", in.Token.Num, "from", in.From)
 	g.answer.Yes = true
 	g.publishToken()

@@ -122,6 +122,16 @@ func (d *geoDriver) drain() {
 	}
 }
 
+// handOver gives the machine token tok from the peer from as a pass does
+// from its holder: a feed in which from reports tok one pass below (a
+// machine takes a pass only from the holder it knows, geotokens.go), then
+// the pass.
+func (d *geoDriver) handOver(from peer.ID, tok geometric.Token) {
+	d.t.Helper()
+	d.step(GeoFeed{Coords: d.feed.Coords, Tokens: []TokenPos{{Holder: from, Token: geometric.Token{Num: tok.Num, Seq: tok.Seq - 1}, Coord: at(d.t, 0.5)}}})
+	d.step(TokenOffered{From: from, Token: tok})
+}
+
 // filterRTT follows a lower sample at once and a higher one by an eighth.
 func TestFilterRTT(t *testing.T) {
 	for _, c := range []struct{ old, sample, want time.Duration }{
@@ -150,7 +160,7 @@ func TestGeoVet(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			d := newGeoDriver(t, geoTestConfig("a", 1))
 			d.ping = func(peer.ID) (time.Duration, error) { return 0, fmt.Errorf("no answer") }
-			d.step(TokenOffered{From: "b", Token: geometric.Token{Num: 0, Seq: 1}})
+			d.handOver("b", geometric.Token{Num: 0, Seq: 1})
 			if !d.m.GeoAnswer().Yes {
 				t.Fatal("a refused the token")
 			}
@@ -404,7 +414,7 @@ func TestGeoAnswers(t *testing.T) {
 		t.Fatal("a node without a token took a member")
 	}
 	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}}
-	d.step(TokenOffered{From: "x", Token: geometric.Token{Num: 0, Seq: 1}})
+	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
 	if !d.m.GeoAnswer().Yes {
 		t.Fatal("token refused")
 	}
@@ -685,4 +695,69 @@ func FuzzGeo(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Issue 19, finding 3: a peer, z, announces on the token topic that it
+// holds both tokens, one pass above their holders' (a holds token 0 at
+// pass 3, h token 1 at pass 2), as a superpeer near everyone. The holder
+// keeps its token and stays a superpeer (it dropped it, and the swarm had
+// no superpeer while the attacker stayed), and publishes no report of
+// losing it.
+func TestGeoForgedClaimKeepsHolder(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("a", 2))
+	d.m.Step(d.now, view("a", "k", "h", "z"))
+	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "h": at(t, 0.03), "z": at(t, 0.01)}}
+	d.handOver("k", geometric.Token{Num: 0, Seq: 3})
+	h := TokenPos{Holder: "h", Token: geometric.Token{Num: 1, Seq: 2}, Coord: at(t, 0.03), Superpeer: true}
+	d.feed.Tokens = []TokenPos{h}
+	d.run(7 * time.Second) // Dwell 5 s: promoted
+	if st := d.m.GeoState(); st.Role != RoleSuperpeer || st.Token != 0 {
+		t.Fatalf("before the attack: %+v, want the superpeer of token 0", st)
+	}
+	d.reports = nil
+	d.feed.Tokens = []TokenPos{h,
+		{Holder: "z", Token: geometric.Token{Num: 0, Seq: 4}, Coord: at(t, 0.01), Superpeer: true},
+		{Holder: "z", Token: geometric.Token{Num: 1, Seq: 3}, Coord: at(t, 0.01), Superpeer: true}}
+	d.run(5 * time.Second)
+	if st := d.m.GeoState(); st.Role != RoleSuperpeer || st.Token != 0 {
+		t.Errorf("after z's claim: %+v, want still the superpeer of token 0", st)
+	}
+	if slices.ContainsFunc(d.reports, func(r TokenReport) bool { return r.None }) {
+		t.Errorf("a reported that it holds no token: %+v", d.reports)
+	}
+}
+
+// Issue 19, finding 3: a pass of a token its sender never held. c knows
+// that a holds token 0 at pass 3; z passes it token 0 at pass 4: c
+// refuses (it took it, and its report, one pass above, demoted a for
+// good). And a holder does not give way to the report of such a pass
+// (c's report of token 0 at pass 4, with no link of a's).
+func TestGeoForgedPassRefused(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("c", 1))
+	d.m.Step(d.now, view("c", "a", "z"))
+	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"c": at(t, 0), "a": at(t, 0.02), "z": at(t, 0.01)},
+		Tokens: []TokenPos{{Holder: "a", Token: geometric.Token{Num: 0, Seq: 3}, Coord: at(t, 0.02), Superpeer: true}}}
+	d.run(2 * time.Second)
+	d.step(TokenOffered{From: "z", Token: geometric.Token{Num: 0, Seq: 4}})
+	if d.m.GeoAnswer().Yes {
+		t.Error("c took token 0 from z, which never held it")
+	}
+	if st := d.m.GeoState(); st.Token >= 0 {
+		t.Errorf("c holds token %d", st.Token)
+	}
+
+	a := newGeoDriver(t, geoTestConfig("a", 1))
+	a.m.Step(a.now, view("a", "k", "c"))
+	a.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "c": at(t, 0.02)}}
+	a.handOver("k", geometric.Token{Num: 0, Seq: 3})
+	a.feed.Tokens = nil
+	a.run(7 * time.Second)
+	if st := a.m.GeoState(); st.Role != RoleSuperpeer || st.Token != 0 {
+		t.Fatalf("before the forged pass: %+v, want the superpeer of token 0", st)
+	}
+	a.feed.Tokens = []TokenPos{{Holder: "c", Token: geometric.Token{Num: 0, Seq: 4}, Coord: at(t, 0.02)}}
+	a.run(3 * time.Second)
+	if st := a.m.GeoState(); st.Role != RoleSuperpeer || st.Token != 0 {
+		t.Errorf("after c reported the forged pass: %+v, want still the superpeer of token 0", st)
+	}
 }

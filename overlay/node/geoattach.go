@@ -78,7 +78,11 @@ func (g *geoMachine) startAttach(now time.Time) {
 	}
 	// The cluster elected another in place of the current superpeer (see
 	// election): go to it as soon as it reports the token.
-	if l := g.m.leaderOf(r.current); r.current != "" && l != "" && l != r.current && l != g.self() && r.reports(l) {
+	// Its claim is what counts here, believed or not yet (the lost
+	// holder's report may not have expired): the election vouches for it.
+	l := g.m.leaderOf(r.current)
+	claims := slices.ContainsFunc(g.claims, func(tp TokenPos) bool { return tp.Holder == l && tp.Superpeer })
+	if r.current != "" && l != "" && l != r.current && l != g.self() && (r.reports(l) || claims) {
 		g.ask(r, askSuccessor, l)
 		return
 	}
@@ -273,16 +277,23 @@ func (g *geoMachine) election(now time.Time) {
 	if leader != g.self() || held || holder == g.self() || g.connected[holder] {
 		return
 	}
+	t := geometric.Rehomed(num, seen)
 	for _, tp := range g.feed.Tokens {
 		if tp.Token.Num == num && tp.Holder != holder {
 			return // the token has moved on: no takeover
 		}
 	}
-	outs, err := g.holder.Takeover(geometric.Rehomed(num, seen), now)
+	for _, tp := range g.claims {
+		if tp.Token.Num == num && tp.Holder != holder && tp.Holder != g.self() && tp.Token.Seq >= t.Seq {
+			return // another took it over already (not believed while the lost holder's report lasts)
+		}
+	}
+	outs, err := g.holder.Takeover(t, now)
 	if err != nil {
 		g.note(slog.LevelDebug, "geometric: take over the token of the lost superpeer", "token", num, "err", err)
 		return
 	}
+	g.link, g.giver, g.placed = nil, "", &placement{num: num, at: now, replaced: holder, mates: slices.Clone(members)}
 	g.attached, g.attachOK = g.self(), now
 	g.note(slog.LevelInfo, "geometric: elected to take over the token of the lost superpeer", "token", num, "lost", holder)
 	g.carryOut(now, outs, func(now time.Time) {

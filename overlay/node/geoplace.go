@@ -23,6 +23,12 @@ func (g *geoMachine) place(now time.Time, ids []geometric.ID) {
 		g.tokens.report(tp.Token.Num, tp.Token.Seq, tp.Holder)
 		holding[geometric.ID(tp.Holder)] = true
 	}
+	// A token that anyone claims is not missing, even when the claims
+	// conflict and none is believed (see geotokens.go): re-homing it would
+	// only add a claim.
+	for _, tp := range g.claims {
+		reported[tp.Token.Num] = true
+	}
 	if t, held := g.holder.Holding(); held {
 		g.tokens.hear(t.Num, t.Seq)
 		return
@@ -100,7 +106,9 @@ func (g *geoMachine) place(now time.Time, ids []geometric.ID) {
 		// Above every pass counter heard, or the holder machine (which
 		// remembers the last holder) refuses it; and hot again, to find
 		// its place.
-		g.receive(geometric.Rehomed(num, last), now)
+		if g.receive(geometric.Rehomed(num, last), now) {
+			g.placed = &placement{num: num, at: now, replaced: t.reporter}
+		}
 		g.tokens.found(num)
 		return
 	}
@@ -123,12 +131,16 @@ func (g *geoMachine) probed(now time.Time, num int, in PingDone) {
 	}
 }
 
-func (g *geoMachine) receive(t geometric.Token, now time.Time) {
+// receive takes token t without a pass (a placement), and reports
+// whether it did.
+func (g *geoMachine) receive(t geometric.Token, now time.Time) bool {
 	if err := g.holder.Receive(t, now); err != nil {
 		g.note(slog.LevelDebug, "geometric: take token", "token", t.Num, "err", err)
-		return
+		return false
 	}
+	g.link, g.giver, g.placed = nil, "", nil
 	g.note(slog.LevelInfo, "took token", "token", t.Num, "seq", t.Seq)
+	return true
 }
 
 // tokenBook is what the node knows of each token, by token number: the

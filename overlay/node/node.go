@@ -502,7 +502,7 @@ func (m *Machine) Step(now time.Time, in Input) {
 		if m.el != nil {
 			m.el.geoCluster(now, in)
 		}
-	case GeoFeed, PingDone, TokenOffered, PassDone, AttachAsked, AttachDone, GeoLeave:
+	case GeoFeed, PingDone, TokenOffered, PassDone, AttachAsked, AttachDone, GeoLeave, VouchAsked, VouchDone:
 		if m.geo != nil {
 			m.geo.step(now, in)
 		}

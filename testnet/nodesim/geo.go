@@ -66,6 +66,13 @@ type geoNode struct {
 	heardCoord *coordinate.Coordinate
 	heardTok   *node.TokenReport
 	tokUntil   time.Duration
+	// forged are token claims a hostile member makes besides its
+	// machine's report (ForgeTokens): heard by everyone while it lives.
+	forged []node.TokenReport
+	// lie, when set, is the coordinate its peers hear instead of its own
+	// (LieCoord); load is the most its measurements are delayed by (Load).
+	lie  *coordinate.Coordinate
+	load time.Duration
 	// Coordinates go out at most once per announce interval (MinGap).
 	coordPubAt   time.Duration
 	coordPending bool
@@ -127,8 +134,15 @@ func (s *Sim) geoDown(i int, graceful bool) {
 		for _, r := range rd.Geo.Tokens {
 			s.publishToken(i, r)
 		}
-		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 {
+		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 && len(rd.Geo.Vouch) == 0 {
 			return
+		}
+		for _, v := range rd.Geo.Vouch {
+			in := node.VouchDone{From: v.To, Of: v.Of, Err: errGeoTimeout}
+			if j, ok := s.indexOf(v.To); ok && s.up(i, j) {
+				in.RTT, in.Err = s.vouch(j, v.Of, n.id)
+			}
+			n.m.Step(now, in)
 		}
 		for _, p := range rd.Geo.Pings {
 			s.stats.GeoPings++
@@ -188,6 +202,67 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 	}
 	for _, p := range rd.Attach {
 		s.geoAttach(i, p)
+	}
+	for _, v := range rd.Vouch {
+		s.geoVouch(i, v)
+	}
+}
+
+// geoVouch carries out a request for the RTT a peer measures to another
+// (see geoRequest): its machine answers with the RTT it keeps (VouchAsked),
+// or, with none, the oracle measures one as the live node's ping does.
+func (s *Sim) geoVouch(i int, v node.VouchRequest) {
+	var rtt time.Duration
+	var err error
+	s.geoRequest(i, v.To,
+		func(m *node.Machine, j int, now time.Time, from peer.ID) {
+			rtt, err = s.vouch(j, v.Of, from)
+		},
+		func(_ node.GeoAnswer, ok bool) node.Input {
+			if !ok {
+				return node.VouchDone{From: v.To, Of: v.Of, Err: errGeoTimeout}
+			}
+			return node.VouchDone{From: v.To, Of: v.Of, RTT: rtt, Err: err}
+		})
+}
+
+// vouch is node j's answer to from's question: the RTT it measures to of
+// (its machine's, or a ping by the oracle: the matrix RTT and the least of
+// three jitters), or an error when of does not answer it.
+func (s *Sim) vouch(j int, of, from peer.ID) (time.Duration, error) {
+	m := s.nodes[j].m
+	m.Step(s.wall(), node.VouchAsked{From: from, Of: of})
+	if rtt := m.GeoAnswer().RTT; rtt > 0 {
+		return rtt, nil
+	}
+	k, ok := s.indexOf(of)
+	if !ok || !s.up(j, k) {
+		return 0, errGeoTimeout
+	}
+	s.stats.GeoPings++
+	jit := s.randDur(s.cfg.Jitter)
+	for range 2 {
+		jit = min(jit, s.randDur(s.cfg.Jitter))
+	}
+	return s.rtt(j, k) + jit + s.randDur(s.nodes[j].geo.load), nil
+}
+
+// LieCoord makes node i a liar: its peers hear c as its coordinate (nil
+// ends the lie).
+func (s *Sim) LieCoord(i int, c *coordinate.Coordinate) {
+	if g := s.nodes[i].geo; g != nil {
+		g.lie = c
+		s.geoVer++
+	}
+}
+
+// Load makes node i a loaded host: every RTT it measures (its pings, and
+// those it answers a vantage point's question with) is delayed by a
+// random amount up to d, the scheduling delays a busy host adds to a ping
+// and never takes away (all three pings of a measurement alike).
+func (s *Sim) Load(i int, d time.Duration) {
+	if g := s.nodes[i].geo; g != nil {
+		g.load = d
 	}
 }
 
@@ -272,18 +347,26 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 		for j, o := range s.nodes {
 			if o.geo != nil && o.geo.heardCoord != nil && s.present(i, j) {
 				coords[o.id] = o.geo.heardCoord
+				if o.geo.lie != nil && j != i {
+					coords[o.id] = o.geo.lie
+				}
 			}
 		}
 		s.geoCoords[c], s.geoCoordsKey[c] = coords, key
 	}
-	// Tokens: of the live reports of each token, the highest Token.Seq,
-	// then the smaller holder ID (gossip.Geo.Tokens); this node's own
-	// report at once.
-	best := map[int]node.TokenPos{}
+	// Tokens: every live report (gossip.Geo.Reports), the giver of a
+	// passed token as its link names it; this node's own report at once;
+	// a hostile member's forged claims while it lives and is reachable.
+	var tokens []node.TokenPos
 	for j, o := range s.nodes {
 		g := o.geo
 		if g == nil {
 			continue
+		}
+		if j != i && len(g.forged) > 0 && s.up(i, j) {
+			for _, r := range g.forged {
+				tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver})
+			}
 		}
 		r := g.heardTok
 		if j == i {
@@ -294,16 +377,11 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 		if r == nil {
 			continue
 		}
-		tp := node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load}
-		if b, ok := best[r.Token.Num]; !ok || tp.Token.Seq > b.Token.Seq || tp.Token.Seq == b.Token.Seq && tp.Holder < b.Holder {
-			best[r.Token.Num] = tp
-		}
+		tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver})
 	}
-	tokens := make([]node.TokenPos, 0, len(best))
-	for _, tp := range best {
-		tokens = append(tokens, tp)
-	}
-	slices.SortFunc(tokens, func(a, b node.TokenPos) int { return cmp.Compare(a.Token.Num, b.Token.Num) })
+	slices.SortStableFunc(tokens, func(a, b node.TokenPos) int {
+		return cmp.Or(cmp.Compare(a.Token.Num, b.Token.Num), cmp.Compare(a.Holder, b.Holder))
+	})
 	return node.GeoFeed{Coords: coords, Tokens: tokens, Connected: s.connectedPeers(i)}
 }
 
@@ -375,7 +453,7 @@ func (s *Sim) geoPing(i int, p peer.ID) {
 	for range 2 {
 		jit = min(jit, s.randDur(s.cfg.Jitter))
 	}
-	rtt := d + jit
+	rtt := d + jit + s.randDur(s.nodes[i].geo.load)
 	s.back(i, s.now+3*rtt, func(s *Sim) {
 		if !s.up(i, j) {
 			fail(s)
@@ -396,6 +474,43 @@ func (s *Sim) geoPass(i int, p node.TokenPass) {
 		func(a node.GeoAnswer, ok bool) node.Input {
 			return node.PassDone{To: p.To, Token: p.Token, OK: ok && a.Yes}
 		})
+}
+
+// ForgeTokens makes node i a hostile member that claims, on the token
+// topic, the tokens of reports besides its machine's own (issue 19,
+// finding 3: "I hold both tokens, one pass above their holders"): every
+// peer hears them, as gossip delivers, while i lives and is reachable.
+// Nil stops the claims.
+func (s *Sim) ForgeTokens(i int, reports []node.TokenReport) {
+	g := s.nodes[i].geo
+	if g == nil {
+		return
+	}
+	g.forged = slices.Clone(reports)
+	s.geoVer++
+}
+
+// ForgePass has node from pass token t to node to, as a hostile member
+// that never held it would: to's machine gets the pass one way later
+// (TokenOffered), and takes it or not. It reports to the caller, through
+// done (when not nil), to's answer.
+func (s *Sim) ForgePass(from, to int, t geometric.Token, done func(node.GeoAnswer)) {
+	if !s.up(from, to) {
+		return
+	}
+	id := s.nodes[from].id
+	s.At(s.now+s.oneWay(from, to), func(s *Sim) {
+		if !s.up(from, to) {
+			return
+		}
+		m := s.nodes[to].m
+		m.Step(s.wall(), node.TokenOffered{From: id, Token: t})
+		ans := m.GeoAnswer()
+		s.carryOut(to)
+		if done != nil {
+			done(ans)
+		}
+	})
 }
 
 // geoAttach carries out an attach request (see geoRequest): the

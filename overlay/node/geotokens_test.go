@@ -1,0 +1,199 @@
+package node
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// The token claims a machine believes (geotokens.go), fed by hand.
+
+func tok(num int, seq uint64) geometric.Token { return geometric.Token{Num: num, Seq: seq} }
+
+// believed is the holder and counter of token num that the machine
+// believes after the feed, "" if none.
+func believed(d *geoDriver, num int) (peer.ID, uint64) {
+	d.step(d.feed)
+	for _, tp := range d.m.geo.feed.Tokens {
+		if tp.Token.Num == num && tp.Holder != d.m.cfg.Self {
+			return tp.Holder, tp.Token.Seq
+		}
+	}
+	return "", 0
+}
+
+// A third peer follows the chain of signed passes from the holder it
+// knows, and nothing else: a's pass to j (j's report carries a's link) is
+// believed at once, also while a's stale report lasts; a claim of another
+// peer (a link of a peer that is not the holder, or a re-homing while the
+// holder reports the token) is not, and is counted. When the holder it
+// knew no longer reports the token, the tip of one chain newer than what
+// it knew is believed; claims that conflict are not, until they do not.
+func TestGeoTokenChain(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("c", 1))
+	co := at(t, 0.02)
+	rep := func(holder string, seq uint64, giver string) TokenPos {
+		return TokenPos{Holder: peer.ID(holder), Token: tok(0, seq), Coord: co, Giver: peer.ID(giver)}
+	}
+	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"c": at(t, 0)}, Tokens: []TokenPos{rep("a", 3, "k")}}
+	if h, s := believed(d, 0); h != "a" || s != 3 {
+		t.Fatalf("believes %s at %d, want a at 3 (a lone report)", h, s)
+	}
+	d.feed.Tokens = []TokenPos{rep("a", 3, "k"), rep("z", 4, "y"), rep("x", 2<<32, "")}
+	if h, _ := believed(d, 0); h != "a" {
+		t.Fatalf("believes %s, want still a: z's link is not a's, x's re-homing is beside a's report", h)
+	}
+	if n := d.m.TokenClaimsIgnored(); n != 2 {
+		t.Errorf("%d claims ignored, want 2", n)
+	}
+	d.feed.Tokens = []TokenPos{rep("a", 3, "k"), rep("z", 4, "y"), rep("j", 4, "a")}
+	if h, s := believed(d, 0); h != "j" || s != 4 {
+		t.Fatalf("believes %s at %d, want j at 4 (a's pass)", h, s)
+	}
+	d.feed.Tokens = []TokenPos{rep("z", 5, "y"), rep("l", 6, "j"), rep("j", 4, "a")}
+	if h, s := believed(d, 0); h != "l" || s != 6 {
+		t.Fatalf("believes %s at %d, want l at 6 (j's pass)", h, s)
+	}
+	// l's report goes (it left); a chain newer than l's is believed,
+	// conflicting claims are not.
+	d.feed.Tokens = []TokenPos{rep("m", 7, "l"), rep("z", 9, "y")}
+	if h, _ := believed(d, 0); h != "" {
+		t.Fatalf("believes %s, want nobody while m's and z's claims conflict", h)
+	}
+	d.feed.Tokens = []TokenPos{rep("m", 7, "l"), rep("n", 8, "m")}
+	if h, s := believed(d, 0); h != "n" || s != 8 {
+		t.Fatalf("believes %s at %d, want n at 8, the tip of the chain from m", h, s)
+	}
+	d.feed.Tokens = []TokenPos{rep("z", 5, "y")}
+	if h, _ := believed(d, 0); h != "" {
+		t.Fatalf("believes %s, want nobody: z's claim is older than what c knew", h)
+	}
+	d.feed.Tokens = []TokenPos{rep("r", 1<<32, "")}
+	if h, _ := believed(d, 0); h != "r" {
+		t.Fatalf("believes %s, want r, the one to re-home the token when nobody else claims it", h)
+	}
+}
+
+// A pass is taken only from the holder the machine believes, at a higher
+// counter. A pass by another that names a counter the holder had reached
+// already is a forgery: refused, counted, and GeoAnswer.Forged set for
+// the driver to strike the sender; one ahead of what the machine knows is
+// refused without blame (it may have missed a report).
+func TestGeoPassFromHolderOnly(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("c", 1))
+	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"c": at(t, 0)},
+		Tokens: []TokenPos{{Holder: "a", Token: tok(0, 3), Coord: at(t, 0.02), Giver: "k"}}}
+	d.step(d.feed)
+	for _, c := range []struct {
+		from   peer.ID
+		seq    uint64
+		forged bool
+	}{{"z", 4, true}, {"z", 3, true}, {"z", 9, false}, {"a", 3, false}} {
+		d.step(TokenOffered{From: c.from, Token: tok(0, c.seq)})
+		if a := d.m.GeoAnswer(); a.Yes || (a.Forged != nil) != c.forged {
+			t.Errorf("pass from %s at %d: %+v, want refused, forged %v", c.from, c.seq, a, c.forged)
+		}
+	}
+	if n := d.m.TokenPassesForged(); n != 2 {
+		t.Errorf("%d forged passes counted, want 2", n)
+	}
+	d.step(TokenOffered{From: "a", Token: tok(0, 4), Link: []byte("a's link")})
+	if !d.m.GeoAnswer().Yes {
+		t.Fatal("refused the holder's pass")
+	}
+	d.run(1500 * ms)
+	if r := d.reports[len(d.reports)-1]; r.Token != tok(0, 4) || r.Giver != "a" || string(r.Link) != "a's link" {
+		t.Errorf("report %+v, want token 0 at 4 with a's link", r)
+	}
+}
+
+// The holder gives its token up to a report that carries its own link
+// (it passed the token on and the answer was lost), not to one with
+// another's.
+func TestGeoOwnLinkDrops(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("a", 1))
+	d.m.Step(d.now, view("a", "k", "j"))
+	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "j": at(t, 0.02)}}
+	d.handOver("k", tok(0, 3))
+	d.feed.Tokens = nil
+	d.run(7 * time.Second)
+	if st := d.m.GeoState(); st.Role != RoleSuperpeer {
+		t.Fatalf("%+v, want a superpeer", st)
+	}
+	d.feed.Tokens = []TokenPos{{Holder: "j", Token: tok(0, 4), Coord: at(t, 0.02), Giver: "k"}}
+	d.run(2 * time.Second)
+	if st := d.m.GeoState(); st.Token != 0 {
+		t.Fatalf("gave its token up to a report with k's link: %+v", st)
+	}
+	d.feed.Tokens = []TokenPos{{Holder: "j", Token: tok(0, 4), Coord: at(t, 0.02), Giver: "a"}}
+	d.run(2 * time.Second)
+	if st := d.m.GeoState(); st.Token != -1 || st.Role == RoleSuperpeer {
+		t.Errorf("kept its token beside a report with its own link: %+v", st)
+	}
+}
+
+// A takeover gives way to the holder it replaced when that holder turns
+// out alive: its report still there one membership TTL and an announce
+// interval after the takeover (a crashed holder's report is gone by then).
+func TestGeoTakeoverYields(t *testing.T) {
+	cfg := geoTestConfig("o", 1)
+	cfg.Election = "bully"
+	d := newGeoDriver(t, cfg)
+	d.m.Step(d.now, view("o", "h"))
+	d.feed = attachFeed(t, "h")
+	d.feed.Tokens[0].Token.Seq = 9 << 32
+	d.feed.Connected = []peer.ID{"h"}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", "o"}} }
+	d.run(3 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "h" {
+		t.Fatalf("attached to %q, want h", sp)
+	}
+	// h's connection goes, but it lives on and its report keeps coming.
+	d.attach = nil
+	d.feed.Connected = nil
+	d.step(Conn{Peer: "h", Connected: 0})
+	d.run(10 * time.Second)
+	if st := d.m.GeoState(); st.Token != 0 || st.Role != RoleSuperpeer {
+		t.Fatalf("after h's connection went: %+v, want the token taken over", st)
+	}
+	d.reports = nil
+	d.run(15 * time.Second)
+	if st := d.m.GeoState(); st.Token != -1 {
+		t.Errorf("kept the token of h, alive: %+v", st)
+	}
+	if !slices.ContainsFunc(d.reports, func(r TokenReport) bool { return r.None }) {
+		t.Errorf("no report of giving it back: %+v", d.reports)
+	}
+}
+
+// Two peers that both took token 0 as its initial holder (their views
+// differed) settle it: the one that the rule names in the current view
+// keeps it, whatever the IDs; a third peer's claim of the same placement
+// does not take it.
+func TestGeoDuplicatePlacement(t *testing.T) {
+	for _, other := range []string{"b", "c"} {
+		d := newGeoDriver(t, geoTestConfig("a", 1))
+		d.m.Step(d.now, view("a", "b", "c"))
+		first, err := geometric.InitialHolders(d.m.geo.seed, d.m.geo.holderIDs(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named := peer.ID(first[0])
+		d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, 0.02), "c": at(t, 0.03)}}
+		d.step(d.feed)
+		if !d.m.geo.receive(tok(0, 0), d.now) {
+			t.Fatal("a did not take token 0")
+		}
+		d.feed.Tokens = []TokenPos{{Holder: peer.ID(other), Token: tok(0, 0), Coord: at(t, 0.02)}}
+		d.run(2 * time.Second)
+		kept := d.m.GeoState().Token == 0
+		if want := named != peer.ID(other); kept != want {
+			t.Errorf("the rule names %s; %s claims token 0 too: a kept it %v, want %v", named, other, kept, want)
+		}
+	}
+}
