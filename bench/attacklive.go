@@ -139,7 +139,11 @@ func LiveAttack(ctx context.Context, cfg LiveAttackConfig) ([]LiveAttackRow, err
 func liveAttackOne(ctx context.Context, cfg LiveAttackConfig, a attack.Attack, seed uint64, row *LiveAttackRow) error {
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute+cfg.Idle+cfg.Duration+cfg.Recover)
 	defer cancel()
-	tn, err := testnet.Start(ctx, testnet.Config{N: cfg.N, Target: dhtselect.Target{Superpeers: cfg.Superpeers}, Seed: seed,
+	strategy := testnet.StrategyDHT
+	if a.Geometric {
+		strategy = testnet.StrategyGeometric
+	}
+	tn, err := testnet.Start(ctx, testnet.Config{N: cfg.N, Strategy: strategy, Target: dhtselect.Target{Superpeers: cfg.Superpeers}, Seed: seed,
 		Election: cfg.Election, AnnounceInterval: time.Second, ReevaluateInterval: time.Second, Exec: cfg.Exec})
 	if err != nil {
 		return err

@@ -29,6 +29,9 @@ type Attack struct {
 	// Run attacks t until ctx ends, then releases what it holds (hosts,
 	// streams). An error means it could not attack at all.
 	Run func(ctx context.Context, t Target) error
+	// Geometric: the attack is on the geometric strategy's tokens, and
+	// needs a swarm that runs it.
+	Geometric bool
 }
 
 // All returns the attacks of the live attack suite, in the suite's order.
@@ -40,6 +43,7 @@ func All() []Attack {
 		}},
 		{Name: "bad-frames", Finding: "malformed frames on every protocol, a fresh identity after each ban", Run: BadFrames},
 		{Name: "election-flood", Finding: "a member ranked below the victim sends it valid ELECTIONs at 45/s, a fresh identity after each ban (finding 1)", Run: ElectionFloodAttack},
+		{Name: "token-forgery", Finding: "a member claims every token one pass above its holder and passes them to the victim, a fresh identity after each ban; geometric swarm (finding 3)", Run: Tokens, Geometric: true},
 		{Name: "dht-stall", Finding: "stalled kad-dht streams, 4 fresh identities a second (finding 6)", Run: DHTStall},
 		{Name: "election-memory", Finding: "190 KiB election messages from no member and stalled election streams, fresh identities (finding 6)", Run: ElectionMemory},
 		{Name: "subscriptions", Finding: "800,000 GossipSub subscriptions a second from 2 fresh identities (finding 6)", Run: Subscriptions},

@@ -25,10 +25,10 @@ const (
 	FrameAnswer = 5 // token and attach response
 )
 
-// Protocol is the stream protocol named name ("closer", "token", "attach"
-// or "election") of the overlay on a network.
+// Protocol is the stream protocol named name ("closer", "token",
+// "attach", "election" or "vouch") of the overlay on a network.
 func Protocol(network, name string) protocol.ID {
-	v := map[string]string{"closer": "2.0.0", "token": "2.0.0", "attach": "3.0.0", "election": "1.0.0"}[name]
+	v := map[string]string{"closer": "2.0.0", "token": "3.0.0", "attach": "3.0.0", "election": "1.0.0", "vouch": "1.0.0"}[name]
 	return protocol.ID(fmt.Sprintf("/superpeer/%s/%s/%s", network, name, v))
 }
 
