@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/superpeer/superpeer/gossip"
 	"slices"
 	"strings"
 	"sync"
@@ -90,7 +91,7 @@ func (s *Sybils) start(ctx, runCtx context.Context, cfg SybilConfig) error {
 	if err != nil {
 		return fmt.Errorf("attack: sybil gossipsub: %w", err)
 	}
-	topic, err := ps.Join(fmt.Sprintf("/superpeer/%s/members/1", cfg.Network))
+	topic, err := ps.Join(gossip.MembershipTopic(cfg.Network))
 	if err != nil {
 		return fmt.Errorf("attack: sybil topic: %w", err)
 	}
@@ -174,7 +175,7 @@ func multiaddrStrings(h host.Host) []string {
 // what it claims. GossipSub signs it with its author's key.
 func Announcement(addrs []string, seq uint64, superpeer bool) []byte {
 	b, _ := json.Marshal(map[string]any{
-		"v": 1, "seq": seq, "addrs": addrs, "superpeer": superpeer, "k": 0, "cluster": strings.Repeat("00", 32),
+		"v": gossip.AnnouncementVersion, "seq": seq, "addrs": addrs, "superpeer": superpeer, "k": 0, "cluster": strings.Repeat("00", 32),
 	})
 	return b
 }
