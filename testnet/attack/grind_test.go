@@ -2,6 +2,7 @@ package attack
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -34,8 +35,13 @@ func TestGroundIDLive(t *testing.T) {
 	const epoch = 8 * time.Second
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Each node on a loopback address of its own: the nodes count at most
+	// MaxPerAddr identities per address (seven here would count for
+	// nothing, and each node would lead a cluster of itself).
+	next := 1
 	opts := func(boot ...ma.Multiaddr) []overlay.Option {
-		return []overlay.Option{overlay.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")),
+		next++
+		return []overlay.Option{overlay.WithListenAddrs(ma.StringCast(fmt.Sprintf("/ip4/127.1.3.%d/tcp/0", next))),
 			overlay.WithTarget(dhtselect.Target{Superpeers: 1}), overlay.WithIntervals(200*time.Millisecond, 200*time.Millisecond),
 			overlay.WithLogger(quiet), overlay.WithEpoch(epoch), overlay.WithElection("bully", false),
 			overlay.WithReachability(overlay.ReachabilityPublic), overlay.WithBootstrapAddrs(boot...)}
