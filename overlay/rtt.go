@@ -14,11 +14,10 @@ import (
 // measures it itself: it pings its cluster's members every announce
 // interval and keeps, per peer, the least of its last rttKeep samples (a
 // busy host adds its scheduling delays to a ping but never takes any
-// away). libp2p's own estimate (the peerstore's LatencyEWMA) is what
-// kad-dht records of its queries: a stream's set-up and a request, three
-// to four RTTs on mocknet; it stands in for a peer not pinged yet (an
-// over-estimate is the safe side of a timeout). The geometric strategy's
-// pings are recorded here too.
+// away). libp2p's own estimate (the peerstore's LatencyEWMA) is not
+// used: it is what kad-dht records of its queries, a stream's set-up and
+// a request, three to four RTTs on mocknet, and it moves with every
+// query. The geometric strategy's pings are recorded here too.
 const (
 	rttKeep     = 3
 	rttMaxPeers = 64 // pinged per round: a cluster is a few dozen peers
@@ -73,13 +72,17 @@ func (t *rttTable) forget(cutoff time.Time) {
 	}
 }
 
-// rtt is the RTT to p for the machine: the node's own, else libp2p's
-// estimate (0 when there is none).
+// rtt is the RTT to p for the machine: the node's own, else 0 (unknown:
+// the timeout is then three heartbeats, until the member's first pings
+// answer, which the change of members asks for at once). Not libp2p's
+// estimate: kad-dht moves it with every query, and a timeout made of it
+// changed by more than a tenth between evaluations, so the machine was
+// rebuilt at each (retune) and its leader, re-announcing itself every
+// time, never sent a heartbeat (TestKillSuperpeerScenario: 24
+// COORDINATORs, no HEARTBEAT).
 func (n *Node) rtt(p peer.ID) time.Duration {
-	if d, ok := n.rtts.get(p); ok {
-		return d
-	}
-	return n.host.Peerstore().LatencyEWMA(p)
+	d, _ := n.rtts.get(p)
+	return d
 }
 
 // rttLoop pings the cluster's members every announce interval, and the
