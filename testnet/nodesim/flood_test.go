@@ -2,7 +2,6 @@ package nodesim
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -67,20 +66,7 @@ func runFlood(t *testing.T, n, superpeers int, rtt time.Duration, seed uint64, r
 	s := converged(t, Config{N: n, Seed: seed, Stagger: 5 * time.Second, Latency: latency.Constant(n, rtt),
 		Node: node.Config{Target: dhtselect.Target{Superpeers: superpeers}, Election: "bully"}})
 	s.RunFor(10 * time.Second)
-	lead := -1
-	for i := range s.N() {
-		if st := s.State(i); st.Role == node.RoleSuperpeer && len(st.Members) >= 3 {
-			lead = i
-			break
-		}
-	}
-	if lead < 0 {
-		t.Fatalf("seed %d: no cluster of 3", seed)
-	}
-	st := s.State(lead)
-	rank := classic.XORCloseness{Target: st.ClusterKey[:]}
-	members := slices.Clone(st.Members)
-	slices.SortFunc(members, func(a, b peer.ID) int { return rank.Compare(classic.ID(b), classic.ID(a)) })
+	lead, members := rankedCluster(t, s, 3, seed)
 	a, _ := s.Index(members[len(members)-1])
 	var others []int
 	for _, id := range members[:len(members)-1] {

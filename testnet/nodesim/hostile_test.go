@@ -37,20 +37,7 @@ func runHostile(t *testing.T, algo string, seed uint64, quorum, attack bool) hos
 	s := converged(t, Config{N: 24, Seed: seed, Stagger: 5 * time.Second,
 		Node: node.Config{Target: dhtselect.Target{Superpeers: 3}, Election: algo, Quorum: quorum}})
 	s.RunFor(10 * time.Second)
-	lead := -1
-	for i := range s.N() {
-		if st := s.State(i); st.Role == node.RoleSuperpeer && len(st.Members) >= 4 {
-			lead = i
-			break
-		}
-	}
-	if lead < 0 {
-		t.Fatalf("seed %d: no cluster of 4", seed)
-	}
-	st := s.State(lead)
-	rank := classic.XORCloseness{Target: st.ClusterKey[:]}
-	members := slices.Clone(st.Members)
-	slices.SortFunc(members, func(a, b peer.ID) int { return rank.Compare(classic.ID(b), classic.ID(a)) })
+	lead, members := rankedCluster(t, s, 4, seed)
 	if members[0] != s.ID(lead) {
 		t.Fatalf("seed %d: superpeer %s is not the cluster's first in rank %v", seed, s.ID(lead), members)
 	}
@@ -203,4 +190,23 @@ func TestHostileMemberAlgorithms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rankedCluster finds the first superpeer whose cluster has at least min
+// members, and returns it with the cluster's members from the highest
+// rank (XOR closeness to the cluster key) down.
+func rankedCluster(t *testing.T, s *Sim, min int, seed uint64) (int, []peer.ID) {
+	t.Helper()
+	for i := range s.N() {
+		st := s.State(i)
+		if st.Role != node.RoleSuperpeer || len(st.Members) < min {
+			continue
+		}
+		rank := classic.XORCloseness{Target: st.ClusterKey[:]}
+		members := slices.Clone(st.Members)
+		slices.SortFunc(members, func(a, b peer.ID) int { return rank.Compare(classic.ID(b), classic.ID(a)) })
+		return i, members
+	}
+	t.Fatalf("seed %d: no cluster of %d", seed, min)
+	return 0, nil
 }
