@@ -149,15 +149,7 @@ func geoCrashRepaired(t *testing.T, s *Sim, tokenWithin, repairWithin int) {
 	if !s.GeoConverged() {
 		t.Fatalf("not converged at %v: %+v", s.Now(), s.Take())
 	}
-	victim, members := -1, 0
-	for i := range s.N() {
-		if st := s.GeoState(i); st != nil && st.Role == node.RoleSuperpeer && len(st.Members) > members {
-			victim, members = i, len(st.Members)
-		}
-	}
-	if members < 2 {
-		t.Fatalf("the superpeer to crash has no members (%d): the test tests nothing", members)
-	}
+	victim, members := largestGeoCluster(t, s)
 	token := s.GeoState(victim).Token
 	o := s.Observe(100 * time.Millisecond)
 	crash := s.Now()
@@ -201,15 +193,7 @@ func TestGeoGracefulStopHandsTokenOn(t *testing.T) {
 	m := loadPlanetLab(t)
 	s := geoSim(t, 100, 10, 4, m)
 	s.Run(150 * time.Second)
-	victim, members := -1, 0
-	for i := range s.N() {
-		if st := s.GeoState(i); st != nil && st.Role == node.RoleSuperpeer && len(st.Members) > members {
-			victim, members = i, len(st.Members)
-		}
-	}
-	if members < 2 {
-		t.Fatalf("the superpeer to stop has no members (%d): the test tests nothing", members)
-	}
+	victim, members := largestGeoCluster(t, s)
 	token := s.GeoState(victim).Token
 	var followers []int
 	for j := range s.N() {
@@ -342,4 +326,20 @@ func skipShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("minutes of virtual time on 100 geometric node machines; the run without -short covers it")
 	}
+}
+
+// largestGeoCluster returns the superpeer with the most members, and
+// their number; it fails the test when that superpeer has none.
+func largestGeoCluster(t *testing.T, s *Sim) (int, int) {
+	t.Helper()
+	victim, members := -1, 0
+	for i := range s.N() {
+		if st := s.GeoState(i); st != nil && st.Role == node.RoleSuperpeer && len(st.Members) > members {
+			victim, members = i, len(st.Members)
+		}
+	}
+	if members < 2 {
+		t.Fatalf("the largest cluster's superpeer has %d members: the test tests nothing", members)
+	}
+	return victim, members
 }
