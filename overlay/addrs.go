@@ -79,13 +79,31 @@ func (n *Node) speaksCloser(p peer.ID) bool {
 	return err == nil && len(ps) > 0
 }
 
-// loopbackDialOptions make a host that listens on one loopback address
-// other than 127.0.0.1 dial its loopback peers over QUIC from that
-// address, as TCP (reuseport) does already. Without them QUIC dials from
-// 127.0.0.1, the kernel's choice, and node processes on one machine, each
-// on its own loopback address (testnet --procs), would all show one
-// address to each other: more identities than MaxPerAddr.
-func loopbackDialOptions(listen []ma.Multiaddr) []libp2p.Option {
+// quicOptions build the QUIC transport's sockets: each one a
+// penaltyConn of g (quicgate.go). And they make a host that listens on
+// one loopback address other than 127.0.0.1 dial its loopback peers over
+// QUIC from that address, as TCP (reuseport) does already. Without that,
+// QUIC dials from 127.0.0.1, the kernel's choice, and node processes on
+// one machine, each on its own loopback address (testnet --procs), would
+// all show one address to each other: more identities than MaxPerAddr.
+func quicOptions(listen []ma.Multiaddr, g *guard) libp2p.Option {
+	opts := []quicreuse.Option{quicreuse.OverrideListenUDP(g.listenUDP)}
+	if src := loopbackSourceIP(listen); src != nil {
+		opts = append(opts, quicreuse.OverrideSourceIPSelector(
+			func() (quicreuse.SourceIPSelector, error) {
+				r, err := netroute.New()
+				if err != nil {
+					return nil, err
+				}
+				return loopbackSource{ip: src, routes: r}, nil
+			}))
+	}
+	return libp2p.QUICReuse(quicreuse.NewConnManager, opts...)
+}
+
+// loopbackSourceIP is the one IPv4 loopback address other than 127.0.0.1
+// among listen, if there is exactly one.
+func loopbackSourceIP(listen []ma.Multiaddr) net.IP {
 	var src net.IP
 	for _, a := range listen {
 		ip, err := manet.ToIP(a)
@@ -97,17 +115,7 @@ func loopbackDialOptions(listen []ma.Multiaddr) []libp2p.Option {
 		}
 		src = ip
 	}
-	if src == nil {
-		return nil
-	}
-	return []libp2p.Option{libp2p.QUICReuse(quicreuse.NewConnManager, quicreuse.OverrideSourceIPSelector(
-		func() (quicreuse.SourceIPSelector, error) {
-			r, err := netroute.New()
-			if err != nil {
-				return nil, err
-			}
-			return loopbackSource{ip: src, routes: r}, nil
-		}))}
+	return src
 }
 
 // loopbackSource picks ip as the source of loopback destinations, and the

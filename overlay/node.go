@@ -225,7 +225,7 @@ func newHost(cfg Config, g *guard) (host.Host, error) {
 	}
 	opts := append([]libp2p.Option{libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...)}, natOptions(cfg)...)
 	opts = append(opts, res...)
-	opts = append(opts, loopbackDialOptions(cfg.ListenAddrs)...)
+	opts = append(opts, quicOptions(cfg.ListenAddrs, g))
 	gate := banGate{g: g, next: cfg.Gater}
 	if len(cfg.Allow) > 0 {
 		self, err := peer.IDFromPrivateKey(key)

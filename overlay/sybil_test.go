@@ -87,7 +87,7 @@ func TestSybilFlood(t *testing.T) {
 			nodes := honestLoopback(t, 4, opts...)
 			k0 := nodes[0].State().K
 			// The loopback addresses are what the nodes see of each
-			// other, QUIC included (loopbackDialOptions).
+			// other, QUIC included (quicOptions).
 			for _, nd := range nodes {
 				for p, g := range nd.connAddrs() {
 					if i := slices.IndexFunc(nodes, func(o *Node) bool { return o.ID() == p }); i >= 0 && g != fmt.Sprintf("127.1.0.%d", i+2) {

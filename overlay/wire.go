@@ -329,17 +329,21 @@ func (g *guard) penaliseLocked(ip netip.Addr, now time.Time, again bool) {
 // handshake: not while a's address is penalised.
 func (g *guard) accept(a ma.Multiaddr) bool {
 	ip, ok := ipOf(a)
-	if !ok {
-		return true
-	}
+	return !ok || !g.penalised(ip)
+}
+
+// penalised reports whether ip is under a penalty, and counts the refusal: a
+// connection's (accept), or a QUIC packet's that would open one
+// (penaltyConn).
+func (g *guard) penalised(ip netip.Addr) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p, ok := g.penalties[ip]
 	if !ok || time.Now().After(p.until) {
-		return true
+		return false
 	}
 	g.countLocked("accept", "banned")
-	return false
+	return true
 }
 
 // secured reports whether a connection whose handshake named p may be
