@@ -155,6 +155,7 @@ type simNode struct {
 	routing   []int
 	contacts  map[int]time.Duration // peer -> last election message either way
 	geo       *geoNode              // the geometric strategy's part (geo.go)
+	sc        scoped                // the cluster-scoped membership (scoped.go)
 }
 
 // component is a side of a partition: who its peers see in their views.
@@ -202,6 +203,14 @@ type Sim struct {
 	geoVer       uint64
 	geoCoords    map[int]map[peer.ID]*coordinate.Coordinate
 	geoCoordsKey map[int]geoCoordsKey
+
+	// The cluster-scoped membership (scoped.go): the superpeers, and the
+	// backbone's version, its pending change, and its lists by component.
+	sps       map[int]bool
+	bbVersion uint64
+	bbDirty   bool
+	bbAt      time.Duration
+	bbCache   map[int]bbList
 }
 
 // Change is a node's new state at a time.
@@ -214,6 +223,9 @@ type Change struct {
 // Stats counts what the simulator did.
 type Stats struct {
 	Events, Messages, Lost, Failed, Lookups, Views uint64
+	// The cluster-scoped membership's registrations (sent) and their
+	// answers.
+	Registrations, Replies uint64
 	// The geometric strategy's pings, token passes and attach requests.
 	GeoPings, GeoPasses, GeoAttaches uint64
 }
@@ -239,7 +251,7 @@ func New(cfg Config) (*Sim, error) {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		comps: map[int]*component{0: {vis: map[int]time.Duration{}}}, ttl: 3 * cfg.Node.AnnounceInterval,
 		lookupCache: map[lookupKey]lookupAnswer{}, index: map[peer.ID]int{},
-		geoCoords: map[int]map[peer.ID]*coordinate.Coordinate{}, geoCoordsKey: map[int]geoCoordsKey{},
+		geoCoords: map[int]map[peer.ID]*coordinate.Coordinate{}, geoCoordsKey: map[int]geoCoordsKey{}, sps: map[int]bool{},
 	}
 	for i := range cfg.N {
 		var at time.Duration
@@ -324,6 +336,8 @@ const (
 	evExpire
 	evFlap
 	evAction
+	evRegister
+	evRegistered
 )
 
 type event struct {
@@ -339,6 +353,9 @@ type event struct {
 	stamp time.Duration
 	comp  int
 	fn    func(*Sim)
+	// A registration's answer (scoped.go).
+	ids    []int
+	digest node.Digest
 }
 
 type queue []event
@@ -479,6 +496,10 @@ func (s *Sim) process(e event) {
 		}
 	case evAction:
 		e.fn(s)
+	case evRegister:
+		s.registered(e.node, e.other, e.inc)
+	case evRegistered:
+		s.answered(e)
 	}
 }
 
@@ -505,6 +526,8 @@ func (s *Sim) start(i int) {
 	n.contacts = map[int]time.Duration{}
 	if cfg.Geometric {
 		s.geoStart(i)
+	} else {
+		s.resetScoped(i)
 	}
 	if n.routing == nil {
 		n.routing = s.routingTable(i)
@@ -695,7 +718,10 @@ func (s *Sim) connected(i int) int {
 func (s *Sim) tick(i int) {
 	n := s.nodes[i]
 	now := s.wall()
-	if s.now >= n.seesAt {
+	if s.scopedMode() {
+		s.registerDue(i)
+		s.scopedView(i)
+	} else if s.now >= n.seesAt {
 		c := s.comps[s.comp[i]]
 		if (n.viewComp != s.comp[i] || n.viewVer != c.version) && s.now-n.viewAt >= s.cfg.ViewPeriod {
 			n.viewComp, n.viewVer, n.viewAt = s.comp[i], c.version, s.now
@@ -812,7 +838,11 @@ func (s *Sim) carryOut(i int) {
 		}
 	}
 	if rd.StateChanged {
+		prev := n.state
 		n.state = rd.State
+		if s.scopedMode() {
+			s.scopedChanged(i, prev)
+		}
 		if s.Record {
 			s.Changes = append(s.Changes, Change{At: s.now, Node: i, State: rd.State})
 		}

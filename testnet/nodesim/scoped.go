@@ -1,0 +1,258 @@
+package nodesim
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// Cluster-scoped membership (the DHT strategy; the live node's
+// overlay/register.go and gossip/backbone.go). A node hears only its
+// cluster:
+//
+//   - every AnnounceInterval, and at once when its superpeer changes, a
+//     member registers with its superpeer (a request and its answer, half
+//     an RTT each way). The superpeer keeps the registrations of its
+//     cluster's keys (a member that registered within the membership TTL
+//     and is alive and reachable), and answers with its digest (k and its
+//     size estimate: node.Digest) and its roster: those registrations and
+//     itself. The member's view is the last roster it got, and itself.
+//   - a node that has not joined yet asks its bootstrap peer (the first
+//     live one of its routing table) the same way, and gets its digest:
+//     the hint that gives it k.
+//   - superpeers hear each other's summaries (k, cluster key, members) on
+//     the backbone: every superpeer of its partition component, as they
+//     are now (a view period's delay at most).
+//
+// A superpeer's view is its registrations and itself. What a member says
+// of itself (flapping, its beacon) reaches its superpeer's roster with its
+// next registration; the model reads it from the member's last
+// announcement when the roster is built.
+
+// scoped is node state of the cluster-scoped membership.
+type scoped struct {
+	regAt    time.Duration         // the next registration
+	registry map[int]time.Duration // a superpeer's: member -> its last registration
+	regVer   uint64                // bumped when the registry changes
+	roster   []int                 // a member's: its superpeer's last roster
+	rosterOf int                   // whose roster (-1: none)
+	rosterV  uint64                // bumped with every roster received
+	seenVer  uint64                // the view version the machine last got
+	bbVer    uint64                // the backbone version it last got
+}
+
+// scopedMode reports whether the simulator runs the cluster-scoped
+// membership: the DHT strategy.
+func (s *Sim) scopedMode() bool { return !s.cfg.Node.Geometric }
+
+// resetScoped starts node i's membership afresh (a start or restart).
+func (s *Sim) resetScoped(i int) {
+	n := s.nodes[i]
+	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, rosterOf: -1}
+}
+
+// registerTarget is whom node i registers with now: its superpeer when
+// it is a member, its bootstrap peer before it has joined; -1 for none.
+func (s *Sim) registerTarget(i int) int {
+	n := s.nodes[i]
+	switch n.state.Role {
+	case node.RoleSuperpeer:
+		return -1
+	case node.RoleOrdinary:
+		j, ok := s.indexOf(n.state.Superpeer)
+		if !ok || j == i {
+			return -1
+		}
+		return j
+	}
+	for _, j := range n.routing {
+		if s.nodes[j].alive && s.reachable(i, j) {
+			return j
+		}
+	}
+	return -1
+}
+
+// registerDue sends node i's registration when it is due.
+func (s *Sim) registerDue(i int) {
+	n := s.nodes[i]
+	if s.now < n.sc.regAt {
+		return
+	}
+	n.sc.regAt = s.now + s.cfg.Node.AnnounceInterval
+	t := s.registerTarget(i)
+	if t < 0 {
+		return
+	}
+	s.stats.Registrations++
+	if !s.nodes[t].alive || !s.reachable(i, t) {
+		return // fails; the next one is due in an interval
+	}
+	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegister, node: t, other: i, inc: n.inc})
+}
+
+// registered is a registration arriving at node t from node i.
+func (s *Sim) registered(t, i, inc int) {
+	n, m := s.nodes[t], s.nodes[i]
+	if !n.alive || !m.alive || m.inc != inc || !s.reachable(i, t) {
+		return
+	}
+	var roster []int
+	if n.state.Role == node.RoleSuperpeer && m.key.Cluster(n.state.K) == n.state.ClusterKey {
+		if _, ok := n.sc.registry[i]; !ok {
+			n.sc.regVer++
+		}
+		n.sc.registry[i] = s.now
+		roster = s.rosterOf(t)
+	}
+	s.stats.Replies++
+	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegistered, node: i, inc: inc, other: t, ids: roster,
+		digest: node.Digest{From: n.id, K: n.state.K, Size: n.state.Size}})
+}
+
+// rosterOf is superpeer t's roster now: its live registrations and itself,
+// sorted by index (as IDs sort).
+func (s *Sim) rosterOf(t int) []int {
+	n := s.nodes[t]
+	out := []int{t}
+	for j, at := range n.sc.registry {
+		if s.nodes[j].alive && s.reachable(t, j) && s.now-at <= s.ttl {
+			out = append(out, j)
+		} else {
+			delete(n.sc.registry, j)
+			n.sc.regVer++
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// answered is node i getting the answer to a registration from node t.
+func (s *Sim) answered(e event) {
+	if !s.live(e) {
+		return
+	}
+	i, n := e.node, s.nodes[e.node]
+	if e.ids != nil && s.nodes[e.other].id == n.state.Superpeer {
+		n.sc.roster, n.sc.rosterOf = e.ids, e.other
+		n.sc.rosterV++
+	}
+	s.step(i, e.digest)
+}
+
+// scopedChanged notes a change of node i's state: a new superpeer is
+// registered with at once, and a superpeer's summary changed the
+// backbone.
+func (s *Sim) scopedChanged(i int, prev node.State) {
+	n := s.nodes[i]
+	if n.state.Superpeer != prev.Superpeer || n.state.Role != prev.Role {
+		if n.state.Role == node.RoleSuperpeer && prev.Role != node.RoleSuperpeer {
+			// A new superpeer starts from the roster it had as a member:
+			// those that do not register with it within the TTL leave.
+			for _, j := range n.sc.roster {
+				if j != i && s.nodes[j].key.Cluster(n.state.K) == n.state.ClusterKey {
+					n.sc.registry[j] = s.now
+				}
+			}
+			n.sc.regVer++
+		}
+		n.sc.regAt = s.now
+		n.sc.roster, n.sc.rosterOf = nil, -1
+		n.sc.rosterV++
+	}
+	if n.state.Role == node.RoleSuperpeer || prev.Role == node.RoleSuperpeer {
+		if n.state.Role != prev.Role || n.state.K != prev.K || n.state.ClusterKey != prev.ClusterKey || len(n.state.Members) != len(prev.Members) {
+			s.bbDirty = true
+		}
+		if n.state.Role == node.RoleSuperpeer {
+			s.sps[i] = true
+		} else {
+			delete(s.sps, i)
+		}
+	}
+}
+
+// scopedView gives node i's machine its view when it changed: its
+// roster (a member) or its registrations (a superpeer), and itself; and a
+// superpeer the backbone when it changed.
+func (s *Sim) scopedView(i int) {
+	n := s.nodes[i]
+	now := s.wall()
+	if s.now-n.viewAt < s.cfg.ViewPeriod {
+		return
+	}
+	var ids []int
+	ver := n.sc.rosterV
+	if n.state.Role == node.RoleSuperpeer {
+		ids = s.rosterOf(i)
+		ver = n.sc.regVer<<32 | n.sc.rosterV
+	} else if n.sc.rosterOf >= 0 {
+		ids = n.sc.roster
+	}
+	if ver != n.sc.seenVer || n.viewAt < 0 {
+		n.sc.seenVer, n.viewAt = ver, s.now
+		s.stats.Views++
+		n.m.Step(now, node.View{Members: s.membersOf(i, ids)})
+		s.carryOut(i)
+	}
+	if s.bbDirty && s.now-s.bbAt >= s.cfg.ViewPeriod {
+		// The summaries go out on change at once, and reach the
+		// backbone within a view period.
+		s.bbDirty, s.bbAt = false, s.now
+		s.bbVersion++
+	}
+	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
+		n.sc.bbVer = s.bbVersion
+		n.m.Step(now, node.Backbone{Summaries: s.backboneOf(i)})
+		s.carryOut(i)
+	}
+}
+
+// membersOf builds a view of the nodes ids and i, with what each said of
+// itself and, with an election, i's RTTs.
+func (s *Sim) membersOf(i int, ids []int) []node.Member {
+	if !slices.Contains(ids, i) {
+		ids = append(slices.Clone(ids), i)
+		slices.Sort(ids)
+	}
+	out := make([]node.Member, 0, len(ids))
+	for _, j := range ids {
+		o := s.nodes[j]
+		e := node.Member{ID: o.id, Key: o.key, Flapping: o.flapping, Superpeer: o.super, Beacon: o.beacon}
+		if s.cfg.Node.Election != "" && j != i {
+			e.RTT = s.rtt(i, j)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// backboneOf is what superpeer i hears on the backbone: every live
+// superpeer of its component, itself included. One list per component
+// and backbone version, shared.
+func (s *Sim) backboneOf(i int) []node.Summary {
+	c := s.comp[i]
+	if b, ok := s.bbCache[c]; ok && b.ver == s.bbVersion {
+		return b.list
+	}
+	var out []node.Summary
+	for _, j := range slices.Sorted(maps.Keys(s.sps)) {
+		if o := s.nodes[j]; o.alive && s.comp[j] == c && o.state.Role == node.RoleSuperpeer {
+			out = append(out, node.Summary{Superpeer: o.id, K: o.state.K, ClusterKey: o.state.ClusterKey, Size: len(o.state.Members)})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b node.Summary) int { return cmp.Compare(string(a.ClusterKey[:]), string(b.ClusterKey[:])) })
+	if s.bbCache == nil {
+		s.bbCache = map[int]bbList{}
+	}
+	s.bbCache[c] = bbList{ver: s.bbVersion, list: out}
+	return out
+}
+
+type bbList struct {
+	ver  uint64
+	list []node.Summary
+}
