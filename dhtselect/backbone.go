@@ -85,6 +85,10 @@ const emptyTail = 1e-6
 // one cluster. Honest clusters stay below the cap (their sizes are
 // binomial; tested at means from 1 to 100 and up to 100,000 peers), and
 // the sum of a covering set of honest summaries is exact.
+//
+// It takes some 10 ms for the 12,500 summaries of 100,000 peers at a
+// fraction of 1/8 (BenchmarkEstimateFromClusters): a caller computes it
+// when the summaries change, at most once per tick, not per message.
 func EstimateFromClusters(cs []ClusterSize) (Estimate, bool) {
 	k, ok := workingK(cs)
 	if !ok {
@@ -105,7 +109,7 @@ func EstimateFromClusters(cs []ClusterSize) (Estimate, bool) {
 		level int
 		key   Key
 	}
-	vals := make(map[cell]float64)
+	vals := make(map[cell]float64, len(cs))
 	for _, c := range cs {
 		if !usable(c) || c.K < k-1 || c.K > k+1 {
 			continue
@@ -122,7 +126,7 @@ func EstimateFromClusters(cs []ClusterSize) (Estimate, bool) {
 	// Group by the parent at k-1 (the root when k = 0: then there are only
 	// levels 0 and 1), and choose the set that covers most.
 	parentLevel := max(k-1, 0)
-	parents := make(map[Key]bool)
+	parents := make(map[Key]bool, len(vals))
 	for id := range vals {
 		parents[id.key.Cluster(parentLevel)] = true
 	}

@@ -301,3 +301,17 @@ func TestEstimateSizeBackbone(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEstimateFromClusters: the summaries of 100,000 peers at a
+// fraction of 1/8 (16,384 cluster keys, some 12,500 superpeers).
+func BenchmarkEstimateFromClusters(b *testing.B) {
+	const n = 100_000
+	r := rand.New(rand.NewPCG(1, 2))
+	cs := honestSummaries(randKeys(r, n), Target{Fraction: 0.125}.K(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		if got, ok := EstimateFromClusters(cs); !ok || got.N != n {
+			b.Fatalf("estimate %+v, %v", got, ok)
+		}
+	}
+}
