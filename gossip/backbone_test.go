@@ -374,6 +374,68 @@ func TestBackboneOverGossipSub(t *testing.T) {
 	})
 }
 
+// Over real GossipSub, a summary older than the last accepted from its
+// superpeer is ignored, and a superpeer that goes silent without a goodbye
+// expires after the TTL.
+func TestBackboneStaleAndExpiryOverGossipSub(t *testing.T) {
+	const n = 3
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mn, err := mocknet.FullMeshConnected(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mn.Close()
+	bs := make([]*Backbone, n)
+	ids := make([]peer.ID, n)
+	for i, h := range mn.Hosts() {
+		ps, err := pubsub.NewGossipSub(ctx, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bs[i], err = JoinBackbone(ps, h.ID(), BackboneConfig{Network: "test", Interval: 100 * time.Millisecond, TTL: 500 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = h.ID()
+		if err := bs[i].Set(ctx, Summary{K: 1, Size: 3 + i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every superpeer to hear all 3", func() bool {
+		for _, b := range bs {
+			if len(b.Summaries()) != n {
+				return false
+			}
+		}
+		return true
+	})
+	// Peer 2 sends a summary numbered 1, below every one it published.
+	ignored := bs[0].Stats().Ignored
+	publishUntil(t, "the stale summary to be ignored", func() {
+		_ = bs[2].topic.Publish(ctx, []byte(`{"v":1,"seq":1,"k":1,"size":99}`))
+	}, func() bool { return bs[0].Stats().Ignored > ignored })
+	if s, _ := bs[0].Get(ids[2]); s.Size != 5 {
+		t.Fatalf("peer 2's summary after the stale one: %+v, want size 5", s)
+	}
+	// Peer 2 stops without a goodbye (its feed closes, its host stays).
+	if err := bs[2].feed.close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "peer 2 to expire", func() bool {
+		_, ok0 := bs[0].Get(ids[2])
+		_, ok1 := bs[1].Get(ids[2])
+		return !ok0 && !ok1
+	})
+	if bs[0].Left(ids[2]) {
+		t.Error("peer 2 expired, yet said to have left")
+	}
+	for _, b := range bs[:2] {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // FuzzDecodeSummary: DecodeSummary never panics, every error wraps
 // ErrBadSummary, and what it accepts encodes to a payload it accepts as
 // the same summary, with the origin's cluster key.
