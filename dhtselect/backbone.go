@@ -21,8 +21,8 @@ type ClusterSize struct {
 // EstimateFromClusters).
 const (
 	// SizeCapMultiple is the most a cluster may count for, as a multiple
-	// of the median cluster: one superpeer that lies about its size moves
-	// the estimate by about this many clusters at most.
+	// of the median cluster: one superpeer that lies about its size adds
+	// at most twice this many clusters to the estimate.
 	SizeCapMultiple = 5
 	// SizeCapFloor is the least the cap ever is, so that small honest
 	// networks, whose clusters of a few peers vary a lot, stay exact.
@@ -65,7 +65,7 @@ const emptyTail = 1e-6
 // Σ·2^k/heard corrected for the clusters that are empty. With three
 // quarters of the summaries heard, at clusters of 4 to 8 peers (a fraction
 // of 1/8), that is within 5 % from 1,000 peers to 100,000
-// (TestEstimateFromClustersPartial; rms 1 %). With clusters of one or two
+// (TestEstimateFromClustersPartial: 2.4 % at worst). With clusters of one or two
 // peers (fractions of 1/2 and more) a missing summary looks like an empty
 // cluster, and the estimate may fall short by as much as the share of
 // summaries not heard: a caller should trust a partial answer only once
@@ -84,7 +84,9 @@ const emptyTail = 1e-6
 // the working k either, and moves k by at most one
 // (TestEstimateFromClustersLiar). With one or two honest clusters the
 // bound is the same, which is up to 11 times the true size of a network of
-// one cluster. Honest clusters stay below the cap (their sizes are
+// one cluster, and a liar may take the working k (one summary against
+// one) or have the estimate refused (TestEstimateFromClustersLiarSmall).
+// Honest clusters stay below the cap (their sizes are
 // binomial; tested at means from 1 to 100 and up to 100,000 peers), and
 // the sum of a covering set of honest summaries is exact.
 //
