@@ -37,14 +37,18 @@ import (
 //
 //   - request, a frameRegister: the roster ID and the roster version the
 //     member holds (uvarints; 0 and 0: none), then the member's sealed
-//     announcement (gossip.SealAnnouncement) to the end of the frame;
+//     announcement (gossip.SealAnnouncement) to the end of the frame, or
+//     nothing when the superpeer holds it already (a refresh: the stream's
+//     peer is authenticated, so its liveness needs no record);
 //   - response, a frameRoster: a status byte, then
 //   - for regNotSuperpeer: the superpeer this node follows, as a hint
 //     (uvarint length and the ID's bytes; length 0: none known);
 //   - for every other status: the digest (uvarint k, the 32-byte cluster
 //     key, uvarint N of the size estimate, uvarint length and the
 //     estimate's source), then for the refusals (regWrongCluster,
-//     regFull, regTooSoon, regBadRecord) nothing more;
+//     regFull, regTooSoon, regBadRecord) and for regNeedRecord (a refresh
+//     from a member the roster does not hold: send the record) nothing
+//     more;
 //   - for regUnchanged: the roster ID and version (uvarints): the member
 //     holds them already;
 //   - for regDelta and regSnapshot: the roster ID and version, a byte 1
@@ -71,12 +75,14 @@ import (
 // strike: an honest peer with an old k does this), the roster holds at
 // most maxRoster entries (regFull beyond), and a member may send a new
 // record at most regBurst+regSlack at once and then one every
-// interval/regPerInterval (regTooSoon beyond, no strike). A request whose
-// record is byte for byte the one the roster holds is a refresh: no
-// signature check and no rate. The registrar (the member's end) paces
-// its new records to regBurst at once and the same rate, and meanwhile
-// refreshes with the record its superpeer last took, so that an honest
-// member is never refused for its rate.
+// interval/regPerInterval (regTooSoon beyond, no strike). A request
+// without a record, or with the record the roster holds byte for byte, is
+// a refresh: no signature check and no rate. The registrar (the member's
+// end) sends its record only when its superpeer does not hold it yet, and
+// paces its new records to regBurst at once and the same rate,
+// refreshing meanwhile, so that an honest member is never refused for
+// its rate. A steady round is then a request of a few bytes and an
+// "unchanged" answer of the digest.
 
 // registerProtocol is the register protocol on a network.
 func registerProtocol(network string) protocol.ID {
@@ -85,7 +91,7 @@ func registerProtocol(network string) protocol.ID {
 
 // The register protocol's frames.
 const (
-	frameRegister frameType = 7 // register request: roster ID, version, sealed announcement
+	frameRegister frameType = 7 // register request: roster ID, version, sealed announcement (or none)
 	frameRoster   frameType = 8 // register response: status, digest, roster
 )
 
@@ -101,6 +107,7 @@ const (
 	regFull         regStatus = 6 // refused: the roster is full
 	regTooSoon      regStatus = 7 // refused: a new record sooner than the rate allows
 	regBadRecord    regStatus = 8 // refused: the record does not open, or is another peer's (a strike)
+	regNeedRecord   regStatus = 9 // a refresh from a member the roster does not hold: send the record
 )
 
 func (s regStatus) String() string {
@@ -121,6 +128,8 @@ func (s regStatus) String() string {
 		return "too soon"
 	case regBadRecord:
 		return "bad record"
+	case regNeedRecord:
+		return "record needed"
 	}
 	return fmt.Sprintf("status %d", byte(s))
 }
@@ -304,9 +313,6 @@ func appendRequest(b []byte, rid, ver uint64, sealed []byte) []byte {
 func parseRequest(b []byte) (rid, ver uint64, sealed []byte, err error) {
 	p := parser{b: b}
 	rid, ver = p.uvarint("roster ID"), p.uvarint("version")
-	if p.err == nil && len(p.b) == 0 {
-		p.fail("no record")
-	}
 	return rid, ver, p.b, p.err
 }
 
@@ -319,7 +325,7 @@ func appendReply(b []byte, r regReply) []byte {
 		return append(b, r.hint...)
 	}
 	b = r.digest.append(b)
-	if r.status.refusal() {
+	if r.status.refusal() || r.status == regNeedRecord {
 		return b
 	}
 	b = binary.AppendUvarint(b, r.rid)
@@ -353,7 +359,7 @@ func parseReply(b []byte) (regReply, error) {
 	case p.err != nil:
 	case r.status == regNotSuperpeer:
 		r.hint = p.id("hint", true)
-	case r.status.refusal():
+	case r.status.refusal(), r.status == regNeedRecord:
 		r.digest = p.digest()
 	case r.status == regUnchanged:
 		r.digest = p.digest()
@@ -557,8 +563,10 @@ func (r *registry) answer(req []byte, from peer.ID) (resp []byte, strike, err er
 	refuse := func(s regStatus) []byte { return appendReply(nil, regReply{status: s, digest: r.dig}) }
 	r.expireLocked(now)
 	r.selfLocked(now)
-	if e := r.entries[from]; e != nil && bytes.Equal(e.sealed, sealed) {
+	if e := r.entries[from]; e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
 		e.seen = now // a refresh: the record is the one we hold
+	} else if len(sealed) == 0 {
+		return refuse(regNeedRecord), nil, nil
 	} else {
 		if !r.allowLocked(from, now) {
 			return refuse(regTooSoon), nil, nil
@@ -865,8 +873,11 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 			r.mu.Unlock()
 			return errNoAnnouncement
 		}
-		if !force && !bytes.Equal(rec, r.sent) && !r.limiter.AllowN(r.now(), 1) && r.sent != nil {
-			rec = r.sent // the new record waits for the rate; refresh the old one
+		switch {
+		case bytes.Equal(rec, r.sent):
+			rec = nil // sp holds it: a refresh
+		case !force && r.sent != nil && !r.limiter.AllowN(r.now(), 1):
+			rec = nil // the new record waits for the rate; refresh the old one
 		}
 		req := appendRequest(nil, r.rid, r.ver, rec)
 		r.mu.Unlock()
@@ -899,12 +910,21 @@ func frameLen(p []byte) int {
 	return len(binary.AppendUvarint(nil, uint64(len(p)+2))) + 2 + len(p)
 }
 
-// applyLocked applies sp's answer rep to the record rec: whether another
-// page follows, a strike against sp (for entries dropped, or an answer
-// that contradicts itself), and err for a refusal or an answer that could
-// not be applied.
+// applyLocked applies sp's answer rep to the request that sent the
+// record rec (nil: a refresh): whether another request follows (a page,
+// or the record sp asked for), a strike against sp (for entries dropped,
+// or an answer that contradicts itself), and err for a refusal or an
+// answer that could not be applied.
 func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool, strike, err error) {
 	r.last = rep.status
+	if rep.status == regNeedRecord {
+		if rec == nil && r.sent != nil {
+			r.sent = nil // sp lost it (it expired us, or restarted): send it
+			return true, nil, nil
+		}
+		err := fmt.Errorf("%w: register: %s asked for the record it was sent", errWire, sp)
+		return false, err, err
+	}
 	if rep.status.refusal() {
 		if rep.status != regNotSuperpeer {
 			r.dig, r.hasDig = rep.digest, true
@@ -926,7 +946,10 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	case rep.status == regSnapshot:
 		r.view = gossip.NewView(r.ttl)
 	}
-	r.dig, r.hasDig, r.sent, r.rid, r.ver = rep.digest, true, rec, rep.rid, rep.ver
+	r.dig, r.hasDig, r.rid, r.ver = rep.digest, true, rep.rid, rep.ver
+	if rec != nil {
+		r.sent = rec
+	}
 	r.rounds++
 	now := r.now()
 	dropped := 0

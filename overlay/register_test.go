@@ -207,6 +207,15 @@ func TestRegisterRoster(t *testing.T) {
 	if !errors.As(err, &ref) || ref.Why != regNotSuperpeer || ref.Hint != b.n.self {
 		t.Errorf("registration with a node that serves no cluster: %v, want a refusal naming %s", err, b.n.self)
 	}
+	// It serves again, with a new roster that does not hold a: a's
+	// refresh is answered "record needed", and a sends its record.
+	s.serve(t, 0)
+	if st, err := a.register(t, s); err != nil || st != regSnapshot {
+		t.Errorf("a's refresh with a roster that lost it: %v, %v; want its record sent and a snapshot", st, err)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a)) {
+		t.Errorf("the new roster %v, want %v", got, sorted(s, a))
+	}
 	if n := s.n.guard.strikesOf(a.n.self) + a.n.guard.strikesOf(s.n.self); n != 0 {
 		t.Errorf("%d strikes between honest peers", n)
 	}
@@ -570,6 +579,7 @@ func TestRegisterWire(t *testing.T) {
 		t.Fatalf("reply read back as %+v, %v", got, err)
 	}
 	for _, r := range []regReply{{status: regNotSuperpeer, hint: ids[1]}, {status: regNotSuperpeer}, {status: regFull, digest: rep.digest},
+		{status: regNeedRecord, digest: rep.digest},
 		{status: regUnchanged, digest: rep.digest, rid: 1, ver: 2}} {
 		if got, err := parseReply(appendReply(nil, r)); err != nil || got.status != r.status || got.hint != r.hint || got.rid != r.rid {
 			t.Errorf("%v read back as %+v, %v", r.status, got, err)
@@ -585,8 +595,11 @@ func TestRegisterWire(t *testing.T) {
 			t.Errorf("%s: %v, want errWire", name, err)
 		}
 	}
-	if _, _, _, err := parseRequest(appendRequest(nil, 1, 2, nil)); !errors.Is(err, errWire) {
-		t.Errorf("a request without a record: %v", err)
+	if rid, ver, rec, err := parseRequest(appendRequest(nil, 1, 2, nil)); err != nil || rid != 1 || ver != 2 || len(rec) != 0 {
+		t.Errorf("a refresh read back as %d, %d, %v, %v", rid, ver, rec, err)
+	}
+	if _, _, _, err := parseRequest([]byte{0x80}); !errors.Is(err, errWire) {
+		t.Errorf("a request of a bad uvarint: %v", err)
 	}
 	if rid, ver, rec, err := parseRequest(appendRequest(nil, 1, 2, []byte{5})); err != nil || rid != 1 || ver != 2 || len(rec) != 1 {
 		t.Errorf("request read back as %d, %d, %v, %v", rid, ver, rec, err)
