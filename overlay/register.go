@@ -430,6 +430,7 @@ type registry struct {
 	entries map[peer.ID]*rosterEntry
 	gone    map[peer.ID]uint64 // removed peers, and the version of the removal
 	limits  map[peer.ID]*rate.Limiter
+	changes chan struct{}
 }
 
 // newRegistry returns the registry of node n, whose announce interval is
@@ -439,12 +440,16 @@ func newRegistry(n *Node, interval time.Duration, local func() []byte) *registry
 	r := &registry{
 		n: n, ttl: 3 * interval, interval: interval, local: local, now: time.Now, max: maxRoster, page: rosterPage,
 		connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
+		changes:   make(chan struct{}, 1),
 	}
 	r.clearLocked()
 	return r
 }
 
 func (r *registry) clearLocked() {
+	if len(r.entries) > 0 {
+		notify(r.changes)
+	}
 	r.view = gossip.NewView(r.ttl)
 	r.entries, r.gone, r.limits = map[peer.ID]*rosterEntry{}, map[peer.ID]uint64{}, map[peer.ID]*rate.Limiter{}
 	r.floor = r.version
@@ -512,6 +517,19 @@ func toMembers(n *Node, es []gossip.Entry) []node.Member {
 		}
 	}
 	return out
+}
+
+// changed is signalled (coalesced) when the roster changes: a member
+// joins, leaves or says something new. Expiry is noticed when the roster
+// is read or written (members, handle).
+func (r *registry) changed() <-chan struct{} { return r.changes }
+
+// notify signals c without blocking.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 // handle answers one register request (the protocol's stream handler).
@@ -636,12 +654,14 @@ func (r *registry) applyLocked(a gossip.Announcement, sealed []byte, now time.Ti
 		r.version++
 		e.ver = r.version
 		delete(r.gone, a.ID)
+		notify(r.changes)
 	}
 }
 
 // removeLocked takes p out of the roster at a new version, and remembers
 // the removal for deltas (the oldest is forgotten beyond maxGone).
 func (r *registry) removeLocked(p peer.ID) {
+	notify(r.changes)
 	delete(r.entries, p)
 	r.version++
 	r.gone[p] = r.version
@@ -785,6 +805,7 @@ type registrar struct {
 	view    *gossip.View
 	dig     clusterDigest
 	hasDig  bool
+	changes chan struct{}
 	// The frames' bytes sent and received, the answers applied, and the
 	// last answer's status.
 	bytesOut, bytesIn, rounds uint64
@@ -797,6 +818,7 @@ func newRegistrar(n *Node, interval time.Duration) *registrar {
 	return &registrar{
 		n: n, proto: registerProtocol(n.cfg.Network), ttl: 3 * interval, now: time.Now, max: maxRoster, sem: make(chan struct{}, 1),
 		limiter: rate.NewLimiter(rate.Every(interval/regPerInterval), regBurst), view: gossip.NewView(3 * interval),
+		changes: make(chan struct{}, 1),
 	}
 }
 
@@ -865,6 +887,9 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 	for range maxPages {
 		r.mu.Lock()
 		if sp != r.sp {
+			if r.view.Len() > 0 {
+				notify(r.changes)
+			}
 			r.sp, r.sent, r.rid, r.ver, r.hasDig = sp, nil, 0, 0, false
 			r.view = gossip.NewView(r.ttl)
 		}
@@ -929,6 +954,9 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		if rep.status != regNotSuperpeer {
 			r.dig, r.hasDig = rep.digest, true
 		}
+		if rep.status != regTooSoon {
+			r.sent = nil // it does not hold our record (any more)
+		}
 		return false, nil, &registerRefused{Why: rep.status, Hint: rep.hint}
 	}
 	bad := func(format string, args ...any) (bool, error, error) {
@@ -944,7 +972,13 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	case rep.status == regDelta && rep.rid != r.rid:
 		return bad("a delta of roster %d; we hold %d", rep.rid, r.rid)
 	case rep.status == regSnapshot:
+		if r.view.Len() > 0 || len(rep.entries) > 0 {
+			notify(r.changes)
+		}
 		r.view = gossip.NewView(r.ttl)
+	}
+	if !r.hasDig || rep.digest != r.dig {
+		notify(r.changes)
 	}
 	r.dig, r.hasDig, r.rid, r.ver = rep.digest, true, rep.rid, rep.ver
 	if rec != nil {
@@ -962,13 +996,19 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		case r.view.Len() >= r.max && !r.has(a.ID):
 			dropped++
 		case a.Leaving:
-			r.view.Remove(a.ID)
+			if r.view.Remove(a.ID) {
+				notify(r.changes)
+			}
 		default:
-			r.view.Apply(a, now)
+			if _, changed := r.view.Apply(a, now); changed {
+				notify(r.changes)
+			}
 		}
 	}
 	for _, p := range rep.removed {
-		r.view.Remove(p)
+		if r.view.Remove(p) {
+			notify(r.changes)
+		}
 	}
 	if dropped > 0 {
 		return rep.more, fmt.Errorf("%w: register: %d of %d roster entries from %s dropped (forged, altered, outside the cluster or over the bound)",
@@ -995,6 +1035,10 @@ func (r *registrar) members() []node.Member {
 	}
 	return toMembers(r.n, es)
 }
+
+// changed is signalled (coalesced) when the roster or the digest
+// changes.
+func (r *registrar) changed() <-chan struct{} { return r.changes }
 
 // digest returns the last digest of the superpeer registered with, and
 // whether there is one.

@@ -103,6 +103,16 @@ func (p *regPeer) register(t *testing.T, sp *regPeer) (regStatus, error) {
 	return p.rar.last, err
 }
 
+// signalled reports whether c was signalled, and clears it.
+func signalled(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 func ids(ms []node.Member) []peer.ID {
 	var out []peer.ID
 	for _, m := range ms {
@@ -155,14 +165,22 @@ func TestRegisterRoster(t *testing.T) {
 	if !ok || d.K != 0 || d.Size.N != 42 || d.Size.Source != dhtselect.SourceRouting {
 		t.Errorf("a's digest %+v, %v", d, ok)
 	}
+	signalled(s.reg.changed())
+	signalled(a.rar.changed())
 	if st, err := b.register(t, s); err != nil || st != regSnapshot {
 		t.Fatalf("b's first registration: %v, %v", st, err)
+	}
+	if !signalled(s.reg.changed()) {
+		t.Error("the registry did not signal b's arrival")
 	}
 	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a, b)) {
 		t.Errorf("the superpeer's roster %v, want %v", got, sorted(s, a, b))
 	}
 	if st, err := a.register(t, s); err != nil || st != regDelta {
 		t.Fatalf("a's second registration: %v, %v; want a delta", st, err)
+	}
+	if !signalled(a.rar.changed()) {
+		t.Error("a's registrar did not signal b's arrival")
 	}
 	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, b)) {
 		t.Errorf("a's roster after the delta %v, want %v", got, sorted(s, a, b))
@@ -174,6 +192,9 @@ func TestRegisterRoster(t *testing.T) {
 	}
 	if st, err := a.register(t, s); err != nil || st != regUnchanged {
 		t.Fatalf("a's third registration: %v, %v; want unchanged", st, err)
+	}
+	if signalled(a.rar.changed()) || signalled(s.reg.changed()) {
+		t.Error("a change signalled for an unchanged round")
 	}
 	// A changed announcement is a delta for the others.
 	if err := b.rar.setLocal(gossip.Announcement{ID: b.n.self, K: 0, Flapping: true}); err != nil {
