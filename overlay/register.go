@@ -556,11 +556,11 @@ func (r *registry) handle(s network.Stream) {
 		n.guard.refuse(n, "register", from, err)
 		return
 	}
+	if strike != nil { // before the answer: its sender reads the strike counted
+		n.guard.refuse(n, "register", from, strike)
+	}
 	if err := writeFrame(s, frameRoster, resp); err != nil {
 		_ = s.Reset()
-	}
-	if strike != nil {
-		n.guard.refuse(n, "register", from, strike)
 	}
 }
 
