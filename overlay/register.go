@@ -404,8 +404,9 @@ type rosterEntry struct {
 // registry is a superpeer's end of the register protocol: its cluster's
 // roster. The loop tells it what the node serves (setServing,
 // stopServing), installs handle as the protocol's stream handler, and
-// reads the members (members). Its methods are safe for concurrent use;
-// it has no goroutine (expiry is done as it is read and written).
+// reads the members (members, when changed is signalled and at least
+// every announce interval: expiry is noticed as the roster is read or
+// written). Its methods are safe for concurrent use; it has no goroutine.
 type registry struct {
 	n        *Node
 	ttl      time.Duration
