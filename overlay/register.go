@@ -414,9 +414,6 @@ type registry struct {
 	// local is the node's own sealed announcement (registrar.local), or
 	// nil: it is in the roster while the node serves.
 	local func() []byte
-	// connected reports whether the host is connected to a peer: such an
-	// entry does not expire (as the membership view's entries do not).
-	connected func(peer.ID) bool
 	now       func() time.Time
 	max, page int // the roster's bound and a response's
 
@@ -440,7 +437,6 @@ type registry struct {
 func newRegistry(n *Node, interval time.Duration, local func() []byte) *registry {
 	r := &registry{
 		n: n, ttl: 3 * interval, interval: interval, local: local, now: time.Now, max: maxRoster, page: rosterPage,
-		connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
 		changes:   make(chan struct{}, 1),
 	}
 	r.clearLocked()
@@ -678,12 +674,14 @@ func (r *registry) removeLocked(p peer.ID) {
 	}
 }
 
-// expireLocked removes the members that neither registered within the
-// TTL nor are connected.
+// expireLocked removes the members that did not register within the
+// TTL. Being connected does not keep a member: one that moved to
+// another superpeer (a change of k, an election) may stay connected, and
+// would be counted in two clusters' sizes on the backbone.
 func (r *registry) expireLocked(now time.Time) {
 	keep := func(p peer.ID) bool {
 		e := r.entries[p]
-		return p == r.n.self || r.connected(p) || e != nil && now.Sub(e.seen) <= r.ttl
+		return p == r.n.self || e != nil && now.Sub(e.seen) <= r.ttl
 	}
 	for _, p := range r.view.Expire(now, keep) {
 		if r.entries[p] != nil {

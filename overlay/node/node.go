@@ -473,6 +473,38 @@ func (m *Machine) State() State {
 	return s
 }
 
+// Registrar is the peer the node registers with (DHT strategy, the
+// cluster-scoped membership): its superpeer; while it has none (an
+// election under way, a quorum not reached), the peer its last lookup
+// ended at, which the cluster's members register with as well. Empty when
+// the node serves the cluster itself, or knows of no one.
+func (m *Machine) Registrar() peer.ID {
+	switch {
+	case m.cfg.Geometric || m.state.Role == RoleSuperpeer:
+		return ""
+	case m.state.Superpeer != "":
+		return m.state.Superpeer
+	case m.lastValid && m.lastLookup != m.cfg.Self:
+		return m.lastLookup
+	}
+	return ""
+}
+
+// Serves reports whether the node keeps its cluster's registrations (DHT
+// strategy, the cluster-scoped membership): it is the superpeer, or it
+// has no superpeer and its last lookup ended at itself (the candidate the
+// members register with while the election, or a quorum, is pending: the
+// registrations are the electorate it needs to be elected).
+func (m *Machine) Serves() bool {
+	switch {
+	case m.cfg.Geometric || !m.joined:
+		return false
+	case m.state.Role == RoleSuperpeer:
+		return true
+	}
+	return m.state.Superpeer == "" && m.lastValid && m.lastLookup == m.cfg.Self
+}
+
 // Private reports whether the node counts itself unreachable.
 func (m *Machine) Private() bool { return m.private }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/superpeer/superpeer/overlay/node"
 )
 
@@ -39,6 +41,7 @@ type scoped struct {
 	regVer   uint64                // bumped when the registry changes
 	roster   []int                 // a member's: its superpeer's last roster
 	rosterOf int                   // whose roster (-1: none)
+	regWith  peer.ID               // the registrar when the state last changed
 	rosterV  uint64                // bumped with every roster received
 	seenVer  uint64                // the view version the machine last got
 	bbVer    uint64                // the backbone version it last got
@@ -58,11 +61,8 @@ func (s *Sim) resetScoped(i int) {
 // it is a member, its bootstrap peer before it has joined; -1 for none.
 func (s *Sim) registerTarget(i int) int {
 	n := s.nodes[i]
-	switch n.state.Role {
-	case node.RoleSuperpeer:
-		return -1
-	case node.RoleOrdinary:
-		j, ok := s.indexOf(n.state.Superpeer)
+	if n.state.Role != node.RoleUnknown {
+		j, ok := s.indexOf(n.m.Registrar())
 		if !ok || j == i {
 			return -1
 		}
@@ -101,7 +101,7 @@ func (s *Sim) registered(t, i, inc int) {
 		return
 	}
 	var roster []int
-	if n.state.Role == node.RoleSuperpeer && m.key.Cluster(n.state.K) == n.state.ClusterKey {
+	if n.m.Serves() && m.key.Cluster(n.state.K) == n.state.ClusterKey {
 		if _, ok := n.sc.registry[i]; !ok {
 			n.sc.regVer++
 		}
@@ -136,7 +136,7 @@ func (s *Sim) answered(e event) {
 		return
 	}
 	i, n := e.node, s.nodes[e.node]
-	if e.ids != nil && s.nodes[e.other].id == n.state.Superpeer {
+	if e.ids != nil && s.nodes[e.other].id == n.m.Registrar() {
 		n.sc.roster, n.sc.rosterOf = e.ids, e.other
 		n.sc.rosterV++
 	}
@@ -148,8 +148,9 @@ func (s *Sim) answered(e event) {
 // backbone.
 func (s *Sim) scopedChanged(i int, prev node.State) {
 	n := s.nodes[i]
-	if n.state.Superpeer != prev.Superpeer || n.state.Role != prev.Role {
-		if n.state.Role == node.RoleSuperpeer && prev.Role != node.RoleSuperpeer {
+	if reg := n.m.Registrar(); reg != n.sc.regWith || n.state.Role != prev.Role {
+		n.sc.regWith = reg
+		if n.m.Serves() && n.sc.rosterOf >= 0 {
 			// A new superpeer starts from the roster it had as a member:
 			// those that do not register with it within the TTL leave.
 			for _, j := range n.sc.roster {
@@ -186,7 +187,7 @@ func (s *Sim) scopedView(i int) {
 	}
 	var ids []int
 	ver := n.sc.rosterV
-	if n.state.Role == node.RoleSuperpeer {
+	if n.m.Serves() {
 		ids = s.rosterOf(i)
 		ver = n.sc.regVer<<32 | n.sc.rosterV
 	} else if n.sc.rosterOf >= 0 {
