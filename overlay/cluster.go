@@ -65,6 +65,7 @@ type clusterMembership struct {
 	serving bool
 	to      peer.ID // the registrar (the peer registered with), as the loop last said
 	bb      *gossip.Backbone
+	left    bool           // Leave was called: the node is closing
 	summary gossip.Summary // the last one published
 	kick    chan struct{}  // register now
 }
@@ -217,8 +218,11 @@ func (c *clusterMembership) follow(ctx context.Context, to peer.ID, serves bool,
 // publish puts the cluster's summary on the backbone, joining it first.
 func (c *clusterMembership) publish(ctx context.Context, st node.State, term uint64) {
 	c.mu.Lock()
-	bb := c.bb
+	bb, left := c.bb, c.left
 	c.mu.Unlock()
+	if left {
+		return // closing: no backbone again
+	}
 	if bb == nil {
 		var err error
 		bb, err = gossip.JoinBackbone(c.n.ps, c.n.self, gossip.BackboneConfig{
@@ -324,6 +328,9 @@ func (c *clusterMembership) SetLocal(_ context.Context, a gossip.Announcement) e
 // Leave says goodbye: to the superpeer registered with, and on the
 // backbone.
 func (c *clusterMembership) Leave(ctx context.Context) error {
+	c.mu.Lock()
+	c.left = true
+	c.mu.Unlock()
 	c.leaveBackbone(ctx)
 	return c.rs.goodbye(ctx)
 }

@@ -275,7 +275,10 @@ func (s *Sim) expGap(perMinute float64) time.Duration {
 
 // Converged reports whether every live node has a role and is covered, and
 // the clusters are those dhtselect.Assign gives for the live nodes at the
-// k they agree on (DHT strategy).
+// k they agree on, which is the k of the live count (DHT strategy: with
+// the cluster-scoped membership a node's estimate is its superpeer's, and
+// k lags a growing network by a few intervals; agreeing on a stale k is
+// not converged).
 func (s *Sim) Converged() bool {
 	x := s.Take()
 	return x.Live > 0 && x.Covered == x.Live && x.Split == 0 && s.agreesWithAssign()
@@ -297,6 +300,9 @@ func (s *Sim) agreesWithAssign() bool {
 		k = n.state.K
 		keys = append(keys, n.key)
 		idx = append(idx, i)
+	}
+	if k >= 0 && k != s.cfg.Node.Target.K(len(idx)) {
+		return false
 	}
 	want := map[dhtselect.Key]int{}
 	for _, i := range idx {
