@@ -15,8 +15,8 @@ type Progress struct {
 	// WaitConverged of its own.
 	Scenario string
 	// Step says in a few words what the call is doing: "converging" (the
-	// geometric strategy then "holding still": no mismatch, waiting for
-	// the roles to stay put), or the scenario's fault under way or last
+	// geometric strategy then "holding still for 20s": no mismatch, and
+	// the roles must stay put that long), or the scenario's fault under way or last
 	// done ("stop superpeer 12D3…, wait until its peers have another",
 	// "heal"; empty before the first, except churn's plan).
 	Step string

@@ -657,7 +657,7 @@ func (t *Net) waitConverged(ctx context.Context, since time.Time, sp *scenarioPr
 		p, began := t.progress(ms), since
 		p.Step, p.Elapsed = "converging", reported.Sub(since)
 		if !stable.IsZero() {
-			p.Step, began = "holding still", stable
+			p.Step, began = "holding still for "+quiet.String(), stable
 		}
 		if sp != nil {
 			sp.fill(&p, began)

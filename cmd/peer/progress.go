@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -21,10 +22,14 @@ func onTerminal(w io.Writer) bool {
 
 // testnetProgress draws a testnet's Progress as one line on a terminal,
 // redrawn in place and cleared at the end: the step, the peers converged
-// of N, the time elapsed.
+// of N, the time elapsed. Logs written through above go above the line.
 type testnetProgress struct {
-	bar *progressbar.ProgressBar
-	fd  int // of the terminal, for its width
+	fd int // of the terminal, for its width
+
+	mu    sync.Mutex // one writer of the terminal at a time
+	bar   *progressbar.ProgressBar
+	shown bool // the line is on the terminal
+	done  bool // finished: the line is gone for good
 }
 
 // newTestnetProgress returns nil, which draws nothing, unless on and w is
@@ -33,9 +38,10 @@ func newTestnetProgress(w io.Writer, on bool) *testnetProgress {
 	if !on || !onTerminal(w) {
 		return nil
 	}
+	// No spinner interval: the bar draws only when told, under mu.
 	return &testnetProgress{fd: int(w.(*os.File).Fd()), bar: progressbar.NewOptions(-1, progressbar.OptionSetWriter(w),
 		progressbar.OptionSetElapsedTime(false), progressbar.OptionSetPredictTime(false),
-		progressbar.OptionClearOnFinish(), progressbar.OptionSpinnerType(14))}
+		progressbar.OptionClearOnFinish(), progressbar.OptionSpinnerType(14), progressbar.OptionSetSpinnerChangeInterval(0))}
 }
 
 // show draws p; testnet.Config.Progress calls it. The line is cut to the
@@ -45,24 +51,67 @@ func (t *testnetProgress) show(p testnet.Progress) {
 	if err != nil || width <= 0 {
 		width = 80
 	}
-	t.bar.Describe(cut(progressLine(p), width-4)) // the spinner, its spaces and one to spare
+	line := cut(progressLine(p), width-4) // the spinner, its spaces and one to spare
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.done {
+		t.shown = true
+		t.bar.Describe(line)
+	}
 }
 
-// finish clears the line. Safe on nil.
+// above returns a writer for w that prints above the line: it clears the
+// line, writes, and draws the line again below. It is w itself when t is
+// nil.
+func (t *testnetProgress) above(w io.Writer) io.Writer {
+	if t == nil {
+		return w
+	}
+	return writerFunc(func(b []byte) (int, error) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		drawn := t.shown && !t.done
+		if drawn {
+			_ = t.bar.Clear()
+		}
+		n, err := w.Write(b)
+		if drawn {
+			_ = t.bar.Add(0)
+		}
+		return n, err
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// finish clears the line for good. Safe on nil, and more than once.
 func (t *testnetProgress) finish() {
-	if t != nil {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.shown && !t.done {
 		_ = t.bar.Finish()
 	}
+	t.done = true
 }
 
 // progressLine is what the line says:
 //
 //	converging: 28/32 peers converged, 12s
+//	holding still for 20s (4s): 32/32 peers converged, 1m40s
 //	churn, fault 3 of 6, 1m12s: 30/32 peers converged; replace …1a2b3c4d by a new peer (4s)
 func progressLine(p testnet.Progress) string {
 	sec := func(d time.Duration) time.Duration { return d.Round(time.Second) }
 	if p.Scenario == "" {
-		return fmt.Sprintf("%s: %d/%d peers converged, %v", p.Step, p.Converged, p.N, sec(p.Elapsed))
+		step := p.Step
+		if sec(p.StepElapsed) != sec(p.Elapsed) { // a step of its own: the geometric strategy's holding still
+			step += fmt.Sprintf(" (%v)", sec(p.StepElapsed))
+		}
+		return fmt.Sprintf("%s: %d/%d peers converged, %v", step, p.Converged, p.N, sec(p.Elapsed))
 	}
 	line := fmt.Sprintf("%s, fault %d of %d, %v: %d/%d peers converged", p.Scenario, p.StepNum, p.Steps, sec(p.Elapsed), p.Converged, p.N)
 	if p.Step != "" {

@@ -83,6 +83,8 @@ func TestProgressLine(t *testing.T) {
 	}{
 		{testnet.Progress{Step: "converging", Converged: 28, N: 32, Elapsed: 12400 * time.Millisecond, StepElapsed: 12400 * time.Millisecond},
 			"converging: 28/32 peers converged, 12s"},
+		{testnet.Progress{Step: "holding still for 20s", Converged: 32, N: 32, Elapsed: 100 * time.Second, StepElapsed: 4 * time.Second},
+			"holding still for 20s (4s): 32/32 peers converged, 1m40s"},
 		{testnet.Progress{Scenario: "churn", Step: "replace …1a2b3c4d by a new peer", StepNum: 3, Steps: 6, Converged: 30, N: 32,
 			Elapsed: 72 * time.Second, StepElapsed: 4 * time.Second},
 			"churn, fault 3 of 6, 1m12s: 30/32 peers converged; replace …1a2b3c4d by a new peer (4s)"},

@@ -96,7 +96,9 @@ peers converged, the time elapsed) when standard error is a terminal and
 			if err != nil {
 				return err
 			}
-			log, err := lf.logger()
+			prog := newTestnetProgress(cmd.ErrOrStderr(), !quiet)
+			defer prog.finish()
+			log, err := lf.loggerTo(prog.above(os.Stderr))
 			if err != nil {
 				return err
 			}
@@ -124,8 +126,6 @@ peers converged, the time elapsed) when standard error is a terminal and
 			defer cancel()
 			cfg := testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log,
 				Election: ef.name, Quorum: ef.quorum, IgnoreFlaps: ef.ignoreFlaps, Exec: exe}
-			prog := newTestnetProgress(cmd.ErrOrStderr(), !quiet)
-			defer prog.finish()
 			if prog != nil {
 				cfg.Progress = prog.show
 			}
