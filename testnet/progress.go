@@ -16,9 +16,10 @@ type Progress struct {
 	Scenario string
 	// Step says in a few words what the call is doing: "converging" (the
 	// geometric strategy then "holding still for 20s": no mismatch, and
-	// the roles must stay put that long), or the scenario's fault under way or last
-	// done ("stop superpeer 12D3…, wait until its peers have another",
-	// "heal"; empty before the first, except churn's plan).
+	// the roles must stay put that long), or the scenario's fault under
+	// way or last done ("stop superpeer …ExHX659m, wait until its peers
+	// have another", "heal"; empty before the first, except churn's plan),
+	// and "converging" once the faults are done.
 	Step string
 	// StepNum numbers the scenario's fault under way or last done, of
 	// Steps planned (0 before the first); both 0 outside a scenario.

@@ -629,7 +629,7 @@ func (t *Net) checkGeometric() []Mismatch {
 // change of any node's role or superpeer for 20 token intervals; the time
 // returned is when that quiet stretch began. It fails when ctx ends first,
 // with the remaining mismatches in the error. Config.Progress, when set,
-// hears how it goes every progressPeriod, and once more when it converged.
+// hears how it goes a few times a second, and once more when it converged.
 func (t *Net) WaitConverged(ctx context.Context, since time.Time) (time.Duration, error) {
 	return t.waitConverged(ctx, since, nil)
 }
