@@ -89,12 +89,13 @@ func (s *scenarioProgress) fault(what string) {
 func (s *scenarioProgress) fill(p *Progress, stepBegan time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
 	p.Scenario, p.StepNum, p.Steps = s.name, s.num, s.steps
-	p.Elapsed = time.Since(s.began)
+	p.Elapsed = now.Sub(s.began)
 	if p.Step == "" {
 		p.Step, stepBegan = s.step, s.stepBegan
 	}
-	p.StepElapsed = time.Since(stepBegan)
+	p.StepElapsed = now.Sub(stepBegan)
 }
 
 // report tells Config.Progress how the faults go, every progressPeriod
