@@ -34,6 +34,7 @@ func newTestnetCmd() *cobra.Command {
 		duration time.Duration
 		cpuProf  string
 		procs    bool
+		quiet    bool
 		tf       targetFlags
 		lf       logFlags
 	)
@@ -52,7 +53,11 @@ gater refusing the other side.
 
 With --latency FILE (a matrix of RTTs in milliseconds, such as the PlanetLab
 data), node i gets row i and every link delays by half the pair's RTT each
-way; the report then gives each node's RTT to its superpeer.`,
+way; the report then gives each node's RTT to its superpeer.
+
+While it runs, a line on standard error shows the progress (the step, the
+peers converged, the time elapsed) when standard error is a terminal and
+--quiet is not given.`,
 		Example: `  peer testnet -n 32 --superpeers 4
   peer testnet -n 64 --superpeers 8 --json
   peer testnet -n 100 --superpeers 10 --latency testdata/planetlab490/planetlab490_median18_ms.txt`,
@@ -91,7 +96,9 @@ way; the report then gives each node's RTT to its superpeer.`,
 			if err != nil {
 				return err
 			}
-			log, err := lf.logger()
+			prog := newTestnetProgress(cmd.ErrOrStderr(), !quiet)
+			defer prog.finish()
+			log, err := lf.loggerTo(prog.above(os.Stderr))
 			if err != nil {
 				return err
 			}
@@ -117,8 +124,12 @@ way; the report then gives each node's RTT to its superpeer.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			tn, err := testnet.Start(ctx, testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log,
-				Election: ef.name, Quorum: ef.quorum, IgnoreFlaps: ef.ignoreFlaps, Exec: exe})
+			cfg := testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log,
+				Election: ef.name, Quorum: ef.quorum, IgnoreFlaps: ef.ignoreFlaps, Exec: exe}
+			if prog != nil {
+				cfg.Progress = prog.show
+			}
+			tn, err := testnet.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -130,6 +141,7 @@ way; the report then gives each node's RTT to its superpeer.`,
 					Rate: rate, Duration: duration})
 				sr, waitErr = &rep, err
 			}
+			prog.finish()
 			r := tn.Report()
 			r.Converged, r.ConvergeMS, r.Scenario = waitErr == nil, d.Milliseconds(), sr
 			if lat != nil && r.MeanRTTToSuperpeerMS != nil && scenario == "" { // stopped nodes keep their rows
@@ -171,6 +183,7 @@ way; the report then gives each node's RTT to its superpeer.`,
 	fs.DurationVar(&duration, "duration", 0, "how long churn replaces peers (default 2m), a partition lasts (30s), or flap goes on (1m)")
 	fs.BoolVar(&procs, "procs", false, "run every node as its own OS process ('peer run') on loopback TCP and QUIC; stop crashes it with SIGKILL")
 	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	fs.BoolVarP(&quiet, "quiet", "q", false, "no progress line on standard error (there is none when standard error is not a terminal)")
 	tf.register(fs, 0.125)
 	lf.register(fs, "error")
 	return cmd
