@@ -12,7 +12,8 @@
 // lookup of its own cluster key ends at itself.
 //
 // The package is pure: key arithmetic (Key, Mask, Key.Cluster, BitsFor),
-// the choice of S (Target), the network-size estimate (EstimateSize), an
+// the choice of S (Target), the network-size estimate (EstimateSize, and
+// from the superpeers' summaries of their clusters EstimateFromClusters), an
 // iterative Kademlia lookup as a state machine (Lookup) and the brute-force
 // answer that tests and the testnet check against (Assign), and a
 // simulator of the whole selection on ideal routing tables that runs the

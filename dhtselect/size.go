@@ -13,10 +13,12 @@ const BucketSize = 20
 
 // Size sources, in the order EstimateSize prefers them.
 const (
-	SourceMembership = "membership"    // count of live announcements on the membership topic
-	SourceRouting    = "routing-table" // exact count of a routing table smaller than a bucket
-	SourceKad        = "kad-dht"       // (*IpfsDHT).NetworkSize
-	SourceSpacing    = "key-spacing"   // fit of the distances to the closest known keys
+	SourceBackbone        = "backbone"         // sum of the superpeers' summaries, covering every cluster key
+	SourceMembership      = "membership"       // count of live announcements on the membership topic
+	SourceRouting         = "routing-table"    // exact count of a routing table smaller than a bucket
+	SourceBackbonePartial = "backbone-partial" // the summaries of some cluster keys, the rest empty or extrapolated
+	SourceKad             = "kad-dht"          // (*IpfsDHT).NetworkSize
+	SourceSpacing         = "key-spacing"      // fit of the distances to the closest known keys
 )
 
 // SizeInputs is what a peer knows that bears on the size of the network.
@@ -31,6 +33,9 @@ type SizeInputs struct {
 	// Kad is kad-dht's estimate, valid when KadOK.
 	Kad   float64
 	KadOK bool
+	// Clusters holds the superpeers' summaries of their clusters heard on
+	// the backbone (EstimateFromClusters); nil if none.
+	Clusters []ClusterSize
 }
 
 // Estimate is a network-size estimate and where it came from.
@@ -40,28 +45,44 @@ type Estimate struct {
 }
 
 // EstimateSize estimates the number of peers in the network, this one
-// included. It works from one peer up, by choosing among four sources:
+// included. It works from one peer up, by choosing among six sources:
 //
-//  1. the membership view, when it counts at least as many peers as the
+//  1. the backbone, when the superpeers' summaries cover every cluster
+//     key (EstimateFromClusters with SourceBackbone): their sum is exact
+//     whatever the size of the network, and every superpeer that hears
+//     them all agrees;
+//  2. the membership view, when it counts at least as many peers as the
 //     routing table knows: gossip reaches every peer, so once it has caught
 //     up it is exact, and all peers share it, so they agree on k;
-//  2. the routing table's size plus one, while none of its buckets is full
+//  3. the routing table's size plus one, while none of its buckets is full
 //     (fewer than BucketSize peers share each common-prefix length with
 //     this peer): then the table had room for every peer this one has met,
 //     which in an overlay that gossips its membership is every peer (a
 //     network of up to about 40 peers, and any network smaller than a
 //     bucket);
-//  3. kad-dht's NetworkSize, once it answers (20 peers and enough lookups);
-//  4. otherwise a fit of the XOR distances to the closest known keys: the
+//  4. the backbone when its summaries do not cover every cluster key
+//     (SourceBackbonePartial: some clusters are empty, or not heard from
+//     yet), if EstimateFromClusters does not refuse them, and no less
+//     than the routing table: after the exact sources, since a cluster
+//     not heard from is then counted as empty or as an average one, but
+//     before the fits, since it counts most of the network's peers where
+//     they sample the keys near this one;
+//  5. kad-dht's NetworkSize, once it answers (20 peers and enough lookups);
+//  6. otherwise a fit of the XOR distances to the closest known keys: the
 //     i-th closest of N uniform keys lies at about i/N of the key space, so
 //     N ≈ Σi² / Σ i·dᵢ over the BucketSize closest.
 func EstimateSize(in SizeInputs) Estimate {
 	rt := len(in.Routing) + 1
+	bb, bbOK := EstimateFromClusters(in.Clusters)
 	switch {
+	case bbOK && bb.Source == SourceBackbone:
+		return bb
 	case in.Members >= rt:
 		return Estimate{N: in.Members, Source: SourceMembership}
 	case !fullBucket(in.Self, in.Routing):
 		return Estimate{N: rt, Source: SourceRouting}
+	case bbOK:
+		return Estimate{N: max(bb.N, rt), Source: SourceBackbonePartial}
 	case in.KadOK && in.Kad >= 1 && !math.IsInf(in.Kad, 0):
 		return Estimate{N: max(int(math.Round(in.Kad)), rt), Source: SourceKad}
 	}

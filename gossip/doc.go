@@ -22,7 +22,15 @@
 // components, the wrong dimension), and ignore stale ones; the sender is the
 // signed origin.
 //
-// All three topics share one generic driver (feed.go): topic, validator,
+// The backbone topic (Backbone, JoinBackbone) is the superpeers' own: only
+// superpeers join it, and each publishes a summary of its cluster (k, size,
+// its estimate of the network's size, its election term), from which
+// dhtselect.EstimateFromClusters sums the network's size (ClusterSizes
+// converts). The cluster key is not on the wire: it is the origin's key
+// masked to k, so a superpeer speaks only for its own cluster. A superpeer
+// that steps down closes its Backbone, which says goodbye (Summary.Leaving).
+//
+// All these topics share one generic driver (feed.go): topic, validator,
 // per-origin sequence numbers and tombstones, receive loop, periodic
 // republishing and expiry. View is its table of announcements, and a
 // goodbye is a feed's last word (published on every interval after Leave).
