@@ -225,7 +225,7 @@ const fdLimit = 4096
 // service's.
 func protocolsOf(network string) []protocol.ID {
 	return []protocol.ID{closerProtocol(network), tokenProtocol(network), attachProtocol(network), electionProtocol(network),
-		vouchProtocol(network)}
+		vouchProtocol(network), registerProtocol(network)}
 }
 
 // inService puts a stream of the overlay's protocols into the service's

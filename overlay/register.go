@@ -1,0 +1,1073 @@
+package overlay
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"golang.org/x/time/rate"
+
+	"github.com/superpeer/superpeer/classic/pb"
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/gossip"
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// Cluster-scoped membership by registration (issue 20). With the DHT
+// strategy an ordinary peer need not hear every peer of the swarm: it
+// registers with its superpeer, which keeps its cluster's roster, and
+// reads the roster back. What a member sends and keeps then grows with its
+// cluster, not with the swarm.
+//
+// The register protocol "/superpeer/<network>/register/1.0.0" is one
+// request frame and one response frame in wire.go's format (the sender is
+// the stream's authenticated peer; the guard's ban list, stream rate and
+// strikes, the stream deadline and the service's resource scope apply as
+// to the other protocols):
+//
+//   - request, a frameRegister: the roster ID and the roster version the
+//     member holds (uvarints; 0 and 0: none), then the member's sealed
+//     announcement (gossip.SealAnnouncement) to the end of the frame, or
+//     nothing when the superpeer holds it already (a refresh: the stream's
+//     peer is authenticated, so its liveness needs no record);
+//   - response, a frameRoster: a status byte, then
+//   - for regNotSuperpeer: the superpeer this node follows, as a hint
+//     (uvarint length and the ID's bytes; length 0: none known);
+//   - for every other status: the digest (uvarint k, the 32-byte cluster
+//     key, uvarint N of the size estimate, uvarint length and the
+//     estimate's source), then for the refusals (regWrongCluster,
+//     regFull, regTooSoon, regBadRecord) and for regNeedRecord (a refresh
+//     from a member the roster does not hold: send the record) nothing
+//     more;
+//   - for regUnchanged: the roster ID and version (uvarints): the member
+//     holds them already;
+//   - for regDelta and regSnapshot: the roster ID and version, a byte 1
+//     when the page was cut (ask again at once, with this version), a
+//     uvarint count of sealed announcements, each a uvarint length and
+//     its bytes, and a uvarint count of peers removed, each a uvarint
+//     length and the ID's bytes. A delta holds the entries changed and
+//     the peers removed since the member's version; a snapshot (for a
+//     member with no version, one from another roster ID, or one older
+//     than the oldest removal the superpeer remembers) holds every live
+//     entry, and the member replaces its roster with it.
+//
+// Paging: every entry and removal carries the roster version at which it
+// happened; a reply lists them in version order and stops before the
+// frame would exceed its bound (registry.page, a little under the 64 KiB
+// frame). A cut page's version is its last item's, so the member's next
+// request (a delta since that version) takes up exactly where the page
+// ended, also when the roster changed in between.
+//
+// The registry (the superpeer's end) trusts nothing a member says because
+// it joined: the sealed record must open (signature, size, payload) and
+// be the stream's peer's (else regBadRecord and a strike), its key must
+// share the superpeer's cluster prefix at its k (else regWrongCluster, no
+// strike: an honest peer with an old k does this), the roster holds at
+// most maxRoster entries (regFull beyond), and a member may send a new
+// record at most regBurst+regSlack at once and then one every
+// interval/regPerInterval (regTooSoon beyond, no strike). A request
+// without a record, or with the record the roster holds byte for byte, is
+// a refresh: no signature check and no rate. The registrar (the member's
+// end) sends its record only when its superpeer does not hold it yet, and
+// paces its new records to regBurst at once and the same rate,
+// refreshing meanwhile, so that an honest member is never refused for
+// its rate. A steady round is then a request of a few bytes and an
+// "unchanged" answer of the digest.
+
+// registerProtocol is the register protocol on a network.
+func registerProtocol(network string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/register/1.0.0")
+}
+
+// The register protocol's frames.
+const (
+	frameRegister frameType = 7 // register request: roster ID, version, sealed announcement (or none)
+	frameRoster   frameType = 8 // register response: status, digest, roster
+)
+
+// regStatus is the first byte of a register response.
+type regStatus byte
+
+const (
+	regUnchanged    regStatus = 1 // the member's roster is current
+	regDelta        regStatus = 2 // the changes since the member's version
+	regSnapshot     regStatus = 3 // the whole roster: replace yours
+	regNotSuperpeer regStatus = 4 // refused: this node serves no cluster (a hint follows)
+	regWrongCluster regStatus = 5 // refused: the member's key is not in this cluster at its k
+	regFull         regStatus = 6 // refused: the roster is full
+	regTooSoon      regStatus = 7 // refused: a new record sooner than the rate allows
+	regBadRecord    regStatus = 8 // refused: the record does not open, or is another peer's (a strike)
+	regNeedRecord   regStatus = 9 // a refresh from a member the roster does not hold: send the record
+)
+
+func (s regStatus) String() string {
+	switch s {
+	case regUnchanged:
+		return "unchanged"
+	case regDelta:
+		return "delta"
+	case regSnapshot:
+		return "snapshot"
+	case regNotSuperpeer:
+		return "not a superpeer"
+	case regWrongCluster:
+		return "wrong cluster"
+	case regFull:
+		return "roster full"
+	case regTooSoon:
+		return "too soon"
+	case regBadRecord:
+		return "bad record"
+	case regNeedRecord:
+		return "record needed"
+	}
+	return fmt.Sprintf("status %d", byte(s))
+}
+
+func (s regStatus) refusal() bool { return s >= regNotSuperpeer && s <= regBadRecord }
+
+// The registry's and registrar's bounds.
+const (
+	// maxRoster bounds a roster's entries (the superpeer's own included),
+	// on both ends. A sealed announcement is some 400 bytes with an
+	// Ed25519 key and a few addresses (at most gossip.MaxSealedSize, 12
+	// KiB): a full roster of typical entries is about 0.5 MB, and at
+	// most 12 MiB, within the service's share of the default memory
+	// budget (an eighth of 256 MiB).
+	maxRoster = 1024
+	// maxGone bounds the removals the registry remembers for deltas; a
+	// member whose version is older than the oldest forgotten one gets a
+	// snapshot.
+	maxGone = 1024
+	// regBurst new records a member may send at once, then one every
+	// interval/regPerInterval; the registry allows regSlack more at once,
+	// for requests that a network delay brings closer together.
+	regBurst       = 3
+	regSlack       = 2
+	regPerInterval = 2
+	// maxPages bounds the pages of one registration: a roster of
+	// maxRoster entries of the largest size fills about 200.
+	maxPages = 256
+	// maxSource bounds the digest's size-estimate source.
+	maxSource = 32
+)
+
+// rosterPage is the default bound on a response's payload: the frame's,
+// less its header.
+const rosterPage = maxFrame - 16
+
+// clusterDigest is what a superpeer says of its cluster in every answer
+// but regNotSuperpeer: its k, its cluster key and its network-size
+// estimate.
+type clusterDigest struct {
+	K          int
+	ClusterKey dhtselect.Key
+	Size       dhtselect.Estimate
+}
+
+func (d clusterDigest) append(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(d.K))
+	b = append(b, d.ClusterKey[:]...)
+	b = binary.AppendUvarint(b, uint64(max(d.Size.N, 0)))
+	src := d.Size.Source[:min(len(d.Size.Source), maxSource)]
+	b = binary.AppendUvarint(b, uint64(len(src)))
+	return append(b, src...)
+}
+
+// check reports what is wrong with a digest: k out of range, or a cluster
+// key with bits beyond k.
+func (d clusterDigest) check() error {
+	if d.K < 0 || d.K > dhtselect.MaxK {
+		return fmt.Errorf("k = %d out of [0, %d]", d.K, dhtselect.MaxK)
+	}
+	if d.ClusterKey.Cluster(d.K) != d.ClusterKey {
+		return fmt.Errorf("cluster key %s has bits beyond k = %d", d.ClusterKey, d.K)
+	}
+	return nil
+}
+
+// in reports whether p's key is in the digest's cluster.
+func (d clusterDigest) in(p peer.ID) bool { return dhtselect.KeyOf(p).Cluster(d.K) == d.ClusterKey }
+
+// regReply is a decoded register response.
+type regReply struct {
+	status   regStatus
+	hint     peer.ID
+	digest   clusterDigest
+	rid, ver uint64
+	more     bool
+	entries  [][]byte
+	removed  []peer.ID
+}
+
+// parser reads a payload; the first error sticks.
+type parser struct {
+	b   []byte
+	err error
+}
+
+func (p *parser) fail(format string, args ...any) {
+	if p.err == nil {
+		p.err = fmt.Errorf("%w: register: "+format, append([]any{errWire}, args...)...)
+	}
+}
+
+func (p *parser) uvarint(what string) uint64 {
+	if p.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(p.b)
+	if n <= 0 {
+		p.fail("%s: bad uvarint", what)
+		return 0
+	}
+	p.b = p.b[n:]
+	return v
+}
+
+func (p *parser) bytes(what string, l uint64) []byte {
+	if p.err != nil {
+		return nil
+	}
+	if l > uint64(len(p.b)) {
+		p.fail("%s: %d bytes, %d left", what, l, len(p.b))
+		return nil
+	}
+	b := p.b[:l]
+	p.b = p.b[l:]
+	return b
+}
+
+func (p *parser) octet(what string) byte {
+	b := p.bytes(what, 1)
+	if b == nil {
+		return 0
+	}
+	return b[0]
+}
+
+// id reads a uvarint length and a peer ID; length 0 is no ID when
+// optional.
+func (p *parser) id(what string, optional bool) peer.ID {
+	l := p.uvarint(what)
+	if p.err != nil || (l == 0 && optional) {
+		return ""
+	}
+	if l == 0 || l > pb.MaxIDLen {
+		p.fail("%s: ID of %d bytes", what, l)
+		return ""
+	}
+	id, err := peer.IDFromBytes(p.bytes(what, l))
+	if err != nil && p.err == nil {
+		p.fail("%s: %v", what, err)
+	}
+	return id
+}
+
+func (p *parser) digest() clusterDigest {
+	var d clusterDigest
+	d.K = int(min(p.uvarint("k"), dhtselect.MaxK+1))
+	copy(d.ClusterKey[:], p.bytes("cluster key", uint64(len(d.ClusterKey))))
+	n := p.uvarint("size")
+	if n == 0 || n > 1<<48 {
+		p.fail("size estimate %d", n)
+	}
+	d.Size.N = int(n)
+	l := p.uvarint("source")
+	if l > maxSource {
+		p.fail("source of %d bytes", l)
+	}
+	d.Size.Source = string(p.bytes("source", l))
+	if p.err == nil {
+		if err := d.check(); err != nil {
+			p.fail("digest: %v", err)
+		}
+	}
+	return d
+}
+
+func (p *parser) end() {
+	if p.err == nil && len(p.b) > 0 {
+		p.fail("%d bytes after the end", len(p.b))
+	}
+}
+
+// appendRequest is a register request's payload.
+func appendRequest(b []byte, rid, ver uint64, sealed []byte) []byte {
+	b = binary.AppendUvarint(b, rid)
+	b = binary.AppendUvarint(b, ver)
+	return append(b, sealed...)
+}
+
+// parseRequest reads a register request's payload.
+func parseRequest(b []byte) (rid, ver uint64, sealed []byte, err error) {
+	p := parser{b: b}
+	rid, ver = p.uvarint("roster ID"), p.uvarint("version")
+	return rid, ver, p.b, p.err
+}
+
+// appendReply is a register response's payload (see the comment at the
+// top of the file).
+func appendReply(b []byte, r regReply) []byte {
+	b = append(b, byte(r.status))
+	if r.status == regNotSuperpeer {
+		b = binary.AppendUvarint(b, uint64(len(r.hint)))
+		return append(b, r.hint...)
+	}
+	b = r.digest.append(b)
+	if r.status.refusal() || r.status == regNeedRecord {
+		return b
+	}
+	b = binary.AppendUvarint(b, r.rid)
+	b = binary.AppendUvarint(b, r.ver)
+	if r.status == regUnchanged {
+		return b
+	}
+	more := byte(0)
+	if r.more {
+		more = 1
+	}
+	b = append(b, more)
+	b = binary.AppendUvarint(b, uint64(len(r.entries)))
+	for _, e := range r.entries {
+		b = binary.AppendUvarint(b, uint64(len(e)))
+		b = append(b, e...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.removed)))
+	for _, id := range r.removed {
+		b = binary.AppendUvarint(b, uint64(len(id)))
+		b = append(b, id...)
+	}
+	return b
+}
+
+// parseReply reads a register response's payload.
+func parseReply(b []byte) (regReply, error) {
+	p := parser{b: b}
+	r := regReply{status: regStatus(p.octet("status"))}
+	switch {
+	case p.err != nil:
+	case r.status == regNotSuperpeer:
+		r.hint = p.id("hint", true)
+	case r.status.refusal(), r.status == regNeedRecord:
+		r.digest = p.digest()
+	case r.status == regUnchanged:
+		r.digest = p.digest()
+		r.rid, r.ver = p.uvarint("roster ID"), p.uvarint("version")
+	case r.status == regDelta || r.status == regSnapshot:
+		r.digest = p.digest()
+		r.rid, r.ver = p.uvarint("roster ID"), p.uvarint("version")
+		switch m := p.octet("more"); m {
+		case 0, 1:
+			r.more = m == 1
+		default:
+			p.fail("more = %d", m)
+		}
+		n := p.uvarint("entries")
+		for i := uint64(0); i < n && p.err == nil; i++ {
+			l := p.uvarint("entry")
+			if l == 0 || l > gossip.MaxSealedSize {
+				p.fail("entry of %d bytes", l)
+			}
+			r.entries = append(r.entries, p.bytes("entry", l))
+		}
+		n = p.uvarint("removed")
+		for i := uint64(0); i < n && p.err == nil; i++ {
+			r.removed = append(r.removed, p.id("removed", false))
+		}
+	default:
+		p.fail("unknown status %d", byte(r.status))
+	}
+	p.end()
+	return r, p.err
+}
+
+// rosterEntry is the registry's record of one member: its sealed
+// announcement as it sent it, the roster version at which it last
+// changed, and when the member last registered.
+type rosterEntry struct {
+	sealed []byte
+	ver    uint64
+	seen   time.Time
+}
+
+// registry is a superpeer's end of the register protocol: its cluster's
+// roster. The loop tells it what the node serves (setServing,
+// stopServing), installs handle as the protocol's stream handler, and
+// reads the members (members, when changed is signalled and at least
+// every announce interval: expiry is noticed as the roster is read or
+// written). Its methods are safe for concurrent use; it has no goroutine.
+type registry struct {
+	n        *Node
+	ttl      time.Duration
+	interval time.Duration
+	// local is the node's own sealed announcement (registrar.local), or
+	// nil: it is in the roster while the node serves.
+	local func() []byte
+	// connected reports whether the host is connected to a peer: such an
+	// entry does not expire (as the membership view's entries do not).
+	connected func(peer.ID) bool
+	now       func() time.Time
+	max, page int // the roster's bound and a response's
+
+	mu      sync.Mutex
+	serving bool
+	dig     clusterDigest
+	hint    peer.ID // the superpeer followed, while not serving
+	rid     uint64  // the roster's ID: new each time the node starts serving
+	version uint64
+	floor   uint64 // removals at or below it are forgotten
+	view    *gossip.View
+	entries map[peer.ID]*rosterEntry
+	gone    map[peer.ID]uint64 // removed peers, and the version of the removal
+	limits  map[peer.ID]*rate.Limiter
+	changes chan struct{}
+}
+
+// newRegistry returns the registry of node n, whose announce interval is
+// interval (entries live for three of them), with local the node's own
+// sealed announcement (registrar.local).
+func newRegistry(n *Node, interval time.Duration, local func() []byte) *registry {
+	r := &registry{
+		n: n, ttl: 3 * interval, interval: interval, local: local, now: time.Now, max: maxRoster, page: rosterPage,
+		connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
+		changes:   make(chan struct{}, 1),
+	}
+	r.clearLocked()
+	return r
+}
+
+func (r *registry) clearLocked() {
+	if len(r.entries) > 0 {
+		notify(r.changes)
+	}
+	r.view = gossip.NewView(r.ttl)
+	r.entries, r.gone, r.limits = map[peer.ID]*rosterEntry{}, map[peer.ID]uint64{}, map[peer.ID]*rate.Limiter{}
+	r.floor = r.version
+}
+
+// setServing says that the node serves the cluster of key ck at k, with
+// the size estimate size (the digest members get). A change of the
+// cluster removes the members that are not in it any more; the first call
+// after stopServing (or ever) starts a new roster.
+func (r *registry) setServing(k int, ck dhtselect.Key, size dhtselect.Estimate) error {
+	d := clusterDigest{K: k, ClusterKey: ck, Size: size}
+	if err := d.check(); err != nil {
+		return fmt.Errorf("overlay: registry: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.serving {
+		r.serving, r.hint = true, ""
+		r.rid = rand.Uint64() | 1 // not 0: a member's "none"
+	} else if d.K != r.dig.K || d.ClusterKey != r.dig.ClusterKey {
+		for p := range r.entries {
+			if p != r.n.self && !d.in(p) {
+				r.view.Remove(p)
+				r.removeLocked(p)
+			}
+		}
+	}
+	r.dig = d
+	return nil
+}
+
+// stopServing says that the node serves no cluster now, and follows the
+// superpeer hint (empty: none known), which members that still register
+// here are told. The roster is forgotten.
+func (r *registry) stopServing(hint peer.ID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.serving, r.hint = false, hint
+	r.clearLocked()
+}
+
+// members returns the roster as the node machine takes it (RTT left 0),
+// the node itself included, banned peers left out, sorted by ID; none
+// while the node serves no cluster.
+func (r *registry) members() []node.Member {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.serving {
+		return nil
+	}
+	r.expireLocked(now)
+	r.selfLocked(now)
+	return toMembers(r.n, r.view.Entries())
+}
+
+// toMembers converts roster entries to the machine's members, banned
+// peers left out.
+func toMembers(n *Node, es []gossip.Entry) []node.Member {
+	out := make([]node.Member, 0, len(es))
+	for _, e := range es {
+		if !n.guard.Banned(e.ID) {
+			out = append(out, node.Member{ID: e.ID, Key: dhtselect.KeyOf(e.ID), Superpeer: e.Superpeer, Private: e.Private,
+				Flapping: e.Flapping, Beacon: e.Beacon})
+		}
+	}
+	return out
+}
+
+// changed is signalled (coalesced) when the roster changes: a member
+// joins, leaves or says something new. Expiry is noticed when the roster
+// is read or written (members, handle).
+func (r *registry) changed() <-chan struct{} { return r.changes }
+
+// notify signals c without blocking.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// handle answers one register request (the protocol's stream handler).
+// A request that does not parse is refused as a bad frame (a strike, no
+// answer); a bad record is answered regBadRecord and struck.
+func (r *registry) handle(s network.Stream) {
+	defer s.Close()
+	n := r.n
+	from := s.Conn().RemotePeer()
+	if err := n.admit(s); err != nil {
+		_ = s.Reset()
+		n.guard.refuse(n, "register", from, err)
+		return
+	}
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	req, err := readStreamFrame(s, frameRegister)
+	var resp []byte
+	var strike error
+	if err == nil {
+		resp, strike, err = r.answer(req, from)
+	}
+	if err != nil {
+		_ = s.Reset()
+		n.guard.refuse(n, "register", from, err)
+		return
+	}
+	if strike != nil { // before the answer: its sender reads the strike counted
+		n.guard.refuse(n, "register", from, strike)
+	}
+	if err := writeFrame(s, frameRoster, resp); err != nil {
+		_ = s.Reset()
+	}
+}
+
+// answer decides a register request from the peer from: the response's
+// payload, and a strike against from (a bad record), or err for a request
+// that does not parse.
+func (r *registry) answer(req []byte, from peer.ID) (resp []byte, strike, err error) {
+	rid, ver, sealed, err := parseRequest(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.serving {
+		return appendReply(nil, regReply{status: regNotSuperpeer, hint: r.hint}), nil, nil
+	}
+	refuse := func(s regStatus) []byte { return appendReply(nil, regReply{status: s, digest: r.dig}) }
+	r.expireLocked(now)
+	r.selfLocked(now)
+	if e := r.entries[from]; e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
+		e.seen = now // a refresh: the record is the one we hold
+	} else if len(sealed) == 0 {
+		return refuse(regNeedRecord), nil, nil
+	} else {
+		if !r.allowLocked(from, now) {
+			return refuse(regTooSoon), nil, nil
+		}
+		a, err := gossip.OpenAnnouncement(sealed)
+		if err == nil && a.ID != from {
+			err = fmt.Errorf("the record of %s, sent by %s", a.ID, from)
+		}
+		if err != nil {
+			return refuse(regBadRecord), fmt.Errorf("%w: register: %w", errWire, err), nil
+		}
+		if !r.dig.in(from) {
+			return refuse(regWrongCluster), nil, nil
+		}
+		if e == nil && !a.Leaving && len(r.entries) >= r.max {
+			return refuse(regFull), nil, nil
+		}
+		r.applyLocked(a, sealed, now)
+	}
+	return appendReply(nil, r.replyLocked(from, rid, ver)), nil, nil
+}
+
+// allowLocked takes one of from's new-record tokens, if it has one.
+func (r *registry) allowLocked(from peer.ID, now time.Time) bool {
+	l, ok := r.limits[from]
+	if !ok {
+		if len(r.limits) >= 2*r.max { // forget the full ones: they are fresh again
+			for p, q := range r.limits {
+				if q.TokensAt(now) >= regBurst+regSlack {
+					delete(r.limits, p)
+				}
+			}
+		}
+		if len(r.limits) >= 4*r.max {
+			return false
+		}
+		l = rate.NewLimiter(rate.Every(r.interval/regPerInterval), regBurst+regSlack)
+		r.limits[from] = l
+	}
+	return l.AllowN(now, 1)
+}
+
+// applyLocked puts an opened record, its bytes sealed, into the roster. A
+// change of what it says (not a mere refresh) is a new roster version; a
+// goodbye removes its peer.
+func (r *registry) applyLocked(a gossip.Announcement, sealed []byte, now time.Time) {
+	accepted, changed := r.view.Apply(a, now)
+	if !accepted {
+		if e := r.entries[a.ID]; e != nil {
+			e.seen = now // stale, but the member is alive: we hold its newer record
+		}
+		return
+	}
+	if a.Leaving {
+		if r.entries[a.ID] != nil {
+			r.removeLocked(a.ID)
+		}
+		return
+	}
+	e := r.entries[a.ID]
+	if e == nil {
+		e = &rosterEntry{}
+		r.entries[a.ID] = e
+	}
+	e.sealed, e.seen = sealed, now
+	if changed || e.ver == 0 {
+		r.version++
+		e.ver = r.version
+		delete(r.gone, a.ID)
+		notify(r.changes)
+	}
+}
+
+// removeLocked takes p out of the roster at a new version, and remembers
+// the removal for deltas (the oldest is forgotten beyond maxGone).
+func (r *registry) removeLocked(p peer.ID) {
+	notify(r.changes)
+	delete(r.entries, p)
+	r.version++
+	r.gone[p] = r.version
+	if len(r.gone) > maxGone {
+		oldest, at := peer.ID(""), uint64(0)
+		for q, v := range r.gone {
+			if oldest == "" || v < at {
+				oldest, at = q, v
+			}
+		}
+		delete(r.gone, oldest)
+		r.floor = max(r.floor, at)
+	}
+}
+
+// expireLocked removes the members that neither registered within the
+// TTL nor are connected.
+func (r *registry) expireLocked(now time.Time) {
+	keep := func(p peer.ID) bool {
+		e := r.entries[p]
+		return p == r.n.self || r.connected(p) || e != nil && now.Sub(e.seen) <= r.ttl
+	}
+	for _, p := range r.view.Expire(now, keep) {
+		if r.entries[p] != nil {
+			r.removeLocked(p)
+		}
+	}
+}
+
+// selfLocked puts the node's own announcement into the roster, when it
+// has one and it changed.
+func (r *registry) selfLocked(now time.Time) {
+	b := r.local()
+	if b == nil {
+		return
+	}
+	if e := r.entries[r.n.self]; e != nil && bytes.Equal(e.sealed, b) {
+		e.seen = now
+		return
+	}
+	a, err := gossip.OpenAnnouncement(b)
+	if err != nil || a.ID != r.n.self {
+		r.n.log.Warn("registry: the node's own record does not open", "err", err)
+		return
+	}
+	r.applyLocked(a, b, now)
+}
+
+// replyLocked is the answer to a member holding version ver of roster
+// rid: unchanged, or the changes since (a delta), or the whole roster (a
+// snapshot), in pages of at most r.page bytes. The member's own entry is
+// left out: it has it.
+func (r *registry) replyLocked(member peer.ID, rid, ver uint64) regReply {
+	rep := regReply{status: regUnchanged, digest: r.dig, rid: r.rid, ver: r.version}
+	if rid == r.rid && ver == r.version {
+		return rep
+	}
+	rep.status = regDelta
+	if rid != r.rid || ver < r.floor || ver > r.version {
+		rep.status, ver = regSnapshot, 0
+	}
+	type item struct {
+		ver    uint64
+		sealed []byte
+		gone   peer.ID
+	}
+	var items []item
+	for p, e := range r.entries {
+		if p != member && e.ver > ver {
+			items = append(items, item{ver: e.ver, sealed: e.sealed})
+		}
+	}
+	if rep.status == regDelta {
+		for p, v := range r.gone {
+			if v > ver && p != member {
+				items = append(items, item{ver: v, gone: p})
+			}
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.ver, b.ver) })
+	room := r.page - len(appendReply(nil, rep)) - 2*binary.MaxVarintLen64
+	for i, it := range items {
+		size := len(it.sealed) + len(it.gone) + binary.MaxVarintLen32
+		if room -= size; room < 0 && i > 0 {
+			rep.more, rep.ver = true, items[i-1].ver
+			break
+		}
+		if it.gone != "" {
+			rep.removed = append(rep.removed, it.gone)
+		} else {
+			rep.entries = append(rep.entries, it.sealed)
+		}
+	}
+	return rep
+}
+
+// errRefused is a registration the superpeer refused (registerRefused
+// says why).
+var errRefused = errors.New("overlay: registration refused")
+
+// registerRefused is a superpeer's refusal: why, and with regNotSuperpeer
+// the superpeer it follows (or none).
+type registerRefused struct {
+	Why  regStatus
+	Hint peer.ID
+}
+
+func (e *registerRefused) Error() string {
+	if e.Hint != "" {
+		return fmt.Sprintf("%v: %v, it follows %s", errRefused, e.Why, e.Hint)
+	}
+	return fmt.Sprintf("%v: %v", errRefused, e.Why)
+}
+
+func (e *registerRefused) Unwrap() error { return errRefused }
+
+// registrar is a member's end of the register protocol: it seals the
+// node's announcement (setLocal), registers it with a superpeer and keeps
+// the roster and digest the superpeer sends back (register), and gives the
+// loop the members (members, digest). It is a plain struct with a mutex,
+// without a goroutine: the loop calls register from goroutines of its own,
+// every announce interval and when the superpeer or the announcement
+// changes. Calls of register are serialised.
+type registrar struct {
+	n     *Node
+	proto protocol.ID
+	ttl   time.Duration // the roster view's (it expires nothing: the superpeer removes)
+	now   func() time.Time
+	max   int
+	sem   chan struct{} // one registration at a time
+
+	mu      sync.Mutex
+	ann     *gossip.Announcement // the node's announcement, as set
+	sealed  []byte               // ann, sealed
+	lastSeq uint64
+	limiter *rate.Limiter // new records sent
+	sp      peer.ID       // the superpeer whose roster is held
+	sent    []byte        // the record sp last took
+	rid     uint64
+	ver     uint64
+	view    *gossip.View
+	dig     clusterDigest
+	hasDig  bool
+	changes chan struct{}
+	// The frames' bytes sent and received, the answers applied, and the
+	// last answer's status.
+	bytesOut, bytesIn, rounds uint64
+	last                      regStatus
+}
+
+// newRegistrar returns the registrar of node n, whose announce interval
+// is interval.
+func newRegistrar(n *Node, interval time.Duration) *registrar {
+	return &registrar{
+		n: n, proto: registerProtocol(n.cfg.Network), ttl: 3 * interval, now: time.Now, max: maxRoster, sem: make(chan struct{}, 1),
+		limiter: rate.NewLimiter(rate.Every(interval/regPerInterval), regBurst), view: gossip.NewView(3 * interval),
+		changes: make(chan struct{}, 1),
+	}
+}
+
+// setLocal seals the node's announcement a (a.ID the node's; its Seq is
+// the registrar's) with the host's key. An announcement that says what the
+// last one said changes nothing.
+func (r *registrar) setLocal(a gossip.Announcement) error {
+	if a.ID != r.n.self {
+		return fmt.Errorf("%w: announcement for %s, local peer is %s", gossip.ErrBadAnnouncement, a.ID, r.n.self)
+	}
+	key := r.n.host.Peerstore().PrivKey(r.n.self)
+	if key == nil {
+		return fmt.Errorf("overlay: registrar: no private key for %s in the peerstore", r.n.self)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ann != nil && sameAnnouncement(*r.ann, a) {
+		return nil
+	}
+	a.Seq = max(uint64(r.now().UnixNano()), r.lastSeq+1)
+	b, err := gossip.SealAnnouncement(a, key)
+	if err != nil {
+		return err
+	}
+	r.ann, r.sealed, r.lastSeq = &a, b, a.Seq
+	return nil
+}
+
+// sameAnnouncement reports whether a and b say the same, sequence numbers
+// aside.
+func sameAnnouncement(a, b gossip.Announcement) bool {
+	a.Seq, b.Seq = 0, 0
+	ea, err1 := a.Encode()
+	eb, err2 := b.Encode()
+	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
+}
+
+// local is the node's sealed announcement, or nil before setLocal.
+func (r *registrar) local() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sealed
+}
+
+// errNoAnnouncement: register before setLocal.
+var errNoAnnouncement = errors.New("overlay: registrar: no announcement to register yet")
+
+// register registers the node's announcement with sp and applies its
+// answer: the roster (all of its pages) and the digest. A superpeer other
+// than the last one starts from an empty roster. A refusal is a
+// *registerRefused (errors.Is errRefused); a bad answer is struck.
+func (r *registrar) register(ctx context.Context, sp peer.ID) error { return r.round(ctx, sp, false) }
+
+// round is register; force sends a new record without waiting for the
+// rate (a goodbye: the registry's slack allows it).
+func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
+	if sp == "" || sp == r.n.self {
+		return fmt.Errorf("overlay: registrar: no superpeer to register with (%q)", sp)
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-r.sem }()
+	for range maxPages {
+		r.mu.Lock()
+		if sp != r.sp {
+			if r.view.Len() > 0 {
+				notify(r.changes)
+			}
+			r.sp, r.sent, r.rid, r.ver, r.hasDig = sp, nil, 0, 0, false
+			r.view = gossip.NewView(r.ttl)
+		}
+		rec := r.sealed
+		if rec == nil {
+			r.mu.Unlock()
+			return errNoAnnouncement
+		}
+		switch {
+		case bytes.Equal(rec, r.sent):
+			rec = nil // sp holds it: a refresh
+		case !force && r.sent != nil && !r.limiter.AllowN(r.now(), 1):
+			rec = nil // the new record waits for the rate; refresh the old one
+		}
+		req := appendRequest(nil, r.rid, r.ver, rec)
+		r.mu.Unlock()
+		resp, err := r.n.request(ctx, sp, r.proto, frameRegister, req, frameRoster)
+		if err != nil {
+			return err
+		}
+		rep, err := parseReply(resp)
+		if err != nil {
+			r.n.guard.refuse(r.n, "register", sp, err)
+			return err
+		}
+		r.mu.Lock()
+		r.bytesOut += uint64(frameLen(req))
+		r.bytesIn += uint64(frameLen(resp))
+		more, strike, err := r.applyLocked(sp, rep, rec)
+		r.mu.Unlock()
+		if strike != nil {
+			r.n.guard.refuse(r.n, "register", sp, strike)
+		}
+		if err != nil || !more {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: register: more than %d pages", errWire, maxPages)
+}
+
+// frameLen is the length on the wire of a frame of payload p.
+func frameLen(p []byte) int {
+	return len(binary.AppendUvarint(nil, uint64(len(p)+2))) + 2 + len(p)
+}
+
+// applyLocked applies sp's answer rep to the request that sent the
+// record rec (nil: a refresh): whether another request follows (a page,
+// or the record sp asked for), a strike against sp (for entries dropped,
+// or an answer that contradicts itself), and err for a refusal or an
+// answer that could not be applied.
+func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool, strike, err error) {
+	r.last = rep.status
+	if rep.status == regNeedRecord {
+		if rec == nil && r.sent != nil {
+			r.sent = nil // sp lost it (it expired us, or restarted): send it
+			return true, nil, nil
+		}
+		err := fmt.Errorf("%w: register: %s asked for the record it was sent", errWire, sp)
+		return false, err, err
+	}
+	if rep.status.refusal() {
+		if rep.status != regNotSuperpeer {
+			r.dig, r.hasDig = rep.digest, true
+		}
+		if rep.status != regTooSoon {
+			r.sent = nil // it does not hold our record (any more)
+		}
+		return false, nil, &registerRefused{Why: rep.status, Hint: rep.hint}
+	}
+	bad := func(format string, args ...any) (bool, error, error) {
+		err := fmt.Errorf("%w: register: "+format, append([]any{errWire}, args...)...)
+		return false, err, err
+	}
+	if !rep.digest.in(r.n.self) {
+		return bad("%s took us into the cluster %s at k = %d, which we are not in", sp, rep.digest.ClusterKey, rep.digest.K)
+	}
+	switch {
+	case rep.status == regUnchanged && (rep.rid != r.rid || rep.ver != r.ver):
+		return bad("unchanged, for roster %d version %d; we hold %d version %d", rep.rid, rep.ver, r.rid, r.ver)
+	case rep.status == regDelta && rep.rid != r.rid:
+		return bad("a delta of roster %d; we hold %d", rep.rid, r.rid)
+	case rep.status == regSnapshot:
+		if r.view.Len() > 0 || len(rep.entries) > 0 {
+			notify(r.changes)
+		}
+		r.view = gossip.NewView(r.ttl)
+	}
+	if !r.hasDig || rep.digest != r.dig {
+		notify(r.changes)
+	}
+	r.dig, r.hasDig, r.rid, r.ver = rep.digest, true, rep.rid, rep.ver
+	if rec != nil {
+		r.sent = rec
+	}
+	r.rounds++
+	now := r.now()
+	dropped := 0
+	for _, b := range rep.entries {
+		a, err := gossip.OpenAnnouncement(b)
+		switch {
+		case err != nil, a.ID != sp && !rep.digest.in(a.ID):
+			dropped++
+		case a.ID == r.n.self: // ours: we know it first-hand
+		case r.view.Len() >= r.max && !r.has(a.ID):
+			dropped++
+		case a.Leaving:
+			if r.view.Remove(a.ID) {
+				notify(r.changes)
+			}
+		default:
+			if _, changed := r.view.Apply(a, now); changed {
+				notify(r.changes)
+			}
+		}
+	}
+	for _, p := range rep.removed {
+		if r.view.Remove(p) {
+			notify(r.changes)
+		}
+	}
+	if dropped > 0 {
+		return rep.more, fmt.Errorf("%w: register: %d of %d roster entries from %s dropped (forged, altered, outside the cluster or over the bound)",
+			errWire, dropped, len(rep.entries), sp), nil
+	}
+	return rep.more, nil, nil
+}
+
+func (r *registrar) has(p peer.ID) bool {
+	_, ok := r.view.Get(p)
+	return ok
+}
+
+// members returns the roster of the cluster as the node machine takes it
+// (RTT left 0): the entries the superpeer sent, and the node's own
+// announcement, banned peers left out, sorted by ID.
+func (r *registrar) members() []node.Member {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	es := r.view.Entries()
+	if r.ann != nil {
+		es = append(es, gossip.Entry{Announcement: *r.ann})
+		slices.SortFunc(es, func(a, b gossip.Entry) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	return toMembers(r.n, es)
+}
+
+// changed is signalled (coalesced) when the roster or the digest
+// changes.
+func (r *registrar) changed() <-chan struct{} { return r.changes }
+
+// digest returns the last digest of the superpeer registered with, and
+// whether there is one.
+func (r *registrar) digest() (clusterDigest, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dig, r.hasDig
+}
+
+// goodbye tells the superpeer last registered with that the node leaves:
+// its announcement, sealed once more as a goodbye (Leaving), which takes
+// it out of the roster at once. Nothing is sent without a superpeer or an
+// announcement.
+func (r *registrar) goodbye(ctx context.Context) error {
+	r.mu.Lock()
+	sp, ann := r.sp, r.ann
+	r.mu.Unlock()
+	if sp == "" || ann == nil {
+		return nil
+	}
+	a := *ann
+	a.Leaving = true
+	if err := r.setLocal(a); err != nil {
+		return err
+	}
+	err := r.round(ctx, sp, true)
+	if errors.Is(err, errRefused) {
+		return nil // it does not hold us
+	}
+	return err
+}

@@ -1,0 +1,628 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/metrics"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/gossip"
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// The register protocol's tests run its two ends on real hosts (loopback
+// TCP) inside a shell of a Node: the host, the guard and a logger, all
+// that the protocol uses.
+
+const regInterval = 5 * time.Second
+
+// regPeer is one peer of the register tests: both ends, and the host's
+// bandwidth counter.
+type regPeer struct {
+	n   *Node
+	reg *registry
+	rar *registrar
+	bw  *streamBytes
+}
+
+// streamBytes counts the bytes of the register protocol's streams as the
+// swarm reports them, at once (a BandwidthCounter's totals lag by up to a
+// second).
+type streamBytes struct {
+	*metrics.BandwidthCounter
+	n atomic.Int64
+}
+
+func (c *streamBytes) LogSentMessageStream(n int64, p protocol.ID, id peer.ID) {
+	c.count(n, p)
+	c.BandwidthCounter.LogSentMessageStream(n, p, id)
+}
+
+func (c *streamBytes) LogRecvMessageStream(n int64, p protocol.ID, id peer.ID) {
+	c.count(n, p)
+	c.BandwidthCounter.LogRecvMessageStream(n, p, id)
+}
+
+func (c *streamBytes) count(n int64, p protocol.ID) {
+	if p == registerProtocol("test") {
+		c.n.Add(n)
+	}
+}
+
+func newRegPeer(t *testing.T, key crypto.PrivKey) *regPeer {
+	t.Helper()
+	bw := &streamBytes{BandwidthCounter: metrics.NewBandwidthCounter()}
+	h := plainHost(t, libp2p.Identity(key), libp2p.BandwidthReporter(bw))
+	n := &Node{cfg: Config{Network: "test"}, host: h, self: h.ID(), log: quiet}
+	p := &regPeer{n: n, rar: newRegistrar(n, regInterval), bw: bw}
+	p.reg = newRegistry(n, regInterval, p.rar.local)
+	h.SetStreamHandler(registerProtocol("test"), p.reg.handle)
+	return p
+}
+
+// announce seals the peer's announcement at k.
+func (p *regPeer) announce(t *testing.T, k int, superpeer bool) {
+	t.Helper()
+	a := gossip.Announcement{ID: p.n.self, Addrs: p.n.host.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(p.n.self).Cluster(k), Superpeer: superpeer}
+	if err := p.rar.setLocal(a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serve makes p the superpeer of its cluster at k.
+func (p *regPeer) serve(t *testing.T, k int) {
+	t.Helper()
+	p.announce(t, k, true)
+	if err := p.reg.setServing(k, dhtselect.KeyOf(p.n.self).Cluster(k), dhtselect.Estimate{N: 42, Source: dhtselect.SourceRouting}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// register registers p with sp, and returns p's last status.
+func (p *regPeer) register(t *testing.T, sp *regPeer) (regStatus, error) {
+	t.Helper()
+	p.n.host.Peerstore().AddAddrs(sp.n.self, sp.n.host.Addrs(), time.Hour)
+	err := p.rar.register(context.Background(), sp.n.self)
+	var ref *registerRefused
+	if errors.As(err, &ref) {
+		return ref.Why, err
+	}
+	p.rar.mu.Lock()
+	defer p.rar.mu.Unlock()
+	return p.rar.last, err
+}
+
+// signalled reports whether c was signalled, and clears it.
+func signalled(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func ids(ms []node.Member) []peer.ID {
+	var out []peer.ID
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+func sorted(ps ...*regPeer) []peer.ID {
+	var out []peer.ID
+	for _, p := range ps {
+		out = append(out, p.n.self)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func regPeers(t *testing.T, n int) []*regPeer {
+	var out []*regPeer
+	for _, k := range keysByDistance(t, n) {
+		out = append(out, newRegPeer(t, k))
+	}
+	return out
+}
+
+// strikes is the strikes g holds against p.
+func (g *guard) strikesOf(p peer.ID) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.strikes[p])
+}
+
+// A member registers and gets the roster (the superpeer and itself) and
+// the digest; a second member appears in the first's roster by a delta;
+// a round with nothing new is "unchanged"; a member that says goodbye
+// leaves the superpeer's roster at once and the other's by a delta.
+func TestRegisterRoster(t *testing.T) {
+	ps := regPeers(t, 3)
+	s, a, b := ps[0], ps[1], ps[2]
+	s.serve(t, 0)
+	a.announce(t, 0, false)
+	b.announce(t, 0, false)
+	if st, err := a.register(t, s); err != nil || st != regSnapshot {
+		t.Fatalf("a's first registration: %v, %v; want a snapshot", st, err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a)) {
+		t.Errorf("a's roster %v, want %v", got, sorted(s, a))
+	}
+	d, ok := a.rar.digest()
+	if !ok || d.K != 0 || d.Size.N != 42 || d.Size.Source != dhtselect.SourceRouting {
+		t.Errorf("a's digest %+v, %v", d, ok)
+	}
+	signalled(s.reg.changed())
+	signalled(a.rar.changed())
+	if st, err := b.register(t, s); err != nil || st != regSnapshot {
+		t.Fatalf("b's first registration: %v, %v", st, err)
+	}
+	if !signalled(s.reg.changed()) {
+		t.Error("the registry did not signal b's arrival")
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a, b)) {
+		t.Errorf("the superpeer's roster %v, want %v", got, sorted(s, a, b))
+	}
+	if st, err := a.register(t, s); err != nil || st != regDelta {
+		t.Fatalf("a's second registration: %v, %v; want a delta", st, err)
+	}
+	if !signalled(a.rar.changed()) {
+		t.Error("a's registrar did not signal b's arrival")
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, b)) {
+		t.Errorf("a's roster after the delta %v, want %v", got, sorted(s, a, b))
+	}
+	for _, m := range a.rar.members() {
+		if m.ID == s.n.self && !m.Superpeer || m.ID != s.n.self && m.Superpeer || m.Key != dhtselect.KeyOf(m.ID) {
+			t.Errorf("member %+v", m)
+		}
+	}
+	if st, err := a.register(t, s); err != nil || st != regUnchanged {
+		t.Fatalf("a's third registration: %v, %v; want unchanged", st, err)
+	}
+	if signalled(a.rar.changed()) || signalled(s.reg.changed()) {
+		t.Error("a change signalled for an unchanged round")
+	}
+	// A changed announcement is a delta for the others.
+	if err := b.rar.setLocal(gossip.Announcement{ID: b.n.self, K: 0, Flapping: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.register(t, s); err != nil || st != regDelta || len(b.rar.members()) != 3 {
+		t.Fatalf("b's registration of a change: %v, %v; want an empty delta (its own change is no news to it)", st, err)
+	}
+	if st, err := a.register(t, s); err != nil || st != regDelta {
+		t.Fatalf("a after b's change: %v, %v; want a delta", st, err)
+	}
+	if i := slices.IndexFunc(a.rar.members(), func(m node.Member) bool { return m.ID == b.n.self }); i < 0 || !a.rar.members()[i].Flapping {
+		t.Errorf("a's roster does not say b flaps: %+v", a.rar.members())
+	}
+	if err := b.rar.goodbye(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a)) {
+		t.Errorf("the superpeer's roster after b's goodbye %v, want %v", got, sorted(s, a))
+	}
+	if st, err := a.register(t, s); err != nil || st != regDelta {
+		t.Fatalf("a after b's goodbye: %v, %v; want a delta", st, err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a)) {
+		t.Errorf("a's roster after b's goodbye %v, want %v", got, sorted(s, a))
+	}
+	// A node that serves no cluster refuses, and names its superpeer.
+	s.reg.stopServing(b.n.self)
+	_, err := a.register(t, s)
+	var ref *registerRefused
+	if !errors.As(err, &ref) || ref.Why != regNotSuperpeer || ref.Hint != b.n.self {
+		t.Errorf("registration with a node that serves no cluster: %v, want a refusal naming %s", err, b.n.self)
+	}
+	// It serves again, with a new roster that does not hold a: a's
+	// refresh is answered "record needed", and a sends its record.
+	s.serve(t, 0)
+	if st, err := a.register(t, s); err != nil || st != regSnapshot {
+		t.Errorf("a's refresh with a roster that lost it: %v, %v; want its record sent and a snapshot", st, err)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a)) {
+		t.Errorf("the new roster %v, want %v", got, sorted(s, a))
+	}
+	if n := s.n.guard.strikesOf(a.n.self) + a.n.guard.strikesOf(s.n.self); n != 0 {
+		t.Errorf("%d strikes between honest peers", n)
+	}
+}
+
+// A member that stops registering and is no longer connected leaves the
+// roster after the TTL (three intervals); a connected one stays, as in
+// the membership view; the other members learn of it by a delta.
+func TestRegisterExpiry(t *testing.T) {
+	ps := regPeers(t, 4)
+	s, a, b, c := ps[0], ps[1], ps[2], ps[3]
+	var mu sync.Mutex
+	now := time.Now()
+	s.reg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, b, c} {
+		p.announce(t, 0, false)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, b, c)) {
+		t.Fatalf("a's roster %v, want %v", got, sorted(s, a, b, c))
+	}
+	// b goes away; c stays connected but silent.
+	if err := b.n.host.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "s to see b's connection close", func() bool { return s.n.host.Network().Connectedness(b.n.self) != network.Connected })
+	mu.Lock()
+	now = now.Add(3 * regInterval)
+	mu.Unlock()
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a, b, c)) {
+		t.Errorf("the roster at the TTL %v, want all still", got)
+	}
+	mu.Lock()
+	now = now.Add(time.Millisecond)
+	mu.Unlock()
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a, c)) {
+		t.Errorf("the roster past the TTL %v, want %v (b expired, c connected)", got, sorted(s, a, c))
+	}
+	if st, err := a.register(t, s); err != nil || st != regDelta {
+		t.Fatalf("a after b expired: %v, %v; want a delta", st, err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, c)) {
+		t.Errorf("a's roster %v, want %v", got, sorted(s, a, c))
+	}
+}
+
+// Strangers: a record of another peer (sealed with its key, sent by this
+// one) is refused and struck; a record outside the cluster is refused
+// without a strike (an honest peer with an old k sends one), and its
+// sender learns the superpeer's k from the digest; a roster at its bound
+// refuses newcomers ("full"), without a strike, and still takes its
+// members' registrations; new records faster than the rate are refused
+// ("too soon"), without a strike, and the registrar's own pacing never
+// meets that refusal.
+func TestRegisterStrangers(t *testing.T) {
+	keys := keysByDistance(t, 8)
+	s := newRegPeer(t, keys[0]) // the key closest to zero: its first bit is 0
+	// Keys whose first bit is 1 are in the other cluster at k = 1.
+	var in, out []*regPeer
+	for _, k := range keys[1:] {
+		p := newRegPeer(t, k)
+		if dhtselect.KeyOf(p.n.self).Cluster(1) == dhtselect.KeyOf(s.n.self).Cluster(1) {
+			in = append(in, p)
+		} else {
+			out = append(out, p)
+		}
+	}
+	for len(out) == 0 || len(in) < 4 {
+		k, _, _ := crypto.GenerateEd25519Key(nil)
+		p := newRegPeer(t, k)
+		if dhtselect.KeyOf(p.n.self).Cluster(1) == dhtselect.KeyOf(s.n.self).Cluster(1) {
+			in = append(in, p)
+		} else {
+			out = append(out, p)
+		}
+	}
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now } // frozen: no token comes back
+	s.reg.now = clock
+	s.serve(t, 1)
+
+	// Forged: in[0] sends in[1]'s sealed record.
+	in[1].announce(t, 1, false)
+	forger := in[0]
+	forger.rar.sealed = in[1].rar.local()
+	if st, err := forger.register(t, s); st != regBadRecord || !errors.Is(err, errRefused) {
+		t.Errorf("a forged record: %v, %v; want refused as a bad record", st, err)
+	}
+	if n := s.n.guard.strikesOf(forger.n.self); n != 1 {
+		t.Errorf("%d strikes against the forger, want 1", n)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s)) {
+		t.Errorf("the roster after the forgery %v, want the superpeer alone", got)
+	}
+
+	// Wrong cluster: out[0], an honest peer with k = 0.
+	w := out[0]
+	w.announce(t, 0, false)
+	if st, err := w.register(t, s); st != regWrongCluster || !errors.Is(err, errRefused) {
+		t.Errorf("a record outside the cluster: %v, %v; want refused", st, err)
+	}
+	if n := s.n.guard.strikesOf(w.n.self); n != 0 {
+		t.Errorf("%d strikes against a peer outside the cluster, want 0", n)
+	}
+	if d, ok := w.rar.digest(); !ok || d.K != 1 {
+		t.Errorf("the refused peer's digest %+v, %v; want k = 1", d, ok)
+	}
+
+	// Full: room for the superpeer and one member.
+	s.reg.max = 2
+	a, b := in[1], in[2]
+	b.announce(t, 1, false)
+	if st, err := a.register(t, s); err != nil || st != regSnapshot {
+		t.Fatalf("a: %v, %v", st, err)
+	}
+	if st, err := b.register(t, s); st != regFull || !errors.Is(err, errRefused) {
+		t.Errorf("b to a full roster: %v, %v; want refused", st, err)
+	}
+	if st, err := a.register(t, s); err != nil || st != regUnchanged {
+		t.Errorf("a, a member of the full roster: %v, %v; want unchanged", st, err)
+	}
+	if n := s.n.guard.strikesOf(b.n.self); n != 0 {
+		t.Errorf("%d strikes for a full roster, want 0", n)
+	}
+	s.reg.max = maxRoster
+
+	// Too soon: new records back to back, sent by hand (no pacing).
+	var soon int
+	for i := range regBurst + regSlack + 2 {
+		b.rar.mu.Lock()
+		b.rar.sent = nil // defeat the registrar's pacing
+		b.rar.mu.Unlock()
+		if err := b.rar.setLocal(gossip.Announcement{ID: b.n.self, K: 1, ClusterKey: dhtselect.KeyOf(b.n.self).Cluster(1), Flapping: i%2 == 0}); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := b.register(t, s); st == regTooSoon {
+			soon++
+		}
+	}
+	// b's refusal as "full" took one of its tokens.
+	if want := regBurst + regSlack + 2 - (regBurst + regSlack - 1); soon != want {
+		t.Errorf("%d of %d new records refused as too soon, want %d", soon, regBurst+regSlack+2, want)
+	}
+	// The registrar's own pacing: new records as fast as it likes, never
+	// refused; the ones over its rate wait, and the old record refreshes.
+	c := in[3]
+	c.rar.now = clock
+	for i := range 10 {
+		if err := c.rar.setLocal(gossip.Announcement{ID: c.n.self, K: 1, ClusterKey: dhtselect.KeyOf(c.n.self).Cluster(1), Flapping: i%2 == 0}); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := c.register(t, s); err != nil {
+			t.Fatalf("registration %d of a paced registrar: %v, %v", i, st, err)
+		}
+	}
+	if n := s.n.guard.strikesOf(b.n.self) + s.n.guard.strikesOf(c.n.self); n != 0 {
+		t.Errorf("%d strikes for the rate, want 0", n)
+	}
+}
+
+// A hostile superpeer's roster: an altered record and one from outside
+// the cluster are dropped, and struck once; the genuine entries stay.
+func TestRegisterHostileSuperpeer(t *testing.T) {
+	keys := keysByDistance(t, 6)
+	h := newRegPeer(t, keys[0])
+	var in, out []*regPeer
+	for len(in) < 3 || len(out) < 1 {
+		k, _, _ := crypto.GenerateEd25519Key(nil)
+		p := newRegPeer(t, k)
+		if dhtselect.KeyOf(p.n.self).Cluster(1) == dhtselect.KeyOf(h.n.self).Cluster(1) {
+			in = append(in, p)
+		} else {
+			out = append(out, p)
+		}
+	}
+	a, x, y, z := in[0], in[1], in[2], out[0]
+	for _, p := range []*regPeer{h, a, x, y} {
+		p.announce(t, 1, p == h)
+	}
+	z.announce(t, 0, false)
+	altered := append([]byte(nil), y.rar.local()...)
+	altered[len(altered)/2] ^= 1
+	dig := clusterDigest{K: 1, ClusterKey: dhtselect.KeyOf(h.n.self).Cluster(1), Size: dhtselect.Estimate{N: 9, Source: "lies"}}
+	h.n.host.SetStreamHandler(registerProtocol("test"), func(s network.Stream) {
+		defer s.Close()
+		if _, err := readStreamFrame(s, frameRegister); err != nil {
+			return
+		}
+		rep := regReply{status: regSnapshot, digest: dig, rid: 7, ver: 4,
+			entries: [][]byte{h.rar.local(), x.rar.local(), altered, z.rar.local()}}
+		_ = writeFrame(s, frameRoster, appendReply(nil, rep))
+	})
+	if st, err := a.register(t, h); err != nil || st != regSnapshot {
+		t.Fatalf("a: %v, %v", st, err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(h, a, x)) {
+		t.Errorf("a's roster %v, want %v (altered and outside dropped)", got, sorted(h, a, x))
+	}
+	if n := a.n.guard.strikesOf(h.n.self); n != 1 {
+		t.Errorf("%d strikes against the hostile superpeer, want 1", n)
+	}
+}
+
+// Pages: with pages of a few entries, a member gets the whole roster
+// across several pages (snapshot, then deltas), and later changes, again
+// across pages, also when the roster changes between two pages.
+func TestRegisterPages(t *testing.T) {
+	ps := regPeers(t, 14)
+	s, members := ps[0], ps[1:]
+	s.reg.page = 1500 // three or so entries
+	s.serve(t, 0)
+	for _, p := range members {
+		p.announce(t, 0, false)
+	}
+	for _, p := range members[:10] {
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := members[0]
+	check := func(when string) {
+		t.Helper()
+		if got, want := ids(a.rar.members()), ids(s.reg.members()); !slices.Equal(got, want) {
+			t.Errorf("%s: a's roster %v, the superpeer's %v", when, got, want)
+		}
+	}
+	a.rar.mu.Lock()
+	a.rar.sp = "" // start over: a snapshot
+	a.rar.mu.Unlock()
+	before := a.rar.rounds
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if pages := a.rar.rounds - before; pages < 3 {
+		t.Errorf("the snapshot of 10 entries took %d pages, want several", pages)
+	}
+	check("after the snapshot")
+	// Changes: three leave, three join, one changes.
+	for _, p := range members[1:4] {
+		if err := p.rar.goodbye(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range members[10:] {
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := members[5].rar.setLocal(gossip.Announcement{ID: members[5].n.self, Flapping: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := members[5].register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	check("after the changes")
+	// A change between two pages: a's first page comes (by hand), then a
+	// member joins, then a asks for the rest.
+	late := members[2] // said goodbye; comes back
+	late.announce(t, 0, true)
+	a.rar.mu.Lock()
+	a.rar.sp, a.rar.rid, a.rar.ver, a.rar.view = s.n.self, 0, 0, gossip.NewView(a.rar.ttl)
+	rec := a.rar.sealed
+	a.rar.mu.Unlock()
+	resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, rec), a.n.self)
+	if err != nil || strike != nil {
+		t.Fatal(err, strike)
+	}
+	rep, err := parseReply(resp)
+	if err != nil || rep.status != regSnapshot || !rep.more {
+		t.Fatalf("first page: %+v, %v; want a snapshot with more", rep, err)
+	}
+	a.rar.mu.Lock()
+	_, _, err = a.rar.applyLocked(s.n.self, rep, rec)
+	a.rar.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := late.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	check("after a change between pages")
+}
+
+// The bytes of registration: a steady round (the request and an
+// "unchanged" answer), and the snapshot of a cluster of 16 (the
+// superpeer and 15 members) for one of its members that holds nothing.
+// Frames as written, and the streams' bytes as the hosts count them
+// (multistream-select included; yamux, Noise and TCP headers not).
+func TestRegisterBytes(t *testing.T) {
+	ps := regPeers(t, 16)
+	s, members := ps[0], ps[1:]
+	// One cluster (k = 0 takes every key); the announcements say k = 4,
+	// as in a swarm of some 256 peers, which their size does not depend
+	// on.
+	s.serve(t, 0)
+	for _, p := range members {
+		p.announce(t, 4, false)
+	}
+	for _, p := range members {
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := members[0]
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	round := func() (frames, streams int64) {
+		a.rar.mu.Lock()
+		f0 := a.rar.bytesOut + a.rar.bytesIn
+		a.rar.mu.Unlock()
+		b0 := a.bw.n.Load()
+		if _, err := a.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+		a.rar.mu.Lock()
+		defer a.rar.mu.Unlock()
+		return int64(a.rar.bytesOut + a.rar.bytesIn - f0), a.bw.n.Load() - b0
+	}
+	f, b := round()
+	if a.rar.last != regUnchanged {
+		t.Fatalf("steady round: %v, want unchanged", a.rar.last)
+	}
+	t.Logf("a steady registration round (request and unchanged): %d bytes of frames, %d bytes on the stream; per %v interval: %.1f B/s",
+		f, b, regInterval, float64(b)/regInterval.Seconds())
+	a.rar.mu.Lock()
+	a.rar.sp = ""
+	a.rar.mu.Unlock()
+	f, b = round()
+	if a.rar.last != regSnapshot || len(a.rar.members()) != 16 {
+		t.Fatalf("snapshot: %v, %d members", a.rar.last, len(a.rar.members()))
+	}
+	t.Logf("a snapshot of a cluster of 16 (15 entries): %d bytes of frames, %d bytes on the stream", f, b)
+	if f > 16*1024 {
+		t.Errorf("a snapshot of 16 takes %d bytes", f)
+	}
+}
+
+// Request and reply payloads read back as written, and what does not
+// parse is refused (errWire: a strike) without a panic.
+func TestRegisterWire(t *testing.T) {
+	ids := testIDs(t, 2)
+	rep := regReply{status: regDelta, digest: clusterDigest{K: 2, ClusterKey: dhtselect.KeyOf(ids[0]).Cluster(2), Size: dhtselect.Estimate{N: 7, Source: "x"}},
+		rid: 3, ver: 9, more: true, entries: [][]byte{{1, 2, 3}}, removed: ids}
+	got, err := parseReply(appendReply(nil, rep))
+	if err != nil || got.status != rep.status || got.digest != rep.digest || got.rid != 3 || got.ver != 9 || !got.more ||
+		len(got.entries) != 1 || !slices.Equal(got.removed, ids) {
+		t.Fatalf("reply read back as %+v, %v", got, err)
+	}
+	for _, r := range []regReply{{status: regNotSuperpeer, hint: ids[1]}, {status: regNotSuperpeer}, {status: regFull, digest: rep.digest},
+		{status: regNeedRecord, digest: rep.digest},
+		{status: regUnchanged, digest: rep.digest, rid: 1, ver: 2}} {
+		if got, err := parseReply(appendReply(nil, r)); err != nil || got.status != r.status || got.hint != r.hint || got.rid != r.rid {
+			t.Errorf("%v read back as %+v, %v", r.status, got, err)
+		}
+	}
+	full := appendReply(nil, rep)
+	badKey := appendReply(nil, regReply{status: regFull, digest: clusterDigest{K: 1, ClusterKey: dhtselect.Key{0xff}, Size: dhtselect.Estimate{N: 1}}})
+	for name, b := range map[string][]byte{
+		"empty": nil, "status": {99}, "truncated": full[:len(full)-1], "trailing": append(slices.Clone(full), 0),
+		"cluster key beyond k": badKey,
+	} {
+		if _, err := parseReply(b); !errors.Is(err, errWire) {
+			t.Errorf("%s: %v, want errWire", name, err)
+		}
+	}
+	if rid, ver, rec, err := parseRequest(appendRequest(nil, 1, 2, nil)); err != nil || rid != 1 || ver != 2 || len(rec) != 0 {
+		t.Errorf("a refresh read back as %d, %d, %v, %v", rid, ver, rec, err)
+	}
+	if _, _, _, err := parseRequest([]byte{0x80}); !errors.Is(err, errWire) {
+		t.Errorf("a request of a bad uvarint: %v", err)
+	}
+	if rid, ver, rec, err := parseRequest(appendRequest(nil, 1, 2, []byte{5})); err != nil || rid != 1 || ver != 2 || len(rec) != 1 {
+		t.Errorf("request read back as %d, %d, %v, %v", rid, ver, rec, err)
+	}
+}
