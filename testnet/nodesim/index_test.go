@@ -161,7 +161,7 @@ func (s *Sim) routingTableScan(i int) []int {
 
 // TestRoutingTableAsScanned: the same tables and the same draws.
 func TestRoutingTableAsScanned(t *testing.T) {
-	for _, n := range []int{1, 2, 15, 21, 41, 42, 300} {
+	for _, n := range []int{1, 2, 15, 21, 41, 42, 300, 3000} {
 		a, err := New(Config{N: n, Seed: 7})
 		if err != nil {
 			t.Fatal(err)
