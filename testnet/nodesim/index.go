@@ -33,7 +33,10 @@ type simIndex struct {
 	rev   [][]int32 // node -> nodes that may have it as a contact
 	revN  []int32   // len(rev[i]) after its last pruning
 	fol   map[int]map[int]struct{}
-	names []int // node -> the superpeer it last named (-1: none)
+	// names is the index of the superpeer each node's state names, -1
+	// for none or an unknown ID (a state other than the zero state a
+	// start gives it is always recorded here).
+	names []int
 }
 
 func newSimIndex() *simIndex {

@@ -224,6 +224,15 @@ func checkOracles(t *testing.T, s *Sim) {
 			}
 			t.Fatalf("at %v: connected to %d: %v, want %v", s.now, i, got, want)
 		}
+		if sp := n.state.Superpeer; sp != "" {
+			j, ok := s.indexOf(sp)
+			if !ok {
+				j = -1
+			}
+			if s.idx.names[i] != j {
+				t.Fatalf("at %v: node %d names %d, its state %s (%d)", s.now, i, s.idx.names[i], sp, j)
+			}
+		}
 		if got := s.followers(i); !slices.Equal(got, fol) {
 			t.Fatalf("at %v: followers of %d: %v, want %v", s.now, i, got, fol)
 		}

@@ -18,8 +18,8 @@ func (s *Sim) Covered(i int) bool {
 	if !n.alive || n.state.Role == node.RoleUnknown || n.state.Superpeer == "" {
 		return false
 	}
-	j, ok := s.indexOf(n.state.Superpeer)
-	if !ok || !s.nodes[j].alive || !s.reachable(i, j) {
+	j := s.idx.names[i] // the index of n.state.Superpeer, or -1
+	if j < 0 || !s.nodes[j].alive || !s.reachable(i, j) {
 		return false
 	}
 	sp := s.nodes[j].state
