@@ -2,6 +2,7 @@ package nodesim
 
 import (
 	"slices"
+	"time"
 
 	"github.com/superpeer/superpeer/dhtselect"
 )
@@ -20,6 +21,7 @@ import (
 //     lookup meets it and dropped when it no longer holds (a node becomes a
 //     ghost again only by going down or through regroup, which add it).
 //   - live: a Fenwick tree of the live nodes by index (Churn's draw).
+//   - queue: the events' heap moves 24-byte entries, not the events.
 //   - rev: for each node, the nodes that may hold it among their contacts,
 //     and fol, the nodes that named it as their superpeer (the peers its
 //     crash tells). Entries are checked against the contacts and states
@@ -220,6 +222,80 @@ func (s *Sim) followers(i int) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ---- the event queue ----
+
+// queue is a binary heap of the events by (time, sequence), which orders
+// them totally; the events stay in a slab, and the heap moves only their
+// time, sequence and place in it (an event is some 250 bytes).
+type queue struct {
+	h    []qEntry
+	slab []event
+	free []int32
+}
+
+type qEntry struct {
+	at   time.Duration
+	seq  uint64
+	slot int32
+}
+
+func (a qEntry) before(b qEntry) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
+
+func (q *queue) push(e event) {
+	var slot int32
+	if f := len(q.free); f > 0 {
+		slot, q.free = q.free[f-1], q.free[:f-1]
+		q.slab[slot] = e
+	} else {
+		slot = int32(len(q.slab))
+		q.slab = append(q.slab, e)
+	}
+	h := append(q.h, qEntry{e.at, e.seq, slot})
+	k := len(h) - 1
+	x := h[k]
+	for k > 0 {
+		p := (k - 1) / 2
+		if !x.before(h[p]) {
+			break
+		}
+		h[k] = h[p]
+		k = p
+	}
+	h[k] = x
+	q.h = h
+}
+
+// pop takes the first event out (the queue is not empty).
+func (q *queue) pop() event {
+	h := q.h
+	top := h[0]
+	last := h[len(h)-1]
+	h = h[:len(h)-1]
+	if n := len(h); n > 0 {
+		k := 0
+		for {
+			c := 2*k + 1
+			if c >= n {
+				break
+			}
+			if c+1 < n && h[c+1].before(h[c]) {
+				c++
+			}
+			if !h[c].before(last) {
+				break
+			}
+			h[k] = h[c]
+			k = c
+		}
+		h[k] = last
+	}
+	q.h = h
+	e := q.slab[top.slot]
+	q.slab[top.slot] = event{} // let its message and action go
+	q.free = append(q.free, top.slot)
+	return e
 }
 
 // ---- a crit-bit trie of node indices by key ----

@@ -2,7 +2,6 @@ package nodesim
 
 import (
 	"cmp"
-	"container/heap"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -344,28 +343,10 @@ type event struct {
 	fn    func(*Sim)
 }
 
-type queue []event
-
-func (q queue) Len() int { return len(q) }
-func (q queue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *queue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
 func (s *Sim) push(e event) {
 	s.seq++
 	e.seq = s.seq
-	heap.Push(&s.q, e)
+	s.q.push(e)
 }
 
 // At runs f at virtual time t (now if t is past).
@@ -388,8 +369,8 @@ func (s *Sim) Every(d time.Duration, f func(*Sim)) {
 
 // Run processes events until virtual time until.
 func (s *Sim) Run(until time.Duration) {
-	for s.q.Len() > 0 && s.q[0].at <= until {
-		e := heap.Pop(&s.q).(event)
+	for len(s.q.h) > 0 && s.q.h[0].at <= until {
+		e := s.q.pop()
 		s.now = e.at
 		s.stats.Events++
 		s.process(e)
