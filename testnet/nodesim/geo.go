@@ -185,6 +185,7 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		g.state = st
 		prev := n.state
 		n.state = node.State{Role: st.Role, S: st.S, Superpeer: st.Superpeer, Members: st.Members, Prefix: st.Prefix}
+		s.named(i)
 		if prev.Role != st.Role || prev.Superpeer != st.Superpeer || !slices.Equal(prev.Members, st.Members) || prevTok != st.Token {
 			if s.Record {
 				s.Changes = append(s.Changes, Change{At: s.now, Node: i, State: n.state})
