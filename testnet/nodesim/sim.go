@@ -135,6 +135,7 @@ type simNode struct {
 	key       dhtselect.Key
 	m         *node.Machine
 	alive     bool
+	crashedAt time.Duration // when it last crashed (not stopped): its peers stay connected to it for ConnLoss
 	inc       int           // incarnation: bumped by every start
 	started   time.Duration // of this incarnation
 	announced bool          // has announced since it started
@@ -533,6 +534,10 @@ func (s *Sim) down(i int, graceful bool) {
 	}
 	s.geoDown(i, graceful)
 	n.alive = false
+	n.crashedAt = 0
+	if !graceful {
+		n.crashedAt = s.now
+	}
 	s.epoch++
 	c := s.comps[s.comp[i]]
 	if _, ok := c.vis[i]; ok {
