@@ -274,6 +274,16 @@ func (g *geoMachine) election(now time.Time) {
 	slices.Sort(members)
 	e.geoCluster(now, GeoCluster{Key: TokenKey(g.cfg.Network, num), Members: members, Holder: holder})
 	leader := e.geoSP
+	if r := g.round; r != nil && r.stage == askCurrent && r.asked == holder && leader != "" && leader != holder && leader != g.self() &&
+		slices.ContainsFunc(g.claims, func(tp TokenPos) bool { return tp.Holder == leader && tp.Superpeer }) {
+		// The cluster elected leader in place of the superpeer this
+		// member is asking, and it claims a token: stop waiting for the
+		// lost one's answer (up to the stream deadline, 10 s; by then
+		// the successor, leading a new cluster, no longer heartbeats the
+		// old one and the members elect again) and ask the successor now.
+		g.round = nil
+		g.nextAttch = now
+	}
 	if leader != g.self() || held || holder == g.self() || !g.lost(now, holder) {
 		return
 	}
