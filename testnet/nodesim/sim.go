@@ -69,7 +69,9 @@ type Config struct {
 	// machine. Zero means a quarter of the re-evaluation interval.
 	ViewPeriod time.Duration
 	// ConnLoss is how long after a crash or a cut its peers see the
-	// connection drop. Zero means one RTT.
+	// connection drop (Conn); a crashed node stays in their
+	// GeoFeed.Connected as long. Zero means one RTT; a live QUIC
+	// connection to a killed process lasts its 30 s idle timeout.
 	ConnLoss time.Duration
 	// ContactWindow: a node is connected to the peers it exchanged an
 	// election message with within it. Zero means DefaultContactWindow.
