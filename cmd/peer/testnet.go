@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/superpeer/superpeer/bench"
 	"github.com/superpeer/superpeer/testnet"
@@ -26,6 +27,7 @@ func newTestnetCmd() *cobra.Command {
 		timeout  time.Duration
 		asJSON   bool
 		latFile  string
+		latUnit  string
 		ef       electionFlags
 		scenario string
 		kills    int
@@ -51,9 +53,12 @@ With --procs every node is its own OS process on loopback TCP and QUIC,
 driven by this one: a crash is SIGKILL, a cut is each node's connection
 gater refusing the other side.
 
-With --latency FILE (a matrix of RTTs in milliseconds, such as the PlanetLab
-data), node i gets row i and every link delays by half the pair's RTT each
-way; the report then gives each node's RTT to its superpeer.
+With --latency FILE (a matrix of RTTs, such as the PlanetLab data), node i
+gets row i and every link delays by half the pair's RTT each way; the report
+then gives each node's RTT to its superpeer. The values are in milliseconds
+unless the file's first line says "# unit: s" (or us), or --latency-unit
+does; a matrix whose median RTT is under 1 ms or over 10 s in its unit is
+refused as written in another unit.
 
 While it runs, a line on standard error shows the progress (the step, the
 peers converged, the time elapsed) when standard error is a terminal and
@@ -102,11 +107,9 @@ peers converged, the time elapsed) when standard error is a terminal and
 			if err != nil {
 				return err
 			}
-			var lat *latency.Matrix
-			if latFile != "" {
-				if lat, err = latency.Load(latFile); err != nil {
-					return fmt.Errorf("--latency: %w", err)
-				}
+			lat, err := loadLatency(cmd.Flags(), latFile, latUnit)
+			if err != nil {
+				return err
 			}
 			stop, err := manyNodes(cpuProf)
 			if err != nil {
@@ -174,7 +177,8 @@ peers converged, the time elapsed) when standard error is a terminal and
 	fs.Uint64Var(&seed, "seed", 1, "seed of the peer keys")
 	fs.DurationVar(&timeout, "timeout", 0, "give up when not converged after this long (default 2m, 5m with --procs, 10m with --strategy geometric, plus twice a scenario's --duration)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of a table")
-	fs.StringVar(&latFile, "latency", "", "RTT matrix file (ms, tab-separated); node i gets row i")
+	fs.StringVar(&latFile, "latency", "", "RTT matrix file (tab- or space-separated, in milliseconds or --latency-unit); node i gets row i")
+	fs.StringVar(&latUnit, "latency-unit", "ms", `unit of the --latency file's values: s, ms or us (default: what a first line "# unit: s" in the file says, else ms)`)
 	ef.register(fs)
 	fs.StringVar(&scenario, "scenario", "", "after converging, run a fault scenario and report what it measured: "+strings.Join(testnet.Scenarios(), ", "))
 	fs.IntVar(&kills, "kills", 1, "kill-superpeer: how many superpeers to stop, one after another")
@@ -187,6 +191,30 @@ peers converged, the time elapsed) when standard error is a terminal and
 	tf.register(fs, 0.125)
 	lf.register(fs, "error")
 	return cmd
+}
+
+// loadLatency reads the --latency matrix, in --latency-unit when the flag is
+// set and otherwise in the unit its header names (or milliseconds). It
+// returns nil without --latency.
+func loadLatency(fs *pflag.FlagSet, file, unit string) (*latency.Matrix, error) {
+	var u latency.Unit // the file's header, or ms
+	if fs.Changed("latency-unit") {
+		var err error
+		if u, err = latency.ParseUnit(unit); err != nil {
+			return nil, fmt.Errorf("--latency-unit: %w", err)
+		}
+		if file == "" {
+			return nil, fmt.Errorf("--latency-unit %s: for a --latency file only", unit)
+		}
+	}
+	if file == "" {
+		return nil, nil
+	}
+	m, err := latency.LoadIn(file, u)
+	if err != nil {
+		return nil, fmt.Errorf("--latency: %w", err)
+	}
+	return m, nil
 }
 
 // manyNodes readies this process to run many nodes: it trades memory

@@ -68,7 +68,9 @@ type Config struct {
 	// machine. Zero means a quarter of the re-evaluation interval.
 	ViewPeriod time.Duration
 	// ConnLoss is how long after a crash or a cut its peers see the
-	// connection drop. Zero means one RTT.
+	// connection drop (Conn); a crashed node stays in their
+	// GeoFeed.Connected as long. Zero means one RTT; a live QUIC
+	// connection to a killed process lasts its 30 s idle timeout.
 	ConnLoss time.Duration
 	// ContactWindow: a node is connected to the peers it exchanged an
 	// election message with within it. Zero means DefaultContactWindow.
@@ -134,6 +136,7 @@ type simNode struct {
 	key       dhtselect.Key
 	m         *node.Machine
 	alive     bool
+	crashedAt time.Duration // when it last crashed (not stopped): its peers stay connected to it for ConnLoss
 	inc       int           // incarnation: bumped by every start
 	started   time.Duration // of this incarnation
 	announced bool          // has announced since it started
@@ -518,6 +521,10 @@ func (s *Sim) down(i int, graceful bool) {
 	s.geoDown(i, graceful)
 	n.alive = false
 	s.wentDown(i)
+	n.crashedAt = 0
+	if !graceful {
+		n.crashedAt = s.now
+	}
 	s.epoch++
 	c := s.comps[s.comp[i]]
 	if _, ok := c.vis[i]; ok {
