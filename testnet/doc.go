@@ -11,7 +11,8 @@
 // checks the overlay against the brute-force answer of package dhtselect,
 // runs fault scenarios (RunScenario: crashes, churn, partitions, a
 // flapping host) while an observer samples every node's view, and reports
-// the result as a table or JSON.
+// the result as a table or JSON. It prints nothing: Config.Progress hears
+// how a long wait or scenario goes, for a display (peer testnet draws it).
 //
 // Subpackages: sim is a deterministic discrete-event simulator for the pure
 // election machines; nodesim runs node machines (overlay/node), the type

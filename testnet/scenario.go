@@ -133,6 +133,7 @@ type ScenarioReport struct {
 type observer struct {
 	t      *Net
 	period time.Duration
+	prog   *scenarioProgress // the faults done, for Config.Progress
 
 	mu         sync.Mutex
 	samples    int // (live peer, sample) pairs
@@ -321,10 +322,17 @@ func (t *Net) RunScenario(ctx context.Context, sc ScenarioConfig) (ScenarioRepor
 	if err := sc.fill(); err != nil {
 		return ScenarioReport{}, err
 	}
-	o := &observer{t: t, period: sc.Sample}
+	o := &observer{t: t, period: sc.Sample, prog: newScenarioProgress(t, sc.Name)}
 	octx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); o.run(octx) }()
+	stopReports := func() {}
+	if t.cfg.Progress != nil {
+		pctx, cancel := context.WithCancel(ctx)
+		reported := make(chan struct{})
+		go func() { defer close(reported); o.prog.report(pctx) }()
+		stopReports = func() { cancel(); <-reported }
+	}
 	rng := rand.New(rand.NewPCG(sc.Seed, 0x5eed))
 	rep := ScenarioReport{Name: sc.Name}
 	var err error
@@ -338,8 +346,9 @@ func (t *Net) RunScenario(ctx context.Context, sc ScenarioConfig) (ScenarioRepor
 	case ScenarioFlap:
 		err = t.flap(ctx, o, sc.Duration, &rep.Faults)
 	}
+	stopReports() // waitConverged reports from here on
 	if err == nil {
-		_, err = t.WaitConverged(ctx, time.Now())
+		_, err = t.waitConverged(ctx, time.Now(), o.prog)
 	}
 	cancel()
 	<-done
@@ -417,6 +426,7 @@ func (sc *ScenarioConfig) fill() error {
 // when graceful), each once the previous one's peers have a live
 // superpeer again.
 func (t *Net) killSuperpeers(ctx context.Context, o *observer, rng *rand.Rand, kills int, graceful bool, faults *[]string) error {
+	o.prog.plan(kills, "")
 	for i := range kills {
 		supers := t.superpeers()
 		if len(supers) == 0 || len(t.Members()) < 2 {
@@ -428,6 +438,7 @@ func (t *Net) killSuperpeers(ctx context.Context, o *observer, rng *rand.Rand, k
 			verb = "shut down superpeer "
 		}
 		*faults = append(*faults, verb+victim.String())
+		o.prog.fault(verb + short(victim.String()) + ", wait until its peers have another")
 		if err := o.stop(victim, graceful); err != nil {
 			return err
 		}
@@ -463,6 +474,7 @@ func (t *Net) churn(ctx context.Context, o *observer, rng *rand.Rand, sc Scenari
 	if every > sc.Duration {
 		return fmt.Errorf("%w: churn rate %v of %d peers replaces none in %v", ErrConfig, sc.Rate, n, sc.Duration)
 	}
+	o.prog.plan(int(sc.Duration/every), fmt.Sprintf("replacing a peer every %v", every.Round(time.Millisecond)))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for range int(sc.Duration / every) {
@@ -473,6 +485,7 @@ func (t *Net) churn(ctx context.Context, o *observer, rng *rand.Rand, sc Scenari
 		}
 		live := t.Members()
 		victim := live[rng.IntN(len(live))].ID()
+		o.prog.fault("replace " + short(victim.String()) + " by a new peer")
 		if err := o.stop(victim, false); err != nil {
 			return err
 		}
@@ -525,6 +538,8 @@ func (t *Net) partition(ctx context.Context, o *observer, rng *rand.Rand, d time
 		o.mu.Unlock()
 	}
 	*faults = append(*faults, fmt.Sprintf("cut %d of %d peers off for %v", len(cut), len(nodes), d))
+	o.prog.plan(2, "")
+	o.prog.fault((*faults)[len(*faults)-1])
 	err := t.Partition(cut)
 	if err == nil {
 		select {
@@ -538,6 +553,7 @@ func (t *Net) partition(ctx context.Context, o *observer, rng *rand.Rand, d time
 	o.minority, o.atHeal = nil, o.minorityNow
 	o.mu.Unlock()
 	*faults = append(*faults, "heal")
+	o.prog.fault("heal")
 	return errors.Join(err, t.Heal())
 }
 
@@ -569,7 +585,9 @@ func (t *Net) flap(ctx context.Context, o *observer, d time.Duration, faults *[]
 	o.flapper, o.mates, o.named = flapper, mates, flapper
 	o.mu.Unlock()
 	*faults = append(*faults, fmt.Sprintf("flap superpeer %s (%d members) every %v for %v", flapper, len(mates), FlapPeriod, d))
+	o.prog.plan(2*int((d+FlapPeriod-1)/FlapPeriod), "")
 	for end := time.Now().Add(d); time.Now().Before(end); {
+		o.prog.fault("take superpeer " + short(flapper.String()) + " off the network")
 		if err := t.Down(flapper); err != nil {
 			return err
 		}
@@ -578,6 +596,7 @@ func (t *Net) flap(ctx context.Context, o *observer, d time.Duration, faults *[]
 			return errors.Join(ctx.Err(), t.Up(flapper))
 		case <-time.After(FlapPeriod / 2):
 		}
+		o.prog.fault("bring superpeer " + short(flapper.String()) + " back")
 		if err := t.Up(flapper); err != nil {
 			return err
 		}

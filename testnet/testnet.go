@@ -57,6 +57,10 @@ type Config struct {
 	Election    string
 	Quorum      bool
 	IgnoreFlaps bool
+	// Progress, when set, is told how WaitConverged and RunScenario go
+	// (Progress), a few times a second and once more when they converge.
+	// The calls never overlap; each should return quickly.
+	Progress func(Progress)
 	// Logger receives the nodes' logs; nil discards them.
 	Logger *slog.Logger
 	// Exec, when set, is the path of the peer command: every node then runs
@@ -624,8 +628,15 @@ func (t *Net) checkGeometric() []Mismatch {
 // known in advance, the state must also hold still: no mismatch and no
 // change of any node's role or superpeer for 20 token intervals; the time
 // returned is when that quiet stretch began. It fails when ctx ends first,
-// with the remaining mismatches in the error.
+// with the remaining mismatches in the error. Config.Progress, when set,
+// hears how it goes a few times a second, and once more when it converged.
 func (t *Net) WaitConverged(ctx context.Context, since time.Time) (time.Duration, error) {
+	return t.waitConverged(ctx, since, nil)
+}
+
+// waitConverged is WaitConverged; sp, when set, fills in the scenario's
+// step in the Progress reports.
+func (t *Net) waitConverged(ctx context.Context, since time.Time, sp *scenarioProgress) (time.Duration, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	// Geometric: nothing may change for 20 token intervals, the live
@@ -634,23 +645,44 @@ func (t *Net) WaitConverged(ctx context.Context, since time.Time) (time.Duration
 	// snapshot of the coordinates not to.
 	quiet := 20 * t.cfg.TokenInterval
 	var (
-		last   string
-		stable time.Time
+		last     string
+		stable   time.Time
+		reported time.Time
 	)
+	report := func(ms []Mismatch, final bool) {
+		if t.cfg.Progress == nil || !final && time.Since(reported) < progressPeriod {
+			return
+		}
+		reported = time.Now()
+		p, began := t.progress(ms), since
+		p.Step, p.Elapsed = "converging", reported.Sub(since)
+		if !stable.IsZero() {
+			p.Step, began = "holding still for "+quiet.String(), stable
+		}
+		if sp != nil {
+			sp.fill(&p, began)
+		} else {
+			p.StepElapsed = reported.Sub(began)
+		}
+		t.cfg.Progress(p)
+	}
 	for {
 		ms := t.Check()
 		if len(ms) == 0 {
 			if t.cfg.Strategy != StrategyGeometric {
+				report(ms, true)
 				return time.Since(since), nil
 			}
 			if sig := t.signature(); sig != last || stable.IsZero() {
 				last, stable = sig, time.Now()
 			} else if time.Since(stable) >= quiet {
+				report(ms, true)
 				return stable.Sub(since), nil
 			}
 		} else {
 			last, stable = "", time.Time{}
 		}
+		report(ms, false)
 		select {
 		case <-ctx.Done():
 			return time.Since(since), fmt.Errorf("testnet: not converged: %d of %d nodes disagree with the brute-force answer, e.g. %s",

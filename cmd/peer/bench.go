@@ -11,7 +11,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/superpeer/superpeer/bench"
 )
@@ -204,7 +203,7 @@ type progress struct {
 
 func newProgress(w io.Writer, on bool) *progress {
 	p := &progress{w: w, on: on}
-	if f, ok := w.(*os.File); ok && on && term.IsTerminal(int(f.Fd())) {
+	if on && onTerminal(w) {
 		p.bar = progressbar.NewOptions(1, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
 			progressbar.OptionSetElapsedTime(true), progressbar.OptionSetPredictTime(false),
 			progressbar.OptionFullWidth(), progressbar.OptionClearOnFinish())

@@ -130,6 +130,21 @@ func TestBadInput(t *testing.T) {
 		badInput{[]string{"id", "init", "--out", ""}, "--out"},
 		badInput{[]string{"id", "init", "extra"}, "unknown command"},
 		badInput{[]string{"testnet", "--procs", "-n", "2", "--latency", matrix}, "loopback"})
+	// A matrix in seconds is refused as milliseconds, and says how to read
+	// it; a bad unit, or a unit without a matrix, is a clear error.
+	seconds := filepath.Join(t.TempDir(), "seconds.txt")
+	if err := os.WriteFile(seconds, []byte("0\t0.01\n0.01\t0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases,
+		badInput{[]string{"testnet", "-n", "2", "--latency", seconds}, `look like seconds; if they are, begin the file with the line "# unit: s" (or pass --latency-unit s`},
+		badInput{[]string{"testnet", "-n", "2", "--latency", seconds, "--latency-unit", "ms"}, "look like seconds"},
+		badInput{[]string{"testnet", "-n", "2", "--latency", seconds, "--latency-unit", "us"}, "look like seconds"},
+		badInput{[]string{"testnet", "-n", "2", "--latency", matrix, "--latency-unit", "sec"}, `--latency-unit: bad unit "sec": want s, ms or us`},
+		badInput{[]string{"testnet", "-n", "2", "--latency-unit", "s"}, "for a --latency file only"},
+		// Read in seconds it loads, and the command goes on to refuse
+		// --procs.
+		badInput{[]string{"testnet", "--procs", "-n", "2", "--latency", seconds, "--latency-unit", "s"}, "loopback"})
 	for _, tc := range cases {
 		cmd := exec.Command(peerBin, tc.args...)
 		var stderr strings.Builder

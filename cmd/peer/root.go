@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -96,7 +97,10 @@ func (l *logFlags) register(fs *pflag.FlagSet, defLevel string) {
 	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
 }
 
-func (l *logFlags) logger() (*slog.Logger, error) {
+func (l *logFlags) logger() (*slog.Logger, error) { return l.loggerTo(os.Stderr) }
+
+// loggerTo is logger writing to w.
+func (l *logFlags) loggerTo(w io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(l.level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
@@ -104,9 +108,9 @@ func (l *logFlags) logger() (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch l.format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
 }

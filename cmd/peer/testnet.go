@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/superpeer/superpeer/bench"
 	"github.com/superpeer/superpeer/testnet"
@@ -26,6 +27,7 @@ func newTestnetCmd() *cobra.Command {
 		timeout  time.Duration
 		asJSON   bool
 		latFile  string
+		latUnit  string
 		ef       electionFlags
 		scenario string
 		kills    int
@@ -34,6 +36,7 @@ func newTestnetCmd() *cobra.Command {
 		duration time.Duration
 		cpuProf  string
 		procs    bool
+		quiet    bool
 		tf       targetFlags
 		lf       logFlags
 	)
@@ -50,9 +53,16 @@ With --procs every node is its own OS process on loopback TCP and QUIC,
 driven by this one: a crash is SIGKILL, a cut is each node's connection
 gater refusing the other side.
 
-With --latency FILE (a matrix of RTTs in milliseconds, such as the PlanetLab
-data), node i gets row i and every link delays by half the pair's RTT each
-way; the report then gives each node's RTT to its superpeer.`,
+With --latency FILE (a matrix of RTTs, such as the PlanetLab data), node i
+gets row i and every link delays by half the pair's RTT each way; the report
+then gives each node's RTT to its superpeer. The values are in milliseconds
+unless the file's first line says "# unit: s" (or us), or --latency-unit
+does; a matrix whose median RTT is under 1 ms or over 10 s in its unit is
+refused as written in another unit.
+
+While it runs, a line on standard error shows the progress (the step, the
+peers converged, the time elapsed) when standard error is a terminal and
+--quiet is not given.`,
 		Example: `  peer testnet -n 32 --superpeers 4
   peer testnet -n 64 --superpeers 8 --json
   peer testnet -n 100 --superpeers 10 --latency testdata/planetlab490/planetlab490_median18_ms.txt`,
@@ -91,15 +101,15 @@ way; the report then gives each node's RTT to its superpeer.`,
 			if err != nil {
 				return err
 			}
-			log, err := lf.logger()
+			prog := newTestnetProgress(cmd.ErrOrStderr(), !quiet)
+			defer prog.finish()
+			log, err := lf.loggerTo(prog.above(os.Stderr))
 			if err != nil {
 				return err
 			}
-			var lat *latency.Matrix
-			if latFile != "" {
-				if lat, err = latency.Load(latFile); err != nil {
-					return fmt.Errorf("--latency: %w", err)
-				}
+			lat, err := loadLatency(cmd.Flags(), latFile, latUnit)
+			if err != nil {
+				return err
 			}
 			stop, err := manyNodes(cpuProf)
 			if err != nil {
@@ -117,8 +127,12 @@ way; the report then gives each node's RTT to its superpeer.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			tn, err := testnet.Start(ctx, testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log,
-				Election: ef.name, Quorum: ef.quorum, IgnoreFlaps: ef.ignoreFlaps, Exec: exe})
+			cfg := testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log,
+				Election: ef.name, Quorum: ef.quorum, IgnoreFlaps: ef.ignoreFlaps, Exec: exe}
+			if prog != nil {
+				cfg.Progress = prog.show
+			}
+			tn, err := testnet.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -130,6 +144,7 @@ way; the report then gives each node's RTT to its superpeer.`,
 					Rate: rate, Duration: duration})
 				sr, waitErr = &rep, err
 			}
+			prog.finish()
 			r := tn.Report()
 			r.Converged, r.ConvergeMS, r.Scenario = waitErr == nil, d.Milliseconds(), sr
 			if lat != nil && r.MeanRTTToSuperpeerMS != nil && scenario == "" { // stopped nodes keep their rows
@@ -162,7 +177,8 @@ way; the report then gives each node's RTT to its superpeer.`,
 	fs.Uint64Var(&seed, "seed", 1, "seed of the peer keys")
 	fs.DurationVar(&timeout, "timeout", 0, "give up when not converged after this long (default 2m, 5m with --procs, 10m with --strategy geometric, plus twice a scenario's --duration)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of a table")
-	fs.StringVar(&latFile, "latency", "", "RTT matrix file (ms, tab-separated); node i gets row i")
+	fs.StringVar(&latFile, "latency", "", "RTT matrix file (tab- or space-separated, in milliseconds or --latency-unit); node i gets row i")
+	fs.StringVar(&latUnit, "latency-unit", "ms", `unit of the --latency file's values: s, ms or us (default: what a first line "# unit: s" in the file says, else ms)`)
 	ef.register(fs)
 	fs.StringVar(&scenario, "scenario", "", "after converging, run a fault scenario and report what it measured: "+strings.Join(testnet.Scenarios(), ", "))
 	fs.IntVar(&kills, "kills", 1, "kill-superpeer: how many superpeers to stop, one after another")
@@ -171,9 +187,34 @@ way; the report then gives each node's RTT to its superpeer.`,
 	fs.DurationVar(&duration, "duration", 0, "how long churn replaces peers (default 2m), a partition lasts (30s), or flap goes on (1m)")
 	fs.BoolVar(&procs, "procs", false, "run every node as its own OS process ('peer run') on loopback TCP and QUIC; stop crashes it with SIGKILL")
 	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	fs.BoolVarP(&quiet, "quiet", "q", false, "no progress line on standard error (there is none when standard error is not a terminal)")
 	tf.register(fs, 0.125)
 	lf.register(fs, "error")
 	return cmd
+}
+
+// loadLatency reads the --latency matrix, in --latency-unit when the flag is
+// set and otherwise in the unit its header names (or milliseconds). It
+// returns nil without --latency.
+func loadLatency(fs *pflag.FlagSet, file, unit string) (*latency.Matrix, error) {
+	var u latency.Unit // the file's header, or ms
+	if fs.Changed("latency-unit") {
+		var err error
+		if u, err = latency.ParseUnit(unit); err != nil {
+			return nil, fmt.Errorf("--latency-unit: %w", err)
+		}
+		if file == "" {
+			return nil, fmt.Errorf("--latency-unit %s: for a --latency file only", unit)
+		}
+	}
+	if file == "" {
+		return nil, nil
+	}
+	m, err := latency.LoadIn(file, u)
+	if err != nil {
+		return nil, fmt.Errorf("--latency: %w", err)
+	}
+	return m, nil
 }
 
 // manyNodes readies this process to run many nodes: it trades memory

@@ -349,6 +349,12 @@ type geoMachine struct {
 	ignSeen map[claimKey]bool
 	forged  uint64 // token passes refused as forgeries
 
+	// lostProbe is the lost holder whose connection the takeover last
+	// probed (election), when, and whether the ping failed.
+	lostProbe   peer.ID
+	lostProbeAt time.Time
+	lostSilent  bool
+
 	pings    map[peer.ID]*pendingPing
 	sampling bool        // a sample ping is in flight
 	pass     *pendingOut // a Pass being vetted or made; the round waits
@@ -364,6 +370,7 @@ type pendingPing struct {
 	remote *coordinate.Coordinate // at the time of the pick
 	vet    bool                   // the pass in flight waits for it
 	probes []int                  // missing tokens whose last holder it is
+	lost   bool                   // the holder the election replaced, still connected (election)
 }
 
 // pendingOut is a holder's Pass being carried out, the outputs after it,
@@ -628,6 +635,12 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 	}
 	for _, num := range pp.probes {
 		g.probed(now, num, in)
+	}
+	if pp.lost && in.Peer == g.lostProbe {
+		g.lostSilent = in.Err != nil
+		if g.lostSilent {
+			g.note(slog.LevelInfo, "geometric: the lost superpeer is still connected but does not answer a ping", "holder", in.Peer, "err", in.Err)
+		}
 	}
 	if pp.vet && g.pass != nil && g.pass.vetting && len(g.pass.waiting) == 0 && peer.ID(g.pass.p.To) == in.Peer {
 		g.pass.vetting = false

@@ -514,9 +514,17 @@ func TestGeoReplays(t *testing.T) {
 // Takeover: the members of a lost holder's cluster elect the next, which
 // takes the token over (above every pass counter heard, promoted at once)
 // when the old holder is not connected and nobody else reports the token.
+// TestGeoTakeover: the elected member takes the token of a holder that
+// died over when its connection to it is gone, or, while the connection
+// lasts (a QUIC connection outlives a SIGKILLed peer by its 30 s idle
+// timeout), when the holder does not answer a ping; a connected holder
+// that answers keeps its token.
 func TestGeoTakeover(t *testing.T) {
-	for _, connected := range []bool{false, true} {
-		t.Run(fmt.Sprintf("holder connected %v", connected), func(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		connected, answers bool
+	}{{"gone", false, false}, {"connected and silent", true, false}, {"connected and answering", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
 			cfg := geoTestConfig("o", 1)
 			cfg.Election = "bully"
 			d := newGeoDriver(t, cfg)
@@ -529,19 +537,26 @@ func TestGeoTakeover(t *testing.T) {
 			if sp := d.m.GeoState().Superpeer; sp != "h" {
 				t.Fatalf("attached to %q, want h", sp)
 			}
-			// h dies: no heartbeats, no answers, its report expires.
+			// h stops: no heartbeats, no attach answers, its report
+			// expires.
 			d.attach = nil
 			d.feed = GeoFeed{Coords: d.feed.Coords}
-			if connected {
+			if c.connected {
 				d.feed.Connected = []peer.ID{"h"}
 			} else {
 				d.step(Conn{Peer: "h", Connected: 0})
 			}
+			if c.answers {
+				d.ping = func(peer.ID) (time.Duration, error) { return 10 * time.Millisecond, nil }
+			}
 			d.run(10 * time.Second)
 			st := d.m.GeoState()
-			if connected {
+			if c.answers {
 				if st.Token >= 0 {
-					t.Fatalf("took the token over from a connected holder")
+					t.Fatalf("took the token over from a connected holder that answers pings")
+				}
+				if !slices.Contains(d.pings, "h") {
+					t.Errorf("h was not pinged: %v", d.pings)
 				}
 				return
 			}

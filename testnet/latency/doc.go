@@ -6,8 +6,9 @@
 // j takes RTT(i, j)/2 of virtual time.
 //
 // Matrices come from text files such as the PlanetLab data set in
-// testdata/planetlab490 at the repository's root (Load or Parse), or are built in code (Constant for
-// a uniform network, Sub to pick some hosts of a larger one):
+// testdata/planetlab490 at the repository's root (Load or LoadIn; Parse or
+// ParseIn for a reader), or are built in code (Constant for a uniform
+// network, Sub to pick some hosts of a larger one):
 //
 //	m, err := latency.Load("planetlab490_median18_ms.txt")
 //	if err != nil {
@@ -17,13 +18,36 @@
 //
 // # File format
 //
-// One row per line, values in milliseconds separated by tabs or spaces; row i
-// column j is the RTT measured from host i to host j. Blank lines and lines
-// starting with '#' are skipped. The matrix must be square. Missing
-// measurements are written as -1, or as 0 off the diagonal (a real RTT is
-// never exactly zero; the PlanetLab data has co-located hosts at 0.09 ms, not
-// 0). The diagonal is read and checked like any other entry but ignored: the
-// RTT from a host to itself is always 0.
+// One row per line, values separated by tabs or spaces; row i column j is
+// the RTT measured from host i to host j. Blank lines and lines starting
+// with '#' are skipped. The matrix must be square. Missing measurements are
+// written as -1, or as 0 off the diagonal (a real RTT is never exactly
+// zero; the PlanetLab data has co-located hosts at 0.09 ms, not 0). The
+// diagonal is read and checked like any other entry but ignored: the RTT
+// from a host to itself is always 0.
+//
+// # Units
+//
+// Values are in milliseconds unless a header line before the first row
+// names another unit:
+//
+//	# unit: s
+//
+// The unit is s, ms or us (also µs); the key and the spaces around it are
+// free ("#Unit:  s" will do). A caller may name the unit instead (LoadIn,
+// ParseIn; peer's --latency-unit); a header that names another unit is then
+// an error (ErrUnit), as is an unknown unit, a second header that differs,
+// or one after the first row.
+//
+// A file read in the wrong unit is 1000 times off, and Load and LoadIn
+// refuse it: the median RTT of the measured pairs, read in the file's unit,
+// must lie between MinMedian (1 ms) and MaxMedian (10 s), or the load
+// fails with an *ImplausibleError (ErrImplausible) that names the unit the
+// values look like and how to say so. The PlanetLab matrices have medians
+// of 130-140 ms; the same values in seconds read as milliseconds give
+// 0.13 ms, and in microseconds 134,000 ms. A network whose median RTT is
+// truly under 1 ms (one data centre) cannot be loaded from a file. Parse
+// and ParseIn take values as written, for matrices written in code.
 //
 // Malformed input gives a *ParseError naming the line and column (the 1-based
 // position of the value in its row) and wrapping one of the sentinel errors

@@ -2,6 +2,7 @@ package latency
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,75 @@ var (
 	ErrNotSquare = errors.New("matrix is not square")
 	// ErrNoData means FillMissing found no measured pair to estimate from.
 	ErrNoData = errors.New("latency: no measured pair to estimate missing entries from")
+	// ErrUnit means a unit is unknown, a "# unit:" header is malformed or
+	// misplaced, or it disagrees with the unit the caller asked for.
+	ErrUnit = errors.New("bad unit")
+	// ErrImplausible means a file's median RTT, read in its unit, lies
+	// outside [MinMedian, MaxMedian]: the values are most likely written in
+	// another unit. Load wraps it in an *ImplausibleError.
+	ErrImplausible = errors.New("implausible RTTs")
 )
+
+// Unit is the time unit a matrix's values are written in. The zero value
+// means "the unit the input's header names, or milliseconds without one".
+type Unit time.Duration
+
+// The units a matrix may be written in.
+const (
+	Second      = Unit(time.Second)
+	Millisecond = Unit(time.Millisecond)
+	Microsecond = Unit(time.Microsecond)
+)
+
+type unitInfo struct {
+	u     Unit
+	names []string // the first is the canonical one
+	long  string
+}
+
+// units lists the units by name, in the order ImplausibleError tries them.
+var units = []unitInfo{
+	{Second, []string{"s"}, "seconds"},
+	{Millisecond, []string{"ms"}, "milliseconds"},
+	{Microsecond, []string{"us", "µs"}, "microseconds"},
+}
+
+// ParseUnit reads a unit name: "s", "ms", or "us" (also "µs").
+func ParseUnit(s string) (Unit, error) {
+	for _, x := range units {
+		if slices.Contains(x.names, s) {
+			return x.u, nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q: want s, ms or us", ErrUnit, s)
+}
+
+// String returns the unit's name as ParseUnit reads it ("s", "ms", "us"),
+// or "default" for the zero Unit.
+func (u Unit) String() string {
+	for _, x := range units {
+		if x.u == u {
+			return x.names[0]
+		}
+	}
+	if u == 0 {
+		return "default"
+	}
+	return fmt.Sprintf("Unit(%d)", int64(u))
+}
+
+func (u Unit) long() string {
+	for _, x := range units {
+		if x.u == u {
+			return x.long
+		}
+	}
+	return u.String()
+}
+
+func (u Unit) valid() bool {
+	return slices.ContainsFunc(units, func(x unitInfo) bool { return x.u == u })
+}
 
 // ParseError describes malformed input: where it is and what is wrong.
 type ParseError struct {
@@ -132,15 +201,72 @@ func Constant(n int, rtt time.Duration) *Matrix {
 	return &Matrix{n: n, constant: rtt}
 }
 
-// Load reads a matrix from the named file; see the package documentation for
-// the format. A format error is a *ParseError carrying the file name.
-func Load(path string) (*Matrix, error) {
+// MinMedian and MaxMedian bound the median RTT that Load accepts. The
+// PlanetLab matrices have medians of 130-140 ms, and a network wide enough
+// to need a latency matrix has one of a few ms to a few hundred; the same
+// values read in the wrong unit are 1000 times off: seconds read as
+// milliseconds give a median under 1 ms, microseconds read as milliseconds
+// (or milliseconds as seconds) one over 10 s.
+const (
+	MinMedian = time.Millisecond
+	MaxMedian = 10 * time.Second
+)
+
+// ImplausibleError reports a file whose median RTT, read in Unit, lies
+// outside [MinMedian, MaxMedian]. It wraps ErrImplausible.
+type ImplausibleError struct {
+	// File is the file name.
+	File string
+	// Unit is the unit the values were read in.
+	Unit Unit
+	// Median is the median RTT of the measured pairs, read in Unit.
+	Median time.Duration
+	// Likely is the unit in which the median would be plausible, or 0 if
+	// none is.
+	Likely Unit
+}
+
+// Error says what is wrong and how to fix it.
+func (e *ImplausibleError) Error() string {
+	var b strings.Builder
+	v := strconv.FormatFloat(float64(e.Median)/float64(e.Unit), 'g', 4, 64)
+	fmt.Fprintf(&b, "latency: %s: %v: the median RTT, %s read in %s, is %v, ", e.File, ErrImplausible, v, e.Unit.long(), e.Median)
+	if e.Median < MinMedian {
+		fmt.Fprintf(&b, "below %v", MinMedian)
+	} else {
+		fmt.Fprintf(&b, "above %v", MaxMedian)
+	}
+	if e.Likely == 0 {
+		fmt.Fprintf(&b, ", and would be in no unit between s and us: check the file (want one RTT per pair, with a median between %v and %v)", MinMedian, MaxMedian)
+		return b.String()
+	}
+	fmt.Fprintf(&b, ": the values look like %s; if they are, begin the file with the line \"# unit: %s\" (or pass --latency-unit %s to peer)",
+		e.Likely.long(), e.Likely, e.Likely)
+	return b.String()
+}
+
+// Unwrap returns ErrImplausible.
+func (e *ImplausibleError) Unwrap() error { return ErrImplausible }
+
+// Load reads a matrix from the named file in the unit its header names, or
+// in milliseconds without one; it is LoadIn(path, 0).
+func Load(path string) (*Matrix, error) { return LoadIn(path, 0) }
+
+// LoadIn reads a matrix from the named file, its values in unit u; see the
+// package documentation for the format. With u == 0 the unit is the one
+// the file's "# unit:" header names, or milliseconds; a header that names
+// another unit than a non-zero u is an error (ErrUnit). A format error is
+// a *ParseError carrying the file name. Unlike Parse, LoadIn also judges
+// the values: a matrix whose median measured RTT, read in its unit, lies
+// outside [MinMedian, MaxMedian] is refused with an *ImplausibleError that
+// names the unit the values look like.
+func LoadIn(path string, u Unit) (*Matrix, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("latency: %w", err)
 	}
 	defer f.Close()
-	m, err := Parse(f)
+	m, u, err := parse(f, u)
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) {
@@ -149,13 +275,42 @@ func Load(path string) (*Matrix, error) {
 		}
 		return nil, fmt.Errorf("latency: reading %s: %w", path, err)
 	}
-	return m, nil
+	med := m.Stats().Median
+	if med == 0 || (med >= MinMedian && med <= MaxMedian) { // 0: nothing measured, nothing to judge
+		return m, nil
+	}
+	e := &ImplausibleError{File: path, Unit: u, Median: med}
+	for _, x := range units {
+		// The same numbers read in x.u.
+		if d := time.Duration(float64(med) / float64(u) * float64(x.u)); x.u != u && d >= MinMedian && d <= MaxMedian {
+			e.Likely = x.u
+			break
+		}
+	}
+	return nil, e
 }
 
 // Parse reads a matrix in the text format described in the package
-// documentation. A format error is a *ParseError; an error from r is
-// returned wrapped.
-func Parse(r io.Reader) (*Matrix, error) {
+// documentation, in the unit its header names or in milliseconds; it is
+// ParseIn(r, 0).
+func Parse(r io.Reader) (*Matrix, error) { return ParseIn(r, 0) }
+
+// ParseIn reads a matrix in the text format described in the package
+// documentation, its values in unit u (0: the unit the header names, or
+// milliseconds). A format error is a *ParseError; an error from r is
+// returned wrapped. It takes the values as they are written: a matrix for
+// a test may hold nanoseconds. Files should go through Load, which also
+// checks that the values look like RTTs in their unit.
+func ParseIn(r io.Reader, u Unit) (*Matrix, error) {
+	m, _, err := parse(r, u)
+	return m, err
+}
+
+// parse is ParseIn; it also returns the unit the values were read in.
+func parse(r io.Reader, u Unit) (*Matrix, Unit, error) {
+	if u != 0 && !u.valid() {
+		return nil, 0, fmt.Errorf("latency: %w %v: want Second, Millisecond or Microsecond", ErrUnit, u)
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<30)
 	var (
@@ -164,12 +319,29 @@ func Parse(r io.Reader) (*Matrix, error) {
 		rows   int
 		line   int
 		fields []string
+		header Unit // from a "# unit:" line
 	)
 	for sc.Scan() {
 		line++
 		text := sc.Text()
 		if line == 1 {
 			text = strings.TrimPrefix(text, "\ufeff") // a byte-order mark from some editors
+		}
+		if h, ok := unitHeader(text); ok {
+			hu, err := ParseUnit(h)
+			switch {
+			case err != nil:
+				return nil, 0, &ParseError{Line: line, Err: ErrUnit, Text: h, Hint: "want \"# unit: s\", \"# unit: ms\" or \"# unit: us\""}
+			case n >= 0:
+				return nil, 0, &ParseError{Line: line, Err: ErrUnit, Hint: "a \"# unit:\" header must come before the first row"}
+			case header != 0 && hu != header:
+				return nil, 0, &ParseError{Line: line, Err: ErrUnit, Text: h, Hint: fmt.Sprintf("a second header, the first said %v", header)}
+			case u != 0 && hu != u:
+				return nil, 0, &ParseError{Line: line, Err: ErrUnit, Text: h,
+					Hint: fmt.Sprintf("the header says the values are in %s, but they are to be read in %s: drop one or make them agree", hu.long(), u.long())}
+			}
+			header = hu
+			continue
 		}
 		fields = splitFields(text, fields[:0])
 		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
@@ -178,9 +350,12 @@ func Parse(r io.Reader) (*Matrix, error) {
 		if n < 0 {
 			n = len(fields)
 			raw = make([]time.Duration, 0, n*n)
+			if u == 0 {
+				u = cmp.Or(header, Millisecond)
+			}
 		}
 		if rows == n {
-			return nil, &ParseError{Line: line, Err: ErrNotSquare,
+			return nil, 0, &ParseError{Line: line, Err: ErrNotSquare,
 				Hint: fmt.Sprintf("found more than %d rows, but each row has %d values", n, n)}
 		}
 		if len(fields) != n {
@@ -190,29 +365,43 @@ func Parse(r io.Reader) (*Matrix, error) {
 			if len(fields) > n {
 				pe.Text = fields[n]
 			}
-			return nil, pe
+			return nil, 0, pe
 		}
 		for j, f := range fields {
-			d, err := parseMillis(f)
+			d, err := parseValue(f, u)
 			if err != nil {
 				err.Line, err.Column = line, j+1
-				return nil, err
+				return nil, 0, err
 			}
 			raw = append(raw, d)
 		}
 		rows++
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("latency: reading input: %w", err)
+		return nil, 0, fmt.Errorf("latency: reading input: %w", err)
 	}
 	if n < 0 {
-		return nil, &ParseError{Line: line, Err: ErrEmpty, Hint: "want one row of RTTs in milliseconds per line"}
+		return nil, 0, &ParseError{Line: line, Err: ErrEmpty, Hint: "want one row of RTTs per line"}
 	}
 	if rows != n {
-		return nil, &ParseError{Line: line, Err: ErrNotSquare,
+		return nil, 0, &ParseError{Line: line, Err: ErrNotSquare,
 			Hint: fmt.Sprintf("found %d rows of %d values; an N-host matrix has N rows of N values", rows, n)}
 	}
-	return fromRaw(n, raw), nil
+	return fromRaw(n, raw), u, nil
+}
+
+// unitHeader returns the unit named by a "# unit: X" line (any case, any
+// spaces around the parts), and whether the line is one.
+func unitHeader(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "#")
+	if !ok {
+		return "", false
+	}
+	key, val, ok := strings.Cut(rest, ":")
+	if !ok || !strings.EqualFold(strings.TrimSpace(key), "unit") {
+		return "", false
+	}
+	return strings.TrimSpace(val), true
 }
 
 // splitFields splits s at runs of spaces and tabs (and a trailing '\r'),
@@ -236,13 +425,13 @@ func splitFields(s string, dst []string) []string {
 	return dst
 }
 
-// parseMillis converts one value in milliseconds; missing becomes -1 (0 is
-// left as 0 and treated as missing off the diagonal by fromRaw).
-func parseMillis(f string) (time.Duration, *ParseError) {
+// parseValue converts one value in unit u; missing becomes -1 (0 is left as
+// 0 and treated as missing off the diagonal by fromRaw).
+func parseValue(f string, u Unit) (time.Duration, *ParseError) {
 	v, err := strconv.ParseFloat(f, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		pe := &ParseError{Text: f, Err: ErrNotNumber,
-			Hint: "want a finite RTT in milliseconds, or -1 for a missing entry"}
+			Hint: fmt.Sprintf("want a finite RTT in %s, or -1 for a missing entry", u.long())}
 		if strings.ContainsAny(f, ",;") {
 			pe.Hint = "values must be separated by tabs or spaces"
 		}
@@ -253,11 +442,11 @@ func parseMillis(f string) (time.Duration, *ParseError) {
 	}
 	if v < 0 {
 		return 0, &ParseError{Text: f, Err: ErrNegative,
-			Hint: "want an RTT >= 0 in milliseconds; write -1 (or 0) for a missing entry"}
+			Hint: fmt.Sprintf("want an RTT >= 0 in %s; write -1 (or 0) for a missing entry", u.long())}
 	}
-	ns := math.Round(v * float64(time.Millisecond))
+	ns := math.Round(v * float64(u))
 	if ns >= math.MaxInt64/4 { // leaves room to add two RTTs in FillMissing
-		return 0, &ParseError{Text: f, Err: ErrTooLarge, Hint: "want an RTT in milliseconds, below about 73 years"}
+		return 0, &ParseError{Text: f, Err: ErrTooLarge, Hint: fmt.Sprintf("want an RTT in %s, below about 73 years", u.long())}
 	}
 	return time.Duration(ns), nil
 }

@@ -3,6 +3,8 @@ package latency
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -269,5 +271,193 @@ func BenchmarkLoadPlanetLab(b *testing.B) {
 		if _, err := Load(path); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// shiftFile writes a copy of the matrix file src to dir/name with every
+// positive value divided by div (the same RTTs in a larger unit) and head
+// as its first lines.
+func shiftFile(t *testing.T, src, dir, name, head string, div float64) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	out.WriteString(head)
+	for _, line := range strings.Split(string(b), "\n") {
+		for i, f := range strings.Fields(line) {
+			if i > 0 {
+				out.WriteByte('\t')
+			}
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v > 0 {
+				f = strconv.FormatFloat(v/div, 'g', -1, 64)
+			}
+			out.WriteString(f)
+		}
+		out.WriteByte('\n')
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(out.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func sameMatrix(t *testing.T, got, want *Matrix) {
+	t.Helper()
+	if got.N() != want.N() {
+		t.Fatalf("N = %d, want %d", got.N(), want.N())
+	}
+	for i := range want.N() {
+		for j := range want.N() {
+			g, gok := got.RTT(i, j)
+			w, wok := want.RTT(i, j)
+			if g != w || gok != wok {
+				t.Fatalf("RTT(%d, %d) = %v, %v; want %v, %v", i, j, g, gok, w, wok)
+			}
+		}
+	}
+}
+
+// TestLoadUnits checks that the PlanetLab matrix written in seconds is
+// refused as milliseconds, with an error that says how to read it, and
+// loads equal to the original in seconds, by argument or by header; and
+// the same for microseconds.
+func TestLoadUnits(t *testing.T) {
+	orig := planetLab + "planetlab490_median18_ms.txt"
+	want, err := Load(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := LoadIn(orig, Millisecond); err != nil {
+		t.Fatalf("LoadIn(ms): %v", err)
+	} else {
+		sameMatrix(t, m, want)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		u   Unit
+		div float64
+	}{{Second, 1000}, {Microsecond, 0.001}} {
+		t.Run(c.u.String(), func(t *testing.T) {
+			raw := shiftFile(t, orig, dir, "raw-"+c.u.String(), "", c.div)
+			_, err := Load(raw)
+			var ie *ImplausibleError
+			if !errors.As(err, &ie) || !errors.Is(err, ErrImplausible) {
+				t.Fatalf("Load(%s file) = %v, want an *ImplausibleError", c.u, err)
+			}
+			if ie.Unit != Millisecond || ie.Likely != c.u {
+				t.Errorf("error read in %v, suggests %v; want ms, %v", ie.Unit, ie.Likely, c.u)
+			}
+			for _, s := range []string{raw, "# unit: " + c.u.String(), "--latency-unit " + c.u.String(), "look like " + c.u.long()} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+			t.Log(err)
+			if _, err := LoadIn(raw, Millisecond); !errors.Is(err, ErrImplausible) {
+				t.Errorf("LoadIn(ms) = %v, want ErrImplausible", err)
+			}
+			m, err := LoadIn(raw, c.u)
+			if err != nil {
+				t.Fatalf("LoadIn(%v): %v", c.u, err)
+			}
+			sameMatrix(t, m, want)
+
+			// With a header, Load reads the unit from the file; an
+			// explicit unit must agree with it.
+			head := shiftFile(t, orig, dir, "head-"+c.u.String(), "# PlanetLab\n#Unit:  "+c.u.String()+" \n\n", c.div)
+			if m, err = Load(head); err != nil {
+				t.Fatalf("Load(header %v): %v", c.u, err)
+			}
+			sameMatrix(t, m, want)
+			if m, err = LoadIn(head, c.u); err != nil {
+				t.Fatalf("LoadIn(header %v, %v): %v", c.u, c.u, err)
+			}
+			sameMatrix(t, m, want)
+			if _, err := LoadIn(head, Millisecond); !errors.Is(err, ErrUnit) || !strings.Contains(err.Error(), ":2:") {
+				t.Errorf("LoadIn(header %v, ms) = %v, want ErrUnit at line 2", c.u, err)
+			}
+		})
+	}
+	// A matrix in seconds read as seconds is fine; the original read as
+	// seconds (or as microseconds) is refused in turn.
+	for _, u := range []Unit{Second, Microsecond} {
+		_, err := LoadIn(orig, u)
+		var ie *ImplausibleError
+		if !errors.As(err, &ie) || ie.Likely != Millisecond {
+			t.Errorf("LoadIn(ms file, %v) = %v, want an *ImplausibleError suggesting ms", u, err)
+		}
+	}
+}
+
+func TestLoadImplausibleNoUnit(t *testing.T) {
+	// A median of 1e12 ms is 31 years, 31,000 s read as µs: no unit fits.
+	p := filepath.Join(t.TempDir(), "huge.txt")
+	if err := os.WriteFile(p, []byte("0 1e12\n1e12 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	var ie *ImplausibleError
+	if !errors.As(err, &ie) || ie.Likely != 0 || !strings.Contains(err.Error(), "no unit") {
+		t.Fatalf("Load = %v, want an *ImplausibleError suggesting no unit", err)
+	}
+	// Nothing measured: nothing to judge.
+	if err := os.WriteFile(p, []byte("0 -1\n-1 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err != nil {
+		t.Errorf("Load(no measured pair) = %v, want nil", err)
+	}
+}
+
+func TestUnitErrors(t *testing.T) {
+	for _, s := range []string{"", "S", "sec", "seconds", "msec", "ns", "m", " ms"} {
+		if u, err := ParseUnit(s); !errors.Is(err, ErrUnit) || !strings.Contains(err.Error(), "want s, ms or us") {
+			t.Errorf("ParseUnit(%q) = %v, %v; want ErrUnit", s, u, err)
+		}
+	}
+	for s, want := range map[string]Unit{"s": Second, "ms": Millisecond, "us": Microsecond, "µs": Microsecond} {
+		if u, err := ParseUnit(s); u != want || err != nil {
+			t.Errorf("ParseUnit(%q) = %v, %v; want %v", s, u, err, want)
+		}
+	}
+	cases := []struct {
+		name, in string
+		u        Unit
+		line     int
+		contains string
+	}{
+		{"unknown", "# unit: minutes\n0 1\n1 0\n", 0, 1, `"minutes"`},
+		{"empty", "#unit:\n0 1\n1 0\n", 0, 1, `# unit: s`},
+		{"after the first row", "0 1\n# unit: s\n1 0\n", 0, 2, "before the first row"},
+		{"two headers", "# unit: s\n# unit: ms\n0 1\n1 0\n", 0, 2, "the first said s"},
+		{"disagrees", "# unit: s\n0 1\n1 0\n", Microsecond, 1, "read in microseconds"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseIn(strings.NewReader(c.in), c.u)
+			var pe *ParseError
+			if !errors.Is(err, ErrUnit) || !errors.As(err, &pe) || pe.Line != c.line || !strings.Contains(err.Error(), c.contains) {
+				t.Errorf("err = %v; want ErrUnit at line %d saying %q", err, c.line, c.contains)
+			}
+		})
+	}
+	if _, err := ParseIn(strings.NewReader("0 1\n1 0\n"), Unit(time.Hour)); !errors.Is(err, ErrUnit) {
+		t.Errorf("ParseIn(hours) = %v, want ErrUnit", err)
+	}
+	// A header in agreement is fine, and Parse honours it; other comments
+	// that mention units are comments.
+	m := mustParse(t, "# unit: s\n# units are a matter of taste\n0 0.5\n0.5 0\n")
+	wantRTT(t, m, 0, 1, 500*ms, true)
+	if m, err := ParseIn(strings.NewReader("# unit: us\n0 500\n500 0\n"), Microsecond); err != nil {
+		t.Fatal(err)
+	} else {
+		wantRTT(t, m, 0, 1, 500*time.Microsecond, true)
 	}
 }

@@ -75,7 +75,9 @@
 //     before it leaves the views still reaches them. Connected is the
 //     node's live, reachable routing peers and contacts (the peers it
 //     exchanged a message, ping, pass or attach request with in the last
-//     ContactWindow, and its superpeer).
+//     ContactWindow, and its superpeer), and those that crashed less than
+//     ConnLoss ago (a live connection outlives a crashed peer: QUIC's
+//     idle timeout is 30 s).
 //   - Token passes and attach requests reach the receiving machine half an
 //     RTT (plus jitter) later; its machine decides, as the live stream
 //     handlers do (TokenOffered, or a fresh GeoFeed and AttachAsked; then

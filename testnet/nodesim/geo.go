@@ -185,6 +185,7 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		g.state = st
 		prev := n.state
 		n.state = node.State{Role: st.Role, S: st.S, Superpeer: st.Superpeer, Members: st.Members, Prefix: st.Prefix}
+		s.named(i)
 		if prev.Role != st.Role || prev.Superpeer != st.Superpeer || !slices.Equal(prev.Members, st.Members) || prevTok != st.Token {
 			if s.Record {
 				s.Changes = append(s.Changes, Change{At: s.now, Node: i, State: n.state})
@@ -385,6 +386,15 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 	return node.GeoFeed{Coords: coords, Tokens: tokens, Connected: s.connectedPeers(i)}
 }
 
+// stillConnected says whether node i's host is still connected to node j as far as
+// j's state goes: j is alive, or crashed less than ConnLoss ago (a
+// connection to a crashed peer lasts until i's host notices, as a
+// live QUIC connection lasts until its idle timeout).
+func (s *Sim) stillConnected(i, j int) bool {
+	o := s.nodes[j]
+	return o.alive || (o.crashedAt > 0 && s.now < o.crashedAt+s.connLoss(j, i))
+}
+
 // connectedPeers are the peers node i's host is connected to: its live,
 // reachable routing peers and contacts (see isContact).
 func (s *Sim) connectedPeers(i int) []peer.ID {
@@ -392,7 +402,7 @@ func (s *Sim) connectedPeers(i int) []peer.ID {
 	seen := map[int]bool{}
 	var out []peer.ID
 	add := func(j int) {
-		if j != i && !seen[j] && s.nodes[j].alive && s.reachable(i, j) {
+		if j != i && !seen[j] && s.stillConnected(i, j) && s.reachable(i, j) {
 			seen[j] = true
 			out = append(out, s.nodes[j].id)
 		}

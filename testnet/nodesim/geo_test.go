@@ -343,3 +343,59 @@ func largestGeoCluster(t *testing.T, s *Sim) (int, int) {
 	}
 	return victim, members
 }
+
+// TestGeoCrashTakeoverOutlivedConnection: a crashed superpeer whose
+// connections outlive it (ConnLoss 30 s, a QUIC connection's idle timeout
+// after a SIGKILL, as with peer testnet --procs) is replaced by its
+// cluster's election (the token held by a live superpeer) within three
+// detection timeouts and a token interval: the elected member pings the holder it is still connected to
+// and takes the token over when no answer comes within a detection
+// timeout; the members then attach to it within half the connection's
+// life. Before, the takeover waited for the connection to drop, and the
+// members for their request to the lost holder to time out.
+func TestGeoCrashTakeoverOutlivedConnection(t *testing.T) {
+	skipShort(t)
+	m := loadPlanetLab(t)
+	const connLoss = 30 * time.Second
+	s, err := New(Config{N: 100, Seed: 4, Stagger: 5 * time.Second, Latency: m.Sub(firstN(100)), Jitter: 2 * time.Millisecond,
+		ConnLoss: connLoss,
+		Node:     node.Config{Geometric: true, Election: "bully", Geo: node.GeoConfig{Tokens: geometric.Config{Tokens: 10}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Run(150 * time.Second)
+	if !s.GeoConverged() {
+		t.Fatalf("not converged at %v: %+v", s.Now(), s.Take())
+	}
+	victim, members := largestGeoCluster(t, s)
+	token := s.GeoState(victim).Token
+	det := s.Machine(victim).Detection()
+	o := s.Observe(100 * time.Millisecond)
+	crash := s.Now()
+	o.CrashSuperpeer(s, victim)
+	held := func(s *Sim) bool {
+		for i := range s.N() {
+			if st := s.GeoState(i); s.Alive(i) && st != nil && st.Role == node.RoleSuperpeer && st.Token == token {
+				return true
+			}
+		}
+		return false
+	}
+	within := 3*det + s.cfg.Node.Geo.TokenInterval
+	ok := s.RunUntil(held, 100*time.Millisecond, connLoss)
+	heldAfter := s.Now() - crash
+	s.RunFor(connLoss)
+	o.Finish()
+	t.Logf("crashed n%d (token %d, cluster of %d): token held by a live superpeer after %v, members covered again after %v; detection timeout %v",
+		victim, token, members, heldAfter, o.Failovers, det)
+	if !ok || heldAfter > within {
+		t.Errorf("token %d held by a live superpeer %v after the crash (found: %v), want within %v (3 detection timeouts and a token interval)",
+			token, heldAfter, ok, within)
+	}
+	// The members ask the successor as soon as it claims the token,
+	// without waiting for the lost holder's answer (9.6 s here, against
+	// 34 s when they waited): well before the connection drops.
+	if o.Unrepaired > 0 || len(o.Failovers) != 1 || o.Failovers[0] > connLoss/2 {
+		t.Errorf("members covered again after %v (%d unrepaired), want within %v", o.Failovers, o.Unrepaired, connLoss/2)
+	}
+}

@@ -18,8 +18,8 @@ func (s *Sim) Covered(i int) bool {
 	if !n.alive || n.state.Role == node.RoleUnknown || n.state.Superpeer == "" {
 		return false
 	}
-	j, ok := s.indexOf(n.state.Superpeer)
-	if !ok || !s.nodes[j].alive || !s.reachable(i, j) {
+	j := s.idx.names[i] // the index of n.state.Superpeer, or -1
+	if j < 0 || !s.nodes[j].alive || !s.reachable(i, j) {
 		return false
 	}
 	sp := s.nodes[j].state
@@ -162,12 +162,11 @@ func (s *Sim) ranksItselfLast(p peer.ID) bool {
 // CrashSuperpeer crashes node i and, when it was a superpeer, follows its
 // failover.
 func (o *Observer) CrashSuperpeer(s *Sim, i int) {
-	id := s.nodes[i].id
 	if s.nodes[i].state.Role == node.RoleSuperpeer {
 		var f failover
 		f.at = s.now
-		for j, n := range s.nodes {
-			if j != i && n.alive && n.state.Superpeer == id {
+		for _, j := range s.followers(i) {
+			if s.nodes[j].alive {
 				f.followers = append(f.followers, j)
 			}
 		}
@@ -235,14 +234,9 @@ func (s *Sim) Churn(rate float64, d time.Duration, o *Observer) {
 		if s.now >= end {
 			return
 		}
-		var live []int
-		for i, n := range s.nodes {
-			if n.alive {
-				live = append(live, i)
-			}
-		}
-		if len(live) > 1 {
-			victim := live[s.rng.IntN(len(live))]
+		live := s.liveCount()
+		if live > 1 {
+			victim := s.idx.live.nth(s.rng.IntN(live)) // the live nodes in index order
 			if o != nil {
 				o.CrashSuperpeer(s, victim)
 			} else {
@@ -250,20 +244,12 @@ func (s *Sim) Churn(rate float64, d time.Duration, o *Observer) {
 			}
 			s.Add()
 		}
-		s.After(s.expGap(rate*float64(len(live))), next)
+		s.After(s.expGap(rate*float64(live)), next)
 	}
 	s.After(s.expGap(rate*float64(s.liveCount())), next)
 }
 
-func (s *Sim) liveCount() int {
-	c := 0
-	for _, n := range s.nodes {
-		if n.alive {
-			c++
-		}
-	}
-	return c
-}
+func (s *Sim) liveCount() int { return s.idx.live.n }
 
 // expGap is an exponential gap for perMinute events per minute.
 func (s *Sim) expGap(perMinute float64) time.Duration {
@@ -287,10 +273,8 @@ func (s *Sim) Converged() bool {
 // agreesWithAssign checks that the live nodes agree on k and that each
 // names the live node closest to its cluster key (dhtselect.Closest).
 func (s *Sim) agreesWithAssign() bool {
-	var keys []dhtselect.Key
-	var idx []int
-	k := -1
-	for i, n := range s.nodes {
+	k, live := -1, 0
+	for _, n := range s.nodes {
 		if !n.alive {
 			continue
 		}
@@ -298,19 +282,20 @@ func (s *Sim) agreesWithAssign() bool {
 			return false
 		}
 		k = n.state.K
-		keys = append(keys, n.key)
-		idx = append(idx, i)
+		live++
 	}
-	if k >= 0 && k != s.cfg.Node.Target.K(len(idx)) {
+	if k >= 0 && k != s.cfg.Node.Target.K(live) {
 		return false
 	}
 	want := map[dhtselect.Key]int{}
-	for _, i := range idx {
-		n := s.nodes[i]
+	for _, n := range s.nodes {
+		if !n.alive {
+			continue
+		}
 		ck := n.key.Cluster(k)
 		w, ok := want[ck]
 		if !ok {
-			w = idx[dhtselect.Closest(ck, keys)]
+			w = s.closestLive(ck)
 			want[ck] = w
 		}
 		if n.state.Superpeer != s.nodes[w].id {
@@ -318,4 +303,17 @@ func (s *Sim) agreesWithAssign() bool {
 		}
 	}
 	return true
+}
+
+// closestLive is the live node closest to key, in any component
+// (dhtselect.Closest over the live nodes' keys).
+func (s *Sim) closestLive(key dhtselect.Key) int {
+	best := -1
+	for _, t := range s.idx.up {
+		j := t.nearest(&key, func(int) bool { return true })
+		if j >= 0 && (best < 0 || dhtselect.Closer(s.nodes[j].key, s.nodes[best].key, key)) {
+			best = j
+		}
+	}
+	return best
 }

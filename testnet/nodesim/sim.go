@@ -2,7 +2,6 @@ package nodesim
 
 import (
 	"cmp"
-	"container/heap"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -69,7 +68,9 @@ type Config struct {
 	// machine. Zero means a quarter of the re-evaluation interval.
 	ViewPeriod time.Duration
 	// ConnLoss is how long after a crash or a cut its peers see the
-	// connection drop. Zero means one RTT.
+	// connection drop (Conn); a crashed node stays in their
+	// GeoFeed.Connected as long. Zero means one RTT; a live QUIC
+	// connection to a killed process lasts its 30 s idle timeout.
 	ConnLoss time.Duration
 	// ContactWindow: a node is connected to the peers it exchanged an
 	// election message with within it. Zero means DefaultContactWindow.
@@ -135,6 +136,7 @@ type simNode struct {
 	key       dhtselect.Key
 	m         *node.Machine
 	alive     bool
+	crashedAt time.Duration // when it last crashed (not stopped): its peers stay connected to it for ConnLoss
 	inc       int           // incarnation: bumped by every start
 	started   time.Duration // of this incarnation
 	announced bool          // has announced since it started
@@ -195,6 +197,8 @@ type Sim struct {
 
 	lookupCache map[lookupKey]lookupAnswer
 	index       map[peer.ID]int
+	idx         *simIndex          // the oracles' indexes (index.go)
+	perm        []int32            // routingTable's scratch
 	addrs       map[peer.ID]string // with Node.MaxPerAddr: each node's address group
 	stats       Stats
 
@@ -250,7 +254,7 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		comps: map[int]*component{0: {vis: map[int]time.Duration{}}}, ttl: 3 * cfg.Node.AnnounceInterval,
-		lookupCache: map[lookupKey]lookupAnswer{}, index: map[peer.ID]int{},
+		lookupCache: map[lookupKey]lookupAnswer{}, index: map[peer.ID]int{}, idx: newSimIndex(),
 		geoCoords: map[int]map[peer.ID]*coordinate.Coordinate{}, geoCoordsKey: map[int]geoCoordsKey{}, sps: map[int]bool{},
 	}
 	for i := range cfg.N {
@@ -303,6 +307,7 @@ func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 	i := len(s.nodes)
 	s.nodes = append(s.nodes, &simNode{id: id, key: dhtselect.KeyOf(id), hard: map[dhtselect.Key]classic.HardState{}})
 	s.index[id] = i
+	s.idx.added(i, s.nodes[i].key)
 	if s.cfg.Node.MaxPerAddr > 0 {
 		if s.addrs == nil {
 			s.addrs = map[peer.ID]string{}
@@ -358,28 +363,10 @@ type event struct {
 	digest node.Digest
 }
 
-type queue []event
-
-func (q queue) Len() int { return len(q) }
-func (q queue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *queue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
 func (s *Sim) push(e event) {
 	s.seq++
 	e.seq = s.seq
-	heap.Push(&s.q, e)
+	s.q.push(e)
 }
 
 // At runs f at virtual time t (now if t is past).
@@ -402,8 +389,8 @@ func (s *Sim) Every(d time.Duration, f func(*Sim)) {
 
 // Run processes events until virtual time until.
 func (s *Sim) Run(until time.Duration) {
-	for s.q.Len() > 0 && s.q[0].at <= until {
-		e := heap.Pop(&s.q).(event)
+	for len(s.q.h) > 0 && s.q.h[0].at <= until {
+		e := s.q.pop()
 		s.now = e.at
 		s.stats.Events++
 		s.process(e)
@@ -438,7 +425,7 @@ func (s *Sim) live(e event) bool {
 func (s *Sim) process(e event) {
 	switch e.kind {
 	case evStart:
-		s.start(e.node)
+		s.begin(e.node)
 	case evTick:
 		if !s.live(e) {
 			return
@@ -556,6 +543,11 @@ func (s *Sim) down(i int, graceful bool) {
 	}
 	s.geoDown(i, graceful)
 	n.alive = false
+	s.wentDown(i)
+	n.crashedAt = 0
+	if !graceful {
+		n.crashedAt = s.now
+	}
 	s.epoch++
 	c := s.comps[s.comp[i]]
 	if _, ok := c.vis[i]; ok {
@@ -575,18 +567,15 @@ func (s *Sim) Restart(i int) {
 	if s.nodes[i].alive {
 		return
 	}
-	s.start(i)
+	s.begin(i)
 }
 
 // dropConnections tells the peers connected to i, those cut tells, that
 // their connection to i dropped, ConnLoss from now.
 func (s *Sim) dropConnections(i int, cut func(j int) bool) {
-	for j, o := range s.nodes {
-		if j == i || !o.alive || !cut(j) {
-			continue
-		}
-		if s.isContact(j, i) {
-			s.push(event{at: s.now + s.connLoss(i, j), kind: evConnDown, node: j, inc: o.inc, other: i})
+	for _, j := range s.connectedTo(i) {
+		if cut(j) {
+			s.push(event{at: s.now + s.connLoss(i, j), kind: evConnDown, node: j, inc: s.nodes[j].inc, other: i})
 		}
 	}
 }
@@ -607,9 +596,13 @@ func (s *Sim) connLoss(i, j int) time.Duration {
 }
 
 func (s *Sim) contact(i, j int) {
+	had := s.recentContact(i, j)
 	s.nodes[i].contacts[j] = s.now
+	s.contacted(i, j, had)
 	if o := s.nodes[j]; o.alive {
+		had := s.recentContact(j, i)
 		o.contacts[i] = s.now
+		s.contacted(j, i, had)
 	}
 }
 
@@ -677,6 +670,7 @@ func (s *Sim) regroup(side []int) {
 	for _, c := range s.comps {
 		c.version = 1 + maxVersion(oldComps)
 	}
+	s.reindex()
 	s.epoch++
 	for i, c := range side {
 		s.dropConnections(i, func(j int) bool { return old[j] == old[i] && side[j] != c })
@@ -840,6 +834,7 @@ func (s *Sim) carryOut(i int) {
 	if rd.StateChanged {
 		prev := n.state
 		n.state = rd.State
+		s.named(i)
 		if s.scopedMode() {
 			s.scopedChanged(i, prev)
 		}
@@ -931,25 +926,26 @@ func (s *Sim) lookup(i int, l node.LookupRequest) {
 // one that may allows when may is set: a lookup asks no other),
 // and whether a closer node is dead or unreachable but not yet forgotten.
 func (s *Sim) closest(i int, key dhtselect.Key, skip int, may func(j int) bool) lookupAnswer {
-	best, bestAny := -1, -1
-	vis := s.comps[s.comp[i]].vis
-	for j, n := range s.nodes {
-		if j == skip || n.m == nil || j != i && may != nil && !may(j) {
-			continue
+	ok := func(j int) bool { return j != skip && (j == i || may == nil || may(j)) }
+	c := s.comp[i]
+	best := s.idx.upIn(c).nearest(&key, ok)
+	// The closest ghost, if closer: dropping those that are no longer.
+	var stale []int
+	ghost := s.idx.ghostIn(c).nearest(&key, func(j int) bool {
+		if best >= 0 && !dhtselect.Closer(s.nodes[j].key, s.nodes[best].key, key) {
+			return true // no closer ghost: stop here
 		}
-		up := n.alive && s.reachable(i, j)
-		_, known := vis[j]
-		if !up && !known {
-			continue
+		if !s.isGhost(c, j) {
+			stale = append(stale, j)
+			return false
 		}
-		if bestAny < 0 || dhtselect.Closer(n.key, s.nodes[bestAny].key, key) {
-			bestAny = j
-		}
-		if up && (best < 0 || dhtselect.Closer(n.key, s.nodes[best].key, key)) {
-			best = j
-		}
+		return ok(j)
+	})
+	for _, j := range stale {
+		s.idx.ghostIn(c).remove(s.idx.keys, j)
 	}
-	return lookupAnswer{to: best, deadNear: bestAny != best}
+	deadNear := ghost >= 0 && (best < 0 || dhtselect.Closer(s.nodes[ghost].key, s.nodes[best].key, key))
+	return lookupAnswer{to: best, deadNear: deadNear}
 }
 
 // ---- latency and the routing oracle ----
@@ -980,32 +976,44 @@ func (s *Sim) nearest(i int) int {
 // routingTable draws node i's routing table among the nodes added so far:
 // the RoutingClose nearest by XOR distance, then RoutingRandom others.
 func (s *Sim) routingTable(i int) []int {
-	others := make([]int, 0, len(s.nodes)-1)
-	for j := range s.nodes {
+	others := len(s.nodes) - 1
+	k := min(s.cfg.RoutingClose, others)
+	out := make([]int, 0, k+min(s.cfg.RoutingRandom, others-k))
+	s.idx.all.walk(&s.nodes[i].key, func(j int) bool {
 		if j != i {
-			others = append(others, j)
+			out = append(out, j)
 		}
-	}
-	key := s.nodes[i].key
-	k := min(s.cfg.RoutingClose, len(others))
-	// A partial selection of the k nearest: O(N k), fine for k = 20.
-	near := make([]int, 0, k)
-	for _, j := range others {
-		pos := len(near)
-		for pos > 0 && dhtselect.Closer(s.nodes[j].key, s.nodes[near[pos-1]].key, key) {
-			pos--
-		}
-		if pos < k {
-			near = slices.Insert(near, pos, j)
-			if len(near) > k {
-				near = near[:k]
+		return len(out) < k
+	})
+	// The others in index order but for i and the k nearest: rest[p] is
+	// the p-th index not in them.
+	skip := append(slices.Clone(out), i)
+	slices.Sort(skip)
+	rest := func(p int) int {
+		for _, j := range skip {
+			if j > p {
+				break
 			}
+			p++
 		}
+		return p
 	}
-	out := slices.Clone(near)
-	rest := slices.DeleteFunc(others, func(j int) bool { return slices.Contains(near, j) })
-	for _, p := range s.rng.Perm(len(rest))[:min(s.cfg.RoutingRandom, len(rest))] {
-		out = append(out, rest[p])
+	// The first RoutingRandom of rand.Perm(len(rest)), drawn as Perm
+	// draws them (the same Shuffle, without Perm's []int).
+	n := others - k
+	if cap(s.perm) < n {
+		s.perm = make([]int32, n)
+	}
+	perm := s.perm[:n]
+	for j := range perm {
+		perm[j] = int32(j)
+	}
+	for j := n - 1; j > 0; j-- {
+		r := s.rng.IntN(j + 1)
+		perm[j], perm[r] = perm[r], perm[j]
+	}
+	for _, p := range perm[:min(s.cfg.RoutingRandom, n)] {
+		out = append(out, rest(int(p)))
 	}
 	return out
 }
