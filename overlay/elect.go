@@ -197,10 +197,7 @@ func (b *inbox) push(in node.Input) bool {
 		b.items = append(b.items, in)
 	}
 	b.mu.Unlock()
-	select {
-	case b.signal <- struct{}{}:
-	default:
-	}
+	notify(b.signal)
 	return ok
 }
 

@@ -638,10 +638,7 @@ func (n *Node) report(prev, next State) {
 		n.queue(EvtSuperpeerChanged{Old: prev.Superpeer, New: next.Superpeer})
 	}
 	if prev.K != next.K || prev.ClusterKey != next.ClusterKey || !slices.Equal(prev.Members, next.Members) {
-		select {
-		case n.rttKick <- struct{}{}: // ping the new members now (rtt.go)
-		default:
-		}
+		notify(n.rttKick) // ping the new members now (rtt.go)
 		n.log.Info("cluster changed", "cluster", next.Prefix, "k", next.K, "S", next.S,
 			"members", len(next.Members), "size_estimate", next.Size.N, "size_source", next.Size.Source)
 		n.queue(EvtClusterChanged{K: next.K, ClusterKey: next.ClusterKey, Members: slices.Clone(next.Members)})

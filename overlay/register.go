@@ -521,14 +521,6 @@ func toMembers(n *Node, es []gossip.Entry) []node.Member {
 // is read or written (members, handle).
 func (r *registry) changed() <-chan struct{} { return r.changes }
 
-// notify signals c without blocking.
-func notify(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
 // handle answers one register request (the protocol's stream handler).
 // A request that does not parse is refused as a bad frame (a strike, no
 // answer); a bad record is answered regBadRecord and struck.

@@ -118,10 +118,7 @@ func (n *Node) rttLoop(ctx context.Context) {
 			n.rtts.forget(time.Now().Add(-rttKeep * n.cfg.AnnounceInterval))
 		}
 		if asked > 0 {
-			select {
-			case n.rttFresh <- struct{}{}:
-			default:
-			}
+			notify(n.rttFresh)
 		}
 		select {
 		case <-ctx.Done():

@@ -504,3 +504,12 @@ func decodeAll[T any](payload []byte, parse func(*bufio.Reader) (T, error)) (T, 
 	}
 	return v, err
 }
+
+// notify signals c without blocking: the shell's coalesced wake-ups (the
+// machine's inbox, the RTT loop, the register protocol's changes).
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

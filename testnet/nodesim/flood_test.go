@@ -229,19 +229,7 @@ func TestNoHonestFlooder(t *testing.T) {
 					named = append(named, fmt.Sprintf("%v: %s named %s", at, s.ID(i), p))
 				}
 			}
-			var crashed []int
-			s.Every(6*time.Second, func(s *Sim) {
-				for _, i := range crashed {
-					s.Restart(i)
-				}
-				crashed = crashed[:0]
-				for range 2 {
-					if i := s.rng.IntN(s.N()); s.Alive(i) {
-						s.Crash(i)
-						crashed = append(crashed, i)
-					}
-				}
-			})
+			crashAndRestart(s, 6*time.Second, 2)
 			s.RunFor(time.Minute)
 			x := -1
 			for i := range s.N() {

@@ -15,6 +15,25 @@ import (
 // the rule as it was before its fix (checked by reverting the rule in
 // overlay/node; the commit that adds a test says how).
 
+// crashAndRestart crashes up to count random nodes every period, and
+// restarts those of the period before (churn with restarts: the nodes
+// come back with their disks).
+func crashAndRestart(s *Sim, period time.Duration, count int) {
+	var crashed []int
+	s.Every(period, func(s *Sim) {
+		for _, i := range crashed {
+			s.Restart(i)
+		}
+		crashed = crashed[:0]
+		for range count {
+			if i := s.rng.IntN(s.N()); s.Alive(i) {
+				s.Crash(i)
+				crashed = append(crashed, i)
+			}
+		}
+	})
+}
+
 // converged builds and runs a network until it converges.
 func converged(t *testing.T, cfg Config) *Sim {
 	t.Helper()
@@ -256,19 +275,7 @@ func TestLookupAndElectionAgreeWithinOneTimeout(t *testing.T) {
 		s := converged(t, Config{N: 64, Seed: seed, Stagger: 5 * time.Second,
 			Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: "bully"}})
 		o := s.Observe(50 * time.Millisecond)
-		var crashed []int
-		s.Every(6*time.Second, func(s *Sim) {
-			for _, i := range crashed {
-				s.Restart(i)
-			}
-			crashed = crashed[:0]
-			for range 2 {
-				if i := s.rng.IntN(s.N()); s.Alive(i) {
-					s.Crash(i)
-					crashed = append(crashed, i)
-				}
-			}
-		})
+		crashAndRestart(s, 6*time.Second, 2)
 		s.RunFor(3 * time.Minute)
 		if timeout := timeoutOf(s); o.Disagree > timeout {
 			t.Errorf("seed %d (churn): a node's lookup and election named different live superpeers for %v, more than one timeout (%v)",
