@@ -281,9 +281,20 @@ func elected(m classic.Machine, st classic.State, self classic.ID, size int) cla
 func (e *elector) drain() {
 	rd := e.mach.Ready()
 	rd.State = elected(e.mach, rd.State, classic.ID(e.self), len(e.peers))
-	if e.carried > 0 && rd.State.Leader == classic.None {
-		// A rebuilt machine that names no leader yet: the carried one
-		// stands (see rebuild).
+	if dbgCarry != nil && rd.State.Leader != e.state.Leader {
+		dbgCarry(e.self, e.carried, e.state.Leader, rd.State.Leader)
+	}
+	if e.carried > 0 && (rd.State.Leader == classic.None || e.outranks(e.state.Leader, rd.State.Leader)) {
+		// A rebuilt machine that names no leader yet, or one ranked below
+		// the carried leader: the carried one stands (see rebuild) until
+		// the machine hears from it or the carry runs out. A fresh machine
+		// follows the first member that announces itself, and a member
+		// that announces itself to every peer below it (issue 19's
+		// hostile member) would hold each member whose machine was just
+		// rebuilt until the leader's next heartbeat (found by the node
+		// simulator with the cluster-scoped membership, where a dead
+		// superpeer leaves the members' views at other times than the
+		// new superpeer's).
 		rd.State = classic.State{Role: rd.State.Role, Leader: e.state.Leader, Term: e.state.Term}
 	} else {
 		e.carried = 0
@@ -549,8 +560,18 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 	// stands as leader no longer than the lease its old machine held: the
 	// new machine may never name it (the minority side of a partition),
 	// and a leader carried on for longer would be a split brain.
+	// Between two leaders (an election running), the superpeer the node
+	// names meanwhile (the lookup's answer) stands the same way, unless
+	// under Quorum: a fresh machine follows the first member that
+	// announces itself, and one that announces itself to the members
+	// below it would hold those whose machine was rebuilt then (issue
+	// 19's hostile member under ring, whose forged results make the heir
+	// campaign every few heartbeats).
 	e.differ, e.orphan = 0, 0
 	l := e.state.Leader
+	if sp := classic.ID(e.m.state.Superpeer); l == classic.None && oldQ == nil && !e.opts.Quorum && sp != classic.ID(e.self) {
+		l = sp
+	}
 	carry := 0
 	if l != classic.None && slices.Contains(ids, l) && oldKey == key {
 		carry = e.timeout
@@ -639,7 +660,7 @@ func (e *elector) config(key dhtselect.Key, members []peer.ID) classic.Config {
 	}
 	return classic.Config{
 		ID: classic.ID(e.self), Peers: ids,
-		Rank:           rank{inner: classic.XORCloseness{Target: e.target[:]}, first: e.first, demoted: e.demoted},
+		Rank:           e.rank(),
 		HeartbeatTicks: HeartbeatTicks, TimeoutTicks: timeout,
 	}
 }
@@ -678,6 +699,19 @@ func (e *elector) flapping(now time.Time) map[peer.ID]bool {
 	// demotion ends when it says so, not at its next period.
 	e.m.evaluateAt(e.outages[0].Add(flapWindow + time.Millisecond))
 	return out
+}
+
+var dbgCarry func(self peer.ID, carried int, old, nw classic.ID)
+
+// rank is the members' ranking: by closeness to the target, first above
+// all, the demoted below all.
+func (e *elector) rank() rank {
+	return rank{inner: classic.XORCloseness{Target: e.target[:]}, first: e.first, demoted: e.demoted}
+}
+
+// outranks reports whether a ranks above b in the cluster (see rank).
+func (e *elector) outranks(a, b classic.ID) bool {
+	return e.rank().Compare(a, b) > 0
 }
 
 // rank ranks first (the geometric cluster's token holder, if any) above

@@ -952,7 +952,7 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 		if m.cfg.Quorum {
 			electorate = m.clusterMembers(k, ck, true)
 		}
-		electorate = m.electorate(k, ck, electorate, sp)
+		electorate = m.electorate(k, ck, electorate, sp, m.state.Superpeer)
 		var err error
 		if sp, err = m.el.superpeer(now, k, ck, electorate, sp, ""); err != nil {
 			m.note(slog.LevelWarn, "election", "err", err)
@@ -977,7 +977,10 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 
 // electorate adds to a cluster's members from the view the peers that
 // proved they are in the cluster without being in the view: the peer the
-// lookup ended at, and the other superpeers that claim the cluster on the
+// lookup ended at, the node's current superpeer (a superpeer that has
+// just handed over to another claimer it heard on the backbone hears the
+// backbone no more, and until its new superpeer's roster comes it knows
+// only itself), and the other superpeers that claim the cluster on the
 // backbone. A node hears only its cluster (the roster its superpeer
 // gives, or a superpeer's registrations), and that view can be just
 // itself: a member whose superpeer changed and has not answered yet, a
@@ -987,10 +990,12 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 // it, the election settles among them (found by the node simulator: with
 // views of the cluster only, and without this, 48 of 64 nodes claimed a
 // superpeer role).
-func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup peer.ID) []peer.ID {
+func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup, current peer.ID) []peer.ID {
 	var extra []peer.ID
-	if lookup != "" && !slices.Contains(members, lookup) && dhtselect.KeyOf(lookup).Cluster(k) == ck {
-		extra = append(extra, lookup)
+	for _, p := range []peer.ID{lookup, current} {
+		if p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck {
+			extra = append(extra, p)
+		}
 	}
 	for _, b := range m.backbone {
 		if b.Superpeer != m.cfg.Self && b.K == k && b.ClusterKey == ck && !slices.Contains(members, b.Superpeer) && !slices.Contains(extra, b.Superpeer) {

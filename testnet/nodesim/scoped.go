@@ -21,7 +21,10 @@ import (
 //     cluster's keys (a member that registered within the membership TTL
 //     and is alive and reachable), and answers with its digest (k and its
 //     size estimate: node.Digest) and its roster: those registrations and
-//     itself. The member's view is the last roster it got, and itself.
+//     itself. The member's view is every peer of the rosters it got within
+//     the membership TTL (as records within their TTL: a roster that is
+//     still filling, from a superpeer just elected, adds to the view
+//     rather than replaces it), and itself.
 //   - a node that has not joined yet asks its bootstrap peer (the first
 //     live one of its routing table) the same way, and gets its digest:
 //     the hint that gives it k.
@@ -39,8 +42,7 @@ type scoped struct {
 	regAt    time.Duration         // the next registration
 	registry map[int]time.Duration // a superpeer's: member -> its last registration
 	regVer   uint64                // bumped when the registry changes
-	roster   []int                 // a member's: its superpeer's last roster
-	rosterOf int                   // whose roster (-1: none)
+	known    map[int]time.Duration // a member's: the peers of the rosters it got, when last
 	regWith  peer.ID               // the registrar when the state last changed
 	rosterV  uint64                // bumped with every roster received
 	seenVer  uint64                // the view version the machine last got
@@ -54,7 +56,7 @@ func (s *Sim) scopedMode() bool { return !s.cfg.Node.Geometric }
 // resetScoped starts node i's membership afresh (a start or restart).
 func (s *Sim) resetScoped(i int) {
 	n := s.nodes[i]
-	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, rosterOf: -1}
+	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, known: map[int]time.Duration{}}
 }
 
 // registerTarget is whom node i registers with now: its superpeer when
@@ -137,8 +139,12 @@ func (s *Sim) answered(e event) {
 	}
 	i, n := e.node, s.nodes[e.node]
 	if e.ids != nil && s.nodes[e.other].id == n.m.Registrar() {
-		n.sc.roster, n.sc.rosterOf = e.ids, e.other
-		n.sc.rosterV++
+		for _, j := range e.ids {
+			if _, ok := n.sc.known[j]; !ok && j != i {
+				n.sc.rosterV++
+			}
+			n.sc.known[j] = s.now
+		}
 	}
 	s.step(i, e.digest)
 }
@@ -150,19 +156,18 @@ func (s *Sim) scopedChanged(i int, prev node.State) {
 	n := s.nodes[i]
 	if reg := n.m.Registrar(); reg != n.sc.regWith || n.state.Role != prev.Role {
 		n.sc.regWith = reg
-		if n.m.Serves() && n.sc.rosterOf >= 0 {
-			// A new superpeer starts from the roster it had as a member:
+		if n.m.Serves() && len(n.sc.known) > 0 {
+			// A new superpeer starts from the view it had as a member:
 			// those that do not register with it within the TTL leave.
-			for _, j := range n.sc.roster {
+			for j, at := range n.sc.known {
 				if j != i && s.nodes[j].key.Cluster(n.state.K) == n.state.ClusterKey {
-					n.sc.registry[j] = s.now
+					n.sc.registry[j] = max(n.sc.registry[j], at)
 				}
 			}
 			n.sc.regVer++
 		}
 		n.sc.regAt = s.now
-		n.sc.roster, n.sc.rosterOf = nil, -1
-		n.sc.rosterV++
+		n.sc.rosterV++ // a new view: the registrations, or the rosters
 	}
 	if n.state.Role == node.RoleSuperpeer || prev.Role == node.RoleSuperpeer {
 		if n.state.Role != prev.Role || n.state.K != prev.K || n.state.ClusterKey != prev.ClusterKey || len(n.state.Members) != len(prev.Members) {
@@ -186,12 +191,13 @@ func (s *Sim) scopedView(i int) {
 		return
 	}
 	var ids []int
-	ver := n.sc.rosterV
+	var ver uint64
 	if n.m.Serves() {
 		ids = s.rosterOf(i)
 		ver = n.sc.regVer<<32 | n.sc.rosterV
-	} else if n.sc.rosterOf >= 0 {
-		ids = n.sc.roster
+	} else {
+		ids = s.knownOf(i)
+		ver = n.sc.rosterV
 	}
 	if ver != n.sc.seenVer || n.viewAt < 0 {
 		n.sc.seenVer, n.viewAt = ver, s.now
@@ -210,6 +216,23 @@ func (s *Sim) scopedView(i int) {
 		n.m.Step(now, node.Backbone{Summaries: s.backboneOf(i)})
 		s.carryOut(i)
 	}
+}
+
+// knownOf is member i's view: the peers of the rosters it got within the
+// membership TTL.
+func (s *Sim) knownOf(i int) []int {
+	n := s.nodes[i]
+	out := make([]int, 0, len(n.sc.known))
+	for j, at := range n.sc.known {
+		if s.now-at > s.ttl {
+			delete(n.sc.known, j)
+			n.sc.rosterV++
+			continue
+		}
+		out = append(out, j)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // membersOf builds a view of the nodes ids and i, with what each said of
