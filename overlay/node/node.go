@@ -414,6 +414,7 @@ type Machine struct {
 	// (before joining: the hint), and the backbone, while a superpeer.
 	digest    Digest
 	hasDigest bool
+	digestAt  time.Time // when the digest came: it lasts three announce intervals
 	backbone  []Summary
 
 	// Quorum: when each peer was last in the view (configured).
@@ -596,20 +597,27 @@ func (m *Machine) settle(now time.Time) {
 
 // takeDigest takes a registration's answer: before the node joined, any
 // peer's, as the hint that gives it k (it evaluates at once); after,
-// only its superpeer's, whose estimate is the node's own.
+// only its registrar's (its superpeer, or while it has none the peer its
+// lookup ended at, whom it registers with), whose estimate is the node's
+// own. A digest lasts three announce intervals (see estimate): a node
+// whose registrar stopped answering, or stopped serving, falls back on
+// its own estimate rather than keep a k that the swarm has left (found by
+// the node simulator: with quorum, a superpeer elected at k = 0 while the
+// swarm started lost its majority, and its members, and itself, kept its
+// digest of k = 0 for good).
 func (m *Machine) takeDigest(now time.Time, d Digest) {
 	if m.cfg.Geometric || d.From == m.cfg.Self || d.From == "" || d.K < 0 || d.K > dhtselect.KeyBits || d.Size.N < 1 {
 		return
 	}
 	if !m.joined {
-		m.digest, m.hasDigest, m.kick = d, true, true
+		m.digest, m.hasDigest, m.digestAt, m.kick = d, true, now, true
 		return
 	}
-	if d.From != m.state.Superpeer {
+	if d.From != m.Registrar() {
 		return
 	}
 	changed := !m.hasDigest || m.digest.Size.N != d.Size.N
-	m.digest, m.hasDigest = d, true
+	m.digest, m.hasDigest, m.digestAt = d, true, now
 	if changed {
 		m.settle(now)
 	}
@@ -840,18 +848,31 @@ func (m *Machine) configured(now time.Time) int {
 // for a guess (seen with churn among node processes, where a killed QUIC
 // peer is not noticed at once: estimates of 38 to 50 in a network of 32).
 func (m *Machine) estimate(known int) dhtselect.Estimate {
+	own := m.ownEstimate(known)
 	if len(m.backbone) > 0 {
 		cs := make([]dhtselect.ClusterSize, len(m.backbone))
 		for i, b := range m.backbone {
 			cs[i] = dhtselect.ClusterSize{K: b.K, Key: b.ClusterKey, Size: b.Size}
 		}
-		if est, ok := dhtselect.EstimateFromClusters(cs); ok {
+		if est, ok := dhtselect.EstimateFromClusters(cs); ok && 2*est.N >= own.N {
 			return est
 		}
 	}
-	if m.hasDigest {
+	if m.hasDigest && m.now.Sub(m.digestAt) <= 3*m.cfg.AnnounceInterval && 2*m.digest.Size.N >= own.N {
 		return dhtselect.Estimate{N: m.digest.Size.N, Source: SourceDigest}
 	}
+	return own
+}
+
+// ownEstimate is the node's own estimate of the network's size, from its
+// routing table and its view (dhtselect.EstimateSize). It is also the
+// floor of the others: a backbone or a digest that counts less than half
+// of it is not taken. The summaries count the registrations each
+// superpeer holds, and a superpeer elected at a small k while the swarm
+// started counts only those that register with it: its estimate keeps
+// its k, and its members' (found by the node simulator with quorum: a
+// superpeer at k = 0 counted 3 of 16 for good).
+func (m *Machine) ownEstimate(known int) dhtselect.Estimate {
 	in := dhtselect.SizeInputs{Self: m.selfKey, Members: known, Kad: m.routing.Kad, KadOK: m.routing.KadOK}
 	for _, p := range m.routing.Peers {
 		if m.countsForSize(p) {
