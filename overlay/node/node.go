@@ -335,6 +335,11 @@ type Digest struct {
 	From peer.ID
 	K    int
 	Size dhtselect.Estimate
+	// Superpeer is, when From does not serve the cluster (it is not its
+	// superpeer, nor the candidate), the superpeer From names: a hint of
+	// whom to register with. A digest with a hint only (Size.N 0) is a
+	// refusal.
+	Superpeer peer.ID
 }
 
 // SourceDigest is the Source of an estimate taken from a digest: the
@@ -415,6 +420,10 @@ type Machine struct {
 	digest    Digest
 	hasDigest bool
 	digestAt  time.Time // when the digest came: it lasts three announce intervals
+	// A hint from the peer the node would register with, that does not
+	// serve the cluster: whom it names superpeer (see Registrar).
+	hint, hintFrom peer.ID
+	hintAt         time.Time
 	backbone  []Summary
 
 	// Quorum: when each peer was last in the view (configured).
@@ -479,7 +488,24 @@ func (m *Machine) State() State {
 // election under way, a quorum not reached), the peer its last lookup
 // ended at, which the cluster's members register with as well. Empty when
 // the node serves the cluster itself, or knows of no one.
+//
+// When that peer does not serve the cluster and names another its
+// superpeer (a hint, in its Digest), the node registers with that one for
+// three announce intervals: under an epoch's salted target the lookup
+// ends at the peer closest to the cluster key, and the superpeer is the
+// one closest to the target (found by the node simulator: a member whose
+// election had no leader registered with the lookup's answer, which did
+// not serve, and stayed alone in its view for minutes).
 func (m *Machine) Registrar() peer.ID {
+	r := m.registrar()
+	if r != "" && r == m.hintFrom && m.hint != "" && m.now.Sub(m.hintAt) <= 3*m.cfg.AnnounceInterval {
+		return m.hint
+	}
+	return r
+}
+
+// registrar is Registrar without the hint.
+func (m *Machine) registrar() peer.ID {
 	switch {
 	case m.cfg.Geometric || m.state.Role == RoleSuperpeer:
 		return ""
@@ -606,8 +632,18 @@ func (m *Machine) settle(now time.Time) {
 // swarm started lost its majority, and its members, and itself, kept its
 // digest of k = 0 for good).
 func (m *Machine) takeDigest(now time.Time, d Digest) {
-	if m.cfg.Geometric || d.From == m.cfg.Self || d.From == "" || d.K < 0 || d.K > dhtselect.KeyBits || d.Size.N < 1 {
+	if m.cfg.Geometric || d.From == m.cfg.Self || d.From == "" || d.K < 0 || d.K > dhtselect.KeyBits || d.Size.N < 0 {
 		return
+	}
+	if m.joined && d.From == m.registrar() {
+		h := d.Superpeer
+		if h == m.cfg.Self || h == d.From {
+			h = ""
+		}
+		m.hint, m.hintFrom, m.hintAt = h, d.From, now
+	}
+	if d.Size.N == 0 {
+		return // a refusal: the hint only
 	}
 	if !m.joined {
 		m.digest, m.hasDigest, m.digestAt, m.kick = d, true, now, true
@@ -973,7 +1009,7 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 		if m.cfg.Quorum {
 			electorate = m.clusterMembers(k, ck, true)
 		}
-		electorate = m.electorate(k, ck, electorate, sp, m.state.Superpeer)
+		electorate = m.electorate(k, ck, electorate, sp, m.state.Superpeer, m.Registrar())
 		var err error
 		if sp, err = m.el.superpeer(now, k, ck, electorate, sp, ""); err != nil {
 			m.note(slog.LevelWarn, "election", "err", err)
@@ -998,7 +1034,8 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 
 // electorate adds to a cluster's members from the view the peers that
 // proved they are in the cluster without being in the view: the peer the
-// lookup ended at, the node's current superpeer (a superpeer that has
+// lookup ended at, the peer it registers with (the superpeer a hint
+// named), the node's current superpeer (a superpeer that has
 // just handed over to another claimer it heard on the backbone hears the
 // backbone no more, and until its new superpeer's roster comes it knows
 // only itself), and the other superpeers that claim the cluster on the
@@ -1011,9 +1048,9 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 // it, the election settles among them (found by the node simulator: with
 // views of the cluster only, and without this, 48 of 64 nodes claimed a
 // superpeer role).
-func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup, current peer.ID) []peer.ID {
+func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup, current, registrar peer.ID) []peer.ID {
 	var extra []peer.ID
-	for _, p := range []peer.ID{lookup, current} {
+	for _, p := range []peer.ID{lookup, current, registrar} {
 		if p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck {
 			extra = append(extra, p)
 		}

@@ -103,6 +103,10 @@ func (s *Sim) registered(t, i, inc int) {
 		return
 	}
 	var roster []int
+	var hint peer.ID
+	if !n.m.Serves() {
+		hint = n.state.Superpeer // a refusal names the superpeer it knows
+	}
 	if n.m.Serves() && m.key.Cluster(n.state.K) == n.state.ClusterKey {
 		if _, ok := n.sc.registry[i]; !ok {
 			n.sc.regVer++
@@ -112,7 +116,7 @@ func (s *Sim) registered(t, i, inc int) {
 	}
 	s.stats.Replies++
 	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegistered, node: i, inc: inc, other: t, ids: roster,
-		digest: node.Digest{From: n.id, K: n.state.K, Size: n.state.Size}})
+		digest: node.Digest{From: n.id, K: n.state.K, Size: n.state.Size, Superpeer: hint}})
 }
 
 // rosterOf is superpeer t's roster now: its live registrations and itself,
@@ -138,6 +142,9 @@ func (s *Sim) answered(e event) {
 		return
 	}
 	i, n := e.node, s.nodes[e.node]
+	if dbgAnswered != nil {
+		dbgAnswered(i, e)
+	}
 	if e.ids != nil && s.nodes[e.other].id == n.m.Registrar() {
 		for _, j := range e.ids {
 			if _, ok := n.sc.known[j]; !ok && j != i {
@@ -147,6 +154,9 @@ func (s *Sim) answered(e event) {
 		}
 	}
 	s.step(i, e.digest)
+	if reg := n.m.Registrar(); reg != n.sc.regWith {
+		n.sc.regWith, n.sc.regAt = reg, s.now // a hint: register with it now
+	}
 }
 
 // scopedChanged notes a change of node i's state: a new superpeer is
@@ -280,3 +290,5 @@ type bbList struct {
 	ver  uint64
 	list []node.Summary
 }
+
+var dbgAnswered func(i int, e event)
