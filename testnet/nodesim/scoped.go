@@ -225,6 +225,9 @@ func (s *Sim) scopedView(i int) {
 		n.sc.bbVer = s.bbVersion
 		n.m.Step(now, node.Backbone{Summaries: s.backboneOf(i)})
 		s.carryOut(i)
+		if reg := n.m.Registrar(); reg != n.sc.regWith {
+			n.sc.regWith, n.sc.regAt = reg, s.now // another claimer of the cluster
+		}
 	}
 }
 
