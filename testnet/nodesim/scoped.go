@@ -39,14 +39,17 @@ import (
 
 // scoped is node state of the cluster-scoped membership.
 type scoped struct {
-	regAt    time.Duration         // the next registration
-	registry map[int]time.Duration // a superpeer's: member -> its last registration
-	regVer   uint64                // bumped when the registry changes
-	known    map[int]time.Duration // a member's: the peers of the rosters it got, when last
-	regWith  peer.ID               // the registrar when the state last changed
-	rosterV  uint64                // bumped with every roster received
-	seenVer  uint64                // the view version the machine last got
-	bbVer    uint64                // the backbone version it last got
+	regAt      time.Duration         // the next registration
+	registry   map[int]time.Duration // a superpeer's: member -> its last registration
+	regAnn     map[int]uint64        // a superpeer's: member -> the version of its record it holds
+	annVer     uint64                // bumped when what the node says of itself changes
+	rosterFrom [2]uint64             // a member's: the last roster's superpeer and its version
+	regVer     uint64                // bumped when the registry changes
+	known      map[int]time.Duration // a member's: the peers of the rosters it got, when last
+	regWith    peer.ID               // the registrar when the state last changed
+	rosterV    uint64                // bumped with every roster received
+	seenVer    uint64                // the view version the machine last got
+	bbVer      uint64                // the backbone version it last got
 }
 
 // scopedMode reports whether the simulator runs the cluster-scoped
@@ -56,7 +59,7 @@ func (s *Sim) scopedMode() bool { return !s.cfg.Node.Geometric }
 // resetScoped starts node i's membership afresh (a start or restart).
 func (s *Sim) resetScoped(i int) {
 	n := s.nodes[i]
-	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, known: map[int]time.Duration{}}
+	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, regAnn: map[int]uint64{}, known: map[int]time.Duration{}}
 }
 
 // registerTarget is whom node i registers with now: its superpeer when
@@ -108,15 +111,30 @@ func (s *Sim) registered(t, i, inc int) {
 		hint = n.state.Superpeer // a refusal names the superpeer it knows
 	}
 	if n.m.Serves() && m.key.Cluster(n.state.K) == n.state.ClusterKey {
-		if _, ok := n.sc.registry[i]; !ok {
+		_, had := n.sc.registry[i]
+		if v, ok := n.sc.regAnn[i]; !had || !ok || v != m.sc.annVer {
 			n.sc.regVer++
+			s.rosterChanged(t, i)
 		}
-		n.sc.registry[i] = s.now
+		n.sc.registry[i], n.sc.regAnn[i] = s.now, m.sc.annVer
 		roster = s.rosterOf(t)
 	}
 	s.stats.Replies++
-	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegistered, node: i, inc: inc, other: t, ids: roster,
+	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegistered, node: i, inc: inc, other: t, ids: roster, gen: n.sc.regVer,
 		digest: node.Digest{From: n.id, K: n.state.K, Size: n.state.Size, Superpeer: hint}})
+}
+
+// rosterChanged is superpeer t's roster changing with member i's record
+// (new, or saying something new of itself): t tells its other members,
+// which register at once (the live registry's push; a member that missed
+// it has the change with its next registration).
+func (s *Sim) rosterChanged(t, i int) {
+	for j := range s.nodes[t].sc.registry {
+		if o := s.nodes[j]; j != i && o.alive && s.reachable(t, j) {
+			s.stats.Pushes++
+			o.sc.regAt = min(o.sc.regAt, s.now+s.rtt(t, j)/2)
+		}
+	}
 }
 
 // rosterOf is superpeer t's roster now: its live registrations and itself,
@@ -146,6 +164,10 @@ func (s *Sim) answered(e event) {
 		dbgAnswered(i, e)
 	}
 	if e.ids != nil && s.nodes[e.other].id == n.m.Registrar() {
+		if from := [2]uint64{uint64(e.other), e.gen}; from != n.sc.rosterFrom {
+			n.sc.rosterFrom = from
+			n.sc.rosterV++ // a record in it may say something new
+		}
 		for _, j := range e.ids {
 			if _, ok := n.sc.known[j]; !ok && j != i {
 				n.sc.rosterV++

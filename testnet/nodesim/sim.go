@@ -230,6 +230,9 @@ type Stats struct {
 	// The cluster-scoped membership's registrations (sent) and their
 	// answers.
 	Registrations, Replies uint64
+	// Pushes are a superpeer's notices to its members that its roster
+	// changed.
+	Pushes uint64
 	// The geometric strategy's pings, token passes and attach requests.
 	GeoPings, GeoPasses, GeoAttaches uint64
 }
@@ -828,6 +831,8 @@ func (s *Sim) carryOut(i int) {
 		}
 		if a.Flapping != n.flapping || a.Superpeer != n.super || a.Beacon != n.beacon {
 			n.flapping, n.super, n.beacon = a.Flapping, a.Superpeer, a.Beacon
+			n.sc.annVer++
+			n.sc.regAt = s.now // a new record: registered at once
 			s.push(event{at: s.now + s.cfg.GossipDelay, kind: evFlap, node: i, inc: n.inc})
 		}
 	}
