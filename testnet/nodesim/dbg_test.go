@@ -1,0 +1,244 @@
+package nodesim
+
+import (
+	"fmt"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/superpeer/superpeer/classic"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+func TestDbgFlap(t *testing.T) {
+	s := converged(t, Config{N: 64, Seed: 0, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: "bully"}})
+	s.RunFor(10 * time.Second)
+	x := -1
+	for i := range s.N() {
+		if st := s.State(i); st.Role == node.RoleSuperpeer && (x < 0 || len(st.Members) > len(s.State(x).Members)) {
+			x = i
+		}
+	}
+	mates := []int{}
+	for i := range s.N() {
+		if i != x && s.State(i).Superpeer == s.ID(x) {
+			mates = append(mates, i)
+		}
+	}
+	show := func(tag string) {
+		st := s.State(x)
+		m := mates[0]
+		inView := slices.Contains(s.State(m).Members, s.ID(x))
+		el := s.Machine(m).Election()
+		t.Logf("%s t=%v x role=%v members=%d flapping=%v | named=%q | m%d sp=%s xInView=%v demoted=%v leader=%s lookup=%s", tag, s.Now(), st.Role, len(st.Members), s.Machine(x).Election().Demoted, named(s, mates), m, s.State(m).Superpeer, inView, el.Demoted, el.Leader, el.Lookup)
+	}
+	for f := range 6 {
+		s.Isolate(x)
+		for range 5 {
+			s.RunFor(time.Second)
+			show(fmt.Sprintf("iso%d", f))
+		}
+		s.Heal()
+		for range 5 {
+			s.RunFor(time.Second)
+			show(fmt.Sprintf("heal%d", f))
+		}
+	}
+}
+
+func TestDbgHostile(t *testing.T) {
+	algo := "ring-max"
+	s := converged(t, Config{N: 24, Seed: 0, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Superpeers: 3}, Election: algo}})
+	s.RunFor(10 * time.Second)
+	lead, members := rankedCluster(t, s, 4, 0)
+	a, _ := s.Index(members[2])
+	heir, _ := s.Index(members[1])
+	var victims []int
+	for _, id := range members[3:] {
+		v, _ := s.Index(id)
+		victims = append(victims, v)
+	}
+	attacker := s.ID(a)
+	seq := uint64(0)
+	s.Every(200*time.Millisecond, func(s *Sim) {
+		seq++
+		for _, v := range victims {
+			s.Inject(a, v, classic.Message{Type: classic.MsgCoordinator, Leader: classic.ID(attacker), IDs: []classic.ID{classic.ID(attacker)},
+				Election: classic.ElectionID{Source: classic.ID(attacker), Seq: seq}, Term: seq})
+			s.Inject(a, v, classic.Message{Type: classic.MsgHeartbeat, Leader: classic.ID(attacker), Term: seq})
+		}
+	})
+	s.RunFor(30 * time.Second)
+	s.Crash(lead)
+	node.SetDbgCarry(func(self peer.ID, c int, o, nw classic.ID) {
+		if self == s.ID(22) {
+			t.Logf("t=%v carry %d %s -> %s", s.Now(), c, o, nw)
+		}
+	})
+	defer node.SetDbgCarry(nil)
+	t.Logf("lead %d heir %d attacker %d victims %v", lead, heir, a, victims)
+	s.Every(100*time.Millisecond, func(s *Sim) {
+		for _, v := range victims {
+			st := s.State(v)
+			if st.Superpeer == attacker {
+				t.Logf("t=%v victim %d follows attacker; members %d; election %+v", s.Now(), v, len(st.Members), s.Machine(v).Election())
+			}
+		}
+	})
+	for range 30 {
+		s.RunFor(time.Second)
+		line := fmt.Sprintf("t=%v heir role=%v members=%d |", s.Now(), s.State(heir).Role, len(s.State(heir).Members))
+		for _, v := range victims {
+			line += fmt.Sprintf(" v%d sp=%d m=%d", v, func() int { j, _ := s.Index(s.State(v).Superpeer); return j }(), len(s.State(v).Members))
+		}
+		t.Log(line)
+		t.Logf("v22 election %+v", s.Machine(22).Election())
+	}
+}
+
+func TestDbgQuorum(t *testing.T) {
+	s, err := New(Config{N: 16, Seed: 0, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.25}, Election: "bully", Quorum: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 12 {
+		s.RunFor(5 * time.Second)
+		t.Logf("t=%v %+v", s.Now(), s.Take())
+	}
+	for i := range s.N() {
+		st := s.State(i)
+		sp, _ := s.Index(st.Superpeer)
+		t.Logf("size=%+v n%d role=%v k=%d ck=%s sp=%d members=%d reg=%q serves=%v el=%+v", st.Size, i, st.Role, st.K, st.Prefix, sp, len(st.Members), s.Machine(i).Registrar(), s.Machine(i).Serves(), s.Machine(i).Election())
+	}
+}
+
+func TestDbgQuorum2(t *testing.T) {
+	s, err := New(Config{N: 16, Seed: 0, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.25}, Election: "bully", Quorum: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RunFor(50 * time.Second)
+	dbgAnswered = func(i int, e event) {
+		if i == 10 {
+			t.Logf("t=%v n10 answer from %d: %+v roster %v; registrar %s", s.Now(), e.other, e.digest, e.ids, s.Machine(10).Registrar())
+		}
+	}
+	defer func() { dbgAnswered = nil }()
+	s.Watch = func(at time.Duration, i int, rd node.Ready) {
+		if i == 10 && rd.StateChanged {
+			t.Logf("t=%v n10 state k=%d size=%+v sp=%s evals=%d", at, rd.State.K, rd.State.Size, rd.State.Superpeer, rd.State.Evaluations)
+		}
+		if i == 10 && len(rd.Lookups) > 0 {
+			t.Logf("t=%v n10 lookups %+v", at, rd.Lookups)
+		}
+	}
+	s.RunFor(10 * time.Second)
+}
+
+func TestDbgGrind(t *testing.T) {
+	cfg := Config{N: 16, Seed: 4, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Superpeers: 2}, Election: "bully"}}
+	cfg.Node.Epoch = node.EpochConfig{Length: grindEpoch, Chain: 4096}
+	copy(cfg.Node.Epoch.Secret[:], fmt.Sprint(4))
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RunFor(40 * time.Second)
+	shown := 0
+	for range 600 {
+		s.RunFor(time.Second)
+		named := map[dhtselect.Key]map[peer.ID]bool{}
+		for i := range s.N() {
+			x := s.State(i)
+			if named[x.ClusterKey] == nil {
+				named[x.ClusterKey] = map[peer.ID]bool{}
+			}
+			named[x.ClusterKey][x.Superpeer] = true
+		}
+		bad := false
+		for _, sps := range named {
+			bad = bad || len(sps) > 1 || sps[""]
+		}
+		if !bad || shown > 6 {
+			continue
+		}
+		shown++
+		t.Logf("t=%v %+v", s.Now(), s.Take())
+		for i := range s.N() {
+			st := s.State(i)
+			sp, _ := s.Index(st.Superpeer)
+			if st.Superpeer == "" {
+				sp = -1
+			}
+			t.Logf("  n%d role=%v k=%d ck=%s sp=%d members=%d reg=%q size=%+v lookup=%s leader=%s", i, st.Role, st.K, st.Prefix, sp, len(st.Members), s.Machine(i).Registrar(), st.Size, s.Machine(i).Election().Lookup, s.Machine(i).Election().Leader)
+		}
+	}
+}
+
+func TestDbgAgree(t *testing.T) {
+	s := converged(t, Config{N: 64, Seed: 0, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: "bully"}})
+	x := -1
+	for i := range s.N() {
+		if st := s.State(i); st.Role == node.RoleSuperpeer && (x < 0 || len(st.Members) > len(s.State(x).Members)) {
+			x = i
+		}
+	}
+	since := map[int]time.Duration{}
+	var log []string
+	s.Every(50*time.Millisecond, func(s *Sim) {
+		for i := range s.N() {
+			e := s.Machine(i).Election()
+			lj, _ := s.Index(e.Lookup)
+			d := s.Alive(i) && e.Lookup != "" && e.Leader != "" && e.Lookup != e.Leader && !slices.Contains(e.Demoted, e.Lookup) && !s.ranksItselfLast(e.Lookup)
+			if d {
+				if _, ok := since[i]; !ok {
+					since[i] = s.Now()
+				}
+				if s.Now()-since[i] > 1800*time.Millisecond && len(log) < 40 {
+					xe := s.Machine(lj).Election()
+					log = append(log, fmt.Sprintf("t=%v n%d role=%v reg=%s (since %v) leader=%s lookup=%s(n%d) members=%d lookupInView=%v | lookup node: role=%v leader=%s el=%+v", s.Now(), i, s.State(i).Role, s.Machine(i).Registrar(), since[i], e.Leader, e.Lookup, lj, len(s.State(i).Members), slices.Contains(s.State(i).Members, e.Lookup), s.State(lj).Role, xe.Leader, xe))
+				}
+			} else {
+				delete(since, i)
+			}
+		}
+	})
+	t.Logf("x = n%d", x)
+	crashAndRestart(s, 6*time.Second, 2)
+	s.RunFor(3 * time.Minute)
+	for _, l := range log {
+		t.Log(l)
+	}
+}
+
+func TestDbgSybil(t *testing.T) {
+	const honest = 24
+	s, err := New(Config{N: honest + 40, Seed: 0, Stagger: 5 * time.Second,
+		Addr: func(i int) string {
+			if i >= honest {
+				return "10.6.6.6"
+			}
+			return fmt.Sprintf("10.0.0.%d", i)
+		},
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.25}, Election: "bully", Quorum: true, MaxPerAddr: node.DefaultMaxPerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RunFor(60 * time.Second)
+	for i := range honest {
+		st := s.State(i)
+		sp, ok := s.Index(st.Superpeer)
+		if !ok {
+			sp = -1
+		}
+		t.Logf("  n%d role=%v k=%d ck=%s sp=%d members=%d reg=%q size=%+v lookup=%s el=%+v", i, st.Role, st.K, st.Prefix, sp, len(st.Members), s.Machine(i).Registrar(), st.Size, s.Machine(i).Election().Lookup, s.Machine(i).Election())
+	}
+}
