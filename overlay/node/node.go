@@ -424,7 +424,7 @@ type Machine struct {
 	// serve the cluster: whom it names superpeer (see Registrar).
 	hint, hintFrom peer.ID
 	hintAt         time.Time
-	backbone  []Summary
+	backbone       []Summary
 
 	// Quorum: when each peer was last in the view (configured).
 	remembered map[peer.ID]time.Time
