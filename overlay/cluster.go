@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -140,10 +141,11 @@ func (c *clusterMembership) round(ctx context.Context) {
 	c.mu.Lock()
 	to, serving := c.to, c.serving
 	c.mu.Unlock()
-	if serving {
-		return
-	}
-	if to == "" {
+	asked := to == ""
+	if asked {
+		if serving {
+			return // a superpeer with no other claimer of its cluster
+		}
 		to = c.askAround(ctx)
 		if to == "" {
 			return
@@ -153,11 +155,14 @@ func (c *clusterMembership) round(ctx context.Context) {
 	defer cancel()
 	err := c.rs.register(rctx, to)
 	var ref *registerRefused
-	if errors.As(err, &ref) && ref.Why == regNotSuperpeer && ref.Hint != "" && ref.Hint != c.n.self {
-		c.mu.Lock()
-		follow := c.to == ""
-		c.mu.Unlock()
-		if follow {
+	if errors.As(err, &ref) && ref.Why == regNotSuperpeer {
+		if !asked {
+			// The machine's registrar does not serve the cluster: the
+			// superpeer it names is a hint for the machine (Digest with
+			// no size), which decides whom to register with.
+			c.n.feed(node.Digest{From: to, Superpeer: ref.Hint})
+		} else if ref.Hint != "" && ref.Hint != c.n.self {
+			// Before the node has joined: the bootstrap peer's superpeer.
 			err = c.rs.register(rctx, ref.Hint)
 			to = ref.Hint
 		}
@@ -210,8 +215,8 @@ func (c *clusterMembership) follow(ctx context.Context, to peer.ID, serves bool,
 	} else {
 		c.reg.stopServing(st.Superpeer)
 	}
-	if changed && !serves {
-		notify(c.kick)
+	if changed && to != "" {
+		notify(c.kick) // a new registrar: a superpeer's is another claimer of its cluster
 	}
 }
 
@@ -365,11 +370,14 @@ func (r *registry) roster() []gossip.Entry {
 	return r.view.Entries()
 }
 
-// entries are the roster the registrar holds.
+// entries are the roster the registrar holds, and the former entries
+// not yet expired.
 func (r *registrar) entries() []gossip.Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.view.Entries()
+	es := r.viewLocked()
+	slices.SortFunc(es, func(a, b gossip.Entry) int { return cmp.Compare(a.ID, b.ID) })
+	return es
 }
 
 // registeredWith is the peer the registrar last registered with.

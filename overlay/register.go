@@ -794,6 +794,15 @@ type registrar struct {
 	rid     uint64
 	ver     uint64
 	view    *gossip.View
+	// former are the entries of the rosters held before (another
+	// superpeer's, or removed from this one's), each until the TTL after
+	// it was last held: the view is the cluster's peers heard of within
+	// the TTL, not only the current roster, so that a superpeer just
+	// elected, whose roster is still filling, does not leave its members
+	// with views of a few peers each (found by the node simulator: each
+	// member of a partial roster elected itself when the new superpeer
+	// failed in turn).
+	former  map[peer.ID]formerEntry
 	dig     clusterDigest
 	hasDig  bool
 	changes chan struct{}
@@ -878,11 +887,8 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 	for range maxPages {
 		r.mu.Lock()
 		if sp != r.sp {
-			if r.view.Len() > 0 {
-				notify(r.changes)
-			}
+			r.retireLocked()
 			r.sp, r.sent, r.rid, r.ver, r.hasDig = sp, nil, 0, 0, false
-			r.view = gossip.NewView(r.ttl)
 		}
 		rec := r.sealed
 		if rec == nil {
@@ -963,10 +969,10 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	case rep.status == regDelta && rep.rid != r.rid:
 		return bad("a delta of roster %d; we hold %d", rep.rid, r.rid)
 	case rep.status == regSnapshot:
-		if r.view.Len() > 0 || len(rep.entries) > 0 {
+		if len(rep.entries) > 0 {
 			notify(r.changes)
 		}
-		r.view = gossip.NewView(r.ttl)
+		r.retireLocked()
 	}
 	if !r.hasDig || rep.digest != r.dig {
 		notify(r.changes)
@@ -987,17 +993,24 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		case r.view.Len() >= r.max && !r.has(a.ID):
 			dropped++
 		case a.Leaving:
-			if r.view.Remove(a.ID) {
+			_, was := r.former[a.ID]
+			delete(r.former, a.ID)
+			if r.view.Remove(a.ID) || was {
 				notify(r.changes)
 			}
 		default:
+			delete(r.former, a.ID)
 			if _, changed := r.view.Apply(a, now); changed {
 				notify(r.changes)
 			}
 		}
 	}
 	for _, p := range rep.removed {
-		if r.view.Remove(p) {
+		// The superpeer's own removal (a goodbye, or its TTL) counts at
+		// once: only the rosters the node no longer hears are kept.
+		_, was := r.former[p]
+		delete(r.former, p)
+		if r.view.Remove(p) || was {
 			notify(r.changes)
 		}
 	}
@@ -1013,13 +1026,65 @@ func (r *registrar) has(p peer.ID) bool {
 	return ok
 }
 
+// formerEntry is an entry of a roster held before, and when it leaves
+// the view.
+type formerEntry struct {
+	e     gossip.Entry
+	until time.Time
+}
+
+// retireLocked moves the roster's entries to the former ones (a new
+// superpeer, or a snapshot that replaces the roster) and starts an empty
+// roster.
+func (r *registrar) retireLocked() {
+	now := r.now()
+	for _, e := range r.view.Entries() {
+		r.keepLocked(e, now)
+	}
+	r.view = gossip.NewView(r.ttl)
+}
+
+// keepLocked keeps e among the former entries until the TTL from now, at
+// most maxRoster of them (the oldest go first).
+func (r *registrar) keepLocked(e gossip.Entry, now time.Time) {
+	if r.former == nil {
+		r.former = map[peer.ID]formerEntry{}
+	}
+	r.former[e.ID] = formerEntry{e: e, until: now.Add(r.ttl)}
+	for len(r.former) > r.max {
+		var oldest peer.ID
+		for p, f := range r.former {
+			if oldest == "" || f.until.Before(r.former[oldest].until) {
+				oldest = p
+			}
+		}
+		delete(r.former, oldest)
+	}
+}
+
+// viewLocked is the roster's entries and the former ones not yet
+// expired.
+func (r *registrar) viewLocked() []gossip.Entry {
+	now := r.now()
+	es := r.view.Entries()
+	for p, f := range r.former {
+		switch {
+		case !now.Before(f.until):
+			delete(r.former, p)
+		case !r.has(p):
+			es = append(es, f.e)
+		}
+	}
+	return es
+}
+
 // members returns the roster of the cluster as the node machine takes it
 // (RTT left 0): the entries the superpeer sent, and the node's own
 // announcement, banned peers left out, sorted by ID.
 func (r *registrar) members() []node.Member {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	es := r.view.Entries()
+	es := r.viewLocked()
 	if r.ann != nil {
 		es = append(es, gossip.Entry{Announcement: *r.ann})
 		slices.SortFunc(es, func(a, b gossip.Entry) int { return cmp.Compare(a.ID, b.ID) })

@@ -277,6 +277,9 @@ func TestRegisterExpiry(t *testing.T) {
 	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a, b, c)) {
 		t.Errorf("the roster at the TTL %v, want all still", got)
 	}
+	if _, err := a.register(t, s); err != nil { // a keeps registering
+		t.Fatal(err)
+	}
 	mu.Lock()
 	now = now.Add(time.Millisecond)
 	mu.Unlock()
@@ -626,5 +629,45 @@ func TestRegisterWire(t *testing.T) {
 	}
 	if rid, ver, rec, err := parseRequest(appendRequest(nil, 1, 2, []byte{5})); err != nil || rid != 1 || ver != 2 || len(rec) != 1 {
 		t.Errorf("request read back as %d, %d, %v, %v", rid, ver, rec, err)
+	}
+}
+
+// A member that moves to another superpeer (a failover, a hand-over)
+// keeps the peers of the rosters it held before until the TTL after it
+// last held them, so that its view is its cluster's peers while the new
+// superpeer's roster fills, not the few that have registered with it yet;
+// then they leave. The peers of the new roster are there at once.
+func TestRegisterFormerRoster(t *testing.T) {
+	ps := regPeers(t, 4)
+	s, s2, a, b := ps[0], ps[1], ps[2], ps[3]
+	var mu sync.Mutex
+	now := time.Now()
+	a.rar.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, b} {
+		p.announce(t, 0, false)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, b)) {
+		t.Fatalf("a's roster %v, want %v", got, sorted(s, a, b))
+	}
+	// s fails; s2 serves the cluster, and a is the first to register.
+	s2.serve(t, 0)
+	if st, err := a.register(t, s2); err != nil || st != regSnapshot {
+		t.Fatalf("a with the new superpeer: %v, %v; want a snapshot", st, err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, s2, a, b)) {
+		t.Errorf("a's view while the new roster fills %v, want %v", got, sorted(s, s2, a, b))
+	}
+	mu.Lock()
+	now = now.Add(3 * regInterval)
+	mu.Unlock()
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s2, a)) {
+		t.Errorf("a's view at the TTL %v, want %v (the former roster's peers gone)", got, sorted(s2, a))
 	}
 }
