@@ -183,8 +183,9 @@ func TestDbgGrind(t *testing.T) {
 }
 
 func TestDbgAgree(t *testing.T) {
-	s := converged(t, Config{N: 64, Seed: 0, Stagger: 5 * time.Second,
+	s := converged(t, Config{N: 64, Seed: 1, Stagger: 5 * time.Second,
 		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: "bully"}})
+	s.RunFor(10 * time.Second)
 	x := -1
 	for i := range s.N() {
 		if st := s.State(i); st.Role == node.RoleSuperpeer && (x < 0 || len(st.Members) > len(s.State(x).Members)) {
@@ -197,7 +198,7 @@ func TestDbgAgree(t *testing.T) {
 		for i := range s.N() {
 			e := s.Machine(i).Election()
 			lj, _ := s.Index(e.Lookup)
-			d := s.Alive(i) && e.Lookup != "" && e.Leader != "" && e.Lookup != e.Leader && !slices.Contains(e.Demoted, e.Lookup) && !s.ranksItselfLast(e.Lookup)
+			d := s.Alive(i) && e.Lookup != "" && e.Leader != "" && s.State(lj).Role != node.RoleUnknown && e.Lookup != e.Leader && !slices.Contains(e.Demoted, e.Lookup) && !s.ranksItselfLast(e.Lookup)
 			if d {
 				if _, ok := since[i]; !ok {
 					since[i] = s.Now()
@@ -212,8 +213,13 @@ func TestDbgAgree(t *testing.T) {
 		}
 	})
 	t.Logf("x = n%d", x)
-	crashAndRestart(s, 6*time.Second, 2)
-	s.RunFor(3 * time.Minute)
+	for range 2 {
+		s.Isolate(x)
+		s.RunFor(3 * time.Second)
+		s.Heal()
+		s.RunFor(5 * time.Second)
+	}
+	s.RunFor(90 * time.Second)
 	for _, l := range log {
 		t.Log(l)
 	}
