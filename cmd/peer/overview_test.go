@@ -171,9 +171,11 @@ func TestOverlayPage(t *testing.T) {
 	}
 	web.serve(tn.Overview)
 	defer web.close()
-	if _, err := tn.WaitConverged(ctx, tn.Started()); err != nil {
+	converged, err := tn.WaitConverged(ctx, tn.Started())
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("converged in %v", converged.Round(time.Millisecond))
 
 	// Converged: the four clusters of the brute-force answer, all stable
 	// (bully may start a needless election now and then: wait for a
