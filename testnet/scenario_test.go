@@ -123,3 +123,26 @@ func TestPartitionHealReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Kill-superpeer stops a superpeer that no other peer names (alone in its
+// cluster): there is nothing to fail over, and the scenario goes on at
+// once. It waited for that failover until its timeout (peer testnet -n 4
+// --superpeers 4 --scenario kill-superpeer --seed 3; with the geometric
+// strategy a superpeer with no members, seen at -n 16 --superpeers 4).
+func TestKillLoneSuperpeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 4 libp2p nodes")
+	}
+	tn := startNet(t, Config{N: 4, Target: dhtselect.Target{Superpeers: 4}, Seed: 3})
+	waitConverged(t, tn, tn.Started())
+	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+	defer cancel()
+	r, err := tn.RunScenario(ctx, ScenarioConfig{Name: ScenarioKillSuperpeer, Seed: 3})
+	t.Logf("%+v", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Faults) != 1 || r.FailoverMS.N != 0 || r.Orphans != 0 {
+		t.Errorf("faults %v, failovers %+v, %d orphans; want one stop, nothing to fail over, no orphan", r.Faults, r.FailoverMS, r.Orphans)
+	}
+}
