@@ -554,6 +554,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 			}
 		}()
 	}
+	n.connect(ctx, rd.Connect)
 	if rd.StateChanged && n.cfg.Strategy != StrategyGeometric {
 		st := rd.State
 		n.commit(State{

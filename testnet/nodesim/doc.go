@@ -43,6 +43,12 @@
 //     superpeer. When a node crashes, or a partition separates them, each
 //     such peer gets Conn (down) ConnLoss later; the node itself, on an
 //     isolation, sees all of its connections go (its own outage).
+//   - Addresses (Config.Addr, with Node.MaxPerAddr): every node is seen on
+//     its address by every other, connected or not, also across a
+//     partition; Ready.Connect is not carried out. The live node counts a
+//     member only while connected to it, so what follows a heal there (a
+//     member counts again once reconnected) is not simulated: the live
+//     testnet tests it (TestPartitionHealReconnects).
 //   - Disk: the hard state and the outages a machine asks to persist are
 //     kept per node, and a restarted node gets them back (and knows that
 //     it ran before).
