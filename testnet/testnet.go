@@ -340,17 +340,23 @@ func (t *Net) stop(id peer.ID, graceful bool) error {
 	}
 	t.mu.Lock()
 	n := t.nodes[i]
+	t.mu.Unlock()
+	how := "crashed"
+	if graceful {
+		how = "shut down"
+	}
+	// The fault goes into the time line before the node leaves the
+	// Net's list: an overview taken between the two would otherwise note
+	// its cluster without a superpeer before the crash that caused it
+	// (TestOverview under -race).
+	t.fault(id, "node %d (%s, %s) %s", i, overlay.Short(id.String()), n.State().Role, how)
+	t.mu.Lock()
 	t.nodes[i] = nil
 	if t.stoppedSent == nil {
 		t.stoppedSent = map[string]uint64{}
 	}
 	addCounts(t.stoppedSent, n.ElectionStats().Sent)
 	t.mu.Unlock()
-	how := "crashed"
-	if graceful {
-		how = "shut down"
-	}
-	t.fault(id, "node %d (%s, %s) %s", i, overlay.Short(id.String()), n.State().Role, how)
 	if t.watched.Load() {
 		t.overview() // the clusters without it, before anyone could react
 	}
