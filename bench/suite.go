@@ -134,7 +134,7 @@ func suiteSteps(suite string, cfg Config) []step {
 						}
 					}
 					rows, err := SelectionCase{Network: nw, S: s, Seed: cfg.Seed,
-						Strategies: []Strategy{GeometricStrategy(defaultGeometric()), DHTStrategy}}.Run()
+						Strategies: []Strategy{GeometricStrategy(defaultGeometric()), CoordinatesOnlyStrategy(), DHTStrategy}}.Run()
 					r.Selection = append(r.Selection, rows...)
 					return err
 				}})
@@ -206,7 +206,7 @@ func suiteSteps(suite string, cfg Config) []step {
 		}
 		if cfg.Sim {
 			for _, n := range sizes {
-				for _, st := range []Strategy{GeometricStrategy(defaultGeometric()), DHTStrategy} {
+				for _, st := range []Strategy{GeometricStrategy(scaleGeometric()), DHTStrategy} {
 					steps = append(steps, step{fmt.Sprintf("scale: simulator, %s, %d peers", st.Name, n), func(_ context.Context, r *Results) error {
 						rows, err := SimScale(SimScaleConfig{Sizes: []int{n}, Strategies: []Strategy{st}, Seed: cfg.Seed})
 						r.SimScale = append(r.SimScale, rows...)
