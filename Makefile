@@ -57,7 +57,8 @@ fuzz: check-go
 bench: build
 	mkdir -p docs/bench
 	$(GO) test ./bench -run '^TestSimLiveVirtual$$' -count=1 -timeout 60m -v -args -simlive.out $(CURDIR)/docs/bench/simlive-virtual.json
-	./$(BIN) bench --suite all --out docs/bench --report BENCHMARKS.md --simlive docs/bench/simlive-virtual.json
+	$(GO) test ./bench -run '^TestGeoLiveVirtual$$' -count=1 -timeout 90m -v -args -geolive.out $(CURDIR)/docs/bench/geolive-virtual.json
+	./$(BIN) bench --suite all --out docs/bench --report BENCHMARKS.md --simlive docs/bench/simlive-virtual.json --geolive docs/bench/geolive-virtual.json
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

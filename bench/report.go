@@ -334,6 +334,12 @@ func WriteTables(w io.Writer, r *Results) error {
 			return err
 		}
 	}
+	if len(r.GeoLive) > 0 {
+		fmt.Fprintln(w, "\nSelection, geometric placement live (virtual time) and in the node simulator on the same hosts:")
+		if err := WriteGeoLiveTable(w, r.GeoLive); err != nil {
+			return err
+		}
+	}
 	if len(r.SimLive) > 0 {
 		fmt.Fprintln(w, "\nRepair, node simulator and live testnet side by side (same scenario and settings; T: failure-detection timeout):")
 		if err := WriteSimLiveTable(w, r.SimLive); err != nil {
@@ -413,6 +419,7 @@ func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
 	if len(r.Selection) > 0 {
 		fmt.Fprintf(w, "## Selection\n\n")
 		writeSelectionMarkdown(w, r.Selection)
+		writeGeoLiveMarkdown(w, r.GeoLive)
 		figure(SuiteSelection)
 	}
 	if len(r.Election) > 0 {
@@ -736,4 +743,16 @@ func logSlope(xs, ys []float64) (b float64, ok bool) {
 		return 0, false
 	}
 	return (n*sxy - sx*sy) / den, true
+}
+
+// writeGeoLiveMarkdown writes the rows of TestGeoLiveVirtual.
+func writeGeoLiveMarkdown(w io.Writer, rows []GeoLiveRow) {
+	if len(rows) == 0 {
+		return
+	}
+	r0 := rows[0]
+	fmt.Fprintf(w, "**Geometric placement, live and simulated, on the same hosts** (`go test ./bench -run TestGeoLiveVirtual`, which make bench runs first). %d nodes on the first %d PlanetLab hosts, S = %d, for %.0f s of virtual time: a live in-process testnet (mocknet, kad-dht, GossipSub, the overlay's shell) in a testing/synctest bubble, whose timers and link delays follow a virtual clock, so that the RTTs the nodes measure are the matrix's whatever this machine's load; and the same node machines in the node simulator, with the same settings (the overlay's defaults: announce every 5 s, pings and token rounds every second). *Mean* is the matrix RTT from the ordinary nodes to the superpeer each names at the end; *ideal* the same superpeers with every ordinary node attached to the nearest with room; random (the mean of 100 placements) and the offline k-median are computed in the same run on the same hosts. *Coord. error* is the median relative error of the RTTs predicted by the nodes' coordinates, over all pairs. *Settled at* is when the superpeers and every node's superpeer last changed; *swaps* counts the hand-overs of the search on measured RTTs.\n\n",
+		r0.N, r0.N, r0.S, r0.DurationS)
+	_ = WriteGeoLiveTable(w, rows)
+	fmt.Fprintln(w)
 }

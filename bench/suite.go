@@ -53,6 +53,10 @@ type Config struct {
 	// virtual time (TestSimLiveVirtual: testing/synctest runs only in a
 	// test): the repair suite's live half adds them to its own.
 	SimLiveVirtual []SimLiveRow
+	// GeoLiveVirtual are the rows of TestGeoLiveVirtual (geometric
+	// placement live in virtual time and in the node simulator): the
+	// selection suite adds them.
+	GeoLiveVirtual []GeoLiveRow
 }
 
 // step is one unit of a run, shown as one step of the progress.
@@ -122,6 +126,12 @@ func suiteSteps(suite string, cfg Config) []step {
 		cases := []netCase{{"PlanetLab", PlanetLab, []int{10, 25, 49}}, {"synthetic 10,000", synthetic(10000), []int{100}}}
 		if cfg.Quick {
 			cases = []netCase{{"PlanetLab", PlanetLab, []int{10}}, {"synthetic 1,000", synthetic(1000), []int{10}}}
+		}
+		if len(cfg.GeoLiveVirtual) > 0 {
+			steps = append(steps, step{"selection: geometric live in virtual time (rows of TestGeoLiveVirtual)", func(_ context.Context, r *Results) error {
+				r.GeoLive = append(r.GeoLive, cfg.GeoLiveVirtual...)
+				return nil
+			}})
 		}
 		for _, c := range cases {
 			var nw *Network // made by the case's first step, kept for the others

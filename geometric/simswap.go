@@ -217,14 +217,14 @@ func simSummaries(rtt func(i, j int) time.Duration, coords []*coordinate.Coordin
 			r.Second, r.ToSecond = second(m, s)
 			reports = append(reports, r)
 		}
-		sec, toSec := second(s, s)
+		sec, secRTT := second(s, s)
 		near := map[ID]time.Duration{}
 		for _, t := range sps {
 			if t != s {
 				near[ids[t]] = rtt(s, t) // the superpeers measure one another
 			}
 		}
-		sums = append(sums, Summarize(ids[s], len(ms), cands, own, reports, sec, toSec,
+		sums = append(sums, Summarize(ids[s], len(ms), cands, own, reports, sec, secRTT,
 			func(q ID) time.Duration { return near[q] },
 			func(q ID) int { return cfg.Capacity - load[q] }))
 	}

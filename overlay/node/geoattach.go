@@ -62,9 +62,11 @@ func (g *geoMachine) startAttach(now time.Time) {
 	g.round = &attachRound{now: now}
 	if super {
 		g.attached = g.self()
+		g.searchRound(now)
 		g.attachEnd(now)
 		return
 	}
+	g.search = nil
 	clear(g.members) // no longer a superpeer: nobody is attached
 	if g.attached == g.self() {
 		g.attached = "" // a superpeer no longer: it must attach like anyone
@@ -97,6 +99,12 @@ func (r *attachRound) reports(p peer.ID) bool {
 func (g *geoMachine) ask(r *attachRound, stage int, p peer.ID) {
 	r.stage, r.asked = stage, p
 	g.out.Attach = append(g.out.Attach, p)
+	if rtts, ok := g.swapReport(p); ok {
+		if g.out.AttachRTTs == nil {
+			g.out.AttachRTTs = map[peer.ID][]time.Duration{}
+		}
+		g.out.AttachRTTs[p], g.swapSent = rtts, true
+	}
 }
 
 // attachCurrent stays with the current superpeer (renewing the
@@ -129,7 +137,7 @@ func (g *geoMachine) attachCurrent(now time.Time, r *attachRound) {
 		g.attachBest(now, r)
 		return
 	}
-	if r.i >= 0 && r.now.Sub(r.since) < g.m.cfg.AnnounceInterval {
+	if _, report := g.swapReport(r.current); r.i >= 0 && r.now.Sub(r.since) < g.m.cfg.AnnounceInterval && !report {
 		g.attachEnd(now)
 		return
 	}
@@ -162,6 +170,7 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 	r.asked = ""
 	if in.OK {
 		g.mates, g.matesOf = slices.Clone(in.Mates), in.To
+		g.swapAsked(now, in.To, in.Candidates)
 	}
 	switch r.stage {
 	case askSuccessor:
@@ -203,6 +212,7 @@ func (g *geoMachine) attachEnd(now time.Time) {
 	g.round = nil
 	g.update(now)
 	g.nextAttch = now.Add(g.jittered())
+	g.swapKick(now) // a report ready: at once
 }
 
 // leaderOf returns the election's leader when it runs for the cluster
