@@ -56,6 +56,8 @@ type GeoLiveConfig struct {
 	InBubble func(func())
 	// Matrix is the RTT matrix; nil loads PlanetLab's.
 	Matrix *latency.Matrix
+	// Progress, when set, hears how the live side goes.
+	Progress func(string)
 }
 
 // GeoLiveSide is one side's figures.
@@ -252,6 +254,11 @@ func geoLiveLive(ctx context.Context, cfg GeoLiveConfig, m *latency.Matrix) (sid
 		side.Error = err.Error()
 		return side
 	}
+	// pubsub schedules a retry of a subscription announcement that did not
+	// fit a peer's queue in a goroutine that sleeps up to a second
+	// (PubSub.announceRetry) and outlives Close: give it that second, or
+	// the bubble ends with it asleep (synctest: deadlock).
+	defer time.Sleep(2 * time.Second)
 	defer tn.Close()
 	read := func() ([]int, []*coordinate.Coordinate, uint64) {
 		r := tn.Report()
@@ -289,6 +296,9 @@ func geoLiveLive(ctx context.Context, cfg GeoLiveConfig, m *latency.Matrix) (sid
 		}
 		sp, _, _ := read()
 		settle.see(at, geoState(sp))
+		if cfg.Progress != nil && at%(30*time.Second) == 0 {
+			cfg.Progress(fmt.Sprintf("live %v: superpeers and attachment last changed at %v", at, settle.changed))
+		}
 	}
 	sp, coords, swaps := read()
 	fig := geoLiveFigures(m, sp, coords)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"flag"
 	"os"
 	"testing"
@@ -27,7 +28,8 @@ func TestGeoLiveVirtual(t *testing.T) {
 		t.Skip("100 live nodes for minutes of virtual time: run with -geolive.out FILE")
 	}
 	cfg := GeoLiveConfig{Seed: 1, Duration: *geoliveDur,
-		InBubble: func(f func()) { synctest.Test(t, func(*testing.T) { f() }) }}
+		InBubble: func(f func()) { synctest.Test(t, func(*testing.T) { f() }) },
+		Progress: func(s string) { fmt.Fprintln(os.Stderr, s) }}
 	row, err := GeoLive(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
