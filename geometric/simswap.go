@@ -154,23 +154,32 @@ func simSummaries(rtt func(i, j int) time.Duration, coords []*coordinate.Coordin
 	}
 	// next returns the swapNext superpeers nearest to i by coordinate,
 	// other than s.
-	next := func(i, s int) []int {
-		type c struct {
-			j int
-			d float64
-		}
-		cs := make([]c, 0, len(sps))
+	type near struct {
+		j int
+		d float64
+	}
+	var nearest []near
+	next := func(i, s int) []near {
+		best := nearest[:0]
 		for _, t := range sps {
-			if t != s && t != i {
-				cs = append(cs, c{t, Distance(coords[i], coords[t])})
+			if t == s || t == i {
+				continue
+			}
+			x := near{t, Distance(coords[i], coords[t])}
+			if len(best) == swapNext && cmp.Or(cmp.Compare(x.d, best[swapNext-1].d), cmp.Compare(x.j, best[swapNext-1].j)) >= 0 {
+				continue
+			}
+			at := len(best)
+			for at > 0 && cmp.Or(cmp.Compare(x.d, best[at-1].d), cmp.Compare(x.j, best[at-1].j)) < 0 {
+				at--
+			}
+			best = slices.Insert(best, at, x)
+			if len(best) > swapNext {
+				best = best[:swapNext]
 			}
 		}
-		slices.SortFunc(cs, func(a, b c) int { return cmp.Or(cmp.Compare(a.d, b.d), cmp.Compare(a.j, b.j)) })
-		out := make([]int, 0, swapNext)
-		for _, x := range cs[:min(swapNext, len(cs))] {
-			out = append(out, x.j)
-		}
-		return out
+		nearest = best
+		return best
 	}
 	// second measures the superpeers of next(i, s) from i and returns the
 	// nearest by RTT.
@@ -178,8 +187,8 @@ func simSummaries(rtt func(i, j int) time.Duration, coords []*coordinate.Coordin
 		var best ID
 		var bestD time.Duration
 		for _, t := range next(i, s) {
-			if d := measure(i, t); d > 0 && (best == "" || d < bestD) {
-				best, bestD = ids[t], d
+			if d := measure(i, t.j); d > 0 && (best == "" || d < bestD) {
+				best, bestD = ids[t.j], d
 			}
 		}
 		return best, bestD
@@ -191,20 +200,13 @@ func simSummaries(rtt func(i, j int) time.Duration, coords []*coordinate.Coordin
 		for _, m := range ms {
 			ps = append(ps, Peer{ids[m], coords[m]})
 		}
-		toSP := func(id ID) time.Duration { return rtt(index[id], s) }
-		cands := OutlyingCandidates(ids[s], Peer{ids[s], coords[s]}, ps, func(id ID) time.Duration {
-			for _, m := range ms {
-				if ids[m] == id {
-					return rtt(m, s)
-				}
-			}
-			return toSP(id)
-		}, cfg.SwapCandidates)
-		own := make([]time.Duration, len(cands))
 		at := make(map[ID]int, len(ms))
 		for _, m := range ms {
 			at[ids[m]] = m
 		}
+		toSP := func(id ID) time.Duration { return rtt(at[id], s) } // members only
+		cands := OutlyingCandidates(ids[s], Peer{ids[s], coords[s]}, ps, toSP, cfg.SwapCandidates)
+		own := make([]time.Duration, len(cands))
 		for c, id := range cands {
 			own[c] = measure(s, at[id])
 		}

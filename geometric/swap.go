@@ -365,19 +365,22 @@ func OutlyingCandidates(self ID, selfCoord Peer, members []Peer, rtt func(ID) ti
 		id   ID
 		gain float64
 	}
+	now := make([]float64, len(ok)) // each member's RTT to the superpeer, in seconds
+	for i, m := range ok {
+		now[i] = rtt(m.ID).Seconds()
+		if now[i] <= 0 && selfCoord.Coord != nil && selfCoord.Coord.IsValid() {
+			now[i] = Distance(m.Coord, selfCoord.Coord)
+		}
+	}
 	var sc []scored
 	for _, c := range ok {
 		g := 0.0
-		for _, m := range ok {
-			now := rtt(m.ID).Seconds()
-			if now <= 0 && selfCoord.Coord != nil && selfCoord.Coord.IsValid() {
-				now = Distance(m.Coord, selfCoord.Coord)
-			}
+		for i, m := range ok {
 			d := 0.0
 			if m.ID != c.ID {
 				d = Distance(m.Coord, c.Coord)
 			}
-			g += max(0, now-d)
+			g += max(0, now[i]-d)
 		}
 		sc = append(sc, scored{c.ID, g})
 	}
