@@ -4,7 +4,7 @@
 #               the race detector, then every fuzz target for 5 s
 #   make fuzz   run every fuzz target for FUZZTIME each (default 10m: about two hours in all)
 #   make deps   install what the tests need besides Go: Debian's chromium (make test does it)
-#   make bench  run every benchmark suite and regenerate BENCHMARKS.md (about 35 minutes)
+#   make bench  run every benchmark suite and regenerate BENCHMARKS.md (about an hour: TestGeoLiveVirtual alone, 100 live nodes in virtual time, takes some 25 minutes)
 
 GO  ?= go
 BIN := bin/peer
