@@ -162,9 +162,11 @@
 // much from a second one (Relocate, OutlyingCandidates). Every claim of a
 // member is clamped by the triangle inequality to the RTT the superpeer
 // measures itself, so one member's lie moves a decision by a bounded
-// amount. On PlanetLab the placement then comes within 0.98, 1.02 and
+// amount. On PlanetLab the placement then comes within 0.99, 1.02 and
 // 1.09 times the offline k-median at S = 10, 25 and 49 (1.12, 1.29 and
-// 1.62 for the coordinates alone; bench's selection suite).
+// 1.62 for the coordinates alone; bench's selection suite). The node
+// machine (overlay/node's geoswap.go) runs Swap; Relocate, which needs the
+// superpeers to exchange summaries, runs only in Simulate so far.
 //
 // # Simulation
 //
