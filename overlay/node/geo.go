@@ -657,9 +657,6 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 	if in.Err == nil && (pp.sample || pp.vet || pp.measure) {
 		g.rtt[in.Peer] = filterRTT(g.rtt[in.Peer], in.RTT)
 	}
-	if pp.measure {
-		g.swapKick(now)
-	}
 	if pp.sample {
 		g.sampling = false
 		g.sampled(in, pp.remote)

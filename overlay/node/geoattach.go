@@ -137,7 +137,7 @@ func (g *geoMachine) attachCurrent(now time.Time, r *attachRound) {
 		g.attachBest(now, r)
 		return
 	}
-	if _, report := g.swapReport(r.current); r.i >= 0 && r.now.Sub(r.since) < g.m.cfg.AnnounceInterval && !report {
+	if r.i >= 0 && r.now.Sub(r.since) < g.m.cfg.AnnounceInterval {
 		g.attachEnd(now)
 		return
 	}
@@ -170,7 +170,7 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 	r.asked = ""
 	if in.OK {
 		g.mates, g.matesOf = slices.Clone(in.Mates), in.To
-		g.swapAsked(now, in.To, in.Candidates)
+		g.swapAsked(in.To, in.Candidates)
 	}
 	switch r.stage {
 	case askSuccessor:
@@ -212,7 +212,6 @@ func (g *geoMachine) attachEnd(now time.Time) {
 	g.round = nil
 	g.update(now)
 	g.nextAttch = now.Add(g.jittered())
-	g.swapKick(now) // a report ready: at once
 }
 
 // leaderOf returns the election's leader when it runs for the cluster

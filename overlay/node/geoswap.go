@@ -23,10 +23,15 @@ import (
 //     and not tried yet (geometric.Candidates), which it pings itself, and names
 //     in its answers to attach requests (GeoAnswer.Candidates).
 //   - A member that hears candidates from its superpeer (AttachDone)
-//     pings those whose RTT it does not keep, and once it knows them all
-//     sends its next attach request at once, with its report
-//     (GeoReady.AttachRTTs: its RTT to the superpeer, then to each
-//     candidate); a member reports once per candidate list.
+//     pings those whose RTT it does not keep, and sends its report with
+//     its next attach request to the superpeer (GeoReady.AttachRTTs: its
+//     RTT to the superpeer, then to each candidate), once per candidate
+//     list. It makes no request for it: a report is not worth a request
+//     to a superpeer that may have crashed (with a request at once, the
+//     members of a crashed superpeer took 15.7 s to attach to its
+//     successor in TestGeoCrashTakeoverOutlivedConnection, over the 15 s
+//     it allows), so it goes with the renewal, once per announce
+//     interval, or a change of superpeer.
 //   - When a majority of the members reported, or swapWait after the
 //     round began, the superpeer asks geometric.Swap, and hands its token
 //     to the candidate it names (Holder.Handover: promoted at once, and
@@ -37,7 +42,7 @@ import (
 // RTT the superpeer measures to the candidate. The candidates are the
 // superpeer's choice and a hand-over is a token pass like any other,
 // vetted (vet) before it is made. Cost: per round, a member pings at most
-// DefaultSwapCandidates peers and sends one attach request more; the superpeer
+// DefaultSwapCandidates peers and adds its report to a request; the superpeer
 // keeps one report per member. Relocation between clusters
 // (geometric.Relocate), which the simulator runs, needs the superpeers'
 // summaries and is not in the node yet.
@@ -155,7 +160,7 @@ func (g *geoMachine) swapReported(from peer.ID, rtts []time.Duration) []peer.ID 
 
 // swapAsked takes the candidates a member's superpeer named: the member
 // measures them, to report.
-func (g *geoMachine) swapAsked(now time.Time, sp peer.ID, cands []peer.ID) {
+func (g *geoMachine) swapAsked(sp peer.ID, cands []peer.ID) {
 	if len(cands) > DefaultSwapCandidates {
 		cands = cands[:DefaultSwapCandidates]
 	}
@@ -168,7 +173,6 @@ func (g *geoMachine) swapAsked(now time.Time, sp peer.ID, cands []peer.ID) {
 			g.ping(c).measure = true
 		}
 	}
-	g.swapKick(now)
 }
 
 // swapReport is the member's report for its superpeer sp, when it has
@@ -188,14 +192,6 @@ func (g *geoMachine) swapReport(sp peer.ID) ([]time.Duration, bool) {
 		out = append(out, d)
 	}
 	return out, true
-}
-
-// swapKick starts the next attachment round at once when a report is
-// ready to go.
-func (g *geoMachine) swapKick(now time.Time) {
-	if _, ok := g.swapReport(g.attached); ok && g.round == nil {
-		g.nextAttch = now
-	}
 }
 
 // Swaps counts the hand-overs this node made by the search on measured
