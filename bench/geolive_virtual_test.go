@@ -3,8 +3,8 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"flag"
+	"fmt"
 	"os"
 	"testing"
 	"testing/synctest"
