@@ -69,9 +69,13 @@ type swapSearch struct {
 // will.
 func (g *geoMachine) swapWarm() time.Duration { return SnapshotTicks * g.cfg.TokenInterval }
 
-// swapWait is how long a search round waits for its reports at most.
+// swapWait is how long a search round waits for its reports at most: a
+// member hears the candidates with its renewal and reports with the next
+// (once per announce interval each), so three announce intervals. (With
+// one, every round ended before its reports came: no hand-over at all in
+// four minutes on 100 nodes.)
 func (g *geoMachine) swapWait() time.Duration {
-	return max(5*g.cfg.TokenInterval, g.m.cfg.AnnounceInterval)
+	return max(5*g.cfg.TokenInterval, 3*g.m.cfg.AnnounceInterval)
 }
 
 // searchRound advances the superpeer's search (at its attachment round).
