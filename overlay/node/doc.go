@@ -22,7 +22,9 @@
 // (ElectionMessage, SendFailed), reachability, a forced re-evaluation, and
 // with the geometric strategy the gossip feed (GeoFeed), pings
 // (PingDone), token passes (TokenOffered, PassDone), attach requests
-// (AttachAsked, AttachDone), the liar check's vantage points (VouchAsked,
+// (AttachAsked, AttachDone; they carry the search on measured RTTs of
+// geoswap.go: a member's report, a superpeer's candidates), the liar
+// check's vantage points (VouchAsked,
 // VouchDone) and leaving (GeoLeave). Tick(now) moves the
 // clock: election ticks, the periodic re-evaluation, the settled
 // evaluation after a change of the membership view, and the geometric

@@ -86,9 +86,10 @@
 //     idle timeout is 30 s).
 //   - Token passes and attach requests reach the receiving machine half an
 //     RTT (plus jitter) later; its machine decides, as the live stream
-//     handlers do (TokenOffered, or a fresh GeoFeed and AttachAsked; then
-//     GeoAnswer), and the answer (PassDone, AttachDone) is back half an
-//     RTT later. To a node that is down or cut off, or when the answer
+//     handlers do (TokenOffered, or a fresh GeoFeed and AttachAsked, with
+//     the member's report for the search on measured RTTs; then
+//     GeoAnswer, with the superpeer's candidates), and the answer
+//     (PassDone, AttachDone) is back half an RTT later. To a node that is down or cut off, or when the answer
 //     cannot come back (the asker crashed or was cut off meanwhile, or the
 //     answer is lost, with probability Loss: the receiver took the token
 //     or listed the member, the asker times out), the pass fails (PassDone
