@@ -66,18 +66,7 @@ var layoutRE = regexp.MustCompile(`(?s)<pre id="overlay-layout"[^>]*>(.*?)</pre>
 // it drew (after 1.5 s of the page's time: its first fetch is enough).
 func loadLayout(t *testing.T, chromium, url string) pageLayout {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a bound against hangs only
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=1500", "--dump-dom", url)
-	cmd.WaitDelay = 10 * time.Second // its helpers may hold the output open
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium --dump-dom %s: %v\n%s", url, err, stderr.String())
-	}
-	dom := string(out)
+	dom := dumpDOM(t, chromium, url, 1500*time.Millisecond)
 	m := layoutRE.FindStringSubmatch(dom)
 	var l pageLayout
 	if m == nil || json.Unmarshal([]byte(html.UnescapeString(m[1])), &l) != nil {
