@@ -164,10 +164,6 @@ func Candidates(self ID, members []Peer, k int, skip func(ID) bool) []ID {
 	ok := slices.DeleteFunc(slices.Clone(members), func(p Peer) bool {
 		return p.Coord == nil || !p.Coord.IsValid()
 	})
-	type scored struct {
-		id  ID
-		sum float64
-	}
 	var sc []scored
 	for _, p := range ok {
 		if p.ID == self || (skip != nil && skip(p.ID)) {
@@ -181,7 +177,18 @@ func Candidates(self ID, members []Peer, k int, skip func(ID) bool) []ID {
 		}
 		sc = append(sc, scored{p.ID, s})
 	}
-	slices.SortFunc(sc, func(a, b scored) int { return cmp.Or(cmp.Compare(a.sum, b.sum), cmp.Compare(a.id, b.id)) })
+	return lowest(sc, k)
+}
+
+// scored is a peer and its score.
+type scored struct {
+	id    ID
+	score float64
+}
+
+// lowest returns the IDs of the k lowest scores of sc, ties by ID.
+func lowest(sc []scored, k int) []ID {
+	slices.SortFunc(sc, func(a, b scored) int { return cmp.Or(cmp.Compare(a.score, b.score), cmp.Compare(a.id, b.id)) })
 	out := make([]ID, 0, min(k, len(sc)))
 	for _, s := range sc[:min(k, len(sc))] {
 		out = append(out, s.id)
@@ -361,10 +368,6 @@ func OutlyingCandidates(self ID, selfCoord Peer, members []Peer, rtt func(ID) ti
 	ok := slices.DeleteFunc(slices.Clone(members), func(p Peer) bool {
 		return p.Coord == nil || !p.Coord.IsValid() || p.ID == self
 	})
-	type scored struct {
-		id   ID
-		gain float64
-	}
 	now := make([]float64, len(ok)) // each member's RTT to the superpeer, in seconds
 	for i, m := range ok {
 		now[i] = rtt(m.ID).Seconds()
@@ -382,12 +385,7 @@ func OutlyingCandidates(self ID, selfCoord Peer, members []Peer, rtt func(ID) ti
 			}
 			g += max(0, now[i]-d)
 		}
-		sc = append(sc, scored{c.ID, g})
+		sc = append(sc, scored{c.ID, -g}) // the largest gains first
 	}
-	slices.SortFunc(sc, func(a, b scored) int { return cmp.Or(cmp.Compare(b.gain, a.gain), cmp.Compare(a.id, b.id)) })
-	out := make([]ID, 0, min(k, len(sc)))
-	for _, s := range sc[:min(k, len(sc))] {
-		out = append(out, s.id)
-	}
-	return out
+	return lowest(sc, k)
 }
