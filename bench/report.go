@@ -334,6 +334,12 @@ func WriteTables(w io.Writer, r *Results) error {
 			return err
 		}
 	}
+	if len(r.GeoLive) > 0 {
+		fmt.Fprintln(w, "\nSelection, geometric placement live (virtual time) and in the node simulator on the same hosts:")
+		if err := WriteGeoLiveTable(w, r.GeoLive); err != nil {
+			return err
+		}
+	}
 	if len(r.SimLive) > 0 {
 		fmt.Fprintln(w, "\nRepair, node simulator and live testnet side by side (same scenario and settings; T: failure-detection timeout):")
 		if err := WriteSimLiveTable(w, r.SimLive); err != nil {
@@ -413,6 +419,7 @@ func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
 	if len(r.Selection) > 0 {
 		fmt.Fprintf(w, "## Selection\n\n")
 		writeSelectionMarkdown(w, r.Selection)
+		writeGeoLiveMarkdown(w, r.GeoLive)
 		figure(SuiteSelection)
 	}
 	if len(r.Election) > 0 {
@@ -560,7 +567,7 @@ func writeSimLiveMarkdown(w io.Writer, rows []SimLiveRow) {
 }
 
 func writeSelectionMarkdown(w io.Writer, rows []SelectionRow) {
-	fmt.Fprintf(w, `Both strategies in the simulator, against two baselines computed in the same run on the same network, capacity and number of superpeers: **random** (the mean of many uniformly random placements) and **offline** (k-median local search under 1,000 hosts, k-medoids above: a placement that knows every RTT). Each row's ratios are against the baselines with as many superpeers as it placed (*baseline superpeers*): S for a strategy that placed S, otherwise its own count, whose baselines are listed as extra rows (e.g. *random (16 superpeers)*), so that no strategy is flattered by placing more superpeers than the baselines. A strategy that placed fewer than S superpeers may leave peers without room at capacity C; its baselines then do too, with the same C, and the RTT figures cover the attached peers only. A strategy is judged twice: as it attaches its peers (**own**), and as a **placement** (its superpeers, every ordinary peer attached to the nearest one with room by true RTT, as the baselines are). Ratios below 1 beat the baseline. *Nearest* is the mean RTT from every peer to its nearest superpeer regardless of capacity; *pairs* is the distribution of RTTs between superpeers. The dht strategy knows no RTT and no capacity: for a target S it makes up to 2^⌈log₂ S⌉ clusters, and is judged against baselines with as many. Messages per peer are those a peer sends: dht counts its FIND_NODE queries; geometric its RTT probes for the coordinates (a ping and an answer per coordinate round: 2 × 1,000 at 490 hosts) plus its token passes, and not the gossip of token positions.
+	fmt.Fprintf(w, `Both strategies in the simulator, against two baselines computed in the same run on the same network, capacity and number of superpeers: **random** (the mean of many uniformly random placements) and **offline** (k-median local search under 1,000 hosts, k-medoids above: a placement that knows every RTT). Each row's ratios are against the baselines with as many superpeers as it placed (*baseline superpeers*): S for a strategy that placed S, otherwise its own count, whose baselines are listed as extra rows (e.g. *random (16 superpeers)*), so that no strategy is flattered by placing more superpeers than the baselines. A strategy that placed fewer than S superpeers may leave peers without room at capacity C; its baselines then do too, with the same C, and the RTT figures cover the attached peers only. A strategy is judged twice: as it attaches its peers (**own**), and as a **placement** (its superpeers, every ordinary peer attached to the nearest one with room by true RTT, as the baselines are). Ratios below 1 beat the baseline. *Nearest* is the mean RTT from every peer to its nearest superpeer regardless of capacity; *pairs* is the distribution of RTTs between superpeers. The dht strategy knows no RTT and no capacity: for a target S it makes up to 2^⌈log₂ S⌉ clusters, and is judged against baselines with as many. Messages per peer are those a peer sends: dht counts its FIND_NODE queries; geometric its RTT probes for the coordinates (a ping and an answer per coordinate round: 2 × 1,000 at 490 hosts), the probes of its search on measured RTTs (2 messages each) and its token passes and hand-overs, and not the gossip of token positions, the members' reports or the superpeers' summaries. **geometric** is the coordinates and tokens followed by the search on measured RTTs (swaps of a superpeer's role inside its cluster, relocations of a token between clusters: geometric/swap.go); **geometric (coordinates)** is the coordinates and tokens alone.
 
 `)
 	header := []string{"network", "S", "C", "strategy", "superpeers", "own mean / p95 ms", "placement mean / p95 ms", "baseline superpeers", "placement ÷ random", "placement ÷ offline", "own ÷ offline", "nearest mean ms", "pairs p5 / median ms", "max cluster", "cluster CV", "rounds", "msgs/peer"}
@@ -736,4 +743,16 @@ func logSlope(xs, ys []float64) (b float64, ok bool) {
 		return 0, false
 	}
 	return (n*sxy - sx*sy) / den, true
+}
+
+// writeGeoLiveMarkdown writes the rows of TestGeoLiveVirtual.
+func writeGeoLiveMarkdown(w io.Writer, rows []GeoLiveRow) {
+	if len(rows) == 0 {
+		return
+	}
+	r0 := rows[0]
+	fmt.Fprintf(w, "**Geometric placement, live and simulated, on the same hosts** (`go test ./bench -run TestGeoLiveVirtual`, which make bench runs first). %d nodes on the first %d PlanetLab hosts, S = %d, for %.0f s of virtual time: a live in-process testnet (mocknet, kad-dht, GossipSub, the overlay's shell) in a testing/synctest bubble, whose timers and link delays follow a virtual clock, so that the RTTs the nodes measure are the matrix's whatever this machine's load; and the same node machines in the node simulator, with the same settings (the overlay's defaults: announce every 5 s, pings and token rounds every second). *Mean* is the matrix RTT from the ordinary nodes to the superpeer each names at the end; *ideal* the same superpeers with every ordinary node attached to the nearest with room; random (the mean of 100 placements) and the offline k-median are computed in the same run on the same hosts. *Coord. error* is the median relative error of the RTTs predicted by the nodes' coordinates, over all pairs. *Settled at* is when the superpeers and every node's superpeer last changed; *swaps* counts the hand-overs of the search on measured RTTs.\n\n",
+		r0.N, r0.N, r0.S, r0.DurationS)
+	_ = WriteGeoLiveTable(w, rows)
+	fmt.Fprintln(w)
 }

@@ -34,6 +34,10 @@ type Results struct {
 	// SimLive is the repair suite's side-by-side of one scenario on the
 	// node simulator and on a live testnet.
 	SimLive []SimLiveRow `json:"sim_live,omitempty"`
+	// GeoLive is the selection suite's geometric placement, live in
+	// virtual time and in the node simulator on the same hosts
+	// (TestGeoLiveVirtual, GeoLive).
+	GeoLive []GeoLiveRow `json:"geo_live,omitempty"`
 	// SimScale is the selection simulators at scale (dhtselect.Simulate,
 	// geometric.Simulate), NodeScale the node machines at scale
 	// (testnet/nodesim).

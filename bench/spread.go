@@ -574,22 +574,27 @@ func randomFigures(nw *Network, s, capacity, draws int, rng *rand.Rand) (Figures
 }
 
 // GeometricStrategy returns the strategy "geometric": geometric.Simulate
-// (coordinates fitted from sampled RTTs, then the token dynamics, then
-// attachment by coordinates) with cfg's settings, its Tokens, Capacity and
+// (coordinates fitted from sampled RTTs, then the token dynamics, then the
+// search on measured RTTs: swaps inside clusters and relocations between
+// them, then attachment) with cfg's settings, its Tokens, Capacity and
 // Seed replaced by the case's S, capacity and seed. cfg.CoordRounds of 0
 // is Simulate's default (1000); at 10,000 hosts 200 keeps a run near a
-// minute with the current Simulate.
+// minute with the current Simulate. CoordinatesOnlyStrategy is the same
+// without the search.
 //
-// Its result: Attach is Simulate's own attachment (nearest by coordinates
-// with room); Rounds is the round of the last token pass (LastPass: after
-// it every token holds still for the dwell time, not counted); and
+// Its result: Attach is Simulate's own attachment (nearest with room, by
+// coordinates, or with the search by the RTTs measured to the nearest few
+// superpeers); Rounds is the round of the last token pass (LastPass:
+// after it every token holds still for the dwell time, not counted); and
 // MessagesPerPeer counts the messages a peer sends: the RTT probes of the
 // coordinate fit (in each of CoordRounds rounds every peer pings one peer
 // and, on average, answers one ping: 2 messages; none when cfg.Coords
-// replaces the fit) plus the token passes, Passes/n. The gossip of token
-// positions is not counted: the simulator assumes every holder hears every
-// position before each tick. Coords are the fitted coordinates' Euclidean parts
-// projected on their two principal axes, in ms (heights left out).
+// replaces the fit), the probes of the search (SwapProbes, 2 messages
+// each) and the token passes, Passes/n. The gossip of token positions,
+// the members' reports and the superpeers' summaries are not counted:
+// the simulator assumes every holder hears every position before each
+// tick. Coords are the fitted coordinates' Euclidean parts projected on
+// their two principal axes, in ms (heights left out).
 func GeometricStrategy(cfg geometric.SimConfig) Strategy {
 	return Strategy{Name: "geometric", Run: func(nw *Network, s, capacity int, seed uint64) (StrategyResult, error) {
 		c := cfg
@@ -600,10 +605,20 @@ func GeometricStrategy(cfg geometric.SimConfig) Strategy {
 		}
 		return StrategyResult{
 			Superpeers: res.Superpeers, Attach: res.Attach, Rounds: res.LastPass,
-			MessagesPerPeer: float64(2*probeRounds(c, nw.N())) + float64(res.Passes)/float64(nw.N()),
+			MessagesPerPeer: float64(2*probeRounds(c, nw.N())) + 2*res.SwapProbes + float64(res.Passes+res.Swaps)/float64(nw.N()),
 			Coords:          Project2D(res.Coords),
 		}, nil
 	}}
+}
+
+// CoordinatesOnlyStrategy returns the strategy "geometric (coordinates)":
+// GeometricStrategy without the search on measured RTTs (SwapRounds < 0),
+// the placement of the coordinates and tokens alone, attached by
+// coordinates.
+func CoordinatesOnlyStrategy() Strategy {
+	s := GeometricStrategy(geometric.SimConfig{SwapRounds: -1})
+	s.Name = "geometric (coordinates)"
+	return s
 }
 
 // probeRounds is the number of rounds of coordinate fitting Simulate runs

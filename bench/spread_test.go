@@ -371,34 +371,49 @@ func TestDefaultCapacity(t *testing.T) {
 
 // The geometric strategy on a small synthetic network, with both baselines:
 // a settled run gives S superpeers, every peer attached, coordinates for a
-// plot, and a placement better than random.
+// plot, and a placement better than random; the search on measured RTTs
+// does no worse than the coordinates alone, and its probes are counted.
 func TestSelectionCaseGeometric(t *testing.T) {
 	nw := Synthetic(200, 1)
+	coords := CoordinatesOnlyStrategy() // with 200 coordinate rounds
+	coords.Run = GeometricStrategy(geometric.SimConfig{CoordRounds: 200, SwapRounds: -1}).Run
 	rows, err := SelectionCase{Network: nw, S: 10, Seed: 1, RandomDraws: 20,
-		Strategies: []Strategy{GeometricStrategy(geometric.SimConfig{CoordRounds: 200})}}.Run()
+		Strategies: []Strategy{GeometricStrategy(geometric.SimConfig{CoordRounds: 200}), coords}}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, r, o := rows[0], rows[1], rows[2]
-	t.Logf("geometric %.1f ms (placement %.1f), random %.1f, offline %.1f; %d rounds, %.2f messages per peer",
-		g.Own.MeanMs, g.Placement.MeanMs, r.Placement.MeanMs, o.Placement.MeanMs, g.Rounds, g.MessagesPerPeer)
+	g, c, r, o := rows[0], rows[1], rows[2], rows[3]
+	t.Logf("geometric %.1f ms (placement %.1f), coordinates alone %.1f (placement %.1f), random %.1f, offline %.1f; %d rounds, %.2f messages per peer (coordinates alone %.2f)",
+		g.Own.MeanMs, g.Placement.MeanMs, c.Own.MeanMs, c.Placement.MeanMs, r.Placement.MeanMs, o.Placement.MeanMs, g.Rounds, g.MessagesPerPeer, c.MessagesPerPeer)
 	if g.Strategy != "geometric" || g.Own.Superpeers != 10 || g.Own.Unattached != 0 || len(g.Coords) != 200 || len(g.Superpeers) != 10 {
 		t.Errorf("geometric row: %q, %d superpeers, %d unattached, %d coords", g.Strategy, g.Own.Superpeers, g.Own.Unattached, len(g.Coords))
+	}
+	if c.Strategy != "geometric (coordinates)" || r.Strategy != RandomName || o.Strategy != OfflineName {
+		t.Errorf("rows %q, %q, %q", c.Strategy, r.Strategy, o.Strategy)
 	}
 	if g.Capacity != 64 || o.Method != OfflineKMedian {
 		t.Errorf("capacity %d, offline method %q", g.Capacity, o.Method)
 	}
-	if g.PlacementMeanOverRandom >= 1 || o.PlacementMeanOverRandom >= g.PlacementMeanOverRandom {
-		t.Errorf("placement/random: geometric %.2f, offline %.2f; want offline < geometric < 1",
-			g.PlacementMeanOverRandom, o.PlacementMeanOverRandom)
+	for _, x := range []SelectionRow{g, c} {
+		if x.PlacementMeanOverRandom >= 1 || o.PlacementMeanOverRandom >= x.PlacementMeanOverRandom {
+			t.Errorf("%s: placement/random: %.2f, offline %.2f; want offline < it < 1",
+				x.Strategy, x.PlacementMeanOverRandom, o.PlacementMeanOverRandom)
+		}
+		if x.Placement.MeanMs > x.Own.MeanMs+1e-9 {
+			t.Errorf("%s: ideal attachment %.2f ms worse than the strategy's own %.2f ms", x.Strategy, x.Placement.MeanMs, x.Own.MeanMs)
+		}
 	}
-	if g.Placement.MeanMs > g.Own.MeanMs+1e-9 {
-		t.Errorf("ideal attachment %.2f ms worse than the strategy's own %.2f ms", g.Placement.MeanMs, g.Own.MeanMs)
+	if g.Placement.MeanMs > c.Placement.MeanMs+1e-9 {
+		t.Errorf("the search on measured RTTs made the placement worse: %.2f ms against %.2f", g.Placement.MeanMs, c.Placement.MeanMs)
 	}
 	// 200 coordinate rounds of a ping and an answer, then the passes: at
-	// most one per token per round until the last pass.
-	if maxPasses := float64(10*g.Rounds) / 200; g.MessagesPerPeer < 400 || g.MessagesPerPeer > 400+maxPasses {
-		t.Errorf("messages per peer %.2f, want 400 probes plus at most %.2f passes", g.MessagesPerPeer, maxPasses)
+	// most one per token per round until the last pass. The search adds
+	// its probes.
+	if maxPasses := float64(10*c.Rounds) / 200; c.MessagesPerPeer < 400 || c.MessagesPerPeer > 400+maxPasses {
+		t.Errorf("coordinates alone: messages per peer %.2f, want 400 probes plus at most %.2f passes", c.MessagesPerPeer, maxPasses)
+	}
+	if g.MessagesPerPeer <= c.MessagesPerPeer {
+		t.Errorf("messages per peer %.2f with the search, %.2f without: the search's probes are not counted", g.MessagesPerPeer, c.MessagesPerPeer)
 	}
 }
 

@@ -53,6 +53,10 @@ type Config struct {
 	// virtual time (TestSimLiveVirtual: testing/synctest runs only in a
 	// test): the repair suite's live half adds them to its own.
 	SimLiveVirtual []SimLiveRow
+	// GeoLiveVirtual are the rows of TestGeoLiveVirtual (geometric
+	// placement live in virtual time and in the node simulator): the
+	// selection suite adds them.
+	GeoLiveVirtual []GeoLiveRow
 }
 
 // step is one unit of a run, shown as one step of the progress.
@@ -123,6 +127,12 @@ func suiteSteps(suite string, cfg Config) []step {
 		if cfg.Quick {
 			cases = []netCase{{"PlanetLab", PlanetLab, []int{10}}, {"synthetic 1,000", synthetic(1000), []int{10}}}
 		}
+		if len(cfg.GeoLiveVirtual) > 0 {
+			steps = append(steps, step{"selection: geometric live in virtual time (rows of TestGeoLiveVirtual)", func(_ context.Context, r *Results) error {
+				r.GeoLive = append(r.GeoLive, cfg.GeoLiveVirtual...)
+				return nil
+			}})
+		}
 		for _, c := range cases {
 			var nw *Network // made by the case's first step, kept for the others
 			for _, s := range c.sizes {
@@ -134,7 +144,7 @@ func suiteSteps(suite string, cfg Config) []step {
 						}
 					}
 					rows, err := SelectionCase{Network: nw, S: s, Seed: cfg.Seed,
-						Strategies: []Strategy{GeometricStrategy(defaultGeometric()), DHTStrategy}}.Run()
+						Strategies: []Strategy{GeometricStrategy(defaultGeometric()), CoordinatesOnlyStrategy(), DHTStrategy}}.Run()
 					r.Selection = append(r.Selection, rows...)
 					return err
 				}})
@@ -206,7 +216,7 @@ func suiteSteps(suite string, cfg Config) []step {
 		}
 		if cfg.Sim {
 			for _, n := range sizes {
-				for _, st := range []Strategy{GeometricStrategy(defaultGeometric()), DHTStrategy} {
+				for _, st := range []Strategy{GeometricStrategy(scaleGeometric()), DHTStrategy} {
 					steps = append(steps, step{fmt.Sprintf("scale: simulator, %s, %d peers", st.Name, n), func(_ context.Context, r *Results) error {
 						rows, err := SimScale(SimScaleConfig{Sizes: []int{n}, Strategies: []Strategy{st}, Seed: cfg.Seed})
 						r.SimScale = append(r.SimScale, rows...)

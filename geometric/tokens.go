@@ -272,8 +272,9 @@ func (h *Holder) Observe(p Position) []Output {
 	return nil
 }
 
-// Receive hands token t to this peer at time now; its holding time starts.
-// It fails, and the sender should keep the token (PassDone(false)), when this
+// Receive hands token t to this peer at time now; its holding time starts
+// (a token with Settled passes or more, handed over, makes it a superpeer
+// at once: Handover). It fails, and the sender should keep the token (PassDone(false)), when this
 // peer already holds a token, is leaving, or has heard of a newer holder of
 // t (a replayed pass).
 func (h *Holder) Receive(t Token, now time.Time) error {
@@ -287,6 +288,9 @@ func (h *Holder) Receive(t Token, now time.Time) error {
 		return fmt.Errorf("geometric: peer %q refuses token %d at seq %d: %q holds it at seq %d", h.self, t.Num, t.Seq, old.Holder, old.Token.Seq)
 	}
 	h.held, h.token, h.since, h.super, h.passing, h.stale = true, t, now, false, false, true
+	if t.Passes() >= Settled { // handed over (Handover): not in transit
+		h.super = true
+	}
 	delete(h.heard, t.Num)
 	return nil
 }
@@ -301,6 +305,27 @@ func (h *Holder) Yield() []Output {
 		return nil
 	}
 	return h.drop()
+}
+
+// Settled is the pass count that a hand-over (Handover) adds to a token:
+// a token handed over by the search on measured RTTs (swap.go) is where
+// the measurements put it, not in transit. Cooled by that many passes, it
+// no longer moves for the coordinates' forces (its margin overflows to
+// +Inf), and a peer that receives it is promoted at once (Receive).
+const Settled = 1 << 16
+
+// Handover passes the token to peer to at once, as the search on measured
+// RTTs decided (Swap or Relocate): a Pass with Settled passes more, which
+// the recipient takes promoted. The driver reports the outcome with
+// PassDone, as for any pass. It outputs nothing when no token is held, a
+// pass is in flight, this peer is leaving, or to is this peer; the
+// decisions of the token dynamics (Tick) wait while it is in flight.
+func (h *Holder) Handover(to ID) []Output {
+	if !h.held || h.passing || h.left || to == h.self || to == "" || uint64(h.token.Passes())+Settled+1 >= 1<<32 {
+		return nil
+	}
+	h.passing = true
+	return []Output{Pass{Token: Token{h.token.Num, h.token.Seq + Settled + 1}, To: to}}
 }
 
 // Takeover hands token t to this peer as Receive does, and promotes it at

@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"context"
 	"net"
 	"net/netip"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/quicreuse"
 	netroute "github.com/libp2p/go-netroute"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -70,6 +72,27 @@ func connGroup(a ma.Multiaddr) (string, bool) {
 		g = "relayed/" + g
 	}
 	return g, relayed
+}
+
+// connect dials the cluster-mates the machine asks for (Ready.Connect),
+// each in its own goroutine and for QueryTimeout at most, at the
+// addresses they announced: a connection is what makes them count. A
+// failure is no error (the peer may be gone); the machine asks again
+// after a period while the peer stays in the view.
+func (n *Node) connect(ctx context.Context, peers []peer.ID) {
+	for _, p := range peers {
+		if n.guard.Banned(p) || n.host.Network().Connectedness(p) == network.Connected {
+			continue
+		}
+		ai := n.addrInfo(p)
+		n.wg.Go(func() {
+			dctx, cancel := context.WithTimeout(ctx, n.cfg.QueryTimeout)
+			defer cancel()
+			if err := n.host.Connect(dctx, ai); err != nil && ctx.Err() == nil {
+				n.log.Debug("cluster-mate unreachable", "peer", p, "err", err)
+			}
+		})
+	}
 }
 
 // speaksCloser reports whether p's protocols, as identify put them in the

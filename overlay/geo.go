@@ -56,12 +56,18 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/3.0.0": a frameAttach with no
-//     payload, answered by a frameAnswer of 1 byte (1 accepted, 0 refused)
-//     followed, when accepted, by the cluster: a uvarint count (at most
-//     pb.MaxIDs) of peer IDs, each a uvarint length (at most pb.MaxIDLen)
-//     and the ID's bytes, the superpeer first (appendIDs, readIDs). Members
-//     learn their cluster-mates from it, for elections;
+//   - attach "/superpeer/<network>/attach/4.0.0": a frameAttach with no
+//     payload, or with the member's report for the search on measured
+//     RTTs (overlay/node's geoswap.go): a uvarint count (1 to
+//     maxAttachRTTs) of uvarint RTTs in nanoseconds (each at most
+//     geometric.MaxRTT), to the superpeer first, then to each candidate
+//     it named; answered by a frameAnswer of 1 byte (1 accepted, 0
+//     refused) followed, when accepted, by the cluster: a uvarint count
+//     (at most pb.MaxIDs) of peer IDs, each a uvarint length (at most
+//     pb.MaxIDLen) and the ID's bytes, the superpeer first (appendIDs,
+//     readIDs), and then the candidates of the search in the same form
+//     (none: a count of 0). Members learn their cluster-mates from it,
+//     for elections;
 //   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
 //     (the peer checked), answered by a frameAnswer of 8 bytes (the RTT
 //     this node measures to it, nanoseconds, big-endian: the machine's,
@@ -80,7 +86,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/3.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/4.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -199,8 +205,8 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			yes, mates, err := g.requestAttach(ctx, p)
-			n.feed(node.AttachDone{To: p, OK: yes, Mates: mates, Err: err})
+			yes, mates, cands, err := g.requestAttach(ctx, p, rd.AttachRTTs[p])
+			n.feed(node.AttachDone{To: p, OK: yes, Mates: mates, Candidates: cands, Err: err})
 		}()
 	}
 	for _, v := range rd.Vouch {
@@ -344,22 +350,65 @@ func (g *geo) handleToken(s network.Stream) {
 	})
 }
 
-// requestAttach asks p to take us: yes with the cluster p sent, or no (err
-// nil: p answered no), or no answer (err).
-func (g *geo) requestAttach(ctx context.Context, p peer.ID) (bool, []peer.ID, error) {
-	resp, err := g.n.request(ctx, p, g.attachProto, frameAttach, nil, frameAnswer)
-	if err != nil || len(resp) == 0 || resp[0] != respYes[0] {
-		return false, nil, err
+// requestAttach asks p to take us, with our report rtts if any: yes with
+// the cluster and the candidates p sent, or no (err nil: p answered no),
+// or no answer (err).
+func (g *geo) requestAttach(ctx context.Context, p peer.ID, rtts []time.Duration) (bool, []peer.ID, []peer.ID, error) {
+	var req []byte
+	if len(rtts) > 0 {
+		req = appendRTTs(nil, rtts)
 	}
-	cluster, err := decodeAll(resp[1:], readIDs)
-	if err == nil && (len(cluster) == 0 || cluster[0] != p) {
+	resp, err := g.n.request(ctx, p, g.attachProto, frameAttach, req, frameAnswer)
+	if err != nil || len(resp) == 0 || resp[0] != respYes[0] {
+		return false, nil, nil, err
+	}
+	lists, err := decodeAll(resp[1:], func(r *bufio.Reader) ([2][]peer.ID, error) {
+		cluster, err := readIDs(r)
+		if err != nil {
+			return [2][]peer.ID{}, err
+		}
+		cands, err := readIDs(r)
+		return [2][]peer.ID{cluster, cands}, err
+	})
+	if err == nil && (len(lists[0]) == 0 || lists[0][0] != p) {
 		err = fmt.Errorf("%w: attach: the cluster list does not start with its superpeer", errWire)
 	}
 	if err != nil {
 		g.n.guard.refuse(g.n, protoName(g.attachProto), p, err)
-		return false, nil, err
+		return false, nil, nil, err
 	}
-	return true, cluster, nil
+	return true, lists[0], lists[1], nil
+}
+
+// maxAttachRTTs bounds a report in an attach request: the RTT to the
+// superpeer and to each candidate (node.DefaultSwapCandidates is 4).
+const maxAttachRTTs = 9
+
+// readRTTs reads a report: a uvarint count (1 to maxAttachRTTs) of
+// uvarint RTTs in nanoseconds, each in (0, geometric.MaxRTT].
+func readRTTs(r *bufio.Reader) ([]time.Duration, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n == 0 || n > maxAttachRTTs {
+		return nil, fmt.Errorf("RTT count %d: %v", n, err)
+	}
+	out := make([]time.Duration, 0, n)
+	for range n {
+		v, err := binary.ReadUvarint(r)
+		if err != nil || v == 0 || v > uint64(geometric.MaxRTT) {
+			return nil, fmt.Errorf("RTT %d ns: %v", v, err)
+		}
+		out = append(out, time.Duration(v))
+	}
+	return out, nil
+}
+
+// appendRTTs is readRTTs' writer.
+func appendRTTs(b []byte, rtts []time.Duration) []byte {
+	b = binary.AppendUvarint(b, uint64(len(rtts)))
+	for _, d := range rtts {
+		b = binary.AppendUvarint(b, uint64(min(max(d, 1), geometric.MaxRTT)))
+	}
+	return b
 }
 
 // readIDs reads a uvarint count of peer IDs, each a uvarint length and the
@@ -402,20 +451,24 @@ func appendIDs(b []byte, ids []peer.ID) []byte {
 // (node.AttachAsked), given the feed as it is now.
 func (g *geo) handleAttach(s network.Stream) {
 	g.n.serve(s, "attach", frameAttach, func(req []byte, from peer.ID) (frameType, []byte, error) {
+		var rtts []time.Duration
 		if len(req) != 0 {
-			return 0, nil, fmt.Errorf("%w: attach request of %d bytes, want none", errWire, len(req))
+			var err error
+			if rtts, err = decodeAll(req, readRTTs); err != nil {
+				return 0, nil, fmt.Errorf("%w: attach request: %w", errWire, err)
+			}
 		}
 		var ans node.GeoAnswer
 		feed := g.input()
 		if !g.n.do(g.ctx, func(m *node.Machine) {
 			now := time.Now()
 			m.Step(now, feed)
-			m.Step(now, node.AttachAsked{From: from})
+			m.Step(now, node.AttachAsked{From: from, RTTs: rtts})
 			ans = m.GeoAnswer()
 		}) || !ans.Yes {
 			return frameAnswer, respNo, nil
 		}
-		return frameAnswer, appendIDs(slices.Clone(respYes), ans.Cluster), nil
+		return frameAnswer, appendIDs(appendIDs(slices.Clone(respYes), ans.Cluster), ans.Candidates), nil
 	})
 }
 
@@ -465,4 +518,12 @@ func (g *geo) close() error {
 	g.n.host.RemoveStreamHandler(g.attachProto)
 	g.n.host.RemoveStreamHandler(g.vouchProto)
 	return g.feed.Close()
+}
+
+// GeoSwaps counts the superpeer's roles this node handed over by the
+// search on measured RTTs (overlay/node's geoswap.go).
+func (n *Node) GeoSwaps() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.swaps
 }

@@ -115,6 +115,9 @@ type Node struct {
 	// distrusted counts the claims the geometric strategy's liar check
 	// found implausible, out of vetChecks.
 	distrusted, vetChecks uint64
+	// swaps counts the hand-overs of the search on measured RTTs
+	// (node.Machine.Swaps).
+	swaps uint64
 }
 
 // New starts a node: it builds (or adopts) the host, starts the DHT in server
@@ -549,7 +552,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 	}
 	n.mu.Lock()
 	n.election, n.detection, n.deadline = n.m.Election(), n.m.Detection(), n.m.MessageDeadline()
-	n.distrusted = n.m.Distrusted()
+	n.distrusted, n.swaps = n.m.Distrusted(), n.m.Swaps()
 	n.vetChecks, _ = n.m.VetChecks()
 	n.mu.Unlock()
 	for _, e := range rd.Elections {
@@ -577,6 +580,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 			}
 		}()
 	}
+	n.connect(ctx, rd.Connect)
 	if rd.StateChanged && n.cfg.Strategy != StrategyGeometric {
 		st := rd.State
 		n.commit(State{

@@ -1,8 +1,6 @@
 package overlay
 
 import (
-	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -168,9 +166,10 @@ type LastElection struct {
 // election and the peers it knows of. The election's event counts and last
 // election are a StatusServer's (it follows the events); here they are
 // zero.
-func (n *Node) Status() Status {
-	st := n.State()
-	es := n.ElectionStats()
+func (n *Node) Status() Status { return n.statusOf(n.State(), n.ElectionStats(), true) }
+
+// statusOf is Status from st and es, with the peer list when peers is set.
+func (n *Node) statusOf(st State, es ElectionStats, peers bool) Status {
 	s := Status{
 		ID: n.self.String(), Network: n.cfg.Network, Strategy: n.cfg.Strategy, Role: st.Role, Private: n.Private(),
 		Cluster:      ClusterStatus{Prefix: st.Prefix, K: st.K, Key: st.ClusterKey.String(), TargetSuperpeers: st.S},
@@ -179,8 +178,10 @@ func (n *Node) Status() Status {
 		SizeEstimate: SizeEstimate{N: st.Size.N, Source: st.Size.Source},
 		Coord:        coordOf(st.Coord),
 		Evaluations:  st.Evaluations, Lookups: st.Lookups, LookupQueries: st.Queries,
-		Peers: n.peerStatuses(st),
-		Time:  time.Now(),
+		Time: time.Now(),
+	}
+	if peers {
+		s.Peers = n.peerStatuses(st)
 	}
 	for i, p := range st.Members {
 		s.Members[i] = p.String()
@@ -340,16 +341,17 @@ func coordOf(c *coordinate.Coordinate) *Coord {
 // ErrStatusServer reports that a StatusServer could not start.
 var ErrStatusServer = errors.New("overlay: status server")
 
-//go:embed web/index.html
-var webFS embed.FS
-
 // StatusServer serves a node's status over HTTP:
 //
 //   - GET /status: the node's Status in JSON;
 //   - GET /metrics: Prometheus metrics in the text format (see
 //     NewStatusServer for the list), read from the node at scrape time;
-//   - GET /: a self-contained page (no external scripts) that fetches
-//     /status every second and draws the node's cluster map.
+//   - GET /overview: the node's Overview in JSON, with the time line of
+//     the changes the server saw (its own role, elections, and the
+//     clusters' states at each request);
+//   - GET /: a self-contained page (overlay/web, no external scripts)
+//     that fetches /overview every second and draws every cluster the
+//     node knows of, its own in detail, and the time line.
 //
 // It is an http.Handler: the caller runs it (an http.Server, or under a
 // prefix with http.StripPrefix) and decides its lifetime; Close stops it
@@ -364,6 +366,7 @@ type StatusServer struct {
 	mu                sync.Mutex
 	elections, losses uint64
 	last              *LastElection
+	timeline          Timeline
 }
 
 var _ http.Handler = (*StatusServer)(nil)
@@ -404,7 +407,7 @@ func NewStatusServer(n *Node) (*StatusServer, error) {
 	if n == nil {
 		return nil, fmt.Errorf("%w: no node", ErrStatusServer)
 	}
-	sub, err := n.host.EventBus().Subscribe([]any{new(EvtSuperpeerElected), new(EvtSuperpeerLost)})
+	sub, err := n.host.EventBus().Subscribe([]any{new(EvtSuperpeerElected), new(EvtSuperpeerLost), new(EvtRoleChanged)})
 	if err != nil {
 		return nil, fmt.Errorf("%w: subscribe to the node's events: %w", ErrStatusServer, err)
 	}
@@ -420,27 +423,48 @@ func NewStatusServer(n *Node) (*StatusServer, error) {
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("GET /{$}", s.serveIndex)
+	s.mux.HandleFunc("GET /{$}", serveIndex)
 	s.mux.HandleFunc("GET /status", s.serveStatus)
+	s.mux.HandleFunc("GET /overview", func(w http.ResponseWriter, _ *http.Request) { serveJSON(w, s.Overview()) })
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	go s.follow()
 	return s, nil
 }
 
-// follow counts the election events until Close.
+// follow counts the election events, and notes them and the node's role
+// changes in the time line, until Close.
 func (s *StatusServer) follow() {
 	defer close(s.done)
 	for e := range s.sub.Out() {
+		now := time.Now()
 		s.mu.Lock()
 		switch e := e.(type) {
 		case EvtSuperpeerElected:
 			s.elections++
-			s.last = &LastElection{Time: time.Now(), Term: e.Term, Leader: idString(e.Superpeer)}
+			s.last = &LastElection{Time: now, Term: e.Term, Leader: idString(e.Superpeer)}
+			s.timeline.Add(TimelineEntry{Time: now, Kind: "elected", Peer: idString(e.Superpeer),
+				Text: fmt.Sprintf("this node's election named %s (term %d)", Short(idString(e.Superpeer)), e.Term)})
 		case EvtSuperpeerLost:
 			s.losses++
+			s.timeline.Add(TimelineEntry{Time: now, Kind: "lost", Peer: idString(e.Superpeer),
+				Text: fmt.Sprintf("this node's election lost %s", Short(idString(e.Superpeer)))})
+		case EvtRoleChanged:
+			s.timeline.Add(TimelineEntry{Time: now, Kind: "role", Peer: s.n.self.String(), From: e.Old.String(), To: e.New.String(),
+				Text: fmt.Sprintf("this node: %s → %s", e.Old, e.New)})
 		}
 		s.mu.Unlock()
 	}
+}
+
+// Overview returns the node's Overview (Node.Overview) with the server's
+// time line, after noting in it how the clusters changed since the last
+// request.
+func (s *StatusServer) Overview() Overview {
+	o := s.n.Overview()
+	s.addElections(o.Node)
+	s.timeline.Observe(o.Time, o.Clusters)
+	o.Timeline = s.timeline.Entries(o.Time)
+	return o
 }
 
 // Close stops following the node's events. It does not stop serving: the
@@ -451,39 +475,32 @@ func (s *StatusServer) Close() error {
 	return err
 }
 
-// ServeHTTP serves /status, /metrics and the page on /.
+// ServeHTTP serves /status, /overview, /metrics and the page on /.
 func (s *StatusServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Status returns the node's Status with the election events this server
 // has seen.
 func (s *StatusServer) Status() Status {
 	st := s.n.Status()
-	if st.Election != nil {
-		s.mu.Lock()
-		st.Election.Elections, st.Election.Losses = s.elections, s.losses
-		if s.last != nil {
-			l := *s.last
-			st.Election.Last = &l
-		}
-		s.mu.Unlock()
-	}
+	s.addElections(&st)
 	return st
 }
 
-func (s *StatusServer) serveStatus(w http.ResponseWriter, _ *http.Request) {
-	b, err := json.MarshalIndent(s.Status(), "", "  ")
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+// addElections fills in the election events the server has seen.
+func (s *StatusServer) addElections(st *Status) {
+	if st.Election == nil {
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(append(b, '\n'))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.Election.Elections, st.Election.Losses = s.elections, s.losses
+	if s.last != nil {
+		l := *s.last
+		st.Election.Last = &l
+	}
 }
 
-func (s *StatusServer) serveIndex(w http.ResponseWriter, r *http.Request) {
-	http.ServeFileFS(w, r, webFS, "web/index.html")
-}
+func (s *StatusServer) serveStatus(w http.ResponseWriter, _ *http.Request) { serveJSON(w, s.Status()) }
 
 // collector reads the node's metrics at scrape time.
 type collector struct{ s *StatusServer }

@@ -106,6 +106,25 @@ func TestStatusServer(t *testing.T) {
 		}
 	}
 
+	// /overview: the node's own cluster in detail, stable, with both
+	// nodes, this one marked; the node's status without its peer list; a
+	// layout with the cluster and its label; the server's time line.
+	var ov Overview
+	if err := json.Unmarshal(httpGet(t, web.URL+"/overview", "application/json"), &ov); err != nil {
+		t.Fatalf("/overview: %v", err)
+	}
+	if ov.Source != "node" || ov.Node == nil || ov.Node.ID != b.ID().String() || ov.Node.Peers != nil || len(ov.Clusters) != 1 ||
+		len(ov.Layout.Clusters) != 1 || len(ov.Layout.Labels) != 2 ||
+		!slices.ContainsFunc(ov.Timeline, func(e TimelineEntry) bool { return e.Kind == "elected" && e.Peer == want.String() }) {
+		t.Fatalf("/overview = %+v", ov)
+	}
+	if c := ov.Clusters[0]; !c.Own || c.ID != DHTClusterID(st.K, st.ClusterKey) || c.Superpeer != want.String() || c.Size != 2 ||
+		len(c.Members) != 2 || c.State != ClusterStable || c.SuperpeerDown || !slices.ContainsFunc(c.Members, func(m MemberView) bool {
+		return m.Self && m.ID == b.ID().String()
+	}) {
+		t.Errorf("/overview cluster = %+v", c)
+	}
+
 	// /metrics: the text format, the families present, values as State.
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(httpGet(t, web.URL+"/metrics", "text/plain"))))
@@ -175,7 +194,7 @@ func TestStatusServer(t *testing.T) {
 
 	// The page, and nothing else.
 	page := string(httpGet(t, web.URL+"/", "text/html"))
-	for _, s := range []string{`id="role"`, "data-peer", `fetch("status"`} {
+	for _, s := range []string{`id="role"`, "data-peer", `fetch("overview"`} {
 		if !strings.Contains(page, s) {
 			t.Errorf("the page lacks %s", s)
 		}

@@ -12,7 +12,10 @@
 // runs fault scenarios (RunScenario: crashes, churn, partitions, a
 // flapping host) while an observer samples every node's view, and reports
 // the result as a table or JSON. It prints nothing: Config.Progress hears
-// how a long wait or scenario goes, for a display (peer testnet draws it).
+// how a long wait or scenario goes, for a display (peer testnet draws it),
+// and Overview gives every cluster of the running overlay, with a time line
+// of the clusters' changes and the Net's faults, for the overlay's page
+// (peer testnet --http).
 //
 // Subpackages: sim is a deterministic discrete-event simulator for the pure
 // election machines; nodesim runs node machines (overlay/node), the type

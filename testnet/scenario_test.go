@@ -97,3 +97,52 @@ func TestFlapScenario(t *testing.T) {
 		t.Errorf("the flapping node won its cluster back %d times, want at most 2", r.FlapperWins)
 	}
 }
+
+// A partition heals, and every node counts all of its cluster's members
+// again. A member counts only while its node is connected to it (the
+// identities per address, overlay/node's admit.go), and the cut closed the
+// connections across it; after the heal nothing but chance (a bootstrap
+// dial, a lookup's query) reconnected the two sides, and peers stayed
+// short of members for good (peer testnet -n 16 --superpeers 2 --scenario
+// partition --duration 5s: 6 of 16 knew 5 or 7 of their cluster's 9). The
+// machine now asks its driver to connect to the cluster-mates it sees
+// announced but not connected (Ready.Connect).
+func TestPartitionHealReconnects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes")
+	}
+	cfg := Config{N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1}
+	tn := startNet(t, cfg)
+	waitConverged(t, tn, tn.Started())
+	sc := ScenarioConfig{Name: ScenarioPartition, Duration: 5 * time.Second, Seed: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+	defer cancel()
+	r, err := tn.RunScenario(ctx, sc)
+	t.Logf("%+v", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Kill-superpeer stops a superpeer that no other peer names (alone in its
+// cluster): there is nothing to fail over, and the scenario goes on at
+// once. It waited for that failover until its timeout (peer testnet -n 4
+// --superpeers 4 --scenario kill-superpeer --seed 3; with the geometric
+// strategy a superpeer with no members, seen at -n 16 --superpeers 4).
+func TestKillLoneSuperpeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 4 libp2p nodes")
+	}
+	tn := startNet(t, Config{N: 4, Target: dhtselect.Target{Superpeers: 4}, Seed: 3})
+	waitConverged(t, tn, tn.Started())
+	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+	defer cancel()
+	r, err := tn.RunScenario(ctx, ScenarioConfig{Name: ScenarioKillSuperpeer, Seed: 3})
+	t.Logf("%+v", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Faults) != 1 || r.FailoverMS.N != 0 || r.Orphans != 0 {
+		t.Errorf("faults %v, failovers %+v, %d orphans; want one stop, nothing to fail over, no orphan", r.Faults, r.FailoverMS, r.Orphans)
+	}
+}

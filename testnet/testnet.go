@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -180,6 +181,11 @@ type Net struct {
 	started time.Time
 	// stoppedSent counts the election messages of stopped nodes, by type.
 	stoppedSent map[string]uint64
+	// timeline is the Overview's; watched says Overview was called, so
+	// that a stop notes the clusters at once (see Overview).
+	timeline   overlay.Timeline
+	watched    atomic.Bool
+	overviewMu sync.Mutex
 }
 
 // Start starts cfg.N nodes: in this process, or each in its own OS process
@@ -256,6 +262,7 @@ func (t *Net) Join(ctx context.Context) (Member, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.fault(t.ids[i], "node %d (%s) joined", i, overlay.Short(t.ids[i].String()))
 	return t.nodes[i], nil
 }
 
@@ -333,13 +340,31 @@ func (t *Net) stop(id peer.ID, graceful bool) error {
 	}
 	t.mu.Lock()
 	n := t.nodes[i]
+	t.mu.Unlock()
+	how := "crashed"
+	if graceful {
+		how = "shut down"
+	}
+	// The fault goes into the time line before the node leaves the
+	// Net's list: an overview taken between the two would otherwise note
+	// its cluster without a superpeer before the crash that caused it
+	// (TestOverview under -race).
+	t.fault(id, "node %d (%s, %s) %s", i, overlay.Short(id.String()), n.State().Role, how)
+	t.mu.Lock()
 	t.nodes[i] = nil
 	if t.stoppedSent == nil {
 		t.stoppedSent = map[string]uint64{}
 	}
 	addCounts(t.stoppedSent, n.ElectionStats().Sent)
 	t.mu.Unlock()
-	return t.fab.kill(i, graceful)
+	if t.watched.Load() {
+		t.overview() // the clusters without it, before anyone could react
+	}
+	err = t.fab.kill(i, graceful)
+	if t.watched.Load() {
+		t.overview()
+	}
+	return err
 }
 
 // Partition cuts the live nodes in side off from the other live nodes,
@@ -362,6 +387,7 @@ func (t *Net) Partition(side []peer.ID) error {
 			}
 		}
 	}
+	t.fault("", "partition: %d of %d live nodes cut off from the others", len(side), len(live))
 	return t.cutPairs(pairs)
 }
 
@@ -378,6 +404,7 @@ func (t *Net) Down(id peer.ID) error {
 			pairs = append(pairs, [2]int{i, n.Index})
 		}
 	}
+	t.fault(id, "node %d (%s) cut off from every other", i, overlay.Short(id.String()))
 	return t.cutPairs(pairs)
 }
 
@@ -404,14 +431,17 @@ func (t *Net) cutPairs(pairs [][2]int) error {
 // live nodes. The node reconnects by itself (it dials its bootstrap peers
 // again, and they or gossip lead it to the rest).
 func (t *Net) Up(id peer.ID) error {
-	if _, err := t.index(id); err != nil {
+	i, err := t.index(id)
+	if err != nil {
 		return err
 	}
+	t.fault(id, "node %d (%s) reconnected", i, overlay.Short(id.String()))
 	return t.restore(func(a, b peer.ID) bool { return a == id || b == id })
 }
 
 // Heal restores every link that Partition or Down cut between live nodes.
 func (t *Net) Heal() error {
+	t.fault("", "healed: every cut link restored")
 	return t.restore(func(a, b peer.ID) bool { return true })
 }
 

@@ -23,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 		out       string
 		report    string
 		simlive   string
+		geolive   string
 		asJSON    bool
 		seed      uint64
 		quick     bool
@@ -96,11 +97,21 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 					return fmt.Errorf("--simlive: %w", err)
 				}
 			}
+			var geoVirtual []bench.GeoLiveRow
+			if geolive != "" {
+				b, err := os.ReadFile(geolive)
+				if err == nil {
+					err = json.Unmarshal(b, &geoVirtual)
+				}
+				if err != nil {
+					return fmt.Errorf("--geolive: %w", err)
+				}
+			}
 			prog := newProgress(cmd.ErrOrStderr(), showProgr && !asJSON)
 			res, runErr := bench.Run(cmd.Context(), bench.Config{
 				Suites: suites, Sim: !liveOnly, Live: !simOnly, Seed: seed, Quick: quick,
 				Command: "peer " + strings.Join(os.Args[1:], " "), Progress: prog, Exec: exe,
-				SimLiveVirtual: virtual,
+				SimLiveVirtual: virtual, GeoLiveVirtual: geoVirtual,
 			})
 			prog.finish()
 			if res == nil {
@@ -139,6 +150,7 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 	fs.BoolVar(&liveOnly, "live", false, "run only the live testnet's parts (real libp2p nodes in this process)")
 	fs.StringVar(&out, "out", "bench-out", "folder for results.json and the PNG plots")
 	fs.StringVar(&report, "report", "", "also write a Markdown report to this file, with the plots linked from --out")
+	fs.StringVar(&geolive, "geolive", "", "rows of the selection suite's geometric placement live in virtual time and in the node simulator, as `go test ./bench -run TestGeoLiveVirtual -args -geolive.out FILE` writes them (make bench does): added to the results and the report")
 	fs.StringVar(&simlive, "simlive", "", "rows of the repair suite's simulated-and-live side by side whose live side ran in virtual time, as `go test ./bench -run TestSimLiveVirtual -args -simlive.out FILE` writes them (make bench does): added to the results and the report")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of tables")
 	fs.Uint64Var(&seed, "seed", 1, "seed of every random choice (peer keys, networks, faults)")

@@ -113,7 +113,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		st, ok := getStatus(api)
 		return ok && st.Role == overlay.RoleOrdinary && st.Superpeer.ID == sp && len(st.Peers) == 2
 	})
-	dom := dumpDOM(t, chromium, "http://"+api+"/")
+	dom := dumpDOM(t, chromium, "http://"+api+"/", 5*time.Second)
 	if role := roleText(dom); role != "ordinary" {
 		t.Errorf("page role %q, want ordinary\n%s", role, dom)
 	}
@@ -131,7 +131,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		st, ok := getStatus(api)
 		return ok && st.Role == overlay.RoleSuperpeer
 	})
-	dom = dumpDOM(t, chromium, "http://"+api+"/")
+	dom = dumpDOM(t, chromium, "http://"+api+"/", 5*time.Second)
 	if role := roleText(dom); role != "superpeer" {
 		t.Errorf("page role %q after the superpeer stopped, want superpeer\n%s", role, dom)
 	}
@@ -153,14 +153,15 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
-// dumpDOM loads url in headless Chromium, lets the page run for 5 s of
-// virtual time, and returns its DOM.
-func dumpDOM(t *testing.T, chromium, url string) string {
+// dumpDOM loads url in headless Chromium, lets the page run for budget
+// of virtual time, and returns its DOM.
+func dumpDOM(t *testing.T, chromium, url string, budget time.Duration) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a bound against hangs only
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", url)
+		"--no-first-run", "--user-data-dir="+t.TempDir(), fmt.Sprintf("--virtual-time-budget=%d", budget.Milliseconds()), "--dump-dom", url)
+	cmd.WaitDelay = 10 * time.Second // its helpers may hold the output open
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -37,6 +37,7 @@ func newTestnetCmd() *cobra.Command {
 		cpuProf  string
 		procs    bool
 		quiet    bool
+		httpAddr string
 		tf       targetFlags
 		lf       logFlags
 	)
@@ -62,9 +63,17 @@ refused as written in another unit.
 
 While it runs, a line on standard error shows the progress (the step, the
 peers converged, the time elapsed) when standard error is a terminal and
---quiet is not given.`,
+--quiet is not given.
+
+With --http ADDR it serves a page of the whole overlay on ADDR while it runs
+(scenarios included): every cluster, coloured by state (stable, electing,
+no superpeer, over capacity), and what changed in the last minutes. It
+prints the page's address on standard error, and after the report keeps the
+testnet running and the page up until interrupted (Ctrl-C, which then exits
+with the run's status).`,
 		Example: `  peer testnet -n 32 --superpeers 4
   peer testnet -n 64 --superpeers 8 --json
+  peer testnet -n 32 --superpeers 4 --election bully --http 127.0.0.1:8080 --scenario kill-superpeer
   peer testnet -n 100 --superpeers 10 --latency testdata/planetlab490/planetlab490_median18_ms.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -116,6 +125,11 @@ peers converged, the time elapsed) when standard error is a terminal and
 				return err
 			}
 			defer stop()
+			web, err := listenOverview(httpAddr)
+			if err != nil {
+				return err
+			}
+			defer web.close()
 			var exe string
 			if procs {
 				if lat != nil {
@@ -137,6 +151,10 @@ peers converged, the time elapsed) when standard error is a terminal and
 				return err
 			}
 			defer tn.Close()
+			if web != nil {
+				web.serve(tn.Overview)
+				fmt.Fprintf(prog.above(cmd.ErrOrStderr()), "overlay page: %s\n", web.url())
+			}
 			d, waitErr := tn.WaitConverged(ctx, tn.Started())
 			var sr *testnet.ScenarioReport
 			if scenario != "" && waitErr == nil {
@@ -162,9 +180,14 @@ peers converged, the time elapsed) when standard error is a terminal and
 			} else if err := r.WriteTable(out); err != nil {
 				return err
 			}
+			interrupted := cmd.Context().Err()
+			if web != nil && interrupted == nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "overlay page: %s (the testnet runs on; Ctrl-C to stop)\n", web.url())
+				<-cmd.Context().Done()
+			}
 			if waitErr != nil {
-				if cmd.Context().Err() != nil {
-					return cmd.Context().Err()
+				if interrupted != nil {
+					return interrupted
 				}
 				return fmt.Errorf("%w (%v): %v", errNotConverged, timeout, waitErr)
 			}
@@ -187,6 +210,7 @@ peers converged, the time elapsed) when standard error is a terminal and
 	fs.DurationVar(&duration, "duration", 0, "how long churn replaces peers (default 2m), a partition lasts (30s), or flap goes on (1m)")
 	fs.BoolVar(&procs, "procs", false, "run every node as its own OS process ('peer run') on loopback TCP and QUIC; stop crashes it with SIGKILL")
 	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	fs.StringVar(&httpAddr, "http", "", "serve a page of the whole overlay on this address (host:port) while the testnet runs, and after the report until interrupted")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "no progress line on standard error (there is none when standard error is not a terminal)")
 	tf.register(fs, 0.125)
 	lf.register(fs, "error")

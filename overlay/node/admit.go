@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/dhtselect"
 )
 
 // Who counts: identities per address, and peers that are not the
@@ -128,6 +131,54 @@ func (m *Machine) admit() {
 	for _, p := range m.refused {
 		delete(m.remembered, p)
 	}
+}
+
+// maxConnect bounds Ready.Connect: the peers a node asks its driver to
+// connect to per evaluation. A cluster is a few dozen peers; and an
+// identity costs nothing to announce, so the announcements of a flood
+// make a node dial at most this many a period.
+const maxConnect = 16
+
+// unseen lists, sorted by ID, up to maxConnect peers of the cluster (k, ck)
+// that the view as given holds but that count for nothing because the
+// driver has not seen them on a connection (Routing.Addrs), leaving out
+// those asked for less than a ReevaluateInterval ago: Ready.Connect. A
+// member counts only while the driver is connected to it, and the driver
+// connects to the members that count (it pings them, rtt.go) and to no
+// others: a cluster-mate that it saw go away with its connection (the
+// other side of a partition, a peer whose link flapped) would otherwise
+// never count again once it is back, whatever its announcements say.
+// Found live: after a partition of 16 nodes healed, the nodes stayed
+// connected to only some of the other side's members, and 6 of 16 went on
+// knowing 5 or 7 of their cluster's 9 members (peer testnet --scenario
+// partition). Without the accounting (MaxPerAddr = 0, or the geometric
+// strategy) every member of the view counts: none.
+func (m *Machine) unseen(now time.Time, k int, ck dhtselect.Key) []peer.ID {
+	if m.cfg.MaxPerAddr <= 0 || m.cfg.Geometric {
+		return nil
+	}
+	if m.asked == nil {
+		m.asked = map[peer.ID]time.Time{}
+	}
+	for p, at := range m.asked {
+		if now.Sub(at) >= m.cfg.ReevaluateInterval {
+			delete(m.asked, p)
+		}
+	}
+	var out []peer.ID
+	for _, e := range m.raw {
+		if len(out) == maxConnect {
+			break
+		}
+		_, seen := m.routing.Addrs[e.ID]
+		_, asked := m.asked[e.ID]
+		if e.ID == m.cfg.Self || seen || asked || e.Key.Cluster(k) != ck {
+			continue
+		}
+		m.asked[e.ID] = now
+		out = append(out, e.ID)
+	}
+	return out
 }
 
 // errFlooded: a lookup ended at an identity of a flooded address group,

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -224,5 +225,113 @@ func TestMaxPerAddrNegative(t *testing.T) {
 	cfg.MaxPerAddr = -1
 	if _, err := New(cfg); err == nil {
 		t.Error("MaxPerAddr -1 accepted")
+	}
+}
+
+// TestUnseenMatesAskedFor: cluster-mates announced but not connected
+// (back after a partition: the cut closed their connections, and the
+// heal opens none) are asked for (Ready.Connect), each at most once a
+// ReevaluateInterval, those of other clusters never; once connected they
+// count, and nothing more is asked. Without the rule they never counted
+// again (peer testnet --scenario partition; TestPartitionHealReconnects in
+// testnet).
+func TestUnseenMatesAskedFor(t *testing.T) {
+	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
+	cfg := sybilConfig()
+	cfg.Target = dhtselect.Target{Superpeers: 2}
+	self := dhtselect.KeyOf("a").Cluster(1)
+	connected := Routing{Addrs: map[peer.ID]string{}}
+	var mates, want []peer.ID // want: the mates not connected
+	for i, id := range ids[1:] {
+		p := peer.ID(id)
+		if i%2 == 0 {
+			connected.Addrs[p] = fmt.Sprintf("10.0.0.%d", i)
+			connected.Peers = append(connected.Peers, RoutingPeer{ID: p, Connected: true, Closer: true})
+		}
+		if dhtselect.KeyOf(p).Cluster(1) == self {
+			mates = append(mates, p)
+			if _, ok := connected.Addrs[p]; !ok {
+				want = append(want, p)
+			}
+		}
+	}
+	connected.Connected = len(connected.Addrs)
+	if len(want) == 0 || len(want) == len(mates) {
+		t.Fatalf("mates %v, %v of them not connected: want some of each", mates, want)
+	}
+	slices.Sort(want)
+	m := mustNew(t, cfg)
+	m.Step(t0, connected)
+	m.Step(t0, view(ids...))
+	// An evaluation every second (Reevaluate), each of which commits.
+	asked := map[peer.ID]int{}
+	var first []peer.ID
+	evaluations := 0
+	now := t0
+	for ; now.Before(t0.Add(12 * time.Second)); now = now.Add(100 * time.Millisecond) {
+		if now.Sub(t0)%time.Second == 0 {
+			m.Step(now, Reevaluate{})
+		}
+		_, rds := tick(m, now, 0, connected, "a")
+		for _, rd := range rds {
+			if rd.StateChanged {
+				evaluations++
+			}
+			if len(rd.Connect) > 0 && first == nil {
+				first = rd.Connect
+			}
+			for _, p := range rd.Connect {
+				if !slices.Contains(want, p) {
+					t.Errorf("asked for %s, which is connected or of another cluster", p)
+				}
+				asked[p]++
+			}
+		}
+	}
+	if evaluations < 10 {
+		t.Fatalf("%d evaluations in 12 s, want one a second", evaluations)
+	}
+	if !slices.Equal(first, want) {
+		t.Errorf("first asked for %v, want the mates not connected %v", first, want)
+	}
+	for p, n := range asked {
+		if n > 3 { // 12 s: at 0, 5 and 10 s at most
+			t.Errorf("%s asked for %d times in 12 s, want at most once every %v", p, n, cfg.ReevaluateInterval)
+		}
+	}
+	var rds []Ready
+	// Connected now: they count, and nothing is asked.
+	all := connected
+	all.Addrs = maps.Clone(connected.Addrs)
+	for i, p := range want {
+		all.Addrs[p] = fmt.Sprintf("10.0.1.%d", i)
+		all.Peers = append(all.Peers, RoutingPeer{ID: p, Connected: true, Closer: true})
+	}
+	all.Connected = len(all.Addrs)
+	m.Step(now, all)
+	m.Step(now, view(ids...))
+	_, rds = tick(m, now, 12*time.Second, all, "a")
+	var st State
+	for _, rd := range rds {
+		if len(rd.Connect) > 0 {
+			t.Errorf("asked for %v, all connected", rd.Connect)
+		}
+		if rd.StateChanged {
+			st = rd.State
+		}
+	}
+	if len(st.Members) != len(mates)+1 {
+		t.Errorf("members %v, want the %d mates and itself", st.Members, len(mates))
+	}
+	// Without the accounting every member counts: none is asked for.
+	cfg.MaxPerAddr = 0
+	m = mustNew(t, cfg)
+	m.Step(t0, connected)
+	m.Step(t0, view(ids...))
+	_, rds = tick(m, t0, 12*time.Second, connected, "a")
+	for _, rd := range rds {
+		if len(rd.Connect) > 0 {
+			t.Errorf("MaxPerAddr 0: asked for %v", rd.Connect)
+		}
 	}
 }

@@ -12,7 +12,8 @@
 //		rd := m.Ready()
 //		// 1. persist rd.HardState (written and synced) when not nil
 //		// 2. send rd.Messages, run rd.Lookups (each answers with LookupDone),
-//		//    publish rd.Announce, report rd.State and rd.Elections
+//		//    connect to rd.Connect, publish rd.Announce, report rd.State
+//		//    and rd.Elections
 //	}
 //
 // Inputs (Step): the membership view (View), the routing table (Routing),
@@ -21,7 +22,9 @@
 // (ElectionMessage, SendFailed), reachability, a forced re-evaluation, and
 // with the geometric strategy the gossip feed (GeoFeed), pings
 // (PingDone), token passes (TokenOffered, PassDone), attach requests
-// (AttachAsked, AttachDone), the liar check's vantage points (VouchAsked,
+// (AttachAsked, AttachDone; they carry the search on measured RTTs of
+// geoswap.go: a member's report, a superpeer's candidates), the liar
+// check's vantage points (VouchAsked,
 // VouchDone) and leaving (GeoLeave). Tick(now) moves the
 // clock: election ticks, the periodic re-evaluation, the settled
 // evaluation after a change of the membership view, and the geometric
@@ -31,7 +34,9 @@
 // What it decides: when a joining node may take a role (mayJoin), which
 // peers count for the size estimate and the quorum's electorate (admit.go:
 // only identities seen on a connection, at most MaxPerAddr per address,
-// and routing-table peers that are members or speak the closer protocol),
+// and routing-table peers that are members or speak the closer protocol;
+// and which cluster-mates announced but not seen the driver should
+// connect to, Ready.Connect),
 // whom a lookup may ask (LookupRequest.MayAsk), when to
 // look the cluster key up again, the superpeer (the lookup's answer or the
 // election's leader: see elect.go for how they hand over), when to

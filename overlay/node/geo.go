@@ -75,6 +75,11 @@ type GeoConfig struct {
 	// measure to it. Zero means DefaultVantage; 1 is the node's own check
 	// alone (the rule before issue 19's finding 10).
 	Vantage int
+	// SwapCandidates is how many candidates a superpeer names per round
+	// of the search on measured RTTs (geoswap.go), at most
+	// DefaultSwapCandidates. Zero means DefaultSwapCandidates; negative,
+	// no search: the placement of the coordinates alone.
+	SwapCandidates int
 }
 
 // DefaultVantage is the default GeoConfig.Vantage.
@@ -174,17 +179,24 @@ type PassDone struct {
 }
 
 // AttachAsked: From asks to attach to this node. The answer is
-// GeoAnswer's, read right after the Step.
-type AttachAsked struct{ From peer.ID }
+// GeoAnswer's, read right after the Step. RTTs, when set, is From's report
+// for the search on measured RTTs (geoswap.go): the RTT it measures to
+// this node, then to each candidate this node named.
+type AttachAsked struct {
+	From peer.ID
+	RTTs []time.Duration
+}
 
 // AttachDone answers an attach request (GeoReady.Attach): To accepted (OK,
-// with its cluster Mates, itself first), refused (not OK, Err nil), or did
-// not answer (Err).
+// with its cluster Mates, itself first, and the Candidates of its search
+// on measured RTTs, for this node to measure: geoswap.go), refused (not
+// OK, Err nil), or did not answer (Err).
 type AttachDone struct {
-	To    peer.ID
-	OK    bool
-	Mates []peer.ID
-	Err   error
+	To         peer.ID
+	OK         bool
+	Mates      []peer.ID
+	Candidates []peer.ID
+	Err        error
 }
 
 // GeoLeave: the node is leaving; the holder hands its token on (a
@@ -222,7 +234,10 @@ type GeoReady struct {
 	// Passes are token passes to make; each answers with PassDone.
 	Passes []TokenPass
 	// Attach are peers to ask to attach to; each answers with AttachDone.
-	Attach []peer.ID
+	// AttachRTTs holds the report to send with the request to a peer, if
+	// any (AttachAsked.RTTs).
+	Attach     []peer.ID
+	AttachRTTs map[peer.ID][]time.Duration
 	// Vouch are peers to ask for the RTT they measure to a peer (the
 	// vantage points of the liar check); each answers with VouchDone.
 	Vouch []VouchRequest
@@ -281,12 +296,15 @@ type GeoState struct {
 // sender cannot have held the token: see offered): the driver strikes the
 // sender.
 //
-// RTT is the answer to VouchAsked.
+// RTT is the answer to VouchAsked. Candidates, with a yes to an attach
+// request, are the peers the superpeer asks its members to measure
+// (geoswap.go).
 type GeoAnswer struct {
-	Yes     bool
-	Cluster []peer.ID
-	Forged  error
-	RTT     time.Duration
+	Yes        bool
+	Cluster    []peer.ID
+	Candidates []peer.ID
+	Forged     error
+	RTT        time.Duration
 }
 
 type geoMachine struct {
@@ -349,6 +367,15 @@ type geoMachine struct {
 	ignSeen map[claimKey]bool
 	forged  uint64 // token passes refused as forgeries
 
+	// The search on measured RTTs (geoswap.go): a superpeer's, and a
+	// member's candidates to report on (named by swapOf), whether it sent
+	// its report, and the hand-overs made.
+	search   *swapSearch
+	swapOf   peer.ID
+	swapAsk  []peer.ID
+	swapSent bool
+	swaps    uint64
+
 	// lostProbe is the lost holder whose connection the takeover last
 	// probed (election), when, and whether the ping failed.
 	lostProbe   peer.ID
@@ -366,11 +393,12 @@ type geoMachine struct {
 
 // pendingPing is what a ping in flight is for.
 type pendingPing struct {
-	sample bool                   // fit the coordinate (remote is the peer's)
-	remote *coordinate.Coordinate // at the time of the pick
-	vet    bool                   // the pass in flight waits for it
-	probes []int                  // missing tokens whose last holder it is
-	lost   bool                   // the holder the election replaced, still connected (election)
+	sample  bool                   // fit the coordinate (remote is the peer's)
+	remote  *coordinate.Coordinate // at the time of the pick
+	vet     bool                   // the pass in flight waits for it
+	probes  []int                  // missing tokens whose last holder it is
+	lost    bool                   // the holder the election replaced, still connected (election)
+	measure bool                   // keep the RTT: a candidate of the search (geoswap.go)
 }
 
 // pendingOut is a holder's Pass being carried out, the outputs after it,
@@ -519,7 +547,7 @@ func (m *Machine) GeoAnswer() GeoAnswer {
 		return GeoAnswer{}
 	}
 	a := m.geo.answer
-	a.Cluster = slices.Clone(a.Cluster)
+	a.Cluster, a.Candidates = slices.Clone(a.Cluster), slices.Clone(a.Candidates)
 	return a
 }
 
@@ -626,7 +654,7 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 		return
 	}
 	delete(g.pings, in.Peer)
-	if in.Err == nil && (pp.sample || pp.vet) {
+	if in.Err == nil && (pp.sample || pp.vet || pp.measure) {
 		g.rtt[in.Peer] = filterRTT(g.rtt[in.Peer], in.RTT)
 	}
 	if pp.sample {
@@ -917,7 +945,7 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 		return
 	}
 	g.members[in.From] = now
-	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster()}
+	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs)}
 	if !member {
 		g.update(now) // list a new member before it hears yes
 	}

@@ -62,9 +62,11 @@ func (g *geoMachine) startAttach(now time.Time) {
 	g.round = &attachRound{now: now}
 	if super {
 		g.attached = g.self()
+		g.searchRound(now)
 		g.attachEnd(now)
 		return
 	}
+	g.search = nil
 	clear(g.members) // no longer a superpeer: nobody is attached
 	if g.attached == g.self() {
 		g.attached = "" // a superpeer no longer: it must attach like anyone
@@ -97,6 +99,12 @@ func (r *attachRound) reports(p peer.ID) bool {
 func (g *geoMachine) ask(r *attachRound, stage int, p peer.ID) {
 	r.stage, r.asked = stage, p
 	g.out.Attach = append(g.out.Attach, p)
+	if rtts, ok := g.swapReport(p); ok {
+		if g.out.AttachRTTs == nil {
+			g.out.AttachRTTs = map[peer.ID][]time.Duration{}
+		}
+		g.out.AttachRTTs[p], g.swapSent = rtts, true
+	}
 }
 
 // attachCurrent stays with the current superpeer (renewing the
@@ -162,6 +170,7 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 	r.asked = ""
 	if in.OK {
 		g.mates, g.matesOf = slices.Clone(in.Mates), in.To
+		g.swapAsked(in.To, in.Candidates)
 	}
 	switch r.stage {
 	case askSuccessor:

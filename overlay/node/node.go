@@ -167,6 +167,10 @@ type Ready struct {
 	// Lookups are lookups of cluster keys to run; each answers with a
 	// LookupDone.
 	Lookups []LookupRequest
+	// Connect are cluster-mates in the view that count for nothing until
+	// the driver has seen them on a connection (admit.go): connect to
+	// them.
+	Connect []peer.ID
 	// Announce, when not nil, is the node's membership announcement.
 	Announce *Announcement
 	// Elections are the election's leader changes, in order.
@@ -450,6 +454,8 @@ type Machine struct {
 
 	// Ready's pending parts.
 	lookupReqs []LookupRequest
+	connect    []peer.ID
+	asked      map[peer.ID]time.Time // when each of connect was asked for (unseen)
 	announce   *Announcement
 	notes      []Note
 }
@@ -761,10 +767,10 @@ func (m *Machine) kicked(now time.Time) {
 // Ready returns and clears what the machine asks of its driver.
 func (m *Machine) Ready() Ready {
 	rd := Ready{
-		State: m.State(), StateChanged: m.changed, Lookups: m.lookupReqs, Announce: m.announce,
+		State: m.State(), StateChanged: m.changed, Lookups: m.lookupReqs, Connect: m.connect, Announce: m.announce,
 		Notes: m.notes,
 	}
-	m.changed, m.lookupReqs, m.announce, m.notes = false, nil, nil, nil
+	m.changed, m.lookupReqs, m.connect, m.announce, m.notes = false, nil, nil, nil, nil
 	if m.geo != nil {
 		rd.Geo = m.geo.take()
 	}
@@ -1043,6 +1049,7 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 		m.backbone = nil // a member does not hear the backbone
 	}
 	m.state, m.changed = next, true
+	m.connect = append(m.connect, m.unseen(now, k, ck)...)
 	m.announce = &Announcement{Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck, Private: m.private,
 		Flapping: m.el != nil && m.el.selfFlapping, Beacon: m.ep.beacon(now)}
 }

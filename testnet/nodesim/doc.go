@@ -43,6 +43,12 @@
 //     superpeer. When a node crashes, or a partition separates them, each
 //     such peer gets Conn (down) ConnLoss later; the node itself, on an
 //     isolation, sees all of its connections go (its own outage).
+//   - Addresses (Config.Addr, with Node.MaxPerAddr): every node is seen on
+//     its address by every other, connected or not, also across a
+//     partition; Ready.Connect is not carried out. The live node counts a
+//     member only while connected to it, so what follows a heal there (a
+//     member counts again once reconnected) is not simulated: the live
+//     testnet tests it (TestPartitionHealReconnects).
 //   - Disk: the hard state and the outages a machine asks to persist are
 //     kept per node, and a restarted node gets them back (and knows that
 //     it ran before).
@@ -80,9 +86,10 @@
 //     idle timeout is 30 s).
 //   - Token passes and attach requests reach the receiving machine half an
 //     RTT (plus jitter) later; its machine decides, as the live stream
-//     handlers do (TokenOffered, or a fresh GeoFeed and AttachAsked; then
-//     GeoAnswer), and the answer (PassDone, AttachDone) is back half an
-//     RTT later. To a node that is down or cut off, or when the answer
+//     handlers do (TokenOffered, or a fresh GeoFeed and AttachAsked, with
+//     the member's report for the search on measured RTTs; then
+//     GeoAnswer, with the superpeer's candidates), and the answer
+//     (PassDone, AttachDone) is back half an RTT later. To a node that is down or cut off, or when the answer
 //     cannot come back (the asker crashed or was cut off meanwhile, or the
 //     answer is lost, with probability Loss: the receiver took the token
 //     or listed the member, the asker times out), the pass fails (PassDone

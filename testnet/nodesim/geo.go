@@ -202,7 +202,7 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		s.geoPass(i, p)
 	}
 	for _, p := range rd.Attach {
-		s.geoAttach(i, p)
+		s.geoAttach(i, p, rd.AttachRTTs[p])
 	}
 	for _, v := range rd.Vouch {
 		s.geoVouch(i, v)
@@ -525,19 +525,20 @@ func (s *Sim) ForgePass(from, to int, t geometric.Token, done func(node.GeoAnswe
 
 // geoAttach carries out an attach request (see geoRequest): the
 // superpeer's machine gets a fresh feed and the request (GeoFeed,
-// AttachAsked), and decides (GeoAnswer).
-func (s *Sim) geoAttach(i int, p peer.ID) {
+// AttachAsked, with the report rtts for the search on measured RTTs), and
+// decides (GeoAnswer, with the search's candidates).
+func (s *Sim) geoAttach(i int, p peer.ID, rtts []time.Duration) {
 	s.stats.GeoAttaches++
 	s.geoRequest(i, p,
 		func(m *node.Machine, j int, now time.Time, from peer.ID) {
 			m.Step(now, s.geoFeed(j))
-			m.Step(now, node.AttachAsked{From: from})
+			m.Step(now, node.AttachAsked{From: from, RTTs: rtts})
 		},
 		func(a node.GeoAnswer, ok bool) node.Input {
 			if !ok {
 				return node.AttachDone{To: p, Err: errGeoTimeout}
 			}
-			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster}
+			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates}
 		})
 }
 

@@ -58,8 +58,11 @@ func firstN(n int) []int {
 // placement is then better than random placement of ten superpeers
 // (matrix RTTs from the ordinary nodes to their superpeer, against the
 // mean of 100 random placements with ideal attachment, in the same run):
-// on the mean of the seeds by 5 % at least (0.87 measured), and on no seed
-// by more than 5 % worse (seed 1: 0.96).
+// on the mean of the seeds by 5 % at least (0.75 measured: 0.71, 0.77 and
+// 0.77 by seed), and on no seed by more than 5 % worse. With the
+// coordinates alone (GeoConfig.SwapCandidates < 0) 0.80 on the mean
+// (0.93, 0.81 and 0.66 by seed): the search on measured RTTs inside
+// clusters (geoswap.go) is the difference.
 func TestGeoConverges(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
@@ -146,7 +149,8 @@ func TestGeoSuperpeerCrashRepaired(t *testing.T) {
 
 func geoCrashRepaired(t *testing.T, s *Sim, tokenWithin, repairWithin int) {
 	s.Run(150 * time.Second)
-	if !s.GeoConverged() {
+	// A hand-over of the search on measured RTTs may be under way.
+	if !s.RunUntil((*Sim).GeoConverged, time.Second, time.Minute) {
 		t.Fatalf("not converged at %v: %+v", s.Now(), s.Take())
 	}
 	victim, members := largestGeoCluster(t, s)
@@ -364,7 +368,9 @@ func TestGeoCrashTakeoverOutlivedConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Run(150 * time.Second)
-	if !s.GeoConverged() {
+	// A hand-over of the search on measured RTTs may be under way: its
+	// members attach to the new superpeer within a few token intervals.
+	if !s.RunUntil((*Sim).GeoConverged, time.Second, time.Minute) {
 		t.Fatalf("not converged at %v: %+v", s.Now(), s.Take())
 	}
 	victim, members := largestGeoCluster(t, s)

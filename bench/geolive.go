@@ -1,0 +1,332 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/overlay/node"
+	"github.com/superpeer/superpeer/stats"
+	"github.com/superpeer/superpeer/testnet"
+	"github.com/superpeer/superpeer/testnet/latency"
+	"github.com/superpeer/superpeer/testnet/nodesim"
+)
+
+// Geometric placement, live and simulated, on the same hosts: a live
+// in-process testnet of N geometric nodes (mocknet, kad-dht, GossipSub,
+// the overlay's shell) on the first N PlanetLab hosts, and the same node
+// machines in the node simulator (testnet/nodesim), with the same
+// settings: S tokens, the overlay's own defaults for a node (announce
+// interval 5 s, pings and token rounds every second; not the testnet's
+// intervals stretched for a loaded CPU), and the matrix's RTTs (no
+// jitter). The live side runs inside InBubble: a testing/synctest bubble,
+// in which mocknet's link delays and every timer follow the virtual
+// clock, so that the RTTs the nodes measure are the matrix's whatever
+// this machine's load (TestGeoLiveVirtual; synctest runs only in a test).
+//
+// Each side runs for Duration of virtual time from the start of the last
+// node and is sampled every second. Figures: the mean matrix RTT from the
+// ordinary nodes to the superpeer each names; the same superpeers with
+// every ordinary node attached to the nearest with room (ideal); the mean
+// of 100 random placements and the offline k-median on the same hosts
+// (Baseline, computed in the run); the coordinates' median relative error
+// over all pairs; and the settle time, when the superpeers and every
+// node's superpeer last changed (the run is Settled when that was at
+// least a minute before its end, and every node named a superpeer).
+
+// GeoLiveConfig configures GeoLive.
+type GeoLiveConfig struct {
+	// N nodes on the first N PlanetLab hosts (default 100), S tokens
+	// (default 10).
+	N, S int
+	// Seed seeds the peer keys (live) and the simulator.
+	Seed uint64
+	// Duration is the virtual time each side runs. Default 5 minutes.
+	Duration time.Duration
+	// InBubble runs the live side (a function that returns when it is
+	// done) in a testing/synctest bubble. Required.
+	InBubble func(func())
+	// Matrix is the RTT matrix; nil loads PlanetLab's.
+	Matrix *latency.Matrix
+	// Progress, when set, hears how the live side goes.
+	Progress func(string)
+}
+
+// GeoLiveSide is one side's figures.
+type GeoLiveSide struct {
+	MeanMs, IdealMs float64
+	Superpeers      int
+	Unattached      int
+	CoordError      float64
+	SettleS         float64
+	Settled         bool
+	Swaps           uint64
+	WallS           float64
+	Error           string `json:",omitempty"`
+}
+
+// GeoLiveRow is GeoLive's outcome: both sides and the baselines.
+type GeoLiveRow struct {
+	N, S      int
+	DurationS float64
+	Live, Sim GeoLiveSide
+	// RandomMs and OfflineMs are the mean RTT to the superpeer of random
+	// placement (the mean of 100) and of the offline k-median, with every
+	// ordinary node attached to the nearest with room, on the N hosts.
+	RandomMs, OfflineMs float64
+}
+
+func (c *GeoLiveConfig) fill() error {
+	c.N, c.S = cmpOr(c.N, 100), cmpOr(c.S, 10)
+	if c.Duration == 0 {
+		c.Duration = 5 * time.Minute
+	}
+	if c.InBubble == nil {
+		return fmt.Errorf("%w: GeoLive needs InBubble (a testing/synctest bubble)", ErrBench)
+	}
+	if c.Matrix == nil {
+		path, err := findPlanetLab()
+		if err != nil {
+			return err
+		}
+		if c.Matrix, err = latency.Load(path); err != nil {
+			return err
+		}
+	}
+	if c.N < 2 || c.S < 1 || c.S >= c.N || c.N > c.Matrix.N() {
+		return fmt.Errorf("%w: GeoLive: N = %d, S = %d on %d hosts", ErrBench, c.N, c.S, c.Matrix.N())
+	}
+	return nil
+}
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// GeoLive runs both sides and the baselines.
+func GeoLive(ctx context.Context, cfg GeoLiveConfig) (GeoLiveRow, error) {
+	if err := cfg.fill(); err != nil {
+		return GeoLiveRow{}, err
+	}
+	row := GeoLiveRow{N: cfg.N, S: cfg.S, DurationS: cfg.Duration.Seconds()}
+	hosts := make([]int, cfg.N)
+	for i := range hosts {
+		hosts[i] = i
+	}
+	sub := cfg.Matrix.Sub(hosts)
+	// Baselines, on the same hosts, with S superpeers.
+	_, random, offline, err := Baseline(sub, cfg.N, hosts[:cfg.S], 0, cfg.Seed)
+	if err != nil {
+		return row, err
+	}
+	row.RandomMs, row.OfflineMs = random.Mean, offline.Mean
+	row.Sim = geoLiveSim(cfg, sub)
+	start := time.Now()
+	cfg.InBubble(func() { row.Live = geoLiveLive(ctx, cfg, sub) })
+	row.Live.WallS = time.Since(start).Seconds()
+	return row, ctx.Err()
+}
+
+// geoSettle follows when the placement last changed.
+type geoSettle struct {
+	last    string
+	changed time.Duration
+}
+
+func (s *geoSettle) see(at time.Duration, state string) {
+	if state != s.last {
+		s.last, s.changed = state, at
+	}
+}
+
+// geoLiveFigures computes a side's figures from what each node names:
+// superpeer[i] is the index of node i's superpeer (i itself for a
+// superpeer, -1 for none).
+func geoLiveFigures(m *latency.Matrix, superpeer []int, coords []*coordinate.Coordinate) GeoLiveSide {
+	var side GeoLiveSide
+	var rtts []float64
+	var sps []int
+	for i, s := range superpeer {
+		switch {
+		case s == i:
+			sps = append(sps, i)
+		case s < 0:
+			side.Unattached++
+		default:
+			d, _ := m.RTT(i, s)
+			rtts = append(rtts, float64(d)/float64(time.Millisecond))
+		}
+	}
+	side.Superpeers, side.MeanMs = len(sps), stats.Mean(rtts)
+	if len(sps) > 0 {
+		if ideal, _, _, err := Baseline(m, len(superpeer), sps, 0, 1); err == nil {
+			side.IdealMs = ideal.Mean
+		}
+	}
+	var errs []float64
+	for i := range coords {
+		for j := i + 1; j < len(coords); j++ {
+			rtt, _ := m.RTT(i, j)
+			if coords[i] == nil || coords[j] == nil || rtt <= 0 {
+				continue
+			}
+			pred := geometric.Distance(coords[i], coords[j]) * float64(time.Second)
+			errs = append(errs, math.Abs(pred-float64(rtt))/float64(rtt))
+		}
+	}
+	if len(errs) > 0 {
+		side.CoordError = stats.Sort(errs).Median()
+	}
+	return side
+}
+
+func geoState(superpeer []int) string {
+	var b strings.Builder
+	for _, s := range superpeer {
+		fmt.Fprintf(&b, "%d,", s)
+	}
+	return b.String()
+}
+
+// geoLiveSim is the simulator's side.
+func geoLiveSim(cfg GeoLiveConfig, m *latency.Matrix) (side GeoLiveSide) {
+	start := time.Now()
+	defer func() { side.WallS = time.Since(start).Seconds() }()
+	s, err := nodesim.New(nodesim.Config{N: cfg.N, Seed: cfg.Seed, Stagger: time.Second, Latency: m,
+		Node: node.Config{Geometric: true, AnnounceInterval: 5 * time.Second,
+			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: geometric.Config{Tokens: cfg.S}}}})
+	if err != nil {
+		side.Error = err.Error()
+		return side
+	}
+	index := map[string]int{}
+	for i := range cfg.N {
+		index[string(s.ID(i))] = i
+	}
+	read := func() []int {
+		sp := make([]int, cfg.N)
+		for i := range cfg.N {
+			st := s.Machine(i).GeoState()
+			sp[i] = -1
+			if j, ok := index[string(st.Superpeer)]; ok {
+				sp[i] = j
+			}
+		}
+		return sp
+	}
+	var settle geoSettle
+	t0 := time.Second // the last node's start
+	for at := t0; at <= t0+cfg.Duration; at += time.Second {
+		s.Run(at)
+		settle.see(at-t0, geoState(read()))
+	}
+	sp := read()
+	coords := make([]*coordinate.Coordinate, cfg.N)
+	for i := range cfg.N {
+		coords[i] = s.Machine(i).GeoState().Coord
+		side.Swaps += s.Machine(i).Swaps()
+	}
+	fig := geoLiveFigures(m, sp, coords)
+	fig.Swaps, fig.WallS = side.Swaps, side.WallS
+	fig.SettleS = settle.changed.Seconds()
+	fig.Settled = cfg.Duration-settle.changed >= time.Minute && fig.Unattached == 0 && fig.Superpeers == cfg.S
+	return fig
+}
+
+// geoLiveLive is the live side; it runs in the bubble.
+func geoLiveLive(ctx context.Context, cfg GeoLiveConfig, m *latency.Matrix) (side GeoLiveSide) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration+10*time.Minute)
+	defer cancel()
+	tn, err := testnet.Start(ctx, testnet.Config{N: cfg.N, Strategy: testnet.StrategyGeometric, Target: dhtselect.Target{Superpeers: cfg.S},
+		Seed: cfg.Seed, Latency: m, AnnounceInterval: 5 * time.Second, PingInterval: time.Second, TokenInterval: time.Second})
+	if err != nil {
+		side.Error = err.Error()
+		return side
+	}
+	// pubsub schedules a retry of a subscription announcement that did not
+	// fit a peer's queue in a goroutine that sleeps up to a second
+	// (PubSub.announceRetry) and outlives Close: give it that second, or
+	// the bubble ends with it asleep (synctest: deadlock).
+	defer time.Sleep(2 * time.Second)
+	defer tn.Close()
+	read := func() ([]int, []*coordinate.Coordinate, uint64) {
+		r := tn.Report()
+		index := map[string]int{}
+		for _, n := range r.Nodes {
+			index[n.ID] = n.Index
+		}
+		sp := make([]int, cfg.N)
+		for i := range sp {
+			sp[i] = -1
+		}
+		for _, n := range r.Nodes {
+			if j, ok := index[n.Superpeer]; ok && n.Index < cfg.N {
+				sp[n.Index] = j
+			}
+		}
+		coords := make([]*coordinate.Coordinate, cfg.N)
+		var swaps uint64
+		for i, nd := range tn.Nodes() {
+			if i < cfg.N {
+				st := nd.State()
+				coords[i] = st.Coord
+				swaps += nd.GeoSwaps()
+			}
+		}
+		return sp, coords, swaps
+	}
+	var settle geoSettle
+	t0 := time.Now()
+	for at := time.Second; at <= cfg.Duration; at += time.Second {
+		time.Sleep(time.Until(t0.Add(at)))
+		if ctx.Err() != nil {
+			side.Error = ctx.Err().Error()
+			return side
+		}
+		sp, _, _ := read()
+		settle.see(at, geoState(sp))
+		if cfg.Progress != nil && at%(30*time.Second) == 0 {
+			cfg.Progress(fmt.Sprintf("live %v: superpeers and attachment last changed at %v", at, settle.changed))
+		}
+	}
+	sp, coords, swaps := read()
+	fig := geoLiveFigures(m, sp, coords)
+	fig.Swaps = swaps
+	fig.SettleS = settle.changed.Seconds()
+	fig.Settled = cfg.Duration-settle.changed >= time.Minute && fig.Unattached == 0 && fig.Superpeers == cfg.S
+	return fig
+}
+
+// WriteGeoLiveTable writes rows as a Markdown table.
+func WriteGeoLiveTable(w io.Writer, rows []GeoLiveRow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintln(tw, "| N | S | side | mean RTT to superpeer ms | ideal attachment ms | ÷ random | ÷ offline | ÷ simulator | coord. median rel. error | settled at s | swaps |")
+	fmt.Fprintln(tw, "|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		for _, x := range []struct {
+			name string
+			s    GeoLiveSide
+		}{{"simulator", r.Sim}, {"live (virtual time)", r.Live}} {
+			settled := fmt.Sprintf("%.0f", x.s.SettleS)
+			if !x.s.Settled {
+				settled += " (not settled)"
+			}
+			fmt.Fprintf(tw, "| %d | %d | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.3f | %s | %d |\n", r.N, r.S, x.name, x.s.MeanMs, x.s.IdealMs,
+				Ratio(x.s.MeanMs, r.RandomMs), Ratio(x.s.MeanMs, r.OfflineMs), Ratio(x.s.MeanMs, r.Sim.MeanMs), x.s.CoordError, settled, x.s.Swaps)
+		}
+		fmt.Fprintf(tw, "| %d | %d | random (mean of 100) | %.1f | | 1.00 | %.2f | | | | |\n", r.N, r.S, r.RandomMs, Ratio(r.RandomMs, r.OfflineMs))
+		fmt.Fprintf(tw, "| %d | %d | offline k-median | %.1f | | %.2f | 1.00 | | | | |\n", r.N, r.S, r.OfflineMs, Ratio(r.OfflineMs, r.RandomMs))
+	}
+	return tw.Flush()
+}

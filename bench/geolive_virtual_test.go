@@ -1,0 +1,55 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var (
+	geoliveOut = flag.String("geolive.out", "", "TestGeoLiveVirtual: run it, and write its row as JSON to this file (make bench: peer bench --geolive)")
+	geoliveDur = flag.Duration("geolive.duration", 5*time.Minute, "TestGeoLiveVirtual: the virtual time each side runs")
+)
+
+// TestGeoLiveVirtual: geometric placement on 100 PlanetLab hosts with
+// S = 10, live (in-process testnet in a testing/synctest bubble, virtual
+// time) and in the node simulator, side by side with random placement
+// and the offline k-median on the same hosts (GeoLive). It takes tens of
+// minutes of wall time: it runs only with -geolive.out (make bench).
+// Both sides must cover every node with S superpeers; the figures are for
+// the table, not asserted.
+func TestGeoLiveVirtual(t *testing.T) {
+	if *geoliveOut == "" {
+		t.Skip("100 live nodes for minutes of virtual time: run with -geolive.out FILE")
+	}
+	cfg := GeoLiveConfig{Seed: 1, Duration: *geoliveDur,
+		InBubble: func(f func()) { synctest.Test(t, func(*testing.T) { f() }) },
+		Progress: func(s string) { fmt.Fprintln(os.Stderr, s) }}
+	row, err := GeoLive(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sim  %+v", row.Sim)
+	t.Logf("live %+v", row.Live)
+	t.Logf("random %.1f ms, offline %.1f ms", row.RandomMs, row.OfflineMs)
+	for _, s := range []GeoLiveSide{row.Sim, row.Live} {
+		if s.Error != "" || s.Superpeers != row.S || s.Unattached > 0 {
+			t.Errorf("a side failed: %+v", s)
+		}
+	}
+	b, err := json.MarshalIndent([]GeoLiveRow{row}, "", "  ")
+	if err == nil {
+		err = os.WriteFile(*geoliveOut, append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteGeoLiveTable(os.Stdout, []GeoLiveRow{row}); err != nil {
+		t.Fatal(err)
+	}
+}

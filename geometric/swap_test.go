@@ -1,0 +1,208 @@
+package geometric
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// lineCluster is a cluster on a line: peer i at pos[i] ms, RTT the
+// distance; peer 0 is the superpeer.
+type lineCluster struct{ pos []float64 }
+
+func (l lineCluster) id(i int) ID { return ID(fmt.Sprintf("m%d", i)) }
+func (l lineCluster) rtt(i, j int) time.Duration {
+	d := l.pos[i] - l.pos[j]
+	if d < 0 {
+		d = -d
+	}
+	return time.Duration(d * float64(time.Millisecond))
+}
+
+// reports are every member's honest claims about candidates cs.
+func (l lineCluster) reports(sp int, cs []int) []SwapReport {
+	var out []SwapReport
+	for m := range l.pos {
+		if m == sp {
+			continue
+		}
+		r := SwapReport{Member: l.id(m), ToSuperpeer: l.rtt(m, sp), ToCandidate: make([]time.Duration, len(cs))}
+		for k, c := range cs {
+			r.ToCandidate[k] = l.rtt(m, c)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (l lineCluster) swap(t *testing.T, sp int, cs []int, reports []SwapReport) (SwapDecision, bool) {
+	t.Helper()
+	ids := make([]ID, len(cs))
+	own := make([]time.Duration, len(cs))
+	for k, c := range cs {
+		ids[k], own[k] = l.id(c), l.rtt(sp, c)
+	}
+	d, ok, err := Swap(SwapConfig{}, l.id(sp), ids, own, reports, len(l.pos)-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, ok
+}
+
+// The walkthrough: a superpeer at the edge of its cluster (0 ms; members
+// at 20 to 30 ms) hands its role to the central member (25 ms), and the
+// new superpeer does not hand it back, nor on to a member 1 ms away (the
+// margin).
+func TestSwapToTheMedianAndSettles(t *testing.T) {
+	l := lineCluster{pos: []float64{0, 20, 22, 24, 25, 26, 28, 30}}
+	d, ok := l.swap(t, 0, []int{1, 4, 7}, l.reports(0, []int{1, 4, 7}))
+	if !ok || d.To != l.id(4) {
+		t.Fatalf("swap from the edge: %+v, %v; want to %s", d, ok, l.id(4))
+	}
+	t.Logf("gain %v on a mean of %v over %d reports", d.Gain, d.Mean, d.Reports)
+	if d, ok := l.swap(t, 4, []int{0, 3, 5}, l.reports(4, []int{0, 3, 5})); ok {
+		t.Fatalf("the new superpeer swaps again, to %s (gain %v): no settling", d.To, d.Gain)
+	}
+}
+
+// A liar cannot drag the role to a far candidate: its claim is clamped by
+// the superpeer's own RTT to the candidate, and one claim of k moves the
+// mean by at most 2·r(s,c)/k. Without the clamp the same lie would win.
+func TestSwapLiarIsClamped(t *testing.T) {
+	l := lineCluster{pos: []float64{10, 8, 9, 10, 11, 12, 60}}
+	cs := []int{6} // the far member, the liar's friend
+	reps := l.reports(0, cs)
+	for k := range reps {
+		if reps[k].Member == l.id(1) {
+			reps[k].ToSuperpeer, reps[k].ToCandidate[0] = time.Hour, time.Nanosecond // the lie
+		}
+	}
+	if d, ok := l.swap(t, 0, cs, reps); ok {
+		t.Fatalf("a liar moved the role to a far candidate: %+v", d)
+	}
+	// The same lie, unclamped: the mean change the lie claims.
+	var sum time.Duration
+	for _, r := range reps {
+		sum += r.ToCandidate[0] - r.ToSuperpeer
+	}
+	if sum >= 0 {
+		t.Fatalf("the lie would not have won unclamped (sum %v): the test shows nothing", sum)
+	}
+}
+
+// A swap needs a majority of the members to report.
+func TestSwapQuorum(t *testing.T) {
+	l := lineCluster{pos: []float64{0, 20, 22, 24, 25, 26, 28, 30}}
+	reps := l.reports(0, []int{4})
+	if _, ok := l.swap(t, 0, []int{4}, reps[:3]); ok {
+		t.Fatal("3 reports of 7 members decided a swap")
+	}
+	if _, ok := l.swap(t, 0, []int{4}, reps[:4]); !ok {
+		t.Fatal("4 reports of 7 members decided no swap")
+	}
+	// A member reporting twice counts once.
+	dup := append(reps[:3:3], reps[0], reps[0])
+	if _, ok := l.swap(t, 0, []int{4}, dup); ok {
+		t.Fatal("a member's repeated report made a quorum")
+	}
+}
+
+// Relocation: two superpeers share one site (A at 0 ms, B at 1 ms, each
+// with members there), a third cluster spans two sites (C at 100 ms with
+// members there and at 200 ms). B's cluster loses little without B; C's
+// far members gain much from a superpeer at 200 ms: B's token goes there.
+func TestRelocate(t *testing.T) {
+	pos := []float64{0, 1, 100}           // A, B, C
+	pos = append(pos, 0, 0.5, 1, 1.5, 2)  // 3..7: A's and B's members
+	pos = append(pos, 100, 101, 99)       // 8..10: C's near members
+	pos = append(pos, 200, 201, 199, 202) // 11..14: C's far members
+	l := lineCluster{pos: pos}
+	clusters := map[int][]int{0: {3, 4, 5}, 1: {6, 7}, 2: {8, 9, 10, 11, 12, 13, 14}}
+	next := map[int]int{0: 1, 1: 0, 2: 1}
+	var sums []ClusterSummary
+	for _, s := range []int{0, 1, 2} {
+		ms := clusters[s]
+		var cs []int
+		if s == 2 {
+			cs = []int{11, 8}
+		} else {
+			cs = ms[:1]
+		}
+		ids := make([]ID, len(cs))
+		own := make([]time.Duration, len(cs))
+		for k, c := range cs {
+			ids[k], own[k] = l.id(c), l.rtt(s, c)
+		}
+		var reps []SwapReport
+		for _, m := range ms {
+			r := SwapReport{Member: l.id(m), ToSuperpeer: l.rtt(m, s), ToCandidate: make([]time.Duration, len(cs)),
+				Second: l.id(next[s]), ToSecond: l.rtt(m, next[s])}
+			for k, c := range cs {
+				r.ToCandidate[k] = l.rtt(m, c)
+			}
+			reps = append(reps, r)
+		}
+		sums = append(sums, Summarize(l.id(s), len(ms), ids, own, reps, l.id(next[s]), l.rtt(s, next[s]),
+			func(q ID) time.Duration {
+				for _, o := range []int{0, 1, 2} {
+					if l.id(o) == q {
+						return l.rtt(s, o)
+					}
+				}
+				return 0
+			}, func(ID) int { return 64 }))
+	}
+	mv, err := Relocate(SwapConfig{}, sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summaries %+v; relocations %+v", sums, mv)
+	if len(mv) != 1 || mv[0].To != l.id(11) || (mv[0].From != l.id(0) && mv[0].From != l.id(1)) {
+		t.Fatalf("relocations %+v, want one from %s or %s to %s", mv, l.id(0), l.id(1), l.id(11))
+	}
+	// With no room at the next superpeer, nothing moves.
+	for k := range sums[:2] {
+		sums[k].Full = true
+	}
+	if mv, _ := Relocate(SwapConfig{}, sums); len(mv) != 0 {
+		t.Fatalf("relocated %+v though the next superpeers are full", mv)
+	}
+}
+
+// A hand-over: the recipient is promoted at once, and the token, settled
+// where the measurements put it, does not walk on for the coordinates'
+// forces (walkRow from the row's end walks a fresh token to the median).
+func TestHandoverSettles(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Margin = 500 * time.Microsecond
+	a, err := NewHolder("a", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	if err := a.Receive(Token{Num: 0}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if out := a.Handover("a"); out != nil {
+		t.Fatalf("handover to itself: %v", out)
+	}
+	out := a.Handover("b")
+	p, ok := out[0].(Pass)
+	if len(out) != 1 || !ok || p.To != "b" || p.Token.Passes() != Settled+1 {
+		t.Fatalf("handover: %+v, want a pass to b with %d passes", out, Settled+1)
+	}
+	if out := a.Handover("c"); out != nil {
+		t.Fatalf("a second handover while the first is in flight: %v", out)
+	}
+	a.PassDone(true)
+	b, err := NewHolder("b", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Receive(p.Token, t0); err != nil || !b.Superpeer() {
+		t.Fatalf("recipient: err %v, superpeer %v; want promoted at once", err, b.Superpeer())
+	}
+	if path, _ := walkRow(t, cfg, Token{Num: 0, Seq: uint64(Settled)}); len(path) != 0 {
+		t.Fatalf("a settled token walked %v", path)
+	}
+}

@@ -1,0 +1,208 @@
+package node
+
+import (
+	"cmp"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// The search on measured RTTs (geometric's swap.go), inside a cluster.
+// Coordinates put a token in the neighbourhood of a good superpeer; the
+// superpeer then asks its members which of a few candidates of its
+// cluster would serve them better, by the RTTs they measure:
+//
+//   - A superpeer that has held its token, promoted, for swapWarm starts
+//     a search round (searchRound, at its attachment rounds): up to
+//     GeoConfig.SwapCandidates members, the most central by coordinate
+//     and not tried yet (geometric.Candidates), which it pings itself, and names
+//     in its answers to attach requests (GeoAnswer.Candidates).
+//   - A member that hears candidates from its superpeer (AttachDone)
+//     pings those whose RTT it does not keep, and sends its report with
+//     its next attach request to the superpeer (GeoReady.AttachRTTs: its
+//     RTT to the superpeer, then to each candidate), once per candidate
+//     list. It makes no request for it: a report is not worth a request
+//     to a superpeer that may have crashed (with a request at once, the
+//     members of a crashed superpeer took 15.7 s to attach to its
+//     successor in TestGeoCrashTakeoverOutlivedConnection, over the 15 s
+//     it allows), so it goes with the renewal, once per announce
+//     interval, or a change of superpeer.
+//   - When a majority of the members reported, or swapWait after the
+//     round began, the superpeer asks geometric.Swap, and hands its token
+//     to the candidate it names (Holder.Handover: promoted at once, and
+//     too cool for the coordinates' forces to move it again). The
+//     candidates are tried; the next round takes others.
+//
+// A member's claims are bounded as geometric.Swap says: clamped by the
+// RTT the superpeer measures to the candidate. The candidates are the
+// superpeer's choice and a hand-over is a token pass like any other,
+// vetted (vet) before it is made. Cost: per round, a member pings at most
+// DefaultSwapCandidates peers and adds its report to a request; the superpeer
+// keeps one report per member. Relocation between clusters
+// (geometric.Relocate), which the simulator runs, needs the superpeers'
+// summaries and is not in the node yet.
+
+// DefaultSwapCandidates is the default GeoConfig.SwapCandidates, and the
+// most a member measures per round.
+const DefaultSwapCandidates = 4
+
+// swapSearch is a superpeer's search: the token it searches for, the
+// candidates of the round in flight and their reports, and the
+// candidates tried.
+type swapSearch struct {
+	token   geometric.Token
+	since   time.Time // when this node took the token, as far as the search knows
+	cands   []peer.ID
+	started time.Time
+	reports map[peer.ID]geometric.SwapReport
+	told    map[peer.ID]bool // members answered with cands: only their reports are about them
+	tried   map[peer.ID]bool
+}
+
+// swapWarm is how long a superpeer holds its token before it searches:
+// one snapshot period, in which the coordinates' forces move it if they
+// will.
+func (g *geoMachine) swapWarm() time.Duration { return SnapshotTicks * g.cfg.TokenInterval }
+
+// swapWait is how long a search round waits for its reports at most: a
+// member hears the candidates with its renewal and reports with the next
+// (once per announce interval each), so three announce intervals. (With
+// one, every round ended before its reports came: no hand-over at all in
+// four minutes on 100 nodes.)
+func (g *geoMachine) swapWait() time.Duration {
+	return max(5*g.cfg.TokenInterval, 3*g.m.cfg.AnnounceInterval)
+}
+
+// searchRound advances the superpeer's search (at its attachment round).
+func (g *geoMachine) searchRound(now time.Time) {
+	tok, held := g.holder.Holding()
+	if !held || !g.holder.Superpeer() || g.cfg.SwapCandidates < 0 {
+		g.search = nil
+		return
+	}
+	if g.pass != nil {
+		return // a pass in flight: the token may be leaving
+	}
+	s := g.search
+	if s == nil || s.token != tok {
+		s = &swapSearch{token: tok, since: now, tried: map[peer.ID]bool{}}
+		g.search = s
+	}
+	if now.Sub(s.since) < g.swapWarm() {
+		return
+	}
+	if len(s.cands) == 0 {
+		var ps []geometric.Peer
+		for p := range g.members {
+			if c, ok := g.feed.Coords[p]; ok {
+				ps = append(ps, geometric.Peer{ID: geometric.ID(p), Coord: c})
+			}
+		}
+		slices.SortFunc(ps, func(a, b geometric.Peer) int { return cmp.Compare(a.ID, b.ID) })
+		k := min(cmp.Or(g.cfg.SwapCandidates, DefaultSwapCandidates), DefaultSwapCandidates)
+		for _, c := range geometric.Candidates(geometric.ID(g.self()), ps, k, func(id geometric.ID) bool { return s.tried[peer.ID(id)] }) {
+			s.cands = append(s.cands, peer.ID(c))
+			if g.rtt[peer.ID(c)] <= 0 {
+				g.ping(peer.ID(c)).measure = true
+			}
+		}
+		s.started, s.reports, s.told = now, map[peer.ID]geometric.SwapReport{}, map[peer.ID]bool{}
+		return
+	}
+	if 2*len(s.reports) <= len(g.members) && now.Sub(s.started) < g.swapWait() {
+		return
+	}
+	cands := make([]geometric.ID, len(s.cands))
+	own := make([]time.Duration, len(s.cands))
+	for i, c := range s.cands {
+		cands[i], own[i] = geometric.ID(c), g.rtt[c]
+		s.tried[c] = true
+	}
+	reports := make([]geometric.SwapReport, 0, len(s.reports))
+	for _, p := range slices.Sorted(maps.Keys(s.reports)) {
+		if _, member := g.members[p]; member {
+			reports = append(reports, s.reports[p])
+		}
+	}
+	s.cands, s.reports, s.told = nil, nil, nil
+	d, ok, err := geometric.Swap(geometric.SwapConfig{}, geometric.ID(g.self()), cands, own, reports, len(g.members))
+	if err != nil || !ok {
+		return
+	}
+	outs := g.holder.Handover(d.To)
+	if len(outs) == 0 {
+		return
+	}
+	g.swaps++
+	g.note(slog.LevelInfo, "geometric: handing the superpeer's role to a member that serves the cluster better, by measured RTTs",
+		"token", tok.Num, "to", peer.ID(d.To), "gain", d.Gain, "mean", d.Mean, "reports", d.Reports)
+	g.carryOut(now, outs, func(now time.Time) {
+		g.publishToken()
+		g.update(now)
+	})
+}
+
+// swapReported takes a member's report with its attach request: only
+// from a member told this round's candidates before (a report is about
+// the candidates it was told), and its answer names them (candidates).
+func (g *geoMachine) swapReported(from peer.ID, rtts []time.Duration) []peer.ID {
+	s := g.search
+	if s == nil || len(s.cands) == 0 {
+		return nil
+	}
+	if s.told[from] && len(rtts) == len(s.cands)+1 {
+		s.reports[from] = geometric.SwapReport{Member: geometric.ID(from), ToSuperpeer: rtts[0], ToCandidate: slices.Clone(rtts[1:])}
+	}
+	s.told[from] = true
+	return slices.Clone(s.cands)
+}
+
+// swapAsked takes the candidates a member's superpeer named: the member
+// measures them, to report.
+func (g *geoMachine) swapAsked(sp peer.ID, cands []peer.ID) {
+	if len(cands) > DefaultSwapCandidates {
+		cands = cands[:DefaultSwapCandidates]
+	}
+	if sp == g.swapOf && slices.Equal(cands, g.swapAsk) || len(cands) == 0 && len(g.swapAsk) == 0 {
+		return
+	}
+	g.swapOf, g.swapAsk, g.swapSent = sp, slices.Clone(cands), false
+	for _, c := range append([]peer.ID{sp}, cands...) {
+		if c != g.self() && g.rtt[c] <= 0 {
+			g.ping(c).measure = true
+		}
+	}
+}
+
+// swapReport is the member's report for its superpeer sp, when it has
+// one to send: its RTT to sp, then to each candidate.
+func (g *geoMachine) swapReport(sp peer.ID) ([]time.Duration, bool) {
+	if g.swapSent || len(g.swapAsk) == 0 || sp != g.swapOf || g.rtt[sp] <= 0 {
+		return nil, false
+	}
+	out := []time.Duration{g.rtt[sp]}
+	for _, c := range g.swapAsk {
+		d := g.rtt[c]
+		if c == g.self() {
+			d = time.Nanosecond // itself: the superpeer counts it as 0
+		} else if d <= 0 {
+			return nil, false
+		}
+		out = append(out, d)
+	}
+	return out, true
+}
+
+// Swaps counts the hand-overs this node made by the search on measured
+// RTTs.
+func (m *Machine) Swaps() uint64 {
+	if m.geo == nil {
+		return 0
+	}
+	return m.geo.swaps
+}
