@@ -1,5 +1,7 @@
 package node
 
+import "os"
+
 import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -8,3 +10,6 @@ import (
 
 // SetDbgCarry is temporary.
 func SetDbgCarry(f func(self peer.ID, carried int, old, nw classic.ID)) { dbgCarry = f }
+
+var dbgKickK = os.Getenv("DBG_KICKK") != ""
+var dbgLookupFirst = os.Getenv("DBG_LOOKUPFIRST") != ""

@@ -429,6 +429,7 @@ type Machine struct {
 	hint, hintFrom peer.ID
 	hintAt         time.Time
 	backbone       []Summary
+	lowerSince     time.Time // since when the estimate has given a k below the node's
 
 	// Quorum: when each peer was last in the view (configured).
 	remembered map[peer.ID]time.Time
@@ -530,6 +531,8 @@ func (m *Machine) registrar() peer.ID {
 			}
 		}
 		return ""
+	case dbgLookupFirst && m.lastValid && m.lastLookup != m.cfg.Self:
+		return m.lastLookup
 	case m.state.Superpeer != "":
 		return m.state.Superpeer
 	case m.lastValid && m.lastLookup != m.cfg.Self:
@@ -618,8 +621,13 @@ func (m *Machine) Step(now time.Time, in Input) {
 	case Digest:
 		m.takeDigest(now, in)
 	case Backbone:
+		before := m.claimers()
 		m.backbone = in.Summaries
-		m.settle(now)
+		if !slices.Equal(before, m.claimers()) {
+			m.kick = true // another claims the cluster, or no longer does
+		} else {
+			m.settleOrKick(now)
+		}
 	case GeoCluster:
 		if m.el != nil {
 			m.el.geoCluster(now, in)
@@ -676,9 +684,36 @@ func (m *Machine) takeDigest(now time.Time, d Digest) {
 	changed := !m.hasDigest || m.digest.Size.N != d.Size.N
 	m.digest, m.hasDigest, m.digestAt = d, true, now
 	if changed {
-		m.settle(now)
+		m.settleOrKick(now)
 	}
 }
+
+// settleOrKick follows a new size estimate from the backbone or a digest:
+// when it gives another k than the node's, the node evaluates at once
+// (a superpeer back from a partition that shrank its estimate leads the
+// whole key space until it does; a settle period more kept its
+// cluster's lookup and election apart for longer than a timeout);
+// otherwise the change waits for the settle period like a view's.
+func (m *Machine) settleOrKick(now time.Time) {
+	if dbgKickK && m.joined && m.state.Role != RoleUnknown && m.cfg.Target.K(m.estimate(m.configured(now)).N) != m.state.K {
+		m.kick = true
+		return
+	}
+	m.settle(now)
+}
+
+// claimers are the other superpeers that claim the node's cluster on
+// the backbone.
+func (m *Machine) claimers() []peer.ID {
+	var out []peer.ID
+	for _, b := range m.backbone {
+		if b.Superpeer != m.cfg.Self && b.K == m.state.K && b.ClusterKey == m.state.ClusterKey {
+			out = append(out, b.Superpeer)
+		}
+	}
+	return out
+}
+
 
 // Tick advances the machine's clock to now: the election's ticks, the
 // periodic re-evaluation and a view change's settled evaluation.
@@ -960,6 +995,37 @@ func (m *Machine) clusterMembers(k int, ck dhtselect.Key, remembered bool) []pee
 	return out
 }
 
+// chooseK is the k the estimate gives, but a node that has a role lowers
+// its k only once the estimate has given a lower one for the membership's
+// TTL (three announce intervals). The estimate counts registrations, and
+// a missing one proves a departure only once it has expired: while the
+// registrations of a cluster whose superpeer just changed come in, the
+// summaries undercount (found by the node simulator: 17 of 32 peers
+// registered a second after convergence, and k went from 2 to 1 and
+// back). A partition shrinks the estimate as well, and a side lowers its
+// k once its departed peers have expired. A higher k is taken at once:
+// a swarm growing, a node that started at k = 0.
+func (m *Machine) chooseK(now time.Time, est dhtselect.Estimate) int {
+	k := m.cfg.Target.K(est.N)
+	if est.Source == SourceDigest {
+		// A member follows its superpeer's k, which the superpeers
+		// agree on from the backbone; a joiner takes it from the
+		// first digest.
+		k = m.digest.K
+	}
+	if m.cfg.Geometric || m.state.Role == RoleUnknown || k >= m.state.K {
+		m.lowerSince = time.Time{}
+		return k
+	}
+	if m.lowerSince.IsZero() {
+		m.lowerSince = now
+	}
+	if now.Sub(m.lowerSince) < 3*m.cfg.AnnounceInterval {
+		return m.state.K
+	}
+	return k
+}
+
 // evaluate recomputes the node's role, cluster, superpeer and members, and
 // announces the result. It asks for a lookup of the cluster key when
 // forced (period, kick) or when k or the cluster's members differ from
@@ -984,7 +1050,7 @@ func (m *Machine) evaluate(now time.Time, force bool) {
 		}
 	}
 	est := m.estimate(m.configured(now))
-	k := m.cfg.Target.K(est.N)
+	k := m.chooseK(now, est)
 	ck := m.selfKey.Cluster(k)
 	members := m.clusterMembers(k, ck, false)
 	target := m.ep.target(now, k, ck)

@@ -5,6 +5,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/superpeer/superpeer/classic"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,9 +204,9 @@ func TestDbgAgree(t *testing.T) {
 				if _, ok := since[i]; !ok {
 					since[i] = s.Now()
 				}
-				if s.Now()-since[i] > 1800*time.Millisecond && len(log) < 40 {
+				if s.Now()-since[i] > 1800*time.Millisecond && len(log) < 400 && int(s.Now()/time.Millisecond)%250 == 0 {
 					xe := s.Machine(lj).Election()
-					log = append(log, fmt.Sprintf("t=%v n%d role=%v reg=%s (since %v) leader=%s lookup=%s(n%d) members=%d lookupInView=%v | lookup node: role=%v leader=%s el=%+v", s.Now(), i, s.State(i).Role, s.Machine(i).Registrar(), since[i], e.Leader, e.Lookup, lj, len(s.State(i).Members), slices.Contains(s.State(i).Members, e.Lookup), s.State(lj).Role, xe.Leader, xe))
+					log = append(log, fmt.Sprintf("t=%v [k=%d ck=%s | lookup k=%d ck=%s lookupsLookup=%s lookupMembers=%d] n%d role=%v reg=%s (since %v) leader=%s lookup=%s(n%d) members=%d lookupInView=%v | lookup node: role=%v leader=%s el=%+v", s.Now(), s.State(i).K, s.State(i).Prefix, s.State(lj).K, s.State(lj).Prefix, s.Machine(lj).Election().Lookup, len(s.State(lj).Members), i, s.State(i).Role, s.Machine(i).Registrar(), since[i], e.Leader, e.Lookup, lj, len(s.State(i).Members), slices.Contains(s.State(i).Members, e.Lookup), s.State(lj).Role, xe.Leader, xe))
 				}
 			} else {
 				delete(since, i)
@@ -246,5 +247,133 @@ func TestDbgSybil(t *testing.T) {
 			sp = -1
 		}
 		t.Logf("  n%d role=%v k=%d ck=%s sp=%d members=%d reg=%q size=%+v lookup=%s el=%+v", i, st.Role, st.K, st.Prefix, sp, len(st.Members), s.Machine(i).Registrar(), st.Size, s.Machine(i).Election().Lookup, s.Machine(i).Election())
+	}
+}
+
+func TestDbgFlapTrace(t *testing.T) {
+	s := converged(t, Config{N: 64, Seed: 1, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: "bully"}})
+	s.RunFor(10 * time.Second)
+	x := -1
+	for i := range s.N() {
+		if st := s.State(i); st.Role == node.RoleSuperpeer && (x < 0 || len(st.Members) > len(s.State(x).Members)) {
+			x = i
+		}
+	}
+	s.Isolate(x)
+	s.RunFor(3 * time.Second)
+	s.Heal()
+	t.Logf("healed at %v", s.Now())
+	for range 40 {
+		st := s.State(x)
+		e := s.Machine(x).Election()
+		t.Logf("t=%v n%d role=%v k=%d ck=%s size=%+v members=%d leader=%s lookup=%s", s.Now(), x, st.Role, st.K, st.Prefix, st.Size, len(st.Members), e.Leader, e.Lookup)
+		s.RunFor(100 * time.Millisecond)
+	}
+}
+
+func TestDbgChurnAgree(t *testing.T) {
+	s := converged(t, Config{N: 64, Seed: 2, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: "bully"}})
+	since := map[int]time.Duration{}
+	var log []string
+	s.Every(50*time.Millisecond, func(s *Sim) {
+		for i := range s.N() {
+			e := s.Machine(i).Election()
+			lj, _ := s.Index(e.Lookup)
+			d := s.Alive(i) && e.Lookup != "" && e.Leader != "" && s.State(lj).Role != node.RoleUnknown && e.Lookup != e.Leader && !slices.Contains(e.Demoted, e.Lookup) && !s.ranksItselfLast(e.Lookup)
+			if d {
+				if _, ok := since[i]; !ok {
+					since[i] = s.Now()
+				}
+				if s.Now()-since[i] > 1800*time.Millisecond && len(log) < 400 {
+					li, _ := s.Index(e.Leader)
+					log = append(log, fmt.Sprintf("t=%v since %v n%d [role=%v k=%d ck=%s members=%d reg=%s] leader n%d [alive=%v role=%v k=%d ck=%s] lookup n%d [role=%v k=%d ck=%s leader=%s members=%d]",
+						s.Now(), since[i], i, s.State(i).Role, s.State(i).K, s.State(i).Prefix, len(s.State(i).Members), s.Machine(i).Registrar(),
+						li, s.Alive(li), s.State(li).Role, s.State(li).K, s.State(li).Prefix,
+						lj, s.State(lj).Role, s.State(lj).K, s.State(lj).Prefix, s.Machine(lj).Election().Leader, len(s.State(lj).Members)))
+				}
+			} else {
+				delete(since, i)
+			}
+		}
+	})
+	crashAndRestart(s, 6*time.Second, 2)
+	s.RunFor(3 * time.Minute)
+	for _, l := range log {
+		t.Log(l)
+	}
+}
+
+func TestDbgJoiner(t *testing.T) {
+	s := converged(t, Config{N: 32, Seed: 1, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}}})
+	s.Record = true
+	j := s.Add()
+	for range 30 {
+		s.RunFor(200 * time.Millisecond)
+		var b strings.Builder
+		for i := range s.N() {
+			if st := s.State(i); st.Role == node.RoleSuperpeer || i == j {
+				fmt.Fprintf(&b, " n%d[%v k=%d ck=%s N=%d/%s m=%d reg=%s]", i, st.Role, st.K, st.Prefix, st.Size.N, st.Size.Source, len(st.Members), s.Machine(i).Registrar())
+			}
+		}
+		t.Logf("t=%v%s", s.Now(), b.String())
+	}
+}
+
+func TestDbgConv(t *testing.T) {
+	s, _ := New(Config{N: 64, Seed: 0, Stagger: 5 * time.Second, Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}}})
+	s.RunFor(60 * time.Second)
+	c := map[string]int{}
+	for i := range s.N() {
+		st := s.State(i)
+		c[fmt.Sprintf("%v k=%d %d/%s", st.Role, st.K, st.Size.N, st.Size.Source)]++
+	}
+	t.Log(c)
+}
+
+func TestDbgReg(t *testing.T) {
+	s := converged(t, Config{N: 32, Seed: 1, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}}})
+	for range 5 {
+		var b strings.Builder
+		for i := range s.N() {
+			st := s.State(i)
+			if st.Role != node.RoleOrdinary {
+				fmt.Fprintf(&b, " n%d:%v/k%d/m%d/N%d%s", i, st.Role, st.K, len(st.Members), st.Size.N, st.Size.Source)
+				continue
+			}
+			r, _ := s.Index(s.Machine(i).Registrar())
+			sp, _ := s.Index(st.Superpeer)
+			_, in := s.nodes[sp].sc.registry[i]
+			fmt.Fprintf(&b, " n%d->%d(sp%d,in=%v,k%d)", i, r, sp, in, st.K)
+		}
+		t.Logf("t=%v%s", s.Now(), b.String())
+		s.RunFor(time.Second)
+	}
+}
+
+func TestDbgFlapMember(t *testing.T) {
+	s := converged(t, Config{N: 64, Seed: 1, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: "bully"}})
+	s.RunFor(10 * time.Second)
+	x := -1
+	for i := range s.N() {
+		if st := s.State(i); st.Role == node.RoleSuperpeer && (x < 0 || len(st.Members) > len(s.State(x).Members)) {
+			x = i
+		}
+	}
+	y := 54
+	s.Isolate(x)
+	t.Logf("isolated n%d at %v", x, s.Now())
+	for range 60 {
+		st := s.State(y)
+		e := s.Machine(y).Election()
+		t.Logf("t=%v n%d role=%v k=%d sp=%s reg=%s members=%d el=%+v", s.Now(), y, st.Role, st.K, st.Superpeer, s.Machine(y).Registrar(), len(st.Members), e)
+		s.RunFor(100 * time.Millisecond)
+		if s.Now() == 26*time.Second {
+			s.Heal()
+		}
 	}
 }

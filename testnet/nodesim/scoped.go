@@ -30,7 +30,8 @@ import (
 //     the hint that gives it k.
 //   - superpeers hear each other's summaries (k, cluster key, members) on
 //     the backbone: every superpeer of its partition component, as they
-//     are now (a view period's delay at most).
+//     are a gossip delay after the first change since the last delivery
+//     (the live node publishes its summary when it changes).
 //
 // A superpeer's view is its registrations and itself. What a member says
 // of itself (flapping, its beacon) reaches its superpeer's roster with its
@@ -120,8 +121,11 @@ func (s *Sim) registered(t, i, inc int) {
 		roster = s.rosterOf(t)
 	}
 	s.stats.Replies++
-	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegistered, node: i, inc: inc, other: t, ids: roster, gen: n.sc.regVer,
-		digest: node.Digest{From: n.id, K: n.state.K, Size: n.state.Size, Superpeer: hint}})
+	d := node.Digest{From: n.id, Superpeer: hint} // a refusal: the hint only
+	if n.m.Serves() {
+		d.K, d.Size = n.state.K, n.state.Size
+	}
+	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegistered, node: i, inc: inc, other: t, ids: roster, gen: n.sc.regVer, digest: d})
 }
 
 // rosterChanged is superpeer t's roster changing with member i's record
@@ -175,6 +179,14 @@ func (s *Sim) answered(e event) {
 			n.sc.known[j] = s.now
 		}
 	}
+	if h, ok := s.indexOf(e.digest.Superpeer); ok && e.ids == nil && n.state.Role == node.RoleUnknown && h != i {
+		// Before the node has joined, a refusal's hint is followed at
+		// once (the live driver registers with it in the same call).
+		s.stats.Registrations++
+		if s.nodes[h].alive && s.reachable(i, h) {
+			s.push(event{at: s.now + s.rtt(i, h)/2, kind: evRegister, node: h, other: i, inc: n.inc})
+		}
+	}
 	s.step(i, e.digest)
 	if reg := n.m.Registrar(); reg != n.sc.regWith {
 		n.sc.regWith, n.sc.regAt = reg, s.now // a hint: register with it now
@@ -203,7 +215,7 @@ func (s *Sim) scopedChanged(i int, prev node.State) {
 	}
 	if n.state.Role == node.RoleSuperpeer || prev.Role == node.RoleSuperpeer {
 		if n.state.Role != prev.Role || n.state.K != prev.K || n.state.ClusterKey != prev.ClusterKey || len(n.state.Members) != len(prev.Members) {
-			s.bbDirty = true
+			s.backboneChanged()
 		}
 		if n.state.Role == node.RoleSuperpeer {
 			s.sps[i] = true
@@ -219,6 +231,20 @@ func (s *Sim) scopedChanged(i int, prev node.State) {
 func (s *Sim) scopedView(i int) {
 	n := s.nodes[i]
 	now := s.wall()
+	if s.bbDirty && s.now >= s.bbAt {
+		// A superpeer publishes its summary when it changes, and the
+		// backbone hears it a gossip delay later.
+		s.bbDirty = false
+		s.bbVersion++
+	}
+	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
+		n.sc.bbVer = s.bbVersion
+		n.m.Step(now, node.Backbone{Summaries: s.backboneOf(i)})
+		s.carryOut(i)
+		if reg := n.m.Registrar(); reg != n.sc.regWith {
+			n.sc.regWith, n.sc.regAt = reg, s.now // another claimer of the cluster
+		}
+	}
 	if s.now-n.viewAt < s.cfg.ViewPeriod {
 		return
 	}
@@ -237,19 +263,14 @@ func (s *Sim) scopedView(i int) {
 		n.m.Step(now, node.View{Members: s.membersOf(i, ids)})
 		s.carryOut(i)
 	}
-	if s.bbDirty && s.now-s.bbAt >= s.cfg.ViewPeriod {
-		// The summaries go out on change at once, and reach the
-		// backbone within a view period.
-		s.bbDirty, s.bbAt = false, s.now
-		s.bbVersion++
-	}
-	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
-		n.sc.bbVer = s.bbVersion
-		n.m.Step(now, node.Backbone{Summaries: s.backboneOf(i)})
-		s.carryOut(i)
-		if reg := n.m.Registrar(); reg != n.sc.regWith {
-			n.sc.regWith, n.sc.regAt = reg, s.now // another claimer of the cluster
-		}
+}
+
+// backboneChanged notes a change of what the superpeers hear on the
+// backbone: they hear it a gossip delay after the first change since
+// they last heard it.
+func (s *Sim) backboneChanged() {
+	if !s.bbDirty {
+		s.bbDirty, s.bbAt = true, s.now+s.cfg.GossipDelay
 	}
 }
 

@@ -634,6 +634,10 @@ func (s *Sim) regroup(side []int) {
 	old := slices.Clone(s.comp)
 	oldComps := s.comps
 	s.comp, s.comps = side, map[int]*component{}
+	// The backbone of each new side: its superpeers hear each other a
+	// gossip delay from now (the lists are cached by side).
+	s.bbCache = nil
+	s.backboneChanged()
 	for c := range slices.Values(side) {
 		if s.comps[c] == nil {
 			s.comps[c] = &component{vis: map[int]time.Duration{}}
