@@ -413,7 +413,7 @@ type registry struct {
 	interval time.Duration
 	// local is the node's own sealed announcement (registrar.local), or
 	// nil: it is in the roster while the node serves.
-	local func() []byte
+	local     func() []byte
 	now       func() time.Time
 	max, page int // the roster's bound and a response's
 
@@ -437,7 +437,7 @@ type registry struct {
 func newRegistry(n *Node, interval time.Duration, local func() []byte) *registry {
 	r := &registry{
 		n: n, ttl: 3 * interval, interval: interval, local: local, now: time.Now, max: maxRoster, page: rosterPage,
-		changes:   make(chan struct{}, 1),
+		changes: make(chan struct{}, 1),
 	}
 	r.clearLocked()
 	return r

@@ -714,7 +714,6 @@ func (m *Machine) claimers() []peer.ID {
 	return out
 }
 
-
 // Tick advances the machine's clock to now: the election's ticks, the
 // periodic re-evaluation and a view change's settled evaluation.
 func (m *Machine) Tick(now time.Time) {
