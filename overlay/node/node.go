@@ -727,10 +727,10 @@ func (m *Machine) Tick(now time.Time) {
 	if !m.cfg.Geometric && !m.inflight {
 		switch {
 		case !now.Before(m.nextEval):
-			m.evaluate(now, true)
+			m.evaluate(now, true, false)
 		case !m.settleAt.IsZero() && !now.Before(m.settleAt):
 			m.settleAt = time.Time{}
-			m.evaluate(now, false)
+			m.evaluate(now, false, false)
 		}
 	}
 	m.kicked(now)
@@ -775,7 +775,7 @@ func (m *Machine) kicked(now time.Time) {
 		case m.cfg.Geometric:
 			m.kickGeo()
 		case m.joined && !m.inflight && m.lastValid:
-			m.evaluate(now, false)
+			m.evaluate(now, false, false)
 		case m.joined && m.lastValid && m.lookupKey == m.state.ClusterKey && m.lookupK == m.state.K:
 			// A lookup of the same cluster key is on its way (the lost
 			// connection to the superpeer asked for it), and it may wait
@@ -1031,7 +1031,7 @@ func (m *Machine) chooseK(now time.Time, est dhtselect.Estimate) int {
 // those of the last lookup, since a joining or leaving member may be the
 // superpeer; otherwise the last lookup's answer stands. The evaluation
 // ends when the lookup answers (lookupDone).
-func (m *Machine) evaluate(now time.Time, force bool) {
+func (m *Machine) evaluate(now time.Time, force, fresh bool) {
 	if force {
 		m.nextEval = now.Add(m.cfg.ReevaluateInterval)
 		m.settleAt = time.Time{}
@@ -1054,6 +1054,17 @@ func (m *Machine) evaluate(now time.Time, force bool) {
 	members := m.clusterMembers(k, ck, false)
 	target := m.ep.target(now, k, ck)
 	if force || !m.lastValid || k != m.lookupK || ck != m.lookupKey || !slices.Equal(members, m.lookupMembers) || !m.ep.answers(target, ck) {
+		if fresh && !force && m.lastValid && k == m.lookupK && ck == m.lookupKey && m.ep.answers(target, ck) {
+			// The answer that has just come is for this cluster, and
+			// only the members changed meanwhile: it is committed
+			// before the lookup that checks it (found by the node
+			// simulator: a member elected while its superpeer was cut
+			// off had its view replaced by its registrations; the
+			// answer was dropped for a new lookup, which waited a query
+			// timeout for the cut-off peer again, and the node's lookup
+			// named the old superpeer for two timeouts).
+			m.finish(now, est, members)
+		}
 		m.inflight = true
 		m.lookupK, m.lookupKey, m.lookupMembers = k, ck, members
 		m.lookups++
@@ -1082,7 +1093,7 @@ func (m *Machine) lookupDone(now time.Time, in LookupDone) {
 	if in.Err != nil {
 		return // the next period, or a kick, looks up again
 	}
-	m.evaluate(now, false)
+	m.evaluate(now, false, true)
 }
 
 // finish names the superpeer from the last lookup and the election, and
