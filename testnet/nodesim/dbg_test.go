@@ -365,6 +365,12 @@ func TestDbgFlapMember(t *testing.T) {
 		}
 	}
 	y := 54
+	dbgLookup = func(i, to int, dn bool, d time.Duration) {
+		if i == y {
+			t.Logf("   t=%v lookup n%d -> n%d deadNear=%v delay=%v", s.Now(), i, to, dn, d)
+		}
+	}
+	defer func() { dbgLookup = nil }()
 	s.Isolate(x)
 	t.Logf("isolated n%d at %v", x, s.Now())
 	for range 60 {
@@ -374,6 +380,66 @@ func TestDbgFlapMember(t *testing.T) {
 		s.RunFor(100 * time.Millisecond)
 		if s.Now() == 26*time.Second {
 			s.Heal()
+		}
+	}
+}
+
+func TestDbgRingMax(t *testing.T) {
+	s := converged(t, Config{N: 24, Seed: 0, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Superpeers: 3}, Election: "ring-max"}})
+	s.RunFor(10 * time.Second)
+	lead, members := rankedCluster(t, s, 4, 0)
+	a, _ := s.Index(members[2])
+	heir, _ := s.Index(members[1])
+	var victims []int
+	for _, id := range members[3:] {
+		v, _ := s.Index(id)
+		victims = append(victims, v)
+	}
+	attacker := s.ID(a)
+	seq := uint64(0)
+	s.Every(200*time.Millisecond, func(s *Sim) {
+		if !s.Alive(a) {
+			return
+		}
+		seq++
+		for _, v := range victims {
+			s.Inject(a, v, classic.Message{Type: classic.MsgCoordinator, Leader: classic.ID(attacker), IDs: []classic.ID{classic.ID(attacker)},
+				Election: classic.ElectionID{Source: classic.ID(attacker), Seq: seq}, Term: seq})
+			s.Inject(a, v, classic.Message{Type: classic.MsgHeartbeat, Leader: classic.ID(attacker), Term: seq})
+		}
+	})
+	s.RunFor(30 * time.Second)
+	dbgMsg = func(to int, m classic.Message) {
+		if s.Now() > 57000*time.Millisecond && s.Now() < 60000*time.Millisecond && (to == 22) {
+			f, _ := s.Index(peer.ID(m.From))
+			t.Logf("  t=%v msg n%d -> n%d %v leader=%s ids=%v", s.Now(), f, to, m.Type, m.Leader, m.IDs)
+		}
+	}
+	defer func() { dbgMsg = nil }()
+	dbgSend = func(from, to int, m classic.Message) {
+		if from == heir && s.Now() > 57000*time.Millisecond && s.Now() < 60000*time.Millisecond {
+			t.Logf("  t=%v SEND n%d -> n%d %v", s.Now(), from, to, m.Type)
+		}
+	}
+	defer func() { dbgSend = nil }()
+	s.Crash(lead)
+	t.Logf("crash n%d at %v; heir n%d attacker n%d victims %v", lead, s.Now(), heir, a, victims)
+	for range 300 {
+		s.RunFor(100 * time.Millisecond)
+		if s.Now() > 56900*time.Millisecond && s.Now() < 60300*time.Millisecond {
+			_ = s.State(22)
+			reg, _ := s.Index(s.Machine(22).Registrar())
+			_, inReg := s.nodes[heir].sc.registry[22]
+			t.Logf("t=%v n22 leader=%s reg=n%d inHeirRegistry=%v heirMembers=%d heirServes=%v", s.Now(), s.Machine(22).Election().Leader, reg, inReg, len(s.State(heir).Members), s.Machine(heir).Serves())
+			h := s.State(heir)
+			t.Logf("t=%v heir role=%v k=%d members=%d el=%+v", s.Now(), h.Role, h.K, len(h.Members), s.Machine(heir).Election())
+		}
+		for _, v := range victims {
+			if s.State(v).Superpeer == attacker {
+				st := s.State(v)
+				t.Logf("t=%v victim n%d follows attacker: role=%v members=%d reg=%s el=%+v | heir role=%v members=%d el=%+v", s.Now(), v, st.Role, len(st.Members), s.Machine(v).Registrar(), s.Machine(v).Election(), s.State(heir).Role, len(s.State(heir).Members), s.Machine(heir).Election())
+			}
 		}
 	}
 }
