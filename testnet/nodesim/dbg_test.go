@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/superpeer/superpeer/classic"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -273,7 +274,7 @@ func TestDbgFlapTrace(t *testing.T) {
 }
 
 func TestDbgChurnAgree(t *testing.T) {
-	s := converged(t, Config{N: 64, Seed: 2, Stagger: 5 * time.Second,
+	s := converged(t, Config{N: 64, Seed: 1, Stagger: 5 * time.Second,
 		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: "bully"}})
 	since := map[int]time.Duration{}
 	var log []string
@@ -439,6 +440,54 @@ func TestDbgRingMax(t *testing.T) {
 			if s.State(v).Superpeer == attacker {
 				st := s.State(v)
 				t.Logf("t=%v victim n%d follows attacker: role=%v members=%d reg=%s el=%+v | heir role=%v members=%d el=%+v", s.Now(), v, st.Role, len(st.Members), s.Machine(v).Registrar(), s.Machine(v).Election(), s.State(heir).Role, len(s.State(heir).Members), s.Machine(heir).Election())
+			}
+		}
+	}
+}
+
+func TestDbgSybilNone(t *testing.T) {
+	const honest = 24
+	s, err := New(Config{N: honest + 40, Seed: 0, Stagger: 5 * time.Second,
+		Addr: func(i int) string {
+			if i >= honest {
+				return "10.6.6.6"
+			}
+			return fmt.Sprintf("10.0.0.%d", i)
+		},
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.25}, Election: "bully", Quorum: true, MaxPerAddr: node.DefaultMaxPerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	s.Every(200*time.Millisecond, func(s *Sim) {
+		seq++
+		for a := honest; a < honest+10; a++ {
+			me := classic.ID(s.ID(a))
+			for v := range honest {
+				s.Inject(a, v, classic.Message{Type: classic.MsgCoordinator, Leader: me, IDs: []classic.ID{me},
+					Election: classic.ElectionID{Source: me, Seq: seq}, Term: seq})
+				s.Inject(a, v, classic.Message{Type: classic.MsgHeartbeat, Leader: me, Term: seq})
+				s.Inject(a, v, classic.Message{Type: classic.MsgClaimAck, Term: math.MaxUint64 / 2})
+				s.Inject(a, v, classic.Message{Type: classic.MsgClaim, Term: seq * 1e9, Election: classic.ElectionID{Source: me, Seq: seq}})
+			}
+		}
+	})
+	s.RunFor(30 * time.Second)
+	last := map[int]string{}
+	for range 600 {
+		s.RunFor(100 * time.Millisecond)
+		for i := range honest {
+			st := s.State(i)
+			line := ""
+			if st.Superpeer == "" {
+				e := s.Machine(i).Election()
+				lk, _ := s.Index(e.Lookup)
+				reg, _ := s.Index(s.Machine(i).Registrar())
+				line = fmt.Sprintf("n%d NONE role=%v k=%d ck=%s N=%d/%s members=%d reg=n%d lookup=n%d el.role=%v term=%d leader=%s", i, st.Role, st.K, st.Prefix, st.Size.N, st.Size.Source, len(st.Members), reg, lk, e.Role, e.Term, e.Leader)
+			}
+			if line != last[i] {
+				t.Logf("t=%v %s", s.Now(), line)
+				last[i] = line
 			}
 		}
 	}
