@@ -429,8 +429,10 @@ type Machine struct {
 	hint, hintFrom peer.ID
 	hintAt         time.Time
 	backbone       []Summary
-	lowerSince     time.Time // since when the estimate has given a k below the node's
-	floor          int       // the peers known to exist: the routing table's that count, and the node
+	lowerSince     time.Time          // since when the estimate has given a k below the node's
+	floor          int                // the peers known to exist: the routing table's that count, and the node
+	agreed         dhtselect.Estimate // the backbone's last estimate, while a superpeer
+	agreedAt       time.Time
 
 	// Quorum: when each peer was last in the view (configured).
 	remembered map[peer.ID]time.Time
@@ -949,11 +951,21 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 		}
 		if est, ok := dhtselect.EstimateFromClusters(cs); ok && 2*est.N >= own.N {
 			est.N = max(est.N, m.floor)
+			m.agreed, m.agreedAt = est, m.now
 			return est
 		}
 	}
 	if m.hasDigest && m.now.Sub(m.digestAt) <= 3*m.cfg.AnnounceInterval && 2*m.digest.Size.N >= own.N {
 		return dhtselect.Estimate{N: max(m.digest.Size.N, m.floor), Source: SourceDigest}
+	}
+	if m.agreed.N > 0 && m.now.Sub(m.agreedAt) <= 3*m.cfg.AnnounceInterval && 2*m.agreed.N >= own.N {
+		// A superpeer that has just handed its cluster over hears the
+		// backbone no more, and has no digest yet: the backbone's last
+		// estimate stands until one comes (found by the node simulator:
+		// its own estimate, 84 by the keys' spacing in a network of 64,
+		// raised its k again at once, and it took its cluster back
+		// every 20 s).
+		return dhtselect.Estimate{N: max(m.agreed.N, m.floor), Source: m.agreed.Source}
 	}
 	return own
 }
