@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -26,8 +27,6 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 const (
 	DefaultRTT           = 100 * time.Millisecond
 	DefaultGossipDelay   = 200 * time.Millisecond
-	DefaultRoutingClose  = 20
-	DefaultRoutingRandom = 20
 	DefaultLookupRTTs    = 3
 	DefaultContactWindow = 30 * time.Second
 	DefaultQueryTimeout  = 5 * time.Second
@@ -78,9 +77,6 @@ type Config struct {
 	// QueryTimeout bounds a lookup query to a dead peer when the asker
 	// has no failure-detection timeout. Zero means DefaultQueryTimeout.
 	QueryTimeout time.Duration
-	// RoutingClose and RoutingRandom size the routing tables (see the
-	// package comment). Zero means the defaults (20 and 20).
-	RoutingClose, RoutingRandom int
 	// LookupRTTs is how many round trips a lookup takes. Zero means
 	// DefaultLookupRTTs.
 	LookupRTTs int
@@ -107,8 +103,8 @@ func (c *Config) fill() error {
 	case c.GossipDelay < 0 || c.ViewPeriod < 0 || c.ConnLoss < 0 || c.ContactWindow < 0 || c.QueryTimeout < 0 || c.GeoTimeout < 0:
 		return fmt.Errorf("%w: a negative delay (GossipDelay %v, ViewPeriod %v, ConnLoss %v, ContactWindow %v, QueryTimeout %v, GeoTimeout %v); zero takes the default",
 			ErrConfig, c.GossipDelay, c.ViewPeriod, c.ConnLoss, c.ContactWindow, c.QueryTimeout, c.GeoTimeout)
-	case c.RoutingClose < 0 || c.RoutingRandom < 0 || c.LookupRTTs < 0:
-		return fmt.Errorf("%w: RoutingClose %d, RoutingRandom %d, LookupRTTs %d: want 0 (the default) or more", ErrConfig, c.RoutingClose, c.RoutingRandom, c.LookupRTTs)
+	case c.LookupRTTs < 0:
+		return fmt.Errorf("%w: LookupRTTs %d: want 0 (the default) or more", ErrConfig, c.LookupRTTs)
 	}
 	n := &c.Node
 	n.AnnounceInterval = cmp.Or(n.AnnounceInterval, 5*time.Second)
@@ -121,8 +117,6 @@ func (c *Config) fill() error {
 	c.ViewPeriod = cmp.Or(c.ViewPeriod, n.ReevaluateInterval/4)
 	c.ContactWindow = cmp.Or(c.ContactWindow, DefaultContactWindow)
 	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
-	c.RoutingClose = cmp.Or(c.RoutingClose, DefaultRoutingClose)
-	c.RoutingRandom = cmp.Or(c.RoutingRandom, DefaultRoutingRandom)
 	c.LookupRTTs = cmp.Or(c.LookupRTTs, DefaultLookupRTTs)
 	if n.Geometric {
 		return c.fillGeo()
@@ -198,7 +192,6 @@ type Sim struct {
 	lookupCache map[lookupKey]lookupAnswer
 	index       map[peer.ID]int
 	idx         *simIndex          // the oracles' indexes (index.go)
-	perm        []int32            // routingTable's scratch
 	addrs       map[peer.ID]string // with Node.MaxPerAddr: each node's address group
 	stats       Stats
 
@@ -1000,47 +993,61 @@ func (s *Sim) nearest(i int) int {
 	return i
 }
 
-// routingTable draws node i's routing table among the nodes added so far:
-// the RoutingClose nearest by XOR distance, then RoutingRandom others.
+// routingTable is node i's routing table as kad-dht's buckets hold it:
+// for each common-prefix length c with i's key, up to
+// dhtselect.BucketSize of the nodes that share exactly c leading bits with
+// it (those nearest a key drawn from the seed in that part of the key
+// space), for c up to that of i's nearest node. A bucket is full wherever
+// that part holds more nodes than it has room for: kad-dht keeps the
+// first it meets, the simulator a random-looking choice.
 func (s *Sim) routingTable(i int) []int {
-	others := len(s.nodes) - 1
-	k := min(s.cfg.RoutingClose, others)
-	out := make([]int, 0, k+min(s.cfg.RoutingRandom, others-k))
-	s.idx.all.walk(&s.nodes[i].key, func(j int) bool {
-		if j != i {
-			out = append(out, j)
+	self := s.nodes[i].key
+	deepest := -1
+	s.idx.all.walk(&self, func(j int) bool {
+		if j == i {
+			return true
 		}
-		return len(out) < k
+		deepest = cpl(self, s.nodes[j].key)
+		return false
 	})
-	// The others in index order but for i and the k nearest: rest[p] is
-	// the p-th index not in them.
-	skip := append(slices.Clone(out), i)
-	slices.Sort(skip)
-	rest := func(p int) int {
-		for _, j := range skip {
-			if j > p {
-				break
+	var out []int
+	for c := 0; c <= deepest; c++ {
+		t := s.bucketTarget(self, c)
+		got := 0
+		s.idx.all.walk(&t, func(j int) bool {
+			if j == i || cpl(self, s.nodes[j].key) != c {
+				return false // out of the bucket's part: the rest is farther
 			}
-			p++
-		}
-		return p
-	}
-	// The first RoutingRandom of rand.Perm(len(rest)), drawn as Perm
-	// draws them (the same Shuffle, without Perm's []int).
-	n := others - k
-	if cap(s.perm) < n {
-		s.perm = make([]int32, n)
-	}
-	perm := s.perm[:n]
-	for j := range perm {
-		perm[j] = int32(j)
-	}
-	for j := n - 1; j > 0; j-- {
-		r := s.rng.IntN(j + 1)
-		perm[j], perm[r] = perm[r], perm[j]
-	}
-	for _, p := range perm[:min(s.cfg.RoutingRandom, n)] {
-		out = append(out, rest(int(p)))
+			out = append(out, j)
+			got++
+			return got < dhtselect.BucketSize
+		})
 	}
 	return out
+}
+
+// bucketTarget is a key that shares exactly c leading bits with self, the
+// rest drawn from the seed.
+func (s *Sim) bucketTarget(self dhtselect.Key, c int) dhtselect.Key {
+	var t dhtselect.Key
+	for b := range t {
+		t[b] = byte(s.rng.Uint32())
+	}
+	for b := 0; b < c; b++ { // the shared prefix
+		mask := byte(0x80) >> (b % 8)
+		t[b/8] = t[b/8]&^mask | self[b/8]&mask
+	}
+	mask := byte(0x80) >> (c % 8) // and the first bit that differs
+	t[c/8] = t[c/8]&^mask | ^self[c/8]&mask
+	return t
+}
+
+// cpl is the length of the prefix that a and b share.
+func cpl(a, b dhtselect.Key) int {
+	for i := range a {
+		if x := a[i] ^ b[i]; x != 0 {
+			return i*8 + bits.LeadingZeros8(x)
+		}
+	}
+	return dhtselect.KeyBits
 }
