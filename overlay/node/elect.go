@@ -281,9 +281,6 @@ func elected(m classic.Machine, st classic.State, self classic.ID, size int) cla
 func (e *elector) drain() {
 	rd := e.mach.Ready()
 	rd.State = elected(e.mach, rd.State, classic.ID(e.self), len(e.peers))
-	if dbgCarry != nil && rd.State.Leader != e.state.Leader {
-		dbgCarry(e.self, e.carried, e.state.Leader, rd.State.Leader)
-	}
 	if e.carried > 0 && (rd.State.Leader == classic.None || e.outranks(e.state.Leader, rd.State.Leader)) {
 		// A rebuilt machine that names no leader yet, or one ranked below
 		// the carried leader: the carried one stands (see rebuild) until
@@ -700,8 +697,6 @@ func (e *elector) flapping(now time.Time) map[peer.ID]bool {
 	e.m.evaluateAt(e.outages[0].Add(flapWindow + time.Millisecond))
 	return out
 }
-
-var dbgCarry func(self peer.ID, carried int, old, nw classic.ID)
 
 // rank is the members' ranking: by closeness to the target, first above
 // all, the demoted below all.

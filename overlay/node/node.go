@@ -534,8 +534,6 @@ func (m *Machine) registrar() peer.ID {
 			}
 		}
 		return ""
-	case dbgLookupFirst && m.lastValid && m.lastLookup != m.cfg.Self:
-		return m.lastLookup
 	case m.state.Superpeer != "":
 		return m.state.Superpeer
 	case m.lastValid && m.lastLookup != m.cfg.Self:
@@ -630,7 +628,7 @@ func (m *Machine) Step(now time.Time, in Input) {
 		if !slices.Equal(before, m.claimers()) {
 			m.kick = true // another claims the cluster, or no longer does
 		} else {
-			m.settleOrKick(now)
+			m.settle(now)
 		}
 	case GeoCluster:
 		if m.el != nil {
@@ -688,22 +686,8 @@ func (m *Machine) takeDigest(now time.Time, d Digest) {
 	changed := !m.hasDigest || m.digest.Size.N != d.Size.N
 	m.digest, m.hasDigest, m.digestAt = d, true, now
 	if changed {
-		m.settleOrKick(now)
+		m.settle(now)
 	}
-}
-
-// settleOrKick follows a new size estimate from the backbone or a digest:
-// when it gives another k than the node's, the node evaluates at once
-// (a superpeer back from a partition that shrank its estimate leads the
-// whole key space until it does; a settle period more kept its
-// cluster's lookup and election apart for longer than a timeout);
-// otherwise the change waits for the settle period like a view's.
-func (m *Machine) settleOrKick(now time.Time) {
-	if dbgKickK && m.joined && m.state.Role != RoleUnknown && m.cfg.Target.K(m.estimate(m.configured(now)).N) != m.state.K {
-		m.kick = true
-		return
-	}
-	m.settle(now)
 }
 
 // claimers are the other superpeers that claim the node's cluster on

@@ -164,9 +164,6 @@ func (s *Sim) answered(e event) {
 		return
 	}
 	i, n := e.node, s.nodes[e.node]
-	if dbgAnswered != nil {
-		dbgAnswered(i, e)
-	}
 	if e.ids != nil && s.nodes[e.other].id == n.m.Registrar() {
 		if from := [2]uint64{uint64(e.other), e.gen}; from != n.sc.rosterFrom {
 			n.sc.rosterFrom = from
@@ -336,5 +333,3 @@ type bbList struct {
 	ver  uint64
 	list []node.Summary
 }
-
-var dbgAnswered func(i int, e event)

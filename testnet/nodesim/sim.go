@@ -434,9 +434,6 @@ func (s *Sim) process(e event) {
 			return // in flight when it crashed or the network split
 		}
 		s.contact(e.node, e.other)
-		if dbgMsg != nil {
-			dbgMsg(e.node, e.msg)
-		}
 		s.step(e.node, node.ElectionMessage{Msg: e.msg})
 	case evSendFailed:
 		if s.live(e) {
@@ -444,9 +441,6 @@ func (s *Sim) process(e event) {
 		}
 	case evLookup:
 		if s.live(e) {
-			if dbgLookup != nil {
-				dbgLookup(e.node, e.other, false, -1)
-			}
 			sp := peer.ID("")
 			if e.other >= 0 {
 				sp = s.nodes[e.other].id
@@ -865,9 +859,6 @@ func (s *Sim) send(i int, o node.Outgoing) {
 		return
 	}
 	s.stats.Messages++
-	if dbgSend != nil {
-		dbgSend(i, j, o.Msg)
-	}
 	s.contact(i, j)
 	d := s.rtt(i, j) / 2
 	if s.cfg.Jitter > 0 {
@@ -930,17 +921,8 @@ func (s *Sim) lookup(i int, l node.LookupRequest) {
 		}
 		delay += wait
 	}
-	if dbgLookup != nil {
-		dbgLookup(i, a.to, a.deadNear, delay)
-	}
 	s.push(event{at: s.now + delay, kind: evLookup, node: i, inc: s.nodes[i].inc, other: a.to, key: l.Key})
 }
-
-var dbgSend func(from, to int, m classic.Message)
-
-var dbgMsg func(to int, m classic.Message)
-
-var dbgLookup func(i, to int, deadNear bool, delay time.Duration)
 
 // closest is the live node reachable from i closest to key (not skip, and
 // one that may allows when may is set: a lookup asks no other),
