@@ -141,6 +141,7 @@ type elector struct {
 	differ       int                        // ticks the lookup has named us while the election named another
 	orphan       int                        // ticks without a leader
 	carried      int                        // ticks that state.Leader, from the machine before the last rebuild, still stands
+	unconfirmed  bool                       // state.Leader is the lookup's answer carried, which no machine has elected yet
 	lookup       peer.ID                    // the lookup's last answer
 	outages      []time.Time                // when this node lost all its connections, within flapWindow
 	demoted      map[peer.ID]bool           // flapping and private members, ranked last (host quality)
@@ -281,6 +282,17 @@ func elected(m classic.Machine, st classic.State, self classic.ID, size int) cla
 func (e *elector) drain() {
 	rd := e.mach.Ready()
 	rd.State = elected(e.mach, rd.State, classic.ID(e.self), len(e.peers))
+	// The machine elects the lookup's answer that stood meanwhile: that
+	// is the election's news, though the leader named does not change
+	// (without it the members reported losing their superpeer, and never
+	// electing the successor).
+	confirmed := e.unconfirmed && rd.State.Leader != classic.None && rd.State.Leader == e.state.Leader
+	if rd.State.Leader != classic.None && rd.State.Leader != e.state.Leader || confirmed {
+		e.unconfirmed = false
+	}
+	if confirmed {
+		e.events = append(e.events, ElectionEvent{Superpeer: peer.ID(rd.State.Leader), Term: rd.State.Term})
+	}
 	if e.carried > 0 && (rd.State.Leader == classic.None || e.outranks(e.state.Leader, rd.State.Leader)) {
 		// A rebuilt machine that names no leader yet, or one ranked below
 		// the carried leader: the carried one stands (see rebuild) until
@@ -566,8 +578,9 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 	// campaign every few heartbeats).
 	e.differ, e.orphan = 0, 0
 	l := e.state.Leader
+	e.unconfirmed = false
 	if sp := classic.ID(e.m.state.Superpeer); l == classic.None && oldQ == nil && !e.opts.Quorum && sp != classic.ID(e.self) {
-		l = sp
+		l, e.unconfirmed = sp, true
 	}
 	carry := 0
 	if l != classic.None && slices.Contains(ids, l) && oldKey == key {
