@@ -310,8 +310,19 @@ func (c *clusterMembership) Get(p peer.ID) (gossip.Entry, bool) {
 	return c.Entries()[i], true
 }
 
-// Left reports nothing: a roster keeps no goodbyes past the removal.
-func (c *clusterMembership) Left(peer.ID) bool { return false }
+// Left reports whether p left the cluster with a goodbye: its
+// registration's goodbye (Leaving) while the node serves, else the
+// goodbye its superpeer passed on in the roster (a removal carries the
+// goodbye when the member said one).
+func (c *clusterMembership) Left(p peer.ID) bool {
+	c.mu.Lock()
+	serving := c.serving
+	c.mu.Unlock()
+	if serving {
+		return c.reg.left(p)
+	}
+	return c.rs.left(p)
+}
 
 // Len is the roster's length.
 func (c *clusterMembership) Len() int { return len(c.Entries()) }
