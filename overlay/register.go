@@ -639,8 +639,8 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 
 // crowdedLocked counts from among the identities of its address group
 // (when it sent a record: a refresh proves no new identity) and reports
-// whether the group is crowded: more than perAddr identities sent a
-// record from it within the TTL. A crowded group counts for nothing, as
+// whether the group is crowded: more than perAddr identities are the
+// roster's members from it or sent a record from it within the TTL. A crowded group counts for nothing, as
 // in the node machine (overlay/node's admit.go): its members leave the
 // roster and none is taken in while the flood goes on, so that a flood
 // from one address moves neither the cluster's size on the backbone nor
@@ -681,15 +681,22 @@ func (r *registry) crowdedLocked(from peer.ID, group string, record bool, now ti
 		}
 		seen[from] = now
 	}
-	live := 0
+	// The group's identities: its members in the roster (which refresh
+	// without a record) and those that sent a record within the TTL.
+	ids := map[peer.ID]bool{}
+	for p, e := range r.entries {
+		if p != r.n.self && e.group == group {
+			ids[p] = true
+		}
+	}
 	for p, at := range seen {
 		if now.Sub(at) > r.ttl {
 			delete(seen, p)
 		} else {
-			live++
+			ids[p] = true
 		}
 	}
-	if live <= r.perAddr {
+	if len(ids) <= r.perAddr {
 		return false
 	}
 	for p, e := range r.entries {

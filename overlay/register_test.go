@@ -743,6 +743,27 @@ func TestRegisterCrowded(t *testing.T) {
 	if st := ask(ms[0], flood); st != regSnapshot && st != regDelta {
 		t.Errorf("an identity of %s after the flood: %v, want it taken", flood, st)
 	}
+	// Members count while they are in the roster, also when they refresh
+	// without a record for longer than the TTL: a second member of the
+	// group, then (1.5 TTL later, both refreshing) a third identity, which
+	// makes three.
+	if st := ask(ms[1], flood); st != regSnapshot && st != regDelta {
+		t.Fatalf("a second identity of %s: %v, want it taken", flood, st)
+	}
+	for range 3 {
+		mu.Lock()
+		now = now.Add(s.reg.ttl / 2)
+		mu.Unlock()
+		for _, p := range ms[:2] {
+			resp, _, err := s.reg.answer(appendRequest(nil, 0, 0, nil), p.n.self, flood)
+			if rep, perr := parseReply(resp); err != nil || perr != nil || rep.status.refusal() || rep.status == regNeedRecord {
+				t.Fatalf("a refresh of a member of %s: %+v, %v, %v", flood, rep, err, perr)
+			}
+		}
+	}
+	if st := ask(ms[3], flood); st != regCrowded {
+		t.Errorf("a third identity of %s beside two members refreshing: %v, want %v", flood, st, regCrowded)
+	}
 }
 
 // A member's goodbye: the superpeer's registry drops it and knows it
