@@ -433,6 +433,9 @@ type registry struct {
 	// perAddr is how many identities one address group may show
 	// (Config.MaxPerAddr); 0: no accounting.
 	perAddr int
+	// connected reports whether the host is connected to a peer (the
+	// identities of a group that count).
+	connected func(peer.ID) bool
 
 	mu      sync.Mutex
 	serving bool
@@ -464,6 +467,10 @@ func newRegistry(n *Node, interval time.Duration, local func() []byte) *registry
 	r := &registry{
 		n: n, ttl: 3 * interval, interval: interval, local: local, now: time.Now, max: maxRoster, page: rosterPage,
 		perAddr: n.cfg.MaxPerAddr, changes: make(chan struct{}, 1), answered: map[regStatus]uint64{},
+		connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
+		// Kept across rosters, and counted also while the node serves
+		// nothing: a node that starts serving knows a flood at once.
+		groups: map[string]groupSeen{},
 	}
 	r.clearLocked()
 	return r
@@ -475,7 +482,7 @@ func (r *registry) clearLocked() {
 	}
 	r.view = gossip.NewView(r.ttl)
 	r.entries, r.gone, r.limits = map[peer.ID]*rosterEntry{}, map[peer.ID]uint64{}, map[peer.ID]*rate.Limiter{}
-	r.groups, r.byes = map[string]groupSeen{}, map[peer.ID][]byte{}
+	r.byes = map[peer.ID][]byte{}
 	r.floor = r.version
 }
 
@@ -593,6 +600,7 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	crowded := r.crowdedLocked(from, group, len(sealed) > 0, now)
 	if !r.serving {
 		r.answered[regNotSuperpeer]++
 		return appendReply(nil, regReply{status: regNotSuperpeer, hint: r.hint}), nil, nil
@@ -603,7 +611,7 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 	}
 	r.expireLocked(now)
 	r.selfLocked(now)
-	if r.crowdedLocked(from, group, len(sealed) > 0, now) {
+	if crowded {
 		return refuse(regCrowded), nil, nil
 	}
 	if e := r.entries[from]; e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
@@ -640,7 +648,10 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 // crowdedLocked counts from among the identities of its address group
 // (when it sent a record: a refresh proves no new identity) and reports
 // whether the group is crowded: more than perAddr identities are the
-// roster's members from it or sent a record from it within the TTL. A crowded group counts for nothing, as
+// roster's members from it or sent a record from it within the TTL and
+// are still connected (the machine too counts only identities it is
+// connected to: an identity banned and disconnected, as each of an
+// election flooder's is in turn, no longer counts). A crowded group counts for nothing, as
 // in the node machine (overlay/node's admit.go): its members leave the
 // roster and none is taken in while the flood goes on, so that a flood
 // from one address moves neither the cluster's size on the backbone nor
@@ -690,9 +701,10 @@ func (r *registry) crowdedLocked(from peer.ID, group string, record bool, now ti
 		}
 	}
 	for p, at := range seen {
-		if now.Sub(at) > r.ttl {
+		switch {
+		case now.Sub(at) > r.ttl:
 			delete(seen, p)
-		} else {
+		case r.connected(p):
 			ids[p] = true
 		}
 	}

@@ -685,6 +685,7 @@ func TestRegisterCrowded(t *testing.T) {
 	now := time.Now()
 	s.reg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	s.reg.perAddr = 2
+	s.reg.connected = func(peer.ID) bool { return true } // answer is called by hand: no connections
 	s.serve(t, 0)
 	const flood, other = "192.0.2.1", "192.0.2.2"
 	ask := func(p *regPeer, group string) regStatus {
