@@ -68,7 +68,11 @@ type clusterMembership struct {
 	bb      *gossip.Backbone
 	left    bool           // Leave was called: the node is closing
 	summary gossip.Summary // the last one published
-	kick    chan struct{}  // register now
+	// bbPast is the stats of the backbones the node left: Stats counts
+	// on from them, so that the metrics' counters do not go back when
+	// the node stops serving and starts again.
+	bbPast gossip.FeedStats
+	kick   chan struct{} // register now
 }
 
 func newClusterMembership(n *Node) *clusterMembership {
@@ -261,6 +265,9 @@ func (c *clusterMembership) leaveBackbone(context.Context) {
 	c.mu.Lock()
 	bb := c.bb
 	c.bb, c.summary = nil, gossip.Summary{}
+	if bb != nil {
+		c.bbPast = addStats(c.bbPast, bb.Stats())
+	}
 	c.mu.Unlock()
 	if bb != nil {
 		if err := bb.Close(); err != nil {
@@ -310,8 +317,19 @@ func (c *clusterMembership) Get(p peer.ID) (gossip.Entry, bool) {
 	return c.Entries()[i], true
 }
 
-// Left reports nothing: a roster keeps no goodbyes past the removal.
-func (c *clusterMembership) Left(peer.ID) bool { return false }
+// Left reports whether p left the cluster with a goodbye: its
+// registration's goodbye (Leaving) while the node serves, else the
+// goodbye its superpeer passed on in the roster (a removal carries the
+// goodbye when the member said one).
+func (c *clusterMembership) Left(p peer.ID) bool {
+	c.mu.Lock()
+	serving := c.serving
+	c.mu.Unlock()
+	if serving {
+		return c.reg.left(p)
+	}
+	return c.rs.left(p)
+}
 
 // Len is the roster's length.
 func (c *clusterMembership) Len() int { return len(c.Entries()) }
@@ -347,14 +365,20 @@ func (c *clusterMembership) Close() error {
 	return nil
 }
 
-// Stats are the backbone's, while the node is on it.
+// Stats are the backbone's: those of every backbone the node was on
+// (each time it served), added up.
 func (c *clusterMembership) Stats() gossip.FeedStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.bb == nil {
-		return gossip.FeedStats{}
+		return c.bbPast
 	}
-	return c.bb.Stats()
+	return addStats(c.bbPast, c.bb.Stats())
+}
+
+func addStats(a, b gossip.FeedStats) gossip.FeedStats {
+	return gossip.FeedStats{Accepted: a.Accepted + b.Accepted, Rejected: a.Rejected + b.Rejected, Ignored: a.Ignored + b.Ignored,
+		Published: a.Published + b.Published}
 }
 
 // proto is the register protocol of the registry's network.
@@ -370,12 +394,16 @@ func (r *registry) roster() []gossip.Entry {
 	return r.view.Entries()
 }
 
-// entries are the roster the registrar holds, and the former entries
-// not yet expired.
+// entries are the roster the registrar holds, the former entries not yet
+// expired, and the node's own announcement (as the registry's roster
+// holds its node's, and the membership topic's view did).
 func (r *registrar) entries() []gossip.Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	es := r.viewLocked()
+	if r.ann != nil {
+		es = append(es, gossip.Entry{Announcement: *r.ann})
+	}
 	slices.SortFunc(es, func(a, b gossip.Entry) int { return cmp.Compare(a.ID, b.ID) })
 	return es
 }

@@ -46,7 +46,7 @@ import (
 //   - for every other status: the digest (uvarint k, the 32-byte cluster
 //     key, uvarint N of the size estimate, uvarint length and the
 //     estimate's source), then for the refusals (regWrongCluster,
-//     regFull, regTooSoon, regBadRecord) and for regNeedRecord (a refresh
+//     regFull, regTooSoon, regBadRecord, regCrowded) and for regNeedRecord (a refresh
 //     from a member the roster does not hold: send the record) nothing
 //     more;
 //   - for regUnchanged: the roster ID and version (uvarints): the member
@@ -73,7 +73,10 @@ import (
 // be the stream's peer's (else regBadRecord and a strike), its key must
 // share the superpeer's cluster prefix at its k (else regWrongCluster, no
 // strike: an honest peer with an old k does this), the roster holds at
-// most maxRoster entries (regFull beyond), and a member may send a new
+// most maxRoster entries (regFull beyond), an address group (the
+// stream's connection's, node.AddrGroup) that shows more than MaxPerAddr
+// identities counts for nothing (regCrowded, no strike; its members
+// leave the roster: registry.crowdedLocked), and a member may send a new
 // record at most regBurst+regSlack at once and then one every
 // interval/regPerInterval (regTooSoon beyond, no strike). A request
 // without a record, or with the record the roster holds byte for byte, is
@@ -99,15 +102,16 @@ const (
 type regStatus byte
 
 const (
-	regUnchanged    regStatus = 1 // the member's roster is current
-	regDelta        regStatus = 2 // the changes since the member's version
-	regSnapshot     regStatus = 3 // the whole roster: replace yours
-	regNotSuperpeer regStatus = 4 // refused: this node serves no cluster (a hint follows)
-	regWrongCluster regStatus = 5 // refused: the member's key is not in this cluster at its k
-	regFull         regStatus = 6 // refused: the roster is full
-	regTooSoon      regStatus = 7 // refused: a new record sooner than the rate allows
-	regBadRecord    regStatus = 8 // refused: the record does not open, or is another peer's (a strike)
-	regNeedRecord   regStatus = 9 // a refresh from a member the roster does not hold: send the record
+	regUnchanged    regStatus = 1  // the member's roster is current
+	regDelta        regStatus = 2  // the changes since the member's version
+	regSnapshot     regStatus = 3  // the whole roster: replace yours
+	regNotSuperpeer regStatus = 4  // refused: this node serves no cluster (a hint follows)
+	regWrongCluster regStatus = 5  // refused: the member's key is not in this cluster at its k
+	regFull         regStatus = 6  // refused: the roster is full
+	regTooSoon      regStatus = 7  // refused: a new record sooner than the rate allows
+	regBadRecord    regStatus = 8  // refused: the record does not open, or is another peer's (a strike)
+	regNeedRecord   regStatus = 9  // a refresh from a member the roster does not hold: send the record
+	regCrowded      regStatus = 10 // refused: the member's address group shows more identities than MaxPerAddr
 )
 
 func (s regStatus) String() string {
@@ -130,11 +134,15 @@ func (s regStatus) String() string {
 		return "bad record"
 	case regNeedRecord:
 		return "record needed"
+	case regCrowded:
+		return "address crowded"
 	}
 	return fmt.Sprintf("status %d", byte(s))
 }
 
-func (s regStatus) refusal() bool { return s >= regNotSuperpeer && s <= regBadRecord }
+func (s regStatus) refusal() bool {
+	return s >= regNotSuperpeer && s <= regBadRecord || s == regCrowded
+}
 
 // The registry's and registrar's bounds.
 const (
@@ -399,7 +407,13 @@ type rosterEntry struct {
 	sealed []byte
 	ver    uint64
 	seen   time.Time
+	group  string // the address group it last registered from
 }
+
+// groupSeen is the identities that sent a record from one address group
+// within the TTL, and when each last did: at most perAddr+1 of them, the
+// most recent (more need not be known to call the group crowded).
+type groupSeen map[peer.ID]time.Time
 
 // registry is a superpeer's end of the register protocol: its cluster's
 // roster. The loop tells it what the node serves (setServing,
@@ -416,6 +430,12 @@ type registry struct {
 	local     func() []byte
 	now       func() time.Time
 	max, page int // the roster's bound and a response's
+	// perAddr is how many identities one address group may show
+	// (Config.MaxPerAddr); 0: no accounting.
+	perAddr int
+	// connected reports whether the host is connected to a peer (the
+	// identities of a group that count).
+	connected func(peer.ID) bool
 
 	mu      sync.Mutex
 	serving bool
@@ -427,8 +447,17 @@ type registry struct {
 	view    *gossip.View
 	entries map[peer.ID]*rosterEntry
 	gone    map[peer.ID]uint64 // removed peers, and the version of the removal
+	// byes are the goodbyes (sealed, Leaving) of the removed peers that
+	// said one: a delta carries the goodbye in place of the removal, so
+	// that the members know the peer left (Left) rather than expired.
+	// Forgotten with the removal.
+	byes    map[peer.ID][]byte
 	limits  map[peer.ID]*rate.Limiter
+	groups  map[string]groupSeen // the identities per address group (crowdedLocked)
 	changes chan struct{}
+	// The requests answered, by the answer's status (regUnchanged,
+	// regDelta and regSnapshot: accepted), kept across rosters.
+	answered map[regStatus]uint64
 }
 
 // newRegistry returns the registry of node n, whose announce interval is
@@ -437,7 +466,11 @@ type registry struct {
 func newRegistry(n *Node, interval time.Duration, local func() []byte) *registry {
 	r := &registry{
 		n: n, ttl: 3 * interval, interval: interval, local: local, now: time.Now, max: maxRoster, page: rosterPage,
-		changes: make(chan struct{}, 1),
+		perAddr: n.cfg.MaxPerAddr, changes: make(chan struct{}, 1), answered: map[regStatus]uint64{},
+		connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
+		// Kept across rosters, and counted also while the node serves
+		// nothing: a node that starts serving knows a flood at once.
+		groups: map[string]groupSeen{},
 	}
 	r.clearLocked()
 	return r
@@ -449,6 +482,7 @@ func (r *registry) clearLocked() {
 	}
 	r.view = gossip.NewView(r.ttl)
 	r.entries, r.gone, r.limits = map[peer.ID]*rosterEntry{}, map[peer.ID]uint64{}, map[peer.ID]*rate.Limiter{}
+	r.byes = map[peer.ID][]byte{}
 	r.floor = r.version
 }
 
@@ -538,7 +572,8 @@ func (r *registry) handle(s network.Stream) {
 	var resp []byte
 	var strike error
 	if err == nil {
-		resp, strike, err = r.answer(req, from)
+		g, _ := connGroup(s.Conn().RemoteMultiaddr())
+		resp, strike, err = r.answer(req, from, g)
 	}
 	if err != nil {
 		_ = s.Reset()
@@ -553,10 +588,11 @@ func (r *registry) handle(s network.Stream) {
 	}
 }
 
-// answer decides a register request from the peer from: the response's
-// payload, and a strike against from (a bad record), or err for a request
-// that does not parse.
-func (r *registry) answer(req []byte, from peer.ID) (resp []byte, strike, err error) {
+// answer decides a register request from the peer from, on a connection
+// from the address group group (node.AddrGroup; "": unknown, not
+// counted): the response's payload, and a strike against from (a bad
+// record), or err for a request that does not parse.
+func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, strike, err error) {
 	rid, ver, sealed, err := parseRequest(req)
 	if err != nil {
 		return nil, nil, err
@@ -564,12 +600,20 @@ func (r *registry) answer(req []byte, from peer.ID) (resp []byte, strike, err er
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	crowded := r.crowdedLocked(from, group, len(sealed) > 0, now)
 	if !r.serving {
+		r.answered[regNotSuperpeer]++
 		return appendReply(nil, regReply{status: regNotSuperpeer, hint: r.hint}), nil, nil
 	}
-	refuse := func(s regStatus) []byte { return appendReply(nil, regReply{status: s, digest: r.dig}) }
+	refuse := func(s regStatus) []byte {
+		r.answered[s]++
+		return appendReply(nil, regReply{status: s, digest: r.dig})
+	}
 	r.expireLocked(now)
 	r.selfLocked(now)
+	if crowded {
+		return refuse(regCrowded), nil, nil
+	}
 	if e := r.entries[from]; e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
 		e.seen = now // a refresh: the record is the one we hold
 	} else if len(sealed) == 0 {
@@ -592,8 +636,127 @@ func (r *registry) answer(req []byte, from peer.ID) (resp []byte, strike, err er
 			return refuse(regFull), nil, nil
 		}
 		r.applyLocked(a, sealed, now)
+		if e := r.entries[from]; e != nil {
+			e.group = group
+		}
 	}
-	return appendReply(nil, r.replyLocked(from, rid, ver)), nil, nil
+	rep := r.replyLocked(from, rid, ver)
+	r.answered[rep.status]++
+	return appendReply(nil, rep), nil, nil
+}
+
+// crowdedLocked counts from among the identities of its address group
+// (when it sent a record: a refresh proves no new identity) and reports
+// whether the group is crowded: more than perAddr identities are the
+// roster's members from it or sent a record from it within the TTL and
+// are still connected (the machine too counts only identities it is
+// connected to: an identity banned and disconnected, as each of an
+// election flooder's is in turn, no longer counts). A crowded group counts for nothing, as
+// in the node machine (overlay/node's admit.go): its members leave the
+// roster and none is taken in while the flood goes on, so that a flood
+// from one address moves neither the cluster's size on the backbone nor
+// its electorate, and costs the registry at most perAddr+1 identities
+// per group. Without the rule the registry took identities from one
+// address up to maxRoster, each a member's roster entry and backbone
+// count (the live TestSybilFlood, re-targeted at the register protocol).
+// An honest peer behind the flooded address loses its place, as it does
+// in the machine's view, and is not struck.
+func (r *registry) crowdedLocked(from peer.ID, group string, record bool, now time.Time) bool {
+	if r.perAddr <= 0 || group == "" || from == r.n.self {
+		return false
+	}
+	seen := r.groups[group]
+	if record {
+		if seen == nil {
+			if len(r.groups) >= 4*r.max { // forget the groups seen longest ago
+				for g, s := range r.groups {
+					if r.quietLocked(s, now) {
+						delete(r.groups, g)
+					}
+				}
+			}
+			if len(r.groups) >= 4*r.max {
+				return true // under a flood of addresses: take no new one
+			}
+			seen = groupSeen{}
+			r.groups[group] = seen
+		}
+		if _, ok := seen[from]; !ok && len(seen) > r.perAddr {
+			var oldest peer.ID
+			for p, at := range seen {
+				if oldest == "" || at.Before(seen[oldest]) {
+					oldest = p
+				}
+			}
+			delete(seen, oldest)
+		}
+		seen[from] = now
+	}
+	// The group's identities: its members in the roster (which refresh
+	// without a record) and those that sent a record within the TTL.
+	ids := map[peer.ID]bool{}
+	for p, e := range r.entries {
+		if p != r.n.self && e.group == group {
+			ids[p] = true
+		}
+	}
+	for p, at := range seen {
+		switch {
+		case now.Sub(at) > r.ttl:
+			delete(seen, p)
+		case r.connected(p):
+			ids[p] = true
+		}
+	}
+	if len(ids) <= r.perAddr {
+		return false
+	}
+	for p, e := range r.entries {
+		if p != r.n.self && e.group == group {
+			r.view.Remove(p)
+			r.removeLocked(p)
+		}
+	}
+	return true
+}
+
+// quietLocked reports whether no identity of a group sent a record
+// within the TTL.
+func (r *registry) quietLocked(s groupSeen, now time.Time) bool {
+	for _, at := range s {
+		if now.Sub(at) <= r.ttl {
+			return false
+		}
+	}
+	return true
+}
+
+// left reports whether p left the roster with a goodbye (and is not
+// back), as far as the registry remembers (maxGone removals).
+func (r *registry) left(p peer.ID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.serving && r.byes[p] != nil && r.entries[p] == nil
+}
+
+// registryStats is what the registry did: the requests answered by
+// status, and the roster's size (0 while the node serves no cluster).
+type registryStats struct {
+	Answered map[regStatus]uint64
+	Roster   int
+}
+
+func (r *registry) stats() registryStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := registryStats{Answered: make(map[regStatus]uint64, len(r.answered))}
+	for s, v := range r.answered {
+		st.Answered[s] = v
+	}
+	if r.serving {
+		st.Roster = len(r.entries)
+	}
+	return st
 }
 
 // allowLocked takes one of from's new-record tokens, if it has one.
@@ -630,6 +793,7 @@ func (r *registry) applyLocked(a gossip.Announcement, sealed []byte, now time.Ti
 	if a.Leaving {
 		if r.entries[a.ID] != nil {
 			r.removeLocked(a.ID)
+			r.byes[a.ID] = sealed
 		}
 		return
 	}
@@ -652,6 +816,7 @@ func (r *registry) applyLocked(a gossip.Announcement, sealed []byte, now time.Ti
 func (r *registry) removeLocked(p peer.ID) {
 	notify(r.changes)
 	delete(r.entries, p)
+	delete(r.byes, p)
 	r.version++
 	r.gone[p] = r.version
 	if len(r.gone) > maxGone {
@@ -662,6 +827,7 @@ func (r *registry) removeLocked(p peer.ID) {
 			}
 		}
 		delete(r.gone, oldest)
+		delete(r.byes, oldest)
 		r.floor = max(r.floor, at)
 	}
 }
@@ -727,7 +893,11 @@ func (r *registry) replyLocked(member peer.ID, rid, ver uint64) regReply {
 	}
 	if rep.status == regDelta {
 		for p, v := range r.gone {
-			if v > ver && p != member {
+			switch {
+			case v <= ver || p == member:
+			case r.byes[p] != nil:
+				items = append(items, item{ver: v, sealed: r.byes[p]})
+			default:
 				items = append(items, item{ver: v, gone: p})
 			}
 		}
@@ -802,7 +972,10 @@ type registrar struct {
 	// with views of a few peers each (found by the node simulator: each
 	// member of a partial roster elected itself when the new superpeer
 	// failed in turn).
-	former  map[peer.ID]formerEntry
+	former map[peer.ID]formerEntry
+	// byes are the peers whose goodbye the superpeer passed on, and when
+	// it came: each for the TTL, at most maxRoster (Left).
+	byes    map[peer.ID]time.Time
 	dig     clusterDigest
 	hasDig  bool
 	changes chan struct{}
@@ -810,6 +983,10 @@ type registrar struct {
 	// last answer's status.
 	bytesOut, bytesIn, rounds uint64
 	last                      regStatus
+	// The requests sent, by the answer's status, and those that got no
+	// answer (the stream failed, or the answer did not parse).
+	answers map[regStatus]uint64
+	failed  uint64
 }
 
 // newRegistrar returns the registrar of node n, whose announce interval
@@ -818,8 +995,29 @@ func newRegistrar(n *Node, interval time.Duration) *registrar {
 	return &registrar{
 		n: n, proto: registerProtocol(n.cfg.Network), ttl: 3 * interval, now: time.Now, max: maxRoster, sem: make(chan struct{}, 1),
 		limiter: rate.NewLimiter(rate.Every(interval/regPerInterval), regBurst), view: gossip.NewView(3 * interval),
-		changes: make(chan struct{}, 1),
+		changes: make(chan struct{}, 1), answers: map[regStatus]uint64{},
 	}
+}
+
+// registrarStats is what the registrar did: the requests sent by the
+// answer's status, those that got no answer, the superpeer registered
+// with and the roster held from it (the former rosters' entries
+// included, the node itself not).
+type registrarStats struct {
+	Answers map[regStatus]uint64
+	Failed  uint64
+	With    peer.ID
+	Roster  int
+}
+
+func (r *registrar) stats() registrarStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := registrarStats{Answers: make(map[regStatus]uint64, len(r.answers)), Failed: r.failed, With: r.sp, Roster: len(r.viewLocked())}
+	for s, v := range r.answers {
+		st.Answers[s] = v
+	}
+	return st
 }
 
 // setLocal seals the node's announcement a (a.ID the node's; its Seq is
@@ -904,15 +1102,20 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 		req := appendRequest(nil, r.rid, r.ver, rec)
 		r.mu.Unlock()
 		resp, err := r.n.request(ctx, sp, r.proto, frameRegister, req, frameRoster)
-		if err != nil {
-			return err
+		var rep regReply
+		if err == nil {
+			if rep, err = parseReply(resp); err != nil {
+				r.n.guard.refuse(r.n, "register", sp, err)
+			}
 		}
-		rep, err := parseReply(resp)
 		if err != nil {
-			r.n.guard.refuse(r.n, "register", sp, err)
+			r.mu.Lock()
+			r.failed++
+			r.mu.Unlock()
 			return err
 		}
 		r.mu.Lock()
+		r.answers[rep.status]++
 		r.bytesOut += uint64(frameLen(req))
 		r.bytesIn += uint64(frameLen(resp))
 		more, strike, err := r.applyLocked(sp, rep, rec)
@@ -990,16 +1193,18 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		case err != nil, a.ID != sp && !rep.digest.in(a.ID):
 			dropped++
 		case a.ID == r.n.self: // ours: we know it first-hand
-		case r.view.Len() >= r.max && !r.has(a.ID):
-			dropped++
-		case a.Leaving:
+		case a.Leaving: // a removal, which the bound need not hold back
+			r.byeLocked(a.ID, now)
 			_, was := r.former[a.ID]
 			delete(r.former, a.ID)
 			if r.view.Remove(a.ID) || was {
 				notify(r.changes)
 			}
+		case r.view.Len() >= r.max && !r.has(a.ID):
+			dropped++
 		default:
 			delete(r.former, a.ID)
+			delete(r.byes, a.ID)
 			if _, changed := r.view.Apply(a, now); changed {
 				notify(r.changes)
 			}
@@ -1019,6 +1224,38 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 			errWire, dropped, len(rep.entries), sp), nil
 	}
 	return rep.more, nil, nil
+}
+
+// byeLocked notes p's goodbye at now, keeping at most maxRoster of them
+// (those past the TTL go first, then the oldest).
+func (r *registrar) byeLocked(p peer.ID, now time.Time) {
+	if r.byes == nil {
+		r.byes = map[peer.ID]time.Time{}
+	}
+	for q, at := range r.byes {
+		if now.Sub(at) > r.ttl {
+			delete(r.byes, q)
+		}
+	}
+	for len(r.byes) >= r.max {
+		var oldest peer.ID
+		for q, at := range r.byes {
+			if oldest == "" || at.Before(r.byes[oldest]) {
+				oldest = q
+			}
+		}
+		delete(r.byes, oldest)
+	}
+	r.byes[p] = now
+}
+
+// left reports whether the superpeer passed on p's goodbye within the
+// TTL, and p is not back.
+func (r *registrar) left(p peer.ID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.byes[p]
+	return ok && r.now().Sub(at) <= r.ttl && !r.has(p)
 }
 
 func (r *registrar) has(p peer.ID) bool {

@@ -515,7 +515,7 @@ func TestRegisterPages(t *testing.T) {
 	a.rar.sp, a.rar.rid, a.rar.ver, a.rar.view = s.n.self, 0, 0, gossip.NewView(a.rar.ttl)
 	rec := a.rar.sealed
 	a.rar.mu.Unlock()
-	resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, rec), a.n.self)
+	resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, rec), a.n.self, "")
 	if err != nil || strike != nil {
 		t.Fatal(err, strike)
 	}
@@ -669,5 +669,144 @@ func TestRegisterFormerRoster(t *testing.T) {
 	mu.Unlock()
 	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s2, a)) {
 		t.Errorf("a's view at the TTL %v, want %v (the former roster's peers gone)", got, sorted(s2, a))
+	}
+}
+
+// The identities per address group (MaxPerAddr, here 2): a third
+// identity from one group makes the group crowded, its two members leave
+// the roster and every identity of it is refused (regCrowded, no strike)
+// while records keep coming from it; the registry remembers at most
+// MaxPerAddr+1 of its identities; another group is not touched; once the
+// group has been quiet for the TTL, its identities are taken again.
+func TestRegisterCrowded(t *testing.T) {
+	ps := regPeers(t, 8)
+	s, ms := ps[0], ps[1:]
+	var mu sync.Mutex
+	now := time.Now()
+	s.reg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.reg.perAddr = 2
+	s.reg.connected = func(peer.ID) bool { return true } // answer is called by hand: no connections
+	s.serve(t, 0)
+	const flood, other = "192.0.2.1", "192.0.2.2"
+	ask := func(p *regPeer, group string) regStatus {
+		t.Helper()
+		p.announce(t, 0, false)
+		resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, p.rar.local()), p.n.self, group)
+		if err != nil || strike != nil {
+			t.Fatal(err, strike)
+		}
+		rep, err := parseReply(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.status
+	}
+	for i, g := range []string{flood, flood, other} {
+		if st := ask(ms[i], g); st != regSnapshot {
+			t.Fatalf("member %d from %s: %v, want a snapshot", i, g, st)
+		}
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, ms[0], ms[1], ms[2])) {
+		t.Fatalf("roster %v, want s and the three members", got)
+	}
+	for _, p := range ms[3:] {
+		if st := ask(p, flood); st != regCrowded {
+			t.Fatalf("another identity of %s: %v, want %v", flood, st, regCrowded)
+		}
+	}
+	if st := ask(ms[0], flood); st != regCrowded {
+		t.Errorf("a member of the crowded group registering again: %v, want %v", st, regCrowded)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, ms[2])) {
+		t.Errorf("roster %v under the flood, want %v", got, sorted(s, ms[2]))
+	}
+	if st := ask(ms[2], other); st == regCrowded || st.refusal() {
+		t.Errorf("the member of the other group: %v", st)
+	}
+	s.reg.mu.Lock()
+	remembered := len(s.reg.groups[flood])
+	s.reg.mu.Unlock()
+	if remembered > s.reg.perAddr+1 {
+		t.Errorf("the registry remembers %d identities of %s, want at most %d", remembered, flood, s.reg.perAddr+1)
+	}
+	if st := s.reg.stats(); st.Answered[regCrowded] != 5 || st.Roster != 2 {
+		t.Errorf("stats %+v, want 5 crowded answers and a roster of 2", st)
+	}
+	for _, p := range ms {
+		if s.n.guard.strikesOf(p.n.self) > 0 {
+			t.Errorf("%s struck", p.n.self)
+		}
+	}
+	// The flood stops: after the TTL the group is one identity again.
+	mu.Lock()
+	now = now.Add(s.reg.ttl + time.Millisecond)
+	mu.Unlock()
+	if st := ask(ms[0], flood); st != regSnapshot && st != regDelta {
+		t.Errorf("an identity of %s after the flood: %v, want it taken", flood, st)
+	}
+	// Members count while they are in the roster, also when they refresh
+	// without a record for longer than the TTL: a second member of the
+	// group, then (1.5 TTL later, both refreshing) a third identity, which
+	// makes three.
+	if st := ask(ms[1], flood); st != regSnapshot && st != regDelta {
+		t.Fatalf("a second identity of %s: %v, want it taken", flood, st)
+	}
+	for range 3 {
+		mu.Lock()
+		now = now.Add(s.reg.ttl / 2)
+		mu.Unlock()
+		for _, p := range ms[:2] {
+			resp, _, err := s.reg.answer(appendRequest(nil, 0, 0, nil), p.n.self, flood)
+			if rep, perr := parseReply(resp); err != nil || perr != nil || rep.status.refusal() || rep.status == regNeedRecord {
+				t.Fatalf("a refresh of a member of %s: %+v, %v, %v", flood, rep, err, perr)
+			}
+		}
+	}
+	if st := ask(ms[3], flood); st != regCrowded {
+		t.Errorf("a third identity of %s beside two members refreshing: %v, want %v", flood, st, regCrowded)
+	}
+}
+
+// A member's goodbye: the superpeer's registry drops it and knows it
+// left (Left); another member's next round gets the goodbye in the delta
+// in place of a bare removal, and knows it too; a member that comes back
+// has not left.
+func TestRegisterGoodbyeLeft(t *testing.T) {
+	ps := regPeers(t, 3)
+	s, a, b := ps[0], ps[1], ps[2]
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, b} {
+		p.announce(t, 0, false)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if a.rar.left(b.n.self) || s.reg.left(b.n.self) {
+		t.Fatal("b left before its goodbye")
+	}
+	if err := b.rar.goodbye(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !s.reg.left(b.n.self) || slices.Contains(ids(s.reg.members()), b.n.self) {
+		t.Errorf("after b's goodbye the registry holds %v, left %v", ids(s.reg.members()), s.reg.left(b.n.self))
+	}
+	if st, err := a.register(t, s); err != nil || st != regDelta {
+		t.Fatalf("a after b's goodbye: %v, %v; want a delta", st, err)
+	}
+	if !a.rar.left(b.n.self) || slices.Contains(ids(a.rar.members()), b.n.self) {
+		t.Errorf("a's roster %v after b's goodbye, left %v", ids(a.rar.members()), a.rar.left(b.n.self))
+	}
+	b.announce(t, 0, false)
+	if _, err := b.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if s.reg.left(b.n.self) || a.rar.left(b.n.self) {
+		t.Errorf("b came back and still counts as left: registry %v, a %v", s.reg.left(b.n.self), a.rar.left(b.n.self))
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -29,52 +28,59 @@ import (
 // wire format's definition, rather than by hand as Frame does for
 // malformed frames.
 
-// Member makes a hostile host a member of an overlay network: it joins
-// the network's membership topic over GossipSub and announces itself
-// every interval, signed by its own key, as an ordinary member of its
-// cluster at k. The overlay's nodes take it into their views, so it is a
-// member of the cluster its key falls in, and their election machines
-// take its messages (they drop those of non-members). It runs no
-// election of its own and answers nothing: whatever it sends is its
-// attack's (see ElectionFlood).
+// Member makes a hostile host a member of an overlay network as the DHT
+// strategy's cluster-scoped membership admits one: it registers itself
+// every interval, with a record sealed by its own key as an ordinary
+// member of its cluster at k, with the superpeer of its cluster (found by
+// asking the nodes it is connected to, which name the superpeer they
+// follow). The superpeer's registry takes it, and its roster carries it
+// to the cluster's members, so it is a member of the cluster its key
+// falls in, and their election machines take its messages (they drop
+// those of non-members). It runs no election of its own and answers
+// nothing: whatever it sends is its attack's (see ElectionFlood). (It
+// announced itself on the global membership topic, which the DHT
+// strategy no longer reads.)
 type Member struct {
 	h      host.Host
-	ps     *pubsub.PubSub
-	topic  *pubsub.Topic
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	mu sync.Mutex
+	sp peer.ID // the superpeer that took the last registration
 }
 
-// JoinAsMember starts announcing h on network's membership topic every
-// interval, as a member at k (its cluster key follows from its ID, as the
-// validators check). Connect h to some of the network's nodes first (or
-// after: the announcements go out every interval). Close stops it.
+// JoinAsMember starts registering h with its cluster's superpeer on
+// network every interval, as a member at k (its cluster key follows from
+// its ID, as the registries check). Connect h to some of the network's
+// nodes first (or after: the registrations go out every interval). Close
+// stops it.
 func JoinAsMember(ctx context.Context, h host.Host, network string, k int, interval time.Duration) (*Member, error) {
 	if interval <= 0 || k < 0 || k > dhtselect.MaxK {
 		return nil, fmt.Errorf("attack: JoinAsMember: interval %v, k %d: want an interval > 0 and k in [0, %d]", interval, k, dhtselect.MaxK)
 	}
+	key := h.Peerstore().PrivKey(h.ID())
+	if key == nil {
+		return nil, fmt.Errorf("attack: JoinAsMember: no private key for %s", h.ID())
+	}
+	rec, err := gossip.SealAnnouncement(gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(k),
+		Seq: uint64(time.Now().UnixNano())}, key)
+	if err != nil {
+		return nil, fmt.Errorf("attack: JoinAsMember: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	ps, err := pubsub.NewGossipSub(ctx, h)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("attack: gossipsub: %w", err)
-	}
-	topic, err := ps.Join(gossip.MembershipTopic(network))
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("attack: join the membership topic: %w", err)
-	}
-	m := &Member{h: h, ps: ps, topic: topic, cancel: cancel, done: make(chan struct{})}
+	m := &Member{h: h, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			a := gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(k),
-				Seq: uint64(time.Now().UnixNano())}
-			if data, err := a.Encode(); err == nil {
-				_ = topic.Publish(ctx, data)
-			}
+			m.mu.Lock()
+			sp := m.sp
+			m.mu.Unlock()
+			sp = registerAnywhere(ctx, h, network, sp, rec)
+			m.mu.Lock()
+			m.sp = sp
+			m.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return
@@ -85,14 +91,19 @@ func JoinAsMember(ctx context.Context, h host.Host, network string, k int, inter
 	return m, nil
 }
 
-// Peers returns the peers h shares the membership topic with.
-func (m *Member) Peers() []peer.ID { return m.topic.ListPeers() }
+// Superpeer is the superpeer that took the member's last registration
+// (empty: none did).
+func (m *Member) Superpeer() peer.ID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sp
+}
 
-// Close stops announcing and leaves the topic.
+// Close stops registering.
 func (m *Member) Close() error {
 	m.cancel()
 	<-m.done
-	return m.topic.Close()
+	return nil
 }
 
 // FloodStats counts an ElectionFlood's messages: Sent were written on an
@@ -220,41 +231,42 @@ func ElectionFloodAttack(ctx context.Context, t Target) error {
 	return nil
 }
 
-// victimK reads the victim's k from its announcement on the membership
-// topic (as any member can), joining the topic with a throwaway host.
+// victimK reads the victim's k as any peer can: a throwaway host
+// registers with the victim, or with the superpeer it follows, and reads
+// the k of the digest that comes back (the victim's cluster's superpeer's
+// k). (It read the victim's announcement on the global membership topic,
+// which the DHT strategy no longer has.)
 func victimK(ctx context.Context, t Target) (int, error) {
 	h, err := NewHost()
 	if err != nil {
 		return 0, err
 	}
 	defer h.Close()
-	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err := h.Connect(ctx, t.Victim); err != nil {
+		return 0, fmt.Errorf("attack: connect to the victim %s: %w", t.Victim.ID, err)
+	}
+	rec, err := gossip.SealAnnouncement(gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), Seq: uint64(time.Now().UnixNano())},
+		h.Peerstore().PrivKey(h.ID()))
 	if err != nil {
-		return 0, fmt.Errorf("attack: gossipsub: %w", err)
+		return 0, err
 	}
-	for _, n := range t.Nodes {
-		_ = h.Connect(ctx, n)
-	}
-	topic, err := ps.Join(gossip.MembershipTopic(t.Network))
-	if err != nil {
-		return 0, fmt.Errorf("attack: join the membership topic: %w", err)
-	}
-	defer topic.Close()
-	sub, err := topic.Subscribe()
-	if err != nil {
-		return 0, fmt.Errorf("attack: subscribe to the membership topic: %w", err)
-	}
-	defer sub.Cancel()
 	for {
-		msg, err := sub.Next(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("attack: no announcement of the victim %s: %w", t.Victim.ID, err)
+		a, err := Register(ctx, h, t.Network, t.Victim.ID, rec)
+		if err == nil && a.Status == RegNotSuperpeer && a.Hint != "" {
+			for _, n := range t.Nodes {
+				if n.ID == a.Hint {
+					_ = h.Connect(ctx, n)
+				}
+			}
+			a, err = Register(ctx, h, t.Network, a.Hint, rec)
 		}
-		if msg.GetFrom() != t.Victim.ID {
-			continue
-		}
-		if a, err := gossip.DecodeAnnouncement(msg.GetFrom(), msg.Data); err == nil {
+		if err == nil && a.Status != RegNotSuperpeer {
 			return a.K, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("attack: no digest from the victim %s or its superpeer: %w (last: %v)", t.Victim.ID, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
