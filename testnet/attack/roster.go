@@ -38,6 +38,7 @@ type Roster struct {
 	dig      Digest
 	hasDig   bool
 	last     RegStatus
+	err      error // the last round's
 }
 
 // errNoSuperpeer: none of the host's peers serves its cluster (yet).
@@ -77,6 +78,13 @@ func (r *Roster) Last() RegStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last
+}
+
+// Err is the last round's error (nil: the superpeer took it).
+func (r *Roster) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }
 
 // Entries are the roster's entries (the superpeer's included, the host's
@@ -225,7 +233,10 @@ func (r *Roster) run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		_ = r.Round(ctx)
+		err := r.Round(ctx)
+		r.mu.Lock()
+		r.err = err
+		r.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return

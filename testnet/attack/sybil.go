@@ -49,6 +49,7 @@ type Sybils struct {
 	pub     host.Host
 	hosts   []host.Host // one per identity, unless OneConnection
 	rosters []*Roster   // one per host
+	bb      *pubsub.Topic
 	ids     []peer.ID
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -113,6 +114,7 @@ func (s *Sybils) start(ctx, runCtx context.Context, cfg SybilConfig) error {
 	if err != nil {
 		return fmt.Errorf("attack: sybil backbone: %w", err)
 	}
+	s.bb = backbone
 	if err := connectAll(ctx, s.pub, cfg.Bootstrap); err != nil {
 		return err
 	}
@@ -224,6 +226,10 @@ func (s *Sybils) Registered() int {
 	}
 	return n
 }
+
+// BackbonePeers are the peers the publisher knows on the backbone topic:
+// the superpeers its summaries go to (with the DHT strategy).
+func (s *Sybils) BackbonePeers() []peer.ID { return s.bb.ListPeers() }
 
 // IDs are the sybils' identities.
 func (s *Sybils) IDs() []peer.ID { return slices.Clone(s.ids) }
