@@ -135,12 +135,16 @@ func TestGroundIDLive(t *testing.T) {
 			for _, n := range honest {
 				s := n.State()
 				if s.Superpeer.ID == g.ID {
-					served[i]++
+					if served[i]++; served[i] <= 3 {
+						t.Logf("%v after the join: the honest %s names attacker %d superpeer", time.Since(joined).Round(time.Millisecond), n.ID().ShortString(), i)
+					}
 				}
 				seen = seen || contains(s.Members, g)
 			}
 			if s := nodes[i].State(); s.Role == overlay.RoleSuperpeer {
-				served[i]++
+				if served[i]++; served[i] <= 3 {
+					t.Logf("%v after the join: attacker %d claims the superpeer role (%d members)", time.Since(joined).Round(time.Millisecond), i, len(s.Members))
+				}
 			} else if s.Role == overlay.RoleOrdinary && seen {
 				member[i] = true
 			}

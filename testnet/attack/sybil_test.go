@@ -78,12 +78,7 @@ func TestSybilsScoped(t *testing.T) {
 				sybil[p] = true
 			}
 			if !oneConnection {
-				waitFor(t, "every sybil to be in a superpeer's roster", func() bool {
-					if syb.Registered() == n {
-						return true
-					}
-					return false
-				})
+				waitFor(t, "every sybil to be in a superpeer's roster", func() bool { return syb.Registered() == n })
 			}
 			waitFor(t, "the superpeers on the backbone topic, where the sybils publish", func() bool { return len(syb.BackbonePeers()) > 0 })
 			// Ten evaluations of every node (two of its announce
