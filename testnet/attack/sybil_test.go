@@ -19,7 +19,7 @@ import (
 // TestSybilsScoped: issue 19's finding 7 against the DHT strategy's
 // cluster-scoped membership, on real hosts over loopback. Four honest
 // nodes, each on a loopback address of its own (127.1.4.x), --fraction
-// 0.5; 40 identities from 127.0.0.1 (Sybils), each on a host of its own,
+// 0.5; 20 identities from 127.0.0.1 (Sybils), each on a host of its own,
 // register with their cluster's superpeer as superpeers at k = 0 and
 // publish a backbone summary each (or, one-connection, only the
 // summaries, relayed by one host). Once every identity is in a roster
@@ -66,7 +66,7 @@ func TestSybilsScoped(t *testing.T) {
 			for _, n := range nodes {
 				infos = append(infos, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()})
 			}
-			const n = 40
+			const n = 20
 			syb, err := StartSybils(ctx, SybilConfig{Network: "default", N: n, Bootstrap: infos, Interval: 300 * time.Millisecond,
 				OneConnection: oneConnection})
 			if err != nil {
