@@ -24,82 +24,67 @@ import (
 // The flood of election messages (issue 19, finding 1) is an attack of
 // valid messages from a member: each is what an honest member may send,
 // only too many. So Member and ElectionFlood encode them with the
-// overlay's own encoders (gossip.Announcement, classic/pb), which are the
-// wire format's definition, rather than by hand as Frame does for
-// malformed frames.
+// overlay's own encoders (gossip.SealAnnouncement, classic/pb), which are
+// the wire format's definition, rather than by hand as Frame does for
+// malformed frames; the register protocol's frames, whose encoders the
+// overlay does not export, are written out in register.go.
 
-// Member makes a hostile host a member of an overlay network as the DHT
-// strategy's cluster-scoped membership admits one: it registers itself
-// every interval, with a record sealed by its own key as an ordinary
-// member of its cluster at k, with the superpeer of its cluster (found by
-// asking the nodes it is connected to, which name the superpeer they
-// follow). The superpeer's registry takes it, and its roster carries it
-// to the cluster's members, so it is a member of the cluster its key
-// falls in, and their election machines take its messages (they drop
-// those of non-members). It runs no election of its own and answers
-// nothing: whatever it sends is its attack's (see ElectionFlood). (It
-// announced itself on the global membership topic, which the DHT
-// strategy no longer reads.)
+// Member makes a hostile host a member of an overlay network's cluster
+// (the DHT strategy's cluster-scoped membership): it finds the superpeer
+// of the cluster its key falls in at the superpeers' k and registers
+// with it every interval over the register protocol (Roster), with an
+// announcement of its own, sealed by its own key, as an ordinary member
+// at k. The superpeer takes it into the cluster's roster and hands it to
+// the other members with their next registration, so it is in their
+// views as an honest member is, and their election machines take its
+// messages (they drop those of non-members). It runs no election of its
+// own and answers nothing: whatever it sends is its attack's (see
+// ElectionFlood).
 type Member struct {
-	h      host.Host
+	roster *Roster
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	mu sync.Mutex
-	sp peer.ID // the superpeer that took the last registration
 }
 
-// JoinAsMember starts registering h with its cluster's superpeer on
-// network every interval, as a member at k (its cluster key follows from
-// its ID, as the registries check). Connect h to some of the network's
-// nodes first (or after: the registrations go out every interval). Close
-// stops it.
+// JoinAsMember starts registering h with the superpeer of its cluster on
+// network every interval (the first time at once), announcing itself as
+// a member at k (its cluster key follows from its ID, as the registry
+// checks). Connect h to some of the network's nodes first: the superpeer
+// is found by asking them (or after: it asks again every interval until
+// one answers). Close stops it.
 func JoinAsMember(ctx context.Context, h host.Host, network string, k int, interval time.Duration) (*Member, error) {
 	if interval <= 0 || k < 0 || k > dhtselect.MaxK {
 		return nil, fmt.Errorf("attack: JoinAsMember: interval %v, k %d: want an interval > 0 and k in [0, %d]", interval, k, dhtselect.MaxK)
 	}
-	key := h.Peerstore().PrivKey(h.ID())
-	if key == nil {
-		return nil, fmt.Errorf("attack: JoinAsMember: no private key for %s", h.ID())
-	}
-	rec, err := gossip.SealAnnouncement(gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(k),
-		Seq: uint64(time.Now().UnixNano())}, key)
+	rec, err := seal(h, gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(k),
+		Seq: uint64(time.Now().UnixNano())})
 	if err != nil {
 		return nil, fmt.Errorf("attack: JoinAsMember: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	m := &Member{h: h, cancel: cancel, done: make(chan struct{})}
+	m := &Member{roster: newRoster(h, network, rec, true), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			m.mu.Lock()
-			sp := m.sp
-			m.mu.Unlock()
-			sp = registerAnywhere(ctx, h, network, sp, rec)
-			m.mu.Lock()
-			m.sp = sp
-			m.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		m.roster.run(ctx, interval)
 	}()
 	return m, nil
 }
 
-// Superpeer is the superpeer that took the member's last registration
-// (empty: none did).
-func (m *Member) Superpeer() peer.ID {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.sp
+// Peers returns the members of h's cluster that its superpeer listed in
+// the roster (the superpeer among them, h left out).
+func (m *Member) Peers() []peer.ID {
+	var out []peer.ID
+	for _, e := range m.roster.Entries() {
+		out = append(out, e.ID)
+	}
+	return out
 }
 
-// Close stops registering.
+// Roster is the member's registration: its superpeer, digest and roster.
+func (m *Member) Roster() *Roster { return m.roster }
+
+// Close stops registering (the superpeer drops the member after its
+// TTL, as it does a member that went silent).
 func (m *Member) Close() error {
 	m.cancel()
 	<-m.done
@@ -175,8 +160,8 @@ func sendElection(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID
 }
 
 // ElectionFloodAttack is issue 19's finding 1 as an attack of the live
-// suite (Attack.Run): it learns the victim's k from its announcement on
-// the membership topic, grinds an identity in the victim's cluster ranked
+// suite (Attack.Run): it learns the victim's k from its superpeer's
+// digest (victimK), grinds an identity in the victim's cluster ranked
 // below it (its key shares the victim's k-bit prefix and is farther from
 // the cluster key), becomes a member (JoinAsMember) and sends every node
 // of the swarm ELECTION 45 times a second (the victim and its cluster's
@@ -231,44 +216,55 @@ func ElectionFloodAttack(ctx context.Context, t Target) error {
 	return nil
 }
 
-// victimK reads the victim's k as any peer can: a throwaway host
-// registers with the victim, or with the superpeer it follows, and reads
-// the k of the digest that comes back (the victim's cluster's superpeer's
-// k). (It read the victim's announcement on the global membership topic,
-// which the DHT strategy no longer has.)
+// victimK reads the victim's k from the digest of its cluster's
+// superpeer, as any peer can: a register request with no record and no
+// roster, which a superpeer answers with its digest (and no roster) and
+// any other node with the superpeer it follows. It asks from a
+// throwaway host connected to the swarm's nodes, again every 200 ms
+// until one answers or ctx ends.
 func victimK(ctx context.Context, t Target) (int, error) {
 	h, err := NewHost()
 	if err != nil {
 		return 0, err
 	}
 	defer h.Close()
-	if err := h.Connect(ctx, t.Victim); err != nil {
-		return 0, fmt.Errorf("attack: connect to the victim %s: %w", t.Victim.ID, err)
+	for _, n := range t.Nodes {
+		_ = h.Connect(ctx, n)
 	}
-	rec, err := gossip.SealAnnouncement(gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), Seq: uint64(time.Now().UnixNano())},
-		h.Peerstore().PrivKey(h.ID()))
-	if err != nil {
-		return 0, err
-	}
+	_ = h.Connect(ctx, t.Victim)
 	for {
-		a, err := Register(ctx, h, t.Network, t.Victim.ID, rec)
-		if err == nil && a.Status == RegNotSuperpeer && a.Hint != "" {
-			for _, n := range t.Nodes {
-				if n.ID == a.Hint {
-					_ = h.Connect(ctx, n)
-				}
-			}
-			a, err = Register(ctx, h, t.Network, a.Hint, rec)
-		}
-		if err == nil && a.Status != RegNotSuperpeer {
-			return a.K, nil
+		d, err := superpeerDigest(ctx, h, t.Network, t.Victim.ID)
+		if err == nil {
+			return d.K, nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("attack: no digest from the victim %s or its superpeer: %w (last: %v)", t.Victim.ID, ctx.Err(), err)
+			return 0, fmt.Errorf("attack: no digest of the victim %s's cluster: %w (last: %w)", t.Victim.ID, ctx.Err(), err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// superpeerDigest is the digest of p's cluster: p's own if it serves the
+// cluster, else that of the superpeer it names. The digest must cover p.
+func superpeerDigest(ctx context.Context, h host.Host, network string, p peer.ID) (Digest, error) {
+	to := p
+	for range 2 {
+		rep, err := Register(ctx, h, to, network, RegisterRequest(0, 0, nil))
+		switch {
+		case err != nil:
+			return Digest{}, err
+		case rep.Status == RegNotSuperpeer && rep.Hint == "":
+			return Digest{}, fmt.Errorf("attack: %s serves no cluster and follows no superpeer", to)
+		case rep.Status == RegNotSuperpeer:
+			to = rep.Hint
+		case !rep.Digest.In(p):
+			return Digest{}, fmt.Errorf("attack: %s serves the cluster %s at k = %d, which %s is not in", to, rep.Digest.ClusterKey, rep.Digest.K, p)
+		default:
+			return rep.Digest, nil
+		}
+	}
+	return Digest{}, fmt.Errorf("attack: %s names %s as its superpeer, which serves no cluster", p, to)
 }
 
 // grind draws Ed25519 identities until one's Kademlia key satisfies ok

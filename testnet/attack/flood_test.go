@@ -85,7 +85,7 @@ func filedSwarm(t *testing.T) []*overlay.Node {
 // TestElectionFlood: issue 19's finding 1 on real libp2p hosts (loopback
 // TCP), the filed setup: four nodes, two superpeers (k = 1: two clusters
 // of two), bully, announcements and re-evaluations every second; and a
-// member (Member: it announces itself on the membership topic) in the
+// member (Member: it registers with its superpeer) in the
 // cluster of prefix 0, ranked below both its nodes, that sends them
 // ELECTION 45 times a second (ElectionFlood), under their guards' rate.
 // Each of the two catches it over what bully allows a member and strikes

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -66,16 +65,56 @@ func Grind(ctx context.Context, target dhtselect.Key, tries int) (Ground, error)
 	return best, nil
 }
 
-// Listen joins the membership topic of network on a host of the
-// attacker's (connect it to a node of the overlay first) without
-// announcing itself: everything the members announce, their salts
-// included, is public. Close the Membership when done.
-func Listen(ctx context.Context, h host.Host, network string) (*gossip.Membership, error) {
-	ps, err := pubsub.NewGossipSub(ctx, h)
+// Listener reads a cluster's roster as an outsider can (Listen).
+type Listener struct {
+	roster *Roster
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Listen reads the roster of the cluster of h on network every second,
+// without joining it. Connect h to the overlay's nodes first (those an
+// outsider knows the addresses of): it asks them which serves its
+// cluster, and dials a superpeer one of them names at the addresses h
+// knows. Under the DHT strategy's cluster-scoped membership the members'
+// announcements, their salts included, are no longer on a public topic,
+// but the superpeer answers a register request that carries a sealed
+// goodbye of h's (h leaves, so it never enters the roster, and the
+// members see no change) with the whole roster, every member's sealed
+// announcement in it (Roster). A goodbye is a new record for the
+// registry's rate (it allows two an announce interval after a burst of
+// five): a read a second stays within it for announce intervals up to
+// 2 s (the overlay's default is 5 s: then some reads are refused as too
+// soon, without a strike, and the roster is read less often). Close the
+// Listener when done.
+func Listen(ctx context.Context, h host.Host, network string) (*Listener, error) {
+	rec, err := seal(h, gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(0),
+		Seq: uint64(time.Now().UnixNano()), Leaving: true})
 	if err != nil {
 		return nil, fmt.Errorf("attack: listen: %w", err)
 	}
-	return gossip.JoinMembership(ps, h.ID(), gossip.MembershipConfig{Network: network, Interval: 5 * time.Second})
+	ctx, cancel := context.WithCancel(ctx)
+	l := &Listener{roster: newRoster(h, network, rec, false), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.roster.run(ctx, time.Second)
+	}()
+	return l, nil
+}
+
+// Entries are the members' announcements of the last roster read (the
+// superpeer's included), sorted by ID.
+func (l *Listener) Entries() []gossip.Entry { return l.roster.Entries() }
+
+// Roster is the listener's registration: its superpeer, digest and
+// roster.
+func (l *Listener) Roster() *Roster { return l.roster }
+
+// Close stops reading.
+func (l *Listener) Close() error {
+	l.cancel()
+	<-l.done
+	return nil
 }
 
 // SaltedTarget is the target of the cluster ck (k bits) that its members
