@@ -488,7 +488,12 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 			if !x.Converged {
 				conv = "no (" + f0(x.ConvergeS) + ")"
 			}
-			row := []string{x.Strategy, d(x.N), conv, f0(x.PeakMemMB), f2(x.PeakMemPerNodeMB), f0(x.LiveHeapMB), f0(x.AnnounceIntervalS) + " / " + f0(x.ReevaluateIntervalS), f0(x.WindowS), f0(x.BytesPerPeerPerS), f0(x.Ordinary) + " / " + f0(x.OrdinaryMax)}
+			row := []string{x.Strategy, d(x.N), conv, f0(x.PeakMemMB), f2(x.PeakMemPerNodeMB), f0(x.LiveHeapMB), f0(x.AnnounceIntervalS) + " / " + f0(x.ReevaluateIntervalS), f0(x.WindowS)}
+			if !x.Converged { // no window measured
+				rows = append(rows, append(row, make([]string, len(header)-len(row))...))
+				continue
+			}
+			row = append(row, f0(x.BytesPerPeerPerS), f0(x.Ordinary)+" / "+f0(x.OrdinaryMax))
 			for _, g := range groups {
 				row = append(row, f0(x.OrdinaryByProtocol[g]))
 			}
