@@ -41,7 +41,7 @@ func figures() []figureFunc {
 			liveScaleChart(func(r LiveScaleRow) float64 { return r.ConvergeS }, "time to converge (s)"), hasLiveScale},
 		{SuiteScale, "scale-live-memory.png", "Live testnet: peak memory per node",
 			liveScaleChart(func(r LiveScaleRow) float64 { return r.PeakMemPerNodeMB }, "peak memory per node (MB)"), hasLiveScale},
-		{SuiteScale, "scale-live-traffic.png", "Live testnet: steady-state traffic per peer", drawLiveTraffic, hasLiveScale},
+		{SuiteScale, "scale-live-traffic.png", "Live testnet: steady-state traffic per node, by role", drawLiveTraffic, hasLiveScale},
 	}
 }
 
@@ -286,8 +286,9 @@ func liveScaleChart(y func(LiveScaleRow) float64, label string) func(*Results, s
 	}
 }
 
-// drawLiveTraffic draws bytes per peer per second against n, in total and
-// by protocol group.
+// drawLiveTraffic draws bytes per second against n: an ordinary peer's
+// (mean and max), a superpeer's (mean, and per member served), and what
+// each peer writes on average.
 func drawLiveTraffic(r *Results, title, path string) error {
 	var names []string
 	var xs, ys []float64
@@ -295,17 +296,17 @@ func drawLiveTraffic(r *Results, title, path string) error {
 		if !row.Converged {
 			continue
 		}
-		names, xs, ys = append(names, "total"), append(xs, float64(row.N)), append(ys, row.BytesPerPeerPerS)
-		groups := make([]string, 0, len(row.ByProtocol))
-		for g := range row.ByProtocol {
-			groups = append(groups, g)
-		}
-		slices.Sort(groups)
-		for _, g := range groups {
-			names, xs, ys = append(names, g), append(xs, float64(row.N)), append(ys, row.ByProtocol[g])
+		for _, v := range []struct {
+			name string
+			y    float64
+		}{{"ordinary (mean)", row.Ordinary}, {"ordinary (max)", row.OrdinaryMax}, {"superpeer (mean)", row.Superpeer},
+			{"superpeer per member", row.SuperpeerPerMember}, {"written per peer", row.BytesPerPeerPerS}} {
+			if v.y > 0 {
+				names, xs, ys = append(names, v.name), append(xs, float64(row.N)), append(ys, v.y)
+			}
 		}
 	}
-	return Chart{Title: title, X: "nodes (n)", Y: "bytes per peer per second", LogX: true, LogY: true, Series: byName(names, xs, ys)}.Save(path)
+	return Chart{Title: title, X: "nodes (n)", Y: "bytes per second (sent + received)", LogX: true, LogY: true, Series: byName(names, xs, ys)}.Save(path)
 }
 
 // WriteTables prints every suite's tables.
@@ -359,11 +360,11 @@ func WriteTables(w io.Writer, r *Results) error {
 		}
 	}
 	if len(r.LiveScale) > 0 {
-		fmt.Fprintln(w, "\nScale, live testnet (in-process libp2p nodes; traffic in bytes per peer per second):")
+		fmt.Fprintln(w, "\nScale, live testnet (in-process libp2p nodes, a real node's intervals; traffic in bytes per second, sent + received, by role):")
 		if err := WriteLiveScaleTable(w, r.LiveScale); err != nil {
 			return err
 		}
-		writeGossipGrowth(w, r.LiveScale)
+		writeTrafficGrowth(w, r.LiveScale)
 	}
 	if len(r.LiveAttack) > 0 {
 		fmt.Fprintln(w, "\nAttacks, live (hostile clients against node processes on loopback; the victim is a superpeer):")
@@ -469,32 +470,41 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 	}
 	writeNodeScaleMarkdown(w, r.NodeScale)
 	if len(r.LiveScale) > 0 {
-		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's re-evaluate interval, and the testnet's announce interval, which grows with n (n/16 s, at least 2 s, and n²/2048 s above 128 nodes) so that one process can carry the O(n²) membership deliveries: about 2,048 a second; *gossip per member* is the gossip a peer writes per announce interval divided by n, from which the traffic at a fixed interval I follows as about that × n / I. Traffic is the payload the nodes write to their streams (no encryption or muxer framing), measured over a window after convergence, per peer per second, split by protocol.\n\n")
-		var groups []string
-		for _, x := range r.LiveScale {
-			for g := range x.ByProtocol {
-				if !slices.Contains(groups, g) {
-					groups = append(groups, g)
-				}
-			}
+		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's intervals with the DHT strategy (announce %s s, re-evaluate %s s, as overlay.DefaultConfig has them: membership is cluster-scoped, a member registers with its superpeer and only superpeers gossip, on the backbone; GossipSub runs with the overlay's gossip factor of 0, as a real node does), measured over a window after convergence. Traffic is the payload the nodes write to and read from their streams (no encryption or muxer framing), per second. *Written B/peer/s* is what all nodes wrote divided by n. *Ordinary* is an ordinary peer's bytes sent plus received (mean / max over the ordinary peers), *superpeer* a superpeer's (mean over the superpeers), *per member* each superpeer's divided by the ordinary peers it serves; *ord* and *sp* columns split the means by protocol group, roles as they stood at the end of the window. *MB/node* is the growth of the memory the process held, at its peak, divided by n.\n\n",
+			f0(r.LiveScale[0].AnnounceIntervalS), f0(r.LiveScale[0].ReevaluateIntervalS))
+		groups := liveGroups(r.LiveScale)
+		header := []string{"strategy", "n", "converged (s)", "peak MB", "MB/node", "live heap MB", "announce / re-evaluate s", "window s", "written B/peer/s", "ordinary B/s mean / max"}
+		for _, g := range groups {
+			header = append(header, "ord "+g)
 		}
-		slices.Sort(groups)
-		header := append([]string{"strategy", "n", "converged (s)", "peak MB", "MB/node", "live heap MB", "announce / re-evaluate s", "window s", "B/peer/s"}, groups...)
-		header = append(header, "gossip per member B", "still converged")
+		header = append(header, "superpeers (members each)", "superpeer B/s", "per member B/s")
+		for _, g := range groups {
+			header = append(header, "sp "+g)
+		}
+		header = append(header, "still converged")
 		var rows [][]string
 		for _, x := range r.LiveScale {
 			conv := f1(x.ConvergeS)
 			if !x.Converged {
 				conv = "no (" + f0(x.ConvergeS) + ")"
 			}
-			row := []string{x.Strategy, d(x.N), conv, f0(x.PeakMemMB), f2(x.PeakMemPerNodeMB), f0(x.LiveHeapMB), f0(x.AnnounceIntervalS) + " / " + f0(x.ReevaluateIntervalS), f0(x.WindowS), f0(x.BytesPerPeerPerS)}
-			for _, g := range groups {
-				row = append(row, f0(x.ByProtocol[g]))
+			row := []string{x.Strategy, d(x.N), conv, f0(x.PeakMemMB), f2(x.PeakMemPerNodeMB), f0(x.LiveHeapMB), f0(x.AnnounceIntervalS) + " / " + f0(x.ReevaluateIntervalS), f0(x.WindowS)}
+			if !x.Converged { // no window measured
+				rows = append(rows, append(row, make([]string, len(header)-len(row))...))
+				continue
 			}
-			rows = append(rows, append(row, f0(x.GossipPerMemberB), fmt.Sprint(x.StillConverged)))
+			row = append(row, f0(x.BytesPerPeerPerS), f0(x.Ordinary)+" / "+f0(x.OrdinaryMax))
+			for _, g := range groups {
+				row = append(row, f0(x.OrdinaryByProtocol[g]))
+			}
+			row = append(row, d(x.SuperpeersSeen)+" ("+f1(x.MembersPerSuperpeer)+")", f0(x.Superpeer), f0(x.SuperpeerPerMember))
+			for _, g := range groups {
+				row = append(row, f0(x.SuperpeerByProtocol[g]))
+			}
+			rows = append(rows, append(row, fmt.Sprint(x.StillConverged)))
 		}
 		mdTable(w, header, rows)
-		writeGossipGrowth(w, r.LiveScale)
+		writeTrafficGrowth(w, r.LiveScale)
 	}
 }
 
@@ -708,25 +718,37 @@ func writeLiveRepairMarkdown(w io.Writer, rows []LiveRepairRow) {
 	mdTable(w, []string{"algorithm", "n", "failover median / max ms", "median / max in T", "orphans", "split brain ms", "coverage", "election messages"}, out)
 }
 
-// writeGossipGrowth states how the gossip a peer writes grows with n at a
-// fixed announce interval, from the converged rows: gossip per member
-// times n, with the exponent of n fitted by least squares on the logs.
-func writeGossipGrowth(w io.Writer, rows []LiveScaleRow) {
-	var ns, gs []float64
+// writeTrafficGrowth states how an ordinary peer's traffic grows with n,
+// from the converged rows: its mean bytes per second, with the exponent of
+// n fitted by least squares on the logs, and a superpeer's per member.
+func writeTrafficGrowth(w io.Writer, rows []LiveScaleRow) {
+	var ns, ords []float64
 	for _, x := range rows {
-		if x.Converged && x.GossipPerMemberB > 0 {
-			ns, gs = append(ns, float64(x.N)), append(gs, x.GossipPerMemberB)
+		if x.Converged && x.Ordinary > 0 {
+			ns, ords = append(ns, float64(x.N)), append(ords, x.Ordinary)
 		}
 	}
 	if len(ns) < 2 {
 		return
 	}
-	e, ok := logSlope(ns, gs)
+	e, ok := logSlope(ns, ords)
 	if !ok {
 		return
 	}
-	fmt.Fprintf(w, "\nHow the overhead grows: gossip per member went from %s B at n = %s to %s B at n = %s, about n^%.2f, so at a fixed announce interval the gossip a peer writes grows as about n^%.2f (every peer relays every member's announcement once per interval).\n\n",
-		f0(gs[0]), f0(ns[0]), f0(gs[len(gs)-1]), f0(ns[len(ns)-1]), e, 1+e)
+	fmt.Fprintf(w, "\nHow the overhead grows: an ordinary peer's traffic (sent plus received) went from %s B/s at n = %s to %s B/s at n = %s, about n^%.2f (fitted on the logs over the converged sizes).",
+		f0(ords[0]), f0(ns[0]), f0(ords[len(ords)-1]), f0(ns[len(ns)-1]), e)
+	var ps []float64
+	for _, x := range rows {
+		if x.Converged && x.Ordinary > 0 && x.SuperpeerPerMember > 0 {
+			ps = append(ps, x.SuperpeerPerMember)
+		}
+	}
+	if len(ps) == len(ns) {
+		if es, ok := logSlope(ns, ps); ok {
+			fmt.Fprintf(w, " A superpeer's per member served went from %s to %s B/s, about n^%.2f.", f0(ps[0]), f0(ps[len(ps)-1]), es)
+		}
+	}
+	fmt.Fprint(w, "\n\n")
 }
 
 // logSlope fits log y = a + b log x by least squares and returns b; ok is
