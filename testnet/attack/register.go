@@ -51,28 +51,31 @@ type RegStatus byte
 
 // The register response's statuses.
 const (
-	RegUnchanged    RegStatus = 1 // the member's roster is current
-	RegDelta        RegStatus = 2 // the changes since the member's version
-	RegSnapshot     RegStatus = 3 // the whole roster
-	RegNotSuperpeer RegStatus = 4 // refused: the node serves no cluster (a hint follows)
-	RegWrongCluster RegStatus = 5 // refused: the member's key is not in the cluster
-	RegFull         RegStatus = 6 // refused: the roster is full
-	RegTooSoon      RegStatus = 7 // refused: a new record sooner than the rate allows
-	RegBadRecord    RegStatus = 8 // refused: the record does not open, or is another peer's (a strike)
-	RegNeedRecord   RegStatus = 9 // a refresh from a peer the roster does not hold: send the record
+	RegUnchanged    RegStatus = 1  // the member's roster is current
+	RegDelta        RegStatus = 2  // the changes since the member's version
+	RegSnapshot     RegStatus = 3  // the whole roster
+	RegNotSuperpeer RegStatus = 4  // refused: the node serves no cluster (a hint follows)
+	RegWrongCluster RegStatus = 5  // refused: the member's key is not in the cluster
+	RegFull         RegStatus = 6  // refused: the roster is full
+	RegTooSoon      RegStatus = 7  // refused: a new record sooner than the rate allows
+	RegBadRecord    RegStatus = 8  // refused: the record does not open, or is another peer's (a strike)
+	RegNeedRecord   RegStatus = 9  // a refresh from a peer the roster does not hold: send the record
+	RegCrowded      RegStatus = 10 // refused: the member's address group shows more identities than MaxPerAddr
 )
 
 func (s RegStatus) String() string {
 	names := map[RegStatus]string{RegUnchanged: "unchanged", RegDelta: "delta", RegSnapshot: "snapshot",
 		RegNotSuperpeer: "not a superpeer", RegWrongCluster: "wrong cluster", RegFull: "roster full", RegTooSoon: "too soon",
-		RegBadRecord: "bad record", RegNeedRecord: "record needed"}
+		RegBadRecord: "bad record", RegNeedRecord: "record needed", RegCrowded: "address crowded"}
 	if n, ok := names[s]; ok {
 		return n
 	}
 	return fmt.Sprintf("status %d", byte(s))
 }
 
-func (s RegStatus) refusal() bool { return s >= RegNotSuperpeer && s <= RegBadRecord }
+func (s RegStatus) refusal() bool {
+	return s >= RegNotSuperpeer && s <= RegBadRecord || s == RegCrowded
+}
 
 // Bounds of the register protocol (overlay/register.go and wire.go).
 const (

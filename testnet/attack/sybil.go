@@ -227,6 +227,19 @@ func (s *Sybils) Registered() int {
 	return n
 }
 
+// Answered counts the identities whose last registration a superpeer
+// answered: took, or refused because their address is crowded (the
+// registry's identities per address, MaxPerAddr).
+func (s *Sybils) Answered() int {
+	n := 0
+	for _, r := range s.rosters {
+		if st := r.Last(); st == RegUnchanged || st == RegDelta || st == RegSnapshot || st == RegCrowded {
+			n++
+		}
+	}
+	return n
+}
+
 // BackbonePeers are the peers the publisher knows on the backbone topic:
 // the superpeers its summaries go to (with the DHT strategy).
 func (s *Sybils) BackbonePeers() []peer.ID { return s.bb.ListPeers() }

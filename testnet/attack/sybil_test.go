@@ -3,6 +3,7 @@ package attack
 import (
 	"context"
 	"fmt"
+	"github.com/superpeer/superpeer/overlay/node"
 	"io"
 	"log/slog"
 	"slices"
@@ -22,8 +23,9 @@ import (
 // 0.5; 20 identities from 127.0.0.1 (Sybils), each on a host of its own,
 // register with their cluster's superpeer as superpeers at k = 0 and
 // publish a backbone summary each (or, one-connection, only the
-// summaries, relayed by one host). Once every identity is in a roster
-// (one-each), sampled over ten evaluations of every node: no sybil is a
+// summaries, relayed by one host). Once every identity has been answered
+// by a superpeer (one-each: taken, or refused since its address is
+// crowded, and at most MaxPerAddr taken by each superpeer), sampled over ten evaluations of every node: no sybil is a
 // member of a node's cluster or its superpeer, k moves by one at most,
 // and no honest peer is banned.
 func TestSybilsScoped(t *testing.T) {
@@ -78,7 +80,14 @@ func TestSybilsScoped(t *testing.T) {
 				sybil[p] = true
 			}
 			if !oneConnection {
-				waitFor(t, "every sybil to be in a superpeer's roster", func() bool { return syb.Registered() == n })
+				// The registry takes at most MaxPerAddr identities of an
+				// address, and refuses the others (crowded): every
+				// sybil is answered, at most MaxPerAddr per superpeer
+				// are taken.
+				waitFor(t, "every sybil to be answered by a superpeer", func() bool { return syb.Answered() == n })
+				if r := syb.Registered(); r > 2*node.DefaultMaxPerAddr {
+					t.Errorf("%d of %d sybils from one address registered with the 2 superpeers, want at most %d each", r, n, node.DefaultMaxPerAddr)
+				}
 			}
 			waitFor(t, "the superpeers on the backbone topic, where the sybils publish", func() bool { return len(syb.BackbonePeers()) > 0 })
 			// Ten evaluations of every node (two of its announce
