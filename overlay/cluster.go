@@ -79,6 +79,7 @@ func newClusterMembership(n *Node) *clusterMembership {
 	c := &clusterMembership{n: n, changes: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 	c.rs = newRegistrar(n, n.cfg.AnnounceInterval)
 	c.reg = newRegistry(n, n.cfg.AnnounceInterval, c.rs.local)
+	c.reg.goodbye = c.rs.superpeerLeft
 	return c
 }
 
@@ -88,7 +89,7 @@ func (c *clusterMembership) start(ctx context.Context) {
 	// Until the machine announces its first role, the node registers as
 	// a peer of the whole key space (k = 0): enough to be answered with
 	// a digest.
-	if err := c.rs.setLocal(gossip.Announcement{ID: c.n.self, Addrs: c.n.addrs(), ClusterKey: c.n.selfKey.Cluster(0)}); err != nil {
+	if err := c.rs.setLocal(gossip.Announcement{ID: c.n.self, Addrs: c.n.addrs(), ClusterKey: c.n.selfKey.Cluster(0), Private: c.n.Private()}); err != nil {
 		c.n.log.Warn("register", "err", err)
 	}
 	c.n.host.SetStreamHandler(c.reg.proto(), c.reg.handle)
@@ -348,14 +349,25 @@ func (c *clusterMembership) SetLocal(_ context.Context, a gossip.Announcement) e
 	return nil
 }
 
-// Leave says goodbye: to the superpeer registered with, and on the
-// backbone.
+// Leave says goodbye: on the backbone, to the superpeer registered with,
+// and, while the node serves its cluster, to each of its members, which
+// then elect the successor at once rather than when the connection
+// drops (registrar.superpeerLeft). The registry stops serving first, so
+// that a member that registers meanwhile is told so.
 func (c *clusterMembership) Leave(ctx context.Context) error {
 	c.mu.Lock()
 	c.left = true
+	serving := c.serving
 	c.mu.Unlock()
 	c.leaveBackbone(ctx)
-	return c.rs.goodbye(ctx)
+	var members []peer.ID
+	if serving {
+		for _, m := range c.reg.members() {
+			members = append(members, m.ID)
+		}
+		c.reg.stopServing("")
+	}
+	return c.rs.goodbye(ctx, members)
 }
 
 // Close leaves the backbone and removes the protocol's handler.

@@ -455,6 +455,9 @@ type registry struct {
 	limits  map[peer.ID]*rate.Limiter
 	groups  map[string]groupSeen // the identities per address group (crowdedLocked)
 	changes chan struct{}
+	// goodbye is given the records sent while the node serves nothing
+	// (heardGoodbye); nil: ignored.
+	goodbye func(from peer.ID, sealed []byte) bool
 	// The requests answered, by the answer's status (regUnchanged,
 	// regDelta and regSnapshot: accepted), kept across rosters.
 	answered map[regStatus]uint64
@@ -580,11 +583,27 @@ func (r *registry) handle(s network.Stream) {
 		n.guard.refuse(n, "register", from, err)
 		return
 	}
+	r.heardGoodbye(req, from)
 	if strike != nil { // before the answer: its sender reads the strike counted
 		n.guard.refuse(n, "register", from, strike)
 	}
 	if err := writeFrame(s, frameRoster, resp); err != nil {
 		_ = s.Reset()
+	}
+}
+
+// heardGoodbye passes a record that a peer sent while the node serves
+// nothing to the hook goodbye (a closing superpeer's goodbye to its
+// members: registrar.superpeerLeft).
+func (r *registry) heardGoodbye(req []byte, from peer.ID) {
+	r.mu.Lock()
+	serving, hook := r.serving, r.goodbye
+	r.mu.Unlock()
+	if serving || hook == nil {
+		return
+	}
+	if _, _, sealed, err := parseRequest(req); err == nil && len(sealed) > 0 {
+		hook(from, sealed)
 	}
 }
 
@@ -1343,13 +1362,14 @@ func (r *registrar) digest() (clusterDigest, bool) {
 
 // goodbye tells the superpeer last registered with that the node leaves:
 // its announcement, sealed once more as a goodbye (Leaving), which takes
-// it out of the roster at once. Nothing is sent without a superpeer or an
-// announcement.
-func (r *registrar) goodbye(ctx context.Context) error {
+// it out of the roster at once; and the peers to, one request each (a
+// closing superpeer's members: see superpeerLeft). Nothing is sent
+// without an announcement.
+func (r *registrar) goodbye(ctx context.Context, to []peer.ID) error {
 	r.mu.Lock()
 	sp, ann := r.sp, r.ann
 	r.mu.Unlock()
-	if sp == "" || ann == nil {
+	if ann == nil {
 		return nil
 	}
 	a := *ann
@@ -1357,9 +1377,65 @@ func (r *registrar) goodbye(ctx context.Context) error {
 	if err := r.setLocal(a); err != nil {
 		return err
 	}
-	err := r.round(ctx, sp, true)
-	if errors.Is(err, errRefused) {
-		return nil // it does not hold us
+	bye := appendRequest(nil, 0, 0, r.local())
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, goodbyeFanout)
+	for _, p := range to {
+		if p == r.n.self || p == sp {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			// The answer is a refusal (the member serves nothing); it
+			// is read only so that the goodbye is known delivered.
+			if _, err := r.n.request(ctx, p, r.proto, frameRegister, bye, frameRoster); err != nil && ctx.Err() == nil {
+				r.n.log.Debug("goodbye", "to", p, "err", err)
+			}
+		})
 	}
+	var err error
+	if sp != "" {
+		if err = r.round(ctx, sp, true); errors.Is(err, errRefused) {
+			err = nil // it does not hold us
+		}
+	}
+	wg.Wait()
 	return err
+}
+
+// goodbyeFanout is how many goodbyes a closing superpeer has in flight
+// at once, to its members.
+const goodbyeFanout = 32
+
+// superpeerLeft takes a goodbye (sealed) that the peer from sent to this
+// node's registry while the node serves nothing: a closing superpeer
+// tells each of its members (clusterMembership.Leave). When from is the
+// superpeer the node is registered with and the record is its goodbye,
+// the superpeer leaves the roster at once, as having left (left), so
+// that the machine elects its successor and the lookups skip it without
+// waiting for a dropped connection, a query's timeout or the TTL. Any
+// other goodbye changes nothing: a peer can only say that it leaves
+// itself, and only its members listen.
+func (r *registrar) superpeerLeft(from peer.ID, sealed []byte) bool {
+	r.mu.Lock()
+	sp := r.sp
+	r.mu.Unlock()
+	if from == "" || from != sp {
+		return false
+	}
+	a, err := gossip.OpenAnnouncement(sealed)
+	if err != nil || a.ID != from || !a.Leaving {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sp != from {
+		return false
+	}
+	r.view.Remove(from)
+	delete(r.former, from)
+	r.byeLocked(from, r.now())
+	notify(r.changes)
+	return true
 }

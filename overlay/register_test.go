@@ -67,6 +67,7 @@ func newRegPeer(t *testing.T, key crypto.PrivKey) *regPeer {
 	n := &Node{cfg: Config{Network: "test"}, host: h, self: h.ID(), log: quiet}
 	p := &regPeer{n: n, rar: newRegistrar(n, regInterval), bw: bw}
 	p.reg = newRegistry(n, regInterval, p.rar.local)
+	p.reg.goodbye = p.rar.superpeerLeft // as newClusterMembership
 	h.SetStreamHandler(registerProtocol("test"), p.reg.handle)
 	return p
 }
@@ -209,7 +210,7 @@ func TestRegisterRoster(t *testing.T) {
 	if i := slices.IndexFunc(a.rar.members(), func(m node.Member) bool { return m.ID == b.n.self }); i < 0 || !a.rar.members()[i].Flapping {
 		t.Errorf("a's roster does not say b flaps: %+v", a.rar.members())
 	}
-	if err := b.rar.goodbye(context.Background()); err != nil {
+	if err := b.rar.goodbye(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a)) {
@@ -488,7 +489,7 @@ func TestRegisterPages(t *testing.T) {
 	check("after the snapshot")
 	// Changes: three leave, three join, one changes.
 	for _, p := range members[1:4] {
-		if err := p.rar.goodbye(context.Background()); err != nil {
+		if err := p.rar.goodbye(context.Background(), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -787,7 +788,7 @@ func TestRegisterGoodbyeLeft(t *testing.T) {
 	if a.rar.left(b.n.self) || s.reg.left(b.n.self) {
 		t.Fatal("b left before its goodbye")
 	}
-	if err := b.rar.goodbye(context.Background()); err != nil {
+	if err := b.rar.goodbye(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if !s.reg.left(b.n.self) || slices.Contains(ids(s.reg.members()), b.n.self) {
@@ -808,5 +809,76 @@ func TestRegisterGoodbyeLeft(t *testing.T) {
 	}
 	if s.reg.left(b.n.self) || a.rar.left(b.n.self) {
 		t.Errorf("b came back and still counts as left: registry %v, a %v", s.reg.left(b.n.self), a.rar.left(b.n.self))
+	}
+}
+
+// A closing superpeer says goodbye to each member (clusterMembership.Leave):
+// its members drop it from their rosters at once, as having left, which
+// the machine and the lookups read. A goodbye from a peer that is not a
+// member's superpeer (another member, a stranger) changes nothing there.
+func TestRegisterSuperpeerGoodbye(t *testing.T) {
+	ps := regPeers(t, 4)
+	s, a, b, c := ps[0], ps[1], ps[2], ps[3]
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, b, c} {
+		p.announce(t, 0, false)
+		p.n.host.Peerstore().AddAddrs(a.n.self, a.n.host.Addrs(), time.Hour)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ids(a.rar.members()), s.n.self) {
+		t.Fatalf("a's roster %v lacks its superpeer", ids(a.rar.members()))
+	}
+	// b, a member, says goodbye to s and (as if it were a superpeer) to a.
+	if err := b.rar.goodbye(context.Background(), []peer.ID{a.n.self}); err != nil {
+		t.Fatal(err)
+	}
+	if a.rar.left(b.n.self) {
+		t.Error("a took the goodbye of b, which is not its superpeer, from b itself")
+	}
+	// c, registered with s, sends a the goodbye of ... itself: not a's
+	// superpeer either.
+	bye := c.rar.local()
+	c.n.host.Peerstore().AddAddrs(a.n.self, a.n.host.Addrs(), time.Hour)
+	if _, err := c.n.request(context.Background(), a.n.self, registerProtocol("test"), frameRegister, appendRequest(nil, 0, 0, bye), frameRoster); err != nil {
+		t.Fatal(err)
+	}
+	if a.rar.left(c.n.self) || !slices.Contains(ids(a.rar.members()), s.n.self) {
+		t.Errorf("a's roster %v after a stranger's goodbye, want its superpeer still there", ids(a.rar.members()))
+	}
+	// s closes: it stops serving and tells its members.
+	var members []peer.ID
+	for _, m := range s.reg.members() {
+		members = append(members, m.ID)
+	}
+	s.reg.stopServing("")
+	for _, p := range []*regPeer{a, c} {
+		s.n.host.Peerstore().AddAddrs(p.n.self, p.n.host.Addrs(), time.Hour)
+	}
+	signalled(a.rar.changed())
+	if err := s.rar.goodbye(context.Background(), members); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*regPeer{a, c} {
+		if !p.rar.left(s.n.self) || slices.Contains(ids(p.rar.members()), s.n.self) {
+			t.Errorf("after its superpeer's goodbye a member's roster is %v, left %v", ids(p.rar.members()), p.rar.left(s.n.self))
+		}
+	}
+	if !signalled(a.rar.changed()) {
+		t.Error("a's registrar did not signal its superpeer's goodbye")
+	}
+	if _, err := a.register(t, s); !errors.Is(err, errRefused) {
+		t.Errorf("a registered with its closing superpeer: %v, want a refusal", err)
+	}
+	for _, p := range ps {
+		for _, q := range ps {
+			if n := p.n.guard.strikesOf(q.n.self); n != 0 {
+				t.Errorf("%d strikes against an honest peer", n)
+			}
+		}
 	}
 }
