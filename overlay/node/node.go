@@ -933,16 +933,16 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 		for i, b := range m.backbone {
 			cs[i] = dhtselect.ClusterSize{K: b.K, Key: b.ClusterKey, Size: b.Size}
 		}
-		if est, ok := dhtselect.EstimateFromClusters(cs); ok && 2*est.N >= own.N {
+		if est, ok := dhtselect.EstimateFromClusters(cs); ok && own.Within(est.N) {
 			est.N = max(est.N, m.floor)
 			m.agreed, m.agreedAt = est, m.now
 			return est
 		}
 	}
-	if m.hasDigest && m.now.Sub(m.digestAt) <= 3*m.cfg.AnnounceInterval && 2*m.digest.Size.N >= own.N {
+	if m.hasDigest && m.now.Sub(m.digestAt) <= 3*m.cfg.AnnounceInterval && own.Within(m.digest.Size.N) {
 		return dhtselect.Estimate{N: max(m.digest.Size.N, m.floor), Source: SourceDigest}
 	}
-	if m.agreed.N > 0 && m.now.Sub(m.agreedAt) <= 3*m.cfg.AnnounceInterval && 2*m.agreed.N >= own.N {
+	if m.agreed.N > 0 && m.now.Sub(m.agreedAt) <= 3*m.cfg.AnnounceInterval && own.Within(m.agreed.N) {
 		// A superpeer that has just handed its cluster over hears the
 		// backbone no more, and has no digest yet: the backbone's last
 		// estimate stands until one comes (found by the node simulator:
@@ -956,8 +956,9 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 
 // ownEstimate is the node's own estimate of the network's size, from its
 // routing table and its view (dhtselect.EstimateSize). It is also the
-// floor of the others: a backbone or a digest that counts less than half
-// of it is not taken. The summaries count the registrations each
+// floor of the others: a backbone or a digest that counts less than it
+// allows (dhtselect.Estimate.Within: half an exact count, a quarter of a
+// guess) is not taken. The summaries count the registrations each
 // superpeer holds, and a superpeer elected at a small k while the swarm
 // started counts only those that register with it: its estimate keeps
 // its k, and its members' (found by the node simulator with quorum: a

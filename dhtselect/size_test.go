@@ -1,0 +1,26 @@
+package dhtselect
+
+import "testing"
+
+// TestEstimateWithin: an exact count rules out less than half of it, a
+// guess less than a quarter.
+func TestEstimateWithin(t *testing.T) {
+	for _, c := range []struct {
+		e    Estimate
+		n    int
+		want bool
+	}{
+		{Estimate{N: 100, Source: SourceRouting}, 50, true},
+		{Estimate{N: 100, Source: SourceRouting}, 49, false},
+		{Estimate{N: 100, Source: SourceMembership}, 49, false},
+		{Estimate{N: 100, Source: SourceBackbone}, 49, false},
+		{Estimate{N: 4000, Source: SourceSpacing}, 1900, true},
+		{Estimate{N: 4000, Source: SourceSpacing}, 999, false},
+		{Estimate{N: 4000, Source: SourceKad}, 1000, true},
+		{Estimate{N: 4000, Source: SourceKad}, 999, false},
+	} {
+		if got := c.e.Within(c.n); got != c.want {
+			t.Errorf("%+v.Within(%d) = %v, want %v", c.e, c.n, got, c.want)
+		}
+	}
+}
