@@ -359,6 +359,12 @@ func WriteTables(w io.Writer, r *Results) error {
 			return err
 		}
 	}
+	if len(r.Growth) > 0 {
+		fmt.Fprintln(w, "\nScale, node machines, the network doubles or halves (k changes: clusters split or merge):")
+		if err := WriteGrowthTable(w, r.Growth); err != nil {
+			return err
+		}
+	}
 	if len(r.LiveScale) > 0 {
 		fmt.Fprintln(w, "\nScale, live testnet (in-process libp2p nodes, a real node's intervals; traffic in bytes per second, sent + received, by role):")
 		if err := WriteLiveScaleTable(w, r.LiveScale); err != nil {
@@ -435,7 +441,7 @@ func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
 		writeSimLiveMarkdown(w, r.SimLive)
 		figure(SuiteRepair)
 	}
-	if len(r.SimScale) > 0 || len(r.LiveScale) > 0 || len(r.NodeScale) > 0 {
+	if len(r.SimScale) > 0 || len(r.LiveScale) > 0 || len(r.NodeScale) > 0 || len(r.Growth) > 0 {
 		fmt.Fprintf(w, "## Scale\n\n")
 		writeScaleMarkdown(w, r)
 		figure(SuiteScale)
@@ -469,6 +475,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 		mdTable(w, []string{"strategy", "n", "target S", "superpeers", "wall s", "peak MB held", "live heap MB", "rounds", "messages/peer", "unattached"}, rows)
 	}
 	writeNodeScaleMarkdown(w, r.NodeScale)
+	writeGrowthMarkdown(w, r.Growth)
 	if len(r.LiveScale) > 0 {
 		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's intervals with the DHT strategy (announce %s s, re-evaluate %s s, as overlay.DefaultConfig has them: membership is cluster-scoped, a member registers with its superpeer and only superpeers gossip, on the backbone; GossipSub runs with the overlay's gossip factor of 0, as a real node does), measured over a window after convergence. Traffic is the payload the nodes write to and read from their streams (no encryption or muxer framing), per second. *Written B/peer/s* is what all nodes wrote divided by n. *Ordinary* is an ordinary peer's bytes sent plus received (mean / max over the ordinary peers), *superpeer* a superpeer's (mean over the superpeers), *per member* each superpeer's divided by the ordinary peers it serves; *ord* and *sp* columns split the means by protocol group, roles as they stood at the end of the window. *MB/node* is the growth of the memory the process held, at its peak, divided by n.\n\n",
 			f0(r.LiveScale[0].AnnounceIntervalS), f0(r.LiveScale[0].ReevaluateIntervalS))
@@ -533,6 +540,23 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 	}
 	mdTable(w, []string{"scenario", "n", "election", "converged (virtual s)", "virtual s", "wall s", "peak MB", "live heap MB", "msgs / lookups / views per node per s",
 		"churn (crashes)", "coverage", "max orphans", "failover median / max in T (count)", "unrepaired", "split brain (time, cluster-samples)", "disagree s"}, out)
+}
+
+func writeGrowthMarkdown(w io.Writer, rows []GrowthRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "**Growth and shrinkage** (bench.Growth): node machines in the node simulator, DHT strategy, target S = 10 %% of the estimated size, no election. A converged network of n doubles (n nodes join over 10 s: k goes up by one and every cluster splits in place) or halves (half of 2n leave with a goodbye over 10 s: k goes down by one and pairs of clusters merge). Over the nodes there before and after (*stayers*): *changed* is those whose superpeer at the end differs (and the fraction); *by the keys* what dhtselect.Assign before and after says must change, the least any run can reach (about ¾ for a doubling: the half of a cluster without the old superpeer moves, and in the other half the old superpeer stays closest only against half the newcomers); *switches per stayer* every change of superpeer at the 100 ms samples, of which the excess over the changed fraction is the transition's flapping; *reconverged* the virtual time from the first join or leave to nodesim.Converged; *coverage* the mean fraction of the joined nodes served meanwhile (a node and its superpeer must agree on k, so a cluster that is splitting counts as uncovered until all of it has moved).\n\n")
+	var out [][]string
+	for _, x := range rows {
+		conv := f1(x.ReconvergeS)
+		if !x.Converged {
+			conv = "no"
+		}
+		out = append(out, []string{x.Event, d(x.From) + " → " + d(x.To), d(x.KFrom) + " → " + d(x.KTo), d(x.Stayers),
+			fmt.Sprintf("%d (%.2f)", x.Changed, x.ChangedFrac), d(x.ByKeys), f2(x.SwitchesPerStayer), conv, fmt.Sprintf("%.4f", x.Coverage), f1(x.WallS)})
+	}
+	mdTable(w, []string{"event", "nodes", "k", "stayers", "changed", "by the keys", "switches per stayer", "reconverged (virtual s)", "coverage", "wall s"}, out)
 }
 
 func writeSimLiveMarkdown(w io.Writer, rows []SimLiveRow) {

@@ -253,6 +253,17 @@ func suiteSteps(suite string, cfg Config) []step {
 				return err
 			}})
 		}
+		if cfg.Sim {
+			gc := GrowthConfig{Seed: cfg.Seed}
+			if cfg.Quick {
+				gc.Sizes = []int{120}
+			}
+			steps = append(steps, step{"scale: node machines, the network doubles and halves", func(_ context.Context, r *Results) error {
+				rows, err := Growth(gc)
+				r.Growth = append(r.Growth, rows...)
+				return err
+			}})
+		}
 		if cfg.Live {
 			for _, n := range live {
 				steps = append(steps, step{fmt.Sprintf("scale: live testnet, %d nodes", n), func(ctx context.Context, r *Results) error {
