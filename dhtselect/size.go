@@ -49,6 +49,16 @@ type Estimate struct {
 	Source string
 }
 
+// Exact reports whether e is a count rather than a guess: the whole
+// backbone, the membership view, a routing table smaller than a bucket.
+func (e Estimate) Exact() bool {
+	switch e.Source {
+	case SourceBackbone, SourceMembership, SourceRouting:
+		return true
+	}
+	return false
+}
+
 // Within reports whether another source's estimate n is one that e does
 // not rule out: at least half of e where e is an exact count (the routing
 // table smaller than a bucket, the membership view), at least a quarter
@@ -62,11 +72,10 @@ type Estimate struct {
 // refused their superpeer's 1,900, kept k one above it and were never
 // served).
 func (e Estimate) Within(n int) bool {
-	switch e.Source {
-	case SourceKad, SourceSpacing:
-		return 4*n >= e.N
+	if e.Exact() || e.Source == SourceBackbonePartial {
+		return 2*n >= e.N
 	}
-	return 2*n >= e.N
+	return 4*n >= e.N
 }
 
 // EstimateSize estimates the number of peers in the network, this one

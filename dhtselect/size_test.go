@@ -18,9 +18,19 @@ func TestEstimateWithin(t *testing.T) {
 		{Estimate{N: 4000, Source: SourceSpacing}, 999, false},
 		{Estimate{N: 4000, Source: SourceKad}, 1000, true},
 		{Estimate{N: 4000, Source: SourceKad}, 999, false},
+		{Estimate{N: 100, Source: SourceBackbonePartial}, 49, false},
 	} {
 		if got := c.e.Within(c.n); got != c.want {
 			t.Errorf("%+v.Within(%d) = %v, want %v", c.e, c.n, got, c.want)
+		}
+	}
+}
+
+func TestEstimateExact(t *testing.T) {
+	for src, want := range map[string]bool{SourceBackbone: true, SourceMembership: true, SourceRouting: true,
+		SourceBackbonePartial: false, SourceKad: false, SourceSpacing: false} {
+		if got := (Estimate{N: 1, Source: src}).Exact(); got != want {
+			t.Errorf("%s: Exact %v, want %v", src, got, want)
 		}
 	}
 }

@@ -49,7 +49,8 @@ measured in the same run:
              testnets, and one scenario on both side by side
   scale      time, memory and messages per peer as n grows: the selection
              simulators up to 100,000 peers, node machines up to 10,000
-             (convergence, and churn with bully), the live testnet up to
+             (convergence, churn with bully, and the network doubling and
+             halving: clusters split and merge), the live testnet up to
              512 nodes with a real node's intervals (--live-sizes)
   attack     lying peers (false coordinates, ground IDs), f = 1, 5, 20 %:
              the superpeer roles they take and the latency damage, without

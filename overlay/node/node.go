@@ -933,7 +933,12 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 		for i, b := range m.backbone {
 			cs[i] = dhtselect.ClusterSize{K: b.K, Key: b.ClusterKey, Size: b.Size}
 		}
-		if est, ok := dhtselect.EstimateFromClusters(cs); ok && own.Within(est.N) {
+		// A backbone that does not cover every cluster key (some
+		// summaries missing, extrapolated) does not stand against an
+		// exact count of the node's own, as in dhtselect.EstimateSize
+		// (found live: three nodes, one summary missing for a moment,
+		// estimated 2 where the routing table counted 3).
+		if est, ok := dhtselect.EstimateFromClusters(cs); ok && own.Within(est.N) && (est.Source == dhtselect.SourceBackbone || !own.Exact()) {
 			est.N = max(est.N, m.floor)
 			m.agreed, m.agreedAt = est, m.now
 			return est

@@ -539,3 +539,26 @@ func TestLostLeaderNotCarried(t *testing.T) {
 		t.Errorf("after the cut-off leader's heartbeat and a rebuild: election's leader %q, want %q", got, leader)
 	}
 }
+
+// TestPartialBackboneAgainstExactCount: a backbone whose summaries do not
+// cover every cluster key is an extrapolation, and does not stand against
+// an exact count of the node's own (its view of three, a routing table
+// smaller than a bucket), as in dhtselect.EstimateSize. On the old rule
+// the machine took it: found live, three nodes estimated 2 while one
+// summary was missing (overlay TestDHTOnlyPeerNotCounted, now and then).
+// The backbone says a's cluster has 2 members, the other none: 2 in all.
+func TestPartialBackboneAgainstExactCount(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.Target = dhtselect.Target{Superpeers: 2}
+	m := mustNew(t, cfg)
+	m.Step(t0, view("a", "b", "c"))
+	m.Step(t0, Backbone{Summaries: []Summary{{Superpeer: "a", K: 1, ClusterKey: dhtselect.KeyOf("a").Cluster(1), Size: 2}}})
+	est, ok := dhtselect.EstimateFromClusters([]dhtselect.ClusterSize{{K: 1, Key: dhtselect.KeyOf("a").Cluster(1), Size: 2}})
+	if !ok || est.Source != dhtselect.SourceBackbonePartial || est.N >= 3 {
+		t.Fatalf("the partial backbone's estimate %+v, %v: the test needs one below 3", est, ok)
+	}
+	tick(m, t0, time.Second, routing(1), "a")
+	if got := m.State().Size; got.N != 3 || got.Source != dhtselect.SourceMembership {
+		t.Errorf("estimate %+v with a view of 3 and a partial backbone of %d, want 3 from the membership", got, est.N)
+	}
+}
