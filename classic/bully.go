@@ -353,7 +353,17 @@ func (b *Bully) Step(m Message) {
 		}
 	case MsgCoordinator:
 		if m.Leader != m.From {
-			return // a COORDINATOR names its sender
+			// A relay: the leader this process follows yields to one
+			// above it. It is no proof that the other leads, so this
+			// process asks, an election (the members above it answer,
+			// the new leader among them); without the relay it waited
+			// a timeout for heartbeats that had stopped (found by the
+			// node simulator, where the new leader, a restarted peer,
+			// did not know the old one's followers yet).
+			if m.From == b.c.leader && b.c.role == Follower && b.c.isMember(m.Leader) && b.c.above(m.Leader, m.From) && !b.campaigning() {
+				b.Campaign()
+			}
+			return
 		}
 		switch {
 		case !b.c.above(m.From, self):
@@ -361,7 +371,13 @@ func (b *Bully) Step(m Message) {
 				b.Campaign() // bully back
 			}
 		case b.mayFollow(m.From, true):
+			led := b.c.role == Leader
 			b.adopt(m.From, m.IDs)
+			if led {
+				// Its followers hear that it yields (see the relay
+				// above).
+				b.c.broadcast(Message{Type: MsgCoordinator, Leader: m.From})
+			}
 		}
 	case MsgHeartbeat:
 		if m.Leader != m.From || b.campaigning() {

@@ -266,3 +266,25 @@ func TestBullyChaos(t *testing.T) {
 		return tnMust[*Bully](t)(NewBully(tnCfg(id, ids)))
 	})
 }
+
+// TestBullyLeaderRelaysItsYield: 4 was down when 3 was elected; back, it
+// announces itself to 3 only (a superpeer that knows only the peers
+// registered with it, and the other claimer of its cluster). 3 yields and
+// tells its followers so; they ask the members above them (an election),
+// 4 answers, and all follow 4 well within a timeout (without the relay they
+// went on following 3, whose heartbeats had stopped, until they timed
+// out).
+func TestBullyLeaderRelaysItsYield(t *testing.T) {
+	ids := tnIDs(5)
+	n := tnBully(t, ids)
+	n.crash("4")
+	n.campaign("0")
+	n.settle()
+	n.run(12) // the election skips 4 after a timeout
+	n.wantLeader("4 down", "3", "0", "1", "2", "3")
+	n.restart("4", tnMust[*Bully](t)(NewBully(tnCfg("4", ids))))
+	n.deliver(Message{Type: MsgCoordinator, From: "4", To: "3", Leader: "4"})
+	n.settle()
+	n.run(3) // less than a timeout (10 ticks)
+	n.wantLeader("4 back", "4")
+}
