@@ -23,6 +23,15 @@ func candNet(t *testing.T) *tnet {
 	return n
 }
 
+// leaderSilent runs the clocks of the live processes others for two
+// heartbeat periods (less than a timeout) after the leader crashed: they have not
+// noticed yet, but they have missed its heartbeats, as they have in any
+// real run by the time one of them has noticed, waited its δ and queried
+// (an heir's announcement counts only then: see CandidateElection.missed).
+func leaderSilent(n *tnet, others string) {
+	n.run(4, tnSplit(others)...)
+}
+
 func TestCandidateDelayByRankPosition(t *testing.T) {
 	peers := tnSplit("1 2 3 4 5 6 7")
 	want := map[ID]int{"7": 3, "6": 6, "5": 9, "4": 12, "3": 15, "2": 18, "1": 21}
@@ -39,6 +48,7 @@ func TestCandidateDelayByRankPosition(t *testing.T) {
 func TestCandidateWalkthrough(t *testing.T) {
 	n := candNet(t)
 	n.crash("7")
+	leaderSilent(n, "1 3 4 5 6")
 
 	// 2 notices (Campaign). Only 2's clock runs here, as if the others had
 	// not yet noticed; δ(2) = (5+1)·3 = 18 ticks.
@@ -110,6 +120,7 @@ func TestCandidateWalkthrough(t *testing.T) {
 func TestCandidateTwoOrdinariesNoticeTogether(t *testing.T) {
 	n := candNet(t)
 	n.crash("7")
+	leaderSilent(n, "3 4 5 6")
 	n.campaign("1")
 	n.settle()
 	n.campaign("2")
@@ -264,6 +275,7 @@ func TestCandidateRecoveredBetterCandidateTakesOver(t *testing.T) {
 func TestCandidatePassedOverCandidateTakesOver(t *testing.T) {
 	n := candNet(t)
 	n.crash("7")
+	leaderSilent(n, "1 3 4 5 6")
 	n.campaign("2")
 	n.settle()
 	n.dropNext(func(m Message) bool { return m.Type == MsgQueryReply && m.From == "6" })
@@ -292,4 +304,20 @@ func TestCandidatePassedOverCandidateTakesOver(t *testing.T) {
 	n.wantLeader("after 6's take-over", "6")
 	n.run(30)
 	n.wantLeader("30 ticks later", "6")
+}
+
+// TestCandidateHeirAnnouncementOverALiveLeader: 1 has just heard its
+// leader 7; an announcement by 3 naming 7's heir 6 is not followed (a
+// hostile member, or a stale one, would otherwise take every member whose
+// machine is fresh). Once 7 has been silent for two heartbeats, the same
+// announcement by another member counts (as in the walkthroughs).
+func TestCandidateHeirAnnouncementOverALiveLeader(t *testing.T) {
+	n := candNet(t)
+	n.wantState("before", "1", Follower, "7")
+	n.deliver(Message{Type: MsgCoordinator, From: "3", To: "1", Leader: "6"})
+	n.wantState("after the heir's announcement over a live leader", "1", Follower, "7")
+	n.crash("7")
+	leaderSilent(n, "1")
+	n.deliver(Message{Type: MsgCoordinator, From: "2", To: "1", Leader: "6"})
+	n.wantState("2's announcement once 7 was silent", "1", Follower, "6")
 }
