@@ -168,6 +168,21 @@ func TestEstimateSize(t *testing.T) {
 	if e := EstimateSize(SizeInputs{Self: self, Members: 30, Routing: keys(32)}); e.N != 32 || e.Source != SourceRouting {
 		t.Errorf("32 peers, no full bucket: %+v, want 32 from the routing table", e)
 	}
+	// Peers that do not count (refused: a flooded address) took room in
+	// the buckets: 8 counted peers beside 32 uncounted ones that fill the
+	// first bucket are no complete table, and the count is no estimate.
+	var half []Key // keys in the other half of the key space: bucket 0
+	for i := 1; len(half) < BucketSize+12 && i < len(ids); i++ {
+		if k := KeyOf(ids[i]); k[0]>>7 != self[0]>>7 {
+			half = append(half, k)
+		}
+	}
+	if e := EstimateSize(SizeInputs{Self: self, Routing: half[:8], Uncounted: half[8:]}); e.Source == SourceRouting {
+		t.Errorf("uncounted peers fill a bucket: %+v, want no count from the routing table", e)
+	}
+	if e := EstimateSize(SizeInputs{Self: self, Routing: half[:8], Uncounted: half[8:10]}); e.N != 9 || e.Source != SourceRouting {
+		t.Errorf("two uncounted peers, no full bucket: %+v, want 9 from the routing table", e)
+	}
 	// The membership view wins once it has caught up with the routing table.
 	if e := EstimateSize(SizeInputs{Self: self, Members: 64, Routing: keys(40)}); e.N != 64 || e.Source != SourceMembership {
 		t.Errorf("membership view ignored: %+v", e)

@@ -30,6 +30,11 @@ type SizeInputs struct {
 	Members int
 	// Routing holds the keys of the peers in the routing table.
 	Routing []Key
+	// Uncounted holds the keys of the peers in the routing table that do
+	// not count (refused: an address flooded with identities). They are
+	// no part of the estimate, but they took room in the buckets: a table
+	// whose buckets they fill does not hold every peer met.
+	Uncounted []Key
 	// Kad is kad-dht's estimate, valid when KadOK.
 	Kad   float64
 	KadOK bool
@@ -79,7 +84,7 @@ func EstimateSize(in SizeInputs) Estimate {
 		return bb
 	case in.Members >= rt:
 		return Estimate{N: in.Members, Source: SourceMembership}
-	case !fullBucket(in.Self, in.Routing):
+	case !fullBucket(in.Self, in.Routing) && (len(in.Uncounted) == 0 || !fullBucket(in.Self, append(slices.Clone(in.Routing), in.Uncounted...))):
 		return Estimate{N: rt, Source: SourceRouting}
 	case bbOK:
 		return Estimate{N: max(bb.N, rt), Source: SourceBackbonePartial}
