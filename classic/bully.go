@@ -88,6 +88,12 @@ const (
 //     leader) counts, once (see mayFollow). One from a lower-ranked process
 //     is answered by an election of our own: the higher process bullies
 //     its way back.
+//   - A leader that adopts a higher process's COORDINATOR tells its
+//     followers with a COORDINATOR naming that process (Leader ≠ sender:
+//     a relay). A follower that gets a relay from its own leader, naming a
+//     member above it, campaigns at once rather than wait T for heartbeats
+//     that stopped; a relay from anyone else is dropped, and none is
+//     adopted as such.
 //   - The leader sends HEARTBEAT (Leader = itself) every H. A follower that
 //     hears nothing from its leader for T (or has had no leader for T)
 //     campaigns. Heartbeats from a higher-ranked process are adopted like a
@@ -273,9 +279,7 @@ func (b *Bully) mayFollow(p ID, coord bool) bool {
 // exception matters), which it started after our leader died, after the
 // last heartbeat we heard; a live leader is heard every heartbeat period,
 // give or take a delivery.
-func (b *Bully) missed() bool {
-	return b.heard >= min(2*b.c.cfg.HeartbeatTicks, b.c.cfg.TimeoutTicks/2)
-}
+func (b *Bully) missed() bool { return b.heard >= b.c.cfg.missedTicks() }
 
 // adopt follows p, a member mayFollow allowed, and keeps the heir's
 // record: whom p replaces while it was live (usurped); if that leader

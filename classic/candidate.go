@@ -274,9 +274,7 @@ func (c *CandidateElection) mayFollow(from, l ID) bool {
 // (found by the node simulator: the hostile member, the new leader's heir,
 // held a victim whose view lost the crashed superpeer 15 s after the
 // failover, 0.4 % of the samples after it).
-func (c *CandidateElection) missed() bool {
-	return c.elapsed >= min(2*c.cfg.HeartbeatTicks, c.cfg.TimeoutTicks/2)
-}
+func (c *CandidateElection) missed() bool { return c.elapsed >= c.cfg.missedTicks() }
 
 // vouched reports whether l, announced to a process that has no leader or
 // suspects its own, is the candidate a query would find, or else asks:

@@ -38,6 +38,11 @@ const (
 // broken peer would make the next term "one above" wrap round to 0.
 const maxTerm = math.MaxUint64 / 2
 
+// missedTicks is how long a follower's leader has been silent when it
+// has missed a heartbeat: two heartbeat periods, or half a timeout if that
+// is shorter (Bully.missed, CandidateElection.missed).
+func (c Config) missedTicks() int { return min(2*c.HeartbeatTicks, c.TimeoutTicks/2) }
+
 // electConfig validates cfg for the algorithm named algo, fills in defaults
 // (Rank, Rand, tick counts) and returns the completed copy. When heartbeats is
 // true the algorithm uses HeartbeatTicks and TimeoutTicks must exceed it.

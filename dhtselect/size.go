@@ -90,7 +90,8 @@ func (e Estimate) Within(n int) bool {
 //     up it is exact, and all peers share it, so they agree on k;
 //  3. the routing table's size plus one, while none of its buckets is full
 //     (fewer than BucketSize peers share each common-prefix length with
-//     this peer): then the table had room for every peer this one has met,
+//     this peer, the peers that do not count taken in: they take room
+//     too): then the table had room for every peer this one has met,
 //     which in an overlay that gossips its membership is every peer (a
 //     network of up to about 40 peers, and any network smaller than a
 //     bucket);
@@ -113,7 +114,7 @@ func EstimateSize(in SizeInputs) Estimate {
 		return bb
 	case in.Members >= rt:
 		return Estimate{N: in.Members, Source: SourceMembership}
-	case !fullBucket(in.Self, in.Routing) && (len(in.Uncounted) == 0 || !fullBucket(in.Self, append(slices.Clone(in.Routing), in.Uncounted...))):
+	case !fullBucket(in.Self, slices.Concat(in.Routing, in.Uncounted)):
 		return Estimate{N: rt, Source: SourceRouting}
 	case bbOK:
 		return Estimate{N: max(bb.N, rt), Source: SourceBackbonePartial}
