@@ -297,6 +297,18 @@ func (c *clusterMembership) view() ([]node.Member, *node.Backbone) {
 	return ms, &b
 }
 
+// summaries are the backbone's summaries while the node serves (none
+// otherwise).
+func (c *clusterMembership) summaries() []gossip.Summary {
+	c.mu.Lock()
+	bb := c.bb
+	c.mu.Unlock()
+	if bb == nil {
+		return nil
+	}
+	return bb.Summaries()
+}
+
 // Entries are the roster's entries (the registry's while the node
 // serves).
 func (c *clusterMembership) Entries() []gossip.Entry {
@@ -425,4 +437,13 @@ func (r *registrar) registeredWith() peer.ID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.sp
+}
+
+// backboneSummaries are the other superpeers' summaries the node hears on
+// the backbone: none unless it serves its cluster with the DHT strategy.
+func (n *Node) backboneSummaries() []gossip.Summary {
+	if n.cm == nil {
+		return nil
+	}
+	return n.cm.summaries()
 }
