@@ -46,9 +46,9 @@ import (
 //   - for every other status: the digest (uvarint k, the 32-byte cluster
 //     key, uvarint N of the size estimate, uvarint length and the
 //     estimate's source), then for the refusals (regWrongCluster,
-//     regFull, regTooSoon, regBadRecord, regCrowded) and for regNeedRecord (a refresh
-//     from a member the roster does not hold: send the record) nothing
-//     more;
+//     regFull, regTooSoon, regBadRecord, regCrowded, regNotMember) and
+//     for regNeedRecord (a refresh from a member the roster does not
+//     hold: send the record) nothing more;
 //   - for regUnchanged: the roster ID and version (uvarints): the member
 //     holds them already;
 //   - for regDelta and regSnapshot: the roster ID and version, a byte 1
@@ -80,7 +80,13 @@ import (
 // record at most regBurst+regSlack at once and then one every
 // interval/regPerInterval (regTooSoon beyond, no strike). A request
 // without a record, or with the record the roster holds byte for byte, is
-// a refresh: no signature check and no rate. The registrar (the member's
+// a refresh: no signature check and no rate. The roster goes to members
+// only: a goodbye (a sealed record with Leaving) from a peer the roster
+// does not hold removes nothing and is refused (regNotMember, no
+// strike), as is a record the roster does not take (stale: older than
+// the peer's goodbye, which the roster's view remembers); before, such a
+// "goodbye" read the whole roster without entering it. A member's own
+// goodbye takes it out and is answered as its request asks. The registrar (the member's
 // end) sends its record only when its superpeer does not hold it yet, and
 // paces its new records to regBurst at once and the same rate,
 // refreshing meanwhile, so that an honest member is never refused for
@@ -112,6 +118,7 @@ const (
 	regBadRecord    regStatus = 8  // refused: the record does not open, or is another peer's (a strike)
 	regNeedRecord   regStatus = 9  // a refresh from a member the roster does not hold: send the record
 	regCrowded      regStatus = 10 // refused: the member's address group shows more identities than MaxPerAddr
+	regNotMember    regStatus = 11 // refused: the roster does not hold the peer and the request did not put it there (a stranger's goodbye)
 )
 
 func (s regStatus) String() string {
@@ -136,12 +143,14 @@ func (s regStatus) String() string {
 		return "record needed"
 	case regCrowded:
 		return "address crowded"
+	case regNotMember:
+		return "not a member"
 	}
 	return fmt.Sprintf("status %d", byte(s))
 }
 
 func (s regStatus) refusal() bool {
-	return s >= regNotSuperpeer && s <= regBadRecord || s == regCrowded
+	return s >= regNotSuperpeer && s <= regBadRecord || s == regCrowded || s == regNotMember
 }
 
 // The registry's and registrar's bounds.
@@ -633,7 +642,8 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 	if crowded {
 		return refuse(regCrowded), nil, nil
 	}
-	if e := r.entries[from]; e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
+	e := r.entries[from] // before the request: a member's goodbye takes it out
+	if e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
 		e.seen = now // a refresh: the record is the one we hold
 	} else if len(sealed) == 0 {
 		return refuse(regNeedRecord), nil, nil
@@ -651,6 +661,9 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 		if !r.dig.in(from) {
 			return refuse(regWrongCluster), nil, nil
 		}
+		if e == nil && a.Leaving {
+			return refuse(regNotMember), nil, nil // a stranger's goodbye: nothing to remove, no roster
+		}
 		if e == nil && !a.Leaving && len(r.entries) >= r.max {
 			return refuse(regFull), nil, nil
 		}
@@ -658,6 +671,11 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 		if e := r.entries[from]; e != nil {
 			e.group = group
 		}
+	}
+	if e == nil && r.entries[from] == nil {
+		// The record was not taken (stale: older than a goodbye the
+		// view remembers): the peer is still a stranger.
+		return refuse(regNotMember), nil, nil
 	}
 	rep := r.replyLocked(from, rid, ver)
 	r.answered[rep.status]++

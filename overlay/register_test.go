@@ -882,3 +882,96 @@ func TestRegisterSuperpeerGoodbye(t *testing.T) {
 		}
 	}
 }
+
+// ask sends s one register request from p over the protocol (rid, ver
+// and the record rec, nil: a refresh) and returns the answer.
+func (p *regPeer) ask(t *testing.T, s *regPeer, rid, ver uint64, rec []byte) regReply {
+	t.Helper()
+	p.n.host.Peerstore().AddAddrs(s.n.self, s.n.host.Addrs(), time.Hour)
+	resp, err := p.n.request(context.Background(), s.n.self, registerProtocol("test"), frameRegister, appendRequest(nil, rid, ver, rec), frameRoster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := parseReply(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// A goodbye from a peer the roster does not hold removes nothing and
+// reads nothing: it is refused as not a member (no strike), without a
+// roster, and the roster's version does not move. Before, it was
+// answered with the whole roster, every member's sealed announcement:
+// any peer of the cluster's key range read the roster by "leaving" it.
+// The same for a record the roster does not take (stale: older than the
+// peer's own goodbye, which the view remembers). An honest member whose
+// superpeer no longer holds it still says goodbye without an error.
+func TestRegisterStrangerGoodbye(t *testing.T) {
+	ps := regPeers(t, 5)
+	s, a, x, y, z := ps[0], ps[1], ps[2], ps[3], ps[4]
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, x, y, z} {
+		p.announce(t, 0, false)
+	}
+	for _, p := range []*regPeer{a, y, z} {
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := func() uint64 { s.reg.mu.Lock(); defer s.reg.mu.Unlock(); return s.reg.version }
+	roster := sorted(s, a, y, z)
+	before := version()
+
+	// x, a stranger (its key is in the cluster: k = 0), says goodbye.
+	bye := gossip.Announcement{ID: x.n.self, ClusterKey: dhtselect.KeyOf(x.n.self).Cluster(0), Seq: uint64(time.Now().UnixNano()), Leaving: true}
+	sealed, err := gossip.SealAnnouncement(bye, x.n.host.Peerstore().PrivKey(x.n.self))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		rep := x.ask(t, s, 0, 0, sealed)
+		if rep.status != regNotMember || len(rep.entries) != 0 || len(rep.removed) != 0 || rep.rid != 0 {
+			t.Errorf("a stranger's goodbye %d: %v with %d entries, roster ID %d; want refused as not a member, no roster", i, rep.status, len(rep.entries), rep.rid)
+		}
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, roster) || version() != before || s.reg.left(x.n.self) {
+		t.Errorf("after a stranger's goodbye the roster is %v at version %d (was %d), left %v", got, version(), before, s.reg.left(x.n.self))
+	}
+
+	// y says goodbye as a member, then sends its record from before it.
+	old := y.rar.local()
+	if err := y.rar.goodbye(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	roster = sorted(s, a, z)
+	if got := ids(s.reg.members()); !slices.Equal(got, roster) || !s.reg.left(y.n.self) {
+		t.Fatalf("after y's goodbye the roster is %v, left %v", got, s.reg.left(y.n.self))
+	}
+	before = version()
+	if rep := y.ask(t, s, 0, 0, old); rep.status != regNotMember || len(rep.entries) != 0 {
+		t.Errorf("a stale record of a peer that left: %v with %d entries; want refused as not a member, no roster", rep.status, len(rep.entries))
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, roster) || version() != before {
+		t.Errorf("after a stale record the roster is %v at version %d (was %d)", got, version(), before)
+	}
+
+	// s serves a new roster, which does not hold z: z's goodbye is
+	// refused, and its registrar takes that as said.
+	s.reg.stopServing("")
+	s.serve(t, 0)
+	if err := z.rar.goodbye(context.Background(), nil); err != nil {
+		t.Errorf("the goodbye of a member its superpeer does not hold: %v", err)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s)) {
+		t.Errorf("the new roster after z's goodbye %v, want the superpeer alone", got)
+	}
+	if st := s.reg.stats(); st.Answered[regNotMember] != 4 {
+		t.Errorf("%d answers 'not a member', want 4", st.Answered[regNotMember])
+	}
+	for _, p := range ps {
+		if n := s.n.guard.strikesOf(p.n.self) + p.n.guard.strikesOf(s.n.self); n != 0 {
+			t.Errorf("%d strikes between s and %s", n, p.n.self)
+		}
+	}
+}
