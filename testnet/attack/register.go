@@ -59,7 +59,7 @@ const (
 	RegNotSuperpeer RegStatus = 4  // refused: the node serves no cluster (a hint follows)
 	RegWrongCluster RegStatus = 5  // refused: the member's key is not in the cluster
 	RegFull         RegStatus = 6  // refused: the roster is full
-	RegTooSoon      RegStatus = 7  // refused: a new record sooner than the rate allows
+	RegTooSoon      RegStatus = 7  // refused: a new record sooner than the rate allows, or a roster read from scratch beyond the budget
 	RegBadRecord    RegStatus = 8  // refused: the record does not open, or is another peer's (a strike)
 	RegNeedRecord   RegStatus = 9  // a refresh from a peer the roster does not hold: send the record
 	RegCrowded      RegStatus = 10 // refused: the member's address group shows more identities than MaxPerAddr
