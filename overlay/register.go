@@ -872,17 +872,16 @@ func (r *registry) allowLocked(from peer.ID, now time.Time) bool {
 // tokens, and without one it may not (regTooSoon). When it may, rep is
 // where its next request continues.
 func (r *registry) readLocked(from peer.ID, rid, ver uint64, rep regReply, now time.Time) bool {
-	l := r.limitsLocked(from, now)
-	if l == nil {
-		return false
-	}
-	cont := rid == r.rid && l.rid == r.rid && ver >= l.ver
+	l := r.limitsLocked(from, now) // nil: no budget to be had (a flood of identities)
+	cont := l != nil && rid == r.rid && l.rid == r.rid && ver >= l.ver
 	if rep.status == regSnapshot || rep.status == regDelta && !cont {
-		if !l.reads.AllowN(now, 1) {
+		if l == nil || !l.reads.AllowN(now, 1) {
 			return false
 		}
 	}
-	l.rid, l.ver = rep.rid, rep.ver
+	if l != nil {
+		l.rid, l.ver = rep.rid, rep.ver
+	}
 	return true
 }
 
