@@ -46,9 +46,9 @@ import (
 //   - for every other status: the digest (uvarint k, the 32-byte cluster
 //     key, uvarint N of the size estimate, uvarint length and the
 //     estimate's source), then for the refusals (regWrongCluster,
-//     regFull, regTooSoon, regBadRecord, regCrowded) and for regNeedRecord (a refresh
-//     from a member the roster does not hold: send the record) nothing
-//     more;
+//     regFull, regTooSoon, regBadRecord, regCrowded, regNotMember) and
+//     for regNeedRecord (a refresh from a member the roster does not
+//     hold: send the record) nothing more;
 //   - for regUnchanged: the roster ID and version (uvarints): the member
 //     holds them already;
 //   - for regDelta and regSnapshot: the roster ID and version, a byte 1
@@ -80,7 +80,21 @@ import (
 // record at most regBurst+regSlack at once and then one every
 // interval/regPerInterval (regTooSoon beyond, no strike). A request
 // without a record, or with the record the roster holds byte for byte, is
-// a refresh: no signature check and no rate. The registrar (the member's
+// a refresh: no signature check and no rate. The roster goes to members
+// only: a goodbye (a sealed record with Leaving) from a peer the roster
+// does not hold removes nothing and is refused (regNotMember, no
+// strike), as is a record the roster does not take (stale: older than
+// the peer's goodbye, which the roster's view remembers); before, such a
+// "goodbye" read the whole roster without entering it. A member's own
+// goodbye takes it out and is answered as its request asks. A member
+// may read the roster from scratch (a snapshot, or a delta from a version
+// older than the one its last answer left it at) snapBurst times at once
+// and then snapPerInterval times every interval: beyond, the record or
+// the refresh is taken, but the roster is not sent (regTooSoon, no
+// strike), so that a member that asks for a snapshot in every request
+// (some 0.5 MB for a roster of 1,024, at the guard's 50 streams a second:
+// 25 MB/s) gets one an interval after the first few. Its continuations
+// (the steady rounds, the next page) are free. The registrar (the member's
 // end) sends its record only when its superpeer does not hold it yet, and
 // paces its new records to regBurst at once and the same rate,
 // refreshing meanwhile, so that an honest member is never refused for
@@ -108,10 +122,11 @@ const (
 	regNotSuperpeer regStatus = 4  // refused: this node serves no cluster (a hint follows)
 	regWrongCluster regStatus = 5  // refused: the member's key is not in this cluster at its k
 	regFull         regStatus = 6  // refused: the roster is full
-	regTooSoon      regStatus = 7  // refused: a new record sooner than the rate allows
+	regTooSoon      regStatus = 7  // refused: a new record sooner than the rate allows, or a roster read from scratch beyond the budget
 	regBadRecord    regStatus = 8  // refused: the record does not open, or is another peer's (a strike)
 	regNeedRecord   regStatus = 9  // a refresh from a member the roster does not hold: send the record
 	regCrowded      regStatus = 10 // refused: the member's address group shows more identities than MaxPerAddr
+	regNotMember    regStatus = 11 // refused: the roster does not hold the peer and the request did not put it there (a stranger's goodbye)
 )
 
 func (s regStatus) String() string {
@@ -136,12 +151,14 @@ func (s regStatus) String() string {
 		return "record needed"
 	case regCrowded:
 		return "address crowded"
+	case regNotMember:
+		return "not a member"
 	}
 	return fmt.Sprintf("status %d", byte(s))
 }
 
 func (s regStatus) refusal() bool {
-	return s >= regNotSuperpeer && s <= regBadRecord || s == regCrowded
+	return s >= regNotSuperpeer && s <= regBadRecord || s == regCrowded || s == regNotMember
 }
 
 // The registry's and registrar's bounds.
@@ -163,6 +180,14 @@ const (
 	regBurst       = 3
 	regSlack       = 2
 	regPerInterval = 2
+	// snapBurst roster reads from scratch (a snapshot, or a delta from a
+	// version older than the member was last sent) a member may ask for
+	// at once, then snapPerInterval every interval: an honest member
+	// asks for one when it joins, when its superpeer changes or starts a
+	// new roster, and when an answer was lost; its other reads continue
+	// from its last answer (the steady rounds, the pages), and are free.
+	snapBurst       = 3
+	snapPerInterval = 1
 	// maxPages bounds the pages of one registration: a roster of
 	// maxRoster entries of the largest size fills about 200.
 	maxPages = 256
@@ -452,7 +477,7 @@ type registry struct {
 	// that the members know the peer left (Left) rather than expired.
 	// Forgotten with the removal.
 	byes    map[peer.ID][]byte
-	limits  map[peer.ID]*rate.Limiter
+	limits  map[peer.ID]*memberLimits
 	groups  map[string]groupSeen // the identities per address group (crowdedLocked)
 	changes chan struct{}
 	// goodbye is given the records sent while the node serves nothing
@@ -484,7 +509,7 @@ func (r *registry) clearLocked() {
 		notify(r.changes)
 	}
 	r.view = gossip.NewView(r.ttl)
-	r.entries, r.gone, r.limits = map[peer.ID]*rosterEntry{}, map[peer.ID]uint64{}, map[peer.ID]*rate.Limiter{}
+	r.entries, r.gone, r.limits = map[peer.ID]*rosterEntry{}, map[peer.ID]uint64{}, map[peer.ID]*memberLimits{}
 	r.byes = map[peer.ID][]byte{}
 	r.floor = r.version
 }
@@ -633,7 +658,8 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 	if crowded {
 		return refuse(regCrowded), nil, nil
 	}
-	if e := r.entries[from]; e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
+	e := r.entries[from] // before the request: a member's goodbye takes it out
+	if e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
 		e.seen = now // a refresh: the record is the one we hold
 	} else if len(sealed) == 0 {
 		return refuse(regNeedRecord), nil, nil
@@ -651,6 +677,9 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 		if !r.dig.in(from) {
 			return refuse(regWrongCluster), nil, nil
 		}
+		if e == nil && a.Leaving {
+			return refuse(regNotMember), nil, nil // a stranger's goodbye: nothing to remove, no roster
+		}
 		if e == nil && !a.Leaving && len(r.entries) >= r.max {
 			return refuse(regFull), nil, nil
 		}
@@ -659,7 +688,17 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 			e.group = group
 		}
 	}
+	if e == nil && r.entries[from] == nil {
+		// The record was not taken (stale: older than a goodbye the
+		// view remembers): the peer is still a stranger.
+		return refuse(regNotMember), nil, nil
+	}
 	rep := r.replyLocked(from, rid, ver)
+	if !r.readLocked(from, rid, ver, rep, now) {
+		// Asked for the roster from scratch too often: the record or
+		// the refresh stands; the roster waits for the budget.
+		return refuse(regTooSoon), nil, nil
+	}
 	r.answered[rep.status]++
 	return appendReply(nil, rep), nil, nil
 }
@@ -778,24 +817,72 @@ func (r *registry) stats() registryStats {
 	return st
 }
 
-// allowLocked takes one of from's new-record tokens, if it has one.
-func (r *registry) allowLocked(from peer.ID, now time.Time) bool {
+// memberLimits is what the registry allows one peer, kept across its
+// removals from the roster (and forgotten with a new roster, or when it
+// is fresh again): its new records (records), its roster reads from
+// scratch (reads: a snapshot, or a delta from a version older than the
+// last one it was sent), and where its last answer left it (rid, ver):
+// a request from there, or from later, is a continuation (a steady
+// round, the next page), which is free.
+type memberLimits struct {
+	records, reads *rate.Limiter
+	rid, ver       uint64
+}
+
+// fresh reports whether the limits hold nothing back at now: both
+// buckets are full.
+func (l *memberLimits) fresh(now time.Time) bool {
+	return l.records.TokensAt(now) >= regBurst+regSlack && l.reads.TokensAt(now) >= snapBurst
+}
+
+// limitsLocked returns from's limits, new ones for a peer not seen
+// (or forgotten), or nil when the registry already keeps limits for
+// 4*max peers that are not fresh (a flood of identities): refuse.
+func (r *registry) limitsLocked(from peer.ID, now time.Time) *memberLimits {
 	l, ok := r.limits[from]
-	if !ok {
-		if len(r.limits) >= 2*r.max { // forget the full ones: they are fresh again
-			for p, q := range r.limits {
-				if q.TokensAt(now) >= regBurst+regSlack {
-					delete(r.limits, p)
-				}
+	if ok {
+		return l
+	}
+	if len(r.limits) >= 2*r.max { // forget the fresh ones: they start anew as they were
+		for p, q := range r.limits {
+			if q.fresh(now) {
+				delete(r.limits, p)
 			}
 		}
-		if len(r.limits) >= 4*r.max {
+	}
+	if len(r.limits) >= 4*r.max {
+		return nil
+	}
+	l = &memberLimits{records: rate.NewLimiter(rate.Every(r.interval/regPerInterval), regBurst+regSlack),
+		reads: rate.NewLimiter(rate.Every(r.interval/snapPerInterval), snapBurst)}
+	r.limits[from] = l
+	return l
+}
+
+// allowLocked takes one of from's new-record tokens, if it has one.
+func (r *registry) allowLocked(from peer.ID, now time.Time) bool {
+	l := r.limitsLocked(from, now)
+	return l != nil && l.records.AllowN(now, 1)
+}
+
+// readLocked decides whether from may have the answer rep to its request
+// for the changes since version ver of roster rid: a continuation of its
+// last answer, or an answer without a roster (unchanged), is free; a
+// snapshot or a delta from an older version takes one of its read
+// tokens, and without one it may not (regTooSoon). When it may, rep is
+// where its next request continues.
+func (r *registry) readLocked(from peer.ID, rid, ver uint64, rep regReply, now time.Time) bool {
+	l := r.limitsLocked(from, now) // nil: no budget to be had (a flood of identities)
+	cont := l != nil && rid == r.rid && l.rid == r.rid && ver >= l.ver
+	if rep.status == regSnapshot || rep.status == regDelta && !cont {
+		if l == nil || !l.reads.AllowN(now, 1) {
 			return false
 		}
-		l = rate.NewLimiter(rate.Every(r.interval/regPerInterval), regBurst+regSlack)
-		r.limits[from] = l
 	}
-	return l.AllowN(now, 1)
+	if l != nil {
+		l.rid, l.ver = rep.rid, rep.ver
+	}
+	return true
 }
 
 // applyLocked puts an opened record, its bytes sealed, into the roster. A

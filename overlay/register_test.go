@@ -882,3 +882,221 @@ func TestRegisterSuperpeerGoodbye(t *testing.T) {
 		}
 	}
 }
+
+// ask sends s one register request from p over the protocol (rid, ver
+// and the record rec, nil: a refresh) and returns the answer.
+func (p *regPeer) ask(t *testing.T, s *regPeer, rid, ver uint64, rec []byte) regReply {
+	t.Helper()
+	p.n.host.Peerstore().AddAddrs(s.n.self, s.n.host.Addrs(), time.Hour)
+	resp, err := p.n.request(context.Background(), s.n.self, registerProtocol("test"), frameRegister, appendRequest(nil, rid, ver, rec), frameRoster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := parseReply(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// A goodbye from a peer the roster does not hold removes nothing and
+// reads nothing: it is refused as not a member (no strike), without a
+// roster, and the roster's version does not move. Before, it was
+// answered with the whole roster, every member's sealed announcement:
+// any peer of the cluster's key range read the roster by "leaving" it.
+// The same for a record the roster does not take (stale: older than the
+// peer's own goodbye, which the view remembers). An honest member whose
+// superpeer no longer holds it still says goodbye without an error.
+func TestRegisterStrangerGoodbye(t *testing.T) {
+	ps := regPeers(t, 5)
+	s, a, x, y, z := ps[0], ps[1], ps[2], ps[3], ps[4]
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, x, y, z} {
+		p.announce(t, 0, false)
+	}
+	for _, p := range []*regPeer{a, y, z} {
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := func() uint64 { s.reg.mu.Lock(); defer s.reg.mu.Unlock(); return s.reg.version }
+	roster := sorted(s, a, y, z)
+	before := version()
+
+	// x, a stranger (its key is in the cluster: k = 0), says goodbye.
+	bye := gossip.Announcement{ID: x.n.self, ClusterKey: dhtselect.KeyOf(x.n.self).Cluster(0), Seq: uint64(time.Now().UnixNano()), Leaving: true}
+	sealed, err := gossip.SealAnnouncement(bye, x.n.host.Peerstore().PrivKey(x.n.self))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		rep := x.ask(t, s, 0, 0, sealed)
+		if rep.status != regNotMember || len(rep.entries) != 0 || len(rep.removed) != 0 || rep.rid != 0 {
+			t.Errorf("a stranger's goodbye %d: %v with %d entries, roster ID %d; want refused as not a member, no roster", i, rep.status, len(rep.entries), rep.rid)
+		}
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, roster) || version() != before || s.reg.left(x.n.self) {
+		t.Errorf("after a stranger's goodbye the roster is %v at version %d (was %d), left %v", got, version(), before, s.reg.left(x.n.self))
+	}
+
+	// y says goodbye as a member, then sends its record from before it.
+	old := y.rar.local()
+	if err := y.rar.goodbye(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	roster = sorted(s, a, z)
+	if got := ids(s.reg.members()); !slices.Equal(got, roster) || !s.reg.left(y.n.self) {
+		t.Fatalf("after y's goodbye the roster is %v, left %v", got, s.reg.left(y.n.self))
+	}
+	before = version()
+	if rep := y.ask(t, s, 0, 0, old); rep.status != regNotMember || len(rep.entries) != 0 {
+		t.Errorf("a stale record of a peer that left: %v with %d entries; want refused as not a member, no roster", rep.status, len(rep.entries))
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, roster) || version() != before {
+		t.Errorf("after a stale record the roster is %v at version %d (was %d)", got, version(), before)
+	}
+
+	// s serves a new roster, which does not hold z: z's goodbye is
+	// refused, and its registrar takes that as said.
+	s.reg.stopServing("")
+	s.serve(t, 0)
+	if err := z.rar.goodbye(context.Background(), nil); err != nil {
+		t.Errorf("the goodbye of a member its superpeer does not hold: %v", err)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s)) {
+		t.Errorf("the new roster after z's goodbye %v, want the superpeer alone", got)
+	}
+	if st := s.reg.stats(); st.Answered[regNotMember] != 4 {
+		t.Errorf("%d answers 'not a member', want 4", st.Answered[regNotMember])
+	}
+	for _, p := range ps {
+		if n := s.n.guard.strikesOf(p.n.self) + p.n.guard.strikesOf(s.n.self); n != 0 {
+			t.Errorf("%d strikes between s and %s", n, p.n.self)
+		}
+	}
+}
+
+// A member's roster reads from scratch are budgeted: snapBurst at once,
+// then snapPerInterval every interval; beyond, its refresh is taken but
+// the roster is not sent (regTooSoon, no strike). Before, a member that
+// asked for a snapshot in every request (roster ID 0), or for a delta
+// from version 0 of the current roster (the same roster, without the
+// snapshot's status), got the whole roster each time, at the guard's 50
+// streams a second. Its continuations (a request from where its last
+// answer left it) are free, so that an honest member keeps its steady
+// rounds while over the budget, and a roster of many pages costs one
+// read: the registrar's snapshots, each of several pages, come whole
+// until the budget is spent, and the next one an interval later.
+func TestRegisterSnapshotBudget(t *testing.T) {
+	ps := regPeers(t, 12)
+	s, a, c, others := ps[0], ps[1], ps[2], ps[3:]
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.reg.now = clock // frozen until moved: no token comes back
+	s.reg.page = 1500 // three or so entries
+	s.serve(t, 0)
+	for _, p := range ps[1:] {
+		p.announce(t, 0, false)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roster := ids(s.reg.members())
+
+	// a, registered (one read: its first snapshot), asks again and again
+	// for the roster from scratch, a refresh each time.
+	var rid uint64
+	read := 0
+	for i := range 20 {
+		var rep regReply
+		if i%2 == 0 {
+			rep = a.ask(t, s, 0, 0, nil) // a snapshot
+		} else {
+			rep = a.ask(t, s, rid, 0, nil) // a delta from version 0
+		}
+		switch rep.status {
+		case regSnapshot, regDelta:
+			read++
+			rid = rep.rid
+		case regTooSoon:
+		default:
+			t.Fatalf("request %d: %v, want a roster or too soon", i, rep.status)
+		}
+	}
+	if read != snapBurst-1 {
+		t.Errorf("%d of 20 reads from scratch answered with a roster, want %d (the budget less a's first registration)", read, snapBurst-1)
+	}
+	if !slices.Equal(ids(s.reg.members()), roster) {
+		t.Errorf("the roster %v after a's reads, want %v (a's refreshes taken)", ids(s.reg.members()), roster)
+	}
+	// Its continuation is free: from the version of its last answer.
+	s.reg.mu.Lock()
+	ver := s.reg.version
+	s.reg.mu.Unlock()
+	if rep := a.ask(t, s, rid, ver, nil); rep.status != regUnchanged {
+		t.Errorf("a's steady round over the budget: %v, want unchanged", rep.status)
+	}
+	if err := others[0].rar.setLocal(gossip.Announcement{ID: others[0].n.self, Flapping: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := others[0].register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if rep := a.ask(t, s, rid, ver, nil); rep.status != regDelta || len(rep.entries) != 1 {
+		t.Errorf("a's round after a change, over the budget: %v with %d entries, want a delta of 1", rep.status, len(rep.entries))
+	}
+	// An interval later, one read more.
+	mu.Lock()
+	now = now.Add(regInterval)
+	mu.Unlock()
+	if rep := a.ask(t, s, 0, 0, nil); rep.status != regSnapshot || len(rep.entries) == 0 {
+		t.Errorf("a's snapshot an interval later: %v, want a snapshot", rep.status)
+	}
+	if rep := a.ask(t, s, 0, 0, nil); rep.status != regTooSoon {
+		t.Errorf("a's next snapshot: %v, want too soon", rep.status)
+	}
+
+	// c's registrar starts over (a new superpeer, a lost roster) as often
+	// as the budget allows (full again: c's first read was an interval
+	// ago): each snapshot of several pages comes whole.
+	want := ids(s.reg.members())
+	for i := range snapBurst {
+		c.rar.mu.Lock()
+		c.rar.sp = "" // start over: a snapshot
+		before := c.rar.rounds
+		c.rar.mu.Unlock()
+		if st, err := c.register(t, s); err != nil || st != regDelta {
+			t.Fatalf("c's snapshot %d: %v, %v; want its last page, a delta", i, st, err)
+		}
+		if pages := c.rar.rounds - before; pages < 3 {
+			t.Errorf("c's snapshot %d took %d pages, want several", i, pages)
+		}
+		if got := ids(c.rar.members()); !slices.Equal(got, want) {
+			t.Errorf("c's roster after snapshot %d: %v, want %v", i, got, want)
+		}
+	}
+	c.rar.mu.Lock()
+	c.rar.sp = ""
+	c.rar.mu.Unlock()
+	if st, err := c.register(t, s); st != regTooSoon || !errors.Is(err, errRefused) {
+		t.Errorf("c's snapshot over the budget: %v, %v; want refused as too soon", st, err)
+	}
+	if !slices.Contains(ids(s.reg.members()), c.n.self) {
+		t.Error("c left the roster when its snapshot was refused")
+	}
+	mu.Lock()
+	now = now.Add(regInterval)
+	mu.Unlock()
+	if _, err := c.register(t, s); err != nil {
+		t.Errorf("c's snapshot an interval later: %v", err)
+	}
+	if got := ids(c.rar.members()); !slices.Equal(got, want) {
+		t.Errorf("c's roster an interval later: %v, want %v", got, want)
+	}
+	for _, p := range ps {
+		if n := s.n.guard.strikesOf(p.n.self) + p.n.guard.strikesOf(s.n.self); n != 0 {
+			t.Errorf("%d strikes between s and %s", n, p.n.self)
+		}
+	}
+}

@@ -62,7 +62,7 @@ func JoinAsMember(ctx context.Context, h host.Host, network string, k int, inter
 		return nil, fmt.Errorf("attack: JoinAsMember: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	m := &Member{roster: newRoster(h, network, rec, true), cancel: cancel, done: make(chan struct{})}
+	m := &Member{roster: newRoster(h, network, rec), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		m.roster.run(ctx, interval)

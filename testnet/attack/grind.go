@@ -73,28 +73,34 @@ type Listener struct {
 }
 
 // Listen reads the roster of the cluster of h on network every second,
-// without joining it. Connect h to the overlay's nodes first (those an
-// outsider knows the addresses of): it asks them which serves its
-// cluster, and dials a superpeer one of them names at the addresses h
-// knows. Under the DHT strategy's cluster-scoped membership the members'
-// announcements, their salts included, are no longer on a public topic,
-// but the superpeer answers a register request that carries a sealed
-// goodbye of h's (h leaves, so it never enters the roster, and the
-// members see no change) with the whole roster, every member's sealed
-// announcement in it (Roster). A goodbye is a new record for the
-// registry's rate (it allows two an announce interval after a burst of
-// five): a read a second stays within it for announce intervals up to
-// 2 s (the overlay's default is 5 s: then some reads are refused as too
-// soon, without a strike, and the roster is read less often). Close the
-// Listener when done.
+// as a member: any peer whose key falls in a cluster may register with
+// its superpeer, and a superpeer sends its roster, every member's sealed
+// announcement, the salts included, to its members (Roster). Connect h
+// to the overlay's nodes first (those an outsider knows the addresses
+// of): it asks them which serves its cluster, dials a superpeer one of
+// them names at the addresses h knows, and registers there an
+// announcement of its own at the superpeer's k (from its digest) that
+// says it is private, so that the members rank it last in their
+// elections: it only listens. After the first snapshot it refreshes
+// without a record, and each read is a delta since the roster it holds
+// (none of the superpeer's record rate or snapshot budget). Close the
+// Listener when done: the superpeer drops h after its TTL.
+//
+// It once read the roster without joining, by sending a sealed goodbye
+// (h leaves, so it never entered the roster), which the superpeer
+// answered with the whole roster; now a stranger's goodbye is refused
+// (RegNotMember), and the only read left is a member's.
 func Listen(ctx context.Context, h host.Host, network string) (*Listener, error) {
-	rec, err := seal(h, gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(0),
-		Seq: uint64(time.Now().UnixNano()), Leaving: true})
-	if err != nil {
-		return nil, fmt.Errorf("attack: listen: %w", err)
+	if h.Peerstore().PrivKey(h.ID()) == nil {
+		return nil, fmt.Errorf("attack: listen: no private key for %s", h.ID())
+	}
+	r := newRoster(h, network, nil)
+	r.recordAt = func(k int) ([]byte, error) {
+		return seal(h, gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(k),
+			Private: true, Seq: uint64(time.Now().UnixNano())})
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	l := &Listener{roster: newRoster(h, network, rec, false), cancel: cancel, done: make(chan struct{})}
+	l := &Listener{roster: r, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		l.roster.run(ctx, time.Second)

@@ -27,9 +27,9 @@ import (
 // cluster key (the attack as filed: without the defence it was the
 // superpeer half a second after it joined), one closer to the cluster's
 // salted target of the epoch, which it reads from the members'
-// announcements in the cluster's roster, as an outsider can (Listen: a
-// sealed goodbye to the superpeer, answered with the roster; SaltedTarget).
-// Both join
+// announcements in the cluster's roster, as any peer of the cluster's
+// key range can (Listen: a private member of the cluster, which the
+// superpeer sends the roster; SaltedTarget). Both join
 // with the overlay's own code. Until they come of age, no node names
 // either superpeer, themselves included, and the honest nodes agree on one
 // superpeer afterwards.
@@ -72,8 +72,9 @@ func TestGroundIDLive(t *testing.T) {
 		return true
 	}
 	waitFor(t, "the honest nodes to agree on a superpeer", agree)
-	// The attacker's ears: a plain host that reads the cluster's roster,
-	// connected to the nodes (whose addresses an outsider knows).
+	// The attacker's ears: a plain host that reads the cluster's roster
+	// as a member (S = 1: every key is in the cluster), connected to the
+	// nodes (whose addresses an outsider knows).
 	h, err := NewHost()
 	if err != nil {
 		t.Fatal(err)

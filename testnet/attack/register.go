@@ -33,7 +33,9 @@ import (
 //     follows; length 0: none); for every other status the digest
 //     (uvarint k, the 32-byte cluster key, uvarint N of the size
 //     estimate, uvarint length and the estimate's source), then nothing
-//     more for the refusals and RegNeedRecord; for RegUnchanged the
+//     more for the refusals (RegNotMember among them: a goodbye, or a
+//     record not taken, from a peer the roster does not hold, which
+//     gets no roster) and RegNeedRecord; for RegUnchanged the
 //     roster ID and version; for RegDelta and RegSnapshot the roster ID
 //     and version, a byte 1 when the page was cut (ask again at once with
 //     this version), a uvarint count of sealed announcements, each a
@@ -57,16 +59,17 @@ const (
 	RegNotSuperpeer RegStatus = 4  // refused: the node serves no cluster (a hint follows)
 	RegWrongCluster RegStatus = 5  // refused: the member's key is not in the cluster
 	RegFull         RegStatus = 6  // refused: the roster is full
-	RegTooSoon      RegStatus = 7  // refused: a new record sooner than the rate allows
+	RegTooSoon      RegStatus = 7  // refused: a new record sooner than the rate allows, or a roster read from scratch beyond the budget
 	RegBadRecord    RegStatus = 8  // refused: the record does not open, or is another peer's (a strike)
 	RegNeedRecord   RegStatus = 9  // a refresh from a peer the roster does not hold: send the record
 	RegCrowded      RegStatus = 10 // refused: the member's address group shows more identities than MaxPerAddr
+	RegNotMember    RegStatus = 11 // refused: the roster does not hold the peer and the request did not put it there (a stranger's goodbye)
 )
 
 func (s RegStatus) String() string {
 	names := map[RegStatus]string{RegUnchanged: "unchanged", RegDelta: "delta", RegSnapshot: "snapshot",
 		RegNotSuperpeer: "not a superpeer", RegWrongCluster: "wrong cluster", RegFull: "roster full", RegTooSoon: "too soon",
-		RegBadRecord: "bad record", RegNeedRecord: "record needed", RegCrowded: "address crowded"}
+		RegBadRecord: "bad record", RegNeedRecord: "record needed", RegCrowded: "address crowded", RegNotMember: "not a member"}
 	if n, ok := names[s]; ok {
 		return n
 	}
@@ -74,7 +77,7 @@ func (s RegStatus) String() string {
 }
 
 func (s RegStatus) refusal() bool {
-	return s >= RegNotSuperpeer && s <= RegBadRecord || s == RegCrowded
+	return s >= RegNotSuperpeer && s <= RegBadRecord || s == RegCrowded || s == RegNotMember
 }
 
 // Bounds of the register protocol (overlay/register.go and wire.go).

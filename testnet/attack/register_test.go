@@ -39,7 +39,7 @@ func TestRegisterWire(t *testing.T) {
 	if rep, err := ParseRegisterReply([]byte{byte(RegNotSuperpeer), 0}); err != nil || rep.Hint != "" {
 		t.Errorf("no hint: %+v, %v", rep, err)
 	}
-	for _, s := range []RegStatus{RegWrongCluster, RegFull, RegTooSoon, RegBadRecord, RegNeedRecord, RegCrowded} {
+	for _, s := range []RegStatus{RegWrongCluster, RegFull, RegTooSoon, RegBadRecord, RegNeedRecord, RegCrowded, RegNotMember} {
 		if rep, err := ParseRegisterReply(append([]byte{byte(s)}, digest...)); err != nil || rep.Status != s || rep.Digest != want {
 			t.Errorf("%v: %+v, %v", s, rep, err)
 		}
@@ -57,7 +57,7 @@ func TestRegisterWire(t *testing.T) {
 	}
 	for name, b := range map[string][]byte{
 		"empty":          nil,
-		"unknown status": append([]byte{11}, digest...),
+		"unknown status": append([]byte{12}, digest...),
 		"trailing bytes": append(unchanged, 0),
 		"more = 2":       append(append([]byte{byte(RegSnapshot)}, digest...), 7, 12, 2, 0, 0),
 		"empty entry":    append(append([]byte{byte(RegSnapshot)}, digest...), 7, 12, 0, 1, 0, 0),

@@ -19,15 +19,19 @@ import (
 // Roster is an attacker's end of the register protocol (register.go): it
 // finds the superpeer of its host's cluster, sends it a sealed
 // announcement of its own, and keeps the roster the superpeer answers
-// with, as the overlay's registrar does (overlay/register.go). With a
-// record that registers (JoinAsMember) the host is a member of the
-// cluster, refreshing without the record once the superpeer holds it;
-// with a goodbye (Listen) it reads the roster without entering it.
+// with, as the overlay's registrar does (overlay/register.go): the host
+// is a member of the cluster, refreshing without the record once the
+// superpeer holds it. (A superpeer sends its roster to its members only:
+// a goodbye from a stranger, which once read the roster without entering
+// it, is refused, RegNotMember.)
 type Roster struct {
 	h       host.Host
 	network string
 	record  []byte // the sealed announcement sent
-	member  bool   // the record registers (not a goodbye)
+	// recordAt, when set, seals the record at the superpeer's k, once
+	// the superpeer is found (Listen: the digest says k).
+	recordAt func(k int) ([]byte, error)
+	k        int // the k record was sealed at by recordAt
 
 	mu       sync.Mutex
 	sp       peer.ID // the superpeer registered with, or none yet
@@ -45,9 +49,9 @@ type Roster struct {
 var errNoSuperpeer = errors.New("attack: register: no superpeer of the host's cluster found among its peers")
 
 // newRoster returns the roster of h on network, registering the sealed
-// announcement record (member: it registers; else it is a goodbye).
-func newRoster(h host.Host, network string, record []byte, member bool) *Roster {
-	return &Roster{h: h, network: network, record: record, member: member, view: map[peer.ID]gossip.Entry{}}
+// announcement record.
+func newRoster(h host.Host, network string, record []byte) *Roster {
+	return &Roster{h: h, network: network, record: record, view: map[peer.ID]gossip.Entry{}}
 }
 
 // seal seals a with h's key.
@@ -108,17 +112,27 @@ func (r *Roster) Round(ctx context.Context) error {
 	sp := r.sp
 	r.mu.Unlock()
 	if sp == "" {
-		if sp = r.find(ctx); sp == "" {
+		var d Digest
+		if sp, d = r.find(ctx); sp == "" {
 			return errNoSuperpeer
 		}
 		r.mu.Lock()
 		r.sp, r.held, r.rid, r.ver = sp, false, 0, 0
+		if r.recordAt != nil && (r.record == nil || r.k != d.K) {
+			rec, err := r.recordAt(d.K)
+			if err != nil {
+				r.sp = ""
+				r.mu.Unlock()
+				return err
+			}
+			r.record, r.k = rec, d.K
+		}
 		r.mu.Unlock()
 	}
 	for range maxPages {
 		r.mu.Lock()
 		rec := r.record
-		if r.member && r.held {
+		if r.held {
 			rec = nil // a refresh
 		}
 		req := RegisterRequest(r.rid, r.ver, rec)
@@ -138,8 +152,9 @@ func (r *Roster) Round(ctx context.Context) error {
 // find asks the host's peers (a hint first) which of them serves the
 // host's cluster: a request with no record and no roster, which a
 // superpeer answers with its digest (RegNeedRecord) and any other node
-// with the superpeer it follows (RegNotSuperpeer).
-func (r *Roster) find(ctx context.Context) peer.ID {
+// with the superpeer it follows (RegNotSuperpeer); and the superpeer's
+// digest.
+func (r *Roster) find(ctx context.Context) (peer.ID, Digest) {
 	r.mu.Lock()
 	queue := []peer.ID{}
 	if r.hint != "" {
@@ -164,10 +179,10 @@ func (r *Roster) find(ctx context.Context) peer.ID {
 				queue = append([]peer.ID{rep.Hint}, queue...)
 			}
 		case rep.Digest.In(r.h.ID()):
-			return p
+			return p, rep.Digest
 		}
 	}
-	return ""
+	return "", Digest{}
 }
 
 // apply applies sp's answer rep to a request that sent the record or
@@ -205,7 +220,7 @@ func (r *Roster) apply(sp peer.ID, rep RegisterReply, sent bool) (more bool, err
 		r.view = map[peer.ID]gossip.Entry{}
 	}
 	r.dig, r.hasDig, r.rid, r.ver = rep.Digest, true, rep.RosterID, rep.Version
-	if sent && r.member {
+	if sent {
 		r.held = true
 	}
 	now := time.Now()

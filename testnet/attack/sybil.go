@@ -144,7 +144,7 @@ func (s *Sybils) start(ctx, runCtx context.Context, cfg SybilConfig) error {
 		if err != nil {
 			return fmt.Errorf("attack: sybil record: %w", err)
 		}
-		s.rosters = append(s.rosters, newRoster(h, cfg.Network, rec, true))
+		s.rosters = append(s.rosters, newRoster(h, cfg.Network, rec))
 	}
 	for _, r := range s.rosters {
 		s.wg.Add(1)
