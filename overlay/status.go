@@ -184,8 +184,9 @@ type MembershipStatus struct {
 	Roster int `json:"roster"`
 	// Sent counts the registrations the node sent, by the answer's status
 	// (unchanged, delta and snapshot: accepted; not_superpeer,
-	// wrong_cluster, full, too_soon, bad_record, crowded: refused;
-	// need_record: asked for the record; failed: no answer).
+	// wrong_cluster, full, too_soon, bad_record, crowded, not_a_member:
+	// refused; need_record: asked for the record; failed: no answer).
+	// too_soon is also a full read of the roster over its budget.
 	Sent map[string]uint64 `json:"registrations_sent,omitempty"`
 	// Received counts the registrations the node answered, by status.
 	Received map[string]uint64 `json:"registrations_received,omitempty"`
@@ -211,6 +212,8 @@ func (s regStatus) slug() string {
 		return "need_record"
 	case regCrowded:
 		return "crowded"
+	case regNotMember:
+		return "not_a_member"
 	}
 	return strings.ReplaceAll(s.String(), " ", "_")
 }
@@ -608,7 +611,7 @@ var (
 	descKnown       = metricDesc("known_peers", "Peers in the node's membership view, itself included (DHT strategy: the registry while it serves, else the roster from its registrar).")
 	descRegistry    = metricDesc("registry_members", "Registrations the node holds while it serves its cluster, itself included; 0 otherwise (DHT strategy).")
 	descRoster      = metricDesc("roster_members", "Peers in the roster the node holds from its registrar, itself not included (DHT strategy).")
-	descRegSent     = metricDesc("registrations_sent_total", "Registrations the node sent, by the answer's status (unchanged, delta, snapshot: accepted; not_superpeer, wrong_cluster, full, too_soon, bad_record, crowded: refused; need_record; failed: no answer) (DHT strategy).", "status")
+	descRegSent     = metricDesc("registrations_sent_total", "Registrations the node sent, by the answer's status (unchanged, delta, snapshot: accepted; not_superpeer, wrong_cluster, full, too_soon, bad_record, crowded, not_a_member: refused; need_record; failed: no answer) (DHT strategy).", "status")
 	descRegRecv     = metricDesc("registrations_received_total", "Registrations the node answered, by status (as registrations_sent_total) (DHT strategy).", "status")
 	descBackbone    = metricDesc("backbone_summaries", "Other superpeers' cluster summaries the node holds from the backbone, while it serves (DHT strategy).")
 	descSize        = metricDesc("network_size_estimate", "The network-size estimate the superpeer target is computed from, by the source used.", "source")
