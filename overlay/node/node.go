@@ -1027,8 +1027,17 @@ func (m *Machine) chooseK(now time.Time, est dhtselect.Estimate) int {
 	if est.Source == SourceDigest {
 		// A member follows its superpeer's k, which the superpeers
 		// agree on from the backbone; a joiner takes it from the
-		// first digest.
+		// first digest. The superpeers lower k only after three
+		// announce intervals: a member follows at once, and a digest
+		// that would raise k while its own size says no higher (a
+		// superpeer still on its way down, which refused the member as
+		// of another cluster) is not followed up.
 		k = m.digest.K
+		if m.state.Role != RoleUnknown && k > m.state.K && m.cfg.Target.K(est.N) <= m.state.K {
+			k = m.state.K
+		}
+		m.lowerSince = time.Time{}
+		return k
 	}
 	if m.cfg.Geometric || m.state.Role == RoleUnknown || k >= m.state.K {
 		m.lowerSince = time.Time{}
