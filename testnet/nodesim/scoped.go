@@ -236,7 +236,10 @@ func (s *Sim) scopedView(i int) {
 	}
 	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
 		n.sc.bbVer = s.bbVersion
-		n.m.Step(now, node.Backbone{Summaries: s.backboneOf(i)})
+		bb := s.backboneOf(i)
+		s.stats.Backbones++
+		s.stats.Summaries += uint64(len(bb))
+		n.m.Step(now, node.Backbone{Summaries: bb})
 		s.carryOut(i)
 		if reg := n.m.Registrar(); reg != n.sc.regWith {
 			n.sc.regWith, n.sc.regAt = reg, s.now // another claimer of the cluster
