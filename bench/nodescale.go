@@ -100,12 +100,18 @@ type NodeScaleRow struct {
 	// with a roster, a digest or a refusal), PushesPerNodePerS a
 	// superpeer's notices to its members that its roster changed, per
 	// node; BackbonePerSuperpeerPerS the backbone's deliveries to a
-	// superpeer and SummariesPerSuperpeerPerS the summaries they held,
-	// per superpeer (Superpeers at the end) per virtual second.
-	RegistrationsPerNodePerS  float64 `json:"registrations_per_node_per_s"`
-	PushesPerNodePerS         float64 `json:"pushes_per_node_per_s"`
-	BackbonePerSuperpeerPerS  float64 `json:"backbone_per_superpeer_per_s"`
-	SummariesPerSuperpeerPerS float64 `json:"summaries_per_superpeer_per_s"`
+	// superpeer (each the list of every superpeer's summary, as the
+	// machine takes it), SummaryChangesPerSuperpeerPerS the summaries in
+	// them that were new or changed since the superpeer's last list
+	// (what a backbone carrying each summary when it changes delivers:
+	// nodesim Stats.SummaryChanges) and SummariesPerSuperpeerPerS all
+	// the summaries they held, per superpeer (Superpeers at the end) per
+	// virtual second.
+	RegistrationsPerNodePerS       float64 `json:"registrations_per_node_per_s"`
+	PushesPerNodePerS              float64 `json:"pushes_per_node_per_s"`
+	BackbonePerSuperpeerPerS       float64 `json:"backbone_per_superpeer_per_s"`
+	SummaryChangesPerSuperpeerPerS float64 `json:"summary_changes_per_superpeer_per_s"`
+	SummariesPerSuperpeerPerS      float64 `json:"summaries_per_superpeer_per_s"`
 	// SizeErrMedian and SizeErrMax are the median and the largest
 	// relative error of the nodes' network-size estimates at the end
 	// (nodesim.Sim.SizeErrors: |estimate − live| / live, over the nodes
@@ -256,6 +262,7 @@ func (row *NodeScaleRow) rates(a, b nodesim.Stats, span time.Duration) {
 	if row.Superpeers > 0 {
 		sp := float64(row.Superpeers) * span.Seconds()
 		row.BackbonePerSuperpeerPerS = float64(b.Backbones-a.Backbones) / sp
+		row.SummaryChangesPerSuperpeerPerS = float64(b.SummaryChanges-a.SummaryChanges) / sp
 		row.SummariesPerSuperpeerPerS = float64(b.Summaries-a.Summaries) / sp
 	}
 }
@@ -320,15 +327,15 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 // WriteNodeScaleTable prints rows as a table.
 func WriteNodeScaleTable(w io.Writer, rows []NodeScaleRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\tpushes/node/s\tbackbone/sp/s\tsummaries/sp/s\tsize err median / max\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
+	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\tpushes/node/s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
 	for _, r := range rows {
 		conv := fmt.Sprintf("%.1f", r.ConvergeS)
 		if !r.Converged {
 			conv = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.3f\t%.2f\t%.0f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.3f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
 			r.VirtualS, r.WallS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS,
-			r.RegistrationsPerNodePerS, r.PushesPerNodePerS, r.BackbonePerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax)
+			r.RegistrationsPerNodePerS, r.PushesPerNodePerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax)
 		if r.Scenario != NodeScaleChurn || !r.Converged {
 			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
 			continue

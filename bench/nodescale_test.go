@@ -26,6 +26,7 @@ func TestNodeScale(t *testing.T) {
 		c.PeakMemMB <= 0 || c.LiveHeapMB <= 0 || c.MessagesPerNodePerS != 0 || c.LookupsPerNodePerS <= 0 || c.ViewsPerNodePerS <= 0 ||
 		c.Superpeers < 1 || c.Superpeers > c.N || c.RegistrationsPerNodePerS <= 0 || c.PushesPerNodePerS <= 0 ||
 		c.BackbonePerSuperpeerPerS <= 0 || c.SummariesPerSuperpeerPerS < c.BackbonePerSuperpeerPerS ||
+		c.SummaryChangesPerSuperpeerPerS <= 0 || c.SummaryChangesPerSuperpeerPerS > c.SummariesPerSuperpeerPerS ||
 		c.SizeErrMedian < 0 || c.SizeErrMax < c.SizeErrMedian {
 		t.Errorf("converge: %+v", c)
 	}

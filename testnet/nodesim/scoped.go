@@ -51,6 +51,9 @@ type scoped struct {
 	rosterV    uint64                // bumped with every roster received
 	seenVer    uint64                // the view version the machine last got
 	bbVer      uint64                // the backbone version it last got
+	bbComp     int                   // and the component and count of summary changes it held (bbList.cum)
+	bbCum      uint64
+	bbHeard    bool
 }
 
 // scopedMode reports whether the simulator runs the cluster-scoped
@@ -239,6 +242,17 @@ func (s *Sim) scopedView(i int) {
 		bb := s.backboneOf(i)
 		s.stats.Backbones++
 		s.stats.Summaries += uint64(len(bb))
+		// What a backbone that carries each summary when it changes
+		// (the live GossipSub topic) delivers: the summaries changed
+		// since the list this superpeer last got, or the whole list the
+		// first time (and after a partition rebuilt the lists).
+		cum := s.bbCache[s.comp[i]].cum
+		if n.sc.bbHeard && n.sc.bbComp == s.comp[i] && n.sc.bbCum <= cum {
+			s.stats.SummaryChanges += cum - n.sc.bbCum
+		} else {
+			s.stats.SummaryChanges += uint64(len(bb))
+		}
+		n.sc.bbHeard, n.sc.bbComp, n.sc.bbCum = true, s.comp[i], cum
 		n.m.Step(now, node.Backbone{Summaries: bb})
 		s.carryOut(i)
 		if reg := n.m.Registrar(); reg != n.sc.regWith {
@@ -328,11 +342,41 @@ func (s *Sim) backboneOf(i int) []node.Summary {
 	if s.bbCache == nil {
 		s.bbCache = map[int]bbList{}
 	}
-	s.bbCache[c] = bbList{ver: s.bbVersion, list: out}
+	prev := s.bbCache[c]
+	s.bbCache[c] = bbList{ver: s.bbVersion, list: out, cum: prev.cum + summaryChanges(prev.list, out)}
 	return out
 }
 
+// summaryChanges counts the summaries of b that are not in a as they are
+// (new or changed), and those of a that b has no more: both sorted by
+// cluster key, then as listed (by superpeer).
+func summaryChanges(a, b []node.Summary) uint64 {
+	old := make(map[node.Summary]bool, len(a))
+	for _, x := range a {
+		old[x] = true
+	}
+	var c uint64
+	for _, x := range b {
+		if !old[x] {
+			c++
+		}
+	}
+	gone := make(map[string]bool, len(b))
+	for _, x := range b {
+		gone[string(x.Superpeer)] = true
+	}
+	for _, x := range a {
+		if !gone[string(x.Superpeer)] {
+			c++
+		}
+	}
+	return c
+}
+
+// bbList is the backbone of one component at version ver; cum counts the
+// summary changes over the versions built so far (see scopedView).
 type bbList struct {
 	ver  uint64
 	list []node.Summary
+	cum  uint64
 }
