@@ -3,6 +3,7 @@ package nodesim
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -47,6 +48,7 @@ type scoped struct {
 	rosterFrom [2]uint64             // a member's: the last roster's superpeer and its version
 	regVer     uint64                // bumped when the registry changes
 	known      map[int]time.Duration // a member's: the peers of the rosters it got, when last
+	knownMin   time.Duration         // at most the oldest time in known (noEntry when empty)
 	regWith    peer.ID               // the registrar when the state last changed
 	rosterV    uint64                // bumped with every roster received
 	seenVer    uint64                // the view version the machine last got
@@ -63,8 +65,11 @@ func (s *Sim) scopedMode() bool { return !s.cfg.Node.Geometric }
 // resetScoped starts node i's membership afresh (a start or restart).
 func (s *Sim) resetScoped(i int) {
 	n := s.nodes[i]
-	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, regAnn: map[int]uint64{}, known: map[int]time.Duration{}}
+	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, regAnn: map[int]uint64{}, known: map[int]time.Duration{}, knownMin: noEntry}
 }
+
+// noEntry is scoped.knownMin when known is empty.
+const noEntry = time.Duration(math.MaxInt64)
 
 // registerTarget is whom node i registers with now: its superpeer when
 // it is a member, its bootstrap peer before it has joined; -1 for none.
@@ -177,6 +182,7 @@ func (s *Sim) answered(e event) {
 				n.sc.rosterV++
 			}
 			n.sc.known[j] = s.now
+			n.sc.knownMin = min(n.sc.knownMin, s.now)
 		}
 	}
 	if h, ok := s.indexOf(e.digest.Superpeer); ok && e.ids == nil && n.state.Role == node.RoleUnknown && h != i {
@@ -262,6 +268,9 @@ func (s *Sim) scopedView(i int) {
 	if s.now-n.viewAt < s.cfg.ViewPeriod {
 		return
 	}
+	if !n.m.Serves() && n.sc.rosterV == n.sc.seenVer && n.viewAt >= 0 && s.now-n.sc.knownMin <= s.ttl {
+		return // a member whose rosters brought nothing new and none of whose peers expired
+	}
 	var ids []int
 	var ver uint64
 	if n.m.Serves() {
@@ -293,12 +302,14 @@ func (s *Sim) backboneChanged() {
 func (s *Sim) knownOf(i int) []int {
 	n := s.nodes[i]
 	out := make([]int, 0, len(n.sc.known))
+	n.sc.knownMin = noEntry
 	for j, at := range n.sc.known {
 		if s.now-at > s.ttl {
 			delete(n.sc.known, j)
 			n.sc.rosterV++
 			continue
 		}
+		n.sc.knownMin = min(n.sc.knownMin, at)
 		out = append(out, j)
 	}
 	slices.Sort(out)
