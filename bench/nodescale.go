@@ -43,7 +43,7 @@ import (
 // is its cluster, so the simulator no longer pays O(N) per view change;
 // what still grows with N is the backbone, which hands every superpeer
 // every superpeer's summary (about N/10 of them) and which the machine
-// reads whole at every delivery and evaluation: 10,000 nodes took 123 s
+// reads whole at every delivery and evaluation: 10,000 nodes took 86 s
 // of wall time to converge (1,000 took 4 s), and 100,000 reached only 15
 // virtual s in 14 minutes (about 125 s of wall time per virtual second
 // by then, 8 GB resident), so the defaults stay at 1,000 and 10,000
