@@ -317,3 +317,22 @@ func (s *Sim) closestLive(key dhtselect.Key) int {
 	}
 	return best
 }
+
+// SizeErrors are the relative errors of the live nodes' size estimates
+// (State.Size.N against the number of live nodes: |est − live| / live),
+// sorted, over the nodes that have a role.
+func (s *Sim) SizeErrors() []float64 {
+	live := s.liveCount()
+	if live == 0 {
+		return nil
+	}
+	var out []float64
+	for _, n := range s.nodes {
+		if n.alive && n.state.Role != node.RoleUnknown {
+			e := float64(n.state.Size.N-live) / float64(live)
+			out = append(out, max(e, -e))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

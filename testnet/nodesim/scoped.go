@@ -3,6 +3,7 @@ package nodesim
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -47,10 +48,14 @@ type scoped struct {
 	rosterFrom [2]uint64             // a member's: the last roster's superpeer and its version
 	regVer     uint64                // bumped when the registry changes
 	known      map[int]time.Duration // a member's: the peers of the rosters it got, when last
+	knownMin   time.Duration         // at most the oldest time in known (noEntry when empty)
 	regWith    peer.ID               // the registrar when the state last changed
 	rosterV    uint64                // bumped with every roster received
 	seenVer    uint64                // the view version the machine last got
 	bbVer      uint64                // the backbone version it last got
+	bbComp     int                   // and the component and count of summary changes it held (bbList.cum)
+	bbCum      uint64
+	bbHeard    bool
 }
 
 // scopedMode reports whether the simulator runs the cluster-scoped
@@ -60,8 +65,11 @@ func (s *Sim) scopedMode() bool { return !s.cfg.Node.Geometric }
 // resetScoped starts node i's membership afresh (a start or restart).
 func (s *Sim) resetScoped(i int) {
 	n := s.nodes[i]
-	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, regAnn: map[int]uint64{}, known: map[int]time.Duration{}}
+	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, regAnn: map[int]uint64{}, known: map[int]time.Duration{}, knownMin: noEntry}
 }
+
+// noEntry is scoped.knownMin when known is empty.
+const noEntry = time.Duration(math.MaxInt64)
 
 // registerTarget is whom node i registers with now: its superpeer when
 // it is a member, its bootstrap peer before it has joined; -1 for none.
@@ -174,6 +182,7 @@ func (s *Sim) answered(e event) {
 				n.sc.rosterV++
 			}
 			n.sc.known[j] = s.now
+			n.sc.knownMin = min(n.sc.knownMin, s.now)
 		}
 	}
 	if h, ok := s.indexOf(e.digest.Superpeer); ok && e.ids == nil && n.state.Role == node.RoleUnknown && h != i {
@@ -236,7 +245,21 @@ func (s *Sim) scopedView(i int) {
 	}
 	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
 		n.sc.bbVer = s.bbVersion
-		n.m.Step(now, node.Backbone{Summaries: s.backboneOf(i)})
+		bb := s.backboneOf(i)
+		s.stats.Backbones++
+		s.stats.Summaries += uint64(len(bb))
+		// What a backbone that carries each summary when it changes
+		// (the live GossipSub topic) delivers: the summaries changed
+		// since the list this superpeer last got, or the whole list the
+		// first time (and after a partition rebuilt the lists).
+		cum := s.bbCache[s.comp[i]].cum
+		if n.sc.bbHeard && n.sc.bbComp == s.comp[i] && n.sc.bbCum <= cum {
+			s.stats.SummaryChanges += cum - n.sc.bbCum
+		} else {
+			s.stats.SummaryChanges += uint64(len(bb))
+		}
+		n.sc.bbHeard, n.sc.bbComp, n.sc.bbCum = true, s.comp[i], cum
+		n.m.Step(now, node.Backbone{Summaries: bb})
 		s.carryOut(i)
 		if reg := n.m.Registrar(); reg != n.sc.regWith {
 			n.sc.regWith, n.sc.regAt = reg, s.now // another claimer of the cluster
@@ -244,6 +267,9 @@ func (s *Sim) scopedView(i int) {
 	}
 	if s.now-n.viewAt < s.cfg.ViewPeriod {
 		return
+	}
+	if !n.m.Serves() && n.sc.rosterV == n.sc.seenVer && n.viewAt >= 0 && s.now-n.sc.knownMin <= s.ttl {
+		return // a member whose rosters brought nothing new and none of whose peers expired
 	}
 	var ids []int
 	var ver uint64
@@ -276,12 +302,14 @@ func (s *Sim) backboneChanged() {
 func (s *Sim) knownOf(i int) []int {
 	n := s.nodes[i]
 	out := make([]int, 0, len(n.sc.known))
+	n.sc.knownMin = noEntry
 	for j, at := range n.sc.known {
 		if s.now-at > s.ttl {
 			delete(n.sc.known, j)
 			n.sc.rosterV++
 			continue
 		}
+		n.sc.knownMin = min(n.sc.knownMin, at)
 		out = append(out, j)
 	}
 	slices.Sort(out)
@@ -325,11 +353,41 @@ func (s *Sim) backboneOf(i int) []node.Summary {
 	if s.bbCache == nil {
 		s.bbCache = map[int]bbList{}
 	}
-	s.bbCache[c] = bbList{ver: s.bbVersion, list: out}
+	prev := s.bbCache[c]
+	s.bbCache[c] = bbList{ver: s.bbVersion, list: out, cum: prev.cum + summaryChanges(prev.list, out)}
 	return out
 }
 
+// summaryChanges counts the summaries of b that are not in a as they are
+// (new or changed), and those of a that b has no more: both sorted by
+// cluster key, then as listed (by superpeer).
+func summaryChanges(a, b []node.Summary) uint64 {
+	old := make(map[node.Summary]bool, len(a))
+	for _, x := range a {
+		old[x] = true
+	}
+	var c uint64
+	for _, x := range b {
+		if !old[x] {
+			c++
+		}
+	}
+	gone := make(map[string]bool, len(b))
+	for _, x := range b {
+		gone[string(x.Superpeer)] = true
+	}
+	for _, x := range a {
+		if !gone[string(x.Superpeer)] {
+			c++
+		}
+	}
+	return c
+}
+
+// bbList is the backbone of one component at version ver; cum counts the
+// summary changes over the versions built so far (see scopedView).
 type bbList struct {
 	ver  uint64
 	list []node.Summary
+	cum  uint64
 }

@@ -226,6 +226,12 @@ type Stats struct {
 	// Pushes are a superpeer's notices to its members that its roster
 	// changed.
 	Pushes uint64
+	// Backbones counts the backbone's deliveries to a superpeer (a new
+	// list of every superpeer's summary), Summaries the summaries they
+	// held, SummaryChanges those new or changed (or gone) since the list
+	// the superpeer got before: what a backbone that carries a summary
+	// when it changes delivers.
+	Backbones, Summaries, SummaryChanges uint64
 	// The geometric strategy's pings, token passes and attach requests.
 	GeoPings, GeoPasses, GeoAttaches uint64
 }
