@@ -10,8 +10,10 @@ func TestEstimateWithin(t *testing.T) {
 		n    int
 		want bool
 	}{
-		{Estimate{N: 100, Source: SourceRouting}, 50, true},
-		{Estimate{N: 100, Source: SourceRouting}, 49, false},
+		{Estimate{N: 20, Source: SourceRouting}, 10, true},
+		{Estimate{N: 20, Source: SourceRouting}, 9, false},
+		{Estimate{N: 100, Source: SourceRouting}, 25, true}, // more than a bucket: a guess
+		{Estimate{N: 100, Source: SourceRouting}, 24, false},
 		{Estimate{N: 100, Source: SourceMembership}, 49, false},
 		{Estimate{N: 100, Source: SourceBackbone}, 49, false},
 		{Estimate{N: 4000, Source: SourceSpacing}, 1900, true},
@@ -32,5 +34,10 @@ func TestEstimateExact(t *testing.T) {
 		if got := (Estimate{N: 1, Source: src}).Exact(); got != want {
 			t.Errorf("%s: Exact %v, want %v", src, got, want)
 		}
+	}
+	// A routing table's count is exact only for a network smaller than a
+	// bucket.
+	if (Estimate{N: BucketSize + 1, Source: SourceRouting}).Exact() || !(Estimate{N: BucketSize, Source: SourceRouting}).Exact() {
+		t.Errorf("routing table: Exact wrong about the bucket's size")
 	}
 }
