@@ -36,8 +36,8 @@ func TestRTTDue(t *testing.T) {
 		}
 		for p, c := range due {
 			if known[p] {
-				if c != 1 {
-					t.Errorf("round %d: member %s pinged %d times, want 1", round, p, c)
+				if c != rttAgain {
+					t.Errorf("round %d: member %s pinged %d times, want %d", round, p, c, rttAgain)
 				}
 				turns[p]++
 			}
