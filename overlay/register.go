@@ -1424,16 +1424,7 @@ func (r *registrar) viewLocked() []gossip.Entry {
 // members returns the roster of the cluster as the node machine takes it
 // (RTT left 0): the entries the superpeer sent, and the node's own
 // announcement, banned peers left out, sorted by ID.
-func (r *registrar) members() []node.Member {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	es := r.viewLocked()
-	if r.ann != nil {
-		es = append(es, gossip.Entry{Announcement: *r.ann})
-		slices.SortFunc(es, func(a, b gossip.Entry) int { return cmp.Compare(a.ID, b.ID) })
-	}
-	return toMembers(r.n, es)
-}
+func (r *registrar) members() []node.Member { return toMembers(r.n, r.entries()) }
 
 // changed is signalled (coalesced) when the roster or the digest
 // changes.

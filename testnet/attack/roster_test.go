@@ -38,21 +38,11 @@ func TestRosterReadsLive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // against hangs
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var nodes []*overlay.Node
-	for i := range 3 {
-		opts := []overlay.Option{overlay.WithListenAddrs(ma.StringCast(fmt.Sprintf("/ip4/127.1.5.%d/tcp/0", i+2))),
+	nodes := startNodes(ctx, t, 3, func(i int) []overlay.Option {
+		return []overlay.Option{overlay.WithListenAddrs(ma.StringCast(fmt.Sprintf("/ip4/127.1.5.%d/tcp/0", i+2))),
 			overlay.WithTarget(dhtselect.Target{Superpeers: 1}), overlay.WithIntervals(interval, 200*time.Millisecond),
 			overlay.WithReachability(overlay.ReachabilityPublic), overlay.WithLogger(quiet)}
-		if i > 0 {
-			opts = append(opts, overlay.WithBootstrapAddrs(nodes[0].P2PAddrs()...))
-		}
-		n, err := overlay.New(ctx, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		nodes = append(nodes, n)
-	}
+	})
 	agree := func() bool {
 		sp := nodes[0].State().Superpeer.ID
 		for _, n := range nodes {
