@@ -77,6 +77,7 @@ bench: build
 	mkdir -p docs/bench
 	$(GO) test ./bench -run '^TestSimLiveVirtual$$' -count=1 -timeout 60m -v -args -simlive.out $(CURDIR)/docs/bench/simlive-virtual.json
 	$(GO) test ./bench -run '^TestGeoLiveVirtual$$' -count=1 -timeout 90m -v -args -geolive.out $(CURDIR)/docs/bench/geolive-virtual.json
+	$(GO) test ./testnet/nodesim -run '^TestGeoLiarCheckVantage$$' -count=1 -timeout 30m -v -args -geoliar
 	./$(BIN) bench --suite all --out docs/bench --report BENCHMARKS.md --simlive docs/bench/simlive-virtual.json --geolive docs/bench/geolive-virtual.json
 
 fmt-check:

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -20,7 +21,7 @@ import (
 // LiveScaleConfig configures LiveScale.
 type LiveScaleConfig struct {
 	// Sizes are the numbers of nodes, each run in turn. Default 32, 64,
-	// 128, 256.
+	// 128, 256, 512.
 	Sizes []int
 	// Strategy is testnet.StrategyDHT (default) or StrategyGeometric.
 	Strategy string
@@ -28,9 +29,10 @@ type LiveScaleConfig struct {
 	// superpeers (at least 1). Default 16.
 	PeersPerSuperpeer int
 	// AnnounceInterval is every node's membership period. Zero means the
-	// testnet's default, which grows with n (testnet.DefaultAnnounceInterval)
-	// so that the membership topic's CPU cost, O(n²/interval) deliveries in
-	// this one process, stays within two cores.
+	// testnet's default (testnet.DefaultAnnounceInterval): a real node's
+	// with the DHT strategy, whose membership is cluster-scoped; one that
+	// grows with n with the geometric strategy, which still announces on
+	// the global topic.
 	AnnounceInterval time.Duration
 	// ReevaluateInterval is every node's lookup period. Default: a real
 	// node's (overlay.DefaultConfig).
@@ -39,8 +41,8 @@ type LiveScaleConfig struct {
 	// overlay has converged and settled for one announce interval.
 	// Default 30 s.
 	Window time.Duration
-	// Timeout bounds each size's convergence. Default 5 min (256 nodes
-	// converge in about 3).
+	// Timeout bounds each size's convergence. Default 5 min, or n seconds
+	// when that is longer.
 	Timeout time.Duration
 	// Seed derives the peer keys.
 	Seed uint64
@@ -72,17 +74,30 @@ type LiveScaleRow struct {
 	// WindowS is the steady-state window; BytesPerPeerPerS is what the
 	// nodes wrote to their streams in it (testnet.Traffic: payload above
 	// the muxer), divided by N and by the window, and ByProtocol splits
-	// it: gossip (GossipSub), dht (the private kad-dht), lookup, election,
-	// and the geometric strategy's protocols.
+	// it: gossip (GossipSub), dht (the private kad-dht), lookup, register
+	// (a member's registration with its superpeer), election, and the
+	// geometric strategy's protocols.
 	WindowS          float64            `json:"window_s"`
 	BytesPerPeerPerS float64            `json:"bytes_per_peer_per_s"`
 	ByProtocol       map[string]float64 `json:"bytes_per_peer_per_s_by_protocol"`
-	// GossipPerMemberB is the gossip bytes a peer wrote per announce
-	// interval, divided by N: the cost each member of the network adds to
-	// every peer's traffic per interval. Membership is a full view, so at
-	// a fixed interval I the gossip per peer grows as about
-	// GossipPerMemberB × n / I.
-	GossipPerMemberB float64 `json:"gossip_per_member_b"`
+	// The rest splits the window's traffic by the role each node has at
+	// its end: what a node wrote to and read from its streams (sent plus
+	// received), per second. Ordinary is the mean over the ordinary peers,
+	// OrdinaryMax the largest, OrdinaryByProtocol the mean by protocol
+	// group. Superpeer is the mean over the superpeers (SuperpeersSeen of
+	// them, serving MembersPerSuperpeer ordinary peers on average),
+	// SuperpeerMax the largest, SuperpeerPerMember each superpeer's
+	// figure divided by the ordinary peers it serves (its cluster less
+	// itself, at least 1), averaged over the superpeers.
+	Ordinary            float64            `json:"ordinary_bytes_per_s"`
+	OrdinaryMax         float64            `json:"ordinary_max_bytes_per_s"`
+	OrdinaryByProtocol  map[string]float64 `json:"ordinary_bytes_per_s_by_protocol"`
+	Superpeer           float64            `json:"superpeer_bytes_per_s"`
+	SuperpeerMax        float64            `json:"superpeer_max_bytes_per_s"`
+	SuperpeerPerMember  float64            `json:"superpeer_bytes_per_s_per_member"`
+	SuperpeerByProtocol map[string]float64 `json:"superpeer_bytes_per_s_by_protocol"`
+	SuperpeersSeen      int                `json:"superpeers"`
+	MembersPerSuperpeer float64            `json:"members_per_superpeer"`
 	// StillConverged reports that the views still agreed with the answer
 	// at the end of the window.
 	StillConverged bool   `json:"still_converged"`
@@ -91,7 +106,7 @@ type LiveScaleRow struct {
 
 func (c *LiveScaleConfig) fill() error {
 	if len(c.Sizes) == 0 {
-		c.Sizes = []int{32, 64, 128, 256}
+		c.Sizes = []int{32, 64, 128, 256, 512}
 	}
 	if c.Strategy == "" {
 		c.Strategy = testnet.StrategyDHT
@@ -104,9 +119,6 @@ func (c *LiveScaleConfig) fill() error {
 	}
 	if c.Window == 0 {
 		c.Window = 30 * time.Second
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 5 * time.Minute
 	}
 	for _, n := range c.Sizes {
 		if n < 1 || n > testnet.MaxNodes {
@@ -150,6 +162,9 @@ func LiveScale(ctx context.Context, cfg LiveScaleConfig) ([]LiveScaleRow, error)
 // failure is the row's Error.
 func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow, err error) {
 	s := max(1, n/cfg.PeersPerSuperpeer)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = max(5*time.Minute, time.Duration(n)*time.Second)
+	}
 	if cfg.AnnounceInterval == 0 {
 		cfg.AnnounceInterval = testnet.DefaultAnnounceInterval(n, cfg.Strategy)
 	}
@@ -184,21 +199,75 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 	if err := sleep(ctx, cfg.AnnounceInterval); err != nil {
 		return row, err
 	}
-	before := tn.Traffic().Bytes()
+	before := tn.Traffic().Nodes()
 	if err := sleep(ctx, cfg.Window); err != nil {
 		return row, err
 	}
-	after := tn.Traffic().Bytes()
+	after := tn.Traffic().Nodes()
 	row.StillConverged = len(tn.Check()) == 0
+	secs := cfg.Window.Seconds()
 	row.ByProtocol = map[string]float64{}
-	per := float64(n) * cfg.Window.Seconds()
-	for p, b := range after {
-		v := float64(b-before[p]) / per
-		row.ByProtocol[protocolGroup(p)] += v
-		row.BytesPerPeerPerS += v
+	for id, b := range after {
+		for p, v := range b.Sub(before[id]).Sent {
+			x := float64(v) / float64(n) / secs
+			row.ByProtocol[protocolGroup(p)] += x
+			row.BytesPerPeerPerS += x
+		}
 	}
-	row.GossipPerMemberB = row.ByProtocol["gossip"] * cfg.AnnounceInterval.Seconds() / float64(n)
+	row.byRole(tn.Members(), before, after, secs)
 	return row, nil
+}
+
+// byRole fills in the row's figures per role from the traffic of each
+// node over the window (the readings before and after it), by the role the
+// node has at its end.
+func (row *LiveScaleRow) byRole(nodes []testnet.Member, before, after map[peer.ID]testnet.NodeBytes, secs float64) {
+	row.OrdinaryByProtocol, row.SuperpeerByProtocol = map[string]float64{}, map[string]float64{}
+	var ords, sups, members int
+	for _, m := range nodes {
+		d := after[m.ID()].Sub(before[m.ID()])
+		bps := float64(d.Total()) / secs
+		groups := map[string]float64{}
+		for _, side := range []map[protocol.ID]uint64{d.Sent, d.Received} {
+			for p, v := range side {
+				groups[protocolGroup(p)] += float64(v) / secs
+			}
+		}
+		st := m.State()
+		if st.Role == overlay.RoleSuperpeer {
+			served := max(1, len(st.Members)-1)
+			sups++
+			members += served
+			row.Superpeer += bps
+			row.SuperpeerMax = max(row.SuperpeerMax, bps)
+			row.SuperpeerPerMember += bps / float64(served)
+			for g, v := range groups {
+				row.SuperpeerByProtocol[g] += v
+			}
+			continue
+		}
+		ords++
+		row.Ordinary += bps
+		row.OrdinaryMax = max(row.OrdinaryMax, bps)
+		for g, v := range groups {
+			row.OrdinaryByProtocol[g] += v
+		}
+	}
+	if ords > 0 {
+		row.Ordinary /= float64(ords)
+		for g := range row.OrdinaryByProtocol {
+			row.OrdinaryByProtocol[g] /= float64(ords)
+		}
+	}
+	if sups > 0 {
+		row.Superpeer /= float64(sups)
+		row.SuperpeerPerMember /= float64(sups)
+		row.MembersPerSuperpeer = float64(members) / float64(sups)
+		for g := range row.SuperpeerByProtocol {
+			row.SuperpeerByProtocol[g] /= float64(sups)
+		}
+	}
+	row.SuperpeersSeen = sups
 }
 
 // protocolGroup names the part of the overlay a protocol belongs to.
@@ -209,6 +278,8 @@ func protocolGroup(p protocol.ID) string {
 		return "gossip"
 	case strings.Contains(s, "/kad/"):
 		return "dht"
+	case strings.HasPrefix(s, "/ipfs/ping/"):
+		return "ping" // the RTTs to cluster members (overlay/rtt.go)
 	case s == "":
 		return "unknown"
 	case strings.Contains(s, "/closer/"):
@@ -232,36 +303,54 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// WriteLiveScaleTable prints rows as a table, the traffic split by
-// protocol group in columns.
+// WriteLiveScaleTable prints rows as a table: convergence, memory, the
+// bytes written per peer, then an ordinary peer's and a superpeer's bytes
+// per second (sent and received), split by protocol group.
 func WriteLiveScaleTable(w io.Writer, rows []LiveScaleRow) error {
-	var groups []string
-	for _, r := range rows {
-		for g := range r.ByProtocol {
-			if !slices.Contains(groups, g) {
-				groups = append(groups, g)
-			}
-		}
-	}
-	slices.Sort(groups)
+	groups := liveGroups(rows)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "strategy\tn\tS\tconverged s\tpeak MB\tMB/node\tB/peer/s")
+	fmt.Fprint(tw, "strategy\tn\tS\tconverged s\tpeak MB\tMB/node\tannounce s\twritten B/peer/s\tordinary B/s mean / max")
 	for _, g := range groups {
-		fmt.Fprintf(tw, "\t%s", g)
+		fmt.Fprintf(tw, "\tord %s", g)
+	}
+	fmt.Fprint(tw, "\tsuperpeers\tmembers each\tsuperpeer B/s\tper member")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "\tsp %s", g)
 	}
 	fmt.Fprintln(tw, "\tstill converged\t")
 	for _, r := range rows {
 		if !r.Converged {
-			fmt.Fprintf(tw, "%s\t%d\t%d\tno (%.0f s)\t%.0f\t%.2f\t", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB)
-			fmt.Fprint(tw, strings.Repeat("\t", len(groups)+1))
+			fmt.Fprintf(tw, "%s\t%d\t%d\tno (%.0f s)\t%.0f\t%.2f\t%.0f\t", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB, r.AnnounceIntervalS)
+			fmt.Fprint(tw, strings.Repeat("\t", 2*len(groups)+6))
 			fmt.Fprintln(tw, "\t")
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.0f", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB, r.BytesPerPeerPerS)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f / %.0f", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB, r.AnnounceIntervalS, r.BytesPerPeerPerS, r.Ordinary, r.OrdinaryMax)
 		for _, g := range groups {
-			fmt.Fprintf(tw, "\t%.0f", r.ByProtocol[g])
+			fmt.Fprintf(tw, "\t%.0f", r.OrdinaryByProtocol[g])
+		}
+		fmt.Fprintf(tw, "\t%d\t%.1f\t%.0f\t%.0f", r.SuperpeersSeen, r.MembersPerSuperpeer, r.Superpeer, r.SuperpeerPerMember)
+		for _, g := range groups {
+			fmt.Fprintf(tw, "\t%.0f", r.SuperpeerByProtocol[g])
 		}
 		fmt.Fprintf(tw, "\t%v\t\n", r.StillConverged)
 	}
 	return tw.Flush()
+}
+
+// liveGroups lists the protocol groups of the rows' per-role traffic,
+// sorted.
+func liveGroups(rows []LiveScaleRow) []string {
+	var groups []string
+	for _, r := range rows {
+		for _, m := range []map[string]float64{r.OrdinaryByProtocol, r.SuperpeerByProtocol} {
+			for g := range m {
+				if !slices.Contains(groups, g) {
+					groups = append(groups, g)
+				}
+			}
+		}
+	}
+	slices.Sort(groups)
+	return groups
 }

@@ -34,10 +34,20 @@ import (
 //     sum over samples of the clusters with two claimers), and the longest
 //     time a node's lookup and election named different superpeers.
 //
-// Membership is global (every node's view holds every node), as in the
-// live overlay today: the simulator pays O(N) per view change per
-// component and O(N²) deliveries per announce interval in the model, so
-// 100,000 node machines wait for the membership that scales.
+// Membership is cluster-scoped (issue 20; nodesim's scoped.go): a member
+// registers with its superpeer every announce interval and gets its
+// roster and digest, and the superpeers hear each other's summaries on
+// the backbone. The rows count what that costs: registrations and
+// pushes per node, backbone deliveries and summaries per superpeer, per
+// virtual second, and the size estimates' error at the end. A node's view
+// is its cluster, so the simulator no longer pays O(N) per view change;
+// what still grows with N is the backbone, which hands every superpeer
+// every superpeer's summary (about N/10 of them) and which the machine
+// reads whole at every delivery and evaluation: 10,000 nodes took 86 s
+// of wall time to converge (1,000 took 4 s), and 100,000 reached only 15
+// virtual s in 14 minutes (about 125 s of wall time per virtual second
+// by then, 8 GB resident), so the defaults stay at 1,000 and 10,000
+// (BENCHMARKS.md).
 
 // NodeScaleConfig configures NodeScale. The zero value runs the default:
 // 1,000 and 10,000 nodes to convergence, and 1,000 nodes with bully
@@ -95,6 +105,29 @@ type NodeScaleRow struct {
 	MessagesPerNodePerS float64 `json:"messages_per_node_per_s"`
 	LookupsPerNodePerS  float64 `json:"lookups_per_node_per_s"`
 	ViewsPerNodePerS    float64 `json:"views_per_node_per_s"`
+	// What the cluster-scoped membership costs, over the same span:
+	// RegistrationsPerNodePerS the registrations sent (each answered
+	// with a roster, a digest or a refusal), PushesPerNodePerS a
+	// superpeer's notices to its members that its roster changed, per
+	// node; BackbonePerSuperpeerPerS the backbone's deliveries to a
+	// superpeer (each the list of every superpeer's summary, as the
+	// machine takes it), SummaryChangesPerSuperpeerPerS the summaries in
+	// them that were new or changed since the superpeer's last list
+	// (what a backbone carrying each summary when it changes delivers:
+	// nodesim Stats.SummaryChanges) and SummariesPerSuperpeerPerS all
+	// the summaries they held, per superpeer (Superpeers at the end) per
+	// virtual second.
+	RegistrationsPerNodePerS       float64 `json:"registrations_per_node_per_s"`
+	PushesPerNodePerS              float64 `json:"pushes_per_node_per_s"`
+	BackbonePerSuperpeerPerS       float64 `json:"backbone_per_superpeer_per_s"`
+	SummaryChangesPerSuperpeerPerS float64 `json:"summary_changes_per_superpeer_per_s"`
+	SummariesPerSuperpeerPerS      float64 `json:"summaries_per_superpeer_per_s"`
+	// SizeErrMedian and SizeErrMax are the median and the largest
+	// relative error of the nodes' network-size estimates at the end
+	// (nodesim.Sim.SizeErrors: |estimate − live| / live, over the nodes
+	// with a role).
+	SizeErrMedian float64 `json:"size_err_median"`
+	SizeErrMax    float64 `json:"size_err_max"`
 
 	// The churn scenario's figures (see the comment at the top of
 	// nodescale.go).
@@ -219,6 +252,9 @@ func (r *nodeRun) finish(row *NodeScaleRow) {
 	peak := r.mem.Stop()
 	row.PeakMemMB, row.LiveHeapMB = float64(peak)/(1<<20), float64(r.mem.Live())/(1<<20)
 	row.Superpeers = r.s.Take().Claimers
+	if e := r.s.SizeErrors(); len(e) > 0 {
+		row.SizeErrMedian, row.SizeErrMax = e[len(e)/2], e[len(e)-1]
+	}
 }
 
 // rates fills in the per-node rates from the counters between a and b
@@ -231,6 +267,14 @@ func (row *NodeScaleRow) rates(a, b nodesim.Stats, span time.Duration) {
 	row.MessagesPerNodePerS = float64(b.Messages-a.Messages) / per
 	row.LookupsPerNodePerS = float64(b.Lookups-a.Lookups) / per
 	row.ViewsPerNodePerS = float64(b.Views-a.Views) / per
+	row.RegistrationsPerNodePerS = float64(b.Registrations-a.Registrations) / per
+	row.PushesPerNodePerS = float64(b.Pushes-a.Pushes) / per
+	if row.Superpeers > 0 {
+		sp := float64(row.Superpeers) * span.Seconds()
+		row.BackbonePerSuperpeerPerS = float64(b.Backbones-a.Backbones) / sp
+		row.SummaryChangesPerSuperpeerPerS = float64(b.SummaryChanges-a.SummaryChanges) / sp
+		row.SummariesPerSuperpeerPerS = float64(b.Summaries-a.Summaries) / sp
+	}
 }
 
 func nodeConverge(cfg NodeScaleConfig, n int) (NodeScaleRow, error) {
@@ -240,8 +284,8 @@ func nodeConverge(cfg NodeScaleConfig, n int) (NodeScaleRow, error) {
 		return row, err
 	}
 	row.Scenario = NodeScaleConverge
-	row.rates(nodesim.Stats{}, r.s.Stats(), r.s.Now())
 	r.finish(&row)
+	row.rates(nodesim.Stats{}, r.s.Stats(), r.s.Now())
 	return row, nil
 }
 
@@ -270,6 +314,7 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 	s.RunFor(repairLimit * t)
 	o.Finish()
 	row.Crashes = s.N() - n0 // each crash is followed by one join
+	row.Superpeers = s.Take().Claimers
 	row.rates(a, b, cfg.Duration)
 	row.TimeoutMs = durMs(t)
 	row.Coverage, row.MaxOrphans = o.Coverage(t0, t1), o.MaxOrphans(t0, t1)
@@ -292,14 +337,15 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 // WriteNodeScaleTable prints rows as a table.
 func WriteNodeScaleTable(w io.Writer, rows []NodeScaleRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
+	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\tpushes/node/s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
 	for _, r := range rows {
 		conv := fmt.Sprintf("%.1f", r.ConvergeS)
 		if !r.Converged {
 			conv = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t", r.Scenario, r.N, orNone(r.Election), conv,
-			r.VirtualS, r.WallS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.3f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
+			r.VirtualS, r.WallS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS,
+			r.RegistrationsPerNodePerS, r.PushesPerNodePerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax)
 		if r.Scenario != NodeScaleChurn || !r.Converged {
 			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
 			continue

@@ -41,7 +41,7 @@ func figures() []figureFunc {
 			liveScaleChart(func(r LiveScaleRow) float64 { return r.ConvergeS }, "time to converge (s)"), hasLiveScale},
 		{SuiteScale, "scale-live-memory.png", "Live testnet: peak memory per node",
 			liveScaleChart(func(r LiveScaleRow) float64 { return r.PeakMemPerNodeMB }, "peak memory per node (MB)"), hasLiveScale},
-		{SuiteScale, "scale-live-traffic.png", "Live testnet: steady-state traffic per peer", drawLiveTraffic, hasLiveScale},
+		{SuiteScale, "scale-live-traffic.png", "Live testnet: steady-state traffic per node, by role", drawLiveTraffic, hasLiveScale},
 	}
 }
 
@@ -286,8 +286,9 @@ func liveScaleChart(y func(LiveScaleRow) float64, label string) func(*Results, s
 	}
 }
 
-// drawLiveTraffic draws bytes per peer per second against n, in total and
-// by protocol group.
+// drawLiveTraffic draws bytes per second against n: an ordinary peer's
+// (mean and max), a superpeer's (mean, and per member served), and what
+// each peer writes on average.
 func drawLiveTraffic(r *Results, title, path string) error {
 	var names []string
 	var xs, ys []float64
@@ -295,17 +296,17 @@ func drawLiveTraffic(r *Results, title, path string) error {
 		if !row.Converged {
 			continue
 		}
-		names, xs, ys = append(names, "total"), append(xs, float64(row.N)), append(ys, row.BytesPerPeerPerS)
-		groups := make([]string, 0, len(row.ByProtocol))
-		for g := range row.ByProtocol {
-			groups = append(groups, g)
-		}
-		slices.Sort(groups)
-		for _, g := range groups {
-			names, xs, ys = append(names, g), append(xs, float64(row.N)), append(ys, row.ByProtocol[g])
+		for _, v := range []struct {
+			name string
+			y    float64
+		}{{"ordinary (mean)", row.Ordinary}, {"ordinary (max)", row.OrdinaryMax}, {"superpeer (mean)", row.Superpeer},
+			{"superpeer per member", row.SuperpeerPerMember}, {"written per peer", row.BytesPerPeerPerS}} {
+			if v.y > 0 {
+				names, xs, ys = append(names, v.name), append(xs, float64(row.N)), append(ys, v.y)
+			}
 		}
 	}
-	return Chart{Title: title, X: "nodes (n)", Y: "bytes per peer per second", LogX: true, LogY: true, Series: byName(names, xs, ys)}.Save(path)
+	return Chart{Title: title, X: "nodes (n)", Y: "bytes per second (sent + received)", LogX: true, LogY: true, Series: byName(names, xs, ys)}.Save(path)
 }
 
 // WriteTables prints every suite's tables.
@@ -358,12 +359,18 @@ func WriteTables(w io.Writer, r *Results) error {
 			return err
 		}
 	}
+	if len(r.Growth) > 0 {
+		fmt.Fprintln(w, "\nScale, node machines, the network doubles or halves (k changes: clusters split or merge):")
+		if err := WriteGrowthTable(w, r.Growth); err != nil {
+			return err
+		}
+	}
 	if len(r.LiveScale) > 0 {
-		fmt.Fprintln(w, "\nScale, live testnet (in-process libp2p nodes; traffic in bytes per peer per second):")
+		fmt.Fprintln(w, "\nScale, live testnet (in-process libp2p nodes, a real node's intervals; traffic in bytes per second, sent + received, by role):")
 		if err := WriteLiveScaleTable(w, r.LiveScale); err != nil {
 			return err
 		}
-		writeGossipGrowth(w, r.LiveScale)
+		writeTrafficGrowth(w, r.LiveScale)
 	}
 	if len(r.LiveAttack) > 0 {
 		fmt.Fprintln(w, "\nAttacks, live (hostile clients against node processes on loopback; the victim is a superpeer):")
@@ -434,7 +441,7 @@ func WriteMarkdown(w io.Writer, r *Results, figs []Figure, dir string) error {
 		writeSimLiveMarkdown(w, r.SimLive)
 		figure(SuiteRepair)
 	}
-	if len(r.SimScale) > 0 || len(r.LiveScale) > 0 || len(r.NodeScale) > 0 {
+	if len(r.SimScale) > 0 || len(r.LiveScale) > 0 || len(r.NodeScale) > 0 || len(r.Growth) > 0 {
 		fmt.Fprintf(w, "## Scale\n\n")
 		writeScaleMarkdown(w, r)
 		figure(SuiteScale)
@@ -468,33 +475,43 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 		mdTable(w, []string{"strategy", "n", "target S", "superpeers", "wall s", "peak MB held", "live heap MB", "rounds", "messages/peer", "unattached"}, rows)
 	}
 	writeNodeScaleMarkdown(w, r.NodeScale)
+	writeGrowthMarkdown(w, r.Growth)
 	if len(r.LiveScale) > 0 {
-		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's re-evaluate interval, and the testnet's announce interval, which grows with n (n/16 s, at least 2 s, and n²/2048 s above 128 nodes) so that one process can carry the O(n²) membership deliveries: about 2,048 a second; *gossip per member* is the gossip a peer writes per announce interval divided by n, from which the traffic at a fixed interval I follows as about that × n / I. Traffic is the payload the nodes write to their streams (no encryption or muxer framing), measured over a window after convergence, per peer per second, split by protocol.\n\n")
-		var groups []string
-		for _, x := range r.LiveScale {
-			for g := range x.ByProtocol {
-				if !slices.Contains(groups, g) {
-					groups = append(groups, g)
-				}
-			}
+		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's intervals with the DHT strategy (announce %s s, re-evaluate %s s, as overlay.DefaultConfig has them: membership is cluster-scoped, a member registers with its superpeer and only superpeers gossip, on the backbone; GossipSub runs with the overlay's gossip factor of 0, as a real node does), measured over a window after convergence. Traffic is the payload the nodes write to and read from their streams (no encryption or muxer framing), per second. *Written B/peer/s* is what all nodes wrote divided by n. *Ordinary* is an ordinary peer's bytes sent plus received (mean / max over the ordinary peers), *superpeer* a superpeer's (mean over the superpeers), *per member* each superpeer's divided by the ordinary peers it serves; *ord* and *sp* columns split the means by protocol group, roles as they stood at the end of the window. *MB/node* is the growth of the memory the process held, at its peak, divided by n.\n\n",
+			f0(r.LiveScale[0].AnnounceIntervalS), f0(r.LiveScale[0].ReevaluateIntervalS))
+		groups := liveGroups(r.LiveScale)
+		header := []string{"strategy", "n", "converged (s)", "peak MB", "MB/node", "live heap MB", "announce / re-evaluate s", "window s", "written B/peer/s", "ordinary B/s mean / max"}
+		for _, g := range groups {
+			header = append(header, "ord "+g)
 		}
-		slices.Sort(groups)
-		header := append([]string{"strategy", "n", "converged (s)", "peak MB", "MB/node", "live heap MB", "announce / re-evaluate s", "window s", "B/peer/s"}, groups...)
-		header = append(header, "gossip per member B", "still converged")
+		header = append(header, "superpeers (members each)", "superpeer B/s", "per member B/s")
+		for _, g := range groups {
+			header = append(header, "sp "+g)
+		}
+		header = append(header, "still converged")
 		var rows [][]string
 		for _, x := range r.LiveScale {
 			conv := f1(x.ConvergeS)
 			if !x.Converged {
 				conv = "no (" + f0(x.ConvergeS) + ")"
 			}
-			row := []string{x.Strategy, d(x.N), conv, f0(x.PeakMemMB), f2(x.PeakMemPerNodeMB), f0(x.LiveHeapMB), f0(x.AnnounceIntervalS) + " / " + f0(x.ReevaluateIntervalS), f0(x.WindowS), f0(x.BytesPerPeerPerS)}
-			for _, g := range groups {
-				row = append(row, f0(x.ByProtocol[g]))
+			row := []string{x.Strategy, d(x.N), conv, f0(x.PeakMemMB), f2(x.PeakMemPerNodeMB), f0(x.LiveHeapMB), f0(x.AnnounceIntervalS) + " / " + f0(x.ReevaluateIntervalS), f0(x.WindowS)}
+			if !x.Converged { // no window measured
+				rows = append(rows, append(row, make([]string, len(header)-len(row))...))
+				continue
 			}
-			rows = append(rows, append(row, f0(x.GossipPerMemberB), fmt.Sprint(x.StillConverged)))
+			row = append(row, f0(x.BytesPerPeerPerS), f0(x.Ordinary)+" / "+f0(x.OrdinaryMax))
+			for _, g := range groups {
+				row = append(row, f0(x.OrdinaryByProtocol[g]))
+			}
+			row = append(row, d(x.SuperpeersSeen)+" ("+f1(x.MembersPerSuperpeer)+")", f0(x.Superpeer), f0(x.SuperpeerPerMember))
+			for _, g := range groups {
+				row = append(row, f0(x.SuperpeerByProtocol[g]))
+			}
+			rows = append(rows, append(row, fmt.Sprint(x.StillConverged)))
 		}
 		mdTable(w, header, rows)
-		writeGossipGrowth(w, r.LiveScale)
+		writeTrafficGrowth(w, r.LiveScale)
 	}
 }
 
@@ -502,7 +519,7 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "**Node machines** (package overlay/node, the type the live node runs) in the node simulator (testnet/nodesim), in virtual time on this one process, the nodes starting over %.0f s, target S = %.0f %% of the estimated size. *converge*: DHT mode without an election, until nodesim.Converged (every node served, k agreed, each naming the node closest to its cluster key). *churn*: with the election named, converged first, then a fraction of the nodes replaced per minute (a random live node crashes, a new one joins), sampled every 100 ms: coverage is the mean fraction of the joined nodes served, failover is per crashed superpeer until its followers are served again, in units of the machines' failure-detection timeout T (pending 30 T after the churn: unrepaired), split brain the time and the cluster-samples with two claimers, disagree the longest time a node's lookup and election named different superpeers. *Peak MB* is the most memory the process held from the operating system (runtime.MemStats Sys − HeapReleased, sampled every 50 ms; peer bench runs with GOGC=400, which lets it grow to about five times the live heap); messages are election messages, lookups the cluster-key lookups, views the membership views delivered, per node per virtual second (converge: up to convergence; churn: over the churn). Membership is global, as in the live overlay: O(N²) deliveries per announce interval.\n\n",
+	fmt.Fprintf(w, "**Node machines** (package overlay/node, the type the live node runs) in the node simulator (testnet/nodesim), in virtual time on this one process, the nodes starting over %.0f s, target S = %.0f %% of the estimated size. *converge*: DHT mode without an election, until nodesim.Converged (every node served, k agreed, each naming the node closest to its cluster key). *churn*: with the election named, converged first, then a fraction of the nodes replaced per minute (a random live node crashes, a new one joins), sampled every 100 ms: coverage is the mean fraction of the joined nodes served, failover is per crashed superpeer until its followers are served again, in units of the machines' failure-detection timeout T (pending 30 T after the churn: unrepaired), split brain the time and the cluster-samples with two claimers, disagree the longest time a node's lookup and election named different superpeers. *Peak MB* is the most memory the process held from the operating system (runtime.MemStats Sys − HeapReleased, sampled every 50 ms; peer bench runs with GOGC=400, which lets it grow to about five times the live heap); messages are election messages, lookups the cluster-key lookups, views the membership views delivered, per node per virtual second (converge: up to convergence; churn: over the churn). Membership is cluster-scoped (issue 20), as in the live overlay: a member registers with its superpeer every announce interval and at once when told its roster changed (registrations and pushes per node per s), and every superpeer hears every superpeer's summary on the backbone (per superpeer per s: the deliveries of the whole list as the machine takes it, the summaries in them new or changed since the superpeer's last list, which is what a backbone carrying each summary when it changes delivers, and all the summaries they held). The size estimate's error is |estimate − live| / live over the nodes at the end (converge: at convergence).\n\n",
 		rows[0].StaggerS, 100*rows[0].Fraction)
 	var out [][]string
 	for _, x := range rows {
@@ -511,7 +528,10 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 			conv = "no"
 		}
 		row := []string{x.Scenario, d(x.N), orNone(x.Election), conv, f0(x.VirtualS), f1(x.WallS), f0(x.PeakMemMB), f0(x.LiveHeapMB),
-			f2(x.MessagesPerNodePerS) + " / " + fmt.Sprintf("%.3f", x.LookupsPerNodePerS) + " / " + f2(x.ViewsPerNodePerS)}
+			f2(x.MessagesPerNodePerS) + " / " + fmt.Sprintf("%.3f", x.LookupsPerNodePerS) + " / " + f2(x.ViewsPerNodePerS),
+			fmt.Sprintf("%.3f / %.3f", x.RegistrationsPerNodePerS, x.PushesPerNodePerS),
+			fmt.Sprintf("%s / %s / %.0f", f2(x.BackbonePerSuperpeerPerS), f1(x.SummaryChangesPerSuperpeerPerS), x.SummariesPerSuperpeerPerS),
+			fmt.Sprintf("%.1f %% / %.1f %%", 100*x.SizeErrMedian, 100*x.SizeErrMax)}
 		if x.Scenario == NodeScaleChurn && x.Converged {
 			row = append(row, fmt.Sprintf("%.0f %%/min × %.0f s (%d)", 100*x.RatePerMin, x.ChurnS, x.Crashes), fmt.Sprintf("%.4f", x.Coverage), d(x.MaxOrphans),
 				fmt.Sprintf("%s / %s (%d, T = %.0f ms)", noneOr(x.FailoverMedianT), noneOr(x.FailoverMaxT), x.Failovers, x.TimeoutMs), d(x.Unrepaired),
@@ -522,7 +542,25 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 		out = append(out, row)
 	}
 	mdTable(w, []string{"scenario", "n", "election", "converged (virtual s)", "virtual s", "wall s", "peak MB", "live heap MB", "msgs / lookups / views per node per s",
+		"registrations / pushes per node per s", "backbone deliveries / summaries changed / summaries held per superpeer per s", "size estimate error median / max",
 		"churn (crashes)", "coverage", "max orphans", "failover median / max in T (count)", "unrepaired", "split brain (time, cluster-samples)", "disagree s"}, out)
+}
+
+func writeGrowthMarkdown(w io.Writer, rows []GrowthRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "**Growth and shrinkage** (bench.Growth): node machines in the node simulator, DHT strategy, target S = 10 %% of the estimated size, no election. A converged network of n doubles (n nodes join over 10 s: k goes up by one and every cluster splits in place) or halves (half of 2n leave with a goodbye over 10 s: k goes down by one and pairs of clusters merge). Over the nodes there before and after (*stayers*): *changed* is those whose superpeer at the end differs (and the fraction); *by the keys* what dhtselect.Assign before and after says must change, the least any run can reach (about ¾ for a doubling: the half of a cluster without the old superpeer moves, and in the other half the old superpeer stays closest only against half the newcomers); *switches per stayer* every change of superpeer at the 100 ms samples, of which the excess over the changed fraction is the transition's flapping; *reconverged* the virtual time from the first join or leave to nodesim.Converged; *coverage* the mean fraction of the joined nodes served meanwhile (a node and its superpeer must agree on k, so a cluster that is splitting counts as uncovered until all of it has moved).\n\n")
+	var out [][]string
+	for _, x := range rows {
+		conv := f1(x.ReconvergeS)
+		if !x.Converged {
+			conv = "no"
+		}
+		out = append(out, []string{x.Event, d(x.From) + " → " + d(x.To), d(x.KFrom) + " → " + d(x.KTo), d(x.Stayers),
+			fmt.Sprintf("%d (%.2f)", x.Changed, x.ChangedFrac), d(x.ByKeys), f2(x.SwitchesPerStayer), conv, fmt.Sprintf("%.4f", x.Coverage), f1(x.WallS)})
+	}
+	mdTable(w, []string{"event", "nodes", "k", "stayers", "changed", "by the keys", "switches per stayer", "reconverged (virtual s)", "coverage", "wall s"}, out)
 }
 
 func writeSimLiveMarkdown(w io.Writer, rows []SimLiveRow) {
@@ -708,25 +746,37 @@ func writeLiveRepairMarkdown(w io.Writer, rows []LiveRepairRow) {
 	mdTable(w, []string{"algorithm", "n", "failover median / max ms", "median / max in T", "orphans", "split brain ms", "coverage", "election messages"}, out)
 }
 
-// writeGossipGrowth states how the gossip a peer writes grows with n at a
-// fixed announce interval, from the converged rows: gossip per member
-// times n, with the exponent of n fitted by least squares on the logs.
-func writeGossipGrowth(w io.Writer, rows []LiveScaleRow) {
-	var ns, gs []float64
+// writeTrafficGrowth states how an ordinary peer's traffic grows with n,
+// from the converged rows: its mean bytes per second, with the exponent of
+// n fitted by least squares on the logs, and a superpeer's per member.
+func writeTrafficGrowth(w io.Writer, rows []LiveScaleRow) {
+	var ns, ords []float64
 	for _, x := range rows {
-		if x.Converged && x.GossipPerMemberB > 0 {
-			ns, gs = append(ns, float64(x.N)), append(gs, x.GossipPerMemberB)
+		if x.Converged && x.Ordinary > 0 {
+			ns, ords = append(ns, float64(x.N)), append(ords, x.Ordinary)
 		}
 	}
 	if len(ns) < 2 {
 		return
 	}
-	e, ok := logSlope(ns, gs)
+	e, ok := logSlope(ns, ords)
 	if !ok {
 		return
 	}
-	fmt.Fprintf(w, "\nHow the overhead grows: gossip per member went from %s B at n = %s to %s B at n = %s, about n^%.2f, so at a fixed announce interval the gossip a peer writes grows as about n^%.2f (every peer relays every member's announcement once per interval).\n\n",
-		f0(gs[0]), f0(ns[0]), f0(gs[len(gs)-1]), f0(ns[len(ns)-1]), e, 1+e)
+	fmt.Fprintf(w, "\nHow the overhead grows: an ordinary peer's traffic (sent plus received) went from %s B/s at n = %s to %s B/s at n = %s, about n^%.2f (fitted on the logs over the converged sizes).",
+		f0(ords[0]), f0(ns[0]), f0(ords[len(ords)-1]), f0(ns[len(ns)-1]), e)
+	var ps []float64
+	for _, x := range rows {
+		if x.Converged && x.Ordinary > 0 && x.SuperpeerPerMember > 0 {
+			ps = append(ps, x.SuperpeerPerMember)
+		}
+	}
+	if len(ps) == len(ns) {
+		if es, ok := logSlope(ns, ps); ok {
+			fmt.Fprintf(w, " A superpeer's per member served went from %s to %s B/s, about n^%.2f.", f0(ps[0]), f0(ps[len(ps)-1]), es)
+		}
+	}
+	fmt.Fprint(w, "\n\n")
 }
 
 // logSlope fits log y = a + b log x by least squares and returns b; ok is

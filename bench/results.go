@@ -44,6 +44,9 @@ type Results struct {
 	SimScale  []SimScaleRow  `json:"sim_scale,omitempty"`
 	NodeScale []NodeScaleRow `json:"node_scale,omitempty"`
 	LiveScale []LiveScaleRow `json:"live_scale,omitempty"`
+	// Growth is the scale suite's split and merge: node machines whose
+	// network doubles or halves (Growth).
+	Growth []GrowthRow `json:"growth,omitempty"`
 	// Attack is the attack suite: lying peers, before and after the
 	// defences.
 	Attack []AttackRow `json:"attack,omitempty"`

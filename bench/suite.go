@@ -42,6 +42,9 @@ type Config struct {
 	Seed uint64
 	// Quick shrinks every size to a smoke test of seconds.
 	Quick bool
+	// LiveSizes, when set, are the scale suite's live testnet sizes
+	// instead of its default (32, 64, 128, 256, 512).
+	LiveSizes []int
 	// Command is recorded in the results (the command line that ran).
 	Command string
 	// Progress, when set, follows the run.
@@ -209,10 +212,13 @@ func suiteSteps(suite string, cfg Config) []step {
 			}})
 		}
 	case SuiteScale:
-		sizes, live := []int{1000, 10000, 100000}, []int{32, 64, 128, 256}
+		sizes, live := []int{1000, 10000, 100000}, []int{32, 64, 128, 256, 512}
 		window := 30 * time.Second
 		if cfg.Quick {
 			sizes, live, window = []int{500, 2000}, []int{8, 16}, 2*time.Second
+		}
+		if len(cfg.LiveSizes) > 0 {
+			live = cfg.LiveSizes
 		}
 		if cfg.Sim {
 			for _, n := range sizes {
@@ -244,6 +250,17 @@ func suiteSteps(suite string, cfg Config) []step {
 				c.Converge = []int{}
 				rows, err := NodeScale(c)
 				r.NodeScale = append(r.NodeScale, rows...)
+				return err
+			}})
+		}
+		if cfg.Sim {
+			gc := GrowthConfig{Seed: cfg.Seed}
+			if cfg.Quick {
+				gc.Sizes = []int{120}
+			}
+			steps = append(steps, step{"scale: node machines, the network doubles and halves", func(_ context.Context, r *Results) error {
+				rows, err := Growth(gc)
+				r.Growth = append(r.Growth, rows...)
 				return err
 			}})
 		}

@@ -79,8 +79,8 @@ func TestLogSlope(t *testing.T) {
 		t.Error("slope over one x: ok, want not ok")
 	}
 	var w strings.Builder
-	writeGossipGrowth(&w, []LiveScaleRow{{N: 32, Converged: true, GossipPerMemberB: 3000}, {N: 256, Converged: false}, {N: 128, Converged: true, GossipPerMemberB: 6000}})
-	if got := w.String(); !strings.Contains(got, "from 3000 B at n = 32 to 6000 B at n = 128, about n^0.50") || !strings.Contains(got, "grows as about n^1.50") {
+	writeTrafficGrowth(&w, []LiveScaleRow{{N: 32, Converged: true, Ordinary: 300, SuperpeerPerMember: 40}, {N: 256, Converged: false}, {N: 128, Converged: true, Ordinary: 600, SuperpeerPerMember: 160}})
+	if got := w.String(); !strings.Contains(got, "from 300 B/s at n = 32 to 600 B/s at n = 128, about n^0.50") || !strings.Contains(got, "from 40 to 160 B/s, about n^1.00") {
 		t.Errorf("growth statement: %q", got)
 	}
 }

@@ -338,7 +338,8 @@ func (r *Ring) stepCoordinator(m Message) {
 		return
 	}
 	r.seenCoord[m.Election] = r.now
-	if !r.maxOnly && m.IDs != nil {
+	stands := r.c.above(self, m.Leader) && r.c.role == Leader && (r.maxOnly || electBest(r.c.cfg.Rank, r.ring) == self)
+	if !r.maxOnly && m.IDs != nil && !stands {
 		// The new ring is reported, not used for routing: only a failed
 		// send (MsgUnreachable) marks a member down, so a member missing
 		// from the list because it was down for a moment rejoins as soon
@@ -352,18 +353,22 @@ func (r *Ring) stepCoordinator(m Message) {
 	r.sendRing(m) // the others judge it for themselves
 	switch {
 	case !adopt:
-	case r.c.above(self, m.Leader) && r.c.role == Leader && (r.maxOnly || electBest(r.c.cfg.Rank, r.ring) == self):
-		// A result below the leader that stands: it says so again, a
-		// COORDINATOR round, rather than start an election (a member
-		// that forges results every heartbeat made its leader campaign
-		// at each, and every election it took part in was a window in
-		// which a forged result counts: issue 19's hostile member
-		// served 0.5 % of the samples under ring-max).
-		ids := []ID{self}
-		if !r.maxOnly {
-			ids = r.ring
-		}
-		r.announce(ids)
+	case stands:
+		// A result below the leader that stands: it says so again to
+		// every member at once, a heartbeat, rather than start an
+		// election (a member that forges results every heartbeat made
+		// its leader campaign at each, and every election it took part
+		// in was a window in which a forged result counts: issue 19's
+		// hostile member served 0.5 % of the samples under ring-max).
+		// Not a COORDINATOR round: that goes round the ring, through
+		// the forger if it is next, which swallows it; and it put the
+		// heartbeats off, so that the forger's results, one every 200
+		// ms, silenced the leader (found by the node simulator). The
+		// heartbeat also ends the election of a member the forgery
+		// drew into one (see stepHeartbeat). Its ring is not the one
+		// the leader reports either: a forged one without the leader
+		// made it campaign.
+		r.heartbeat()
 	case r.c.above(self, m.Leader):
 		r.Campaign() // I was skipped and outrank the winner
 	default:
@@ -409,8 +414,23 @@ func (r *Ring) mayAdopt(l ID) bool {
 // stepHeartbeat handles a leader's heartbeat.
 func (r *Ring) stepHeartbeat(m Message) {
 	self := r.c.cfg.ID
-	if m.Leader != m.From || r.participating {
-		return // during an election only a COORDINATOR counts
+	if m.Leader != m.From {
+		return
+	}
+	if r.participating {
+		// During an election only a COORDINATOR counts, but for a
+		// heartbeat from a member that ranks above this node and at
+		// least as high as the best this election has seen: the
+		// election would name it, or one above it that would not be
+		// silent. Without this, a member that swallows the election
+		// (a hostile one, next in the ring) kept the cluster electing
+		// while its heir led, and every round was a window for its
+		// forged results (found by the node simulator under ring-max).
+		if !r.c.isMember(m.From) || !r.c.above(m.From, self) || r.c.above(r.best, m.From) {
+			return
+		}
+		r.follow(m.From)
+		return
 	}
 	switch {
 	case m.From == r.c.leader:
@@ -486,12 +506,7 @@ func (r *Ring) Tick() {
 	case r.c.role == Leader:
 		r.beat++
 		if r.beat >= r.c.cfg.HeartbeatTicks {
-			r.beat = 0
-			m := Message{Type: MsgHeartbeat, Leader: r.c.cfg.ID}
-			if !r.maxOnly {
-				m.IDs = r.ring
-			}
-			r.c.broadcast(m)
+			r.heartbeat()
 		}
 	default:
 		r.heard++
@@ -499,6 +514,16 @@ func (r *Ring) Tick() {
 			r.Campaign()
 		}
 	}
+}
+
+// heartbeat tells every member that the leader stands.
+func (r *Ring) heartbeat() {
+	r.beat = 0
+	m := Message{Type: MsgHeartbeat, Leader: r.c.cfg.ID}
+	if !r.maxOnly {
+		m.IDs = r.ring
+	}
+	r.c.broadcast(m)
 }
 
 // Ready implements Machine.

@@ -253,8 +253,10 @@ func TestRingMessageCounts(t *testing.T) {
 }
 
 // TestRingLostMessages loses one message of an election. The processes that
-// wait in vain restart the election after TimeoutTicks, and the ring still
-// ends with the one right leader.
+// wait in vain restart the election after TimeoutTicks, unless the
+// leader's heartbeat reaches them first (a heartbeat from a member ranked
+// at least as high as the best the election has seen ends it), and the
+// ring still ends with the one right leader.
 func TestRingLostMessages(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -280,7 +282,12 @@ func TestRingLostMessages(t *testing.T) {
 				n.resetCounts()
 				n.run(10)
 				if n.count(MsgElection) == 0 {
-					t.Fatalf("no election was restarted")
+					// No restart: then the leader's heartbeat ended the
+					// wait (it ranks above the best the waiting
+					// processes saw), and they follow it already.
+					for _, id := range tt.waiting {
+						n.wantState("after the leader's heartbeat", id, Follower, "4")
+					}
 				}
 				n.run(10)
 				n.wantLeader("after the restart", "4")
@@ -359,5 +366,44 @@ func TestRingChaos(t *testing.T) {
 		tnChaos(t, 300, true, func(t testing.TB, id ID, ids []ID) Machine {
 			return tnNewRing(t, id, ids, maxOnly)
 		})
+	})
+}
+
+// TestRingForgedResultsDoNotSilenceTheLeader: 0, the leader 4's successor
+// in the ring, swallows what it gets and sends 4 a forged result naming
+// itself every tick (issue 19's hostile member). The leader does not
+// campaign, and tells every member directly that it stands: its followers
+// hear it and stay with it, and none starts an election. (When it said so
+// with a COORDINATOR round, the round went through 0, and each one put its
+// heartbeats off: its followers heard nothing and campaigned after a
+// timeout.)
+func TestRingForgedResultsDoNotSilenceTheLeader(t *testing.T) {
+	ringVariants(t, func(t *testing.T, maxOnly bool) {
+		n := tnRing(t, tnIDs(5), maxOnly)
+		n.campaign("0")
+		n.settle()
+		n.wantLeader("after the election", "4")
+		n.isolate("0") // what reaches 0 goes no further
+		n.resetCounts()
+		for seq := range uint64(50) { // five timeouts
+			forged := Message{Type: MsgCoordinator, From: "0", To: "4", Leader: "0",
+				Election: ElectionID{Source: "0", Seq: 1000 + seq}}
+			if !maxOnly {
+				forged.IDs = []ID{"0"}
+			}
+			n.deliver(forged)
+			n.run(1, "1", "2", "3", "4") // 0 runs no machine of its own
+		}
+		if e := n.count(MsgElection); e != 0 {
+			es := n.since(0, MsgElection)
+			for _, m := range es[:min(3, len(es))] {
+				t.Logf("%s", tnFmt(m))
+			}
+			t.Fatalf("%d ELECTION messages under the forged results: a member campaigned", e)
+		}
+		for _, id := range []ID{"1", "2", "3"} {
+			n.wantState("under the forged results", id, Follower, "4")
+		}
+		n.wantState("under the forged results", "4", Leader, "4")
 	})
 }

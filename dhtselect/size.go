@@ -49,6 +49,44 @@ type Estimate struct {
 	Source string
 }
 
+// Exact reports whether e is a count rather than a guess: the whole
+// backbone, the membership view, a routing table of a network smaller
+// than a bucket. A larger table none of whose buckets is full is taken
+// as the count (EstimateSize), but it is a guess: after many peers left
+// at once, buckets that held BucketSize peers each hold fewer until the
+// table refills, and a node that took such a count as exact over a
+// backbone missing the departed clusters' summaries had k fall from 9 to
+// 3 and 4 (found by the node simulator: 3,840 nodes halving, which then
+// did not settle in 5 minutes).
+func (e Estimate) Exact() bool {
+	switch e.Source {
+	case SourceBackbone, SourceMembership:
+		return true
+	case SourceRouting:
+		return e.N <= BucketSize
+	}
+	return false
+}
+
+// Within reports whether another source's estimate n is one that e does
+// not rule out: at least half of e where e is an exact count (Exact) or
+// a partial backbone, at least a quarter where it is a guess (kad-dht's
+// NetworkSize, the keys' spacing, a large routing table), whose error
+// reaches a factor of two. The node's own estimate checks what its
+// superpeer's digest and the backbone say with it: a sum of registrations
+// that undercounts for good (a superpeer elected while the swarm started,
+// which counts only those registered with it) is refused, but not the
+// true size against a guess that overshoots (found by the node simulator:
+// at 1,920 nodes, 21 members whose keys' spacing said 3,870 to 4,240
+// refused their superpeer's 1,900, kept k one above it and were never
+// served).
+func (e Estimate) Within(n int) bool {
+	if e.Exact() || e.Source == SourceBackbonePartial {
+		return 2*n >= e.N
+	}
+	return 4*n >= e.N
+}
+
 // EstimateSize estimates the number of peers in the network, this one
 // included. It works from one peer up, by choosing among six sources:
 //

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -32,9 +34,16 @@ func frame(version, typ byte, payload []byte) []byte {
 // gets bad frames (an unknown version, an unexpected type, an oversized,
 // a truncated and a malformed one): it refuses and counts each, bans the
 // sender at the fifth strike, disconnects it and closes its next
-// connection. Node b gets garbage and forgeries on the membership topic
-// from another peer: rejected, each a strike, and the ban that follows
-// keeps even that peer's valid announcement out. Node c gets election
+// connection. Node a, the superpeer, also gets garbage and forgeries
+// where the cluster-scoped membership lives, from another peer: summaries
+// that do not decode on the backbone, and on the register protocol a
+// record of another identity and a record that does not open: rejected,
+// each a strike, and the ban that follows keeps even that peer's valid
+// registration out of the roster. (The test sent them to b on the global
+// membership topic, which the DHT strategy no longer has: an ordinary
+// member reads neither the backbone nor registrations, which only a
+// serving node takes; the geometric strategy's membership topic is
+// covered by gossip's validator tests.) Node c gets election
 // messages that do not decode or come from no member (a forged leader, a
 // stale term), and streams that open and never write (timed out).
 func TestHostilePeer(t *testing.T) {
@@ -91,36 +100,67 @@ func TestHostilePeer(t *testing.T) {
 	_ = h.Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: a.Host().Addrs()})
 	waitFor(t, "a to close h's new connection", func() bool { return h.Network().Connectedness(a.ID()) != network.Connected })
 
-	// Garbage and forgeries on the membership topic, from g (a second
-	// hostile host, that speaks GossipSub) to b: b's validator rejects
-	// them, each a strike against g, and bans g at the fifth; g's valid
-	// announcement of itself, after them, goes nowhere (banned peers are
-	// graylisted, and their announcements ignored).
-	g := plainHost(t)
+	// Garbage and forgeries where the membership lives, from g (a second
+	// hostile host, that speaks GossipSub) to the superpeer a: three
+	// summaries that do not decode on the backbone, then on the register
+	// protocol a record sealed for another identity and one that does not
+	// open. a rejects each, a strike against g, and bans g at the fifth;
+	// g's valid registration of itself, after them, is refused (banned
+	// peers are disconnected and their streams refused).
+	// g is on an address of its own: a penalises h's (banGate).
+	g, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.2/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
 	ps, err := pubsub.NewGossipSub(ctx, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+	if err := g.Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: a.Host().Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	topic, err := ps.Join(gossip.MembershipTopic("default"))
+	topic, err := ps.Join(gossip.BackboneTopic("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "g to see b on the membership topic", func() bool { return slices.Contains(topic.ListPeers(), b.ID()) })
-	forged, _ := gossip.Announcement{ID: g.ID(), ClusterKey: dhtselect.KeyOf(a.ID()).Cluster(8), K: 8}.Encode()
-	for _, msg := range [][]byte{forged, randomBytes(rng, 100), []byte(`{"v":9}`), []byte(`{"v":2,"k":-1}`), make([]byte, gossip.MaxAnnouncementSize+1)} {
+	waitFor(t, "g to see a on the backbone", func() bool { return slices.Contains(topic.ListPeers(), a.ID()) })
+	for _, msg := range [][]byte{randomBytes(rng, 100), []byte(`{"v":9}`), []byte(`{"v":1,"k":-1,"size":1}`)} {
 		if err := topic.Publish(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "b to ban g", func() bool { return b.guard.Banned(g.ID()) })
-	if r := b.Status().Refused["membership"]; r["malformed"] != 5 {
-		t.Errorf("b refused %v membership messages, want 5 malformed", r)
+	waitFor(t, "a to reject g's three summaries", func() bool { return a.Status().Refused["backbone"]["malformed"] == 3 })
+	otherKey, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	valid, _ := gossip.Announcement{ID: g.ID(), Seq: uint64(time.Now().UnixNano()), ClusterKey: dhtselect.KeyOf(g.ID()).Cluster(0)}.Encode()
-	_ = topic.Publish(ctx, valid) // may fail: b closed the connection
+	otherID, _ := peer.IDFromPrivateKey(otherKey)
+	forged, err := gossip.SealAnnouncement(gossip.Announcement{ID: otherID, Seq: 1, ClusterKey: dhtselect.KeyOf(otherID).Cluster(0)}, otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rawRegister(ctx, g, a.ID(), forged); err != nil || st != regBadRecord {
+		t.Errorf("a answered a record of another identity with %v, %v; want %v", st, err, regBadRecord)
+	}
+	// The fifth strike: a bans g and closes its connection before it
+	// answers, so g may read the answer or a reset.
+	if st, err := rawRegister(ctx, g, a.ID(), randomBytes(rng, 100)); err == nil && st != regBadRecord {
+		t.Errorf("a answered a record that does not open with %v; want %v or a reset", st, regBadRecord)
+	}
+	waitFor(t, "a to ban g", func() bool { return a.guard.Banned(g.ID()) })
+	if r := a.Status().Refused; r["backbone"]["malformed"] != 3 || r["register"]["malformed"] != 2 {
+		t.Errorf("a refused %v backbone and %v register messages, want 3 and 2 malformed", r["backbone"], r["register"])
+	}
+	gKey := g.Peerstore().PrivKey(g.ID())
+	valid, err := gossip.SealAnnouncement(gossip.Announcement{ID: g.ID(), Seq: uint64(time.Now().UnixNano()), ClusterKey: dhtselect.KeyOf(g.ID()).Cluster(0)}, gKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = g.Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: a.Host().Addrs()}) // may fail: a penalises g's address
+	if st, err := rawRegister(ctx, g, a.ID(), valid); err == nil {
+		t.Errorf("a answered the banned g's registration with %v", st)
+	}
 
 	// Streams that open and never write, from h to c: they must not
 	// stall it.
@@ -190,6 +230,28 @@ func TestHostilePeer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// rawRegister sends one register request from h to p with the sealed
+// record rec (holding no roster), and returns the answer's status.
+func rawRegister(ctx context.Context, h host.Host, p peer.ID, rec []byte) (regStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := h.NewStream(ctx, p, registerProtocol("default"))
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := writeFrame(s, frameRegister, appendRequest(nil, 0, 0, rec)); err != nil {
+		return 0, err
+	}
+	resp, err := readStreamFrame(s, frameRoster)
+	if err != nil {
+		return 0, err
+	}
+	rep, err := parseReply(resp)
+	return rep.status, err
 }
 
 // send opens a stream from h to p on proto, writes data, and closes it.

@@ -72,7 +72,8 @@ type Node struct {
 	host        host.Host
 	dht         *dht.IpfsDHT
 	ps          *pubsub.PubSub
-	members     *gossip.Membership
+	members     membership         // the global topic (geometric) or cm (DHT)
+	cm          *clusterMembership // the DHT strategy's cluster-scoped membership (cluster.go)
 	nat         natState
 	guard       guard // the ban list and the refused messages' counters (wire.go)
 	geo         *geo  // nil with the DHT strategy
@@ -275,14 +276,21 @@ func (n *Node) start(ctx context.Context) error {
 			return fmt.Errorf("overlay: gossipsub: %w", err)
 		}
 	}
-	n.members, err = gossip.JoinMembership(n.ps, n.self, gossip.MembershipConfig{
-		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
-		Connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
-		Refuse:    n.guard.Banned,
-		Rejected:  n.gossipRejected("membership"),
-	})
-	if err != nil {
-		return err
+	if n.cfg.Strategy == StrategyGeometric {
+		// The geometric strategy still hears every peer (issue 20's
+		// geometric part is to come).
+		n.members, err = gossip.JoinMembership(n.ps, n.self, gossip.MembershipConfig{
+			Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
+			Connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
+			Refuse:    n.guard.Banned,
+			Rejected:  n.gossipRejected("membership"),
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		n.cm = newClusterMembership(n)
+		n.members = n.cm
 	}
 	bus := n.host.EventBus()
 	for _, e := range []struct {
@@ -319,6 +327,9 @@ func (n *Node) start(ctx context.Context) error {
 	natSub, err := bus.Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(EvtRoleChanged), new(EvtSuperpeerChanged)})
 	if err != nil {
 		return fmt.Errorf("overlay: event subscription: %w", err)
+	}
+	if n.cm != nil {
+		n.cm.start(ctx)
 	}
 	ping.NewPingService(n.host) // a host of our own has it already; a given one may not
 	n.rttFresh, n.rttKick = make(chan struct{}, 1), make(chan struct{}, 1)
@@ -475,12 +486,24 @@ func (n *Node) tick(now time.Time) {
 func (n *Node) stepView(now time.Time) {
 	n.m.Step(now, n.routing())
 	n.m.Step(now, n.view())
+	if n.cm != nil {
+		if _, bb := n.cm.view(); bb != nil {
+			n.m.Step(now, *bb)
+		}
+	}
 }
 
 // view is the membership view as the machine takes it: banned peers are
 // no members (wire.go).
 func (n *Node) view() node.View {
 	var v node.View
+	if n.cm != nil {
+		v.Members, _ = n.cm.view()
+		for i := range v.Members {
+			v.Members[i].RTT = n.rtt(v.Members[i].ID)
+		}
+		return v
+	}
 	for _, e := range n.members.Entries() {
 		if !n.guard.Banned(e.ID) {
 			v.Members = append(v.Members, node.Member{ID: e.ID, Superpeer: e.Superpeer, Private: e.Private, Flapping: e.Flapping,
@@ -576,6 +599,9 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 	}
 	if n.geo != nil {
 		n.geo.carryOut(ctx, rd.Geo)
+	}
+	if n.cm != nil {
+		n.cm.follow(ctx, n.m.Registrar(), n.m.Serves(), rd.State, n.m.Election().Term)
 	}
 }
 

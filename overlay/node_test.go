@@ -148,20 +148,40 @@ func TestCloseTwice(t *testing.T) {
 	}
 }
 
-// A node that closes says goodbye: the others drop it from their views at
-// once, before its announcement would expire (the TTL here is 6 s),
-// and the one left re-evaluates its cluster without it.
+// A node that closes says goodbye: with the cluster-scoped membership
+// (DHT strategy) a member's goodbye goes to its superpeer, the registrar
+// (registrar.goodbye, a Leaving record), whose registry drops it from the
+// roster at once, before its registration would expire (the TTL here is
+// 6 s), and passes the goodbye on to the other members with the roster's
+// next delta, so that they drop it too, knowing it left (Left) rather
+// than expired; the cluster is then re-evaluated without it. A goodbye
+// that did not arrive would leave the member in the roster for the TTL,
+// and Left false on both ends.
 func TestCloseSaysGoodbye(t *testing.T) {
-	a, b := twoNodes(t, WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")), WithIntervals(2*time.Second, 200*time.Millisecond))
-	if err := b.Close(); err != nil {
+	keys := keysByDistance(t, 3) // keys[0] is the superpeer of k = 0
+	opt := WithIntervals(2*time.Second, 200*time.Millisecond)
+	sp := oneCluster(t, keys[0], opt)
+	stay := oneCluster(t, keys[1], opt, WithBootstrapAddrs(sp.P2PAddrs()...))
+	leave := oneCluster(t, keys[2], opt, WithBootstrapAddrs(sp.P2PAddrs()...))
+	waitFor(t, "the three nodes to agree on the superpeer", func() bool {
+		for _, n := range []*Node{sp, stay, leave} {
+			if s := n.State(); len(s.Members) != 3 || s.Superpeer.ID != sp.ID() {
+				return false
+			}
+		}
+		return true
+	})
+	if err := leave.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the goodbye to take the closed node out of the view", func() bool {
-		_, known := a.members.Get(b.ID())
-		return !known && len(a.State().Members) == 1
-	})
-	if !a.members.Left(b.ID()) {
-		t.Error("the closed node left the view without its goodbye")
+	for _, n := range []*Node{sp, stay} {
+		waitFor(t, "the goodbye to take the closed node out of the view", func() bool {
+			_, known := n.members.Get(leave.ID())
+			return !known && len(n.State().Members) == 2
+		})
+		if !n.members.Left(leave.ID()) {
+			t.Errorf("the closed node left %s's view without its goodbye", n.ID().ShortString())
+		}
 	}
 }
 

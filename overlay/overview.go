@@ -19,12 +19,13 @@ import (
 // Overview is the whole overlay as one observer knows it, for the page on
 // / (overlay/web): every cluster, and a short time line of what changed.
 // A node fills it from what it knows (Node.Overview): its own cluster in
-// detail, the other clusters from its membership view (DHT strategy) or
-// the token reports (geometric strategy). A superpeer will fill the other
-// clusters from the backbone's summaries (gossip.Summary: Superpeer, K,
+// detail, the other clusters from the backbone (a superpeer, DHT
+// strategy) or the token reports (geometric strategy). A superpeer fills
+// the other clusters from the backbone's summaries (gossip.Summary: Superpeer, K,
 // ClusterKey, Size, Term), which give a cluster's size and no member list:
 // ClusterView takes such a cluster (Members nil, Size set, Source
-// "summary"). A testnet, which knows every node, fills every cluster in
+// "summary"). With the DHT strategy's cluster-scoped membership a member
+// knows only its cluster, and a superpeer the others by their summaries. A testnet, which knows every node, fills every cluster in
 // full (testnet.Net.Overview).
 type Overview struct {
 	// Source is "node" or "testnet".
@@ -379,7 +380,8 @@ func (n *Node) Overview() Overview {
 
 	if n.geo == nil {
 		// The other clusters: the membership view's peers, by announced
-		// cluster.
+		// cluster (with the scoped membership the view is the node's
+		// cluster, and the others come from the backbone).
 		type key struct {
 			k   int
 			key dhtselect.Key
@@ -402,6 +404,23 @@ func (n *Node) Overview() Overview {
 			cv.Members = append(cv.Members, mv)
 			if e.Superpeer {
 				claims[c] = append(claims[c], e.ID)
+			}
+		}
+		// A superpeer hears the others on the backbone: their clusters
+		// by size, without members (a member hears none of them).
+		for _, sm := range n.backboneSummaries() {
+			c := key{sm.K, sm.ClusterKey}
+			id := DHTClusterID(c.k, c.key)
+			if id == own.ID {
+				continue
+			}
+			cv := byCluster[c]
+			if cv == nil {
+				cv = &ClusterView{ID: id, Name: ClusterName(c.k, c.key), K: c.k, Key: c.key.String(), Source: "summary", Size: sm.Size, Term: sm.Term}
+				byCluster[c] = cv
+			}
+			if !slices.Contains(claims[c], sm.Superpeer) {
+				claims[c] = append(claims[c], sm.Superpeer)
 			}
 		}
 		for c, cv := range byCluster {

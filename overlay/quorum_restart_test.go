@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -53,7 +52,13 @@ import (
 func TestQuorumRestartVotesOnce(t *testing.T) {
 	const term = 5
 	keys := keysByDistance(t, 3) // the first ranks highest
-	a, b := newClaimant(t, keys[0]), newClaimant(t, keys[1])
+	xID, err := peer.IDFromPrivateKey(keys[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := newClaimant(t, keys[0], xID), newClaimant(t, keys[1], xID)
+	a.setRoster(a.sealed, b.sealed)
+	b.setRoster(a.sealed, b.sealed)
 	start := func(dir string) *Node {
 		t.Helper()
 		return oneCluster(t, keys[2], WithBootstrapAddrs(append(a.addrs(t), b.addrs(t)...)...),
@@ -127,40 +132,96 @@ func TestQuorumRestartVotesOnce(t *testing.T) {
 }
 
 // claimant is a test host that is a member of the node's cluster without
-// running a node: it announces itself on the membership topic, answers a
-// bully ELECTION from a lower-ranked member with OK and COORDINATOR (so
-// that the node under test never wins an election, and never claims a
-// term of its own), sends the CLAIMs the test asks for, and keeps the
-// CLAIM_ACKs that come back.
+// running a node: it takes part in the cluster-scoped membership as the
+// DHT strategy does it (the test used the global membership topic, which
+// that strategy no longer has), answers a bully ELECTION from a
+// lower-ranked member with OK and COORDINATOR (so that the node under
+// test never wins an election, and never claims a term of its own),
+// sends the CLAIMs the test asks for, and keeps the CLAIM_ACKs that come
+// back. The membership, both ways:
+//
+//   - it registers its sealed announcement with x every 100 ms: while x
+//     has no superpeer (its lookup ends at itself, the only DHT node) x
+//     serves the cluster, and its registry makes the claimants members;
+//   - it answers x's registrations, once x follows a claimant as its
+//     superpeer, as a superpeer's registry would: the digest of the one
+//     cluster (k = 0) of three, and the roster of both claimants (one
+//     snapshot, then "unchanged").
 type claimant struct {
-	h     host.Host
-	proto protocol.ID
+	h      host.Host
+	proto  protocol.ID
+	sealed []byte // its announcement, sealed
 
 	mu      sync.Mutex
 	acks    []classic.Message
-	seq     uint64 // the last claim round sent
-	guarded int    // start-guard refusals seen by the last ask
+	seq     uint64   // the last claim round sent
+	guarded int      // start-guard refusals seen by the last ask
+	roster  [][]byte // the sealed announcements it answers registrations with
 }
 
-func newClaimant(t *testing.T, key crypto.PrivKey) *claimant {
+func newClaimant(t *testing.T, key crypto.PrivKey, x peer.ID) *claimant {
 	t.Helper()
-	ctx := context.Background()
 	h := plainHost(t, libp2p.Identity(key))
-	ps, err := pubsub.NewGossipSub(ctx, h)
+	sealed, err := gossip.SealAnnouncement(gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), Seq: 1,
+		ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(0)}, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := gossip.JoinMembership(ps, h.ID(), gossip.MembershipConfig{Network: "default", Interval: 100 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	if err := m.SetLocal(ctx, gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(0)}); err != nil {
-		t.Fatal(err)
-	}
-	c := &claimant{h: h, proto: electionProtocol("default")}
+	c := &claimant{h: h, proto: electionProtocol("default"), sealed: sealed}
 	h.SetStreamHandler(c.proto, c.handle)
+	h.SetStreamHandler(registerProtocol("default"), c.registry)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if h.Network().Connectedness(x) == network.Connected {
+				_, _ = rawRegister(ctx, h, x, sealed)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	return c
+}
+
+// setRoster sets the sealed announcements the claimant's registrations
+// answer with.
+func (c *claimant) setRoster(sealed ...[]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roster = sealed
+}
+
+// registry answers one register request as the superpeer of the one
+// cluster (k = 0, three peers): a snapshot of the roster (roster 1,
+// version 1), or "unchanged" for a member that holds it.
+func (c *claimant) registry(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(5 * time.Second))
+	req, err := readStreamFrame(s, frameRegister)
+	if err != nil {
+		_ = s.Reset()
+		return
+	}
+	rid, ver, _, err := parseRequest(req)
+	if err != nil {
+		_ = s.Reset()
+		return
+	}
+	c.mu.Lock()
+	rep := regReply{status: regSnapshot, rid: 1, ver: 1, entries: c.roster,
+		digest: clusterDigest{K: 0, Size: dhtselect.Estimate{N: 3, Source: "claimant"}}}
+	c.mu.Unlock()
+	if rid == 1 && ver == 1 {
+		rep.status, rep.entries = regUnchanged, nil
+	}
+	_ = writeFrame(s, frameRoster, appendReply(nil, rep))
 }
 
 func (c *claimant) id() classic.ID { return classic.ID(c.h.ID()) }

@@ -46,9 +46,9 @@ import (
 //   - for every other status: the digest (uvarint k, the 32-byte cluster
 //     key, uvarint N of the size estimate, uvarint length and the
 //     estimate's source), then for the refusals (regWrongCluster,
-//     regFull, regTooSoon, regBadRecord) and for regNeedRecord (a refresh
-//     from a member the roster does not hold: send the record) nothing
-//     more;
+//     regFull, regTooSoon, regBadRecord, regCrowded, regNotMember) and
+//     for regNeedRecord (a refresh from a member the roster does not
+//     hold: send the record) nothing more;
 //   - for regUnchanged: the roster ID and version (uvarints): the member
 //     holds them already;
 //   - for regDelta and regSnapshot: the roster ID and version, a byte 1
@@ -73,11 +73,28 @@ import (
 // be the stream's peer's (else regBadRecord and a strike), its key must
 // share the superpeer's cluster prefix at its k (else regWrongCluster, no
 // strike: an honest peer with an old k does this), the roster holds at
-// most maxRoster entries (regFull beyond), and a member may send a new
+// most maxRoster entries (regFull beyond), an address group (the
+// stream's connection's, node.AddrGroup) that shows more than MaxPerAddr
+// identities counts for nothing (regCrowded, no strike; its members
+// leave the roster: registry.crowdedLocked), and a member may send a new
 // record at most regBurst+regSlack at once and then one every
 // interval/regPerInterval (regTooSoon beyond, no strike). A request
 // without a record, or with the record the roster holds byte for byte, is
-// a refresh: no signature check and no rate. The registrar (the member's
+// a refresh: no signature check and no rate. The roster goes to members
+// only: a goodbye (a sealed record with Leaving) from a peer the roster
+// does not hold removes nothing and is refused (regNotMember, no
+// strike), as is a record the roster does not take (stale: older than
+// the peer's goodbye, which the roster's view remembers); before, such a
+// "goodbye" read the whole roster without entering it. A member's own
+// goodbye takes it out and is answered as its request asks. A member
+// may read the roster from scratch (a snapshot, or a delta from a version
+// older than the one its last answer left it at) snapBurst times at once
+// and then snapPerInterval times every interval: beyond, the record or
+// the refresh is taken, but the roster is not sent (regTooSoon, no
+// strike), so that a member that asks for a snapshot in every request
+// (some 0.5 MB for a roster of 1,024, at the guard's 50 streams a second:
+// 25 MB/s) gets one an interval after the first few. Its continuations
+// (the steady rounds, the next page) are free. The registrar (the member's
 // end) sends its record only when its superpeer does not hold it yet, and
 // paces its new records to regBurst at once and the same rate,
 // refreshing meanwhile, so that an honest member is never refused for
@@ -99,15 +116,17 @@ const (
 type regStatus byte
 
 const (
-	regUnchanged    regStatus = 1 // the member's roster is current
-	regDelta        regStatus = 2 // the changes since the member's version
-	regSnapshot     regStatus = 3 // the whole roster: replace yours
-	regNotSuperpeer regStatus = 4 // refused: this node serves no cluster (a hint follows)
-	regWrongCluster regStatus = 5 // refused: the member's key is not in this cluster at its k
-	regFull         regStatus = 6 // refused: the roster is full
-	regTooSoon      regStatus = 7 // refused: a new record sooner than the rate allows
-	regBadRecord    regStatus = 8 // refused: the record does not open, or is another peer's (a strike)
-	regNeedRecord   regStatus = 9 // a refresh from a member the roster does not hold: send the record
+	regUnchanged    regStatus = 1  // the member's roster is current
+	regDelta        regStatus = 2  // the changes since the member's version
+	regSnapshot     regStatus = 3  // the whole roster: replace yours
+	regNotSuperpeer regStatus = 4  // refused: this node serves no cluster (a hint follows)
+	regWrongCluster regStatus = 5  // refused: the member's key is not in this cluster at its k
+	regFull         regStatus = 6  // refused: the roster is full
+	regTooSoon      regStatus = 7  // refused: a new record sooner than the rate allows, or a roster read from scratch beyond the budget
+	regBadRecord    regStatus = 8  // refused: the record does not open, or is another peer's (a strike)
+	regNeedRecord   regStatus = 9  // a refresh from a member the roster does not hold: send the record
+	regCrowded      regStatus = 10 // refused: the member's address group shows more identities than MaxPerAddr
+	regNotMember    regStatus = 11 // refused: the roster does not hold the peer and the request did not put it there (a stranger's goodbye)
 )
 
 func (s regStatus) String() string {
@@ -130,11 +149,17 @@ func (s regStatus) String() string {
 		return "bad record"
 	case regNeedRecord:
 		return "record needed"
+	case regCrowded:
+		return "address crowded"
+	case regNotMember:
+		return "not a member"
 	}
 	return fmt.Sprintf("status %d", byte(s))
 }
 
-func (s regStatus) refusal() bool { return s >= regNotSuperpeer && s <= regBadRecord }
+func (s regStatus) refusal() bool {
+	return s >= regNotSuperpeer && s <= regBadRecord || s == regCrowded || s == regNotMember
+}
 
 // The registry's and registrar's bounds.
 const (
@@ -155,6 +180,14 @@ const (
 	regBurst       = 3
 	regSlack       = 2
 	regPerInterval = 2
+	// snapBurst roster reads from scratch (a snapshot, or a delta from a
+	// version older than the member was last sent) a member may ask for
+	// at once, then snapPerInterval every interval: an honest member
+	// asks for one when it joins, when its superpeer changes or starts a
+	// new roster, and when an answer was lost; its other reads continue
+	// from its last answer (the steady rounds, the pages), and are free.
+	snapBurst       = 3
+	snapPerInterval = 1
 	// maxPages bounds the pages of one registration: a roster of
 	// maxRoster entries of the largest size fills about 200.
 	maxPages = 256
@@ -399,7 +432,13 @@ type rosterEntry struct {
 	sealed []byte
 	ver    uint64
 	seen   time.Time
+	group  string // the address group it last registered from
 }
+
+// groupSeen is the identities that sent a record from one address group
+// within the TTL, and when each last did: at most perAddr+1 of them, the
+// most recent (more need not be known to call the group crowded).
+type groupSeen map[peer.ID]time.Time
 
 // registry is a superpeer's end of the register protocol: its cluster's
 // roster. The loop tells it what the node serves (setServing,
@@ -413,12 +452,15 @@ type registry struct {
 	interval time.Duration
 	// local is the node's own sealed announcement (registrar.local), or
 	// nil: it is in the roster while the node serves.
-	local func() []byte
-	// connected reports whether the host is connected to a peer: such an
-	// entry does not expire (as the membership view's entries do not).
-	connected func(peer.ID) bool
+	local     func() []byte
 	now       func() time.Time
 	max, page int // the roster's bound and a response's
+	// perAddr is how many identities one address group may show
+	// (Config.MaxPerAddr); 0: no accounting.
+	perAddr int
+	// connected reports whether the host is connected to a peer (the
+	// identities of a group that count).
+	connected func(peer.ID) bool
 
 	mu      sync.Mutex
 	serving bool
@@ -430,8 +472,20 @@ type registry struct {
 	view    *gossip.View
 	entries map[peer.ID]*rosterEntry
 	gone    map[peer.ID]uint64 // removed peers, and the version of the removal
-	limits  map[peer.ID]*rate.Limiter
+	// byes are the goodbyes (sealed, Leaving) of the removed peers that
+	// said one: a delta carries the goodbye in place of the removal, so
+	// that the members know the peer left (Left) rather than expired.
+	// Forgotten with the removal.
+	byes    map[peer.ID][]byte
+	limits  map[peer.ID]*memberLimits
+	groups  map[string]groupSeen // the identities per address group (crowdedLocked)
 	changes chan struct{}
+	// goodbye is given the records sent while the node serves nothing
+	// (heardGoodbye); nil: ignored.
+	goodbye func(from peer.ID, sealed []byte) bool
+	// The requests answered, by the answer's status (regUnchanged,
+	// regDelta and regSnapshot: accepted), kept across rosters.
+	answered map[regStatus]uint64
 }
 
 // newRegistry returns the registry of node n, whose announce interval is
@@ -440,8 +494,11 @@ type registry struct {
 func newRegistry(n *Node, interval time.Duration, local func() []byte) *registry {
 	r := &registry{
 		n: n, ttl: 3 * interval, interval: interval, local: local, now: time.Now, max: maxRoster, page: rosterPage,
+		perAddr: n.cfg.MaxPerAddr, changes: make(chan struct{}, 1), answered: map[regStatus]uint64{},
 		connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
-		changes:   make(chan struct{}, 1),
+		// Kept across rosters, and counted also while the node serves
+		// nothing: a node that starts serving knows a flood at once.
+		groups: map[string]groupSeen{},
 	}
 	r.clearLocked()
 	return r
@@ -452,7 +509,8 @@ func (r *registry) clearLocked() {
 		notify(r.changes)
 	}
 	r.view = gossip.NewView(r.ttl)
-	r.entries, r.gone, r.limits = map[peer.ID]*rosterEntry{}, map[peer.ID]uint64{}, map[peer.ID]*rate.Limiter{}
+	r.entries, r.gone, r.limits = map[peer.ID]*rosterEntry{}, map[peer.ID]uint64{}, map[peer.ID]*memberLimits{}
+	r.byes = map[peer.ID][]byte{}
 	r.floor = r.version
 }
 
@@ -542,13 +600,15 @@ func (r *registry) handle(s network.Stream) {
 	var resp []byte
 	var strike error
 	if err == nil {
-		resp, strike, err = r.answer(req, from)
+		g, _ := connGroup(s.Conn().RemoteMultiaddr())
+		resp, strike, err = r.answer(req, from, g)
 	}
 	if err != nil {
 		_ = s.Reset()
 		n.guard.refuse(n, "register", from, err)
 		return
 	}
+	r.heardGoodbye(req, from)
 	if strike != nil { // before the answer: its sender reads the strike counted
 		n.guard.refuse(n, "register", from, strike)
 	}
@@ -557,10 +617,26 @@ func (r *registry) handle(s network.Stream) {
 	}
 }
 
-// answer decides a register request from the peer from: the response's
-// payload, and a strike against from (a bad record), or err for a request
-// that does not parse.
-func (r *registry) answer(req []byte, from peer.ID) (resp []byte, strike, err error) {
+// heardGoodbye passes a record that a peer sent while the node serves
+// nothing to the hook goodbye (a closing superpeer's goodbye to its
+// members: registrar.superpeerLeft).
+func (r *registry) heardGoodbye(req []byte, from peer.ID) {
+	r.mu.Lock()
+	serving, hook := r.serving, r.goodbye
+	r.mu.Unlock()
+	if serving || hook == nil {
+		return
+	}
+	if _, _, sealed, err := parseRequest(req); err == nil && len(sealed) > 0 {
+		hook(from, sealed)
+	}
+}
+
+// answer decides a register request from the peer from, on a connection
+// from the address group group (node.AddrGroup; "": unknown, not
+// counted): the response's payload, and a strike against from (a bad
+// record), or err for a request that does not parse.
+func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, strike, err error) {
 	rid, ver, sealed, err := parseRequest(req)
 	if err != nil {
 		return nil, nil, err
@@ -568,13 +644,22 @@ func (r *registry) answer(req []byte, from peer.ID) (resp []byte, strike, err er
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	crowded := r.crowdedLocked(from, group, len(sealed) > 0, now)
 	if !r.serving {
+		r.answered[regNotSuperpeer]++
 		return appendReply(nil, regReply{status: regNotSuperpeer, hint: r.hint}), nil, nil
 	}
-	refuse := func(s regStatus) []byte { return appendReply(nil, regReply{status: s, digest: r.dig}) }
+	refuse := func(s regStatus) []byte {
+		r.answered[s]++
+		return appendReply(nil, regReply{status: s, digest: r.dig})
+	}
 	r.expireLocked(now)
 	r.selfLocked(now)
-	if e := r.entries[from]; e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
+	if crowded {
+		return refuse(regCrowded), nil, nil
+	}
+	e := r.entries[from] // before the request: a member's goodbye takes it out
+	if e != nil && (len(sealed) == 0 || bytes.Equal(e.sealed, sealed)) {
 		e.seen = now // a refresh: the record is the one we hold
 	} else if len(sealed) == 0 {
 		return refuse(regNeedRecord), nil, nil
@@ -592,32 +677,212 @@ func (r *registry) answer(req []byte, from peer.ID) (resp []byte, strike, err er
 		if !r.dig.in(from) {
 			return refuse(regWrongCluster), nil, nil
 		}
+		if e == nil && a.Leaving {
+			return refuse(regNotMember), nil, nil // a stranger's goodbye: nothing to remove, no roster
+		}
 		if e == nil && !a.Leaving && len(r.entries) >= r.max {
 			return refuse(regFull), nil, nil
 		}
 		r.applyLocked(a, sealed, now)
+		if e := r.entries[from]; e != nil {
+			e.group = group
+		}
 	}
-	return appendReply(nil, r.replyLocked(from, rid, ver)), nil, nil
+	if e == nil && r.entries[from] == nil {
+		// The record was not taken (stale: older than a goodbye the
+		// view remembers): the peer is still a stranger.
+		return refuse(regNotMember), nil, nil
+	}
+	rep := r.replyLocked(from, rid, ver)
+	if !r.readLocked(from, rid, ver, rep, now) {
+		// Asked for the roster from scratch too often: the record or
+		// the refresh stands; the roster waits for the budget.
+		return refuse(regTooSoon), nil, nil
+	}
+	r.answered[rep.status]++
+	return appendReply(nil, rep), nil, nil
+}
+
+// crowdedLocked counts from among the identities of its address group
+// (when it sent a record: a refresh proves no new identity) and reports
+// whether the group is crowded: more than perAddr identities are the
+// roster's members from it or sent a record from it within the TTL and
+// are still connected (the machine too counts only identities it is
+// connected to: an identity banned and disconnected, as each of an
+// election flooder's is in turn, no longer counts). A crowded group counts for nothing, as
+// in the node machine (overlay/node's admit.go): its members leave the
+// roster and none is taken in while the flood goes on, so that a flood
+// from one address moves neither the cluster's size on the backbone nor
+// its electorate, and costs the registry at most perAddr+1 identities
+// per group. Without the rule the registry took identities from one
+// address up to maxRoster, each a member's roster entry and backbone
+// count (the live TestSybilFlood, re-targeted at the register protocol).
+// An honest peer behind the flooded address loses its place, as it does
+// in the machine's view, and is not struck.
+func (r *registry) crowdedLocked(from peer.ID, group string, record bool, now time.Time) bool {
+	if r.perAddr <= 0 || group == "" || from == r.n.self {
+		return false
+	}
+	seen := r.groups[group]
+	if record {
+		if seen == nil {
+			if len(r.groups) >= 4*r.max { // forget the groups seen longest ago
+				for g, s := range r.groups {
+					if r.quietLocked(s, now) {
+						delete(r.groups, g)
+					}
+				}
+			}
+			if len(r.groups) >= 4*r.max {
+				return true // under a flood of addresses: take no new one
+			}
+			seen = groupSeen{}
+			r.groups[group] = seen
+		}
+		if _, ok := seen[from]; !ok && len(seen) > r.perAddr {
+			var oldest peer.ID
+			for p, at := range seen {
+				if oldest == "" || at.Before(seen[oldest]) {
+					oldest = p
+				}
+			}
+			delete(seen, oldest)
+		}
+		seen[from] = now
+	}
+	// The group's identities: its members in the roster (which refresh
+	// without a record) and those that sent a record within the TTL.
+	ids := map[peer.ID]bool{}
+	for p, e := range r.entries {
+		if p != r.n.self && e.group == group {
+			ids[p] = true
+		}
+	}
+	for p, at := range seen {
+		switch {
+		case now.Sub(at) > r.ttl:
+			delete(seen, p)
+		case r.connected(p):
+			ids[p] = true
+		}
+	}
+	if len(ids) <= r.perAddr {
+		return false
+	}
+	for p, e := range r.entries {
+		if p != r.n.self && e.group == group {
+			r.view.Remove(p)
+			r.removeLocked(p)
+		}
+	}
+	return true
+}
+
+// quietLocked reports whether no identity of a group sent a record
+// within the TTL.
+func (r *registry) quietLocked(s groupSeen, now time.Time) bool {
+	for _, at := range s {
+		if now.Sub(at) <= r.ttl {
+			return false
+		}
+	}
+	return true
+}
+
+// left reports whether p left the roster with a goodbye (and is not
+// back), as far as the registry remembers (maxGone removals).
+func (r *registry) left(p peer.ID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.serving && r.byes[p] != nil && r.entries[p] == nil
+}
+
+// registryStats is what the registry did: the requests answered by
+// status, and the roster's size (0 while the node serves no cluster).
+type registryStats struct {
+	Answered map[regStatus]uint64
+	Roster   int
+}
+
+func (r *registry) stats() registryStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := registryStats{Answered: make(map[regStatus]uint64, len(r.answered))}
+	for s, v := range r.answered {
+		st.Answered[s] = v
+	}
+	if r.serving {
+		st.Roster = len(r.entries)
+	}
+	return st
+}
+
+// memberLimits is what the registry allows one peer, kept across its
+// removals from the roster (and forgotten with a new roster, or when it
+// is fresh again): its new records (records), its roster reads from
+// scratch (reads: a snapshot, or a delta from a version older than the
+// last one it was sent), and where its last answer left it (rid, ver):
+// a request from there, or from later, is a continuation (a steady
+// round, the next page), which is free.
+type memberLimits struct {
+	records, reads *rate.Limiter
+	rid, ver       uint64
+}
+
+// fresh reports whether the limits hold nothing back at now: both
+// buckets are full.
+func (l *memberLimits) fresh(now time.Time) bool {
+	return l.records.TokensAt(now) >= regBurst+regSlack && l.reads.TokensAt(now) >= snapBurst
+}
+
+// limitsLocked returns from's limits, new ones for a peer not seen
+// (or forgotten), or nil when the registry already keeps limits for
+// 4*max peers that are not fresh (a flood of identities): refuse.
+func (r *registry) limitsLocked(from peer.ID, now time.Time) *memberLimits {
+	l, ok := r.limits[from]
+	if ok {
+		return l
+	}
+	if len(r.limits) >= 2*r.max { // forget the fresh ones: they start anew as they were
+		for p, q := range r.limits {
+			if q.fresh(now) {
+				delete(r.limits, p)
+			}
+		}
+	}
+	if len(r.limits) >= 4*r.max {
+		return nil
+	}
+	l = &memberLimits{records: rate.NewLimiter(rate.Every(r.interval/regPerInterval), regBurst+regSlack),
+		reads: rate.NewLimiter(rate.Every(r.interval/snapPerInterval), snapBurst)}
+	r.limits[from] = l
+	return l
 }
 
 // allowLocked takes one of from's new-record tokens, if it has one.
 func (r *registry) allowLocked(from peer.ID, now time.Time) bool {
-	l, ok := r.limits[from]
-	if !ok {
-		if len(r.limits) >= 2*r.max { // forget the full ones: they are fresh again
-			for p, q := range r.limits {
-				if q.TokensAt(now) >= regBurst+regSlack {
-					delete(r.limits, p)
-				}
-			}
-		}
-		if len(r.limits) >= 4*r.max {
+	l := r.limitsLocked(from, now)
+	return l != nil && l.records.AllowN(now, 1)
+}
+
+// readLocked decides whether from may have the answer rep to its request
+// for the changes since version ver of roster rid: a continuation of its
+// last answer, or an answer without a roster (unchanged), is free; a
+// snapshot or a delta from an older version takes one of its read
+// tokens, and without one it may not (regTooSoon). When it may, rep is
+// where its next request continues.
+func (r *registry) readLocked(from peer.ID, rid, ver uint64, rep regReply, now time.Time) bool {
+	l := r.limitsLocked(from, now) // nil: no budget to be had (a flood of identities)
+	cont := l != nil && rid == r.rid && l.rid == r.rid && ver >= l.ver
+	if rep.status == regSnapshot || rep.status == regDelta && !cont {
+		if l == nil || !l.reads.AllowN(now, 1) {
 			return false
 		}
-		l = rate.NewLimiter(rate.Every(r.interval/regPerInterval), regBurst+regSlack)
-		r.limits[from] = l
 	}
-	return l.AllowN(now, 1)
+	if l != nil {
+		l.rid, l.ver = rep.rid, rep.ver
+	}
+	return true
 }
 
 // applyLocked puts an opened record, its bytes sealed, into the roster. A
@@ -634,6 +899,7 @@ func (r *registry) applyLocked(a gossip.Announcement, sealed []byte, now time.Ti
 	if a.Leaving {
 		if r.entries[a.ID] != nil {
 			r.removeLocked(a.ID)
+			r.byes[a.ID] = sealed
 		}
 		return
 	}
@@ -656,6 +922,7 @@ func (r *registry) applyLocked(a gossip.Announcement, sealed []byte, now time.Ti
 func (r *registry) removeLocked(p peer.ID) {
 	notify(r.changes)
 	delete(r.entries, p)
+	delete(r.byes, p)
 	r.version++
 	r.gone[p] = r.version
 	if len(r.gone) > maxGone {
@@ -666,16 +933,19 @@ func (r *registry) removeLocked(p peer.ID) {
 			}
 		}
 		delete(r.gone, oldest)
+		delete(r.byes, oldest)
 		r.floor = max(r.floor, at)
 	}
 }
 
-// expireLocked removes the members that neither registered within the
-// TTL nor are connected.
+// expireLocked removes the members that did not register within the
+// TTL. Being connected does not keep a member: one that moved to
+// another superpeer (a change of k, an election) may stay connected, and
+// would be counted in two clusters' sizes on the backbone.
 func (r *registry) expireLocked(now time.Time) {
 	keep := func(p peer.ID) bool {
 		e := r.entries[p]
-		return p == r.n.self || r.connected(p) || e != nil && now.Sub(e.seen) <= r.ttl
+		return p == r.n.self || e != nil && now.Sub(e.seen) <= r.ttl
 	}
 	for _, p := range r.view.Expire(now, keep) {
 		if r.entries[p] != nil {
@@ -729,7 +999,11 @@ func (r *registry) replyLocked(member peer.ID, rid, ver uint64) regReply {
 	}
 	if rep.status == regDelta {
 		for p, v := range r.gone {
-			if v > ver && p != member {
+			switch {
+			case v <= ver || p == member:
+			case r.byes[p] != nil:
+				items = append(items, item{ver: v, sealed: r.byes[p]})
+			default:
 				items = append(items, item{ver: v, gone: p})
 			}
 		}
@@ -796,6 +1070,18 @@ type registrar struct {
 	rid     uint64
 	ver     uint64
 	view    *gossip.View
+	// former are the entries of the rosters held before (another
+	// superpeer's, or removed from this one's), each until the TTL after
+	// it was last held: the view is the cluster's peers heard of within
+	// the TTL, not only the current roster, so that a superpeer just
+	// elected, whose roster is still filling, does not leave its members
+	// with views of a few peers each (found by the node simulator: each
+	// member of a partial roster elected itself when the new superpeer
+	// failed in turn).
+	former map[peer.ID]formerEntry
+	// byes are the peers whose goodbye the superpeer passed on, and when
+	// it came: each for the TTL, at most maxRoster (Left).
+	byes    map[peer.ID]time.Time
 	dig     clusterDigest
 	hasDig  bool
 	changes chan struct{}
@@ -803,6 +1089,10 @@ type registrar struct {
 	// last answer's status.
 	bytesOut, bytesIn, rounds uint64
 	last                      regStatus
+	// The requests sent, by the answer's status, and those that got no
+	// answer (the stream failed, or the answer did not parse).
+	answers map[regStatus]uint64
+	failed  uint64
 }
 
 // newRegistrar returns the registrar of node n, whose announce interval
@@ -811,8 +1101,29 @@ func newRegistrar(n *Node, interval time.Duration) *registrar {
 	return &registrar{
 		n: n, proto: registerProtocol(n.cfg.Network), ttl: 3 * interval, now: time.Now, max: maxRoster, sem: make(chan struct{}, 1),
 		limiter: rate.NewLimiter(rate.Every(interval/regPerInterval), regBurst), view: gossip.NewView(3 * interval),
-		changes: make(chan struct{}, 1),
+		changes: make(chan struct{}, 1), answers: map[regStatus]uint64{},
 	}
+}
+
+// registrarStats is what the registrar did: the requests sent by the
+// answer's status, those that got no answer, the superpeer registered
+// with and the roster held from it (the former rosters' entries
+// included, the node itself not).
+type registrarStats struct {
+	Answers map[regStatus]uint64
+	Failed  uint64
+	With    peer.ID
+	Roster  int
+}
+
+func (r *registrar) stats() registrarStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := registrarStats{Answers: make(map[regStatus]uint64, len(r.answers)), Failed: r.failed, With: r.sp, Roster: len(r.viewLocked())}
+	for s, v := range r.answers {
+		st.Answers[s] = v
+	}
+	return st
 }
 
 // setLocal seals the node's announcement a (a.ID the node's; its Seq is
@@ -880,11 +1191,8 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 	for range maxPages {
 		r.mu.Lock()
 		if sp != r.sp {
-			if r.view.Len() > 0 {
-				notify(r.changes)
-			}
+			r.retireLocked()
 			r.sp, r.sent, r.rid, r.ver, r.hasDig = sp, nil, 0, 0, false
-			r.view = gossip.NewView(r.ttl)
 		}
 		rec := r.sealed
 		if rec == nil {
@@ -900,15 +1208,20 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 		req := appendRequest(nil, r.rid, r.ver, rec)
 		r.mu.Unlock()
 		resp, err := r.n.request(ctx, sp, r.proto, frameRegister, req, frameRoster)
-		if err != nil {
-			return err
+		var rep regReply
+		if err == nil {
+			if rep, err = parseReply(resp); err != nil {
+				r.n.guard.refuse(r.n, "register", sp, err)
+			}
 		}
-		rep, err := parseReply(resp)
 		if err != nil {
-			r.n.guard.refuse(r.n, "register", sp, err)
+			r.mu.Lock()
+			r.failed++
+			r.mu.Unlock()
 			return err
 		}
 		r.mu.Lock()
+		r.answers[rep.status]++
 		r.bytesOut += uint64(frameLen(req))
 		r.bytesIn += uint64(frameLen(resp))
 		more, strike, err := r.applyLocked(sp, rep, rec)
@@ -965,10 +1278,10 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	case rep.status == regDelta && rep.rid != r.rid:
 		return bad("a delta of roster %d; we hold %d", rep.rid, r.rid)
 	case rep.status == regSnapshot:
-		if r.view.Len() > 0 || len(rep.entries) > 0 {
+		if len(rep.entries) > 0 {
 			notify(r.changes)
 		}
-		r.view = gossip.NewView(r.ttl)
+		r.retireLocked()
 	}
 	if !r.hasDig || rep.digest != r.dig {
 		notify(r.changes)
@@ -986,20 +1299,29 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		case err != nil, a.ID != sp && !rep.digest.in(a.ID):
 			dropped++
 		case a.ID == r.n.self: // ours: we know it first-hand
-		case r.view.Len() >= r.max && !r.has(a.ID):
-			dropped++
-		case a.Leaving:
-			if r.view.Remove(a.ID) {
+		case a.Leaving: // a removal, which the bound need not hold back
+			r.byeLocked(a.ID, now)
+			_, was := r.former[a.ID]
+			delete(r.former, a.ID)
+			if r.view.Remove(a.ID) || was {
 				notify(r.changes)
 			}
+		case r.view.Len() >= r.max && !r.has(a.ID):
+			dropped++
 		default:
+			delete(r.former, a.ID)
+			delete(r.byes, a.ID)
 			if _, changed := r.view.Apply(a, now); changed {
 				notify(r.changes)
 			}
 		}
 	}
 	for _, p := range rep.removed {
-		if r.view.Remove(p) {
+		// The superpeer's own removal (a goodbye, or its TTL) counts at
+		// once: only the rosters the node no longer hears are kept.
+		_, was := r.former[p]
+		delete(r.former, p)
+		if r.view.Remove(p) || was {
 			notify(r.changes)
 		}
 	}
@@ -1010,24 +1332,99 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	return rep.more, nil, nil
 }
 
+// byeLocked notes p's goodbye at now, keeping at most maxRoster of them
+// (those past the TTL go first, then the oldest).
+func (r *registrar) byeLocked(p peer.ID, now time.Time) {
+	if r.byes == nil {
+		r.byes = map[peer.ID]time.Time{}
+	}
+	for q, at := range r.byes {
+		if now.Sub(at) > r.ttl {
+			delete(r.byes, q)
+		}
+	}
+	for len(r.byes) >= r.max {
+		var oldest peer.ID
+		for q, at := range r.byes {
+			if oldest == "" || at.Before(r.byes[oldest]) {
+				oldest = q
+			}
+		}
+		delete(r.byes, oldest)
+	}
+	r.byes[p] = now
+}
+
+// left reports whether the superpeer passed on p's goodbye within the
+// TTL, and p is not back.
+func (r *registrar) left(p peer.ID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.byes[p]
+	return ok && r.now().Sub(at) <= r.ttl && !r.has(p)
+}
+
 func (r *registrar) has(p peer.ID) bool {
 	_, ok := r.view.Get(p)
 	return ok
 }
 
+// formerEntry is an entry of a roster held before, and when it leaves
+// the view.
+type formerEntry struct {
+	e     gossip.Entry
+	until time.Time
+}
+
+// retireLocked moves the roster's entries to the former ones (a new
+// superpeer, or a snapshot that replaces the roster) and starts an empty
+// roster.
+func (r *registrar) retireLocked() {
+	now := r.now()
+	for _, e := range r.view.Entries() {
+		r.keepLocked(e, now)
+	}
+	r.view = gossip.NewView(r.ttl)
+}
+
+// keepLocked keeps e among the former entries until the TTL from now, at
+// most maxRoster of them (the oldest go first).
+func (r *registrar) keepLocked(e gossip.Entry, now time.Time) {
+	if r.former == nil {
+		r.former = map[peer.ID]formerEntry{}
+	}
+	r.former[e.ID] = formerEntry{e: e, until: now.Add(r.ttl)}
+	for len(r.former) > r.max {
+		var oldest peer.ID
+		for p, f := range r.former {
+			if oldest == "" || f.until.Before(r.former[oldest].until) {
+				oldest = p
+			}
+		}
+		delete(r.former, oldest)
+	}
+}
+
+// viewLocked is the roster's entries and the former ones not yet
+// expired.
+func (r *registrar) viewLocked() []gossip.Entry {
+	now := r.now()
+	es := r.view.Entries()
+	for p, f := range r.former {
+		switch {
+		case !now.Before(f.until):
+			delete(r.former, p)
+		case !r.has(p):
+			es = append(es, f.e)
+		}
+	}
+	return es
+}
+
 // members returns the roster of the cluster as the node machine takes it
 // (RTT left 0): the entries the superpeer sent, and the node's own
 // announcement, banned peers left out, sorted by ID.
-func (r *registrar) members() []node.Member {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	es := r.view.Entries()
-	if r.ann != nil {
-		es = append(es, gossip.Entry{Announcement: *r.ann})
-		slices.SortFunc(es, func(a, b gossip.Entry) int { return cmp.Compare(a.ID, b.ID) })
-	}
-	return toMembers(r.n, es)
-}
+func (r *registrar) members() []node.Member { return toMembers(r.n, r.entries()) }
 
 // changed is signalled (coalesced) when the roster or the digest
 // changes.
@@ -1043,13 +1440,14 @@ func (r *registrar) digest() (clusterDigest, bool) {
 
 // goodbye tells the superpeer last registered with that the node leaves:
 // its announcement, sealed once more as a goodbye (Leaving), which takes
-// it out of the roster at once. Nothing is sent without a superpeer or an
-// announcement.
-func (r *registrar) goodbye(ctx context.Context) error {
+// it out of the roster at once; and the peers to, one request each (a
+// closing superpeer's members: see superpeerLeft). Nothing is sent
+// without an announcement.
+func (r *registrar) goodbye(ctx context.Context, to []peer.ID) error {
 	r.mu.Lock()
 	sp, ann := r.sp, r.ann
 	r.mu.Unlock()
-	if sp == "" || ann == nil {
+	if ann == nil {
 		return nil
 	}
 	a := *ann
@@ -1057,9 +1455,65 @@ func (r *registrar) goodbye(ctx context.Context) error {
 	if err := r.setLocal(a); err != nil {
 		return err
 	}
-	err := r.round(ctx, sp, true)
-	if errors.Is(err, errRefused) {
-		return nil // it does not hold us
+	bye := appendRequest(nil, 0, 0, r.local())
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, goodbyeFanout)
+	for _, p := range to {
+		if p == r.n.self || p == sp {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			// The answer is a refusal (the member serves nothing); it
+			// is read only so that the goodbye is known delivered.
+			if _, err := r.n.request(ctx, p, r.proto, frameRegister, bye, frameRoster); err != nil && ctx.Err() == nil {
+				r.n.log.Debug("goodbye", "to", p, "err", err)
+			}
+		})
 	}
+	var err error
+	if sp != "" {
+		if err = r.round(ctx, sp, true); errors.Is(err, errRefused) {
+			err = nil // it does not hold us
+		}
+	}
+	wg.Wait()
 	return err
+}
+
+// goodbyeFanout is how many goodbyes a closing superpeer has in flight
+// at once, to its members.
+const goodbyeFanout = 32
+
+// superpeerLeft takes a goodbye (sealed) that the peer from sent to this
+// node's registry while the node serves nothing: a closing superpeer
+// tells each of its members (clusterMembership.Leave). When from is the
+// superpeer the node is registered with and the record is its goodbye,
+// the superpeer leaves the roster at once, as having left (left), so
+// that the machine elects its successor and the lookups skip it without
+// waiting for a dropped connection, a query's timeout or the TTL. Any
+// other goodbye changes nothing: a peer can only say that it leaves
+// itself, and only its members listen.
+func (r *registrar) superpeerLeft(from peer.ID, sealed []byte) bool {
+	r.mu.Lock()
+	sp := r.sp
+	r.mu.Unlock()
+	if from == "" || from != sp {
+		return false
+	}
+	a, err := gossip.OpenAnnouncement(sealed)
+	if err != nil || a.ID != from || !a.Leaving {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sp != from {
+		return false
+	}
+	r.view.Remove(from)
+	delete(r.former, from)
+	r.byeLocked(from, r.now())
+	notify(r.changes)
+	return true
 }

@@ -67,6 +67,7 @@ func newRegPeer(t *testing.T, key crypto.PrivKey) *regPeer {
 	n := &Node{cfg: Config{Network: "test"}, host: h, self: h.ID(), log: quiet}
 	p := &regPeer{n: n, rar: newRegistrar(n, regInterval), bw: bw}
 	p.reg = newRegistry(n, regInterval, p.rar.local)
+	p.reg.goodbye = p.rar.superpeerLeft // as newClusterMembership
 	h.SetStreamHandler(registerProtocol("test"), p.reg.handle)
 	return p
 }
@@ -209,7 +210,7 @@ func TestRegisterRoster(t *testing.T) {
 	if i := slices.IndexFunc(a.rar.members(), func(m node.Member) bool { return m.ID == b.n.self }); i < 0 || !a.rar.members()[i].Flapping {
 		t.Errorf("a's roster does not say b flaps: %+v", a.rar.members())
 	}
-	if err := b.rar.goodbye(context.Background()); err != nil {
+	if err := b.rar.goodbye(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a)) {
@@ -242,9 +243,11 @@ func TestRegisterRoster(t *testing.T) {
 	}
 }
 
-// A member that stops registering and is no longer connected leaves the
-// roster after the TTL (three intervals); a connected one stays, as in
-// the membership view; the other members learn of it by a delta.
+// A member that stops registering leaves the roster after the TTL (three
+// intervals), connected or not: a connected member that stopped
+// registering has moved to another superpeer, and kept in this roster it
+// would count in two clusters' sizes on the backbone. The other members
+// learn of it by a delta.
 func TestRegisterExpiry(t *testing.T) {
 	ps := regPeers(t, 4)
 	s, a, b, c := ps[0], ps[1], ps[2], ps[3]
@@ -264,7 +267,7 @@ func TestRegisterExpiry(t *testing.T) {
 	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, b, c)) {
 		t.Fatalf("a's roster %v, want %v", got, sorted(s, a, b, c))
 	}
-	// b goes away; c stays connected but silent.
+	// b goes away; c stays connected but silent (it registers elsewhere).
 	if err := b.n.host.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -275,17 +278,20 @@ func TestRegisterExpiry(t *testing.T) {
 	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a, b, c)) {
 		t.Errorf("the roster at the TTL %v, want all still", got)
 	}
+	if _, err := a.register(t, s); err != nil { // a keeps registering
+		t.Fatal(err)
+	}
 	mu.Lock()
 	now = now.Add(time.Millisecond)
 	mu.Unlock()
-	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a, c)) {
-		t.Errorf("the roster past the TTL %v, want %v (b expired, c connected)", got, sorted(s, a, c))
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, a)) {
+		t.Errorf("the roster past the TTL %v, want %v (b and c expired, connected or not)", got, sorted(s, a))
 	}
 	if st, err := a.register(t, s); err != nil || st != regDelta {
-		t.Fatalf("a after b expired: %v, %v; want a delta", st, err)
+		t.Fatalf("a after b and c expired: %v, %v; want a delta", st, err)
 	}
-	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, c)) {
-		t.Errorf("a's roster %v, want %v", got, sorted(s, a, c))
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a)) {
+		t.Errorf("a's roster %v, want %v", got, sorted(s, a))
 	}
 }
 
@@ -483,7 +489,7 @@ func TestRegisterPages(t *testing.T) {
 	check("after the snapshot")
 	// Changes: three leave, three join, one changes.
 	for _, p := range members[1:4] {
-		if err := p.rar.goodbye(context.Background()); err != nil {
+		if err := p.rar.goodbye(context.Background(), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -510,7 +516,7 @@ func TestRegisterPages(t *testing.T) {
 	a.rar.sp, a.rar.rid, a.rar.ver, a.rar.view = s.n.self, 0, 0, gossip.NewView(a.rar.ttl)
 	rec := a.rar.sealed
 	a.rar.mu.Unlock()
-	resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, rec), a.n.self)
+	resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, rec), a.n.self, "")
 	if err != nil || strike != nil {
 		t.Fatal(err, strike)
 	}
@@ -624,5 +630,473 @@ func TestRegisterWire(t *testing.T) {
 	}
 	if rid, ver, rec, err := parseRequest(appendRequest(nil, 1, 2, []byte{5})); err != nil || rid != 1 || ver != 2 || len(rec) != 1 {
 		t.Errorf("request read back as %d, %d, %v, %v", rid, ver, rec, err)
+	}
+}
+
+// A member that moves to another superpeer (a failover, a hand-over)
+// keeps the peers of the rosters it held before until the TTL after it
+// last held them, so that its view is its cluster's peers while the new
+// superpeer's roster fills, not the few that have registered with it yet;
+// then they leave. The peers of the new roster are there at once.
+func TestRegisterFormerRoster(t *testing.T) {
+	ps := regPeers(t, 4)
+	s, s2, a, b := ps[0], ps[1], ps[2], ps[3]
+	var mu sync.Mutex
+	now := time.Now()
+	a.rar.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, b} {
+		p.announce(t, 0, false)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, b)) {
+		t.Fatalf("a's roster %v, want %v", got, sorted(s, a, b))
+	}
+	// s fails; s2 serves the cluster, and a is the first to register.
+	s2.serve(t, 0)
+	if st, err := a.register(t, s2); err != nil || st != regSnapshot {
+		t.Fatalf("a with the new superpeer: %v, %v; want a snapshot", st, err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, s2, a, b)) {
+		t.Errorf("a's view while the new roster fills %v, want %v", got, sorted(s, s2, a, b))
+	}
+	mu.Lock()
+	now = now.Add(3 * regInterval)
+	mu.Unlock()
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s2, a)) {
+		t.Errorf("a's view at the TTL %v, want %v (the former roster's peers gone)", got, sorted(s2, a))
+	}
+}
+
+// The identities per address group (MaxPerAddr, here 2): a third
+// identity from one group makes the group crowded, its two members leave
+// the roster and every identity of it is refused (regCrowded, no strike)
+// while records keep coming from it; the registry remembers at most
+// MaxPerAddr+1 of its identities; another group is not touched; once the
+// group has been quiet for the TTL, its identities are taken again.
+func TestRegisterCrowded(t *testing.T) {
+	ps := regPeers(t, 8)
+	s, ms := ps[0], ps[1:]
+	var mu sync.Mutex
+	now := time.Now()
+	s.reg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.reg.perAddr = 2
+	s.reg.connected = func(peer.ID) bool { return true } // answer is called by hand: no connections
+	s.serve(t, 0)
+	const flood, other = "192.0.2.1", "192.0.2.2"
+	ask := func(p *regPeer, group string) regStatus {
+		t.Helper()
+		p.announce(t, 0, false)
+		resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, p.rar.local()), p.n.self, group)
+		if err != nil || strike != nil {
+			t.Fatal(err, strike)
+		}
+		rep, err := parseReply(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.status
+	}
+	for i, g := range []string{flood, flood, other} {
+		if st := ask(ms[i], g); st != regSnapshot {
+			t.Fatalf("member %d from %s: %v, want a snapshot", i, g, st)
+		}
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, ms[0], ms[1], ms[2])) {
+		t.Fatalf("roster %v, want s and the three members", got)
+	}
+	for _, p := range ms[3:] {
+		if st := ask(p, flood); st != regCrowded {
+			t.Fatalf("another identity of %s: %v, want %v", flood, st, regCrowded)
+		}
+	}
+	if st := ask(ms[0], flood); st != regCrowded {
+		t.Errorf("a member of the crowded group registering again: %v, want %v", st, regCrowded)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, ms[2])) {
+		t.Errorf("roster %v under the flood, want %v", got, sorted(s, ms[2]))
+	}
+	if st := ask(ms[2], other); st == regCrowded || st.refusal() {
+		t.Errorf("the member of the other group: %v", st)
+	}
+	s.reg.mu.Lock()
+	remembered := len(s.reg.groups[flood])
+	s.reg.mu.Unlock()
+	if remembered > s.reg.perAddr+1 {
+		t.Errorf("the registry remembers %d identities of %s, want at most %d", remembered, flood, s.reg.perAddr+1)
+	}
+	if st := s.reg.stats(); st.Answered[regCrowded] != 5 || st.Roster != 2 {
+		t.Errorf("stats %+v, want 5 crowded answers and a roster of 2", st)
+	}
+	for _, p := range ms {
+		if s.n.guard.strikesOf(p.n.self) > 0 {
+			t.Errorf("%s struck", p.n.self)
+		}
+	}
+	// The flood stops: after the TTL the group is one identity again.
+	mu.Lock()
+	now = now.Add(s.reg.ttl + time.Millisecond)
+	mu.Unlock()
+	if st := ask(ms[0], flood); st != regSnapshot && st != regDelta {
+		t.Errorf("an identity of %s after the flood: %v, want it taken", flood, st)
+	}
+	// Members count while they are in the roster, also when they refresh
+	// without a record for longer than the TTL: a second member of the
+	// group, then (1.5 TTL later, both refreshing) a third identity, which
+	// makes three.
+	if st := ask(ms[1], flood); st != regSnapshot && st != regDelta {
+		t.Fatalf("a second identity of %s: %v, want it taken", flood, st)
+	}
+	for range 3 {
+		mu.Lock()
+		now = now.Add(s.reg.ttl / 2)
+		mu.Unlock()
+		for _, p := range ms[:2] {
+			resp, _, err := s.reg.answer(appendRequest(nil, 0, 0, nil), p.n.self, flood)
+			if rep, perr := parseReply(resp); err != nil || perr != nil || rep.status.refusal() || rep.status == regNeedRecord {
+				t.Fatalf("a refresh of a member of %s: %+v, %v, %v", flood, rep, err, perr)
+			}
+		}
+	}
+	if st := ask(ms[3], flood); st != regCrowded {
+		t.Errorf("a third identity of %s beside two members refreshing: %v, want %v", flood, st, regCrowded)
+	}
+}
+
+// A member's goodbye: the superpeer's registry drops it and knows it
+// left (Left); another member's next round gets the goodbye in the delta
+// in place of a bare removal, and knows it too; a member that comes back
+// has not left.
+func TestRegisterGoodbyeLeft(t *testing.T) {
+	ps := regPeers(t, 3)
+	s, a, b := ps[0], ps[1], ps[2]
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, b} {
+		p.announce(t, 0, false)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if a.rar.left(b.n.self) || s.reg.left(b.n.self) {
+		t.Fatal("b left before its goodbye")
+	}
+	if err := b.rar.goodbye(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !s.reg.left(b.n.self) || slices.Contains(ids(s.reg.members()), b.n.self) {
+		t.Errorf("after b's goodbye the registry holds %v, left %v", ids(s.reg.members()), s.reg.left(b.n.self))
+	}
+	if st, err := a.register(t, s); err != nil || st != regDelta {
+		t.Fatalf("a after b's goodbye: %v, %v; want a delta", st, err)
+	}
+	if !a.rar.left(b.n.self) || slices.Contains(ids(a.rar.members()), b.n.self) {
+		t.Errorf("a's roster %v after b's goodbye, left %v", ids(a.rar.members()), a.rar.left(b.n.self))
+	}
+	b.announce(t, 0, false)
+	if _, err := b.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if s.reg.left(b.n.self) || a.rar.left(b.n.self) {
+		t.Errorf("b came back and still counts as left: registry %v, a %v", s.reg.left(b.n.self), a.rar.left(b.n.self))
+	}
+}
+
+// A closing superpeer says goodbye to each member (clusterMembership.Leave):
+// its members drop it from their rosters at once, as having left, which
+// the machine and the lookups read. A goodbye from a peer that is not a
+// member's superpeer (another member, a stranger) changes nothing there.
+func TestRegisterSuperpeerGoodbye(t *testing.T) {
+	ps := regPeers(t, 4)
+	s, a, b, c := ps[0], ps[1], ps[2], ps[3]
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, b, c} {
+		p.announce(t, 0, false)
+		p.n.host.Peerstore().AddAddrs(a.n.self, a.n.host.Addrs(), time.Hour)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ids(a.rar.members()), s.n.self) {
+		t.Fatalf("a's roster %v lacks its superpeer", ids(a.rar.members()))
+	}
+	// b, a member, says goodbye to s and (as if it were a superpeer) to a.
+	if err := b.rar.goodbye(context.Background(), []peer.ID{a.n.self}); err != nil {
+		t.Fatal(err)
+	}
+	if a.rar.left(b.n.self) {
+		t.Error("a took the goodbye of b, which is not its superpeer, from b itself")
+	}
+	// c, registered with s, sends a the goodbye of ... itself: not a's
+	// superpeer either.
+	bye := c.rar.local()
+	c.n.host.Peerstore().AddAddrs(a.n.self, a.n.host.Addrs(), time.Hour)
+	if _, err := c.n.request(context.Background(), a.n.self, registerProtocol("test"), frameRegister, appendRequest(nil, 0, 0, bye), frameRoster); err != nil {
+		t.Fatal(err)
+	}
+	if a.rar.left(c.n.self) || !slices.Contains(ids(a.rar.members()), s.n.self) {
+		t.Errorf("a's roster %v after a stranger's goodbye, want its superpeer still there", ids(a.rar.members()))
+	}
+	// s closes: it stops serving and tells its members.
+	var members []peer.ID
+	for _, m := range s.reg.members() {
+		members = append(members, m.ID)
+	}
+	s.reg.stopServing("")
+	for _, p := range []*regPeer{a, c} {
+		s.n.host.Peerstore().AddAddrs(p.n.self, p.n.host.Addrs(), time.Hour)
+	}
+	signalled(a.rar.changed())
+	if err := s.rar.goodbye(context.Background(), members); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*regPeer{a, c} {
+		if !p.rar.left(s.n.self) || slices.Contains(ids(p.rar.members()), s.n.self) {
+			t.Errorf("after its superpeer's goodbye a member's roster is %v, left %v", ids(p.rar.members()), p.rar.left(s.n.self))
+		}
+	}
+	if !signalled(a.rar.changed()) {
+		t.Error("a's registrar did not signal its superpeer's goodbye")
+	}
+	if _, err := a.register(t, s); !errors.Is(err, errRefused) {
+		t.Errorf("a registered with its closing superpeer: %v, want a refusal", err)
+	}
+	for _, p := range ps {
+		for _, q := range ps {
+			if n := p.n.guard.strikesOf(q.n.self); n != 0 {
+				t.Errorf("%d strikes against an honest peer", n)
+			}
+		}
+	}
+}
+
+// ask sends s one register request from p over the protocol (rid, ver
+// and the record rec, nil: a refresh) and returns the answer.
+func (p *regPeer) ask(t *testing.T, s *regPeer, rid, ver uint64, rec []byte) regReply {
+	t.Helper()
+	p.n.host.Peerstore().AddAddrs(s.n.self, s.n.host.Addrs(), time.Hour)
+	resp, err := p.n.request(context.Background(), s.n.self, registerProtocol("test"), frameRegister, appendRequest(nil, rid, ver, rec), frameRoster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := parseReply(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// A goodbye from a peer the roster does not hold removes nothing and
+// reads nothing: it is refused as not a member (no strike), without a
+// roster, and the roster's version does not move. Before, it was
+// answered with the whole roster, every member's sealed announcement:
+// any peer of the cluster's key range read the roster by "leaving" it.
+// The same for a record the roster does not take (stale: older than the
+// peer's own goodbye, which the view remembers). An honest member whose
+// superpeer no longer holds it still says goodbye without an error.
+func TestRegisterStrangerGoodbye(t *testing.T) {
+	ps := regPeers(t, 5)
+	s, a, x, y, z := ps[0], ps[1], ps[2], ps[3], ps[4]
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, x, y, z} {
+		p.announce(t, 0, false)
+	}
+	for _, p := range []*regPeer{a, y, z} {
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := func() uint64 { s.reg.mu.Lock(); defer s.reg.mu.Unlock(); return s.reg.version }
+	roster := sorted(s, a, y, z)
+	before := version()
+
+	// x, a stranger (its key is in the cluster: k = 0), says goodbye.
+	bye := gossip.Announcement{ID: x.n.self, ClusterKey: dhtselect.KeyOf(x.n.self).Cluster(0), Seq: uint64(time.Now().UnixNano()), Leaving: true}
+	sealed, err := gossip.SealAnnouncement(bye, x.n.host.Peerstore().PrivKey(x.n.self))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		rep := x.ask(t, s, 0, 0, sealed)
+		if rep.status != regNotMember || len(rep.entries) != 0 || len(rep.removed) != 0 || rep.rid != 0 {
+			t.Errorf("a stranger's goodbye %d: %v with %d entries, roster ID %d; want refused as not a member, no roster", i, rep.status, len(rep.entries), rep.rid)
+		}
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, roster) || version() != before || s.reg.left(x.n.self) {
+		t.Errorf("after a stranger's goodbye the roster is %v at version %d (was %d), left %v", got, version(), before, s.reg.left(x.n.self))
+	}
+
+	// y says goodbye as a member, then sends its record from before it.
+	old := y.rar.local()
+	if err := y.rar.goodbye(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	roster = sorted(s, a, z)
+	if got := ids(s.reg.members()); !slices.Equal(got, roster) || !s.reg.left(y.n.self) {
+		t.Fatalf("after y's goodbye the roster is %v, left %v", got, s.reg.left(y.n.self))
+	}
+	before = version()
+	if rep := y.ask(t, s, 0, 0, old); rep.status != regNotMember || len(rep.entries) != 0 {
+		t.Errorf("a stale record of a peer that left: %v with %d entries; want refused as not a member, no roster", rep.status, len(rep.entries))
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, roster) || version() != before {
+		t.Errorf("after a stale record the roster is %v at version %d (was %d)", got, version(), before)
+	}
+
+	// s serves a new roster, which does not hold z: z's goodbye is
+	// refused, and its registrar takes that as said.
+	s.reg.stopServing("")
+	s.serve(t, 0)
+	if err := z.rar.goodbye(context.Background(), nil); err != nil {
+		t.Errorf("the goodbye of a member its superpeer does not hold: %v", err)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s)) {
+		t.Errorf("the new roster after z's goodbye %v, want the superpeer alone", got)
+	}
+	if st := s.reg.stats(); st.Answered[regNotMember] != 4 {
+		t.Errorf("%d answers 'not a member', want 4", st.Answered[regNotMember])
+	}
+	for _, p := range ps {
+		if n := s.n.guard.strikesOf(p.n.self) + p.n.guard.strikesOf(s.n.self); n != 0 {
+			t.Errorf("%d strikes between s and %s", n, p.n.self)
+		}
+	}
+}
+
+// A member's roster reads from scratch are budgeted: snapBurst at once,
+// then snapPerInterval every interval; beyond, its refresh is taken but
+// the roster is not sent (regTooSoon, no strike). Before, a member that
+// asked for a snapshot in every request (roster ID 0), or for a delta
+// from version 0 of the current roster (the same roster, without the
+// snapshot's status), got the whole roster each time, at the guard's 50
+// streams a second. Its continuations (a request from where its last
+// answer left it) are free, so that an honest member keeps its steady
+// rounds while over the budget, and a roster of many pages costs one
+// read: the registrar's snapshots, each of several pages, come whole
+// until the budget is spent, and the next one an interval later.
+func TestRegisterSnapshotBudget(t *testing.T) {
+	ps := regPeers(t, 12)
+	s, a, c, others := ps[0], ps[1], ps[2], ps[3:]
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.reg.now = clock // frozen until moved: no token comes back
+	s.reg.page = 1500 // three or so entries
+	s.serve(t, 0)
+	for _, p := range ps[1:] {
+		p.announce(t, 0, false)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roster := ids(s.reg.members())
+
+	// a, registered (one read: its first snapshot), asks again and again
+	// for the roster from scratch, a refresh each time.
+	var rid uint64
+	read := 0
+	for i := range 20 {
+		var rep regReply
+		if i%2 == 0 {
+			rep = a.ask(t, s, 0, 0, nil) // a snapshot
+		} else {
+			rep = a.ask(t, s, rid, 0, nil) // a delta from version 0
+		}
+		switch rep.status {
+		case regSnapshot, regDelta:
+			read++
+			rid = rep.rid
+		case regTooSoon:
+		default:
+			t.Fatalf("request %d: %v, want a roster or too soon", i, rep.status)
+		}
+	}
+	if read != snapBurst-1 {
+		t.Errorf("%d of 20 reads from scratch answered with a roster, want %d (the budget less a's first registration)", read, snapBurst-1)
+	}
+	if !slices.Equal(ids(s.reg.members()), roster) {
+		t.Errorf("the roster %v after a's reads, want %v (a's refreshes taken)", ids(s.reg.members()), roster)
+	}
+	// Its continuation is free: from the version of its last answer.
+	s.reg.mu.Lock()
+	ver := s.reg.version
+	s.reg.mu.Unlock()
+	if rep := a.ask(t, s, rid, ver, nil); rep.status != regUnchanged {
+		t.Errorf("a's steady round over the budget: %v, want unchanged", rep.status)
+	}
+	if err := others[0].rar.setLocal(gossip.Announcement{ID: others[0].n.self, Flapping: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := others[0].register(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if rep := a.ask(t, s, rid, ver, nil); rep.status != regDelta || len(rep.entries) != 1 {
+		t.Errorf("a's round after a change, over the budget: %v with %d entries, want a delta of 1", rep.status, len(rep.entries))
+	}
+	// An interval later, one read more.
+	mu.Lock()
+	now = now.Add(regInterval)
+	mu.Unlock()
+	if rep := a.ask(t, s, 0, 0, nil); rep.status != regSnapshot || len(rep.entries) == 0 {
+		t.Errorf("a's snapshot an interval later: %v, want a snapshot", rep.status)
+	}
+	if rep := a.ask(t, s, 0, 0, nil); rep.status != regTooSoon {
+		t.Errorf("a's next snapshot: %v, want too soon", rep.status)
+	}
+
+	// c's registrar starts over (a new superpeer, a lost roster) as often
+	// as the budget allows (full again: c's first read was an interval
+	// ago): each snapshot of several pages comes whole.
+	want := ids(s.reg.members())
+	for i := range snapBurst {
+		c.rar.mu.Lock()
+		c.rar.sp = "" // start over: a snapshot
+		before := c.rar.rounds
+		c.rar.mu.Unlock()
+		if st, err := c.register(t, s); err != nil || st != regDelta {
+			t.Fatalf("c's snapshot %d: %v, %v; want its last page, a delta", i, st, err)
+		}
+		if pages := c.rar.rounds - before; pages < 3 {
+			t.Errorf("c's snapshot %d took %d pages, want several", i, pages)
+		}
+		if got := ids(c.rar.members()); !slices.Equal(got, want) {
+			t.Errorf("c's roster after snapshot %d: %v, want %v", i, got, want)
+		}
+	}
+	c.rar.mu.Lock()
+	c.rar.sp = ""
+	c.rar.mu.Unlock()
+	if st, err := c.register(t, s); st != regTooSoon || !errors.Is(err, errRefused) {
+		t.Errorf("c's snapshot over the budget: %v, %v; want refused as too soon", st, err)
+	}
+	if !slices.Contains(ids(s.reg.members()), c.n.self) {
+		t.Error("c left the roster when its snapshot was refused")
+	}
+	mu.Lock()
+	now = now.Add(regInterval)
+	mu.Unlock()
+	if _, err := c.register(t, s); err != nil {
+		t.Errorf("c's snapshot an interval later: %v", err)
+	}
+	if got := ids(c.rar.members()); !slices.Equal(got, want) {
+		t.Errorf("c's roster an interval later: %v, want %v", got, want)
+	}
+	for _, p := range ps {
+		if n := s.n.guard.strikesOf(p.n.self) + p.n.guard.strikesOf(s.n.self); n != 0 {
+			t.Errorf("%d strikes between s and %s", n, p.n.self)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +56,9 @@ type Status struct {
 	RTTToSuperpeer *RTT `json:"rtt_to_superpeer,omitempty"`
 	// Election is present when the node runs one (Config.Election).
 	Election *ElectionStatus `json:"election,omitempty"`
+	// Membership is the cluster-scoped membership (DHT strategy): absent
+	// with the geometric strategy, whose membership is the global topic.
+	Membership *MembershipStatus `json:"membership,omitempty"`
 	// Refused counts the messages refused on the overlay's stream
 	// protocols, by protocol and reason (see wire.go), and Bans the peers
 	// banned for sending them.
@@ -162,6 +166,90 @@ type LastElection struct {
 	Leader string    `json:"leader"`
 }
 
+// MembershipStatus is what the node knows and did in the cluster-scoped
+// membership (DHT strategy; register.go, cluster.go).
+type MembershipStatus struct {
+	// Serving says the node keeps its cluster's registrations (it is the
+	// superpeer, or the candidate its lookup ended at).
+	Serving bool `json:"serving"`
+	// Registrar is the peer the node registers with (its superpeer, or
+	// before it has one the peer its lookup ended at); empty: none.
+	Registrar string `json:"registrar,omitempty"`
+	// Registry is the number of registrations the node holds while it
+	// serves, itself included (0 otherwise).
+	Registry int `json:"registry"`
+	// Roster is the number of peers in the roster the node holds from its
+	// registrar (the former rosters' entries within their TTL included,
+	// the node itself not).
+	Roster int `json:"roster"`
+	// Sent counts the registrations the node sent, by the answer's status
+	// (unchanged, delta and snapshot: accepted; not_superpeer,
+	// wrong_cluster, full, too_soon, bad_record, crowded, not_a_member:
+	// refused; need_record: asked for the record; failed: no answer).
+	// too_soon is also a full read of the roster over its budget.
+	Sent map[string]uint64 `json:"registrations_sent,omitempty"`
+	// Received counts the registrations the node answered, by status.
+	Received map[string]uint64 `json:"registrations_received,omitempty"`
+	// Backbone is the number of other superpeers' summaries the node
+	// holds from the backbone (while it serves).
+	Backbone int `json:"backbone"`
+}
+
+// slug is a register status as a metric label and a JSON key.
+func (s regStatus) slug() string {
+	switch s {
+	case regNotSuperpeer:
+		return "not_superpeer"
+	case regWrongCluster:
+		return "wrong_cluster"
+	case regFull:
+		return "full"
+	case regTooSoon:
+		return "too_soon"
+	case regBadRecord:
+		return "bad_record"
+	case regNeedRecord:
+		return "need_record"
+	case regCrowded:
+		return "crowded"
+	case regNotMember:
+		return "not_a_member"
+	}
+	return strings.ReplaceAll(s.String(), " ", "_")
+}
+
+// membershipStatus is the cluster-scoped membership's status, or nil
+// with the geometric strategy.
+func (n *Node) membershipStatus() *MembershipStatus {
+	c := n.cm
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	serving, to, bb := c.serving, c.to, c.bb
+	c.mu.Unlock()
+	rg, rs := c.reg.stats(), c.rs.stats()
+	m := &MembershipStatus{Serving: serving, Registrar: idString(to), Registry: rg.Roster, Roster: rs.Roster,
+		Sent: map[string]uint64{}, Received: map[string]uint64{}}
+	for st, v := range rs.Answers {
+		m.Sent[st.slug()] += v
+	}
+	if rs.Failed > 0 {
+		m.Sent["failed"] = rs.Failed
+	}
+	for st, v := range rg.Answered {
+		m.Received[st.slug()] += v
+	}
+	if bb != nil {
+		for _, s := range bb.Summaries() {
+			if s.Superpeer != n.self {
+				m.Backbone++
+			}
+		}
+	}
+	return m
+}
+
 // Status returns the node's status: its State with the network, strategy,
 // election and the peers it knows of. The election's event counts and last
 // election are a StatusServer's (it follows the events); here they are
@@ -205,6 +293,7 @@ func (n *Node) statusOf(st State, es ElectionStats, peers bool) Status {
 	if d, src, ok := n.rttToSuperpeer(st); ok {
 		s.RTTToSuperpeer = &RTT{MS: float64(d) / float64(time.Millisecond), Source: src}
 	}
+	s.Membership = n.membershipStatus()
 	if es.Algorithm != "" {
 		s.Election = &ElectionStatus{
 			Algorithm: es.Algorithm, Leader: idString(es.Leader), Role: es.Role, Term: es.Term,
@@ -382,7 +471,12 @@ var _ http.Handler = (*StatusServer)(nil)
 //	superpeer_info{id,network,strategy,election}     1
 //	superpeer_role{role}                             1 for the node's role, 0 for the others
 //	superpeer_cluster_members                        members of the node's cluster, itself included
-//	superpeer_known_peers                            peers in the membership view
+//	superpeer_known_peers                            peers in the membership view (DHT: the registry or the roster), itself included
+//	superpeer_registry_members                       registrations held while serving, itself included (DHT)
+//	superpeer_roster_members                         the roster held from the registrar, itself not (DHT)
+//	superpeer_registrations_sent_total{status}       registrations sent, by the answer's status (DHT)
+//	superpeer_registrations_received_total{status}   registrations answered, by status (DHT)
+//	superpeer_backbone_summaries                     other superpeers' summaries held from the backbone (DHT)
 //	superpeer_network_size_estimate{source}          the network-size estimate
 //	superpeer_reserved_bits                          k
 //	superpeer_target_superpeers                      S
@@ -403,6 +497,7 @@ var _ http.Handler = (*StatusServer)(nil)
 //	superpeer_coordinates_distrusted_total           claimed coordinates that disagreed with the measured RTT (geometric)
 //	superpeer_coordinates_checked_total              claimed coordinates checked: the denominator (geometric)
 //	superpeer_gossip_messages_total{topic,decision}  other peers' topic messages by validator decision
+//	                                                 (DHT: backbone; geometric: membership, coord, token)
 func NewStatusServer(n *Node) (*StatusServer, error) {
 	if n == nil {
 		return nil, fmt.Errorf("%w: no node", ErrStatusServer)
@@ -513,7 +608,12 @@ var (
 	descInfo        = metricDesc("info", "The node: its peer ID, overlay network, selection strategy and election algorithm; always 1.", "id", "network", "strategy", "election")
 	descRole        = metricDesc("role", "1 for the node's current role (unknown, ordinary or superpeer), 0 for the others.", "role")
 	descMembers     = metricDesc("cluster_members", "Members of the node's cluster that it knows of, itself included.")
-	descKnown       = metricDesc("known_peers", "Peers in the node's membership view, itself included.")
+	descKnown       = metricDesc("known_peers", "Peers in the node's membership view, itself included (DHT strategy: the registry while it serves, else the roster from its registrar).")
+	descRegistry    = metricDesc("registry_members", "Registrations the node holds while it serves its cluster, itself included; 0 otherwise (DHT strategy).")
+	descRoster      = metricDesc("roster_members", "Peers in the roster the node holds from its registrar, itself not included (DHT strategy).")
+	descRegSent     = metricDesc("registrations_sent_total", "Registrations the node sent, by the answer's status (unchanged, delta, snapshot: accepted; not_superpeer, wrong_cluster, full, too_soon, bad_record, crowded, not_a_member: refused; need_record; failed: no answer) (DHT strategy).", "status")
+	descRegRecv     = metricDesc("registrations_received_total", "Registrations the node answered, by status (as registrations_sent_total) (DHT strategy).", "status")
+	descBackbone    = metricDesc("backbone_summaries", "Other superpeers' cluster summaries the node holds from the backbone, while it serves (DHT strategy).")
 	descSize        = metricDesc("network_size_estimate", "The network-size estimate the superpeer target is computed from, by the source used.", "source")
 	descK           = metricDesc("reserved_bits", "k, the leading bits of the key space reserved for clusters (0 with the geometric strategy).")
 	descS           = metricDesc("target_superpeers", "S, the number of superpeers aimed at.")
@@ -533,14 +633,15 @@ var (
 	descBans        = metricDesc("peers_banned_total", "Peers banned for sending bad messages.")
 	descDistrusted  = metricDesc("coordinates_distrusted_total", "Claimed coordinates that disagreed with the RTT measured to the peer, so no token went to it (geometric strategy).")
 	descChecked     = metricDesc("coordinates_checked_total", "Claimed coordinates checked against the RTTs measured to the peer before a token pass: the denominator of coordinates_distrusted_total (geometric strategy).")
-	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics, by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer).", "topic", "decision")
+	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics (DHT strategy: backbone; geometric: membership, coord, token), by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer).", "topic", "decision")
 )
 
 // Describe sends every descriptor the collector may use.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descRole, descMembers, descKnown, descSize, descK, descS,
 		descEvaluations, descLookups, descQueries, descElections, descLosses, descTerm, descTimeout,
-		descSent, descDropped, descThrottled, descRTT, descToken, descRefused, descBans, descDistrusted, descChecked, descGossip} {
+		descSent, descDropped, descThrottled, descRTT, descToken, descRefused, descBans, descDistrusted, descChecked, descGossip,
+		descRegistry, descRoster, descRegSent, descRegRecv, descBackbone} {
 		ch <- d
 	}
 }
@@ -600,7 +701,24 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRefused, v, k[0], k[1])
 	}
 	counter(descBans, bans)
-	feeds := map[string]gossip.FeedStats{"membership": n.members.Stats()}
+	// The membership's topic: the backbone (DHT strategy: every backbone
+	// the node was on, clusterMembership.Stats), or the global membership
+	// topic (geometric).
+	feeds := map[string]gossip.FeedStats{}
+	if m := n.membershipStatus(); m != nil {
+		feeds["backbone"] = n.members.Stats()
+		gauge(descRegistry, float64(m.Registry))
+		gauge(descRoster, float64(m.Roster))
+		gauge(descBackbone, float64(m.Backbone))
+		for st, v := range m.Sent {
+			counter(descRegSent, v, st)
+		}
+		for st, v := range m.Received {
+			counter(descRegRecv, v, st)
+		}
+	} else {
+		feeds["membership"] = n.members.Stats()
+	}
 	if n.geo != nil {
 		gs := n.geo.feed.Stats()
 		feeds["coord"], feeds["token"] = gs.Coords, gs.Tokens

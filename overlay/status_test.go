@@ -170,12 +170,49 @@ func TestStatusServer(t *testing.T) {
 		{"superpeer_election_messages_dropped_total", nil, metricAtLeast(float64(es.Dropped)), "≥ Dropped"},
 		{"superpeer_election_messages_throttled_total", nil, metricEq(0), "0 (two honest nodes)"},
 		{"superpeer_peers_banned_total", nil, metricEq(0), "0"},
-		{"superpeer_gossip_messages_total", []string{"topic", "membership", "decision", "accepted"}, metricAtLeast(1), "≥ 1 (the other node's announcements)"},
-		{"superpeer_gossip_messages_total", []string{"topic", "membership", "decision", "rejected"}, metricEq(0), "0"},
+		// The DHT strategy's membership is cluster-scoped: the
+		// registrations (b registers with a, or a with b), and the
+		// backbone, on which the one superpeer of one cluster hears no
+		// other (present, and nothing rejected).
+		{"superpeer_gossip_messages_total", []string{"topic", "backbone", "decision", "accepted"}, metricEq(0), "0 (no other superpeer)"},
+		{"superpeer_gossip_messages_total", []string{"topic", "backbone", "decision", "rejected"}, metricEq(0), "0"},
+		{"superpeer_backbone_summaries", nil, metricEq(0), "0 (no other superpeer)"},
 		{"go_goroutines", nil, metricAtLeast(1), "the Go collector"},
 	} {
 		if v, ok := value(tc.name, tc.labels...); !ok || !tc.want(v) {
 			t.Errorf("metric %s%v = %v (present %v), want %s", tc.name, tc.labels, v, ok, tc.what)
+		}
+	}
+	if _, ok := value("superpeer_gossip_messages_total", "topic", "membership"); ok {
+		t.Error("superpeer_gossip_messages_total{topic=membership} with the DHT strategy, which has no membership topic")
+	}
+	// The registrations, from the side b is on: as the superpeer it holds
+	// both registrations and answered a's; as a member it holds a's
+	// roster (a) and a accepted its registrations.
+	m := got.Membership
+	if m == nil {
+		t.Fatal("/status without membership")
+	}
+	accepted := func(by map[string]uint64) uint64 { return by["unchanged"] + by["delta"] + by["snapshot"] }
+	if st.Role == RoleSuperpeer {
+		if !m.Serving || m.Registry != 2 || accepted(m.Received) < 1 {
+			t.Errorf("/status membership %+v of the superpeer: want serving, a registry of 2, a registration accepted", m)
+		}
+		if v, ok := value("superpeer_registry_members"); !ok || v != 2 {
+			t.Errorf("superpeer_registry_members = %v (present %v), want 2", v, ok)
+		}
+		if v, ok := value("superpeer_registrations_received_total", "status", "snapshot"); !ok || v < 1 {
+			t.Errorf("superpeer_registrations_received_total{status=snapshot} = %v (present %v), want ≥ 1", v, ok)
+		}
+	} else {
+		if m.Serving || m.Registrar != want.String() || m.Roster != 1 || accepted(m.Sent) < 1 {
+			t.Errorf("/status membership %+v of the member: want registered with %s, a roster of 1, a registration accepted", m, want)
+		}
+		if v, ok := value("superpeer_roster_members"); !ok || v != 1 {
+			t.Errorf("superpeer_roster_members = %v (present %v), want 1", v, ok)
+		}
+		if v, ok := value("superpeer_registrations_sent_total", "status", "snapshot"); !ok || v < 1 {
+			t.Errorf("superpeer_registrations_sent_total{status=snapshot} = %v (present %v), want ≥ 1", v, ok)
 		}
 	}
 	for typ, n := range es.Sent {
@@ -253,6 +290,22 @@ func TestStatusGeometric(t *testing.T) {
 	}
 	if _, ok := fams["superpeer_elections_total"]; ok {
 		t.Error("superpeer_elections_total without an election")
+	}
+	// The geometric strategy still has the global membership topic (and
+	// no registrations): its gossip counts are there, for the node's own
+	// topic, and no registration metric is.
+	if f, ok := fams["superpeer_gossip_messages_total"]; !ok || !slices.ContainsFunc(f.GetMetric(), func(m *dto.Metric) bool {
+		return hasLabels(m, "topic", "membership", "decision", "rejected")
+	}) {
+		t.Error("no superpeer_gossip_messages_total{topic=membership} with the geometric strategy")
+	}
+	for _, name := range []string{"superpeer_registrations_sent_total", "superpeer_registry_members", "superpeer_backbone_summaries"} {
+		if _, ok := fams[name]; ok {
+			t.Errorf("%s with the geometric strategy", name)
+		}
+	}
+	if got.Membership != nil {
+		t.Errorf("/status membership %+v with the geometric strategy", got.Membership)
 	}
 }
 

@@ -44,6 +44,7 @@ func TestElectionFailover(t *testing.T) {
 			name += "+quorum"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // two at a time (GOMAXPROCS): each mostly waits on its timers
 			tn := startNet(t, Config{
 				N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
 				AnnounceInterval: time.Second, Election: v.name, Quorum: v.quorum,
@@ -246,6 +247,7 @@ func TestGeometricElectionFailover(t *testing.T) {
 	}
 	for _, alg := range classic.Algorithms() {
 		t.Run(alg, func(t *testing.T) {
+			t.Parallel() // two at a time (GOMAXPROCS): each mostly waits on its timers
 			tn := startNet(t, Config{
 				N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
 				AnnounceInterval: time.Second, PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,

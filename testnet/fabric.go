@@ -87,7 +87,7 @@ func (f *memFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot in
 	}
 	cfg := f.cfg
 	n, err := overlay.New(ctx,
-		overlay.WithHost(countingHost{h, f.tr}), overlay.WithTarget(cfg.Target),
+		overlay.WithHost(countingHost{h, f.tr.node(h.ID())}), overlay.WithTarget(cfg.Target),
 		overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
 		overlay.WithLogger(cfg.Logger.With("node", i)),
 		overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),

@@ -42,10 +42,9 @@ type Config struct {
 	Seed uint64
 	// AnnounceInterval and ReevaluateInterval are the nodes' periods.
 	// ReevaluateInterval defaults to 1 s. AnnounceInterval defaults to
-	// N × 62.5 ms, at least 2 s (twice that with the geometric strategy): every announcement reaches every node and
-	// GossipSub forwards it about D = 6 times per node, so the membership
-	// topic costs O(N²) deliveries per interval, and all N nodes share this
-	// process's CPU. The default keeps that load constant as N grows.
+	// DefaultAnnounceInterval: a real node's with the DHT strategy, whose
+	// membership is cluster-scoped, and one stretched with N with the
+	// geometric strategy, which still announces on the global topic.
 	AnnounceInterval, ReevaluateInterval time.Duration
 	// Latency, when set, gives the links their delays: node i is host i of
 	// the matrix, and the one link between nodes i and j delays every write
@@ -76,10 +75,11 @@ type Config struct {
 // whole libp2p stack (tens of MB, a few dozen threads).
 const MaxProcs = 256
 
-// MaxNodes bounds N: every pair of nodes gets a mocknet link and the
-// membership topic costs O(N²), so a larger in-process testnet would only
-// exhaust the machine. Scale beyond it belongs to the simulator.
-const MaxNodes = 1000
+// MaxNodes bounds N: every pair of nodes gets a mocknet link (O(N²)
+// links in this process), and the geometric strategy's membership topic
+// costs O(N²), so a larger in-process testnet would only exhaust the
+// machine. Scale beyond it belongs to the simulator.
+const MaxNodes = 1024
 
 // Strategies: selection by ID-space reservation, or by repelling tokens in
 // network coordinates.
@@ -149,24 +149,32 @@ func (c *Config) fill() error {
 }
 
 // DefaultAnnounceInterval is the announce interval of a testnet of n nodes
-// with the given strategy when Config leaves it zero: n × 62.5 ms (each
-// node hears about 16 announcements a second), at least 2 s, and above 128
-// nodes n² × 0.49 ms, so that the whole testnet's membership load, n² /
-// interval deliveries a second in one process, stays at about 2,048: each
-// delivery costs this process a signature check, GossipSub's duplicates
-// and a validation, and at twice that load two cores fall behind, queues
-// overflow, and the overlay never converges (256 nodes at 16 s had not
-// converged after 5 minutes; at 32 s they converged in 136 to 174 s). The
-// interval is twice that with
-// the geometric strategy, whose two more topics (coordinates, token
-// positions) republish at this interval (on 100 nodes, doubling it cut
-// pubsub's signature checks from 32 % to 20 % of the CPU).
+// with the given strategy when Config leaves it zero.
+//
+// With the DHT strategy it is a real node's (overlay.DefaultConfig, 5 s)
+// whatever n: membership is cluster-scoped (overlay/cluster.go), a member
+// registers with its superpeer and only the superpeers gossip, on the
+// backbone, so a peer's load does not grow with n and the process's grows
+// as n, not n².
+//
+// The geometric strategy still announces on the global membership topic,
+// where every announcement reaches every node: n² / interval deliveries a
+// second in this one process, each a signature check, GossipSub's
+// duplicates and a validation. For it the interval stays stretched:
+// n × 62.5 ms (each node hears about 16 announcements a second), at least
+// 2 s, and above 128 nodes n² × 0.49 ms, so that the whole testnet's
+// membership load stays at about 2,048 deliveries a second (at twice that
+// two cores fell behind, queues overflowed and 256 nodes had not converged
+// after 5 minutes; at 32 s they converged in 136 to 174 s); and twice that,
+// since its two more topics (coordinates, token positions) republish at
+// this interval (on 100 nodes, doubling it cut pubsub's signature checks
+// from 32 % to 20 % of the CPU). The stretch goes when the geometric
+// strategy's membership is scoped too (its part of issue 20).
 func DefaultAnnounceInterval(n int, strategy string) time.Duration {
-	d := max(2*time.Second, time.Duration(n)*time.Second/16, time.Duration(n*n)*time.Second/2048)
-	if strategy == StrategyGeometric {
-		d *= 2
+	if strategy != StrategyGeometric {
+		return overlay.DefaultConfig().AnnounceInterval
 	}
-	return d
+	return 2 * max(2*time.Second, time.Duration(n)*time.Second/16, time.Duration(n*n)*time.Second/2048)
 }
 
 // Net is a running network of overlay nodes.

@@ -272,7 +272,8 @@ func TestGeometricConvergesAndRepairs(t *testing.T) {
 // GossipSub, the DHT and the closer protocol have bytes counted; the counts
 // keep rising while the nodes talk (every node republishes its
 // announcement each AnnounceInterval); and a stream between two nodes'
-// hosts that carries 5 bytes one way and 7 back counts 12 bytes.
+// hosts that carries 5 bytes one way and 7 back counts 12 bytes, as 5
+// sent and 7 received by the opener and the reverse by the other.
 func TestTrafficCounted(t *testing.T) {
 	tn := startNet(t, Config{N: 8, Target: dhtselect.Target{Superpeers: 2}, Seed: 3})
 	waitConverged(t, tn, tn.Started())
@@ -345,5 +346,15 @@ func TestTrafficCounted(t *testing.T) {
 	}
 	if got := tn.Traffic().Bytes()[proto]; got != 12 {
 		t.Fatalf("a stream that carried 5 + 7 bytes counted %d (all counts: %v)", got, tn.Traffic().Bytes())
+	}
+	per := tn.Traffic().Nodes()
+	for _, c := range []struct {
+		who            string
+		id             peer.ID
+		sent, received uint64
+	}{{"opener", a.ID(), 5, 7}, {"server", b.ID(), 7, 5}} {
+		if got := per[c.id]; got.Sent[proto] != c.sent || got.Received[proto] != c.received {
+			t.Errorf("the %s counted %d sent and %d received on the stream, want %d and %d", c.who, got.Sent[proto], got.Received[proto], c.sent, c.received)
+		}
 	}
 }

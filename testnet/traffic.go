@@ -11,49 +11,122 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
-// Traffic counts the bytes the nodes of an in-process testnet write to
-// their streams, by protocol (GossipSub's /meshsub, the DHT's /kad, the
-// overlay's election, lookup, token, attach and ping protocols). It is what
-// the applications above the stream muxer send: mocknet has no encryption
-// and no muxer, so a real TCP connection adds Noise and yamux framing (a few
-// dozen bytes per message) and TCP/IP headers on top. Streams that
-// basichost serves itself (identify) are not counted. Safe for concurrent
-// use.
+// Traffic counts the bytes the nodes of an in-process testnet write to and
+// read from their streams, by node and by protocol (GossipSub's /meshsub,
+// the DHT's /kad, the overlay's election, lookup, register, token, attach
+// and ping protocols). It is what the applications above the stream muxer
+// send: mocknet has no encryption and no muxer, so a real TCP connection
+// adds Noise and yamux framing (a few dozen bytes per message) and TCP/IP
+// headers on top. Streams that basichost serves itself (identify) are not
+// counted. Every byte written by one node is read by another, so the
+// network's sent and received totals agree but for what is in flight and
+// what a reader dropped unread. Safe for concurrent use.
 type Traffic struct {
-	mu      sync.Mutex
-	byProto map[protocol.ID]*atomic.Uint64
+	mu     sync.Mutex
+	byNode map[peer.ID]*nodeTraffic
 }
 
-func newTraffic() *Traffic { return &Traffic{byProto: map[protocol.ID]*atomic.Uint64{}} }
+// nodeTraffic is one node's counters: sent and received, by protocol.
+type nodeTraffic struct {
+	t          *Traffic
+	sent, recv map[protocol.ID]*atomic.Uint64
+}
 
-// counter returns the counter of protocol p, made on first use.
-func (t *Traffic) counter(p protocol.ID) *atomic.Uint64 {
+func newTraffic() *Traffic { return &Traffic{byNode: map[peer.ID]*nodeTraffic{}} }
+
+// node returns the counters of node id, made on first use.
+func (t *Traffic) node(id peer.ID) *nodeTraffic {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.byProto[p]
+	n := t.byNode[id]
+	if n == nil {
+		n = &nodeTraffic{t: t, sent: map[protocol.ID]*atomic.Uint64{}, recv: map[protocol.ID]*atomic.Uint64{}}
+		t.byNode[id] = n
+	}
+	return n
+}
+
+// counter returns the counter of protocol p in m (one of n's maps), made
+// on first use.
+func (n *nodeTraffic) counter(m map[protocol.ID]*atomic.Uint64, p protocol.ID) *atomic.Uint64 {
+	n.t.mu.Lock()
+	defer n.t.mu.Unlock()
+	c := m[p]
 	if c == nil {
 		c = new(atomic.Uint64)
-		t.byProto[p] = c
+		m[p] = c
 	}
 	return c
 }
 
-// Bytes returns the bytes written so far, by protocol; a stream written to
-// before its protocol was known counts under "". The map is the caller's.
+// NodeBytes is one node's traffic so far, by protocol: what it wrote to
+// its streams and what it read from them.
+type NodeBytes struct {
+	Sent, Received map[protocol.ID]uint64
+}
+
+// Total is the node's bytes sent and received, all protocols.
+func (b NodeBytes) Total() uint64 {
+	var sum uint64
+	for _, v := range b.Sent {
+		sum += v
+	}
+	for _, v := range b.Received {
+		sum += v
+	}
+	return sum
+}
+
+// Sub returns b less an earlier reading a, protocol by protocol.
+func (b NodeBytes) Sub(a NodeBytes) NodeBytes {
+	d := NodeBytes{Sent: map[protocol.ID]uint64{}, Received: map[protocol.ID]uint64{}}
+	for p, v := range b.Sent {
+		d.Sent[p] = v - a.Sent[p]
+	}
+	for p, v := range b.Received {
+		d.Received[p] = v - a.Received[p]
+	}
+	return d
+}
+
+// Bytes returns the bytes written so far by all nodes, by protocol; a
+// stream written to before its protocol was known counts under "". The
+// map is the caller's.
 func (t *Traffic) Bytes() map[protocol.ID]uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[protocol.ID]uint64, len(t.byProto))
-	for p, c := range t.byProto {
-		out[p] = c.Load()
+	out := map[protocol.ID]uint64{}
+	for _, b := range t.Nodes() {
+		for p, v := range b.Sent {
+			out[p] += v
+		}
 	}
 	return out
 }
 
-// countingHost is a host whose streams count what is written to them.
+// Nodes returns every node's traffic so far, sent and received by
+// protocol, stopped nodes included (until they stopped). The maps are the
+// caller's.
+func (t *Traffic) Nodes() map[peer.ID]NodeBytes {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[peer.ID]NodeBytes, len(t.byNode))
+	for id, n := range t.byNode {
+		b := NodeBytes{Sent: make(map[protocol.ID]uint64, len(n.sent)), Received: make(map[protocol.ID]uint64, len(n.recv))}
+		for p, c := range n.sent {
+			b.Sent[p] = c.Load()
+		}
+		for p, c := range n.recv {
+			b.Received[p] = c.Load()
+		}
+		out[id] = b
+	}
+	return out
+}
+
+// countingHost is a host whose streams count what is written to and read
+// from them, as node n's traffic.
 type countingHost struct {
 	host.Host
-	t *Traffic
+	n *nodeTraffic
 }
 
 func (h countingHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
@@ -61,7 +134,7 @@ func (h countingHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol
 	if err != nil {
 		return nil, err
 	}
-	return &countingStream{Stream: s, t: h.t}, nil
+	return &countingStream{Stream: s, n: h.n}, nil
 }
 
 func (h countingHost) SetStreamHandler(pid protocol.ID, handler network.StreamHandler) {
@@ -73,27 +146,41 @@ func (h countingHost) SetStreamHandlerMatch(pid protocol.ID, m func(protocol.ID)
 }
 
 func (h countingHost) wrap(handler network.StreamHandler) network.StreamHandler {
-	return func(s network.Stream) { handler(&countingStream{Stream: s, t: h.t}) }
+	return func(s network.Stream) { handler(&countingStream{Stream: s, n: h.n}) }
 }
 
-// countingStream counts its writes under its protocol, looked up once the
-// protocol is known.
+// countingStream counts its writes and reads under its protocol, looked up
+// once the protocol is known.
 type countingStream struct {
 	network.Stream
-	t *Traffic
-	c atomic.Pointer[atomic.Uint64]
+	n    *nodeTraffic
+	w, r atomic.Pointer[atomic.Uint64]
 }
 
 func (s *countingStream) Write(p []byte) (int, error) {
 	n, err := s.Stream.Write(p)
-	c := s.c.Load()
-	if c == nil {
+	s.count(&s.w, s.n.sent, n)
+	return n, err
+}
+
+func (s *countingStream) Read(p []byte) (int, error) {
+	n, err := s.Stream.Read(p)
+	if n > 0 {
+		s.count(&s.r, s.n.recv, n)
+	}
+	return n, err
+}
+
+// count adds n bytes to the stream's counter in m, cached in c once the
+// stream's protocol is known.
+func (s *countingStream) count(c *atomic.Pointer[atomic.Uint64], m map[protocol.ID]*atomic.Uint64, n int) {
+	ctr := c.Load()
+	if ctr == nil {
 		pid := s.Stream.Protocol()
-		c = s.t.counter(pid)
+		ctr = s.n.counter(m, pid)
 		if pid != "" {
-			s.c.Store(c)
+			c.Store(ctr)
 		}
 	}
-	c.Add(uint64(n))
-	return n, err
+	ctr.Add(uint64(n))
 }

@@ -30,6 +30,7 @@ func newBenchCmd() *cobra.Command {
 		cpuProf   string
 		noPlots   bool
 		showProgr bool
+		liveSizes []int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -48,8 +49,9 @@ measured in the same run:
              testnets, and one scenario on both side by side
   scale      time, memory and messages per peer as n grows: the selection
              simulators up to 100,000 peers, node machines up to 10,000
-             (convergence, and churn with bully), the live testnet up to
-             256 nodes
+             (convergence, churn with bully, and the network doubling and
+             halving: clusters split and merge), the live testnet up to
+             512 nodes with a real node's intervals (--live-sizes)
   attack     lying peers (false coordinates, ground IDs), f = 1, 5, 20 %:
              the superpeer roles they take and the latency damage, without
              and with the defences (simulator); live, hostile clients
@@ -78,7 +80,7 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
-			stop, err := manyNodes(cpuProf) // live testnets of up to 256 nodes
+			stop, err := manyNodes(cpuProf) // live testnets of up to 1,024 nodes
 			if err != nil {
 				return err
 			}
@@ -109,7 +111,7 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 			}
 			prog := newProgress(cmd.ErrOrStderr(), showProgr && !asJSON)
 			res, runErr := bench.Run(cmd.Context(), bench.Config{
-				Suites: suites, Sim: !liveOnly, Live: !simOnly, Seed: seed, Quick: quick,
+				Suites: suites, Sim: !liveOnly, Live: !simOnly, Seed: seed, Quick: quick, LiveSizes: liveSizes,
 				Command: "peer " + strings.Join(os.Args[1:], " "), Progress: prog, Exec: exe,
 				SimLiveVirtual: virtual, GeoLiveVirtual: geoVirtual,
 			})
@@ -154,6 +156,7 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 	fs.StringVar(&simlive, "simlive", "", "rows of the repair suite's simulated-and-live side by side whose live side ran in virtual time, as `go test ./bench -run TestSimLiveVirtual -args -simlive.out FILE` writes them (make bench does): added to the results and the report")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of tables")
 	fs.Uint64Var(&seed, "seed", 1, "seed of every random choice (peer keys, networks, faults)")
+	fs.IntSliceVar(&liveSizes, "live-sizes", nil, "the scale suite's live testnet sizes, comma-separated (default 32,64,128,256,512; at most 1024)")
 	fs.BoolVar(&quick, "quick", false, "small sizes only (seconds, not minutes): a smoke test of the suites, not a measurement")
 	fs.BoolVar(&noPlots, "no-plots", false, "skip the PNG plots")
 	fs.BoolVar(&showProgr, "progress", true, "show progress on standard error")

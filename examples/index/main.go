@@ -1,6 +1,7 @@
 // Command index is a small application on the overlay's events: every
 // superpeer keeps an index of what its members share, and every member
-// registers its items with its superpeer whenever its superpeer changes.
+// registers its items with its superpeer whenever its superpeer changes
+// or its cluster elects one.
 //
 // It starts an in-process testnet (real libp2p hosts, kad-dht and
 // GossipSub) with bully elections, waits for the clusters, stops the
@@ -119,6 +120,15 @@ func (x *indexer) run(ctx context.Context) {
 				}
 			case overlay.EvtSuperpeerElected:
 				fmt.Fprintf(x.out, "%s: cluster elected %s (term %d)\n", x.node.ID().ShortString(), e.Superpeer.ShortString(), e.Term)
+				// An election names the superpeer again: it may be the
+				// one this member had, back after losing the role for a
+				// moment (and its index with it). Registering again is
+				// harmless: the index keeps the member's last items.
+				if e.Superpeer != "" && e.Superpeer != x.node.ID() {
+					if err := x.register(ctx, e.Superpeer); err != nil && ctx.Err() == nil {
+						log.Printf("%s: register with %s: %v", x.node.ID().ShortString(), e.Superpeer.ShortString(), err)
+					}
+				}
 			}
 		}
 	}

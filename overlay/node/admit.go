@@ -108,6 +108,14 @@ func (m *Machine) admit() {
 	for _, p := range m.routing.Peers {
 		add(p.ID)
 	}
+	for _, b := range m.backbone {
+		// The superpeers on the backbone: with the cluster-scoped
+		// membership a node sees few identities besides its cluster's,
+		// and a flood from one address shows among the superpeers
+		// (found by the node simulator: sybil superpeers claimed an
+		// honest cluster on the backbone, and entered its electorate).
+		add(b.Superpeer)
+	}
 	flooded := map[string]bool{}
 	for g, ids := range groups {
 		if len(ids) <= m.cfg.MaxPerAddr {

@@ -328,6 +328,45 @@ type Reachability struct{ Private bool }
 // Reevaluate asks for a re-evaluation now (a lookup of the cluster key).
 type Reevaluate struct{}
 
+// Digest is what a peer answers to a registration (DHT strategy, the
+// cluster-scoped membership): the k of its cluster and its network-size
+// estimate. A member hears no peers outside its cluster, so its superpeer's
+// digest is its estimate; the superpeer's own comes from the backbone.
+// Before the node has joined, a digest from any peer it asked (a
+// bootstrap peer) is the hint that gives it k at once; after, only its
+// superpeer's counts.
+type Digest struct {
+	From peer.ID
+	K    int
+	Size dhtselect.Estimate
+	// Superpeer is, when From does not serve the cluster (it is not its
+	// superpeer, nor the candidate), the superpeer From names: a hint of
+	// whom to register with. A digest with a hint only (Size.N 0) is a
+	// refusal.
+	Superpeer peer.ID
+}
+
+// SourceDigest is the Source of an estimate taken from a digest: the
+// superpeer's (or, before joining, the hint's).
+const SourceDigest = "superpeer"
+
+// Backbone is what the node, a superpeer, hears on the superpeers'
+// backbone: every superpeer's summary of its cluster, its own included.
+// The network-size estimate is the sum of their sizes once they cover the
+// key space (dhtselect.EstimateFromClusters); and another superpeer that
+// claims the node's own cluster is an elector of it (see electorate).
+type Backbone struct{ Summaries []Summary }
+
+// Summary is a superpeer's summary of its cluster on the backbone: its
+// k, its cluster key (its own key masked to k: a superpeer cannot claim
+// another's cluster) and its members, itself included.
+type Summary struct {
+	Superpeer  peer.ID
+	K          int
+	ClusterKey dhtselect.Key
+	Size       int
+}
+
 // GeoCluster is the geometric strategy's cluster: the members the holder
 // listed and the holder, for the cluster's election under Key.
 type GeoCluster struct {
@@ -347,6 +386,8 @@ func (SendFailed) input()      {}
 func (Reachability) input()    {}
 func (Reevaluate) input()      {}
 func (GeoCluster) input()      {}
+func (Digest) input()          {}
+func (Backbone) input()        {}
 
 // Rendezvous search states.
 const (
@@ -377,6 +418,21 @@ type Machine struct {
 	// Joining.
 	joined  bool
 	contact time.Time // first evaluation with a connection (mayJoin)
+
+	// Cluster-scoped membership (DHT strategy): the superpeer's digest
+	// (before joining: the hint), and the backbone, while a superpeer.
+	digest    Digest
+	hasDigest bool
+	digestAt  time.Time // when the digest came: it lasts three announce intervals
+	// A hint from the peer the node would register with, that does not
+	// serve the cluster: whom it names superpeer (see Registrar).
+	hint, hintFrom peer.ID
+	hintAt         time.Time
+	backbone       []Summary
+	lowerSince     time.Time          // since when the estimate has given a k below the node's
+	floor          int                // the peers known to exist: the routing table's that count, and the node
+	agreed         dhtselect.Estimate // the backbone's last estimate, while a superpeer
+	agreedAt       time.Time
 
 	// Quorum: when each peer was last in the view (configured).
 	remembered map[peer.ID]time.Time
@@ -437,6 +493,70 @@ func (m *Machine) State() State {
 	return s
 }
 
+// Registrar is the peer the node registers with (DHT strategy, the
+// cluster-scoped membership): its superpeer; while it has none (an
+// election under way, a quorum not reached), the peer its last lookup
+// ended at, which the cluster's members register with as well. Empty when
+// the node serves the cluster itself, or knows of no one.
+//
+// When that peer does not serve the cluster and names another its
+// superpeer (a hint, in its Digest), the node registers with that one for
+// three announce intervals: under an epoch's salted target the lookup
+// ends at the peer closest to the cluster key, and the superpeer is the
+// one closest to the target (found by the node simulator: a member whose
+// election had no leader registered with the lookup's answer, which did
+// not serve, and stayed alone in its view for minutes).
+func (m *Machine) Registrar() peer.ID {
+	r := m.registrar()
+	if r != "" && r == m.hintFrom && m.hint != "" && m.now.Sub(m.hintAt) <= 3*m.cfg.AnnounceInterval {
+		return m.hint
+	}
+	return r
+}
+
+// registrar is Registrar without the hint. A superpeer registers with
+// another superpeer that claims its cluster on the backbone, if any (a
+// split brain, a hand-over under way, a flapping superpeer back from an
+// outage): its record, and with it its host quality, reaches the members
+// of the other through that one's roster, and the other's through its
+// own. Otherwise the members would know the other claimer only as the
+// lookup's answer, and would rank a flapping one as if it did not flap
+// (found by the node simulator: the flapper won its cluster back in 5 of
+// 6 flaps).
+func (m *Machine) registrar() peer.ID {
+	switch {
+	case m.cfg.Geometric:
+		return ""
+	case m.state.Role == RoleSuperpeer:
+		for _, b := range m.backbone {
+			if b.Superpeer != m.cfg.Self && b.K == m.state.K && b.ClusterKey == m.state.ClusterKey {
+				return b.Superpeer
+			}
+		}
+		return ""
+	case m.state.Superpeer != "":
+		return m.state.Superpeer
+	case m.lastValid && m.lastLookup != m.cfg.Self:
+		return m.lastLookup
+	}
+	return ""
+}
+
+// Serves reports whether the node keeps its cluster's registrations (DHT
+// strategy, the cluster-scoped membership): it is the superpeer, or it
+// has no superpeer and its last lookup ended at itself (the candidate the
+// members register with while the election, or a quorum, is pending: the
+// registrations are the electorate it needs to be elected).
+func (m *Machine) Serves() bool {
+	switch {
+	case m.cfg.Geometric || !m.joined:
+		return false
+	case m.state.Role == RoleSuperpeer:
+		return true
+	}
+	return m.state.Superpeer == "" && m.lastValid && m.lastLookup == m.cfg.Self
+}
+
 // Private reports whether the node counts itself unreachable.
 func (m *Machine) Private() bool { return m.private }
 
@@ -456,12 +576,7 @@ func (m *Machine) Step(now time.Time, in Input) {
 	case View:
 		m.setView(in.Members)
 		m.ep.observe(now)
-		if !m.cfg.Geometric && m.settleAt.IsZero() {
-			// Membership changes come in bursts (a swarm starting, a
-			// cluster expiring): they are evaluated at most once per
-			// settle period.
-			m.settleAt = now.Add(m.cfg.ReevaluateInterval / 4)
-		}
+		m.settle(now)
 	case Routing:
 		m.routing = in
 		m.admit()
@@ -504,6 +619,17 @@ func (m *Machine) Step(now time.Time, in Input) {
 		if m.el != nil {
 			m.el.sendFailed(now, in)
 		}
+	case Digest:
+		m.takeDigest(now, in)
+	case Backbone:
+		before := m.claimers()
+		m.backbone = in.Summaries
+		m.admit()
+		if !slices.Equal(before, m.claimers()) {
+			m.kick = true // another claims the cluster, or no longer does
+		} else {
+			m.settle(now)
+		}
 	case GeoCluster:
 		if m.el != nil {
 			m.el.geoCluster(now, in)
@@ -514,6 +640,66 @@ func (m *Machine) Step(now time.Time, in Input) {
 		}
 	}
 	m.kicked(now)
+}
+
+// settle makes an evaluation due a settle period from now, unless one is:
+// membership changes come in bursts (a swarm starting, a cluster
+// expiring, the backbone's summaries arriving), and are evaluated at most
+// once per settle period.
+func (m *Machine) settle(now time.Time) {
+	if !m.cfg.Geometric && m.settleAt.IsZero() {
+		m.settleAt = now.Add(m.cfg.ReevaluateInterval / 4)
+	}
+}
+
+// takeDigest takes a registration's answer: before the node joined, any
+// peer's, as the hint that gives it k (it evaluates at once); after,
+// only its registrar's (its superpeer, or while it has none the peer its
+// lookup ended at, whom it registers with), whose estimate is the node's
+// own. A digest lasts three announce intervals (see estimate): a node
+// whose registrar stopped answering, or stopped serving, falls back on
+// its own estimate rather than keep a k that the swarm has left (found by
+// the node simulator: with quorum, a superpeer elected at k = 0 while the
+// swarm started lost its majority, and its members, and itself, kept its
+// digest of k = 0 for good).
+func (m *Machine) takeDigest(now time.Time, d Digest) {
+	if m.cfg.Geometric || d.From == m.cfg.Self || d.From == "" || d.K < 0 || d.K > dhtselect.KeyBits || d.Size.N < 0 {
+		return
+	}
+	if m.joined && d.From == m.registrar() {
+		h := d.Superpeer
+		if h == m.cfg.Self || h == d.From {
+			h = ""
+		}
+		m.hint, m.hintFrom, m.hintAt = h, d.From, now
+	}
+	if d.Size.N == 0 {
+		return // a refusal: the hint only
+	}
+	if !m.joined {
+		m.digest, m.hasDigest, m.digestAt, m.kick = d, true, now, true
+		return
+	}
+	if d.From != m.Registrar() {
+		return
+	}
+	changed := !m.hasDigest || m.digest.Size.N != d.Size.N
+	m.digest, m.hasDigest, m.digestAt = d, true, now
+	if changed {
+		m.settle(now)
+	}
+}
+
+// claimers are the other superpeers that claim the node's cluster on
+// the backbone.
+func (m *Machine) claimers() []peer.ID {
+	var out []peer.ID
+	for _, b := range m.backbone {
+		if b.Superpeer != m.cfg.Self && b.K == m.state.K && b.ClusterKey == m.state.ClusterKey {
+			out = append(out, b.Superpeer)
+		}
+	}
+	return out
 }
 
 // Tick advances the machine's clock to now: the election's ticks, the
@@ -529,10 +715,10 @@ func (m *Machine) Tick(now time.Time) {
 	if !m.cfg.Geometric && !m.inflight {
 		switch {
 		case !now.Before(m.nextEval):
-			m.evaluate(now, true)
+			m.evaluate(now, true, false)
 		case !m.settleAt.IsZero() && !now.Before(m.settleAt):
 			m.settleAt = time.Time{}
-			m.evaluate(now, false)
+			m.evaluate(now, false, false)
 		}
 	}
 	m.kicked(now)
@@ -577,7 +763,7 @@ func (m *Machine) kicked(now time.Time) {
 		case m.cfg.Geometric:
 			m.kickGeo()
 		case m.joined && !m.inflight && m.lastValid:
-			m.evaluate(now, false)
+			m.evaluate(now, false, false)
 		case m.joined && m.lastValid && m.lookupKey == m.state.ClusterKey && m.lookupK == m.state.K:
 			// A lookup of the same cluster key is on its way (the lost
 			// connection to the superpeer asked for it), and it may wait
@@ -683,6 +869,9 @@ func (m *Machine) mayJoin(now time.Time) (bool, time.Time) {
 	} else if !m.cfg.Bootstrap && !m.cfg.Rendezvous {
 		return true, now
 	}
+	if m.hasDigest {
+		return true, now // a peer's digest gave k
+	}
 	if m.routing.Connected == 0 {
 		return false, time.Time{}
 	}
@@ -723,7 +912,12 @@ func (m *Machine) configured(now time.Time) int {
 	return len(m.remembered)
 }
 
-// estimate gathers the inputs of dhtselect.EstimateSize; known is the
+// estimate is the network-size estimate: the backbone's, while the node
+// is a superpeer and the summaries it hears cover the key space; else its
+// superpeer's digest (a member hears no one outside its cluster), or the
+// hint before it joined; else its own, from the inputs of
+// dhtselect.EstimateSize (a network starting, a superpeer whose backbone
+// has not filled yet). For the last, known is the
 // number of peers known (configured). A routing-table peer counts only
 // while it announces itself, or is connected and speaks the overlay's
 // closer protocol (countsForSize; a host that speaks only the overlay's
@@ -733,6 +927,48 @@ func (m *Machine) configured(now time.Time) int {
 // for a guess (seen with churn among node processes, where a killed QUIC
 // peer is not noticed at once: estimates of 38 to 50 in a network of 32).
 func (m *Machine) estimate(known int) dhtselect.Estimate {
+	own := m.ownEstimate(known)
+	if len(m.backbone) > 0 {
+		cs := make([]dhtselect.ClusterSize, len(m.backbone))
+		for i, b := range m.backbone {
+			cs[i] = dhtselect.ClusterSize{K: b.K, Key: b.ClusterKey, Size: b.Size}
+		}
+		// A backbone that does not cover every cluster key (some
+		// summaries missing, extrapolated) does not stand against an
+		// exact count of the node's own, as in dhtselect.EstimateSize
+		// (found live: three nodes, one summary missing for a moment,
+		// estimated 2 where the routing table counted 3).
+		if est, ok := dhtselect.EstimateFromClusters(cs); ok && own.Within(est.N) && (est.Source == dhtselect.SourceBackbone || !own.Exact()) {
+			est.N = max(est.N, m.floor)
+			m.agreed, m.agreedAt = est, m.now
+			return est
+		}
+	}
+	if m.hasDigest && m.now.Sub(m.digestAt) <= 3*m.cfg.AnnounceInterval && own.Within(m.digest.Size.N) {
+		return dhtselect.Estimate{N: max(m.digest.Size.N, m.floor), Source: SourceDigest}
+	}
+	if m.agreed.N > 0 && m.now.Sub(m.agreedAt) <= 3*m.cfg.AnnounceInterval && own.Within(m.agreed.N) {
+		// A superpeer that has just handed its cluster over hears the
+		// backbone no more, and has no digest yet: the backbone's last
+		// estimate stands until one comes (found by the node simulator:
+		// its own estimate, 84 by the keys' spacing in a network of 64,
+		// raised its k again at once, and it took its cluster back
+		// every 20 s).
+		return dhtselect.Estimate{N: max(m.agreed.N, m.floor), Source: m.agreed.Source}
+	}
+	return own
+}
+
+// ownEstimate is the node's own estimate of the network's size, from its
+// routing table and its view (dhtselect.EstimateSize). It is also the
+// floor of the others: a backbone or a digest that counts less than it
+// allows (dhtselect.Estimate.Within: half an exact count, a quarter of a
+// guess) is not taken. The summaries count the registrations each
+// superpeer holds, and a superpeer elected at a small k while the swarm
+// started counts only those that register with it: its estimate keeps
+// its k, and its members' (found by the node simulator with quorum: a
+// superpeer at k = 0 counted 3 of 16 for good).
+func (m *Machine) ownEstimate(known int) dhtselect.Estimate {
 	in := dhtselect.SizeInputs{Self: m.selfKey, Members: known, Kad: m.routing.Kad, KadOK: m.routing.KadOK}
 	for _, p := range m.routing.Peers {
 		switch {
@@ -740,13 +976,18 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 			in.Routing = append(in.Routing, dhtselect.KeyOf(p.ID))
 		case isRefused(m.refused, p.ID):
 			// Sybils crowd the buckets: without them the table looked
-			// as if it held every peer (found by the node simulator with
-			// the cluster-scoped membership: 40 identities from one
-			// address left 24 honest peers estimating 15 to 19 for 20 s,
-			// at two values of k).
+			// as if it held every peer (found by the node simulator:
+			// 40 identities from one address left 24 honest peers
+			// estimating 15 to 19 for 20 s, at two values of k).
 			in.Uncounted = append(in.Uncounted, dhtselect.KeyOf(p.ID))
 		}
 	}
+	// The peers that count and the node itself exist: the floor of
+	// every estimate. The summaries count registrations, and undercount
+	// while clusters elect and their members register elsewhere (found
+	// by the node simulator: estimates of 9 to 18 in a network of 28,
+	// and convergence 10 s later than with the whole view).
+	m.floor = len(in.Routing) + 1
 	return dhtselect.EstimateSize(in)
 }
 
@@ -771,13 +1012,53 @@ func (m *Machine) clusterMembers(k int, ck dhtselect.Key, remembered bool) []pee
 	return out
 }
 
+// chooseK is the k the estimate gives, but a node that has a role lowers
+// its k only once the estimate has given a lower one for the membership's
+// TTL (three announce intervals). The estimate counts registrations, and
+// a missing one proves a departure only once it has expired: while the
+// registrations of a cluster whose superpeer just changed come in, the
+// summaries undercount (found by the node simulator: 17 of 32 peers
+// registered a second after convergence, and k went from 2 to 1 and
+// back). A partition shrinks the estimate as well, and a side lowers its
+// k once its departed peers have expired. A higher k is taken at once:
+// a swarm growing, a node that started at k = 0.
+func (m *Machine) chooseK(now time.Time, est dhtselect.Estimate) int {
+	k := m.cfg.Target.K(est.N)
+	if est.Source == SourceDigest {
+		// A member follows its superpeer's k, which the superpeers
+		// agree on from the backbone; a joiner takes it from the
+		// first digest. The superpeers lower k only after three
+		// announce intervals: a member follows at once, and a digest
+		// that would raise k while its own size says no higher (a
+		// superpeer still on its way down, which refused the member as
+		// of another cluster) is not followed up.
+		k = m.digest.K
+		if m.state.Role != RoleUnknown && k > m.state.K && m.cfg.Target.K(est.N) <= m.state.K {
+			k = m.state.K
+		}
+		m.lowerSince = time.Time{}
+		return k
+	}
+	if m.cfg.Geometric || m.state.Role == RoleUnknown || k >= m.state.K {
+		m.lowerSince = time.Time{}
+		return k
+	}
+	if m.lowerSince.IsZero() {
+		m.lowerSince = now
+	}
+	if now.Sub(m.lowerSince) < 3*m.cfg.AnnounceInterval {
+		return m.state.K
+	}
+	return k
+}
+
 // evaluate recomputes the node's role, cluster, superpeer and members, and
 // announces the result. It asks for a lookup of the cluster key when
 // forced (period, kick) or when k or the cluster's members differ from
 // those of the last lookup, since a joining or leaving member may be the
 // superpeer; otherwise the last lookup's answer stands. The evaluation
 // ends when the lookup answers (lookupDone).
-func (m *Machine) evaluate(now time.Time, force bool) {
+func (m *Machine) evaluate(now time.Time, force, fresh bool) {
 	if force {
 		m.nextEval = now.Add(m.cfg.ReevaluateInterval)
 		m.settleAt = time.Time{}
@@ -795,11 +1076,22 @@ func (m *Machine) evaluate(now time.Time, force bool) {
 		}
 	}
 	est := m.estimate(m.configured(now))
-	k := m.cfg.Target.K(est.N)
+	k := m.chooseK(now, est)
 	ck := m.selfKey.Cluster(k)
 	members := m.clusterMembers(k, ck, false)
 	target := m.ep.target(now, k, ck)
 	if force || !m.lastValid || k != m.lookupK || ck != m.lookupKey || !slices.Equal(members, m.lookupMembers) || !m.ep.answers(target, ck) {
+		if fresh && !force && m.lastValid && k == m.lookupK && ck == m.lookupKey && m.ep.answers(target, ck) {
+			// The answer that has just come is for this cluster, and
+			// only the members changed meanwhile: it is committed
+			// before the lookup that checks it (found by the node
+			// simulator: a member elected while its superpeer was cut
+			// off had its view replaced by its registrations; the
+			// answer was dropped for a new lookup, which waited a query
+			// timeout for the cut-off peer again, and the node's lookup
+			// named the old superpeer for two timeouts).
+			m.finish(now, est, members)
+		}
 		m.inflight = true
 		m.lookupK, m.lookupKey, m.lookupMembers = k, ck, members
 		m.lookups++
@@ -828,7 +1120,7 @@ func (m *Machine) lookupDone(now time.Time, in LookupDone) {
 	if in.Err != nil {
 		return // the next period, or a kick, looks up again
 	}
-	m.evaluate(now, false)
+	m.evaluate(now, false, true)
 }
 
 // finish names the superpeer from the last lookup and the election, and
@@ -841,6 +1133,7 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 		if m.cfg.Quorum {
 			electorate = m.clusterMembers(k, ck, true)
 		}
+		electorate = m.electorate(k, ck, electorate, sp, m.state.Superpeer, m.Registrar())
 		var err error
 		if sp, err = m.el.superpeer(now, k, ck, electorate, sp, ""); err != nil {
 			m.note(slog.LevelWarn, "election", "err", err)
@@ -855,10 +1148,49 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 		next.Role = RoleSuperpeer
 	}
 	next.Evaluations = m.state.Evaluations + 1
+	if next.Role != RoleSuperpeer {
+		m.backbone = nil // a member does not hear the backbone
+	}
 	m.state, m.changed = next, true
 	m.connect = append(m.connect, m.unseen(now, k, ck)...)
 	m.announce = &Announcement{Superpeer: next.Role == RoleSuperpeer, K: k, ClusterKey: ck, Private: m.private,
 		Flapping: m.el != nil && m.el.selfFlapping, Beacon: m.ep.beacon(now)}
+}
+
+// electorate adds to a cluster's members from the view the peers that
+// proved they are in the cluster without being in the view: the peer the
+// lookup ended at, the peer it registers with (the superpeer a hint
+// named), the node's current superpeer (a superpeer that has
+// just handed over to another claimer it heard on the backbone hears the
+// backbone no more, and until its new superpeer's roster comes it knows
+// only itself), and the other superpeers that claim the cluster on the
+// backbone. A node hears only its cluster (the roster its superpeer
+// gives, or a superpeer's registrations), and that view can be just
+// itself: a member whose superpeer changed and has not answered yet, a
+// node that has just joined and is the closest to the cluster's key (its
+// mates register with the superpeer they had). Alone in its electorate it
+// would elect itself; with the lookup's answer and the other claimers in
+// it, the election settles among them (found by the node simulator: with
+// views of the cluster only, and without this, 48 of 64 nodes claimed a
+// superpeer role).
+func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup, current, registrar peer.ID) []peer.ID {
+	var extra []peer.ID
+	for _, p := range []peer.ID{lookup, current, registrar} {
+		if p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck && !isRefused(m.refused, p) {
+			extra = append(extra, p)
+		}
+	}
+	for _, b := range m.backbone {
+		if b.Superpeer != m.cfg.Self && b.K == k && b.ClusterKey == ck && !slices.Contains(members, b.Superpeer) && !slices.Contains(extra, b.Superpeer) && !isRefused(m.refused, b.Superpeer) {
+			extra = append(extra, b.Superpeer)
+		}
+	}
+	if len(extra) == 0 {
+		return members
+	}
+	out := append(slices.Clone(members), extra...)
+	dhtselect.SortByKey(out)
+	return out
 }
 
 // rankedLast returns the peers among ids that rank last by what they

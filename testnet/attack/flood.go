@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -25,74 +24,71 @@ import (
 // The flood of election messages (issue 19, finding 1) is an attack of
 // valid messages from a member: each is what an honest member may send,
 // only too many. So Member and ElectionFlood encode them with the
-// overlay's own encoders (gossip.Announcement, classic/pb), which are the
-// wire format's definition, rather than by hand as Frame does for
-// malformed frames.
+// overlay's own encoders (gossip.SealAnnouncement, classic/pb), which are
+// the wire format's definition, rather than by hand as Frame does for
+// malformed frames; the register protocol's frames, whose encoders the
+// overlay does not export, are written out in register.go.
 
-// Member makes a hostile host a member of an overlay network: it joins
-// the network's membership topic over GossipSub and announces itself
-// every interval, signed by its own key, as an ordinary member of its
-// cluster at k. The overlay's nodes take it into their views, so it is a
-// member of the cluster its key falls in, and their election machines
-// take its messages (they drop those of non-members). It runs no
-// election of its own and answers nothing: whatever it sends is its
-// attack's (see ElectionFlood).
+// Member makes a hostile host a member of an overlay network's cluster
+// (the DHT strategy's cluster-scoped membership): it finds the superpeer
+// of the cluster its key falls in at the superpeers' k and registers
+// with it every interval over the register protocol (Roster), with an
+// announcement of its own, sealed by its own key, as an ordinary member
+// at k. The superpeer takes it into the cluster's roster and hands it to
+// the other members with their next registration, so it is in their
+// views as an honest member is, and their election machines take its
+// messages (they drop those of non-members). It runs no election of its
+// own and answers nothing: whatever it sends is its attack's (see
+// ElectionFlood).
 type Member struct {
-	h      host.Host
-	ps     *pubsub.PubSub
-	topic  *pubsub.Topic
+	roster *Roster
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// JoinAsMember starts announcing h on network's membership topic every
-// interval, as a member at k (its cluster key follows from its ID, as the
-// validators check). Connect h to some of the network's nodes first (or
-// after: the announcements go out every interval). Close stops it.
+// JoinAsMember starts registering h with the superpeer of its cluster on
+// network every interval (the first time at once), announcing itself as
+// a member at k (its cluster key follows from its ID, as the registry
+// checks). Connect h to some of the network's nodes first: the superpeer
+// is found by asking them (or after: it asks again every interval until
+// one answers). Close stops it.
 func JoinAsMember(ctx context.Context, h host.Host, network string, k int, interval time.Duration) (*Member, error) {
 	if interval <= 0 || k < 0 || k > dhtselect.MaxK {
 		return nil, fmt.Errorf("attack: JoinAsMember: interval %v, k %d: want an interval > 0 and k in [0, %d]", interval, k, dhtselect.MaxK)
 	}
+	rec, err := seal(h, gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(k),
+		Seq: uint64(time.Now().UnixNano())})
+	if err != nil {
+		return nil, fmt.Errorf("attack: JoinAsMember: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	ps, err := pubsub.NewGossipSub(ctx, h)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("attack: gossipsub: %w", err)
-	}
-	topic, err := ps.Join(gossip.MembershipTopic(network))
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("attack: join the membership topic: %w", err)
-	}
-	m := &Member{h: h, ps: ps, topic: topic, cancel: cancel, done: make(chan struct{})}
+	m := &Member{roster: newRoster(h, network, rec), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			a := gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(k),
-				Seq: uint64(time.Now().UnixNano())}
-			if data, err := a.Encode(); err == nil {
-				_ = topic.Publish(ctx, data)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		m.roster.run(ctx, interval)
 	}()
 	return m, nil
 }
 
-// Peers returns the peers h shares the membership topic with.
-func (m *Member) Peers() []peer.ID { return m.topic.ListPeers() }
+// Peers returns the members of h's cluster that its superpeer listed in
+// the roster (the superpeer among them, h left out).
+func (m *Member) Peers() []peer.ID {
+	var out []peer.ID
+	for _, e := range m.roster.Entries() {
+		out = append(out, e.ID)
+	}
+	return out
+}
 
-// Close stops announcing and leaves the topic.
+// Roster is the member's registration: its superpeer, digest and roster.
+func (m *Member) Roster() *Roster { return m.roster }
+
+// Close stops registering (the superpeer drops the member after its
+// TTL, as it does a member that went silent).
 func (m *Member) Close() error {
 	m.cancel()
 	<-m.done
-	return m.topic.Close()
+	return nil
 }
 
 // FloodStats counts an ElectionFlood's messages: Sent were written on an
@@ -164,8 +160,8 @@ func sendElection(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID
 }
 
 // ElectionFloodAttack is issue 19's finding 1 as an attack of the live
-// suite (Attack.Run): it learns the victim's k from its announcement on
-// the membership topic, grinds an identity in the victim's cluster ranked
+// suite (Attack.Run): it learns the victim's k from its superpeer's
+// digest (victimK), grinds an identity in the victim's cluster ranked
 // below it (its key shares the victim's k-bit prefix and is farther from
 // the cluster key), becomes a member (JoinAsMember) and sends every node
 // of the swarm ELECTION 45 times a second (the victim and its cluster's
@@ -220,43 +216,55 @@ func ElectionFloodAttack(ctx context.Context, t Target) error {
 	return nil
 }
 
-// victimK reads the victim's k from its announcement on the membership
-// topic (as any member can), joining the topic with a throwaway host.
+// victimK reads the victim's k from the digest of its cluster's
+// superpeer, as any peer can: a register request with no record and no
+// roster, which a superpeer answers with its digest (and no roster) and
+// any other node with the superpeer it follows. It asks from a
+// throwaway host connected to the swarm's nodes, again every 200 ms
+// until one answers or ctx ends.
 func victimK(ctx context.Context, t Target) (int, error) {
 	h, err := NewHost()
 	if err != nil {
 		return 0, err
 	}
 	defer h.Close()
-	ps, err := pubsub.NewGossipSub(ctx, h)
-	if err != nil {
-		return 0, fmt.Errorf("attack: gossipsub: %w", err)
-	}
 	for _, n := range t.Nodes {
 		_ = h.Connect(ctx, n)
 	}
-	topic, err := ps.Join(gossip.MembershipTopic(t.Network))
-	if err != nil {
-		return 0, fmt.Errorf("attack: join the membership topic: %w", err)
-	}
-	defer topic.Close()
-	sub, err := topic.Subscribe()
-	if err != nil {
-		return 0, fmt.Errorf("attack: subscribe to the membership topic: %w", err)
-	}
-	defer sub.Cancel()
+	_ = h.Connect(ctx, t.Victim)
 	for {
-		msg, err := sub.Next(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("attack: no announcement of the victim %s: %w", t.Victim.ID, err)
+		d, err := superpeerDigest(ctx, h, t.Network, t.Victim.ID)
+		if err == nil {
+			return d.K, nil
 		}
-		if msg.GetFrom() != t.Victim.ID {
-			continue
-		}
-		if a, err := gossip.DecodeAnnouncement(msg.GetFrom(), msg.Data); err == nil {
-			return a.K, nil
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("attack: no digest of the victim %s's cluster: %w (last: %w)", t.Victim.ID, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// superpeerDigest is the digest of p's cluster: p's own if it serves the
+// cluster, else that of the superpeer it names. The digest must cover p.
+func superpeerDigest(ctx context.Context, h host.Host, network string, p peer.ID) (Digest, error) {
+	to := p
+	for range 2 {
+		rep, err := Register(ctx, h, to, network, RegisterRequest(0, 0, nil))
+		switch {
+		case err != nil:
+			return Digest{}, err
+		case rep.Status == RegNotSuperpeer && rep.Hint == "":
+			return Digest{}, fmt.Errorf("attack: %s serves no cluster and follows no superpeer", to)
+		case rep.Status == RegNotSuperpeer:
+			to = rep.Hint
+		case !rep.Digest.In(p):
+			return Digest{}, fmt.Errorf("attack: %s serves the cluster %s at k = %d, which %s is not in", to, rep.Digest.ClusterKey, rep.Digest.K, p)
+		default:
+			return rep.Digest, nil
+		}
+	}
+	return Digest{}, fmt.Errorf("attack: %s names %s as its superpeer, which serves no cluster", p, to)
 }
 
 // grind draws Ed25519 identities until one's Kademlia key satisfies ok

@@ -64,28 +64,17 @@ func filedSwarm(t *testing.T) []*overlay.Node {
 		keyWhere(t, func(b byte) bool { return b >= 0x80 }),
 		keyWhere(t, func(b byte) bool { return b >= 0x80 }),
 	}
-	var nodes []*overlay.Node
-	for i, k := range keys {
-		opts := []overlay.Option{overlay.WithIdentity(k), overlay.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")),
+	return startNodes(ctx, t, len(keys), func(i int) []overlay.Option {
+		return []overlay.Option{overlay.WithIdentity(keys[i]), overlay.WithListenAddrs(ma.StringCast("/ip4/127.0.0.1/tcp/0")),
 			overlay.WithTarget(dhtselect.Target{Superpeers: 2}), overlay.WithIntervals(time.Second, time.Second),
 			overlay.WithElection("bully", false), overlay.WithReachability(overlay.ReachabilityPublic), overlay.WithLogger(quiet)}
-		if i > 0 {
-			opts = append(opts, overlay.WithBootstrapAddrs(nodes[0].P2PAddrs()...))
-		}
-		n, err := overlay.New(ctx, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		nodes = append(nodes, n)
-	}
-	return nodes
+	})
 }
 
 // TestElectionFlood: issue 19's finding 1 on real libp2p hosts (loopback
 // TCP), the filed setup: four nodes, two superpeers (k = 1: two clusters
 // of two), bully, announcements and re-evaluations every second; and a
-// member (Member: it announces itself on the membership topic) in the
+// member (Member: it registers with its superpeer) in the
 // cluster of prefix 0, ranked below both its nodes, that sends them
 // ELECTION 45 times a second (ElectionFlood), under their guards' rate.
 // Each of the two catches it over what bully allows a member and strikes
@@ -261,4 +250,24 @@ func TestElectionFloodAttack(t *testing.T) {
 		}
 	}
 	t.Logf("the victim banned %d attacker identities", len(victim.Banned()))
+}
+
+// startNodes starts n overlay nodes, node i with opts(i) and, after the
+// first, the first one as its bootstrap peer; they close with the test.
+func startNodes(ctx context.Context, t *testing.T, n int, opts func(i int) []overlay.Option) []*overlay.Node {
+	t.Helper()
+	var nodes []*overlay.Node
+	for i := range n {
+		o := opts(i)
+		if i > 0 {
+			o = append(o, overlay.WithBootstrapAddrs(nodes[0].P2PAddrs()...))
+		}
+		nd, err := overlay.New(ctx, o...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes = append(nodes, nd)
+	}
+	return nodes
 }

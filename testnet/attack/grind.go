@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -66,16 +65,62 @@ func Grind(ctx context.Context, target dhtselect.Key, tries int) (Ground, error)
 	return best, nil
 }
 
-// Listen joins the membership topic of network on a host of the
-// attacker's (connect it to a node of the overlay first) without
-// announcing itself: everything the members announce, their salts
-// included, is public. Close the Membership when done.
-func Listen(ctx context.Context, h host.Host, network string) (*gossip.Membership, error) {
-	ps, err := pubsub.NewGossipSub(ctx, h)
-	if err != nil {
-		return nil, fmt.Errorf("attack: listen: %w", err)
+// Listener reads a cluster's roster as an outsider can (Listen).
+type Listener struct {
+	roster *Roster
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Listen reads the roster of the cluster of h on network every second,
+// as a member: any peer whose key falls in a cluster may register with
+// its superpeer, and a superpeer sends its roster, every member's sealed
+// announcement, the salts included, to its members (Roster). Connect h
+// to the overlay's nodes first (those an outsider knows the addresses
+// of): it asks them which serves its cluster, dials a superpeer one of
+// them names at the addresses h knows, and registers there an
+// announcement of its own at the superpeer's k (from its digest) that
+// says it is private, so that the members rank it last in their
+// elections: it only listens. After the first snapshot it refreshes
+// without a record, and each read is a delta since the roster it holds
+// (none of the superpeer's record rate or snapshot budget). Close the
+// Listener when done: the superpeer drops h after its TTL.
+//
+// It once read the roster without joining, by sending a sealed goodbye
+// (h leaves, so it never entered the roster), which the superpeer
+// answered with the whole roster; now a stranger's goodbye is refused
+// (RegNotMember), and the only read left is a member's.
+func Listen(ctx context.Context, h host.Host, network string) (*Listener, error) {
+	if h.Peerstore().PrivKey(h.ID()) == nil {
+		return nil, fmt.Errorf("attack: listen: no private key for %s", h.ID())
 	}
-	return gossip.JoinMembership(ps, h.ID(), gossip.MembershipConfig{Network: network, Interval: 5 * time.Second})
+	r := newRoster(h, network, nil)
+	r.recordAt = func(k int) ([]byte, error) {
+		return seal(h, gossip.Announcement{ID: h.ID(), Addrs: h.Addrs(), K: k, ClusterKey: dhtselect.KeyOf(h.ID()).Cluster(k),
+			Private: true, Seq: uint64(time.Now().UnixNano())})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	l := &Listener{roster: r, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.roster.run(ctx, time.Second)
+	}()
+	return l, nil
+}
+
+// Entries are the members' announcements of the last roster read (the
+// superpeer's included), sorted by ID.
+func (l *Listener) Entries() []gossip.Entry { return l.roster.Entries() }
+
+// Roster is the listener's registration: its superpeer, digest and
+// roster.
+func (l *Listener) Roster() *Roster { return l.roster }
+
+// Close stops reading.
+func (l *Listener) Close() error {
+	l.cancel()
+	<-l.done
+	return nil
 }
 
 // SaltedTarget is the target of the cluster ck (k bits) that its members

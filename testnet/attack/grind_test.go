@@ -27,7 +27,9 @@ import (
 // cluster key (the attack as filed: without the defence it was the
 // superpeer half a second after it joined), one closer to the cluster's
 // salted target of the epoch, which it reads from the members'
-// announcements on the membership topic (Listen, SaltedTarget). Both join
+// announcements in the cluster's roster, as any peer of the cluster's
+// key range can (Listen: a private member of the cluster, which the
+// superpeer sends the roster; SaltedTarget). Both join
 // with the overlay's own code. Until they come of age, no node names
 // either superpeer, themselves included, and the honest nodes agree on one
 // superpeer afterwards.
@@ -70,14 +72,18 @@ func TestGroundIDLive(t *testing.T) {
 		return true
 	}
 	waitFor(t, "the honest nodes to agree on a superpeer", agree)
-	// The attacker's ears: a plain host on the membership topic.
+	// The attacker's ears: a plain host that reads the cluster's roster
+	// as a member (S = 1: every key is in the cluster), connected to the
+	// nodes (whose addresses an outsider knows).
 	h, err := NewHost()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	if err := h.Connect(ctx, peer.AddrInfo{ID: honest[0].ID(), Addrs: honest[0].Host().Addrs()}); err != nil {
-		t.Fatal(err)
+	for _, n := range honest {
+		if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ms, err := Listen(ctx, h, "default")
 	if err != nil {
@@ -130,12 +136,16 @@ func TestGroundIDLive(t *testing.T) {
 			for _, n := range honest {
 				s := n.State()
 				if s.Superpeer.ID == g.ID {
-					served[i]++
+					if served[i]++; served[i] <= 3 {
+						t.Logf("%v after the join: the honest %s names attacker %d superpeer", time.Since(joined).Round(time.Millisecond), n.ID().ShortString(), i)
+					}
 				}
 				seen = seen || contains(s.Members, g)
 			}
 			if s := nodes[i].State(); s.Role == overlay.RoleSuperpeer {
-				served[i]++
+				if served[i]++; served[i] <= 3 {
+					t.Logf("%v after the join: attacker %d claims the superpeer role (%d members)", time.Since(joined).Round(time.Millisecond), i, len(s.Members))
+				}
 			} else if s.Role == overlay.RoleOrdinary && seen {
 				member[i] = true
 			}

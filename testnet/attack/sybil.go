@@ -23,21 +23,36 @@ import (
 )
 
 // Sybils is issue 19's finding 7: many identities from one address,
-// each announcing itself on the overlay's membership topic with a valid
-// signed announcement that claims a superpeer. One GossipSub host (the
-// publisher) publishes them all, each signed with its identity's key, as
-// GossipSub lets any client do; unless SybilConfig.OneConnection, each
-// identity is also a bare host of its own (TCP, no protocols but
-// libp2p's) connected to the bootstrap peers, so that each is seen on a
-// connection from the one address, as identities behind one address
-// are. The filed attack: 200 identities from 127.0.0.1, one connection
-// or one each.
+// each claiming a superpeer with a valid signed announcement, on every
+// channel the overlay has for it (the attacker need not know which
+// strategy the swarm runs):
+//
+//   - on the membership topic (the geometric strategy's), an
+//     announcement that claims a superpeer at k = 0;
+//   - on the backbone topic (the DHT strategy's superpeers'), a summary
+//     of a cluster of one at k = 0, as a superpeer publishes it;
+//   - with the DHT strategy's cluster-scoped membership, unless
+//     OneConnection, a registration with the superpeer of its cluster
+//     (Roster), every interval, of the same announcement as on the
+//     membership topic: the superpeer's roster takes it, and hands it to
+//     the cluster's members.
+//
+// One GossipSub host (the publisher) publishes on the topics for them
+// all, each message signed with its identity's key, as GossipSub lets any
+// client do; unless SybilConfig.OneConnection, each identity is also a
+// host of its own (TCP, no protocols but libp2p's; it opens register
+// streams, a registration's sender being the stream's peer) connected to
+// the bootstrap peers, so that each is seen on a connection from the one
+// address, as identities behind one address are. The filed attack: 200
+// identities from 127.0.0.1, one connection or one each.
 type Sybils struct {
-	pub    host.Host
-	hosts  []host.Host // one per identity, unless OneConnection
-	ids    []peer.ID
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	pub     host.Host
+	hosts   []host.Host // one per identity, unless OneConnection
+	rosters []*Roster   // one per host
+	bb      *pubsub.Topic
+	ids     []peer.ID
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // SybilConfig configures Sybils.
@@ -95,6 +110,11 @@ func (s *Sybils) start(ctx, runCtx context.Context, cfg SybilConfig) error {
 	if err != nil {
 		return fmt.Errorf("attack: sybil topic: %w", err)
 	}
+	backbone, err := ps.Join(gossip.BackboneTopic(cfg.Network))
+	if err != nil {
+		return fmt.Errorf("attack: sybil backbone: %w", err)
+	}
+	s.bb = backbone
 	if err := connectAll(ctx, s.pub, cfg.Bootstrap); err != nil {
 		return err
 	}
@@ -120,6 +140,18 @@ func (s *Sybils) start(ctx, runCtx context.Context, cfg SybilConfig) error {
 		if err := connectAll(ctx, h, cfg.Bootstrap); err != nil {
 			return err
 		}
+		rec, err := seal(h, gossip.Announcement{ID: id, Addrs: h.Addrs(), Superpeer: true, Seq: uint64(time.Now().UnixNano())})
+		if err != nil {
+			return fmt.Errorf("attack: sybil record: %w", err)
+		}
+		s.rosters = append(s.rosters, newRoster(h, cfg.Network, rec))
+	}
+	for _, r := range s.rosters {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			r.run(runCtx, cfg.Interval)
+		}()
 	}
 	s.wg.Add(1)
 	go func() {
@@ -129,6 +161,9 @@ func (s *Sybils) start(ctx, runCtx context.Context, cfg SybilConfig) error {
 		for seq := uint64(1); ; seq++ {
 			for i, k := range keys {
 				_ = topic.Publish(runCtx, Announcement(addrs[i], seq, true), pubsub.WithSecretKeyAndPeerId(k, s.ids[i]))
+				if b, err := (gossip.Summary{K: 0, Size: 1, Seq: seq}).Encode(); err == nil {
+					_ = backbone.Publish(runCtx, b, pubsub.WithSecretKeyAndPeerId(k, s.ids[i]))
+				}
 			}
 			select {
 			case <-runCtx.Done():
@@ -179,6 +214,35 @@ func Announcement(addrs []string, seq uint64, superpeer bool) []byte {
 	})
 	return b
 }
+
+// Registered counts the identities whose last registration a superpeer
+// took (with the DHT strategy; none with OneConnection).
+func (s *Sybils) Registered() int {
+	n := 0
+	for _, r := range s.rosters {
+		if st := r.Last(); st == RegUnchanged || st == RegDelta || st == RegSnapshot {
+			n++
+		}
+	}
+	return n
+}
+
+// Answered counts the identities whose last registration a superpeer
+// answered: took, or refused because their address is crowded (the
+// registry's identities per address, MaxPerAddr).
+func (s *Sybils) Answered() int {
+	n := 0
+	for _, r := range s.rosters {
+		if st := r.Last(); st == RegUnchanged || st == RegDelta || st == RegSnapshot || st == RegCrowded {
+			n++
+		}
+	}
+	return n
+}
+
+// BackbonePeers are the peers the publisher knows on the backbone topic:
+// the superpeers its summaries go to (with the DHT strategy).
+func (s *Sybils) BackbonePeers() []peer.ID { return s.bb.ListPeers() }
 
 // IDs are the sybils' identities.
 func (s *Sybils) IDs() []peer.ID { return slices.Clone(s.ids) }

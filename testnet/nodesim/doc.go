@@ -25,9 +25,11 @@
 //     topic's change signals as well), and one view slice is shared by all
 //     the machines of a component: memory stays O(N) per view change, not
 //     O(N^2).
-//   - The routing table (kad-dht): each node knows its RoutingClose nearest
-//     peers by XOR distance and RoutingRandom others drawn from the seed,
-//     among the nodes alive when it starts; a peer counts as connected while
+//   - The routing table (kad-dht): each node knows, for each common-prefix
+//     length with its key, up to a bucket's worth (dhtselect.BucketSize)
+//     of the nodes that share that prefix exactly, drawn from the seed (a
+//     bucket is full wherever there are more), among the nodes alive when
+//     it starts (every node, in the index); a peer counts as connected while
 //     it is alive and reachable. A joining node's routing-table refresh
 //     completes (Refreshed) two RTTs after it starts, if any peer is
 //     reachable.

@@ -128,33 +128,35 @@ func (s *Sim) closestScan(i int, key dhtselect.Key, skip int, may func(j int) bo
 	return lookupAnswer{to: best, deadNear: bestAny != best}
 }
 
-// routingTableScan is routingTable as it was.
+// routingTableScan is routingTable by a scan of every node: the same
+// draws, the same buckets.
 func (s *Sim) routingTableScan(i int) []int {
-	others := make([]int, 0, len(s.nodes)-1)
+	self := s.nodes[i].key
+	deepest := -1
 	for j := range s.nodes {
 		if j != i {
-			others = append(others, j)
+			deepest = max(deepest, cpl(self, s.nodes[j].key))
 		}
 	}
-	key := s.nodes[i].key
-	k := min(s.cfg.RoutingClose, len(others))
-	near := make([]int, 0, k)
-	for _, j := range others {
-		pos := len(near)
-		for pos > 0 && dhtselect.Closer(s.nodes[j].key, s.nodes[near[pos-1]].key, key) {
-			pos--
-		}
-		if pos < k {
-			near = slices.Insert(near, pos, j)
-			if len(near) > k {
-				near = near[:k]
+	var out []int
+	for c := 0; c <= deepest; c++ {
+		t := s.bucketTarget(self, c)
+		var in []int
+		for j := range s.nodes {
+			if j != i && cpl(self, s.nodes[j].key) == c {
+				in = append(in, j)
 			}
 		}
-	}
-	out := slices.Clone(near)
-	rest := slices.DeleteFunc(others, func(j int) bool { return slices.Contains(near, j) })
-	for _, p := range s.rng.Perm(len(rest))[:min(s.cfg.RoutingRandom, len(rest))] {
-		out = append(out, rest[p])
+		slices.SortFunc(in, func(a, b int) int {
+			switch {
+			case dhtselect.Closer(s.nodes[a].key, s.nodes[b].key, t):
+				return -1
+			case dhtselect.Closer(s.nodes[b].key, s.nodes[a].key, t):
+				return 1
+			}
+			return 0
+		})
+		out = append(out, in[:min(len(in), dhtselect.BucketSize)]...)
 	}
 	return out
 }

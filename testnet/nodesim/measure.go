@@ -261,7 +261,10 @@ func (s *Sim) expGap(perMinute float64) time.Duration {
 
 // Converged reports whether every live node has a role and is covered, and
 // the clusters are those dhtselect.Assign gives for the live nodes at the
-// k they agree on (DHT strategy).
+// k they agree on, which is the k of the live count (DHT strategy: with
+// the cluster-scoped membership a node's estimate is its superpeer's, and
+// k lags a growing network by a few intervals; agreeing on a stale k is
+// not converged).
 func (s *Sim) Converged() bool {
 	x := s.Take()
 	return x.Live > 0 && x.Covered == x.Live && x.Split == 0 && s.agreesWithAssign()
@@ -270,7 +273,7 @@ func (s *Sim) Converged() bool {
 // agreesWithAssign checks that the live nodes agree on k and that each
 // names the live node closest to its cluster key (dhtselect.Closest).
 func (s *Sim) agreesWithAssign() bool {
-	k := -1
+	k, live := -1, 0
 	for _, n := range s.nodes {
 		if !n.alive {
 			continue
@@ -279,6 +282,10 @@ func (s *Sim) agreesWithAssign() bool {
 			return false
 		}
 		k = n.state.K
+		live++
+	}
+	if k >= 0 && k != s.cfg.Node.Target.K(live) {
+		return false
 	}
 	want := map[dhtselect.Key]int{}
 	for _, n := range s.nodes {
@@ -309,4 +316,23 @@ func (s *Sim) closestLive(key dhtselect.Key) int {
 		}
 	}
 	return best
+}
+
+// SizeErrors are the relative errors of the live nodes' size estimates
+// (State.Size.N against the number of live nodes: |est − live| / live),
+// sorted, over the nodes that have a role.
+func (s *Sim) SizeErrors() []float64 {
+	live := s.liveCount()
+	if live == 0 {
+		return nil
+	}
+	var out []float64
+	for _, n := range s.nodes {
+		if n.alive && n.state.Role != node.RoleUnknown {
+			e := float64(n.state.Size.N-live) / float64(live)
+			out = append(out, max(e, -e))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -26,8 +27,6 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 const (
 	DefaultRTT           = 100 * time.Millisecond
 	DefaultGossipDelay   = 200 * time.Millisecond
-	DefaultRoutingClose  = 20
-	DefaultRoutingRandom = 20
 	DefaultLookupRTTs    = 3
 	DefaultContactWindow = 30 * time.Second
 	DefaultQueryTimeout  = 5 * time.Second
@@ -78,9 +77,6 @@ type Config struct {
 	// QueryTimeout bounds a lookup query to a dead peer when the asker
 	// has no failure-detection timeout. Zero means DefaultQueryTimeout.
 	QueryTimeout time.Duration
-	// RoutingClose and RoutingRandom size the routing tables (see the
-	// package comment). Zero means the defaults (20 and 20).
-	RoutingClose, RoutingRandom int
 	// LookupRTTs is how many round trips a lookup takes. Zero means
 	// DefaultLookupRTTs.
 	LookupRTTs int
@@ -107,8 +103,8 @@ func (c *Config) fill() error {
 	case c.GossipDelay < 0 || c.ViewPeriod < 0 || c.ConnLoss < 0 || c.ContactWindow < 0 || c.QueryTimeout < 0 || c.GeoTimeout < 0:
 		return fmt.Errorf("%w: a negative delay (GossipDelay %v, ViewPeriod %v, ConnLoss %v, ContactWindow %v, QueryTimeout %v, GeoTimeout %v); zero takes the default",
 			ErrConfig, c.GossipDelay, c.ViewPeriod, c.ConnLoss, c.ContactWindow, c.QueryTimeout, c.GeoTimeout)
-	case c.RoutingClose < 0 || c.RoutingRandom < 0 || c.LookupRTTs < 0:
-		return fmt.Errorf("%w: RoutingClose %d, RoutingRandom %d, LookupRTTs %d: want 0 (the default) or more", ErrConfig, c.RoutingClose, c.RoutingRandom, c.LookupRTTs)
+	case c.LookupRTTs < 0:
+		return fmt.Errorf("%w: LookupRTTs %d: want 0 (the default) or more", ErrConfig, c.LookupRTTs)
 	}
 	n := &c.Node
 	n.AnnounceInterval = cmp.Or(n.AnnounceInterval, 5*time.Second)
@@ -121,8 +117,6 @@ func (c *Config) fill() error {
 	c.ViewPeriod = cmp.Or(c.ViewPeriod, n.ReevaluateInterval/4)
 	c.ContactWindow = cmp.Or(c.ContactWindow, DefaultContactWindow)
 	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
-	c.RoutingClose = cmp.Or(c.RoutingClose, DefaultRoutingClose)
-	c.RoutingRandom = cmp.Or(c.RoutingRandom, DefaultRoutingRandom)
 	c.LookupRTTs = cmp.Or(c.LookupRTTs, DefaultLookupRTTs)
 	if n.Geometric {
 		return c.fillGeo()
@@ -157,6 +151,7 @@ type simNode struct {
 	routing   []int
 	contacts  map[int]time.Duration // peer -> last election message either way
 	geo       *geoNode              // the geometric strategy's part (geo.go)
+	sc        scoped                // the cluster-scoped membership (scoped.go)
 }
 
 // component is a side of a partition: who its peers see in their views.
@@ -197,7 +192,6 @@ type Sim struct {
 	lookupCache map[lookupKey]lookupAnswer
 	index       map[peer.ID]int
 	idx         *simIndex          // the oracles' indexes (index.go)
-	perm        []int32            // routingTable's scratch
 	addrs       map[peer.ID]string // with Node.MaxPerAddr: each node's address group
 	stats       Stats
 
@@ -206,6 +200,14 @@ type Sim struct {
 	geoVer       uint64
 	geoCoords    map[int]map[peer.ID]*coordinate.Coordinate
 	geoCoordsKey map[int]geoCoordsKey
+
+	// The cluster-scoped membership (scoped.go): the superpeers, and the
+	// backbone's version, its pending change, and its lists by component.
+	sps       map[int]bool
+	bbVersion uint64
+	bbDirty   bool
+	bbAt      time.Duration
+	bbCache   map[int]bbList
 }
 
 // Change is a node's new state at a time.
@@ -218,6 +220,18 @@ type Change struct {
 // Stats counts what the simulator did.
 type Stats struct {
 	Events, Messages, Lost, Failed, Lookups, Views uint64
+	// The cluster-scoped membership's registrations (sent) and their
+	// answers.
+	Registrations, Replies uint64
+	// Pushes are a superpeer's notices to its members that its roster
+	// changed.
+	Pushes uint64
+	// Backbones counts the backbone's deliveries to a superpeer (a new
+	// list of every superpeer's summary), Summaries the summaries they
+	// held, SummaryChanges those new or changed (or gone) since the list
+	// the superpeer got before: what a backbone that carries a summary
+	// when it changes delivers.
+	Backbones, Summaries, SummaryChanges uint64
 	// The geometric strategy's pings, token passes and attach requests.
 	GeoPings, GeoPasses, GeoAttaches uint64
 }
@@ -243,7 +257,7 @@ func New(cfg Config) (*Sim, error) {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		comps: map[int]*component{0: {vis: map[int]time.Duration{}}}, ttl: 3 * cfg.Node.AnnounceInterval,
 		lookupCache: map[lookupKey]lookupAnswer{}, index: map[peer.ID]int{}, idx: newSimIndex(),
-		geoCoords: map[int]map[peer.ID]*coordinate.Coordinate{}, geoCoordsKey: map[int]geoCoordsKey{},
+		geoCoords: map[int]map[peer.ID]*coordinate.Coordinate{}, geoCoordsKey: map[int]geoCoordsKey{}, sps: map[int]bool{},
 	}
 	for i := range cfg.N {
 		var at time.Duration
@@ -329,6 +343,8 @@ const (
 	evExpire
 	evFlap
 	evAction
+	evRegister
+	evRegistered
 )
 
 type event struct {
@@ -344,6 +360,9 @@ type event struct {
 	stamp time.Duration
 	comp  int
 	fn    func(*Sim)
+	// A registration's answer (scoped.go).
+	ids    []int
+	digest node.Digest
 }
 
 func (s *Sim) push(e event) {
@@ -466,6 +485,10 @@ func (s *Sim) process(e event) {
 		}
 	case evAction:
 		e.fn(s)
+	case evRegister:
+		s.registered(e.node, e.other, e.inc)
+	case evRegistered:
+		s.answered(e)
 	}
 }
 
@@ -492,6 +515,8 @@ func (s *Sim) start(i int) {
 	n.contacts = map[int]time.Duration{}
 	if cfg.Geometric {
 		s.geoStart(i)
+	} else {
+		s.resetScoped(i)
 	}
 	if n.routing == nil {
 		n.routing = s.routingTable(i)
@@ -608,6 +633,10 @@ func (s *Sim) regroup(side []int) {
 	old := slices.Clone(s.comp)
 	oldComps := s.comps
 	s.comp, s.comps = side, map[int]*component{}
+	// The backbone of each new side: its superpeers hear each other a
+	// gossip delay from now (the lists are cached by side).
+	s.bbCache = nil
+	s.backboneChanged()
 	for c := range slices.Values(side) {
 		if s.comps[c] == nil {
 			s.comps[c] = &component{vis: map[int]time.Duration{}}
@@ -689,7 +718,10 @@ func (s *Sim) connected(i int) int {
 func (s *Sim) tick(i int) {
 	n := s.nodes[i]
 	now := s.wall()
-	if s.now >= n.seesAt {
+	if s.scopedMode() {
+		s.registerDue(i)
+		s.scopedView(i)
+	} else if s.now >= n.seesAt {
 		c := s.comps[s.comp[i]]
 		if (n.viewComp != s.comp[i] || n.viewVer != c.version) && s.now-n.viewAt >= s.cfg.ViewPeriod {
 			n.viewComp, n.viewVer, n.viewAt = s.comp[i], c.version, s.now
@@ -802,12 +834,18 @@ func (s *Sim) carryOut(i int) {
 		}
 		if a.Flapping != n.flapping || a.Superpeer != n.super || a.Beacon != n.beacon {
 			n.flapping, n.super, n.beacon = a.Flapping, a.Superpeer, a.Beacon
+			n.sc.annVer++
+			n.sc.regAt = s.now // a new record: registered at once
 			s.push(event{at: s.now + s.cfg.GossipDelay, kind: evFlap, node: i, inc: n.inc})
 		}
 	}
 	if rd.StateChanged {
+		prev := n.state
 		n.state = rd.State
 		s.named(i)
+		if s.scopedMode() {
+			s.scopedChanged(i, prev)
+		}
 		if s.Record {
 			s.Changes = append(s.Changes, Change{At: s.now, Node: i, State: rd.State})
 		}
@@ -943,47 +981,61 @@ func (s *Sim) nearest(i int) int {
 	return i
 }
 
-// routingTable draws node i's routing table among the nodes added so far:
-// the RoutingClose nearest by XOR distance, then RoutingRandom others.
+// routingTable is node i's routing table as kad-dht's buckets hold it:
+// for each common-prefix length c with i's key, up to
+// dhtselect.BucketSize of the nodes that share exactly c leading bits with
+// it (those nearest a key drawn from the seed in that part of the key
+// space), for c up to that of i's nearest node. A bucket is full wherever
+// that part holds more nodes than it has room for: kad-dht keeps the
+// first it meets, the simulator a random-looking choice.
 func (s *Sim) routingTable(i int) []int {
-	others := len(s.nodes) - 1
-	k := min(s.cfg.RoutingClose, others)
-	out := make([]int, 0, k+min(s.cfg.RoutingRandom, others-k))
-	s.idx.all.walk(&s.nodes[i].key, func(j int) bool {
-		if j != i {
-			out = append(out, j)
+	self := s.nodes[i].key
+	deepest := -1
+	s.idx.all.walk(&self, func(j int) bool {
+		if j == i {
+			return true
 		}
-		return len(out) < k
+		deepest = cpl(self, s.nodes[j].key)
+		return false
 	})
-	// The others in index order but for i and the k nearest: rest[p] is
-	// the p-th index not in them.
-	skip := append(slices.Clone(out), i)
-	slices.Sort(skip)
-	rest := func(p int) int {
-		for _, j := range skip {
-			if j > p {
-				break
+	var out []int
+	for c := 0; c <= deepest; c++ {
+		t := s.bucketTarget(self, c)
+		got := 0
+		s.idx.all.walk(&t, func(j int) bool {
+			if j == i || cpl(self, s.nodes[j].key) != c {
+				return false // out of the bucket's part: the rest is farther
 			}
-			p++
-		}
-		return p
-	}
-	// The first RoutingRandom of rand.Perm(len(rest)), drawn as Perm
-	// draws them (the same Shuffle, without Perm's []int).
-	n := others - k
-	if cap(s.perm) < n {
-		s.perm = make([]int32, n)
-	}
-	perm := s.perm[:n]
-	for j := range perm {
-		perm[j] = int32(j)
-	}
-	for j := n - 1; j > 0; j-- {
-		r := s.rng.IntN(j + 1)
-		perm[j], perm[r] = perm[r], perm[j]
-	}
-	for _, p := range perm[:min(s.cfg.RoutingRandom, n)] {
-		out = append(out, rest(int(p)))
+			out = append(out, j)
+			got++
+			return got < dhtselect.BucketSize
+		})
 	}
 	return out
+}
+
+// bucketTarget is a key that shares exactly c leading bits with self, the
+// rest drawn from the seed.
+func (s *Sim) bucketTarget(self dhtselect.Key, c int) dhtselect.Key {
+	var t dhtselect.Key
+	for b := range t {
+		t[b] = byte(s.rng.Uint32())
+	}
+	for b := 0; b < c; b++ { // the shared prefix
+		mask := byte(0x80) >> (b % 8)
+		t[b/8] = t[b/8]&^mask | self[b/8]&mask
+	}
+	mask := byte(0x80) >> (c % 8) // and the first bit that differs
+	t[c/8] = t[c/8]&^mask | ^self[c/8]&mask
+	return t
+}
+
+// cpl is the length of the prefix that a and b share.
+func cpl(a, b dhtselect.Key) int {
+	for i := range a {
+		if x := a[i] ^ b[i]; x != 0 {
+			return i*8 + bits.LeadingZeros8(x)
+		}
+	}
+	return dhtselect.KeyBits
 }

@@ -81,9 +81,9 @@ func sybilRun(t *testing.T, seed uint64, maxPerAddr int) (maxK, sybilSP, sybilMe
 // address leave the 24 honest nodes' k at 3 (S = 6 of 24), and are never
 // an honest node's superpeer or cluster member, and every honest node
 // names a superpeer in every sample after the first 30 s; without them
-// (MaxPerAddr 0, the machine before them) k is 4 (S = 16 of 64), a
-// sybil is an honest node's superpeer in 9000 of 14400 samples and in its
-// cluster in 13200. (With all 40 sybils Byzantine, the honest nodes also
+// (MaxPerAddr 0, the machine before them) k reaches 4 or 5 (S = 16 of 64
+// or more), a sybil is an honest node's superpeer in 7800 of 14400
+// samples and in its cluster in 12700 to 13200. (With all 40 sybils Byzantine, the honest nodes also
 // went without a superpeer in 1800 to 4200 samples without the
 // accounting, and in none with it; ten keep the test short.)
 func TestSybilFloodSim(t *testing.T) {

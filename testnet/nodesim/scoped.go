@@ -1,0 +1,393 @@
+package nodesim
+
+import (
+	"cmp"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// Cluster-scoped membership (the DHT strategy; the live node's
+// overlay/register.go and gossip/backbone.go). A node hears only its
+// cluster:
+//
+//   - every AnnounceInterval, and at once when its superpeer changes, a
+//     member registers with its superpeer (a request and its answer, half
+//     an RTT each way). The superpeer keeps the registrations of its
+//     cluster's keys (a member that registered within the membership TTL
+//     and is alive and reachable), and answers with its digest (k and its
+//     size estimate: node.Digest) and its roster: those registrations and
+//     itself. The member's view is every peer of the rosters it got within
+//     the membership TTL (as records within their TTL: a roster that is
+//     still filling, from a superpeer just elected, adds to the view
+//     rather than replaces it), and itself.
+//   - a node that has not joined yet asks its bootstrap peer (the first
+//     live one of its routing table) the same way, and gets its digest:
+//     the hint that gives it k.
+//   - superpeers hear each other's summaries (k, cluster key, members) on
+//     the backbone: every superpeer of its partition component, as they
+//     are a gossip delay after the first change since the last delivery
+//     (the live node publishes its summary when it changes).
+//
+// A superpeer's view is its registrations and itself. What a member says
+// of itself (flapping, its beacon) reaches its superpeer's roster with its
+// next registration; the model reads it from the member's last
+// announcement when the roster is built.
+
+// scoped is node state of the cluster-scoped membership.
+type scoped struct {
+	regAt      time.Duration         // the next registration
+	registry   map[int]time.Duration // a superpeer's: member -> its last registration
+	regAnn     map[int]uint64        // a superpeer's: member -> the version of its record it holds
+	annVer     uint64                // bumped when what the node says of itself changes
+	rosterFrom [2]uint64             // a member's: the last roster's superpeer and its version
+	regVer     uint64                // bumped when the registry changes
+	known      map[int]time.Duration // a member's: the peers of the rosters it got, when last
+	knownMin   time.Duration         // at most the oldest time in known (noEntry when empty)
+	regWith    peer.ID               // the registrar when the state last changed
+	rosterV    uint64                // bumped with every roster received
+	seenVer    uint64                // the view version the machine last got
+	bbVer      uint64                // the backbone version it last got
+	bbComp     int                   // and the component and count of summary changes it held (bbList.cum)
+	bbCum      uint64
+	bbHeard    bool
+}
+
+// scopedMode reports whether the simulator runs the cluster-scoped
+// membership: the DHT strategy.
+func (s *Sim) scopedMode() bool { return !s.cfg.Node.Geometric }
+
+// resetScoped starts node i's membership afresh (a start or restart).
+func (s *Sim) resetScoped(i int) {
+	n := s.nodes[i]
+	n.sc = scoped{regAt: s.now, registry: map[int]time.Duration{}, regAnn: map[int]uint64{}, known: map[int]time.Duration{}, knownMin: noEntry}
+}
+
+// noEntry is scoped.knownMin when known is empty.
+const noEntry = time.Duration(math.MaxInt64)
+
+// registerTarget is whom node i registers with now: its superpeer when
+// it is a member, its bootstrap peer before it has joined; -1 for none.
+func (s *Sim) registerTarget(i int) int {
+	n := s.nodes[i]
+	if n.state.Role != node.RoleUnknown {
+		j, ok := s.indexOf(n.m.Registrar())
+		if !ok || j == i {
+			return -1
+		}
+		return j
+	}
+	for _, j := range n.routing {
+		if s.nodes[j].alive && s.reachable(i, j) {
+			return j
+		}
+	}
+	return -1
+}
+
+// registerDue sends node i's registration when it is due.
+func (s *Sim) registerDue(i int) {
+	n := s.nodes[i]
+	if s.now < n.sc.regAt {
+		return
+	}
+	n.sc.regAt = s.now + s.cfg.Node.AnnounceInterval
+	t := s.registerTarget(i)
+	if t < 0 {
+		return
+	}
+	s.stats.Registrations++
+	if !s.nodes[t].alive || !s.reachable(i, t) {
+		return // fails; the next one is due in an interval
+	}
+	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegister, node: t, other: i, inc: n.inc})
+}
+
+// registered is a registration arriving at node t from node i.
+func (s *Sim) registered(t, i, inc int) {
+	n, m := s.nodes[t], s.nodes[i]
+	if !n.alive || !m.alive || m.inc != inc || !s.reachable(i, t) {
+		return
+	}
+	var roster []int
+	var hint peer.ID
+	if !n.m.Serves() {
+		hint = n.state.Superpeer // a refusal names the superpeer it knows
+	}
+	if n.m.Serves() && m.key.Cluster(n.state.K) == n.state.ClusterKey {
+		_, had := n.sc.registry[i]
+		if v, ok := n.sc.regAnn[i]; !had || !ok || v != m.sc.annVer {
+			n.sc.regVer++
+			s.rosterChanged(t, i)
+		}
+		n.sc.registry[i], n.sc.regAnn[i] = s.now, m.sc.annVer
+		roster = s.rosterOf(t)
+	}
+	s.stats.Replies++
+	d := node.Digest{From: n.id, Superpeer: hint} // a refusal: the hint only
+	if n.m.Serves() {
+		d.K, d.Size = n.state.K, n.state.Size
+	}
+	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegistered, node: i, inc: inc, other: t, ids: roster, gen: n.sc.regVer, digest: d})
+}
+
+// rosterChanged is superpeer t's roster changing with member i's record
+// (new, or saying something new of itself): t tells its other members,
+// which register at once (the live registry's push; a member that missed
+// it has the change with its next registration).
+func (s *Sim) rosterChanged(t, i int) {
+	for j := range s.nodes[t].sc.registry {
+		if o := s.nodes[j]; j != i && o.alive && s.reachable(t, j) {
+			s.stats.Pushes++
+			o.sc.regAt = min(o.sc.regAt, s.now+s.rtt(t, j)/2)
+		}
+	}
+}
+
+// rosterOf is superpeer t's roster now: its live registrations and itself,
+// sorted by index (as IDs sort).
+func (s *Sim) rosterOf(t int) []int {
+	n := s.nodes[t]
+	out := []int{t}
+	for j, at := range n.sc.registry {
+		if s.nodes[j].alive && s.reachable(t, j) && s.now-at <= s.ttl {
+			out = append(out, j)
+		} else {
+			delete(n.sc.registry, j)
+			n.sc.regVer++
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// answered is node i getting the answer to a registration from node t.
+func (s *Sim) answered(e event) {
+	if !s.live(e) {
+		return
+	}
+	i, n := e.node, s.nodes[e.node]
+	if e.ids != nil && s.nodes[e.other].id == n.m.Registrar() {
+		if from := [2]uint64{uint64(e.other), e.gen}; from != n.sc.rosterFrom {
+			n.sc.rosterFrom = from
+			n.sc.rosterV++ // a record in it may say something new
+		}
+		for _, j := range e.ids {
+			if _, ok := n.sc.known[j]; !ok && j != i {
+				n.sc.rosterV++
+			}
+			n.sc.known[j] = s.now
+			n.sc.knownMin = min(n.sc.knownMin, s.now)
+		}
+	}
+	if h, ok := s.indexOf(e.digest.Superpeer); ok && e.ids == nil && n.state.Role == node.RoleUnknown && h != i {
+		// Before the node has joined, a refusal's hint is followed at
+		// once (the live driver registers with it in the same call).
+		s.stats.Registrations++
+		if s.nodes[h].alive && s.reachable(i, h) {
+			s.push(event{at: s.now + s.rtt(i, h)/2, kind: evRegister, node: h, other: i, inc: n.inc})
+		}
+	}
+	s.step(i, e.digest)
+	if reg := n.m.Registrar(); reg != n.sc.regWith {
+		n.sc.regWith, n.sc.regAt = reg, s.now // a hint: register with it now
+	}
+}
+
+// scopedChanged notes a change of node i's state: a new superpeer is
+// registered with at once, and a superpeer's summary changed the
+// backbone.
+func (s *Sim) scopedChanged(i int, prev node.State) {
+	n := s.nodes[i]
+	if reg := n.m.Registrar(); reg != n.sc.regWith || n.state.Role != prev.Role {
+		n.sc.regWith = reg
+		if n.m.Serves() && len(n.sc.known) > 0 {
+			// A new superpeer starts from the view it had as a member:
+			// those that do not register with it within the TTL leave.
+			for j, at := range n.sc.known {
+				if j != i && s.nodes[j].key.Cluster(n.state.K) == n.state.ClusterKey {
+					n.sc.registry[j] = max(n.sc.registry[j], at)
+				}
+			}
+			n.sc.regVer++
+		}
+		n.sc.regAt = s.now
+		n.sc.rosterV++ // a new view: the registrations, or the rosters
+	}
+	if n.state.Role == node.RoleSuperpeer || prev.Role == node.RoleSuperpeer {
+		if n.state.Role != prev.Role || n.state.K != prev.K || n.state.ClusterKey != prev.ClusterKey || len(n.state.Members) != len(prev.Members) {
+			s.backboneChanged()
+		}
+		if n.state.Role == node.RoleSuperpeer {
+			s.sps[i] = true
+		} else {
+			delete(s.sps, i)
+		}
+	}
+}
+
+// scopedView gives node i's machine its view when it changed: its
+// roster (a member) or its registrations (a superpeer), and itself; and a
+// superpeer the backbone when it changed.
+func (s *Sim) scopedView(i int) {
+	n := s.nodes[i]
+	now := s.wall()
+	if s.bbDirty && s.now >= s.bbAt {
+		// A superpeer publishes its summary when it changes, and the
+		// backbone hears it a gossip delay later.
+		s.bbDirty = false
+		s.bbVersion++
+	}
+	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
+		n.sc.bbVer = s.bbVersion
+		bb := s.backboneOf(i)
+		s.stats.Backbones++
+		s.stats.Summaries += uint64(len(bb))
+		// What a backbone that carries each summary when it changes
+		// (the live GossipSub topic) delivers: the summaries changed
+		// since the list this superpeer last got, or the whole list the
+		// first time (and after a partition rebuilt the lists).
+		cum := s.bbCache[s.comp[i]].cum
+		if n.sc.bbHeard && n.sc.bbComp == s.comp[i] && n.sc.bbCum <= cum {
+			s.stats.SummaryChanges += cum - n.sc.bbCum
+		} else {
+			s.stats.SummaryChanges += uint64(len(bb))
+		}
+		n.sc.bbHeard, n.sc.bbComp, n.sc.bbCum = true, s.comp[i], cum
+		n.m.Step(now, node.Backbone{Summaries: bb})
+		s.carryOut(i)
+		if reg := n.m.Registrar(); reg != n.sc.regWith {
+			n.sc.regWith, n.sc.regAt = reg, s.now // another claimer of the cluster
+		}
+	}
+	if s.now-n.viewAt < s.cfg.ViewPeriod {
+		return
+	}
+	if !n.m.Serves() && n.sc.rosterV == n.sc.seenVer && n.viewAt >= 0 && s.now-n.sc.knownMin <= s.ttl {
+		return // a member whose rosters brought nothing new and none of whose peers expired
+	}
+	var ids []int
+	var ver uint64
+	if n.m.Serves() {
+		ids = s.rosterOf(i)
+		ver = n.sc.regVer<<32 | n.sc.rosterV
+	} else {
+		ids = s.knownOf(i)
+		ver = n.sc.rosterV
+	}
+	if ver != n.sc.seenVer || n.viewAt < 0 {
+		n.sc.seenVer, n.viewAt = ver, s.now
+		s.stats.Views++
+		n.m.Step(now, node.View{Members: s.membersOf(i, ids)})
+		s.carryOut(i)
+	}
+}
+
+// backboneChanged notes a change of what the superpeers hear on the
+// backbone: they hear it a gossip delay after the first change since
+// they last heard it.
+func (s *Sim) backboneChanged() {
+	if !s.bbDirty {
+		s.bbDirty, s.bbAt = true, s.now+s.cfg.GossipDelay
+	}
+}
+
+// knownOf is member i's view: the peers of the rosters it got within the
+// membership TTL.
+func (s *Sim) knownOf(i int) []int {
+	n := s.nodes[i]
+	out := make([]int, 0, len(n.sc.known))
+	n.sc.knownMin = noEntry
+	for j, at := range n.sc.known {
+		if s.now-at > s.ttl {
+			delete(n.sc.known, j)
+			n.sc.rosterV++
+			continue
+		}
+		n.sc.knownMin = min(n.sc.knownMin, at)
+		out = append(out, j)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// membersOf builds a view of the nodes ids and i, with what each said of
+// itself and, with an election, i's RTTs.
+func (s *Sim) membersOf(i int, ids []int) []node.Member {
+	if !slices.Contains(ids, i) {
+		ids = append(slices.Clone(ids), i)
+		slices.Sort(ids)
+	}
+	out := make([]node.Member, 0, len(ids))
+	for _, j := range ids {
+		o := s.nodes[j]
+		e := node.Member{ID: o.id, Key: o.key, Flapping: o.flapping, Superpeer: o.super, Beacon: o.beacon}
+		if s.cfg.Node.Election != "" && j != i {
+			e.RTT = s.rtt(i, j)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// backboneOf is what superpeer i hears on the backbone: every live
+// superpeer of its component, itself included. One list per component
+// and backbone version, shared.
+func (s *Sim) backboneOf(i int) []node.Summary {
+	c := s.comp[i]
+	if b, ok := s.bbCache[c]; ok && b.ver == s.bbVersion {
+		return b.list
+	}
+	var out []node.Summary
+	for _, j := range slices.Sorted(maps.Keys(s.sps)) {
+		if o := s.nodes[j]; o.alive && s.comp[j] == c && o.state.Role == node.RoleSuperpeer {
+			out = append(out, node.Summary{Superpeer: o.id, K: o.state.K, ClusterKey: o.state.ClusterKey, Size: len(o.state.Members)})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b node.Summary) int { return cmp.Compare(string(a.ClusterKey[:]), string(b.ClusterKey[:])) })
+	if s.bbCache == nil {
+		s.bbCache = map[int]bbList{}
+	}
+	prev := s.bbCache[c]
+	s.bbCache[c] = bbList{ver: s.bbVersion, list: out, cum: prev.cum + summaryChanges(prev.list, out)}
+	return out
+}
+
+// summaryChanges counts the summaries of b that are not in a as they are
+// (new or changed), and those of a that b has no more: both sorted by
+// cluster key, then as listed (by superpeer).
+func summaryChanges(a, b []node.Summary) uint64 {
+	old := make(map[node.Summary]bool, len(a))
+	for _, x := range a {
+		old[x] = true
+	}
+	var c uint64
+	for _, x := range b {
+		if !old[x] {
+			c++
+		}
+	}
+	gone := make(map[string]bool, len(b))
+	for _, x := range b {
+		gone[string(x.Superpeer)] = true
+	}
+	for _, x := range a {
+		if !gone[string(x.Superpeer)] {
+			c++
+		}
+	}
+	return c
+}
+
+// bbList is the backbone of one component at version ver; cum counts the
+// summary changes over the versions built so far (see scopedView).
+type bbList struct {
+	ver  uint64
+	list []node.Summary
+	cum  uint64
+}
