@@ -350,13 +350,17 @@ func (c *clusterMembership) Entries() []gossip.Entry {
 	return c.rs.entries()
 }
 
-// Get is p's entry in the roster.
+// Get is p's entry in the roster. The roster is read once: two reads
+// may differ (a registration between them), and an index into the first
+// read past the end of the second panicked (the node's loop, in a full
+// make test).
 func (c *clusterMembership) Get(p peer.ID) (gossip.Entry, bool) {
-	i := slices.IndexFunc(c.Entries(), func(e gossip.Entry) bool { return e.ID == p })
+	es := c.Entries()
+	i := slices.IndexFunc(es, func(e gossip.Entry) bool { return e.ID == p })
 	if i < 0 {
 		return gossip.Entry{}, false
 	}
-	return c.Entries()[i], true
+	return es[i], true
 }
 
 // Left reports whether p left the cluster with a goodbye: its

@@ -247,7 +247,6 @@ func TestGeometricElectionFailover(t *testing.T) {
 	}
 	for _, alg := range classic.Algorithms() {
 		t.Run(alg, func(t *testing.T) {
-			t.Parallel() // two at a time (GOMAXPROCS): each mostly waits on its timers
 			tn := startNet(t, Config{
 				N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
 				AnnounceInterval: time.Second, PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,
