@@ -44,7 +44,6 @@ func TestElectionFailover(t *testing.T) {
 			name += "+quorum"
 		}
 		t.Run(name, func(t *testing.T) {
-			t.Parallel() // two at a time (GOMAXPROCS): each mostly waits on its timers
 			tn := startNet(t, Config{
 				N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
 				AnnounceInterval: time.Second, Election: v.name, Quorum: v.quorum,
