@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -115,16 +116,7 @@ func TestElectionFlood(t *testing.T) {
 	waitFor(t, "two clusters of two, one superpeer each", func() bool { return agreed(cluster0, 2) && agreed(cluster1, 2) })
 
 	// The attacker: ranked below both nodes of cluster 0.
-	h, err := NewHost(libp2p.Identity(keyWhere(t, func(b byte) bool { return b >= 0x70 && b < 0x80 })))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	for _, n := range nodes {
-		if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h := connectedHost(ctx, t, nodes, libp2p.Identity(keyWhere(t, func(b byte) bool { return b >= 0x70 && b < 0x80 })))
 	m, err := JoinAsMember(ctx, h, "default", 1, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -270,4 +262,21 @@ func startNodes(ctx context.Context, t *testing.T, n int, opts func(i int) []ove
 		nodes = append(nodes, nd)
 	}
 	return nodes
+}
+
+// connectedHost is a plain host (NewHost with opts) connected to every
+// node; it closes with the test.
+func connectedHost(ctx context.Context, t *testing.T, nodes []*overlay.Node, opts ...libp2p.Option) host.Host {
+	t.Helper()
+	h, err := NewHost(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	for _, n := range nodes {
+		if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
 }

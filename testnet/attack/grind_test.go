@@ -75,16 +75,7 @@ func TestGroundIDLive(t *testing.T) {
 	// The attacker's ears: a plain host that reads the cluster's roster
 	// as a member (S = 1: every key is in the cluster), connected to the
 	// nodes (whose addresses an outsider knows).
-	h, err := NewHost()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	for _, n := range honest {
-		if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h := connectedHost(ctx, t, honest)
 	ms, err := Listen(ctx, h, "default")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -55,16 +54,7 @@ func TestRosterReadsLive(t *testing.T) {
 	waitFor(t, "the honest nodes to agree on a superpeer", agree)
 	sp := nodes[0].State().Superpeer.ID
 
-	h, err := NewHost()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	for _, n := range nodes {
-		if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h := connectedHost(ctx, t, nodes)
 	ask := func(rid, ver uint64, rec []byte) RegisterReply {
 		t.Helper()
 		rep, err := Register(ctx, h, sp, "default", RegisterRequest(rid, ver, rec))
