@@ -477,7 +477,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 	writeNodeScaleMarkdown(w, r.NodeScale)
 	writeGrowthMarkdown(w, r.Growth)
 	if len(r.LiveScale) > 0 {
-		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's intervals with the DHT strategy (announce %s s, re-evaluate %s s, as overlay.DefaultConfig has them: membership is cluster-scoped, a member registers with its superpeer and only superpeers gossip, on the backbone; GossipSub runs with the overlay's gossip factor of 0, as a real node does), measured over a window after convergence. Traffic is the payload the nodes write to and read from their streams (no encryption or muxer framing), per second. *Written B/peer/s* is what all nodes wrote divided by n. *Ordinary* is an ordinary peer's bytes sent plus received (mean / max over the ordinary peers), *superpeer* a superpeer's (mean over the superpeers), *per member* each superpeer's divided by the ordinary peers it serves; *ord* and *sp* columns split the means by protocol group, roles as they stood at the end of the window. *MB/node* is the growth of the memory the process held, at its peak, divided by n.\n\n",
+		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's intervals with the DHT strategy (announce %s s, re-evaluate %s s, as overlay.DefaultConfig has them: membership is cluster-scoped, a member registers with its superpeer and only superpeers gossip, on the backbone; GossipSub runs with the overlay's gossip factor of 0, as a real node does), measured over a window after convergence. Traffic is the payload the nodes write to and read from their streams (no encryption or muxer framing), per second. *Written B/peer/s* is what all nodes wrote divided by n. *Ordinary* is an ordinary peer's bytes sent plus received (mean / max over the ordinary peers), *superpeer* a superpeer's (mean over the superpeers), *per member* each superpeer's divided by the ordinary peers it serves; *ord* and *sp* columns split the means by protocol group, roles as they stood at the end of the window. *MB/node* is the growth of the memory the process held, at its peak, divided by n. *Size estimate error* is |estimate − n| / n over the nodes at the end of the window.\n\n",
 			f0(r.LiveScale[0].AnnounceIntervalS), f0(r.LiveScale[0].ReevaluateIntervalS))
 		groups := liveGroups(r.LiveScale)
 		header := []string{"strategy", "n", "converged (s)", "peak MB", "MB/node", "live heap MB", "announce / re-evaluate s", "window s", "written B/peer/s", "ordinary B/s mean / max"}
@@ -488,7 +488,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 		for _, g := range groups {
 			header = append(header, "sp "+g)
 		}
-		header = append(header, "still converged")
+		header = append(header, "still converged", "size estimate error median / max")
 		var rows [][]string
 		for _, x := range r.LiveScale {
 			conv := f1(x.ConvergeS)
@@ -508,7 +508,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 			for _, g := range groups {
 				row = append(row, f0(x.SuperpeerByProtocol[g]))
 			}
-			rows = append(rows, append(row, fmt.Sprint(x.StillConverged)))
+			rows = append(rows, append(row, fmt.Sprint(x.StillConverged), f1(100*x.EstimateErrMedian)+" % / "+f1(100*x.EstimateErrMax)+" %"))
 		}
 		mdTable(w, header, rows)
 		writeTrafficGrowth(w, r.LiveScale)
