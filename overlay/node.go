@@ -101,8 +101,8 @@ type Node struct {
 	ps       *pubsub.PubSub
 	cancelPS context.CancelFunc
 	psClosed bool
-	attached bool               // the host is the application's (Attach): Close leaves it open
-	public   *dht.IpfsDHT       // the public DHT's client (Config.Public), or nil
+	attached bool         // the host is the application's (Attach): Close leaves it open
+	public   *dht.IpfsDHT // the public DHT's client (Config.Public), or nil
 	wg       sync.WaitGroup
 	closed   atomic.Bool
 	// refreshed is set when a routing-table refresh after reaching a
