@@ -100,11 +100,9 @@ const (
 //     adopted as such.
 //   - The leader sends HEARTBEAT (Leader = itself) every H. A follower that
 //     hears nothing from its leader for T (or has had no leader for T)
-//     campaigns; as it only doubts its leader (see doubt), it keeps
-//     naming it while that election runs, names it in its ELECTIONs, and
-//     goes back to it on its heartbeat or COORDINATOR (no OK needed). A
-//     driver's Campaign (news of the loss: a lost connection) drops the
-//     leader at once. Heartbeats from a higher-ranked process are adopted
+//     campaigns; as it only doubts its leader (see doubt), it names it
+//     in its ELECTIONs, and goes back to it on its heartbeat or
+//     COORDINATOR (no OK needed). Heartbeats from a higher-ranked process are adopted
 //     like a COORDINATOR, without the heir's exception; candidates wait
 //     for the COORDINATOR instead.
 //
@@ -203,16 +201,24 @@ func (b *Bully) campaign(suspect ID) {
 // doubt starts an election on a suspicion that the leader is gone (its
 // heartbeats stopped for a timeout, or a lower member's ELECTION came
 // after they stopped for two periods), not on news of its loss (the
-// driver's Campaign): the leader it follows stays named (State) while the
-// election runs, and its word ends the election. A live leader answers
-// the ELECTION with OK and COORDINATOR, and its heartbeats go on; either
-// brings this process back (see Step), so on a host whose messages are
-// late now and then, a follower that misses the leader's heartbeats for
-// a timeout asks it, and the cluster does not elect (issue 22: a
-// converged in-process testnet of 32 nodes showed clusters electing for
-// up to 39 s with a live leader, at a load average of 14). A dead leader
-// answers nothing: the election runs as Campaign's, in the same time,
-// and the leader is no longer named once another member wins it.
+// driver's Campaign). Its ELECTIONs name the leader it doubts, so that a
+// member above that still hears that leader does not start an election
+// of its own (see Step), and the doubted leader's word, its heartbeat or
+// COORDINATOR, ends the election at once, without the OK a candidate
+// otherwise waits for first. A live leader answers the ELECTION with OK
+// and COORDINATOR, so on a host whose messages are late now and then,
+// the follower that missed its heartbeats is a candidate for about a
+// round trip, alone; before, its ELECTIONs made every member between it
+// and the leader campaign too, each of those made the members above it
+// campaign, and an answer late by more than a timeout let one of them
+// win over the live leader (issue 22: a converged in-process testnet of
+// 32 nodes showed clusters electing for up to 39 s at a load average of
+// 14; TestBullyLateHeartbeats). A dead leader answers nothing: the
+// election runs as Campaign's, in the same time. The doubted leader
+// is not named while the election runs: the overlay then takes the
+// lookup's answer, which a dead leader's name would hold up (in the node
+// simulator, members named a cut-off superpeer while their lookup named
+// a live one for longer than a timeout).
 func (b *Bully) doubt() {
 	l := b.c.leader
 	if l == b.c.cfg.ID {
@@ -576,9 +582,6 @@ func (b *Bully) failoverList() []ID {
 // Ready implements Machine.
 func (b *Bully) Ready() Ready {
 	rd := b.c.ready()
-	if b.suspect != None {
-		rd.State = State{Role: Follower, Leader: b.suspect} // see doubt
-	}
 	rd.Flooders = b.asks.take()
 	return rd
 }

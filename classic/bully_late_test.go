@@ -84,24 +84,25 @@ func (n *dnet) states() map[ID]State {
 }
 
 // TestBullyLateHeartbeats: on a host whose messages are late now and
-// then (each message of a 9-member cluster takes 0 to maxDelay ticks, out
-// of order), a converged cluster with a live leader never stops naming it,
-// and after the leader crashes every member follows the heir within 8
-// timeouts and keeps following it. With maxDelay above TimeoutTicks -
-// HeartbeatTicks a follower may hear no heartbeat for a timeout. Before
-// doubt (issue 22), such a follower dropped its leader and campaigned,
-// its ELECTIONs made every member above it campaign, and an ELECTION or
-// OK late by more than a timeout let a member below the leader win: at
-// maxDelay 14 every seed had members naming no leader or another for
-// hundreds of the 1000 ticks, and no failover settled within 1000 ticks.
-// At maxDelay 4 (D) the timeouts hold, and the failover is bounded as
-// before doubt: with no notice of the crash, the last heartbeat arrives
-// D after it, a follower times out T later, the heir's ELECTION to the
-// dead leader goes unanswered for T, its COORDINATOR takes D: 2T + 2D,
-// and a tick of phase at each end; when every member's driver calls
-// Campaign (the overlay's does on a lost connection), within 3 ticks,
-// the heir's election takes T and its COORDINATOR D; when only the
-// lowest member's does, its ELECTION takes D to prod the heir.
+// then (each message of a 9-member cluster takes 0 to maxDelay ticks, D,
+// out of order), a follower of a live leader may hear no heartbeat for a
+// timeout once D exceeds TimeoutTicks - HeartbeatTicks. It then doubts
+// its leader (see doubt), and the leader's word brings it back within a
+// round trip (2D): no member stops naming the live leader for longer.
+// Before doubt (issue 22), its ELECTIONs made every member above it
+// campaign, and an answer late by more than a timeout let one of them win
+// over the live leader: at D = 14 members named no leader or another for
+// up to 179 ticks in a row (11 timeouts), and at D = 11 for up to 59.
+//
+// After the leader crashes every member names the heir within a bound.
+// At D = 4 the timeouts hold, and the bound is what it was before doubt:
+// with no notice of the crash, the last heartbeat arrives D after it, a
+// follower times out T later, the heir's ELECTION to the dead leader goes
+// unanswered for T, its COORDINATOR takes D: 2T + 2D, and a tick of phase
+// at each end; when every member's driver calls Campaign (the overlay's
+// does on a lost connection), within 3 ticks, the heir's election takes
+// T and its COORDINATOR D; when only the lowest member's does, its
+// ELECTION takes D to prod the heir.
 func TestBullyLateHeartbeats(t *testing.T) {
 	ids := tnIDs(9)
 	const H, T = 5, 16
@@ -116,8 +117,10 @@ func TestBullyLateHeartbeats(t *testing.T) {
 		silent, all, lowest int
 	}{
 		{maxDelay: 4, silent: 2*T + 2*4 + 2, all: 3 + T + 4 + 1, lowest: 3 + T + 2*4 + 1},
+		{maxDelay: 11, silent: 8 * T, all: 8 * T, lowest: 8 * T},
 		{maxDelay: 14, silent: 8 * T, all: 8 * T, lowest: 8 * T},
 	} {
+		longest := 0
 		for seed := uint64(1); seed <= 20; seed++ {
 			for _, notify := range []string{"none", "all", "lowest"} {
 				n := newDnet(t, ids, mk, tt.maxDelay, seed)
@@ -126,13 +129,24 @@ func TestBullyLateHeartbeats(t *testing.T) {
 				for range 5 * T {
 					n.step()
 				}
+				run := 0 // ticks in a row in which some member does not name the live leader
 				for i := range 1000 {
 					n.step()
-					for id, st := range n.states() {
-						if id != leader && st.Leader != leader {
-							t.Fatalf("maxDelay %d seed %d: %d ticks after convergence %s is %s naming %q; the leader %s is live",
-								tt.maxDelay, seed, i+1, id, st.Role, st.Leader, leader)
+					off := ID(None)
+					for _, id := range ids[:8] {
+						if n.states()[id].Leader != leader {
+							off = id
 						}
+					}
+					if off == None {
+						run = 0
+						continue
+					}
+					run++
+					longest = max(longest, run)
+					if run > 2*tt.maxDelay {
+						t.Fatalf("maxDelay %d seed %d: %d ticks after convergence %s has not named the live leader %s for %d ticks, more than a round trip (%d)",
+							tt.maxDelay, seed, i+1, off, leader, run, 2*tt.maxDelay)
 					}
 				}
 				n.crashed[leader] = true
@@ -143,26 +157,28 @@ func TestBullyLateHeartbeats(t *testing.T) {
 						notified[d] = append(notified[d], id)
 					}
 				}
-				settled := 0 // ticks after the crash until every member follows the heir for good
-				for i := range 1000 {
+				failover := 0 // ticks after the crash until every member names the heir
+				for i := 0; failover == 0 && i < 1000; i++ {
 					for _, id := range notified[i] {
 						n.nodes[id].Campaign()
 						n.collect(id)
 					}
 					n.step()
+					failover = i + 1
 					for _, st := range n.states() {
 						if st.Leader != heir {
-							settled = i + 1
+							failover = 0
 							break
 						}
 					}
 				}
 				bound := map[string]int{"none": tt.silent, "all": tt.all, "lowest": tt.lowest}[notify]
-				if settled > bound {
-					t.Errorf("maxDelay %d seed %d, crash notified to %s: every member followed the heir %s for good %d ticks after the crash, want at most %d",
-						tt.maxDelay, seed, notify, heir, settled, bound)
+				if failover == 0 || failover > bound {
+					t.Errorf("maxDelay %d seed %d, crash notified to %s: every member named the heir %s %d ticks after the crash (0: not in 1000), want at most %d",
+						tt.maxDelay, seed, notify, heir, failover, bound)
 				}
 			}
 		}
+		t.Logf("maxDelay %d: at most %d ticks in a row with a member not naming the live leader", tt.maxDelay, longest)
 	}
 }
