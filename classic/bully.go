@@ -102,9 +102,9 @@ const (
 //     hears nothing from its leader for T (or has had no leader for T)
 //     campaigns; as it only doubts its leader (see doubt), it names it
 //     in its ELECTIONs, and goes back to it on its heartbeat or
-//     COORDINATOR (no OK needed). Heartbeats from a higher-ranked process are adopted
-//     like a COORDINATOR, without the heir's exception; candidates wait
-//     for the COORDINATOR instead.
+//     COORDINATOR (no OK needed). Heartbeats from a higher-ranked process
+//     are adopted like a COORDINATOR, without the heir's exception;
+//     candidates wait for the COORDINATOR instead.
 //
 // A recovered process is a fresh Bully on which the driver calls Campaign:
 // if it outranks every live process it announces itself and takes over.
