@@ -87,6 +87,7 @@ func AddrGroup(ip netip.Addr) string {
 // admit recomputes the view that counts (m.view) from the view as given
 // (m.raw) and the addresses the driver saw (m.routing.Addrs).
 func (m *Machine) admit() {
+	m.sizeVer++ // the own estimate's inputs may have changed
 	m.refused = nil
 	if m.cfg.MaxPerAddr <= 0 || m.cfg.Geometric {
 		m.view = m.raw
@@ -108,7 +109,7 @@ func (m *Machine) admit() {
 	for _, p := range m.routing.Peers {
 		add(p.ID)
 	}
-	for _, b := range m.backbone {
+	for _, b := range m.backbone.summaries() {
 		// The superpeers on the backbone: with the cluster-scoped
 		// membership a node sees few identities besides its cluster's,
 		// and a flood from one address shows among the superpeers

@@ -246,6 +246,7 @@ func (s *Sim) scopedView(i int) {
 	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
 		n.sc.bbVer = s.bbVersion
 		bb := s.backboneOf(i)
+		in := s.bbCache[s.comp[i]].in
 		s.stats.Backbones++
 		s.stats.Summaries += uint64(len(bb))
 		// What a backbone that carries each summary when it changes
@@ -259,7 +260,7 @@ func (s *Sim) scopedView(i int) {
 			s.stats.SummaryChanges += uint64(len(bb))
 		}
 		n.sc.bbHeard, n.sc.bbComp, n.sc.bbCum = true, s.comp[i], cum
-		n.m.Step(now, node.Backbone{Summaries: bb})
+		n.m.Step(now, in)
 		s.carryOut(i)
 		if reg := n.m.Registrar(); reg != n.sc.regWith {
 			n.sc.regWith, n.sc.regAt = reg, s.now // another claimer of the cluster
@@ -354,7 +355,7 @@ func (s *Sim) backboneOf(i int) []node.Summary {
 		s.bbCache = map[int]bbList{}
 	}
 	prev := s.bbCache[c]
-	s.bbCache[c] = bbList{ver: s.bbVersion, list: out, cum: prev.cum + summaryChanges(prev.list, out)}
+	s.bbCache[c] = bbList{ver: s.bbVersion, list: out, in: node.NewBackbone(out), cum: prev.cum + summaryChanges(prev.list, out)}
 	return out
 }
 
@@ -384,10 +385,14 @@ func summaryChanges(a, b []node.Summary) uint64 {
 	return c
 }
 
-// bbList is the backbone of one component at version ver; cum counts the
-// summary changes over the versions built so far (see scopedView).
+// bbList is the backbone of one component at version ver, and the input
+// every superpeer of the component is given (node.NewBackbone: what a
+// machine derives from the list is derived once, for all of them); cum
+// counts the summary changes over the versions built so far (see
+// scopedView).
 type bbList struct {
 	ver  uint64
 	list []node.Summary
+	in   node.Backbone
 	cum  uint64
 }
