@@ -64,7 +64,7 @@ func TestBackboneTable(t *testing.T) {
 
 // TestKeysOf: the routing peers' keys, reused from the previous table
 // where the peer is the same (at its place or a few further), hashed
-// otherwise, are each peer's key.
+// otherwise, are each peer's key; a key the driver gives is taken.
 func TestKeysOf(t *testing.T) {
 	ids := func(names ...string) []RoutingPeer {
 		var out []RoutingPeer
@@ -85,5 +85,16 @@ func TestKeysOf(t *testing.T) {
 				t.Errorf("%v: key %d (%s) is not its key", next, i, p.ID)
 			}
 		}
+	}
+	// Keys the driver gives are taken as given; with every key given
+	// there is nothing to keep.
+	given := ids("a", "b")
+	given[0].Key = dhtselect.Key{1}
+	if got := keysOf(given, prev, prevKeys); got[0] != (dhtselect.Key{1}) || got[1] != dhtselect.KeyOf("b") {
+		t.Errorf("with a key given: %x", got)
+	}
+	given[1].Key = dhtselect.Key{2}
+	if got := keysOf(given, prev, prevKeys); got != nil {
+		t.Errorf("every key given: kept %x", got)
 	}
 }

@@ -154,6 +154,8 @@ type State struct {
 // before any of Messages leaves; then the rest, in any order.
 type Ready struct {
 	// State is the node's state; StateChanged says whether it changed.
+	// Its Members are shared with the Readys that follow until it
+	// changes: not to be modified.
 	State        State
 	StateChanged bool
 	// HardState, when not nil, is every cluster's quorum state, to be
@@ -281,11 +283,14 @@ type Routing struct {
 }
 
 // RoutingPeer is a peer of the routing table. Closer: its protocols
-// (identify's) include the overlay's closer protocol.
+// (identify's) include the overlay's closer protocol. Key is its key,
+// dhtselect.KeyOf(ID), when the driver has it at hand (the node
+// simulator); zero, the machine hashes the ID itself, once per peer.
 type RoutingPeer struct {
 	ID        peer.ID
 	Connected bool
 	Closer    bool
+	Key       dhtselect.Key
 }
 
 // Refreshed: a routing-table refresh after reaching a bootstrap peer has
@@ -466,6 +471,7 @@ type Machine struct {
 	lookups, queries uint64
 	state            State
 	changed          bool
+	readyMembers     []peer.ID // Ready's copy of state.Members
 
 	el  *elector    // nil without an election
 	geo *geoMachine // nil without the geometric strategy
@@ -644,7 +650,9 @@ func (m *Machine) Step(now time.Time, in Input) {
 	case Backbone:
 		before := m.claimers()
 		m.backbone = tableOf(in)
-		m.admit()
+		if m.cfg.MaxPerAddr > 0 {
+			m.admit() // the superpeers' identities count per address (admit)
+		}
 		if !slices.Equal(before, m.claimers()) {
 			m.kick = true // another claims the cluster, or no longer does
 		} else {
@@ -808,8 +816,15 @@ func (m *Machine) kicked(now time.Time) {
 
 // Ready returns and clears what the machine asks of its driver.
 func (m *Machine) Ready() Ready {
+	if m.changed || m.readyMembers == nil {
+		// Copied once per change: the Readys until the next change share
+		// the copy.
+		m.readyMembers = slices.Clone(m.state.Members)
+	}
+	st := m.state
+	st.Members = m.readyMembers
 	rd := Ready{
-		State: m.State(), StateChanged: m.changed, Lookups: m.lookupReqs, Connect: m.connect, Announce: m.announce,
+		State: st, StateChanged: m.changed, Lookups: m.lookupReqs, Connect: m.connect, Announce: m.announce,
 		Notes: m.notes,
 	}
 	m.changed, m.lookupReqs, m.connect, m.announce, m.notes = false, nil, nil, nil, nil
@@ -1000,13 +1015,13 @@ func (m *Machine) ownEstimateOf(known int) dhtselect.Estimate {
 	for i, p := range m.routing.Peers {
 		switch {
 		case m.countsForSize(p):
-			in.Routing = append(in.Routing, m.routingKeys[i])
+			in.Routing = append(in.Routing, m.keyOf(i))
 		case isRefused(m.refused, p.ID):
 			// Sybils crowd the buckets: without them the table looked
 			// as if it held every peer (found by the node simulator:
 			// 40 identities from one address left 24 honest peers
 			// estimating 15 to 19 for 20 s, at two values of k).
-			in.Uncounted = append(in.Uncounted, m.routingKeys[i])
+			in.Uncounted = append(in.Uncounted, m.keyOf(i))
 		}
 	}
 	// The peers that count and the node itself exist: the floor of
@@ -1024,19 +1039,27 @@ func sameRouting(a, b Routing) bool {
 	return a.Addrs == nil && b.Addrs == nil && a.Kad == b.Kad && a.KadOK == b.KadOK && a.Connected == b.Connected && slices.Equal(a.Peers, b.Peers)
 }
 
-// keysOf returns the keys of peers, in order: those of the previous
-// routing table's peers (prev, whose keys are prevKeys) taken from it
-// where the peer is the same at the same place, or among the next few
-// (a table changes little between two inputs), the others hashed.
+// keysOf returns the keys of peers, in order: a peer's Key when given,
+// else the one of the previous routing table (prev, whose keys are
+// prevKeys) where the peer is the same at the same place or among the
+// next few (a table changes little between two inputs), else its ID
+// hashed. Nil when every peer has its Key (keyOf then reads them).
 func keysOf(peers, prev []RoutingPeer, prevKeys []dhtselect.Key) []dhtselect.Key {
-	if slices.EqualFunc(peers, prev, func(a, b RoutingPeer) bool { return a.ID == b.ID }) {
+	if !slices.ContainsFunc(peers, func(p RoutingPeer) bool { return p.Key == (dhtselect.Key{}) }) {
+		return nil
+	}
+	if prevKeys != nil && slices.EqualFunc(peers, prev, func(a, b RoutingPeer) bool { return a.ID == b.ID }) {
 		return prevKeys // the same peers: the keys are not written to
 	}
 	out := make([]dhtselect.Key, len(peers))
 	j := 0
 	for i, p := range peers {
+		if p.Key != (dhtselect.Key{}) {
+			out[i] = p.Key
+			continue
+		}
 		found := false
-		for d := 0; d < 4 && j+d < len(prev); d++ {
+		for d := 0; d < 4 && j+d < len(prev) && prevKeys != nil; d++ {
 			if prev[j+d].ID == p.ID {
 				out[i], j, found = prevKeys[j+d], j+d+1, true
 				break
@@ -1047,6 +1070,14 @@ func keysOf(peers, prev []RoutingPeer, prevKeys []dhtselect.Key) []dhtselect.Key
 		}
 	}
 	return out
+}
+
+// keyOf returns the key of the routing table's i-th peer.
+func (m *Machine) keyOf(i int) dhtselect.Key {
+	if m.routingKeys == nil {
+		return m.routing.Peers[i].Key
+	}
+	return m.routingKeys[i]
 }
 
 // clusterMembers lists the peers whose keys share the cluster's prefix,

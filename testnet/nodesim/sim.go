@@ -126,32 +126,33 @@ func (c *Config) fill() error {
 
 // simNode is one node: its machine and what the simulator knows of it.
 type simNode struct {
-	id        peer.ID
-	key       dhtselect.Key
-	m         *node.Machine
-	alive     bool
-	crashedAt time.Duration // when it last crashed (not stopped): its peers stay connected to it for ConnLoss
-	inc       int           // incarnation: bumped by every start
-	started   time.Duration // of this incarnation
-	announced bool          // has announced since it started
-	flapping  bool          // its last announcement said it flaps,
-	super     bool          // and that it is a superpeer
-	heardFlap bool          // what the views say of it
-	heardSup  bool
-	beacon    dhtselect.Beacon // its last announcement's beacon (epoch defence),
-	heardBcn  dhtselect.Beacon // and the views'
-	seesAt    time.Duration    // when it sees its component's view
-	refreshAt time.Duration    // when its routing-table refresh completes
-	viewComp  int              // the view it last got: component and version
-	viewVer   uint64
-	viewAt    time.Duration
-	hard      map[dhtselect.Key]classic.HardState // its disk: quorum state,
-	outages   []time.Time                         // and its own outages
-	state     node.State
-	routing   []int
-	contacts  map[int]time.Duration // peer -> last election message either way
-	geo       *geoNode              // the geometric strategy's part (geo.go)
-	sc        scoped                // the cluster-scoped membership (scoped.go)
+	id          peer.ID
+	key         dhtselect.Key
+	m           *node.Machine
+	alive       bool
+	crashedAt   time.Duration // when it last crashed (not stopped): its peers stay connected to it for ConnLoss
+	inc         int           // incarnation: bumped by every start
+	started     time.Duration // of this incarnation
+	announced   bool          // has announced since it started
+	flapping    bool          // its last announcement said it flaps,
+	super       bool          // and that it is a superpeer
+	heardFlap   bool          // what the views say of it
+	heardSup    bool
+	beacon      dhtselect.Beacon // its last announcement's beacon (epoch defence),
+	heardBcn    dhtselect.Beacon // and the views'
+	seesAt      time.Duration    // when it sees its component's view
+	refreshAt   time.Duration    // when its routing-table refresh completes
+	viewComp    int              // the view it last got: component and version
+	viewVer     uint64
+	viewAt      time.Duration
+	hard        map[dhtselect.Key]classic.HardState // its disk: quorum state,
+	outages     []time.Time                         // and its own outages
+	state       node.State
+	routing     []int
+	lastRouting []node.RoutingPeer    // the routing table last given to the machine (routingOf)
+	contacts    map[int]time.Duration // peer -> last election message either way
+	geo         *geoNode              // the geometric strategy's part (geo.go)
+	sc          scoped                // the cluster-scoped membership (scoped.go)
 }
 
 // component is a side of a partition: who its peers see in their views.
@@ -793,13 +794,27 @@ func (s *Sim) routingOf(i int) node.Routing {
 		}
 		table = table[k : k+1]
 	}
-	for _, j := range table {
+	// The table given last, when it is the same (kept by the machine:
+	// not built again).
+	n := s.nodes[i]
+	last := n.lastRouting
+	same := len(last) == len(table)
+	for k, j := range table {
 		ok := s.nodes[j].alive && s.reachable(i, j)
-		r.Peers = append(r.Peers, node.RoutingPeer{ID: s.nodes[j].id, Connected: ok, Closer: true})
 		if ok {
 			r.Connected++
 		}
+		same = same && last[k].ID == s.nodes[j].id && last[k].Connected == ok
 	}
+	if same {
+		r.Peers = last
+		return r
+	}
+	r.Peers = make([]node.RoutingPeer, len(table))
+	for k, j := range table {
+		r.Peers[k] = node.RoutingPeer{ID: s.nodes[j].id, Connected: s.nodes[j].alive && s.reachable(i, j), Closer: true, Key: s.nodes[j].key}
+	}
+	n.lastRouting = r.Peers
 	return r
 }
 
@@ -998,7 +1013,7 @@ func (s *Sim) routingTable(i int) []int {
 		deepest = cpl(self, s.nodes[j].key)
 		return false
 	})
-	var out []int
+	out := make([]int, 0, dhtselect.BucketSize*(deepest+1))
 	for c := 0; c <= deepest; c++ {
 		t := s.bucketTarget(self, c)
 		got := 0
