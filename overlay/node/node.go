@@ -1084,20 +1084,22 @@ func (m *Machine) keyOf(i int) dhtselect.Key {
 // this node included, sorted by key: those of the view, and with Quorum
 // those remembered too.
 func (m *Machine) clusterMembers(k int, ck dhtselect.Key, remembered bool) []peer.ID {
-	out := []peer.ID{m.cfg.Self}
+	out, keys := []peer.ID{m.cfg.Self}, []dhtselect.Key{m.selfKey}
 	for _, e := range m.view {
 		if e.ID != m.cfg.Self && e.Key.Cluster(k) == ck {
-			out = append(out, e.ID)
+			out, keys = append(out, e.ID), append(keys, e.Key)
 		}
 	}
 	if remembered {
 		for p := range m.remembered {
-			if _, ok := m.member(p); !ok && p != m.cfg.Self && dhtselect.KeyOf(p).Cluster(k) == ck {
-				out = append(out, p)
+			if _, ok := m.member(p); !ok && p != m.cfg.Self {
+				if key := dhtselect.KeyOf(p); key.Cluster(k) == ck {
+					out, keys = append(out, p), append(keys, key)
+				}
 			}
 		}
 	}
-	dhtselect.SortByKey(out)
+	dhtselect.SortByKeys(out, keys) // the view's keys: not hashed again
 	return out
 }
 

@@ -171,7 +171,8 @@ type Sim struct {
 	seq   uint64
 	q     queue
 	nodes []*simNode
-	comp  []int // node -> component
+	comp  []int  // node -> component
+	isUp  []bool // node -> alive (simNode.alive, dense: read for every routing peer)
 	comps map[int]*component
 	ttl   time.Duration
 	epoch uint64 // bumped by every change of who is alive or reachable
@@ -321,6 +322,7 @@ func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 		}
 	}
 	s.comp = append(s.comp, 0)
+	s.isUp = append(s.isUp, false)
 	s.push(event{at: at, kind: evStart, node: i})
 	return i
 }
@@ -505,6 +507,7 @@ func (s *Sim) start(i int) {
 		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
 	}
 	n.m, n.alive, n.announced, n.flapping, n.super = m, true, false, false, false
+	s.isUp[i] = true
 	n.inc++
 	n.started = s.now
 	n.seesAt = s.now + s.cfg.Node.AnnounceInterval
@@ -545,7 +548,7 @@ func (s *Sim) down(i int, graceful bool) {
 		return
 	}
 	s.geoDown(i, graceful)
-	n.alive = false
+	n.alive, s.isUp[i] = false, false
 	s.wentDown(i)
 	n.crashedAt = 0
 	if !graceful {
@@ -707,7 +710,7 @@ func (s *Sim) reachable(i, j int) bool { return s.comp[i] == s.comp[j] }
 func (s *Sim) connected(i int) int {
 	c := 0
 	for _, j := range s.nodes[i].routing {
-		if s.nodes[j].alive && s.reachable(i, j) {
+		if s.isUp[j] && s.reachable(i, j) {
 			c++
 		}
 	}
@@ -786,25 +789,26 @@ func (s *Sim) indexOf(id peer.ID) (int, bool) {
 // only the peers it was connected to.
 func (s *Sim) routingOf(i int) node.Routing {
 	r := node.Routing{Addrs: s.addrs}
-	table := s.nodes[i].routing
-	if s.now < s.nodes[i].refreshAt {
-		k := slices.IndexFunc(table, func(j int) bool { return s.nodes[j].alive && s.reachable(i, j) })
+	n := s.nodes[i]
+	table := n.routing
+	if s.now < n.refreshAt {
+		k := slices.IndexFunc(table, func(j int) bool { return s.isUp[j] && s.reachable(i, j) })
 		if k < 0 {
 			return r
 		}
 		table = table[k : k+1]
 	}
 	// The table given last, when it is the same (kept by the machine:
-	// not built again).
-	n := s.nodes[i]
+	// not built again). The table is the whole or its first live peer:
+	// its length and first peer tell which.
 	last := n.lastRouting
-	same := len(last) == len(table)
+	same := len(last) == len(table) && (len(table) == 0 || last[0].ID == s.nodes[table[0]].id)
 	for k, j := range table {
-		ok := s.nodes[j].alive && s.reachable(i, j)
+		ok := s.isUp[j] && s.reachable(i, j)
 		if ok {
 			r.Connected++
 		}
-		same = same && last[k].ID == s.nodes[j].id && last[k].Connected == ok
+		same = same && last[k].Connected == ok
 	}
 	if same {
 		r.Peers = last
@@ -812,7 +816,7 @@ func (s *Sim) routingOf(i int) node.Routing {
 	}
 	r.Peers = make([]node.RoutingPeer, len(table))
 	for k, j := range table {
-		r.Peers[k] = node.RoutingPeer{ID: s.nodes[j].id, Connected: s.nodes[j].alive && s.reachable(i, j), Closer: true, Key: s.nodes[j].key}
+		r.Peers[k] = node.RoutingPeer{ID: s.nodes[j].id, Connected: s.isUp[j] && s.reachable(i, j), Closer: true, Key: s.nodes[j].key}
 	}
 	n.lastRouting = r.Peers
 	return r
