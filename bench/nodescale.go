@@ -89,6 +89,11 @@ type NodeScaleRow struct {
 	// it took (building the network included).
 	VirtualS float64 `json:"virtual_s"`
 	WallS    float64 `json:"wall_s"`
+	// CPUS is the CPU time the process used meanwhile (user and system,
+	// the garbage collector's included; 0 where it cannot be read): on a
+	// machine that other work shares, WallS depends on the load and CPUS
+	// much less.
+	CPUS float64 `json:"cpu_s"`
 	// PeakMemMB is the most memory the process held from the operating
 	// system while the run went on (MemPeak: the runtime's mapped memory
 	// less what it returned, that is runtime.MemStats Sys − HeapReleased,
@@ -125,9 +130,15 @@ type NodeScaleRow struct {
 	// SizeErrMedian and SizeErrMax are the median and the largest
 	// relative error of the nodes' network-size estimates at the end
 	// (nodesim.Sim.SizeErrors: |estimate − live| / live, over the nodes
-	// with a role).
-	SizeErrMedian float64 `json:"size_err_median"`
-	SizeErrMax    float64 `json:"size_err_max"`
+	// with a role): converge, at convergence; churn, after the repair
+	// window. SettledErrMedian and SettledErrMax (converge) are the same
+	// a membership TTL (three announce intervals) after convergence: a
+	// node's estimate is that of its last evaluation, and the summaries
+	// count registrations, which take an announce interval to come in.
+	SizeErrMedian    float64 `json:"size_err_median"`
+	SizeErrMax       float64 `json:"size_err_max"`
+	SettledErrMedian float64 `json:"settled_err_median,omitempty"`
+	SettledErrMax    float64 `json:"settled_err_max,omitempty"`
 
 	// The churn scenario's figures (see the comment at the top of
 	// nodescale.go).
@@ -162,6 +173,9 @@ const (
 	nodeScaleFraction = 0.1
 	nodeScaleLimit    = 5 * time.Minute
 	nodeScaleSample   = 100 * time.Millisecond
+	// nodeAnnounce is the machines' announce interval (nodesim's
+	// default, the live node's).
+	nodeAnnounce = 5 * time.Second
 )
 
 func (c *NodeScaleConfig) fill() error {
@@ -229,10 +243,12 @@ type nodeRun struct {
 	s     *nodesim.Sim
 	mem   *MemPeak
 	start time.Time
+	cpu   time.Duration
 }
 
 func startNodeRun(n int, election string, cfg NodeScaleConfig, row *NodeScaleRow) (*nodeRun, error) {
 	r := &nodeRun{mem: StartMemPeak(), start: time.Now()}
+	r.cpu, _ = cpuTime()
 	s, err := nodesim.New(nodesim.Config{N: n, Seed: cfg.Seed, Stagger: cfg.Stagger,
 		Node: node.Config{Target: dhtselect.Target{Fraction: nodeScaleFraction}, Election: election}})
 	if err != nil {
@@ -249,12 +265,22 @@ func startNodeRun(n int, election string, cfg NodeScaleConfig, row *NodeScaleRow
 // finish fills in the time, memory and end state.
 func (r *nodeRun) finish(row *NodeScaleRow) {
 	row.VirtualS, row.WallS = r.s.Now().Seconds(), time.Since(r.start).Seconds()
+	if c, ok := cpuTime(); ok {
+		row.CPUS = (c - r.cpu).Seconds()
+	}
 	peak := r.mem.Stop()
 	row.PeakMemMB, row.LiveHeapMB = float64(peak)/(1<<20), float64(r.mem.Live())/(1<<20)
 	row.Superpeers = r.s.Take().Claimers
-	if e := r.s.SizeErrors(); len(e) > 0 {
-		row.SizeErrMedian, row.SizeErrMax = e[len(e)/2], e[len(e)-1]
+}
+
+// sizeErrors returns the median and the largest of s's size-estimate
+// errors (nodesim.Sim.SizeErrors).
+func sizeErrors(s *nodesim.Sim) (median, worst float64) {
+	e := s.SizeErrors()
+	if len(e) == 0 {
+		return 0, 0
 	}
+	return e[len(e)/2], e[len(e)-1]
 }
 
 // rates fills in the per-node rates from the counters between a and b
@@ -284,8 +310,14 @@ func nodeConverge(cfg NodeScaleConfig, n int) (NodeScaleRow, error) {
 		return row, err
 	}
 	row.Scenario = NodeScaleConverge
+	at, st := r.s.Now(), r.s.Stats()
+	row.SizeErrMedian, row.SizeErrMax = sizeErrors(r.s)
+	if row.Converged {
+		r.s.RunFor(3 * nodeAnnounce)
+		row.SettledErrMedian, row.SettledErrMax = sizeErrors(r.s)
+	}
 	r.finish(&row)
-	row.rates(nodesim.Stats{}, r.s.Stats(), r.s.Now())
+	row.rates(nodesim.Stats{}, st, at)
 	return row, nil
 }
 
@@ -298,6 +330,7 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 	s := r.s
 	row.Scenario, row.RatePerMin, row.ChurnS = NodeScaleChurn, cfg.Rate, cfg.Duration.Seconds()
 	if !row.Converged {
+		row.SizeErrMedian, row.SizeErrMax = sizeErrors(s)
 		r.finish(&row)
 		return row, nil
 	}
@@ -330,6 +363,7 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 		}
 	}
 	row.DisagreeS = o.Disagree.Seconds()
+	row.SizeErrMedian, row.SizeErrMax = sizeErrors(s)
 	r.finish(&row)
 	return row, nil
 }
@@ -337,15 +371,15 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 // WriteNodeScaleTable prints rows as a table.
 func WriteNodeScaleTable(w io.Writer, rows []NodeScaleRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\tpushes/node/s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
+	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tcpu s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\tpushes/node/s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tsettled\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
 	for _, r := range rows {
 		conv := fmt.Sprintf("%.1f", r.ConvergeS)
 		if !r.Converged {
 			conv = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.3f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
-			r.VirtualS, r.WallS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS,
-			r.RegistrationsPerNodePerS, r.PushesPerNodePerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.3f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
+			r.VirtualS, r.WallS, r.CPUS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS,
+			r.RegistrationsPerNodePerS, r.PushesPerNodePerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax, r.SettledErrMedian, r.SettledErrMax)
 		if r.Scenario != NodeScaleChurn || !r.Converged {
 			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
 			continue
