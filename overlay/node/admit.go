@@ -205,10 +205,11 @@ func isRefused(refused []peer.ID, p peer.ID) bool {
 // connected peer; with it, a connected peer whose group is not flooded)
 // that speaks the overlay's closer protocol.
 func (m *Machine) countsForSize(p RoutingPeer) bool {
-	if _, ok := m.member(p.ID); ok {
-		return true
+	if p.Connected && p.Closer && !isRefused(m.refused, p.ID) {
+		return true // the cheaper test first: most routing peers pass it
 	}
-	return p.Connected && p.Closer && !isRefused(m.refused, p.ID)
+	_, ok := m.member(p.ID)
+	return ok
 }
 
 // MayAsk reports whether the lookup may query p, given whether p's

@@ -56,6 +56,7 @@ type scoped struct {
 	bbComp     int                   // and the component and count of summary changes it held (bbList.cum)
 	bbCum      uint64
 	bbHeard    bool
+	rc         rosterCache // rosterOf's
 }
 
 // scopedMode reports whether the simulator runs the cluster-scoped
@@ -151,19 +152,44 @@ func (s *Sim) rosterChanged(t, i int) {
 
 // rosterOf is superpeer t's roster now: its live registrations and itself,
 // sorted by index (as IDs sort).
+//
+// The roster is built again only when it may have changed: a registration
+// added or changed (regVer), a node started or went down or the network
+// split or healed (Sim.epoch), or its oldest registration may have
+// expired. The slice is shared: not to be modified.
 func (s *Sim) rosterOf(t int) []int {
 	n := s.nodes[t]
+	if c := &n.sc.rc; c.ids != nil && c.regVer == n.sc.regVer && c.epoch == s.epoch && s.now <= c.until {
+		return c.ids
+	}
 	out := []int{t}
+	oldest := noEntry
 	for j, at := range n.sc.registry {
-		if s.nodes[j].alive && s.reachable(t, j) && s.now-at <= s.ttl {
+		if s.isUp[j] && s.reachable(t, j) && s.now-at <= s.ttl {
 			out = append(out, j)
+			oldest = min(oldest, at)
 		} else {
 			delete(n.sc.registry, j)
 			n.sc.regVer++
 		}
 	}
 	slices.Sort(out)
+	until := noEntry
+	if oldest != noEntry {
+		until = oldest + s.ttl
+	}
+	n.sc.rc = rosterCache{ids: out, regVer: n.sc.regVer, epoch: s.epoch, until: until}
 	return out
+}
+
+// rosterCache is a superpeer's roster as rosterOf last built it, with
+// what it depended on: valid while none has changed and until the oldest
+// registration in it may expire.
+type rosterCache struct {
+	ids    []int
+	regVer uint64
+	epoch  uint64
+	until  time.Duration
 }
 
 // answered is node i getting the answer to a registration from node t.
