@@ -39,19 +39,22 @@ import (
 // roster and digest, and the superpeers hear each other's summaries on
 // the backbone. The rows count what that costs: registrations and
 // pushes per node, backbone deliveries and summaries per superpeer, per
-// virtual second, and the size estimates' error at the end. A node's view
-// is its cluster, so the simulator no longer pays O(N) per view change;
-// what still grows with N is the backbone, which hands every superpeer
-// every superpeer's summary (about N/10 of them) and which the machine
-// reads whole at every delivery and evaluation: 10,000 nodes took 86 s
-// of wall time to converge (1,000 took 4 s), and 100,000 reached only 15
-// virtual s in 14 minutes (about 125 s of wall time per virtual second
-// by then, 8 GB resident), so the defaults stay at 1,000 and 10,000
-// (BENCHMARKS.md).
+// virtual second, and the size estimates' error at convergence and a
+// membership TTL later. A node's view is its cluster, so the simulator
+// pays no O(N) per view change; what grows with N is the backbone, which
+// hands every superpeer every superpeer's summary (about N/10 of them).
+// The machines derive what they need from it (the estimate, a cluster's
+// claimers) once per backbone, which nodesim shares among a side's
+// superpeers (node.NewBackbone), and the simulator's cost per node and
+// virtual second grows with the cluster and log N, not N (BENCHMARKS.md
+// has the figures: CPU time as well as wall time, since the wall time
+// depends on what else the machine runs). The scale suite runs 1,000,
+// 10,000 and 100,000 nodes (peer bench --suite scale --sim); go test
+// runs 100 (TestNodeScale), and TestNodeScaleSizes the sizes asked for.
 
-// NodeScaleConfig configures NodeScale. The zero value runs the default:
-// 1,000 and 10,000 nodes to convergence, and 1,000 nodes with bully
-// through 10 minutes of churn at 10 % per minute.
+// NodeScaleConfig configures NodeScale. The zero value runs 1,000 and
+// 10,000 nodes to convergence, and 1,000 nodes with bully through 10
+// minutes of churn at 10 % per minute.
 type NodeScaleConfig struct {
 	// Converge are the sizes of the converge scenario. Nil means 1,000
 	// and 10,000; empty (not nil) runs none.
