@@ -53,8 +53,13 @@ func TestBackboneTable(t *testing.T) {
 		}
 	}
 	nb := NewBackbone(ss)
-	if tableOf(nb) != tableOf(nb) {
-		t.Error("a NewBackbone's table is not shared")
+	given := []Backbone{nb, nb} // the value each machine gets: a copy
+	if tableOf(given[0]) != tableOf(given[1]) {
+		t.Error("the copies of a NewBackbone do not share its table")
+	}
+	lits := []Backbone{{Summaries: ss}, {Summaries: ss}}
+	if tableOf(lits[0]) == tableOf(lits[1]) {
+		t.Error("two literal Backbones share a table")
 	}
 	var none *backboneTable
 	if none.claimers(1, dhtselect.Key{}) != nil || none.summaries() != nil {
