@@ -65,6 +65,7 @@ func TestNodeScaleBadConfig(t *testing.T) {
 var (
 	nodeScaleConverge = flag.String("nodescale.converge", "", "TestNodeScaleSizes: comma-separated sizes of the converge scenario")
 	nodeScaleChurn    = flag.String("nodescale.churn", "", "TestNodeScaleSizes: comma-separated sizes of the churn scenario")
+	nodeScaleDuration = flag.Duration("nodescale.duration", 0, "TestNodeScaleSizes: how long the churn lasts (0: the default, 10 minutes)")
 )
 
 // TestNodeScaleSizes runs the node machines' scale rows at the sizes
@@ -98,7 +99,7 @@ func TestNodeScaleSizes(t *testing.T) {
 		run(NodeScaleConfig{Converge: []int{n}, ChurnN: -1})
 	}
 	for _, n := range churn {
-		run(NodeScaleConfig{Converge: []int{}, ChurnN: n})
+		run(NodeScaleConfig{Converge: []int{}, ChurnN: n, Duration: *nodeScaleDuration})
 	}
 }
 
