@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -243,19 +244,27 @@ func NodeScale(cfg NodeScaleConfig) ([]NodeScaleRow, error) {
 // nodeRun is what every scenario does: build the network, run it to
 // convergence, and measure time and memory.
 type nodeRun struct {
-	s     *nodesim.Sim
-	mem   *MemPeak
-	start time.Time
-	cpu   time.Duration
+	s        *nodesim.Sim
+	mem      *MemPeak
+	start    time.Time
+	cpu      time.Duration
+	memLimit int64 // the soft memory limit before the run
 }
 
+// nodeScaleMemLimit is the soft memory limit (debug.SetMemoryLimit) of a
+// run: peer bench sets GOGC=400 for its live testnets, which would let
+// 100,000 node machines (a live heap of about 4 GB) hold some 20 GB;
+// with the limit the collector works harder instead, past 12 GiB.
+const nodeScaleMemLimit = 12 << 30
+
 func startNodeRun(n int, election string, cfg NodeScaleConfig, row *NodeScaleRow) (*nodeRun, error) {
-	r := &nodeRun{mem: StartMemPeak(), start: time.Now()}
+	r := &nodeRun{mem: StartMemPeak(), start: time.Now(), memLimit: debug.SetMemoryLimit(nodeScaleMemLimit)}
 	r.cpu, _ = cpuTime()
 	s, err := nodesim.New(nodesim.Config{N: n, Seed: cfg.Seed, Stagger: cfg.Stagger,
 		Node: node.Config{Target: dhtselect.Target{Fraction: nodeScaleFraction}, Election: election}})
 	if err != nil {
 		r.mem.Stop()
+		debug.SetMemoryLimit(r.memLimit)
 		return nil, err
 	}
 	r.s = s
@@ -272,6 +281,7 @@ func (r *nodeRun) finish(row *NodeScaleRow) {
 		row.CPUS = (c - r.cpu).Seconds()
 	}
 	peak := r.mem.Stop()
+	debug.SetMemoryLimit(r.memLimit)
 	row.PeakMemMB, row.LiveHeapMB = float64(peak)/(1<<20), float64(r.mem.Live())/(1<<20)
 	row.Superpeers = r.s.Take().Claimers
 }
