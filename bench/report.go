@@ -519,7 +519,7 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "**Node machines** (package overlay/node, the type the live node runs) in the node simulator (testnet/nodesim), in virtual time on this one process, the nodes starting over %.0f s, target S = %.0f %% of the estimated size. *converge*: DHT mode without an election, until nodesim.Converged (every node served, k agreed, each naming the node closest to its cluster key). *churn*: with the election named, converged first, then a fraction of the nodes replaced per minute (a random live node crashes, a new one joins), sampled every 100 ms: coverage is the mean fraction of the joined nodes served, failover is per crashed superpeer until its followers are served again, in units of the machines' failure-detection timeout T (pending 30 T after the churn: unrepaired), split brain the time and the cluster-samples with two claimers, disagree the longest time a node's lookup and election named different superpeers. *Peak MB* is the most memory the process held from the operating system (runtime.MemStats Sys − HeapReleased, sampled every 50 ms; peer bench runs with GOGC=400, which lets it grow to about five times the live heap); messages are election messages, lookups the cluster-key lookups, views the membership views delivered, per node per virtual second (converge: up to convergence; churn: over the churn). Membership is cluster-scoped (issue 20), as in the live overlay: a member registers with its superpeer every announce interval and at once when told its roster changed (registrations and pushes per node per s), and every superpeer hears every superpeer's summary on the backbone (per superpeer per s: the deliveries of the whole list as the machine takes it, the summaries in them new or changed since the superpeer's last list, which is what a backbone carrying each summary when it changes delivers, and all the summaries they held). The size estimate's error is |estimate − live| / live over the nodes at the end (converge: at convergence).\n\n",
+	fmt.Fprintf(w, "**Node machines** (package overlay/node, the type the live node runs) in the node simulator (testnet/nodesim), in virtual time on this one process, the nodes starting over %.0f s, target S = %.0f %% of the estimated size. *converge*: DHT mode without an election, until nodesim.Converged (every node served, k agreed, each naming the node closest to its cluster key). *churn*: with the election named, converged first, then a fraction of the nodes replaced per minute (a random live node crashes, a new one joins), sampled every 100 ms: coverage is the mean fraction of the joined nodes served, failover is per crashed superpeer until its followers are served again, in units of the machines' failure-detection timeout T (pending 30 T after the churn: unrepaired), split brain the time and the cluster-samples with two claimers, disagree the longest time a node's lookup and election named different superpeers. *Peak MB* is the most memory the process held from the operating system (runtime.MemStats Sys − HeapReleased, sampled every 50 ms; peer bench runs with GOGC=400, which lets it grow to about five times the live heap, but a run sets a soft memory limit of 12 GiB, debug.SetMemoryLimit, past which the collector works harder instead); messages are election messages, lookups the cluster-key lookups, views the membership views delivered, per node per virtual second (converge: up to convergence; churn: over the churn). Membership is cluster-scoped (issue 20), as in the live overlay: a member registers with its superpeer every announce interval and at once when told its roster changed (registrations and pushes per node per s), and every superpeer hears every superpeer's summary on the backbone (per superpeer per s: the deliveries of the whole list as the machine takes it, the summaries in them new or changed since the superpeer's last list, which is what a backbone carrying each summary when it changes delivers, and all the summaries they held). The size estimate's error is |estimate − live| / live over the nodes at the end (converge: at convergence, and *settled* a membership TTL, three announce intervals, later: a node's estimate is its last evaluation's, and the summaries count registrations, which take an announce interval to come in). *Wall s* depends on the machine's load (say the load when quoting it); *cpu s* is the process's CPU time, user and system, the garbage collector's included.\n\n",
 		rows[0].StaggerS, 100*rows[0].Fraction)
 	var out [][]string
 	for _, x := range rows {
@@ -527,11 +527,14 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 		if !x.Converged {
 			conv = "no"
 		}
-		row := []string{x.Scenario, d(x.N), orNone(x.Election), conv, f0(x.VirtualS), f1(x.WallS), f0(x.PeakMemMB), f0(x.LiveHeapMB),
+		row := []string{x.Scenario, d(x.N), orNone(x.Election), conv, f0(x.VirtualS), f1(x.WallS), f1(x.CPUS), f0(x.PeakMemMB), f0(x.LiveHeapMB),
 			f2(x.MessagesPerNodePerS) + " / " + fmt.Sprintf("%.3f", x.LookupsPerNodePerS) + " / " + f2(x.ViewsPerNodePerS),
 			fmt.Sprintf("%.3f / %.3f", x.RegistrationsPerNodePerS, x.PushesPerNodePerS),
 			fmt.Sprintf("%s / %s / %.0f", f2(x.BackbonePerSuperpeerPerS), f1(x.SummaryChangesPerSuperpeerPerS), x.SummariesPerSuperpeerPerS),
-			fmt.Sprintf("%.1f %% / %.1f %%", 100*x.SizeErrMedian, 100*x.SizeErrMax)}
+			fmt.Sprintf("%.1f %% / %.1f %%", 100*x.SizeErrMedian, 100*x.SizeErrMax), ""}
+		if x.Scenario == NodeScaleConverge && x.Converged {
+			row[len(row)-1] = fmt.Sprintf("%.1f %% / %.1f %%", 100*x.SettledErrMedian, 100*x.SettledErrMax)
+		}
 		if x.Scenario == NodeScaleChurn && x.Converged {
 			row = append(row, fmt.Sprintf("%.0f %%/min × %.0f s (%d)", 100*x.RatePerMin, x.ChurnS, x.Crashes), fmt.Sprintf("%.4f", x.Coverage), d(x.MaxOrphans),
 				fmt.Sprintf("%s / %s (%d, T = %.0f ms)", noneOr(x.FailoverMedianT), noneOr(x.FailoverMaxT), x.Failovers, x.TimeoutMs), d(x.Unrepaired),
@@ -541,9 +544,9 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 		}
 		out = append(out, row)
 	}
-	mdTable(w, []string{"scenario", "n", "election", "converged (virtual s)", "virtual s", "wall s", "peak MB", "live heap MB", "msgs / lookups / views per node per s",
+	mdTable(w, []string{"scenario", "n", "election", "converged (virtual s)", "virtual s", "wall s", "cpu s", "peak MB", "live heap MB", "msgs / lookups / views per node per s",
 		"registrations / pushes per node per s", "backbone deliveries / summaries changed / summaries held per superpeer per s", "size estimate error median / max",
-		"churn (crashes)", "coverage", "max orphans", "failover median / max in T (count)", "unrepaired", "split brain (time, cluster-samples)", "disagree s"}, out)
+		"settled (a TTL later)", "churn (crashes)", "coverage", "max orphans", "failover median / max in T (count)", "unrepaired", "split brain (time, cluster-samples)", "disagree s"}, out)
 }
 
 func writeGrowthMarkdown(w io.Writer, rows []GrowthRow) {

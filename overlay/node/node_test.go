@@ -633,3 +633,34 @@ func TestHeirElectedThroughRebuild(t *testing.T) {
 	t.Fatalf("1.2 s after the dead leader left the view: %+v, election %+v; want %s leading, before a fresh machine's timeout (%v)",
 		m.State(), m.Election(), self, m.Election().Timeout)
 }
+
+// TestPartialBackboneBeyondTwiceTheOwnCount: a partial backbone that
+// counts more than twice the node's own exact count stands against it:
+// the summaries count registered peers and a partial backbone is refused
+// below half of its estimate, so it cannot exceed twice the network, and
+// the node's count is of its cluster only (found by the node simulator:
+// at 30,000 nodes, superpeers at k = 6 whose registrations outnumbered
+// their routing tables kept their cluster's count, and k = 6, for good).
+// 40 of the 64 clusters at k = 6 with 10 members each: about 640 peers.
+func TestPartialBackboneBeyondTwiceTheOwnCount(t *testing.T) {
+	cfg := testConfig("a")
+	m := mustNew(t, cfg)
+	m.Step(t0, view("a", "b", "c", "d", "e"))
+	var ss []Summary
+	var cs []dhtselect.ClusterSize
+	for i := range 40 {
+		var key dhtselect.Key
+		key[0] = byte(i) << 2
+		ss = append(ss, Summary{Superpeer: peer.ID(fmt.Sprintf("sp%d", i)), K: 6, ClusterKey: key, Size: 10})
+		cs = append(cs, dhtselect.ClusterSize{K: 6, Key: key, Size: 10})
+	}
+	m.Step(t0, Backbone{Summaries: ss})
+	est, ok := dhtselect.EstimateFromClusters(cs)
+	if !ok || est.Source != dhtselect.SourceBackbonePartial || est.N <= 2*5 {
+		t.Fatalf("the partial backbone's estimate %+v, %v: the test needs one above 10", est, ok)
+	}
+	tick(m, t0, time.Second, routing(1), "a")
+	if got := m.State().Size; got != est {
+		t.Errorf("estimate %+v with a view of 5 and a partial backbone of %d, want the backbone's", got, est.N)
+	}
+}
