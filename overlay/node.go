@@ -110,6 +110,7 @@ type Node struct {
 	refreshed atomic.Bool
 	// electDropped counts election messages that did not decode.
 	electDropped atomic.Uint64
+	route        routeCache // the machine's Routing, while nothing changed (routing.go)
 
 	// What the loop last learnt from the machine, for the other goroutines.
 	mu        sync.RWMutex
@@ -365,7 +366,13 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	ping.NewPingService(n.host) // a host of our own has it already; a given one may not
 	n.rttFresh, n.rttKick = make(chan struct{}, 1), make(chan struct{}, 1)
-	n.wg.Add(5)
+	routeSub, err := bus.Subscribe([]any{new(event.EvtPeerIdentificationCompleted), new(event.EvtPeerProtocolsUpdated)})
+	if err != nil {
+		natSub.Close()
+		return fmt.Errorf("overlay: event subscription: %w", err)
+	}
+	n.wg.Add(6)
+	go n.routeLoop(ctx, routeSub)
 	go n.rttLoop(ctx)
 	go n.natLoop(ctx, natSub)
 	go n.bootstrapLoop(ctx)
@@ -422,6 +429,7 @@ func (n *Node) startMachine() error {
 // disconnected tells the machine when the last connection to a peer
 // closed: the fast path of failover, and host quality.
 func (n *Node) disconnected(nw network.Network, c network.Conn) {
+	n.route.gen.Add(1)
 	p := c.RemotePeer()
 	if nw.Connectedness(p) != network.Connected {
 		n.feed(node.Conn{Peer: p, Connected: len(nw.Peers())})
@@ -543,19 +551,6 @@ func (n *Node) view() node.View {
 		}
 	}
 	return v
-}
-
-// routing is the routing table's view for the size estimate.
-func (n *Node) routing() node.Routing {
-	r := node.Routing{Connected: len(n.host.Network().Peers()), Addrs: n.connAddrs()}
-	for _, p := range n.dht.RoutingTable().ListPeers() {
-		r.Peers = append(r.Peers, node.RoutingPeer{ID: p, Connected: n.host.Network().Connectedness(p) == network.Connected,
-			Closer: n.speaksCloser(p)})
-	}
-	if s, err := n.dht.NetworkSize(); err == nil {
-		r.Kad, r.KadOK = float64(s), true
-	}
-	return r
 }
 
 // carryOut does what the machine asks, in its order: the hard state is

@@ -488,6 +488,7 @@ func (g *guard) Refused() (map[[2]string]uint64, uint64) {
 
 // connected closes a new connection from a banned peer.
 func (n *Node) connected(_ network.Network, c network.Conn) {
+	n.route.gen.Add(1)
 	if p := c.RemotePeer(); n.guard.Banned(p) {
 		go func() { _ = n.host.Network().ClosePeer(p) }()
 	}

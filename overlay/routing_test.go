@@ -1,0 +1,69 @@
+package overlay
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// TestRoutingCache: the loop's Routing is built again when a connection
+// opens or closes, and not while nothing changed (within routeMaxAge). In
+// virtual time, on a mocknet: no time passes while the hosts connect, so
+// only the change notices (the connection's, identify's, the routing
+// table's size) can make the new peer show, not the cache's age.
+func TestRoutingCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hs := mocknetHosts(t, 2, 0)
+		var nodes []*Node
+		for _, h := range hs {
+			n, err := New(context.Background(), WithHost(h), WithLogger(quiet), WithTarget(dhtselect.Target{Superpeers: 1}),
+				WithIntervals(time.Hour, time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			nodes = append(nodes, n)
+		}
+		a, b := nodes[0], nodes[1]
+		synctest.Wait()
+		ctx := context.Background()
+		look := func() (r node.Routing, builds uint64) {
+			t.Helper()
+			if !a.do(ctx, func(*node.Machine) { r, builds = a.routing(), a.route.builds }) {
+				t.Fatal("the node stopped")
+			}
+			return r, builds
+		}
+		has := func(r node.Routing, p peer.ID) bool { _, ok := r.Addrs[p]; return ok }
+
+		r1, n1 := look()
+		_, n2 := look()
+		if has(r1, b.ID()) || n2 != n1 {
+			t.Fatalf("before any connection: b in the routing %v, builds %d then %d (want no rebuild)", has(r1, b.ID()), n1, n2)
+		}
+		start := time.Now()
+		if _, err := a.host.Network().DialPeer(ctx, b.ID()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if r, n3 := look(); !has(r, b.ID()) || n3 == n2 {
+			t.Fatalf("after the connection: b in the routing %v, builds %d then %d", has(r, b.ID()), n2, n3)
+		}
+		if time.Since(start) >= routeMaxAge {
+			t.Fatalf("%v passed: the cache may have expired by age", time.Since(start))
+		}
+		if err := a.host.Network().ClosePeer(b.ID()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if r, _ := look(); has(r, b.ID()) {
+			t.Fatal("after the connection closed: b still in the routing")
+		}
+	})
+}
