@@ -920,15 +920,13 @@ func (m *Machine) Election() ElectionStatus {
 }
 
 // Elected is what Election says of the leader, cheaply (Election copies
-// the counters): the lookup's last answer and the election's leader, and
-// whether the lookup's answer is among the demoted. Empty without an
-// election.
-func (m *Machine) Elected() (lookup, leader peer.ID, lookupDemoted bool) {
-	e := m.el
-	if e == nil {
-		return "", "", false
+// the counters): the lookup's last answer and the election's leader.
+// Empty without an election.
+func (m *Machine) Elected() (lookup, leader peer.ID) {
+	if m.el == nil {
+		return "", ""
 	}
-	return e.lookup, peer.ID(e.state.Leader), e.demoted[e.lookup]
+	return m.el.lookup, peer.ID(m.el.state.Leader)
 }
 
 // Demotes reports whether the election ranks p last (Election's Demoted).

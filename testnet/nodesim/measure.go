@@ -136,8 +136,8 @@ func (o *Observer) disagreement(s *Sim) {
 	for i, n := range s.nodes {
 		differs := false
 		if n.alive {
-			lookup, leader, demoted := n.m.Elected()
-			differs = joined(lookup) && joined(leader) && lookup != leader && !demoted && !s.ranksItselfLast(lookup)
+			lookup, leader := n.m.Elected()
+			differs = lookup != leader && joined(lookup) && joined(leader) && !n.m.Demotes(lookup) && !s.ranksItselfLast(lookup)
 		}
 		since, was := o.differ[i]
 		switch {
