@@ -46,15 +46,19 @@ import (
 // hands every superpeer every superpeer's summary (about N/10 of them).
 // The machines derive what they need from it (the estimate, a cluster's
 // claimers) once per backbone, which nodesim shares among a side's
-// superpeers (node.NewBackbone). The simulator's cost per node still
-// grows with N, though slowly: to convergence 1.5, 2.5 and 5.5 CPU ms a
-// node at 1,000, 10,000 and 100,000 nodes, about N^0.28 (BENCHMARKS.md
-// has the figures: CPU time as well as wall time, since the wall time
-// depends on what else the machine runs). The scale suite runs 1,000,
-// 10,000 and 100,000 nodes to convergence, and 1,000 and 10,000 through
-// churn (peer bench --suite scale --sim; churn at 100,000 would take over
-// 70 CPU minutes); go test
-// runs 100 (TestNodeScale), and TestNodeScaleSizes the sizes asked for.
+// superpeers (node.NewBackbone). A node is ticked only when its machine
+// or its driver needs it (nodesim's ticks when due; the decisions are
+// those of a tick every 100 ms). The simulator's cost per node still
+// grows with N, though slowly: to convergence 0.8 and 1.2 CPU ms a node
+// at 1,000 and 10,000 nodes (1.5, 2.5 and 5.5 at 1,000, 10,000 and
+// 100,000 when every node ticked every 100 ms), and through churn 25 and
+// 62 CPU µs a node per virtual second (BENCHMARKS.md has the figures:
+// CPU time as well as wall time, since the wall time depends on what
+// else the machine runs). The scale suite runs 1,000, 10,000 and 100,000
+// nodes to convergence, and 1,000 and 10,000 through churn (peer bench
+// --suite scale --sim; churn at 100,000 would take hours of CPU time);
+// go test runs 100 (TestNodeScale), and TestNodeScaleSizes the sizes
+// asked for.
 
 // NodeScaleConfig configures NodeScale. The zero value runs 1,000 and
 // 10,000 nodes to convergence, and 1,000 nodes with bully through 10

@@ -233,9 +233,10 @@ func suiteSteps(suite string, cfg Config) []step {
 		}
 		if cfg.Sim {
 			nc := NodeScaleConfig{Seed: cfg.Seed, Converge: []int{1000, 10000, 100000}}
-			// Churn stops at 10,000: 10,000 took 769 CPU s, and 100,000
-			// would take over 70 CPU minutes (never run to its end), more
-			// than make bench can give one step.
+			// Churn stops at 10,000: 10,000 took 445 CPU s, and 100,000
+			// would take about 80 CPU minutes (20 s of its churn took
+			// 1,354 CPU s, convergence included), more than make bench
+			// can give one step.
 			churn := []int{1000, 10000}
 			if cfg.Quick {
 				nc.Converge, churn, nc.Duration = []int{200, 1000}, []int{200}, 2*time.Minute

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -233,14 +234,70 @@ func (e *elector) tick(now time.Time) {
 	// election whose messages were lost starts again. And the hand-over
 	// rule (see the top of this file): the lookup names us, the election
 	// another.
-	leader := e.state.Leader
-	orphaned := overdue(&e.orphan, leader == classic.None, 2*e.timeout)
-	passedOver := overdue(&e.differ, handsOver(e.name) && e.lookup == e.self && !e.demoted[e.self] &&
-		leader != classic.None && leader != classic.ID(e.self), e.timeout/2)
+	orphaned := overdue(&e.orphan, e.orphaned(), 2*e.timeout)
+	passedOver := overdue(&e.differ, e.passedOver(), e.timeout/2)
 	if orphaned || passedOver {
 		e.mach.Campaign()
 	}
 	e.drain()
+}
+
+// idle is how many of the next election ticks, with no input in
+// between, only move counters: the machine's (classic.Idler: a machine
+// that is not one is ticked every tick), the carried leader's, and the
+// orphan and hand-over counts of tick. Many without a machine.
+func (e *elector) idle() int {
+	if e.mach == nil {
+		return math.MaxInt
+	}
+	im, ok := e.mach.(classic.Idler)
+	if !ok {
+		return 0
+	}
+	n := im.Idle()
+	if e.carried > 0 {
+		n = min(n, e.carried-1) // at 0, drain drops the carried leader
+	}
+	if e.orphaned() {
+		n = min(n, 2*e.timeout-e.orphan)
+	}
+	if e.passedOver() {
+		n = min(n, e.timeout/2-e.differ)
+	}
+	return max(n, 0)
+}
+
+// orphaned and passedOver are tick's conditions for campaigning, which
+// its counts run while they hold (see tick).
+func (e *elector) orphaned() bool { return e.state.Leader == classic.None }
+
+func (e *elector) passedOver() bool {
+	leader := e.state.Leader
+	return handsOver(e.name) && e.lookup == e.self && !e.demoted[e.self] && leader != classic.None && leader != classic.ID(e.self)
+}
+
+// skip makes n election ticks at once, the last at last, where idle
+// counts them idle: as many calls of tick would, the outage of a late
+// tick aside (the driver's ticks are on time).
+func (e *elector) skip(n int, last time.Time) {
+	e.nextTick = last.Add(e.period)
+	if e.mach == nil {
+		return
+	}
+	e.mach.(classic.Idler).Skip(n)
+	if e.carried > 0 {
+		e.carried -= n
+	}
+	e.orphan = counted(e.orphan, e.orphaned(), n)
+	e.differ = counted(e.differ, e.passedOver(), n)
+}
+
+// counted is overdue's count after n ticks that do not reach its limit.
+func counted(ticks int, cond bool, n int) int {
+	if !cond {
+		return 0
+	}
+	return ticks + n
 }
 
 // overdue counts *ticks up while cond holds (and resets it when not), and
@@ -861,6 +918,19 @@ func (m *Machine) Election() ElectionStatus {
 	slices.Sort(st.Demoted)
 	return st
 }
+
+// Elected is what Election says of the leader, cheaply (Election copies
+// the counters): the lookup's last answer and the election's leader.
+// Empty without an election.
+func (m *Machine) Elected() (lookup, leader peer.ID) {
+	if m.el == nil {
+		return "", ""
+	}
+	return m.el.lookup, peer.ID(m.el.state.Leader)
+}
+
+// Demotes reports whether the election ranks p last (Election's Demoted).
+func (m *Machine) Demotes(p peer.ID) bool { return m.el != nil && m.el.demoted[p] }
 
 // Detection is the current failure-detection timeout (0 without an
 // election or before the first cluster).

@@ -6,9 +6,14 @@
 // I/O):
 //
 //   - Time: virtual, starting at 0 (the machines see Epoch plus it). Each
-//     node's driver ticks its machine every ElectionTick, from a phase drawn
-//     from the seed, and gives it a fresh Routing when the machine says an
-//     evaluation is due, as the live loop does.
+//     node's driver ticks its machine on a grid of ElectionTick, from a
+//     phase drawn from the seed, and gives it a fresh Routing when the
+//     machine says an evaluation is due, as the live loop does. With the
+//     DHT strategy it ticks a node only when the tick is due (the
+//     machine's NextTick, a registration or a view to give; a superpeer
+//     every tick) and has the machine make up the skipped ticks before
+//     each input (node.Machine.Skip): the decisions are those of a tick
+//     every ElectionTick (sim.go's "ticks when due").
 //   - Election messages travel for half the RTT between the two nodes'
 //     hosts in a latency.Matrix (plus a uniform jitter), and are lost with
 //     probability Loss. One to a crashed node, or across a partition, comes

@@ -136,9 +136,8 @@ func (o *Observer) disagreement(s *Sim) {
 	for i, n := range s.nodes {
 		differs := false
 		if n.alive {
-			e := n.m.Election()
-			differs = joined(e.Lookup) && joined(e.Leader) && e.Lookup != e.Leader && !slices.Contains(e.Demoted, e.Lookup) &&
-				!s.ranksItselfLast(e.Lookup)
+			lookup, leader := n.m.Elected()
+			differs = lookup != leader && joined(lookup) && joined(leader) && !n.m.Demotes(lookup) && !s.ranksItselfLast(lookup)
 		}
 		since, was := o.differ[i]
 		switch {
@@ -156,7 +155,7 @@ func (o *Observer) disagreement(s *Sim) {
 // ranksItselfLast reports whether p's own election ranks it last.
 func (s *Sim) ranksItselfLast(p peer.ID) bool {
 	j, ok := s.indexOf(p)
-	return ok && s.nodes[j].m != nil && slices.Contains(s.nodes[j].m.Election().Demoted, p)
+	return ok && s.nodes[j].m != nil && s.nodes[j].m.Demotes(p)
 }
 
 // CrashSuperpeer crashes node i and, when it was a superpeer, follows its

@@ -146,6 +146,7 @@ func (s *Sim) rosterChanged(t, i int) {
 		if o := s.nodes[j]; j != i && o.alive && s.reachable(t, j) {
 			s.stats.Pushes++
 			o.sc.regAt = min(o.sc.regAt, s.now+s.rtt(t, j)/2)
+			s.schedule(j)
 		}
 	}
 }
@@ -198,6 +199,7 @@ func (s *Sim) answered(e event) {
 		return
 	}
 	i, n := e.node, s.nodes[e.node]
+	s.sync(i) // Registrar reads the machine's clock
 	if e.ids != nil && s.nodes[e.other].id == n.m.Registrar() {
 		if from := [2]uint64{uint64(e.other), e.gen}; from != n.sc.rosterFrom {
 			n.sc.rosterFrom = from
@@ -222,6 +224,7 @@ func (s *Sim) answered(e event) {
 	s.step(i, e.digest)
 	if reg := n.m.Registrar(); reg != n.sc.regWith {
 		n.sc.regWith, n.sc.regAt = reg, s.now // a hint: register with it now
+		s.schedule(i)
 	}
 }
 
@@ -321,6 +324,7 @@ func (s *Sim) scopedView(i int) {
 func (s *Sim) backboneChanged() {
 	if !s.bbDirty {
 		s.bbDirty, s.bbAt = true, s.now+s.cfg.GossipDelay
+		s.scheduleFlip(s.bbAt)
 	}
 }
 

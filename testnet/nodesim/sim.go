@@ -153,6 +153,14 @@ type simNode struct {
 	contacts    map[int]time.Duration // peer -> last election message either way
 	geo         *geoNode              // the geometric strategy's part (geo.go)
 	sc          scoped                // the cluster-scoped membership (scoped.go)
+	// Ticks when due (next.go): the node's next tick not yet made or
+	// skipped (-1 before its first is drawn), and its pending tick event.
+	grid    time.Duration
+	tickAt  time.Duration
+	tickGen uint64
+	// The first tick of its incarnation: when, and its seq.
+	firstAt  time.Duration
+	firstSeq uint64
 }
 
 // component is a side of a partition: who its peers see in their views.
@@ -168,7 +176,6 @@ type Sim struct {
 	cfg   Config
 	rng   *rand.Rand
 	now   time.Duration
-	seq   uint64
 	q     queue
 	nodes []*simNode
 	comp  []int  // node -> component
@@ -210,6 +217,17 @@ type Sim struct {
 	bbDirty   bool
 	bbAt      time.Duration
 	bbCache   map[int]bbList
+
+	// Ticks when due (next.go): everyTick ticks every node every
+	// ElectionTick instead (the driver before it, kept for the geometric
+	// strategy and for the tests that compare the two); flipAt and
+	// flipGen are the pending backbone delivery's.
+	everyTick bool
+	flipAt    time.Duration
+	flipGen   uint64
+	cur       uint64        // the seq of the event being processed
+	instAt    time.Duration // the time of the last push, and the count of pushes then
+	inst      uint64
 }
 
 // Change is a node's new state at a time.
@@ -348,6 +366,7 @@ const (
 	evAction
 	evRegister
 	evRegistered
+	evBackbone
 )
 
 type event struct {
@@ -368,10 +387,37 @@ type event struct {
 	digest node.Digest
 }
 
+// push queues e, pushed now. Events at one time run in the order they
+// were pushed (by the time they were pushed, then in turn), except that a
+// tick when due (pushTick) runs where a tick pushed at the tick before it
+// would have: seq encodes the order (see seqOf).
 func (s *Sim) push(e event) {
-	s.seq++
-	e.seq = s.seq
+	if s.now != s.instAt {
+		s.instAt, s.inst = s.now, 0
+	}
+	s.inst++
+	e.seq = seqOf(e.at-s.now, false, s.inst)
 	s.q.push(e)
+}
+
+// The bits of an event's seq, which orders the events of one time: the
+// time between its push and the event (the later pushed first: the
+// shorter delay), a tick's bit (pushTick's ticks after the events pushed
+// at the same time), and a count of the pushes at the same time.
+const (
+	seqCountBits  = 21
+	seqTick       = 1 << seqCountBits
+	seqDelayShift = seqCountBits + 1
+	seqMaxDelay   = 1<<(64-seqDelayShift) - 1 // 73 minutes: longer delays order by count
+)
+
+func seqOf(delay time.Duration, tick bool, count uint64) uint64 {
+	d := uint64(min(max(delay, 0), seqMaxDelay))
+	k := (seqMaxDelay-d)<<seqDelayShift | count&(seqTick-1)
+	if tick {
+		k |= seqTick
+	}
+	return k
 }
 
 // At runs f at virtual time t (now if t is past).
@@ -396,7 +442,7 @@ func (s *Sim) Every(d time.Duration, f func(*Sim)) {
 func (s *Sim) Run(until time.Duration) {
 	for len(s.q.h) > 0 && s.q.h[0].at <= until {
 		e := s.q.pop()
-		s.now = e.at
+		s.now, s.cur = e.at, e.seq
 		s.stats.Events++
 		s.process(e)
 	}
@@ -433,6 +479,10 @@ func (s *Sim) process(e event) {
 		s.begin(e.node)
 	case evTick:
 		if !s.live(e) {
+			return
+		}
+		if s.sparse() {
+			s.ticked(e)
 			return
 		}
 		s.tick(e.node)
@@ -492,6 +542,8 @@ func (s *Sim) process(e event) {
 		s.registered(e.node, e.other, e.inc)
 	case evRegistered:
 		s.answered(e)
+	case evBackbone:
+		s.flipBackbone(e)
 	}
 }
 
@@ -507,6 +559,7 @@ func (s *Sim) start(i int) {
 		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
 	}
 	n.m, n.alive, n.announced, n.flapping, n.super = m, true, false, false, false
+	n.grid, n.tickAt = -1, noEntry
 	s.isUp[i] = true
 	n.inc++
 	n.started = s.now
@@ -530,6 +583,10 @@ func (s *Sim) start(i int) {
 	n.refreshAt = s.now + 2*s.rtt(i, s.nearest(i))
 	s.push(event{at: n.refreshAt, kind: evRefreshed, node: i, inc: n.inc})
 	phase := time.Duration(s.rng.Int64N(int64(cfg.ElectionTick)))
+	if s.sparse() {
+		s.firstTick(i, s.now+phase)
+		return
+	}
 	s.push(event{at: s.now + phase, kind: evTick, node: i, inc: n.inc})
 }
 
@@ -745,6 +802,7 @@ func (s *Sim) tick(i int) {
 }
 
 func (s *Sim) step(i int, in node.Input) {
+	s.sync(i)
 	s.nodes[i].m.Step(s.wall(), in)
 	s.carryOut(i)
 }
@@ -876,6 +934,7 @@ func (s *Sim) carryOut(i int) {
 		s.geoCarryOut(i, rd.Geo)
 		s.scheduleGeo(i)
 	}
+	s.schedule(i)
 }
 
 func (s *Sim) send(i int, o node.Outgoing) {
@@ -1057,4 +1116,185 @@ func cpl(a, b dhtselect.Key) int {
 		}
 	}
 	return dhtselect.KeyBits
+}
+
+// ---- ticks when due ----
+
+// The DHT strategy's nodes are ticked only when due (node.Machine's
+// NextTick): at the first of their ticks, every ElectionTick from a phase
+// drawn at the start, at or after the machine's NextTick or when the
+// driver's part of the tick falls due (a registration, a view to give);
+// a superpeer, and a node that serves its cluster, every tick (the
+// backbone, its registrations). Before every input the machine makes up
+// the ticks skipped (node.Machine.Skip), so that it decides exactly as
+// when ticked every tick (TestTicksWhenDue). The geometric strategy ticks
+// every node every tick.
+
+// sparse reports whether the nodes are ticked only when due.
+func (s *Sim) sparse() bool { return !s.everyTick && s.scopedMode() }
+
+// firstTick makes node i's first tick, at t (pushed now, as every tick
+// is when every node ticks), the start of its grid.
+func (s *Sim) firstTick(i int, t time.Duration) {
+	n := s.nodes[i]
+	n.grid, n.tickGen = t, n.tickGen+1
+	s.push(event{at: t, kind: evTick, node: i, inc: n.inc, gen: n.tickGen})
+	n.tickAt, n.firstAt, n.firstSeq = t, t, seqOf(t-s.now, false, s.inst)
+	if s.bbDirty {
+		// It may be the first to tick after the backbone's change.
+		if g := s.gridFrom(i, s.bbAt); g < s.flipAt {
+			s.pushFlip(i, g)
+		}
+	}
+}
+
+// tickSeq is the seq of node i's tick at g: where a tick pushed at the
+// tick before would run, or the first tick's.
+func (s *Sim) tickSeq(i int, g time.Duration) uint64 {
+	n := s.nodes[i]
+	if g == n.firstAt {
+		return n.firstSeq
+	}
+	return seqOf(s.cfg.Node.ElectionTick, true, uint64(i))
+}
+
+// pushTick moves node i's next tick to g (a tick of its grid).
+func (s *Sim) pushTick(i int, g time.Duration) {
+	n := s.nodes[i]
+	n.tickGen++
+	n.tickAt = g
+	s.q.push(event{at: g, seq: s.tickSeq(i, g), kind: evTick, node: i, inc: n.inc, gen: n.tickGen})
+}
+
+// ticked is node i's tick event when the nodes are ticked when due.
+func (s *Sim) ticked(e event) {
+	n := s.nodes[e.node]
+	if e.gen != n.tickGen {
+		return // moved forward since
+	}
+	s.sync(e.node)
+	n.grid, n.tickAt = s.now+s.cfg.Node.ElectionTick, noEntry
+	s.tick(e.node)
+	s.schedule(e.node)
+}
+
+// sync makes node i's machine make up the ticks of its grid before now
+// that it was not given.
+func (s *Sim) sync(i int) {
+	n := s.nodes[i]
+	if !s.sparse() || !n.alive || n.grid < 0 || n.grid > s.now {
+		return
+	}
+	p := s.cfg.Node.ElectionTick
+	k := (s.now - n.grid + p - 1) / p // its ticks before now,
+	if g := n.grid + k*p; g == s.now && n.tickAt != g && s.tickSeq(i, g) < s.cur {
+		k++ // and the one now if it would have run before this event
+	}
+	if k == 0 {
+		return
+	}
+	last := n.grid + (k-1)*p
+	n.m.Skip(int(k), s.wallAt(last))
+	n.grid += k * p
+}
+
+func (s *Sim) wallAt(t time.Duration) time.Time { return Epoch.Add(t) }
+
+// gridFrom is node i's first tick at or after t.
+func (s *Sim) gridFrom(i int, t time.Duration) time.Duration {
+	n := s.nodes[i]
+	if t <= n.grid {
+		return n.grid
+	}
+	p := s.cfg.Node.ElectionTick
+	return n.grid + (t-n.grid+p-1)/p*p
+}
+
+// schedule makes node i's next tick the first at or after it is due
+// (unless one is sooner).
+func (s *Sim) schedule(i int) {
+	n := s.nodes[i]
+	if !s.sparse() || !n.alive || n.grid < 0 {
+		return
+	}
+	d := s.due(i)
+	if d >= noEntry/2 {
+		return
+	}
+	if g := s.gridFrom(i, max(d, s.now)); g < n.tickAt {
+		s.pushTick(i, g)
+	}
+}
+
+// due is when node i's next tick does more than count: every tick for a
+// superpeer or a node that serves; for a member, when its machine needs
+// one (NextTick), its next registration, and its next view (scopedView:
+// a roster brought something new, or its oldest peer expires).
+func (s *Sim) due(i int) time.Duration {
+	n := s.nodes[i]
+	if n.m.Serves() || n.state.Role == node.RoleSuperpeer {
+		return 0
+	}
+	d := n.sc.regAt
+	if t := n.m.NextTick(); t.IsZero() {
+		d = 0
+	} else {
+		d = min(d, t.Sub(Epoch))
+	}
+	v := noEntry
+	switch {
+	case n.sc.rosterV != n.sc.seenVer || n.viewAt < 0:
+		v = 0
+	case n.sc.knownMin != noEntry:
+		v = n.sc.knownMin + s.ttl + 1
+	}
+	if v != noEntry {
+		d = min(d, max(v, n.viewAt+s.cfg.ViewPeriod))
+	}
+	return d
+}
+
+// scheduleFlip makes the backbone's change heard at the first tick of a
+// live node at or after t, as when every node ticks (scopedView: the
+// first node to tick after bbAt bumps the backbone's version).
+func (s *Sim) scheduleFlip(t time.Duration) {
+	if !s.sparse() {
+		return
+	}
+	best, at := -1, noEntry
+	for j, n := range s.nodes {
+		if n.alive && n.grid >= 0 {
+			if g := s.gridFrom(j, t); g < at {
+				best, at = j, g
+			}
+		}
+	}
+	s.flipGen++
+	s.flipAt = at
+	if best >= 0 {
+		s.pushFlip(best, at)
+	}
+}
+
+// pushFlip makes node i's tick at g hear the backbone's change: an event
+// that runs where that tick does (if it runs, it hears the change itself).
+func (s *Sim) pushFlip(i int, g time.Duration) {
+	s.flipGen++
+	s.flipAt = g
+	s.q.push(event{at: g, seq: s.tickSeq(i, g), kind: evBackbone, node: i, inc: s.nodes[i].inc, gen: s.flipGen})
+}
+
+// flipBackbone is the tick that hears the backbone's change.
+func (s *Sim) flipBackbone(e event) {
+	if e.gen != s.flipGen || !s.bbDirty {
+		return
+	}
+	if !s.live(e) {
+		s.scheduleFlip(s.now) // it went down meanwhile: the next to tick
+		return
+	}
+	if s.now >= s.bbAt {
+		s.bbDirty = false
+		s.bbVersion++
+	}
 }
