@@ -156,6 +156,7 @@ type Holder struct {
 	neighbours []Peer
 	peers      []Peer
 	space      *PeerSpace       // the indexed form of peers, when set by SetPeerSpace
+	population int              // N for the attraction's weight, when more than the peers known (SetPopulation)
 	heard      map[int]Position // newest position of every other token
 
 	held    bool
@@ -216,6 +217,20 @@ func (h *Holder) SetNeighbours(ns []Peer) {
 func (h *Holder) SetPeers(ps []Peer) {
 	h.peers, h.space = ps, nil
 	h.stale = true
+}
+
+// SetPopulation sets N, the number of peers in the swarm, for the
+// attraction's weight A·S/N, when the holder knows the coordinates of
+// only some of them (SetPeers): a superpeer that knows its own cluster's
+// members (overlay/node) and learns N from the superpeers' loads. The
+// pull on a token then stays about A, as with every peer known, rather
+// than S times that. Zero (the default), or a number below the peers
+// known, takes the number of peers known.
+func (h *Holder) SetPopulation(n int) {
+	if n != h.population {
+		h.population = max(n, 0)
+		h.stale = true
+	}
 }
 
 // SetPeerSpace is SetPeers with the peers of s, which many holders may
@@ -598,7 +613,7 @@ func (h *Holder) field() *field {
 		f.near = append(f.near, near)
 	}
 	if len(f.peers) > 0 {
-		f.share = h.cfg.Attraction * float64(len(f.others)+1) / float64(len(f.peers))
+		f.share = h.cfg.Attraction * float64(len(f.others)+1) / float64(max(len(f.peers), h.population))
 	}
 	return f
 }

@@ -125,14 +125,14 @@ func TokenKey(network string, num int) dhtselect.Key {
 	return sha256.Sum256([]byte(fmt.Sprintf("/superpeer/%s/token/%d", network, num)))
 }
 
-// GeoFeed is what gossip says now: every peer's coordinate (this node's
-// included or not), every live token report (gossip.Geo.Reports: all the
-// claims on each token; the machine decides which to believe, see
-// geotokens.go), and the peers the host is connected to. The driver gives it before a geometric
-// decision (GeoDue) and before AttachAsked; the machine keeps the map and
-// the slices without a copy: the driver must not change them afterwards.
+// GeoFeed is what gossip says now: every live token report
+// (gossip.Geo.Reports: all the claims on each token; the machine decides
+// which to believe, see geotokens.go), and the peers the host is connected
+// to. The driver gives it before a geometric decision (GeoDue) and before
+// AttachAsked; the machine keeps the slices without a copy: the driver
+// must not change them afterwards. Coordinates are not gossiped: the
+// machine learns them from its cluster (coords.go).
 type GeoFeed struct {
-	Coords    map[peer.ID]*coordinate.Coordinate
 	Tokens    []TokenPos
 	Connected []peer.ID
 }
@@ -181,22 +181,33 @@ type PassDone struct {
 // AttachAsked: From asks to attach to this node. The answer is
 // GeoAnswer's, read right after the Step. RTTs, when set, is From's report
 // for the search on measured RTTs (geoswap.go): the RTT it measures to
-// this node, then to each candidate this node named.
+// this node, then to each candidate this node named. Coord is From's
+// coordinate (GeoReady.AttachCoord), nil if it sent none.
 type AttachAsked struct {
-	From peer.ID
-	RTTs []time.Duration
+	From  peer.ID
+	RTTs  []time.Duration
+	Coord *coordinate.Coordinate
 }
 
 // AttachDone answers an attach request (GeoReady.Attach): To accepted (OK,
-// with its cluster Mates, itself first, and the Candidates of its search
-// on measured RTTs, for this node to measure: geoswap.go), refused (not
-// OK, Err nil), or did not answer (Err).
+// with its cluster Mates, itself first, the Candidates of its search on
+// measured RTTs, for this node to measure: geoswap.go, and the Coords of
+// some of its members: coords.go), refused (not OK, Err nil), or did not
+// answer (Err).
 type AttachDone struct {
 	To         peer.ID
 	OK         bool
 	Mates      []peer.ID
 	Candidates []peer.ID
+	Coords     []PeerCoord
 	Err        error
+}
+
+// PeerCoord is a peer's coordinate, as a superpeer passes its members'
+// on to them (AttachDone.Coords, GeoAnswer.Coords).
+type PeerCoord struct {
+	ID    peer.ID
+	Coord *coordinate.Coordinate
 }
 
 // GeoLeave: the node is leaving; the holder hands its token on (a
@@ -235,14 +246,14 @@ type GeoReady struct {
 	Passes []TokenPass
 	// Attach are peers to ask to attach to; each answers with AttachDone.
 	// AttachRTTs holds the report to send with the request to a peer, if
-	// any (AttachAsked.RTTs).
-	Attach     []peer.ID
-	AttachRTTs map[peer.ID][]time.Duration
+	// any (AttachAsked.RTTs); AttachCoord is the node's coordinate, to
+	// send with each request (AttachAsked.Coord).
+	Attach      []peer.ID
+	AttachRTTs  map[peer.ID][]time.Duration
+	AttachCoord *coordinate.Coordinate
 	// Vouch are peers to ask for the RTT they measure to a peer (the
 	// vantage points of the liar check); each answers with VouchDone.
 	Vouch []VouchRequest
-	// Coord, when not nil, is the node's coordinate to publish.
-	Coord *coordinate.Coordinate
 	// Tokens are the token reports to publish, in order.
 	Tokens []TokenReport
 	// State, when not nil, is the node's geometric state.
@@ -298,11 +309,13 @@ type GeoState struct {
 //
 // RTT is the answer to VouchAsked. Candidates, with a yes to an attach
 // request, are the peers the superpeer asks its members to measure
-// (geoswap.go).
+// (geoswap.go), and Coords the coordinates of some of its members
+// (coords.go).
 type GeoAnswer struct {
 	Yes        bool
 	Cluster    []peer.ID
 	Candidates []peer.ID
+	Coords     []PeerCoord
 	Forged     error
 	RTT        time.Duration
 }
@@ -324,6 +337,13 @@ type geoMachine struct {
 
 	feed      GeoFeed
 	connected map[peer.ID]bool
+	// The coordinates the node knows (coords.go): its members' (a
+	// superpeer's, from their attach requests) and some of its mates'
+	// (from its superpeer's answers), besides the token holders' in the
+	// feed; and where the next answer's share of them starts.
+	memberCoord map[peer.ID]*coordinate.Coordinate
+	mateCoord   map[peer.ID]heardCoord
+	shareAt     int
 
 	rtt      map[peer.ID]time.Duration // last measured, filtered
 	members  map[peer.ID]time.Time     // a superpeer's attached peers, last request
@@ -456,8 +476,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		known: map[int]TokenPos{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{},
 	}
-	// The first coordinate goes out at once.
-	g.out.Coord = client.Coordinate()
+	g.memberCoord, g.mateCoord = map[peer.ID]*coordinate.Coordinate{}, map[peer.ID]heardCoord{}
 	return g, nil
 }
 
@@ -620,7 +639,7 @@ func (g *geoMachine) tick(now time.Time) {
 			g.nextPing = now.Add(g.pingPeriod())
 		}
 		if !g.sampling {
-			if p, remote, ok := g.pickPingTarget(); ok {
+			if p, remote, ok := g.pickPingTarget(now); ok {
 				g.sampling = true
 				pp := g.ping(p)
 				pp.sample, pp.remote = true, remote
@@ -690,12 +709,9 @@ func (g *geoMachine) sampled(in PingDone, remote *coordinate.Coordinate) {
 		return
 	}
 	rtt := g.rtt[in.Peer]
-	c, err := g.client.Sample(geometric.ID(in.Peer), remote, rtt)
-	if err != nil {
+	if _, err := g.client.Sample(geometric.ID(in.Peer), remote, rtt); err != nil {
 		g.note(slog.LevelDebug, "geometric: sample rejected", "peer", in.Peer, "rtt", rtt, "err", err)
-		return
 	}
-	g.out.Coord = c
 }
 
 // filterRTT folds a new sample into the RTT kept for a peer: a lower one
@@ -711,10 +727,11 @@ func filterRTT(old, sample time.Duration) time.Duration {
 	return old + (sample-old)/8
 }
 
-// pickPingTarget chooses a random peer with a known coordinate, preferring
-// a superpeer whose RTT is not measured yet (attachment compares them).
-func (g *geoMachine) pickPingTarget() (peer.ID, *coordinate.Coordinate, bool) {
-	coords := g.feed.Coords
+// pickPingTarget chooses a random peer with a known coordinate (coords.go:
+// the token holders and the node's cluster), preferring a superpeer whose
+// RTT is not measured yet (attachment compares them).
+func (g *geoMachine) pickPingTarget(now time.Time) (peer.ID, *coordinate.Coordinate, bool) {
+	coords := g.coords(now)
 	for _, tp := range g.feed.Tokens {
 		if _, ok := g.rtt[tp.Holder]; !ok && tp.Superpeer && tp.Holder != g.self() {
 			if c, ok := coords[tp.Holder]; ok {
@@ -739,7 +756,7 @@ func (g *geoMachine) pickPingTarget() (peer.ID, *coordinate.Coordinate, bool) {
 // tokenRound is one round of the token machine: inputs to the holder, its
 // decisions, the position report, and the node's state.
 func (g *geoMachine) tokenRound(now time.Time) {
-	coords := g.feed.Coords
+	coords := g.coords(now)
 	// The peers that may hold a token: the reachable ones.
 	var ids []geometric.ID
 	if !g.m.private {
@@ -782,6 +799,7 @@ func (g *geoMachine) tokenRound(now time.Time) {
 		g.note(slog.LevelWarn, "geometric: own coordinate rejected", "err", err)
 	}
 	g.holder.SetPeers(peers)
+	g.holder.SetPopulation(g.population())
 	g.holder.SetNeighbours(slices.DeleteFunc(g.neighbours(self, peers), func(p geometric.Peer) bool { return private[p.ID] }))
 	var outs []geometric.Output
 	if to := g.yield; to != "" {
@@ -945,7 +963,8 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 		return
 	}
 	g.members[in.From] = now
-	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs)}
+	g.memberSent(in.From, in.Coord)
+	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs), Coords: g.share(in.From)}
 	if !member {
 		g.update(now) // list a new member before it hears yes
 	}

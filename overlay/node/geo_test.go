@@ -33,7 +33,7 @@ func geoTestConfig(self string, s int) Config {
 
 // at is a coordinate x seconds along the first axis from the origin every
 // client starts at.
-func at(t *testing.T, x float64) *coordinate.Coordinate {
+func at(t testing.TB, x float64) *coordinate.Coordinate {
 	t.Helper()
 	c, err := geometric.NewClient(geometric.DefaultCoordConfig())
 	if err != nil {
@@ -53,6 +53,7 @@ type geoDriver struct {
 	m      *Machine
 	now    time.Time
 	feed   GeoFeed
+	coords map[peer.ID]*coordinate.Coordinate // what the node knows (know)
 	ping   func(p peer.ID) (time.Duration, error)
 	pass   func(p TokenPass) bool
 	attach func(p peer.ID) AttachDone
@@ -66,13 +67,26 @@ type geoDriver struct {
 }
 
 func newGeoDriver(t *testing.T, cfg Config) *geoDriver {
-	return &geoDriver{t: t, m: mustNew(t, cfg), now: t0}
+	return &geoDriver{t: t, m: mustNew(t, cfg), now: t0, coords: map[peer.ID]*coordinate.Coordinate{}}
+}
+
+// know gives the machine d.coords as the coordinates it knows of its
+// cluster, as if its superpeer had sent them (coords.go), for an hour.
+// The tests of the rules that decide on coordinates start from them;
+// TestGeoCoordsScoped tests how a node learns them.
+func (d *geoDriver) know() {
+	for p, c := range d.coords {
+		if p != d.m.cfg.Self {
+			d.m.geo.mateCoord[p] = heardCoord{c: c, until: d.now.Add(time.Hour)}
+		}
+	}
 }
 
 // run advances the clock by d.
 func (d *geoDriver) run(dur time.Duration) {
 	for end := d.now.Add(dur); d.now.Before(end); d.now = d.now.Add(100 * time.Millisecond) {
 		if d.m.GeoDue(d.now) {
+			d.know()
 			d.m.Step(d.now, d.feed)
 		}
 		d.m.Tick(d.now)
@@ -82,6 +96,9 @@ func (d *geoDriver) run(dur time.Duration) {
 
 // step gives one input and carries out the Ready.
 func (d *geoDriver) step(in Input) {
+	if _, ok := in.(GeoFeed); ok {
+		d.know()
+	}
 	d.m.Step(d.now, in)
 	d.drain()
 }
@@ -128,7 +145,7 @@ func (d *geoDriver) drain() {
 // the pass.
 func (d *geoDriver) handOver(from peer.ID, tok geometric.Token) {
 	d.t.Helper()
-	d.step(GeoFeed{Coords: d.feed.Coords, Tokens: []TokenPos{{Holder: from, Token: geometric.Token{Num: tok.Num, Seq: tok.Seq - 1}, Coord: at(d.t, 0.5)}}})
+	d.step(GeoFeed{Tokens: []TokenPos{{Holder: from, Token: geometric.Token{Num: tok.Num, Seq: tok.Seq - 1}, Coord: at(d.t, 0.5)}}})
 	d.step(TokenOffered{From: from, Token: tok})
 }
 
@@ -164,7 +181,7 @@ func TestGeoVet(t *testing.T) {
 			if !d.m.GeoAnswer().Yes {
 				t.Fatal("a refused the token")
 			}
-			d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, c.claim)}}
+			d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, c.claim)}
 			d.run(2 * time.Second) // one token round: the snapshot and the neighbours; no sample yet of b
 			if d.m.geo.rtt["b"] != 0 {
 				t.Fatalf("RTT to b known before the check: %v", d.m.geo.rtt["b"])
@@ -287,12 +304,13 @@ func TestGeoRehome(t *testing.T) {
 				return 30 * ms, nil
 			}
 			coords := map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), h: at(t, 0.03)}
-			d.feed = GeoFeed{Coords: coords, Tokens: []TokenPos{{Holder: h, Token: geometric.Token{Num: 0, Seq: 7}, Coord: coords[h]}}}
+			d.coords = coords
+			d.feed = GeoFeed{Tokens: []TokenPos{{Holder: h, Token: geometric.Token{Num: 0, Seq: 7}, Coord: coords[h]}}}
 			d.run(20 * time.Second)
 			if d.m.GeoState().Token >= 0 {
 				t.Fatal("a took a token that h reports")
 			}
-			d.feed = GeoFeed{Coords: coords}
+			d.coords, d.feed = coords, GeoFeed{}
 			if !c.inView {
 				d.m.Step(d.now, view("a"))
 			}
@@ -316,12 +334,11 @@ func TestGeoRehome(t *testing.T) {
 
 // attachFeed is the feed of an ordinary peer o at the origin with
 // superpeers s1 (10 ms away by coordinates) and s2 (20 ms), each with
-// load 0.
+// load 0: their coordinates are in their token reports.
 func attachFeed(t *testing.T, sps ...string) GeoFeed {
-	f := GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"o": at(t, 0)}}
+	var f GeoFeed
 	for i, s := range sps {
 		c := at(t, float64(i+1)/100)
-		f.Coords[peer.ID(s)] = c
 		f.Tokens = append(f.Tokens, TokenPos{Holder: peer.ID(s), Token: geometric.Token{Num: i}, Coord: c, Superpeer: true})
 	}
 	return f
@@ -413,7 +430,7 @@ func TestGeoAnswers(t *testing.T) {
 	if ask("p1").Yes {
 		t.Fatal("a node without a token took a member")
 	}
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}}
+	d.coords = map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}
 	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
 	if !d.m.GeoAnswer().Yes {
 		t.Fatal("token refused")
@@ -462,7 +479,7 @@ func TestGeoAnswers(t *testing.T) {
 func TestGeoSamples(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("o", 1))
 	d.feed = attachFeed(t, "s1")
-	d.feed.Coords["p"] = at(t, 0.05)
+	d.coords["p"] = at(t, 0.05)
 	d.ping = func(p peer.ID) (time.Duration, error) { return 40 * ms, nil }
 	d.run(250 * ms)
 	if len(d.pings) != 1 || d.pings[0] != "s1" {
@@ -498,7 +515,7 @@ func TestGeoReplays(t *testing.T) {
 		d := newGeoDriver(t, geoTestConfig("o", 3))
 		d.feed = attachFeed(t, "s1", "s2", "s3")
 		for i := range 20 {
-			d.feed.Coords[peer.ID(fmt.Sprintf("p%02d", i))] = at(t, float64(i)/200)
+			d.coords[peer.ID(fmt.Sprintf("p%02d", i))] = at(t, float64(i)/200)
 		}
 		d.m.Step(d.now, view("o", "s1", "s2", "s3", "p00", "p01"))
 		d.ping = func(p peer.ID) (time.Duration, error) { return time.Duration(len(p)) * 10 * ms, nil }
@@ -540,7 +557,7 @@ func TestGeoTakeover(t *testing.T) {
 			// h stops: no heartbeats, no attach answers, its report
 			// expires.
 			d.attach = nil
-			d.feed = GeoFeed{Coords: d.feed.Coords}
+			d.feed = GeoFeed{}
 			if c.connected {
 				d.feed.Connected = []peer.ID{"h"}
 			} else {
@@ -587,7 +604,7 @@ func TestGeoAttachSuccessor(t *testing.T) {
 	d := newGeoDriver(t, cfg)
 	d.m.Step(d.now, view("y", "h", x))
 	d.feed = attachFeed(t, "h")
-	d.feed.Coords["y"] = d.feed.Coords["o"]
+	d.coords["y"] = d.coords["o"]
 	d.feed.Connected = []peer.ID{"h", peer.ID(x)}
 	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", peer.ID(x), "y"}} }
 	d.run(3 * time.Second)
@@ -605,9 +622,9 @@ func TestGeoAttachSuccessor(t *testing.T) {
 		t.Fatalf("the election of h's cluster names %q, want %s", l, x)
 	}
 	c := at(t, 0.02)
-	d.feed.Coords[peer.ID(x)] = c
+	d.coords[peer.ID(x)] = c
 	d.feed.Tokens = []TokenPos{
-		{Holder: "h", Token: geometric.Token{Num: 0, Seq: 1}, Coord: d.feed.Coords["h"], Superpeer: true},
+		{Holder: "h", Token: geometric.Token{Num: 0, Seq: 1}, Coord: d.coords["h"], Superpeer: true},
 		{Holder: peer.ID(x), Token: geometric.Token{Num: 1}, Coord: c, Superpeer: true},
 	}
 	d.asked = nil
@@ -628,6 +645,10 @@ func FuzzGeo(f *testing.F) {
 	f.Add([]byte{0, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 3, 9, 5, 9, 6, 9, 8})
 	f.Add([]byte{2, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 11, 4, 6, 9, 12, 9})
 	ids := []peer.ID{"a", "b", "c", "d"}
+	coords := map[peer.ID]*coordinate.Coordinate{}
+	for i, id := range ids {
+		coords[id] = at(f, float64(i)/50)
+	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		cfg := geoTestConfig("a", 2)
 		if len(ops)%2 == 0 {
@@ -642,12 +663,9 @@ func FuzzGeo(f *testing.F) {
 			p := ids[int(op>>4)%len(ids)]
 			switch op % 13 {
 			case 0:
-				f := GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{}, Connected: ids[:int(op>>4)%len(ids)]}
-				for i, id := range ids {
-					f.Coords[id] = at(t, float64(i)/50)
-				}
+				f := GeoFeed{Connected: ids[:int(op>>4)%len(ids)]}
 				if op&16 != 0 {
-					f.Tokens = append(f.Tokens, TokenPos{Holder: "b", Token: geometric.Token{Num: 0, Seq: uint64(k)}, Coord: f.Coords["b"], Superpeer: op&32 != 0})
+					f.Tokens = append(f.Tokens, TokenPos{Holder: "b", Token: geometric.Token{Num: 0, Seq: uint64(k)}, Coord: coords["b"], Superpeer: op&32 != 0})
 				}
 				m.Step(now, f)
 			case 1:
@@ -667,10 +685,10 @@ func FuzzGeo(f *testing.F) {
 					pass = nil
 				}
 			case 6:
-				m.Step(now, AttachAsked{From: p})
+				m.Step(now, AttachAsked{From: p, Coord: coords[p]})
 			case 7:
 				if len(asked) > 0 {
-					m.Step(now, AttachDone{To: asked[0], OK: op&16 != 0, Mates: []peer.ID{asked[0], "a"}})
+					m.Step(now, AttachDone{To: asked[0], OK: op&16 != 0, Mates: []peer.ID{asked[0], "a", "c"}, Coords: []PeerCoord{{ID: "c", Coord: coords["c"]}}})
 					asked = asked[1:]
 				}
 			case 8:
@@ -721,7 +739,7 @@ func FuzzGeo(f *testing.F) {
 func TestGeoForgedClaimKeepsHolder(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("a", 2))
 	d.m.Step(d.now, view("a", "k", "h", "z"))
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "h": at(t, 0.03), "z": at(t, 0.01)}}
+	d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "h": at(t, 0.03), "z": at(t, 0.01)}
 	d.handOver("k", geometric.Token{Num: 0, Seq: 3})
 	h := TokenPos{Holder: "h", Token: geometric.Token{Num: 1, Seq: 2}, Coord: at(t, 0.03), Superpeer: true}
 	d.feed.Tokens = []TokenPos{h}
@@ -750,7 +768,8 @@ func TestGeoForgedClaimKeepsHolder(t *testing.T) {
 func TestGeoForgedPassRefused(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("c", 1))
 	d.m.Step(d.now, view("c", "a", "z"))
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"c": at(t, 0), "a": at(t, 0.02), "z": at(t, 0.01)},
+	d.coords = map[peer.ID]*coordinate.Coordinate{"c": at(t, 0), "a": at(t, 0.02), "z": at(t, 0.01)}
+	d.feed = GeoFeed{
 		Tokens: []TokenPos{{Holder: "a", Token: geometric.Token{Num: 0, Seq: 3}, Coord: at(t, 0.02), Superpeer: true}}}
 	d.run(2 * time.Second)
 	d.step(TokenOffered{From: "z", Token: geometric.Token{Num: 0, Seq: 4}})
@@ -763,7 +782,7 @@ func TestGeoForgedPassRefused(t *testing.T) {
 
 	a := newGeoDriver(t, geoTestConfig("a", 1))
 	a.m.Step(a.now, view("a", "k", "c"))
-	a.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "c": at(t, 0.02)}}
+	a.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "c": at(t, 0.02)}
 	a.handOver("k", geometric.Token{Num: 0, Seq: 3})
 	a.feed.Tokens = nil
 	a.run(7 * time.Second)

@@ -40,7 +40,8 @@ func TestGeoTokenChain(t *testing.T) {
 	rep := func(holder string, seq uint64, giver string) TokenPos {
 		return TokenPos{Holder: peer.ID(holder), Token: tok(0, seq), Coord: co, Giver: peer.ID(giver)}
 	}
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"c": at(t, 0)}, Tokens: []TokenPos{rep("a", 3, "k")}}
+	d.coords["c"] = at(t, 0)
+	d.feed = GeoFeed{Tokens: []TokenPos{rep("a", 3, "k")}}
 	if h, s := believed(d, 0); h != "a" || s != 3 {
 		t.Fatalf("believes %s at %d, want a at 3 (a lone report)", h, s)
 	}
@@ -86,8 +87,8 @@ func TestGeoTokenChain(t *testing.T) {
 // refused without blame (it may have missed a report).
 func TestGeoPassFromHolderOnly(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("c", 1))
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"c": at(t, 0)},
-		Tokens: []TokenPos{{Holder: "a", Token: tok(0, 3), Coord: at(t, 0.02), Giver: "k"}}}
+	d.coords["c"] = at(t, 0)
+	d.feed = GeoFeed{Tokens: []TokenPos{{Holder: "a", Token: tok(0, 3), Coord: at(t, 0.02), Giver: "k"}}}
 	d.step(d.feed)
 	for _, c := range []struct {
 		from   peer.ID
@@ -118,7 +119,7 @@ func TestGeoPassFromHolderOnly(t *testing.T) {
 func TestGeoOwnLinkDrops(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("a", 1))
 	d.m.Step(d.now, view("a", "k", "j"))
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "j": at(t, 0.02)}}
+	d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "j": at(t, 0.02)}
 	d.handOver("k", tok(0, 3))
 	d.feed.Tokens = nil
 	d.run(7 * time.Second)
@@ -184,7 +185,8 @@ func TestGeoDuplicatePlacement(t *testing.T) {
 			t.Fatal(err)
 		}
 		named := peer.ID(first[0])
-		d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, 0.02), "c": at(t, 0.03)}}
+		d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, 0.02), "c": at(t, 0.03)}
+		d.feed = GeoFeed{}
 		d.step(d.feed)
 		if !d.m.geo.receive(tok(0, 0), d.now) {
 			t.Fatal("a did not take token 0")
