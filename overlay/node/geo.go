@@ -359,8 +359,6 @@ type geoMachine struct {
 	// every SnapshotTicks token intervals, so that tokens settle between
 	// refreshes instead of chasing every sample's noise; and the random
 	// half of the neighbours, drawn once.
-	viewSize      int
-	viewSince     time.Time
 	snapshot      map[peer.ID]*coordinate.Coordinate
 	snapshotEpoch int64
 	longNeighbors []peer.ID
@@ -757,20 +755,14 @@ func (g *geoMachine) pickPingTarget(now time.Time) (peer.ID, *coordinate.Coordin
 // decisions, the position report, and the node's state.
 func (g *geoMachine) tokenRound(now time.Time) {
 	coords := g.coords(now)
-	// The peers that may hold a token: the reachable ones.
-	var ids []geometric.ID
-	if !g.m.private {
-		ids = append(ids, geometric.ID(g.self()))
-	}
+	// The peers that may not hold a token: the private ones the node
+	// knows of.
 	private := map[geometric.ID]bool{}
 	for _, e := range g.m.view {
 		if e.Private {
 			private[geometric.ID(e.ID)] = true
-		} else if e.ID != g.self() {
-			ids = append(ids, geometric.ID(e.ID))
 		}
 	}
-	slices.Sort(ids)
 	for p := range g.rtt {
 		if _, ok := coords[p]; !ok { // gone: drop its RTT and serf's filter for it
 			delete(g.rtt, p)
@@ -818,7 +810,7 @@ func (g *geoMachine) tokenRound(now time.Time) {
 			outs = append(outs, g.holder.Observe(geometric.Position{Token: tp.Token, Holder: geometric.ID(tp.Holder), Coord: c})...)
 		}
 	}
-	g.place(now, ids)
+	g.place(now)
 	outs = append(outs, g.holder.Tick(now)...)
 	g.carryOut(now, outs, func(now time.Time) {
 		g.publishToken()

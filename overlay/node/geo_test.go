@@ -23,7 +23,7 @@ const ms = time.Millisecond
 // and pings every second, announcements every 5 s.
 func geoTestConfig(self string, s int) Config {
 	cfg := testConfig(self)
-	cfg.Geometric = true
+	cfg.Geometric, cfg.Bootstrap = true, true // a node that joined a network
 	cfg.Geo = GeoConfig{
 		Network: "test", PingInterval: time.Second, TokenInterval: time.Second,
 		Tokens: geometric.Config{Tokens: s, Capacity: 2, MinHold: 10 * time.Second, Dwell: 5 * time.Second, Margin: LiveMargin},
@@ -241,79 +241,109 @@ func TestGeoNeighbours(t *testing.T) {
 	}
 }
 
-// Placement: a node that is an initial holder takes its token only after
-// the warm-up (10 token intervals, at least 3 announce intervals, and a
-// view that held its size for 10 token intervals).
+// Placement: the node that starts the network (no bootstrap peer) takes
+// token 0 when it hears of none, only after the warm-up (10 token
+// intervals, at least 3 announce intervals); a node that joined one does
+// not, until no token was heard of for three warm-ups more, and then only
+// when it is the first of InitialHolders over itself and the peers it is
+// connected to.
 func TestGeoPlaceAfterWarmup(t *testing.T) {
-	d := newGeoDriver(t, geoTestConfig("a", 4)) // 4 tokens, at most 4 peers: each holds one
-	d.m.Step(d.now, view("a", "b", "c"))
+	d := newGeoDriver(t, geoTestConfig("a", 4))
+	d.m.cfg.Bootstrap = false
 	d.run(14 * time.Second)
 	if tok := d.m.GeoState().Token; tok >= 0 {
 		t.Fatalf("took token %d at %v, in the warm-up of 15 s", tok, d.now.Sub(t0))
 	}
-	d.m.Step(d.now, view("a", "b", "c", "d")) // the view changes at 14 s: 10 s more
-	d.run(9 * time.Second)
-	if tok := d.m.GeoState().Token; tok >= 0 {
-		t.Fatalf("took token %d at %v, 9 s after the view changed", tok, d.now.Sub(t0))
+	d.run(2 * time.Second)
+	if tok := d.m.GeoState().Token; tok != 0 {
+		t.Fatalf("holds token %d at %v, want 0", tok, d.now.Sub(t0))
 	}
-	d.run(3 * time.Second)
-	if tok := d.m.GeoState().Token; tok < 0 {
-		t.Fatalf("no token at %v", d.now.Sub(t0))
-	}
-}
-
-// rehomer returns a peer ID, beside self, that geometric.Rehome does not
-// pick for token 0 over both of them: self re-homes it.
-func rehomer(t *testing.T, m *Machine, self string) string {
-	t.Helper()
-	for i := range 100 {
-		h := fmt.Sprintf("h%d", i)
-		if geometric.Rehome(m.geo.seed, 0, []geometric.ID{geometric.ID(h), geometric.ID(self)}, nil) == geometric.ID(self) {
-			return h
+	for _, c := range []struct {
+		connected []peer.ID
+		first     bool
+	}{{[]peer.ID{"z"}, true}, {[]peer.ID{"z"}, false}} {
+		j := newGeoDriver(t, geoTestConfig("a", 4))
+		// A peer that a is first before, or not.
+		for i := range 100 {
+			p := peer.ID(fmt.Sprintf("p%d", i))
+			first, _ := geometric.InitialHolders(j.m.geo.seed, []geometric.ID{"a", geometric.ID(p)}, 1)
+			if (first[0] == "a") == c.first {
+				c.connected = []peer.ID{p}
+				break
+			}
+		}
+		j.feed = GeoFeed{Connected: c.connected}
+		j.run(59 * time.Second)
+		if tok := j.m.GeoState().Token; tok >= 0 {
+			t.Fatalf("a joiner took token %d at %v, within four warm-ups", tok, j.now.Sub(t0))
+		}
+		j.run(2 * time.Second)
+		if held := j.m.GeoState().Token == 0; held != c.first {
+			t.Errorf("connected to %v, a holds token 0: %v, want %v (first of the two: %v)", c.connected, held, c.first, c.first)
 		}
 	}
-	t.Fatal("no peer for which self re-homes")
-	return ""
 }
 
-// Re-homing: a token reported by h, then missing, is re-homed after three
-// token intervals, but not while h is in the membership view (postponed
-// up to three times, one membership TTL each), and not while h answers a
-// ping (postponed up to three times, three token intervals each); once h is gone and answers no more, it is re-homed above every
-// pass counter heard.
+// sponsoredFeed is the feed of a member a of superpeer s, which holds token
+// 1 and reports members (the sponsor of every token when it is the only
+// superpeer with members), and of h, which reports token 0 at pass counter
+// 7; a is attached to s, whose cluster is s and a.
+func sponsoredFeed(t *testing.T, d *geoDriver, h peer.ID) {
+	t.Helper()
+	d.feed = GeoFeed{Tokens: []TokenPos{
+		{Holder: h, Token: geometric.Token{Num: 0, Seq: 7}, Coord: at(t, 0.03)},
+		{Holder: "s", Token: geometric.Token{Num: 1}, Coord: at(t, 0.01), Superpeer: true, Load: 1},
+	}}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "a"}} }
+}
+
+// Re-homing: a token reported by h, then missing, is re-homed by a member
+// of its sponsor's cluster, the one Rehome names in the cluster its
+// superpeer sent (here a, its only member), after three token intervals,
+// but not while h answers a ping (postponed up to three times, three
+// token intervals each); once h is gone and answers no more, it is
+// re-homed above every pass counter heard. A node that is no member of the
+// sponsor does not re-home it.
 func TestGeoRehome(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		inView bool // h stays in the view
-		answer bool // h answers pings
-		by     time.Duration
-		notBy  time.Duration
+		name    string
+		answer  bool // h answers pings
+		member  bool // a is a member of the sponsor
+		by      time.Duration
+		notBy   time.Duration
+		rehomed bool
 	}{
-		{"gone", false, false, 20 * time.Second, 10 * time.Second}, // the view changed: a warm-up first
-		{"in the view", true, false, 60 * time.Second, 40 * time.Second},
-		{"answers pings", false, true, 25 * time.Second, 10 * time.Second},
+		{"gone", false, true, 20 * time.Second, 2 * time.Second, true},
+		{"answers pings", true, true, 25 * time.Second, 10 * time.Second, true},
+		{"not the sponsor's member", false, false, 60 * time.Second, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := newGeoDriver(t, geoTestConfig("a", 1))
-			h := peer.ID(rehomer(t, d.m, "a"))
-			d.m.Step(d.now, view("a", string(h)))
+			d := newGeoDriver(t, geoTestConfig("a", 2))
+			h := peer.ID("h")
 			d.ping = func(p peer.ID) (time.Duration, error) {
 				if p == h && !c.answer {
 					return 0, fmt.Errorf("gone")
 				}
 				return 30 * ms, nil
 			}
-			coords := map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), h: at(t, 0.03)}
-			d.coords = coords
-			d.feed = GeoFeed{Tokens: []TokenPos{{Holder: h, Token: geometric.Token{Num: 0, Seq: 7}, Coord: coords[h]}}}
+			sponsoredFeed(t, d, h)
+			if !c.member {
+				d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: "s2", Token: geometric.Token{Num: 1}, Coord: at(t, 0.001), Superpeer: true})
+				d.attach = func(p peer.ID) AttachDone {
+					if p == "s" {
+						return AttachDone{To: p, OK: false}
+					}
+					return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "a"}}
+				}
+			}
 			d.run(20 * time.Second)
 			if d.m.GeoState().Token >= 0 {
 				t.Fatal("a took a token that h reports")
 			}
-			d.coords, d.feed = coords, GeoFeed{}
-			if !c.inView {
-				d.m.Step(d.now, view("a"))
+			if sp := d.m.GeoState().Superpeer; (sp == "s") != c.member {
+				t.Fatalf("a attached to %q", sp)
 			}
+			d.feed.Tokens = slices.DeleteFunc(d.feed.Tokens, func(tp TokenPos) bool { return tp.Holder == h })
 			missing := d.now
 			if c.notBy > 0 {
 				d.run(c.notBy)
@@ -322,10 +352,10 @@ func TestGeoRehome(t *testing.T) {
 				}
 			}
 			d.run(c.by - c.notBy)
-			if d.m.GeoState().Token != 0 {
-				t.Fatalf("not re-homed %v after the token went missing", d.now.Sub(missing))
+			if got := d.m.GeoState().Token == 0; got != c.rehomed {
+				t.Fatalf("%v after the token went missing, a holds token 0: %v, want %v", d.now.Sub(missing), got, c.rehomed)
 			}
-			if tok, _ := d.m.geo.holder.Holding(); tok.Seq <= 7 {
+			if tok, _ := d.m.geo.holder.Holding(); c.rehomed && tok.Seq <= 7 {
 				t.Errorf("re-homed at seq %d, not above the 7 heard", tok.Seq)
 			}
 		})

@@ -45,10 +45,11 @@ import (
 //   - The holder itself (it knows itself) gives its token up only to a
 //     report with its own signature and a higher counter (it passed the
 //     token and the answer was lost), or to a duplicate placement at the
-//     same counter whose holder the deterministic rule names
-//     (geometric.InitialHolders, geometric.Rehome: views that differed at
-//     the start; or a mate of the lost holder's cluster with a smaller ID
-//     that took it over as this node did), or when its own placement (a re-homing or a takeover)
+//     same counter whose holder has the smaller Score(seed^token) (two
+//     starters, two sponsors' clusters, or two members whose rosters
+//     differed, placed it: geoplace.go; or a mate of the lost holder's
+//     cluster with a smaller ID that took it over as this node did), or
+//     when its own placement (a re-homing or a takeover)
 //     replaced a holder that turns out alive: that holder still reports
 //     the token one membership TTL after the placement (a crashed
 //     holder's report is gone by then).
@@ -58,8 +59,11 @@ import (
 //     reached is a forgery, which the driver strikes.
 //
 // What a forger can still do: claim, with no other claim beside it, a
-// token whose holder is gone (a re-homing is not signed by anyone); and
-// hold back joiners as said.
+// token whose holder is gone (a re-homing is not signed by anyone); claim
+// a placement of a token at its holder's own counter, from an ID ground to
+// a smaller Score(seed^token) than the holder's, and so make the holder
+// give it up (as it could make itself the initial holder in the views
+// before); and hold back joiners as said.
 
 // placement is a token this node took without a pass: by re-homing or by
 // taking it over for its cluster.
@@ -186,28 +190,19 @@ func (g *geoMachine) ownClaims(now time.Time, own geometric.Token, cs []TokenPos
 }
 
 // yieldsTo reports whether this node gives its token up to c, a
-// placement of it at the same counter (a duplicate): when the
-// deterministic rule names c's holder in this node's view (the initial
-// holder for the first placement, the re-homing's choice for a later
-// one), or, when this node took the token over for the cluster of its lost
-// holder, when c's holder is another member of that cluster that did the
-// same and has the smaller ID.
+// placement of it at the same counter (a duplicate): when c's holder has
+// the smaller Score(seed^token) (the smaller ID on a tie), a rule both
+// holders agree on whatever lists they placed the token from; or, when
+// this node took the token over for the cluster of its lost holder, when
+// c's holder is another member of that cluster that did the same and has
+// the smaller ID.
 func (g *geoMachine) yieldsTo(c TokenPos) bool {
 	if p := g.placed; p != nil && p.num == c.Token.Num && slices.Contains(p.mates, c.Holder) {
 		return c.Holder < g.self() // two of the lost holder's cluster took it over
 	}
-	ids := g.holderIDs()
-	if c.Token.Seq == 0 {
-		first, err := geometric.InitialHolders(g.seed, ids, min(g.tc.Tokens, len(ids)))
-		return err == nil && c.Token.Num < len(first) && first[c.Token.Num] == geometric.ID(c.Holder)
-	}
-	holding := map[geometric.ID]bool{}
-	for num, k := range g.known {
-		if num != c.Token.Num {
-			holding[geometric.ID(k.Holder)] = true
-		}
-	}
-	return geometric.Rehome(g.seed, c.Token.Num, ids, holding) == geometric.ID(c.Holder)
+	seed := g.seed ^ uint64(c.Token.Num)
+	a, b := geometric.Score(seed, geometric.ID(c.Holder)), geometric.Score(seed, geometric.ID(g.self()))
+	return a < b || a == b && c.Holder < g.self()
 }
 
 // next returns the index in cs of the report that cur's holder provably
@@ -280,22 +275,6 @@ func (g *geoMachine) passable(in TokenOffered) error {
 	default:
 		return fmt.Errorf("node: token %d at %d from %s, but %s holds it at %d as far as this node knows", in.Token.Num, in.Token.Seq, in.From, k.Holder, k.Token.Seq)
 	}
-}
-
-// holderIDs are the peers that may hold a token, sorted: the public ones
-// in the view, and this node unless it is private.
-func (g *geoMachine) holderIDs() []geometric.ID {
-	var ids []geometric.ID
-	if !g.m.private {
-		ids = append(ids, geometric.ID(g.self()))
-	}
-	for _, e := range g.m.view {
-		if !e.Private && e.ID != g.self() {
-			ids = append(ids, geometric.ID(e.ID))
-		}
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // TokenClaimsIgnored counts the token claims (reports of others) the

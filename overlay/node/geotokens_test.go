@@ -172,19 +172,13 @@ func TestGeoTakeoverYields(t *testing.T) {
 	}
 }
 
-// Two peers that both took token 0 as its initial holder (their views
-// differed) settle it: the one that the rule names in the current view
-// keeps it, whatever the IDs; a third peer's claim of the same placement
-// does not take it.
+// Two peers that both took token 0 at the same placement (two starters,
+// or two clusters that re-homed it) settle it: the one with the smaller
+// Score(seed^0) keeps it, whatever the IDs; the other gives it up.
 func TestGeoDuplicatePlacement(t *testing.T) {
-	for _, other := range []string{"b", "c"} {
+	outcomes := map[bool]int{}
+	for _, other := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
 		d := newGeoDriver(t, geoTestConfig("a", 1))
-		d.m.Step(d.now, view("a", "b", "c"))
-		first, err := geometric.InitialHolders(d.m.geo.seed, d.m.geo.holderIDs(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		named := peer.ID(first[0])
 		d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, 0.02), "c": at(t, 0.03)}
 		d.feed = GeoFeed{}
 		d.step(d.feed)
@@ -194,8 +188,12 @@ func TestGeoDuplicatePlacement(t *testing.T) {
 		d.feed.Tokens = []TokenPos{{Holder: peer.ID(other), Token: tok(0, 0), Coord: at(t, 0.02)}}
 		d.run(2 * time.Second)
 		kept := d.m.GeoState().Token == 0
-		if want := named != peer.ID(other); kept != want {
-			t.Errorf("the rule names %s; %s claims token 0 too: a kept it %v, want %v", named, other, kept, want)
+		if want := geometric.Score(d.m.geo.seed, "a") < geometric.Score(d.m.geo.seed, geometric.ID(other)); kept != want {
+			t.Errorf("%s claims token 0 too: a kept it %v, want %v (a's score is the smaller: %v)", other, kept, want, want)
 		}
+		outcomes[kept]++
+	}
+	if len(outcomes) != 2 {
+		t.Errorf("outcomes %v: the cases do not show both a keeping and giving up", outcomes)
 	}
 }
