@@ -487,11 +487,38 @@ func TestLeave(t *testing.T) {
 		if out := h.Leave(); !reflect.DeepEqual(out, want) {
 			t.Fatalf("Leave = %v, want %v", out, want)
 		}
+		// The pass fails: the next nearest free neighbour, then, with none
+		// left (busy holds a token), the release.
+		if out := h.PassDone(false); !reflect.DeepEqual(out, []Output{Pass{Token: Token{0, 3}, To: "far"}}) {
+			t.Fatalf("failed pass while leaving = %v, want a pass to far", out)
+		}
 		if out := h.PassDone(false); !reflect.DeepEqual(out, []Output{Release{Token{0, 2}}}) {
-			t.Fatalf("failed pass while leaving = %v, want Release", out)
+			t.Fatalf("second failed pass while leaving = %v, want Release", out)
 		}
 		if out := h.Tick(t0.Add(time.Hour)); out != nil {
 			t.Fatalf("Tick after leaving = %v", out)
+		}
+	})
+	t.Run("three tries at most", func(t *testing.T) {
+		h := newHolder(t, peer("a", 0, 0), cfg)
+		var ns []Peer
+		for i := range 5 {
+			ns = append(ns, peer(fmt.Sprint("n", i), float64(i+1), 0))
+		}
+		h.SetNeighbours(ns)
+		mustReceive(t, h, Token{0, 2}, t0)
+		if out := h.Leave(); len(out) != 1 || out[0].(Pass).To != "n0" {
+			t.Fatalf("Leave = %v, want a pass to n0, the nearest", out)
+		}
+		var out []Output
+		for _, want := range []ID{"n1", "n2"} {
+			out = h.PassDone(false)
+			if len(out) != 1 || out[0].(Pass).To != want {
+				t.Fatalf("after a failed pass while leaving: %v, want a pass to %s", out, want)
+			}
+		}
+		if out = h.PassDone(false); !reflect.DeepEqual(out, []Output{Release{Token{0, 2}}}) {
+			t.Fatalf("after three failed passes: %v, want Release", out)
 		}
 	})
 	t.Run("no neighbour: release", func(t *testing.T) {

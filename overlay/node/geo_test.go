@@ -318,7 +318,11 @@ func TestGeoRehome(t *testing.T) {
 		{"not the sponsor's member", false, false, 60 * time.Second, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := newGeoDriver(t, geoTestConfig("a", 2))
+			tokens := 2
+			if !c.member {
+				tokens = 3 // s2 holds the third
+			}
+			d := newGeoDriver(t, geoTestConfig("a", tokens))
 			h := peer.ID("h")
 			d.ping = func(p peer.ID) (time.Duration, error) {
 				if p == h && !c.answer {
@@ -328,7 +332,7 @@ func TestGeoRehome(t *testing.T) {
 			}
 			sponsoredFeed(t, d, h)
 			if !c.member {
-				d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: "s2", Token: geometric.Token{Num: 1}, Coord: at(t, 0.001), Superpeer: true})
+				d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: "s2", Token: geometric.Token{Num: 2}, Coord: at(t, 0.001), Superpeer: true})
 				d.attach = func(p peer.ID) AttachDone {
 					if p == "s" {
 						return AttachDone{To: p, OK: false}

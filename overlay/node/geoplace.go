@@ -25,7 +25,9 @@ import (
 //     that Rehome names among the cluster its superpeer named in its last
 //     yes (the roster every member got) takes it. The tokens of a new
 //     network thus start in the first cluster and spread from there by
-//     their repulsion.
+//     their repulsion. When no superpeer with members is heard of (all
+//     were lost, or a side of a partition has none), nobody re-homes it:
+//     that is a gap (see TestGeoPartitionSideWithoutSuperpeer).
 //
 // Two nodes that took the same placement settle it as yieldsTo says.
 func (g *geoMachine) place(now time.Time) {
