@@ -773,7 +773,7 @@ func (g *geoMachine) tokenRound(now time.Time) {
 	// that holders (and the peers they pass to) decide on nearly the same
 	// picture: tokens bounce between peers whose pictures differ.
 	epoch := now.UnixNano() / int64(SnapshotTicks*g.cfg.TokenInterval)
-	if epoch != g.snapshotEpoch || len(g.snapshot) < len(coords) {
+	if epoch != g.snapshotEpoch || len(g.snapshot) < len(coords)+1 { // the snapshot has this node too
 		g.snapshot = make(map[peer.ID]*coordinate.Coordinate, len(coords)+1)
 		for p, c := range coords {
 			g.snapshot[p] = c
