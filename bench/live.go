@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/stats"
 	"github.com/superpeer/superpeer/testnet"
 )
 
@@ -100,8 +102,14 @@ type LiveScaleRow struct {
 	MembersPerSuperpeer float64            `json:"members_per_superpeer"`
 	// StillConverged reports that the views still agreed with the answer
 	// at the end of the window.
-	StillConverged bool   `json:"still_converged"`
-	Error          string `json:"error,omitempty"`
+	StillConverged bool `json:"still_converged"`
+	// EstimateErrMedian and EstimateErrMax are the relative errors of the
+	// nodes' network-size estimates (State.Size.N) against n at the end of
+	// the window, |estimate − n| / n: the median and the largest over the
+	// nodes (issue 20 asks for 5 % at most).
+	EstimateErrMedian float64 `json:"estimate_err_median"`
+	EstimateErrMax    float64 `json:"estimate_err_max"`
+	Error             string  `json:"error,omitempty"`
 }
 
 func (c *LiveScaleConfig) fill() error {
@@ -205,6 +213,7 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 	}
 	after := tn.Traffic().Nodes()
 	row.StillConverged = len(tn.Check()) == 0
+	row.EstimateErrMedian, row.EstimateErrMax = estimateErrors(tn.Members(), n)
 	secs := cfg.Window.Seconds()
 	row.ByProtocol = map[string]float64{}
 	for id, b := range after {
@@ -216,6 +225,20 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 	}
 	row.byRole(tn.Members(), before, after, secs)
 	return row, nil
+}
+
+// estimateErrors returns the median and the largest relative error of the
+// nodes' network-size estimates against n.
+func estimateErrors(nodes []testnet.Member, n int) (median, largest float64) {
+	errs := make([]float64, 0, len(nodes))
+	for _, m := range nodes {
+		errs = append(errs, math.Abs(float64(m.State().Size.N-n))/float64(n))
+	}
+	if len(errs) == 0 {
+		return 0, 0
+	}
+	s := stats.Sort(errs)
+	return s.Median(), s.Max()
 }
 
 // byRole fills in the row's figures per role from the traffic of each
@@ -317,11 +340,11 @@ func WriteLiveScaleTable(w io.Writer, rows []LiveScaleRow) error {
 	for _, g := range groups {
 		fmt.Fprintf(tw, "\tsp %s", g)
 	}
-	fmt.Fprintln(tw, "\tstill converged\t")
+	fmt.Fprintln(tw, "\tstill converged\testimate error median / max\t")
 	for _, r := range rows {
 		if !r.Converged {
 			fmt.Fprintf(tw, "%s\t%d\t%d\tno (%.0f s)\t%.0f\t%.2f\t%.0f\t", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB, r.AnnounceIntervalS)
-			fmt.Fprint(tw, strings.Repeat("\t", 2*len(groups)+6))
+			fmt.Fprint(tw, strings.Repeat("\t", 2*len(groups)+7))
 			fmt.Fprintln(tw, "\t")
 			continue
 		}
@@ -333,7 +356,7 @@ func WriteLiveScaleTable(w io.Writer, rows []LiveScaleRow) error {
 		for _, g := range groups {
 			fmt.Fprintf(tw, "\t%.0f", r.SuperpeerByProtocol[g])
 		}
-		fmt.Fprintf(tw, "\t%v\t\n", r.StillConverged)
+		fmt.Fprintf(tw, "\t%v\t%.1f %% / %.1f %%\t\n", r.StillConverged, 100*r.EstimateErrMedian, 100*r.EstimateErrMax)
 	}
 	return tw.Flush()
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -39,19 +40,25 @@ import (
 // roster and digest, and the superpeers hear each other's summaries on
 // the backbone. The rows count what that costs: registrations and
 // pushes per node, backbone deliveries and summaries per superpeer, per
-// virtual second, and the size estimates' error at the end. A node's view
-// is its cluster, so the simulator no longer pays O(N) per view change;
-// what still grows with N is the backbone, which hands every superpeer
-// every superpeer's summary (about N/10 of them) and which the machine
-// reads whole at every delivery and evaluation: 10,000 nodes took 86 s
-// of wall time to converge (1,000 took 4 s), and 100,000 reached only 15
-// virtual s in 14 minutes (about 125 s of wall time per virtual second
-// by then, 8 GB resident), so the defaults stay at 1,000 and 10,000
-// (BENCHMARKS.md).
+// virtual second, and the size estimates' error at convergence and a
+// membership TTL later. A node's view is its cluster, so the simulator
+// pays no O(N) per view change; what grows with N is the backbone, which
+// hands every superpeer every superpeer's summary (about N/10 of them).
+// The machines derive what they need from it (the estimate, a cluster's
+// claimers) once per backbone, which nodesim shares among a side's
+// superpeers (node.NewBackbone). The simulator's cost per node still
+// grows with N, though slowly: to convergence 1.5, 2.5 and 5.5 CPU ms a
+// node at 1,000, 10,000 and 100,000 nodes, about N^0.28 (BENCHMARKS.md
+// has the figures: CPU time as well as wall time, since the wall time
+// depends on what else the machine runs). The scale suite runs 1,000,
+// 10,000 and 100,000 nodes to convergence, and 1,000 and 10,000 through
+// churn (peer bench --suite scale --sim; churn at 100,000 would take over
+// 70 CPU minutes); go test
+// runs 100 (TestNodeScale), and TestNodeScaleSizes the sizes asked for.
 
-// NodeScaleConfig configures NodeScale. The zero value runs the default:
-// 1,000 and 10,000 nodes to convergence, and 1,000 nodes with bully
-// through 10 minutes of churn at 10 % per minute.
+// NodeScaleConfig configures NodeScale. The zero value runs 1,000 and
+// 10,000 nodes to convergence, and 1,000 nodes with bully through 10
+// minutes of churn at 10 % per minute.
 type NodeScaleConfig struct {
 	// Converge are the sizes of the converge scenario. Nil means 1,000
 	// and 10,000; empty (not nil) runs none.
@@ -89,6 +96,11 @@ type NodeScaleRow struct {
 	// it took (building the network included).
 	VirtualS float64 `json:"virtual_s"`
 	WallS    float64 `json:"wall_s"`
+	// CPUS is the CPU time the process used meanwhile (user and system,
+	// the garbage collector's included; 0 where it cannot be read): on a
+	// machine that other work shares, WallS depends on the load and CPUS
+	// much less.
+	CPUS float64 `json:"cpu_s"`
 	// PeakMemMB is the most memory the process held from the operating
 	// system while the run went on (MemPeak: the runtime's mapped memory
 	// less what it returned, that is runtime.MemStats Sys − HeapReleased,
@@ -125,9 +137,15 @@ type NodeScaleRow struct {
 	// SizeErrMedian and SizeErrMax are the median and the largest
 	// relative error of the nodes' network-size estimates at the end
 	// (nodesim.Sim.SizeErrors: |estimate − live| / live, over the nodes
-	// with a role).
-	SizeErrMedian float64 `json:"size_err_median"`
-	SizeErrMax    float64 `json:"size_err_max"`
+	// with a role): converge, at convergence; churn, after the repair
+	// window. SettledErrMedian and SettledErrMax (converge) are the same
+	// a membership TTL (three announce intervals) after convergence: a
+	// node's estimate is that of its last evaluation, and the summaries
+	// count registrations, which take an announce interval to come in.
+	SizeErrMedian    float64 `json:"size_err_median"`
+	SizeErrMax       float64 `json:"size_err_max"`
+	SettledErrMedian float64 `json:"settled_err_median,omitempty"`
+	SettledErrMax    float64 `json:"settled_err_max,omitempty"`
 
 	// The churn scenario's figures (see the comment at the top of
 	// nodescale.go).
@@ -162,6 +180,9 @@ const (
 	nodeScaleFraction = 0.1
 	nodeScaleLimit    = 5 * time.Minute
 	nodeScaleSample   = 100 * time.Millisecond
+	// nodeAnnounce is the machines' announce interval (nodesim's
+	// default, the live node's).
+	nodeAnnounce = 5 * time.Second
 )
 
 func (c *NodeScaleConfig) fill() error {
@@ -226,17 +247,27 @@ func NodeScale(cfg NodeScaleConfig) ([]NodeScaleRow, error) {
 // nodeRun is what every scenario does: build the network, run it to
 // convergence, and measure time and memory.
 type nodeRun struct {
-	s     *nodesim.Sim
-	mem   *MemPeak
-	start time.Time
+	s        *nodesim.Sim
+	mem      *MemPeak
+	start    time.Time
+	cpu      time.Duration
+	memLimit int64 // the soft memory limit before the run
 }
 
+// nodeScaleMemLimit is the soft memory limit (debug.SetMemoryLimit) of a
+// run: peer bench sets GOGC=400 for its live testnets, which would let
+// 100,000 node machines (a live heap of about 4 GB) hold some 20 GB;
+// with the limit the collector works harder instead, past 12 GiB.
+const nodeScaleMemLimit = 12 << 30
+
 func startNodeRun(n int, election string, cfg NodeScaleConfig, row *NodeScaleRow) (*nodeRun, error) {
-	r := &nodeRun{mem: StartMemPeak(), start: time.Now()}
+	r := &nodeRun{mem: StartMemPeak(), start: time.Now(), memLimit: debug.SetMemoryLimit(nodeScaleMemLimit)}
+	r.cpu, _ = cpuTime()
 	s, err := nodesim.New(nodesim.Config{N: n, Seed: cfg.Seed, Stagger: cfg.Stagger,
 		Node: node.Config{Target: dhtselect.Target{Fraction: nodeScaleFraction}, Election: election}})
 	if err != nil {
 		r.mem.Stop()
+		debug.SetMemoryLimit(r.memLimit)
 		return nil, err
 	}
 	r.s = s
@@ -249,12 +280,23 @@ func startNodeRun(n int, election string, cfg NodeScaleConfig, row *NodeScaleRow
 // finish fills in the time, memory and end state.
 func (r *nodeRun) finish(row *NodeScaleRow) {
 	row.VirtualS, row.WallS = r.s.Now().Seconds(), time.Since(r.start).Seconds()
+	if c, ok := cpuTime(); ok {
+		row.CPUS = (c - r.cpu).Seconds()
+	}
 	peak := r.mem.Stop()
+	debug.SetMemoryLimit(r.memLimit)
 	row.PeakMemMB, row.LiveHeapMB = float64(peak)/(1<<20), float64(r.mem.Live())/(1<<20)
 	row.Superpeers = r.s.Take().Claimers
-	if e := r.s.SizeErrors(); len(e) > 0 {
-		row.SizeErrMedian, row.SizeErrMax = e[len(e)/2], e[len(e)-1]
+}
+
+// sizeErrors returns the median and the largest of s's size-estimate
+// errors (nodesim.Sim.SizeErrors).
+func sizeErrors(s *nodesim.Sim) (median, worst float64) {
+	e := s.SizeErrors()
+	if len(e) == 0 {
+		return 0, 0
 	}
+	return e[len(e)/2], e[len(e)-1]
 }
 
 // rates fills in the per-node rates from the counters between a and b
@@ -284,8 +326,14 @@ func nodeConverge(cfg NodeScaleConfig, n int) (NodeScaleRow, error) {
 		return row, err
 	}
 	row.Scenario = NodeScaleConverge
+	at, st := r.s.Now(), r.s.Stats()
+	row.SizeErrMedian, row.SizeErrMax = sizeErrors(r.s)
+	if row.Converged {
+		r.s.RunFor(3 * nodeAnnounce)
+		row.SettledErrMedian, row.SettledErrMax = sizeErrors(r.s)
+	}
 	r.finish(&row)
-	row.rates(nodesim.Stats{}, r.s.Stats(), r.s.Now())
+	row.rates(nodesim.Stats{}, st, at)
 	return row, nil
 }
 
@@ -298,6 +346,7 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 	s := r.s
 	row.Scenario, row.RatePerMin, row.ChurnS = NodeScaleChurn, cfg.Rate, cfg.Duration.Seconds()
 	if !row.Converged {
+		row.SizeErrMedian, row.SizeErrMax = sizeErrors(s)
 		r.finish(&row)
 		return row, nil
 	}
@@ -330,6 +379,7 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 		}
 	}
 	row.DisagreeS = o.Disagree.Seconds()
+	row.SizeErrMedian, row.SizeErrMax = sizeErrors(s)
 	r.finish(&row)
 	return row, nil
 }
@@ -337,15 +387,15 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 // WriteNodeScaleTable prints rows as a table.
 func WriteNodeScaleTable(w io.Writer, rows []NodeScaleRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\tpushes/node/s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
+	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tcpu s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\tpushes/node/s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tsettled\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
 	for _, r := range rows {
 		conv := fmt.Sprintf("%.1f", r.ConvergeS)
 		if !r.Converged {
 			conv = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.3f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
-			r.VirtualS, r.WallS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS,
-			r.RegistrationsPerNodePerS, r.PushesPerNodePerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.3f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
+			r.VirtualS, r.WallS, r.CPUS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS,
+			r.RegistrationsPerNodePerS, r.PushesPerNodePerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax, r.SettledErrMedian, r.SettledErrMax)
 		if r.Scenario != NodeScaleChurn || !r.Converged {
 			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
 			continue

@@ -477,7 +477,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 	writeNodeScaleMarkdown(w, r.NodeScale)
 	writeGrowthMarkdown(w, r.Growth)
 	if len(r.LiveScale) > 0 {
-		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's intervals with the DHT strategy (announce %s s, re-evaluate %s s, as overlay.DefaultConfig has them: membership is cluster-scoped, a member registers with its superpeer and only superpeers gossip, on the backbone; GossipSub runs with the overlay's gossip factor of 0, as a real node does), measured over a window after convergence. Traffic is the payload the nodes write to and read from their streams (no encryption or muxer framing), per second. *Written B/peer/s* is what all nodes wrote divided by n. *Ordinary* is an ordinary peer's bytes sent plus received (mean / max over the ordinary peers), *superpeer* a superpeer's (mean over the superpeers), *per member* each superpeer's divided by the ordinary peers it serves; *ord* and *sp* columns split the means by protocol group, roles as they stood at the end of the window. *MB/node* is the growth of the memory the process held, at its peak, divided by n.\n\n",
+		fmt.Fprintf(w, "Live testnet: n real libp2p hosts (mocknet, kad-dht, GossipSub) in one process, S = n/16, a real node's intervals with the DHT strategy (announce %s s, re-evaluate %s s, as overlay.DefaultConfig has them: membership is cluster-scoped, a member registers with its superpeer and only superpeers gossip, on the backbone; GossipSub runs with the overlay's gossip factor of 0, as a real node does), measured over a window after convergence. Traffic is the payload the nodes write to and read from their streams (no encryption or muxer framing), per second. *Written B/peer/s* is what all nodes wrote divided by n. *Ordinary* is an ordinary peer's bytes sent plus received (mean / max over the ordinary peers), *superpeer* a superpeer's (mean over the superpeers), *per member* each superpeer's divided by the ordinary peers it serves; *ord* and *sp* columns split the means by protocol group, roles as they stood at the end of the window. *MB/node* is the growth of the memory the process held, at its peak, divided by n. *Size estimate error* is |estimate − n| / n over the nodes at the end of the window.\n\n",
 			f0(r.LiveScale[0].AnnounceIntervalS), f0(r.LiveScale[0].ReevaluateIntervalS))
 		groups := liveGroups(r.LiveScale)
 		header := []string{"strategy", "n", "converged (s)", "peak MB", "MB/node", "live heap MB", "announce / re-evaluate s", "window s", "written B/peer/s", "ordinary B/s mean / max"}
@@ -488,7 +488,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 		for _, g := range groups {
 			header = append(header, "sp "+g)
 		}
-		header = append(header, "still converged")
+		header = append(header, "still converged", "size estimate error median / max")
 		var rows [][]string
 		for _, x := range r.LiveScale {
 			conv := f1(x.ConvergeS)
@@ -508,7 +508,7 @@ func writeScaleMarkdown(w io.Writer, r *Results) {
 			for _, g := range groups {
 				row = append(row, f0(x.SuperpeerByProtocol[g]))
 			}
-			rows = append(rows, append(row, fmt.Sprint(x.StillConverged)))
+			rows = append(rows, append(row, fmt.Sprint(x.StillConverged), f1(100*x.EstimateErrMedian)+" % / "+f1(100*x.EstimateErrMax)+" %"))
 		}
 		mdTable(w, header, rows)
 		writeTrafficGrowth(w, r.LiveScale)
@@ -519,7 +519,7 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "**Node machines** (package overlay/node, the type the live node runs) in the node simulator (testnet/nodesim), in virtual time on this one process, the nodes starting over %.0f s, target S = %.0f %% of the estimated size. *converge*: DHT mode without an election, until nodesim.Converged (every node served, k agreed, each naming the node closest to its cluster key). *churn*: with the election named, converged first, then a fraction of the nodes replaced per minute (a random live node crashes, a new one joins), sampled every 100 ms: coverage is the mean fraction of the joined nodes served, failover is per crashed superpeer until its followers are served again, in units of the machines' failure-detection timeout T (pending 30 T after the churn: unrepaired), split brain the time and the cluster-samples with two claimers, disagree the longest time a node's lookup and election named different superpeers. *Peak MB* is the most memory the process held from the operating system (runtime.MemStats Sys − HeapReleased, sampled every 50 ms; peer bench runs with GOGC=400, which lets it grow to about five times the live heap); messages are election messages, lookups the cluster-key lookups, views the membership views delivered, per node per virtual second (converge: up to convergence; churn: over the churn). Membership is cluster-scoped (issue 20), as in the live overlay: a member registers with its superpeer every announce interval and at once when told its roster changed (registrations and pushes per node per s), and every superpeer hears every superpeer's summary on the backbone (per superpeer per s: the deliveries of the whole list as the machine takes it, the summaries in them new or changed since the superpeer's last list, which is what a backbone carrying each summary when it changes delivers, and all the summaries they held). The size estimate's error is |estimate − live| / live over the nodes at the end (converge: at convergence).\n\n",
+	fmt.Fprintf(w, "**Node machines** (package overlay/node, the type the live node runs) in the node simulator (testnet/nodesim), in virtual time on this one process, the nodes starting over %.0f s, target S = %.0f %% of the estimated size. *converge*: DHT mode without an election, until nodesim.Converged (every node served, k agreed, each naming the node closest to its cluster key). *churn*: with the election named, converged first, then a fraction of the nodes replaced per minute (a random live node crashes, a new one joins), sampled every 100 ms: coverage is the mean fraction of the joined nodes served, failover is per crashed superpeer until its followers are served again, in units of the machines' failure-detection timeout T (pending 30 T after the churn: unrepaired), split brain the time and the cluster-samples with two claimers, disagree the longest time a node's lookup and election named different superpeers. *Peak MB* is the most memory the process held from the operating system (runtime.MemStats Sys − HeapReleased, sampled every 50 ms; peer bench runs with GOGC=400, which lets it grow to about five times the live heap, but a run sets a soft memory limit of 12 GiB, debug.SetMemoryLimit, past which the collector works harder instead); messages are election messages, lookups the cluster-key lookups, views the membership views delivered, per node per virtual second (converge: up to convergence; churn: over the churn). Membership is cluster-scoped (issue 20), as in the live overlay: a member registers with its superpeer every announce interval and at once when told its roster changed (registrations and pushes per node per s), and every superpeer hears every superpeer's summary on the backbone (per superpeer per s: the deliveries of the whole list as the machine takes it, the summaries in them new or changed since the superpeer's last list, which is what a backbone carrying each summary when it changes delivers, and all the summaries they held). The size estimate's error is |estimate − live| / live over the nodes at the end (converge: at convergence, and *settled* a membership TTL, three announce intervals, later: a node's estimate is its last evaluation's, and the summaries count registrations, which take an announce interval to come in). *Wall s* depends on the machine's load (say the load when quoting it); *cpu s* is the process's CPU time, user and system, the garbage collector's included.\n\n",
 		rows[0].StaggerS, 100*rows[0].Fraction)
 	var out [][]string
 	for _, x := range rows {
@@ -527,11 +527,14 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 		if !x.Converged {
 			conv = "no"
 		}
-		row := []string{x.Scenario, d(x.N), orNone(x.Election), conv, f0(x.VirtualS), f1(x.WallS), f0(x.PeakMemMB), f0(x.LiveHeapMB),
+		row := []string{x.Scenario, d(x.N), orNone(x.Election), conv, f0(x.VirtualS), f1(x.WallS), f1(x.CPUS), f0(x.PeakMemMB), f0(x.LiveHeapMB),
 			f2(x.MessagesPerNodePerS) + " / " + fmt.Sprintf("%.3f", x.LookupsPerNodePerS) + " / " + f2(x.ViewsPerNodePerS),
 			fmt.Sprintf("%.3f / %.3f", x.RegistrationsPerNodePerS, x.PushesPerNodePerS),
 			fmt.Sprintf("%s / %s / %.0f", f2(x.BackbonePerSuperpeerPerS), f1(x.SummaryChangesPerSuperpeerPerS), x.SummariesPerSuperpeerPerS),
-			fmt.Sprintf("%.1f %% / %.1f %%", 100*x.SizeErrMedian, 100*x.SizeErrMax)}
+			fmt.Sprintf("%.1f %% / %.1f %%", 100*x.SizeErrMedian, 100*x.SizeErrMax), ""}
+		if x.Scenario == NodeScaleConverge && x.Converged {
+			row[len(row)-1] = fmt.Sprintf("%.1f %% / %.1f %%", 100*x.SettledErrMedian, 100*x.SettledErrMax)
+		}
 		if x.Scenario == NodeScaleChurn && x.Converged {
 			row = append(row, fmt.Sprintf("%.0f %%/min × %.0f s (%d)", 100*x.RatePerMin, x.ChurnS, x.Crashes), fmt.Sprintf("%.4f", x.Coverage), d(x.MaxOrphans),
 				fmt.Sprintf("%s / %s (%d, T = %.0f ms)", noneOr(x.FailoverMedianT), noneOr(x.FailoverMaxT), x.Failovers, x.TimeoutMs), d(x.Unrepaired),
@@ -541,9 +544,9 @@ func writeNodeScaleMarkdown(w io.Writer, rows []NodeScaleRow) {
 		}
 		out = append(out, row)
 	}
-	mdTable(w, []string{"scenario", "n", "election", "converged (virtual s)", "virtual s", "wall s", "peak MB", "live heap MB", "msgs / lookups / views per node per s",
+	mdTable(w, []string{"scenario", "n", "election", "converged (virtual s)", "virtual s", "wall s", "cpu s", "peak MB", "live heap MB", "msgs / lookups / views per node per s",
 		"registrations / pushes per node per s", "backbone deliveries / summaries changed / summaries held per superpeer per s", "size estimate error median / max",
-		"churn (crashes)", "coverage", "max orphans", "failover median / max in T (count)", "unrepaired", "split brain (time, cluster-samples)", "disagree s"}, out)
+		"settled (a TTL later)", "churn (crashes)", "coverage", "max orphans", "failover median / max in T (count)", "unrepaired", "split brain (time, cluster-samples)", "disagree s"}, out)
 }
 
 func writeGrowthMarkdown(w io.Writer, rows []GrowthRow) {

@@ -75,7 +75,11 @@ const (
 //   - A process that receives ELECTION from a lower-ranked one answers OK
 //     and, unless it is already running an election, starts its own. A
 //     leader answers OK and a COORDINATOR to the sender instead, so the
-//     sender learns that the leader is alive.
+//     sender learns that the leader is alive. An ELECTION that names the
+//     receiver's leader (Leader: the sender only doubts it, see below)
+//     starts the receiver's election only once the receiver too has
+//     missed that leader's heartbeats for two periods (Config's
+//     missedTicks), and a heartbeat meanwhile calls it off.
 //   - A candidate that gets no OK within T wins: it becomes leader and sends
 //     COORDINATOR (Leader = itself) to every other member.
 //   - A candidate that got an OK waits 2T for the COORDINATOR (the higher
@@ -96,9 +100,11 @@ const (
 //     adopted as such.
 //   - The leader sends HEARTBEAT (Leader = itself) every H. A follower that
 //     hears nothing from its leader for T (or has had no leader for T)
-//     campaigns. Heartbeats from a higher-ranked process are adopted like a
-//     COORDINATOR, without the heir's exception; candidates wait for the
-//     COORDINATOR instead.
+//     campaigns; as it only doubts its leader (see doubt), it names it
+//     in its ELECTIONs, and goes back to it on its heartbeat or
+//     COORDINATOR (no OK needed). Heartbeats from a higher-ranked process
+//     are adopted like a COORDINATOR, without the heir's exception;
+//     candidates wait for the COORDINATOR instead.
 //
 // A recovered process is a fresh Bully on which the driver calls Campaign:
 // if it outranks every live process it announces itself and takes over.
@@ -132,6 +138,13 @@ type Bully struct {
 	usurped  ID
 	distrust map[ID]bool
 
+	// See doubt: the leader this process followed when its running
+	// election began on a suspicion (a timeout, a prod), not on news of
+	// its loss; and whether a lower member's ELECTION came while that
+	// leader was heard.
+	suspect     ID
+	prodPending bool
+
 	now     int  // ticks since the machine started
 	prodded int  // tick of the last election a lower member's ELECTION started over a live leader
 	asks    asks // ELECTIONs this process may send and receive (see flood.go)
@@ -162,8 +175,13 @@ func newBully(cfg Config, failover bool, listLen int) *Bully {
 
 // Campaign starts an election now: ELECTION to every higher-ranked member,
 // or, if there is none, an immediate win.
-func (b *Bully) Campaign() {
+func (b *Bully) Campaign() { b.campaign(None) }
+
+// campaign starts an election; suspect, if not None, is the leader this
+// process doubts (see doubt), named in its ELECTIONs.
+func (b *Bully) campaign(suspect ID) {
 	b.c.role, b.c.leader = Candidate, None
+	b.suspect, b.prodPending = suspect, false
 	b.elapsed = 0
 	b.oks = map[ID]bool{}
 	sent := false
@@ -180,9 +198,39 @@ func (b *Bully) Campaign() {
 	b.phase = bullyAwaitOK
 }
 
+// doubt starts an election on a suspicion that the leader is gone (its
+// heartbeats stopped for a timeout, or a lower member's ELECTION came
+// after they stopped for two periods), not on news of its loss (the
+// driver's Campaign). Its ELECTIONs name the leader it doubts, so that a
+// member above that still hears that leader does not start an election
+// of its own (see Step), and the doubted leader's word, its heartbeat or
+// COORDINATOR, ends the election at once, without the OK a candidate
+// otherwise waits for first. A live leader answers the ELECTION with OK
+// and COORDINATOR, so on a host whose messages are late now and then,
+// the follower that missed its heartbeats is a candidate for about a
+// round trip, alone; before, its ELECTIONs made every member between it
+// and the leader campaign too, each of those made the members above it
+// campaign, and an answer late by more than a timeout let one of them
+// win over the live leader (issue 22: a converged in-process testnet of
+// 32 nodes showed clusters electing for up to 39 s at a load average of
+// 14; TestBullyLateHeartbeats). A dead leader answers nothing: the
+// election runs as Campaign's, in the same time. The doubted leader
+// is not named while the election runs: the overlay then takes the
+// lookup's answer, which a dead leader's name would hold up (in the node
+// simulator, members named a cut-off superpeer while their lookup named
+// a live one for longer than a timeout).
+func (b *Bully) doubt() {
+	l := b.c.leader
+	if l == b.c.cfg.ID {
+		l = None
+	}
+	b.campaign(l)
+}
+
 // win makes this process the leader and announces it to everyone.
 func (b *Bully) win() {
 	b.c.role, b.c.leader = Leader, b.c.cfg.ID
+	b.suspect, b.prodPending = None, false
 	b.phase, b.elapsed, b.beat = bullyIdle, 0, 0
 	if b.failover {
 		b.list = b.failoverList()
@@ -201,6 +249,7 @@ func (b *Bully) published() []ID {
 // follow adopts leader as this process's leader.
 func (b *Bully) follow(leader ID, ids []ID) {
 	b.c.role, b.c.leader = Follower, leader
+	b.suspect, b.prodPending = None, false
 	b.phase, b.elapsed, b.heard = bullyIdle, 0, 0
 	if b.failover && ids != nil {
 		b.list = b.c.cleanIDs(ids)
@@ -253,6 +302,11 @@ func (b *Bully) mayFollow(p ID, coord bool) bool {
 	case p == b.c.leader || b.c.role == Leader || b.c.leader != None && b.c.above(p, b.c.leader):
 		return true
 	case b.campaigning():
+		if coord && p == b.suspect {
+			// Our leader lives: it ends the election we started on a
+			// suspicion, unless a member above it answered.
+			return !slices.ContainsFunc(b.c.cfg.Peers, func(q ID) bool { return b.oks[q] && b.c.above(q, p) })
+		}
 		if coord && !b.oks[p] {
 			// Not asked, or its OK was lost: ask it (again). A leader
 			// answers with OK and COORDINATOR at once.
@@ -318,7 +372,7 @@ func (b *Bully) heir(l ID) ID {
 // as if lost.
 func (b *Bully) ask(p ID) {
 	if b.asks.send(p, b.now) {
-		b.c.send(Message{Type: MsgElection, To: p})
+		b.c.send(Message{Type: MsgElection, To: p, Leader: b.suspect})
 	}
 }
 
@@ -344,9 +398,18 @@ func (b *Bully) Step(m Message) {
 			b.c.send(Message{Type: MsgCoordinator, To: m.From, Leader: self, IDs: slices.Clone(b.published())})
 		case b.leaderless():
 			b.Campaign()
+		case !b.campaigning() && m.Leader != None && m.Leader == b.c.leader && !b.missed():
+			// The sender doubts our leader (see doubt), whom we hear:
+			// our election waits until we miss a heartbeat too
+			// (Tick), and a heartbeat calls it off.
+			b.prodPending = true
 		case !b.campaigning() && b.now-b.prodded >= b.c.cfg.TimeoutTicks:
 			b.prodded = b.now
-			b.Campaign()
+			if m.Leader != None && m.Leader == b.c.leader {
+				b.doubt() // it doubts our leader, and we missed a heartbeat
+			} else {
+				b.Campaign() // it lost the leader (Campaign)
+			}
 		}
 	case MsgOK:
 		if b.campaigning() && b.c.above(m.From, self) {
@@ -384,12 +447,18 @@ func (b *Bully) Step(m Message) {
 			}
 		}
 	case MsgHeartbeat:
-		if m.Leader != m.From || b.campaigning() {
+		if m.Leader != m.From {
+			return
+		}
+		if b.campaigning() {
+			if m.From == b.suspect {
+				b.adopt(m.From, m.IDs) // our leader lives (see doubt)
+			}
 			return
 		}
 		switch {
 		case m.From == b.c.leader:
-			b.heard = 0
+			b.heard, b.prodPending = 0, false
 			if b.failover && m.IDs != nil {
 				b.list = b.c.cleanIDs(m.IDs)
 			}
@@ -465,6 +534,9 @@ func (b *Bully) Tick() {
 		b.heard++
 		if b.heard >= t {
 			b.leaderLost()
+		} else if b.prodPending && b.missed() && b.now-b.prodded >= t {
+			b.prodded = b.now
+			b.doubt()
 		}
 	}
 }
@@ -473,7 +545,7 @@ func (b *Bully) Tick() {
 // next-in-line the failover slot of this process.
 func (b *Bully) leaderLost() {
 	if !b.failover || len(b.list) == 0 {
-		b.Campaign()
+		b.doubt()
 		return
 	}
 	pos := slices.Index(b.list, b.c.cfg.ID)

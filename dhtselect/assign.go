@@ -1,7 +1,9 @@
 package dhtselect
 
 import (
+	"bytes"
 	"slices"
+	"sort"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -84,8 +86,27 @@ func Clusters(as []Assignment, k int) []Cluster {
 
 // SortByKey sorts peer IDs by their keys, smallest first.
 func SortByKey(ids []peer.ID) {
-	slices.SortFunc(ids, func(a, b peer.ID) int {
-		ka, kb := KeyOf(a), KeyOf(b)
-		return slices.Compare(ka[:], kb[:])
-	})
+	keys := make([]Key, len(ids))
+	for i, p := range ids {
+		keys[i] = KeyOf(p) // once per peer, not per comparison
+	}
+	SortByKeys(ids, keys)
+}
+
+// SortByKeys sorts ids by keys, keys[i] being ids[i]'s key (KeyOf), and
+// keys with them.
+func SortByKeys(ids []peer.ID, keys []Key) {
+	sort.Sort(byKeys{ids, keys})
+}
+
+type byKeys struct {
+	ids  []peer.ID
+	keys []Key
+}
+
+func (b byKeys) Len() int           { return len(b.ids) }
+func (b byKeys) Less(i, j int) bool { return bytes.Compare(b.keys[i][:], b.keys[j][:]) < 0 }
+func (b byKeys) Swap(i, j int) {
+	b.ids[i], b.ids[j] = b.ids[j], b.ids[i]
+	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
 }

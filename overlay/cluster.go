@@ -263,8 +263,12 @@ func (c *clusterMembership) publish(ctx context.Context, st node.State, term uin
 		return // closing: no backbone again
 	}
 	if bb == nil {
-		var err error
-		bb, err = gossip.JoinBackbone(c.n.ps, c.n.self, gossip.BackboneConfig{
+		ps, err := c.n.pubSub()
+		if err != nil {
+			c.n.log.Warn("backbone", "err", err)
+			return
+		}
+		bb, err = gossip.JoinBackbone(ps, c.n.self, gossip.BackboneConfig{
 			Network: c.n.cfg.Network, Interval: c.n.cfg.AnnounceInterval, Logger: c.n.log,
 			Refuse: c.n.guard.Banned, Rejected: c.n.gossipRejected("backbone"),
 		})

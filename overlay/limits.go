@@ -188,11 +188,29 @@ func resourceOptions(cfg Config, g *guard) ([]libp2p.Option, error) {
 	if err != nil {
 		return nil, fmt.Errorf("overlay: resource manager: %w", err)
 	}
+	cm, err := NewConnManager(cfg.Reachability)
+	if err != nil {
+		return nil, err
+	}
+	return []libp2p.Option{libp2p.ResourceManager(penaltyRM{rm, g}), libp2p.ConnectionManager(cm)}, nil
+}
+
+// NewConnManager returns the connection manager a node builds for its own
+// host, with the watermarks of its reachability (160 to 192 connections,
+// 32 to 64 for a private node; a minute's grace for a new connection),
+// for a host built elsewhere and given with WithHost: the in-process
+// testnet's mocknet hosts have none of their own, and without one every
+// node stayed connected to every peer it had ever dialled (at 64 nodes,
+// 61 connections each, and the process's memory grew as n²). Its
+// Notifee must be registered on the host's network, and the host's
+// ConnManager must return it, as libp2p's own hosts do.
+func NewConnManager(reachability string) (*connmgr.BasicConnMgr, error) {
+	l := limitsFor(reachability)
 	cm, err := connmgr.NewConnManager(l.connLow, l.connHigh, connmgr.WithGracePeriod(time.Minute))
 	if err != nil {
 		return nil, fmt.Errorf("overlay: connection manager: %w", err)
 	}
-	return []libp2p.Option{libp2p.ResourceManager(penaltyRM{rm, g}), libp2p.ConnectionManager(cm)}, nil
+	return cm, nil
 }
 
 // penaltyRM refuses an inbound connection from an address under a ban's
@@ -238,27 +256,29 @@ func inService(s network.Stream) error {
 }
 
 // protectTag marks the connections the connection manager must keep: to
-// the superpeer, and a superpeer's to its members.
+// the node's cluster, its superpeer and members.
 const protectTag = "superpeer-cluster"
 
 // protect keeps the connections of the node's cluster out of the
-// connection manager's trimming as the cluster changes.
+// connection manager's trimming as the cluster changes: the superpeer and
+// every member, whatever the node's role. A member counts for the machine
+// only while the node is connected to it (admit.go), the elections talk
+// to every member, and the pings measure them (rtt.go); a trimmed
+// cluster-mate would leave the view until the machine asked to reconnect.
+// The protected set is the cluster, so it follows the cluster's size, not
+// the swarm's.
 func (n *Node) protect(prev, next State) {
 	cm := n.host.ConnManager()
 	keep := map[peer.ID]bool{}
 	if next.Superpeer.ID != "" && next.Superpeer.ID != n.self {
 		keep[next.Superpeer.ID] = true
 	}
-	if next.Role == RoleSuperpeer {
-		for _, p := range next.Members {
-			keep[p] = p != n.self
-		}
+	for _, p := range next.Members {
+		keep[p] = p != n.self
 	}
 	old := map[peer.ID]bool{prev.Superpeer.ID: true}
-	if prev.Role == RoleSuperpeer {
-		for _, p := range prev.Members {
-			old[p] = true
-		}
+	for _, p := range prev.Members {
+		old[p] = true
 	}
 	for p := range old {
 		if p != "" && !keep[p] {

@@ -208,11 +208,19 @@ func TestMemoryElection(t *testing.T) {
 // subscriptions is refused whole, a strike.
 func TestMemorySubscriptions(t *testing.T) {
 	b := budgetNode(t)
+	// A node starts GossipSub when it first serves its cluster (an
+	// ordinary peer runs none, and so has no subscriptions to flood);
+	// this one is alone and serves soon, but the attack needs the router
+	// now.
+	ps, err := b.pubSub()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	hs := hosts(t, 2, b, attack.SpeakGossipSub)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("b refused %v; its GossipSub peers %v, attackers %v", b.Status().Refused, b.ps.ListPeers(""), []peer.ID{hs[0].ID(), hs[1].ID()})
+			t.Logf("b refused %v; its GossipSub peers %v, attackers %v", b.Status().Refused, ps.ListPeers(""), []peer.ID{hs[0].ID(), hs[1].ID()})
 		}
 	})
 	w := watchHeap(nil)
@@ -231,11 +239,11 @@ func TestMemorySubscriptions(t *testing.T) {
 	defer few.Close()
 	const bound = testBudget / 2
 	waitOr(t, w, bound, "b to ban the first", func() bool {
-		return b.guard.Banned(hs[0].ID()) || len(b.ps.ListPeers("/attack/19/1999")) > 0
+		return b.guard.Banned(hs[0].ID()) || len(ps.ListPeers("/attack/19/1999")) > 0
 	})
-	waitOr(t, w, bound, "b to read the second's RPCs", func() bool { return slices.Contains(b.ps.ListPeers(members), hs[1].ID()) })
+	waitOr(t, w, bound, "b to read the second's RPCs", func() bool { return slices.Contains(ps.ListPeers(members), hs[1].ID()) })
 	for _, topic := range []string{"/attack/0/0", "/attack/19/1999", "/attack/199/0", "/attack/199/63"} {
-		if p := b.ps.ListPeers(topic); len(p) > 0 {
+		if p := ps.ListPeers(topic); len(p) > 0 {
 			t.Errorf("b tracks %v on the made-up topic %s", p, topic)
 		}
 	}

@@ -71,7 +71,6 @@ type Node struct {
 	log         *slog.Logger
 	host        host.Host
 	dht         *dht.IpfsDHT
-	ps          *pubsub.PubSub
 	members     membership         // the global topic (geometric) or cm (DHT)
 	cm          *clusterMembership // the DHT strategy's cluster-scoped membership (cluster.go)
 	nat         natState
@@ -94,10 +93,16 @@ type Node struct {
 	emitElected, emitLost                event.Emitter
 	events                               chan any // for emitLoop
 
-	cancel   context.CancelFunc // stops the node's loops
-	cancelPS context.CancelFunc // stops GossipSub, after the topic is left; nil when it is the application's
-	attached bool               // the host is the application's (Attach): Close leaves it open
-	public   *dht.IpfsDHT       // the public DHT's client (Config.Public), or nil
+	cancel context.CancelFunc // stops the node's loops
+	// GossipSub, started by pubSub when first needed; cancelPS stops it,
+	// after its topics are left (nil when it is the application's or not
+	// started), and psClosed says the node is closing.
+	psMu     sync.Mutex
+	ps       *pubsub.PubSub
+	cancelPS context.CancelFunc
+	psClosed bool
+	attached bool         // the host is the application's (Attach): Close leaves it open
+	public   *dht.IpfsDHT // the public DHT's client (Config.Public), or nil
 	wg       sync.WaitGroup
 	closed   atomic.Bool
 	// refreshed is set when a routing-table refresh after reaching a
@@ -197,6 +202,42 @@ func newNode(ctx context.Context, attached bool, opts ...Option) (*Node, error) 
 	return n, nil
 }
 
+// pubSub returns the node's GossipSub router, the application's
+// (Config.PubSub) or one it starts on first use. With the DHT strategy only
+// a superpeer gossips, on the backbone (cluster.go), so an ordinary peer
+// that has never served runs no GossipSub at all: it speaks no pubsub
+// protocol, and its connections carry no GossipSub streams, queues or
+// heartbeats (in a 64-node in-process testnet where every peer ran one,
+// GossipSub held three goroutines and two streams on every connection of
+// every node, a third of the process's goroutines). Once started it runs
+// until the node closes, whatever the node's role later.
+func (n *Node) pubSub() (*pubsub.PubSub, error) {
+	n.psMu.Lock()
+	defer n.psMu.Unlock()
+	switch {
+	case n.ps != nil:
+		return n.ps, nil
+	case n.cfg.PubSub != nil:
+		n.ps = n.cfg.PubSub
+		return n.ps, nil
+	case n.psClosed:
+		return nil, errors.New("overlay: closing, no GossipSub")
+	}
+	psCtx, cancelPS := context.WithCancel(context.Background())
+	// Larger queues than the defaults (32): a swarm that starts at once
+	// sends every node a burst of announcements, and a full queue drops
+	// messages silently.
+	ps, err := pubsub.NewGossipSub(psCtx, framedHost{Host: n.host, n: n, name: "pubsub", max: maxPubSubMessage},
+		append(n.pubsubOptions(), pubsub.WithGossipSubParams(gossipSubParams()),
+			pubsub.WithValidateQueueSize(1024), pubsub.WithPeerOutboundQueueSize(256), n.peerScore())...)
+	if err != nil {
+		cancelPS()
+		return nil, fmt.Errorf("overlay: gossipsub: %w", err)
+	}
+	n.ps, n.cancelPS = ps, cancelPS
+	return ps, nil
+}
+
 // gossipSubParams are GossipSub's defaults but for the gossip factor: each
 // heartbeat sends IHAVE gossip to Dlazy (6) peers, as GossipSub v1.0 did,
 // not to a quarter of all the topic's peers. Every peer announces itself
@@ -263,23 +304,14 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("overlay: dht: %w", err)
 	}
-	if n.ps = n.cfg.PubSub; n.ps == nil {
-		psCtx, cancelPS := context.WithCancel(context.Background())
-		n.cancelPS = cancelPS
-		// Larger queues than the defaults (32): a swarm that starts at once
-		// sends every node a burst of announcements, and a full queue drops
-		// messages silently.
-		n.ps, err = pubsub.NewGossipSub(psCtx, framedHost{Host: n.host, n: n, name: "pubsub", max: maxPubSubMessage},
-			append(n.pubsubOptions(), pubsub.WithGossipSubParams(gossipSubParams()),
-				pubsub.WithValidateQueueSize(1024), pubsub.WithPeerOutboundQueueSize(256), n.peerScore())...)
-		if err != nil {
-			return fmt.Errorf("overlay: gossipsub: %w", err)
-		}
-	}
 	if n.cfg.Strategy == StrategyGeometric {
 		// The geometric strategy still hears every peer (issue 20's
 		// geometric part is to come).
-		n.members, err = gossip.JoinMembership(n.ps, n.self, gossip.MembershipConfig{
+		ps, err := n.pubSub()
+		if err != nil {
+			return err
+		}
+		n.members, err = gossip.JoinMembership(ps, n.self, gossip.MembershipConfig{
 			Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, Logger: n.log,
 			Connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
 			Refuse:    n.guard.Banned,
@@ -772,8 +804,12 @@ func (n *Node) closeParts() error {
 	if n.members != nil {
 		errs = append(errs, n.members.Close())
 	}
-	if n.cancelPS != nil {
-		n.cancelPS()
+	n.psMu.Lock()
+	cancelPS := n.cancelPS
+	n.psClosed = true
+	n.psMu.Unlock()
+	if cancelPS != nil {
+		cancelPS()
 		if n.attached {
 			// GossipSub leaves its protocol handlers behind; on a host
 			// that lives on they would take streams to a stopped router.

@@ -327,6 +327,14 @@ func orNone(s string) string {
 // (geometric strategy: each superpeer's cluster, of unknown size). The
 // time line is left empty (a StatusServer keeps one).
 func (n *Node) Overview() Overview {
+	o := n.overview()
+	o.Finish(time.Now())
+	return o
+}
+
+// overview is Overview before Finish: the clusters unsorted and not laid
+// out.
+func (n *Node) overview() Overview {
 	st := n.State()
 	es := n.ElectionStats()
 	status := n.statusOf(st, es, false)
@@ -455,7 +463,6 @@ func (n *Node) Overview() Overview {
 			}
 		}
 	}
-	o.Finish(time.Now())
 	return o
 }
 

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -65,4 +66,55 @@ func TestOverviewFromBackbone(t *testing.T) {
 	if o := member.Overview(); len(o.Clusters) != 1 || !o.Clusters[0].Own {
 		t.Errorf("a member's overview %+v, want its own cluster only", o.Clusters)
 	}
+}
+
+// TestTimelineWithoutReaders: a StatusServer notes the clusters in its
+// time line whether or not anyone reads /overview, so that a page opened
+// after a failover shows it: with no request made, a member's time line
+// holds its cluster's change of superpeer after the superpeer closes.
+func TestTimelineWithoutReaders(t *testing.T) {
+	nodes := honestLoopback(t, 4, WithTarget(dhtselect.Target{Superpeers: 1}), WithElection("bully", false))
+	var sp, member *Node
+	waitFor(t, "one superpeer that every node names", func() bool {
+		sp, member = nil, nil
+		for _, n := range nodes {
+			st := n.State()
+			if st.Superpeer.ID != nodes[0].State().Superpeer.ID {
+				return false
+			}
+			if st.Role == RoleSuperpeer {
+				sp = n
+			} else {
+				member = n
+			}
+		}
+		return sp != nil && member != nil
+	})
+	srv, err := NewStatusServer(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	old := sp.ID().String()
+	waitFor(t, "the server to have looked at the cluster with its superpeer", func() bool {
+		srv.timeline.mu.Lock()
+		defer srv.timeline.mu.Unlock()
+		for _, c := range srv.timeline.last {
+			if c.Own && c.Superpeer == old {
+				return true
+			}
+		}
+		return false
+	})
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the member's time line to note its cluster's new superpeer, unread", func() bool {
+		for _, e := range srv.timeline.Entries(time.Now()) {
+			if e.Kind == "superpeer" && e.From == old && e.To != "" && e.To != old {
+				return true
+			}
+		}
+		return false
+	})
 }

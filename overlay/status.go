@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -437,7 +438,8 @@ var ErrStatusServer = errors.New("overlay: status server")
 //     NewStatusServer for the list), read from the node at scrape time;
 //   - GET /overview: the node's Overview in JSON, with the time line of
 //     the changes the server saw (its own role, elections, and the
-//     clusters' states at each request);
+//     clusters' states and superpeers, noted every ObserveEvery and at
+//     each request, whether or not anyone reads the page);
 //   - GET /: a self-contained page (overlay/web, no external scripts)
 //     that fetches /overview every second and draws every cluster the
 //     node knows of, its own in detail, and the time line.
@@ -460,10 +462,18 @@ type StatusServer struct {
 
 var _ http.Handler = (*StatusServer)(nil)
 
+// ObserveEvery is how often a StatusServer notes the clusters in its time
+// line (Timeline.Observe), so that a page opened after a failover shows
+// it: the node's view of the clusters, which follows its cluster (a
+// member's) or the backbone's summaries (a superpeer's), read once a
+// second; the time line holds at most MaxTimeline entries.
+const ObserveEvery = time.Second
+
 // NewStatusServer returns the HTTP handler of n's status (see
 // StatusServer). It subscribes to n's EvtSuperpeerElected and
-// EvtSuperpeerLost events, and counts them from then on (one goroutine,
-// which Close stops); everything else it reads from the node when asked.
+// EvtSuperpeerLost events, and counts them from then on, and notes the
+// clusters in its time line every ObserveEvery (one goroutine, which
+// Close stops); everything else it reads from the node when asked.
 //
 // The metrics, on a registry of the server's own (with the Go and process
 // collectors beside them):
@@ -527,10 +537,25 @@ func NewStatusServer(n *Node) (*StatusServer, error) {
 }
 
 // follow counts the election events, and notes them and the node's role
-// changes in the time line, until Close.
+// changes in the time line, and the clusters every ObserveEvery, until
+// Close.
 func (s *StatusServer) follow() {
 	defer close(s.done)
-	for e := range s.sub.Out() {
+	tick := time.NewTicker(ObserveEvery)
+	defer tick.Stop()
+	s.observe()
+	for {
+		var e any
+		select {
+		case ev, ok := <-s.sub.Out():
+			if !ok {
+				return
+			}
+			e = ev
+		case <-tick.C:
+			s.observe()
+			continue
+		}
 		now := time.Now()
 		s.mu.Lock()
 		switch e := e.(type) {
@@ -549,6 +574,14 @@ func (s *StatusServer) follow() {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// observe notes in the time line how the clusters changed since it last
+// looked (by ID, as Overview sorts them).
+func (s *StatusServer) observe() {
+	cs := s.n.overview().Clusters
+	slices.SortFunc(cs, func(a, b ClusterView) int { return cmp.Compare(a.ID, b.ID) })
+	s.timeline.Observe(time.Now(), cs)
 }
 
 // Overview returns the node's Overview (Node.Overview) with the server's

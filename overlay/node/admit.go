@@ -87,6 +87,7 @@ func AddrGroup(ip netip.Addr) string {
 // admit recomputes the view that counts (m.view) from the view as given
 // (m.raw) and the addresses the driver saw (m.routing.Addrs).
 func (m *Machine) admit() {
+	m.sizeVer++ // the own estimate's inputs may have changed
 	m.refused = nil
 	if m.cfg.MaxPerAddr <= 0 || m.cfg.Geometric {
 		m.view = m.raw
@@ -108,7 +109,7 @@ func (m *Machine) admit() {
 	for _, p := range m.routing.Peers {
 		add(p.ID)
 	}
-	for _, b := range m.backbone {
+	for _, b := range m.backbone.summaries() {
 		// The superpeers on the backbone: with the cluster-scoped
 		// membership a node sees few identities besides its cluster's,
 		// and a flood from one address shows among the superpeers
@@ -204,10 +205,11 @@ func isRefused(refused []peer.ID, p peer.ID) bool {
 // connected peer; with it, a connected peer whose group is not flooded)
 // that speaks the overlay's closer protocol.
 func (m *Machine) countsForSize(p RoutingPeer) bool {
-	if _, ok := m.member(p.ID); ok {
-		return true
+	if p.Connected && p.Closer && !isRefused(m.refused, p.ID) {
+		return true // the cheaper test first: most routing peers pass it
 	}
-	return p.Connected && p.Closer && !isRefused(m.refused, p.ID)
+	_, ok := m.member(p.ID)
+	return ok
 }
 
 // MayAsk reports whether the lookup may query p, given whether p's

@@ -533,9 +533,17 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 // rebuild builds a machine for a new cluster or member set. A fresh
 // machine knows no leader; it learns it from the leader's next heartbeat.
 // The node campaigns at once when it led before (to re-assert itself to
-// the new set), and on its first machine when the lookup names it and no
-// member can be unaware of it: it is alone in its cluster, or it is the
-// geometric cluster's token holder, whom every member ranks first.
+// the new set), when the old machine ran an election after the
+// connection to its leader was lost and that leader has left the members
+// (the election goes on among the new set rather than wait a timeout for
+// heartbeats that stopped: a dead superpeer leaves the members' views
+// during its failover, and the heir, whose machine was rebuilt then, won
+// a timeout later, not at once; a leader still a member may only have
+// lost that connection, and its next heartbeat brings the fresh machine
+// back to it), and on its first
+// machine when the lookup names it and no member can be unaware of it:
+// it is alone in its cluster, or it is the geometric cluster's token
+// holder, whom every member ranks first.
 // Otherwise it waits like any follower (see superpeer). A joining node
 // whose lookup names another does not campaign: its membership view is
 // still filling, and with the true leader missing from it, it would win
@@ -544,6 +552,8 @@ func (e *elector) superpeer(now time.Time, k int, key dhtselect.Key, members []p
 func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 	first, oldKey := e.mach == nil, e.key
 	led := e.state.Role == classic.Leader || e.state.Leader == classic.ID(e.self)
+	electing := handsOver(e.name) && e.state.Role == classic.Candidate && oldKey == key &&
+		e.cutOff != "" && !slices.Contains(members, e.cutOff)
 	oldQ, _ := e.mach.(*classic.Quorum)
 	if oldQ != nil {
 		e.hard[e.key] = oldQ.HardState()
@@ -611,7 +621,7 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 		e.state, e.carried = classic.State{}, 0
 	}
 	alone := len(members) == 1 || e.first == e.self || !e.led()
-	if first && e.lookup == e.self && alone || led {
+	if first && e.lookup == e.self && alone || led || electing {
 		e.mach.Campaign()
 	}
 	e.drain()

@@ -154,6 +154,8 @@ type State struct {
 // before any of Messages leaves; then the rest, in any order.
 type Ready struct {
 	// State is the node's state; StateChanged says whether it changed.
+	// Its Members are shared with the Readys that follow until it
+	// changes: not to be modified.
 	State        State
 	StateChanged bool
 	// HardState, when not nil, is every cluster's quorum state, to be
@@ -281,11 +283,14 @@ type Routing struct {
 }
 
 // RoutingPeer is a peer of the routing table. Closer: its protocols
-// (identify's) include the overlay's closer protocol.
+// (identify's) include the overlay's closer protocol. Key is its key,
+// dhtselect.KeyOf(ID), when the driver has it at hand (the node
+// simulator); zero, the machine hashes the ID itself, once per peer.
 type RoutingPeer struct {
 	ID        peer.ID
 	Connected bool
 	Closer    bool
+	Key       dhtselect.Key
 }
 
 // Refreshed: a routing-table refresh after reaching a bootstrap peer has
@@ -355,7 +360,11 @@ const SourceDigest = "superpeer"
 // The network-size estimate is the sum of their sizes once they cover the
 // key space (dhtselect.EstimateFromClusters); and another superpeer that
 // claims the node's own cluster is an elector of it (see electorate).
-type Backbone struct{ Summaries []Summary }
+// NewBackbone builds one whose derived state machines share.
+type Backbone struct {
+	Summaries []Summary
+	table     *backboneTable // nil: the machine derives its own
+}
 
 // Summary is a superpeer's summary of its cluster on the backbone: its
 // k, its cluster key (its own key masked to k: a superpeer cannot claim
@@ -404,10 +413,21 @@ type Machine struct {
 	selfKey dhtselect.Key
 
 	// Inputs as last given.
-	raw        []Member  // the view as given, sorted by ID
-	view       []Member  // the view that counts (admit.go), sorted by ID
-	refused    []peer.ID // identities of flooded address groups, sorted
-	routing    Routing
+	raw     []Member  // the view as given, sorted by ID
+	view    []Member  // the view that counts (admit.go), sorted by ID
+	refused []peer.ID // identities of flooded address groups, sorted
+	routing Routing
+	// routingKeys are the routing peers' keys, in the order of
+	// routing.Peers (keysOf).
+	routingKeys  []dhtselect.Key
+	begunRouting bool // a Routing came
+	// The last own estimate (ownEstimate), for inputs version sizeVer
+	// (bumped by admit, which every change of the view, the routing
+	// table or the backbone goes through) and known peers.
+	sizeVer    uint64
+	own        dhtselect.Estimate
+	ownVer     uint64
+	ownKnown   int
 	refreshed  bool
 	rendezvous int
 	private    bool
@@ -428,7 +448,7 @@ type Machine struct {
 	// serve the cluster: whom it names superpeer (see Registrar).
 	hint, hintFrom peer.ID
 	hintAt         time.Time
-	backbone       []Summary
+	backbone       *backboneTable     // nil while not a superpeer
 	lowerSince     time.Time          // since when the estimate has given a k below the node's
 	floor          int                // the peers known to exist: the routing table's that count, and the node
 	agreed         dhtselect.Estimate // the backbone's last estimate, while a superpeer
@@ -451,6 +471,7 @@ type Machine struct {
 	lookups, queries uint64
 	state            State
 	changed          bool
+	readyMembers     []peer.ID // Ready's copy of state.Members
 
 	el  *elector    // nil without an election
 	geo *geoMachine // nil without the geometric strategy
@@ -528,9 +549,9 @@ func (m *Machine) registrar() peer.ID {
 	case m.cfg.Geometric:
 		return ""
 	case m.state.Role == RoleSuperpeer:
-		for _, b := range m.backbone {
-			if b.Superpeer != m.cfg.Self && b.K == m.state.K && b.ClusterKey == m.state.ClusterKey {
-				return b.Superpeer
+		for _, p := range m.backbone.claimers(m.state.K, m.state.ClusterKey) {
+			if p != m.cfg.Self {
+				return p
 			}
 		}
 		return ""
@@ -578,6 +599,11 @@ func (m *Machine) Step(now time.Time, in Input) {
 		m.ep.observe(now)
 		m.settle(now)
 	case Routing:
+		if m.begunRouting && sameRouting(in, m.routing) {
+			break // what was derived from it stands
+		}
+		m.begunRouting = true
+		m.routingKeys = keysOf(in.Peers, m.routing.Peers, m.routingKeys)
 		m.routing = in
 		m.admit()
 	case Refreshed:
@@ -623,8 +649,10 @@ func (m *Machine) Step(now time.Time, in Input) {
 		m.takeDigest(now, in)
 	case Backbone:
 		before := m.claimers()
-		m.backbone = in.Summaries
-		m.admit()
+		m.backbone = tableOf(in)
+		if m.cfg.MaxPerAddr > 0 {
+			m.admit() // the superpeers' identities count per address (admit)
+		}
 		if !slices.Equal(before, m.claimers()) {
 			m.kick = true // another claims the cluster, or no longer does
 		} else {
@@ -694,9 +722,9 @@ func (m *Machine) takeDigest(now time.Time, d Digest) {
 // the backbone.
 func (m *Machine) claimers() []peer.ID {
 	var out []peer.ID
-	for _, b := range m.backbone {
-		if b.Superpeer != m.cfg.Self && b.K == m.state.K && b.ClusterKey == m.state.ClusterKey {
-			out = append(out, b.Superpeer)
+	for _, p := range m.backbone.claimers(m.state.K, m.state.ClusterKey) {
+		if p != m.cfg.Self {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -788,8 +816,15 @@ func (m *Machine) kicked(now time.Time) {
 
 // Ready returns and clears what the machine asks of its driver.
 func (m *Machine) Ready() Ready {
+	if m.changed || m.readyMembers == nil {
+		// Copied once per change: the Readys until the next change share
+		// the copy.
+		m.readyMembers = slices.Clone(m.state.Members)
+	}
+	st := m.state
+	st.Members = m.readyMembers
 	rd := Ready{
-		State: m.State(), StateChanged: m.changed, Lookups: m.lookupReqs, Connect: m.connect, Announce: m.announce,
+		State: st, StateChanged: m.changed, Lookups: m.lookupReqs, Connect: m.connect, Announce: m.announce,
 		Notes: m.notes,
 	}
 	m.changed, m.lookupReqs, m.connect, m.announce, m.notes = false, nil, nil, nil, nil
@@ -928,17 +963,24 @@ func (m *Machine) configured(now time.Time) int {
 // peer is not noticed at once: estimates of 38 to 50 in a network of 32).
 func (m *Machine) estimate(known int) dhtselect.Estimate {
 	own := m.ownEstimate(known)
-	if len(m.backbone) > 0 {
-		cs := make([]dhtselect.ClusterSize, len(m.backbone))
-		for i, b := range m.backbone {
-			cs[i] = dhtselect.ClusterSize{K: b.K, Key: b.ClusterKey, Size: b.Size}
-		}
+	if len(m.backbone.summaries()) > 0 {
 		// A backbone that does not cover every cluster key (some
 		// summaries missing, extrapolated) does not stand against an
 		// exact count of the node's own, as in dhtselect.EstimateSize
 		// (found live: three nodes, one summary missing for a moment,
 		// estimated 2 where the routing table counted 3).
-		if est, ok := dhtselect.EstimateFromClusters(cs); ok && own.Within(est.N) && (est.Source == dhtselect.SourceBackbone || !own.Exact()) {
+		// Unless it counts more than twice the node's own count: the
+		// summaries count registered peers and a partial backbone is
+		// refused below half of its estimate, so it cannot exceed twice
+		// the network, and the node's count is then of its cluster only,
+		// not of the network (found by the node simulator: at 30,000
+		// nodes, four superpeers at k = 6 whose 300 registrations each
+		// outnumbered their routing tables took that count for the
+		// network's size, kept k = 6 for good, and the hole their
+		// clusters left in the backbone kept everyone's estimate partial
+		// and 8 % low).
+		// The estimate is computed once per backbone (backboneTable).
+		if est, ok := m.backbone.estimate(); ok && own.Within(est.N) && (est.Source == dhtselect.SourceBackbone || !own.Exact() || est.N > 2*own.N) {
 			est.N = max(est.N, m.floor)
 			m.agreed, m.agreedAt = est, m.now
 			return est
@@ -969,17 +1011,27 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 // its k, and its members' (found by the node simulator with quorum: a
 // superpeer at k = 0 counted 3 of 16 for good).
 func (m *Machine) ownEstimate(known int) dhtselect.Estimate {
+	if m.ownVer == m.sizeVer && m.ownKnown == known && m.sizeVer != 0 {
+		return m.own // the same inputs: the floor stands as well
+	}
+	m.ownVer, m.ownKnown = m.sizeVer, known
+	m.own = m.ownEstimateOf(known)
+	return m.own
+}
+
+// ownEstimateOf computes ownEstimate and the floor.
+func (m *Machine) ownEstimateOf(known int) dhtselect.Estimate {
 	in := dhtselect.SizeInputs{Self: m.selfKey, Members: known, Kad: m.routing.Kad, KadOK: m.routing.KadOK}
-	for _, p := range m.routing.Peers {
+	for i, p := range m.routing.Peers {
 		switch {
 		case m.countsForSize(p):
-			in.Routing = append(in.Routing, dhtselect.KeyOf(p.ID))
+			in.Routing = append(in.Routing, m.keyOf(i))
 		case isRefused(m.refused, p.ID):
 			// Sybils crowd the buckets: without them the table looked
 			// as if it held every peer (found by the node simulator:
 			// 40 identities from one address left 24 honest peers
 			// estimating 15 to 19 for 20 s, at two values of k).
-			in.Uncounted = append(in.Uncounted, dhtselect.KeyOf(p.ID))
+			in.Uncounted = append(in.Uncounted, m.keyOf(i))
 		}
 	}
 	// The peers that count and the node itself exist: the floor of
@@ -991,24 +1043,73 @@ func (m *Machine) ownEstimate(known int) dhtselect.Estimate {
 	return dhtselect.EstimateSize(in)
 }
 
+// sameRouting reports whether a and b say the same (a routing table with
+// address groups is taken as new: the driver's map may have changed).
+func sameRouting(a, b Routing) bool {
+	return a.Addrs == nil && b.Addrs == nil && a.Kad == b.Kad && a.KadOK == b.KadOK && a.Connected == b.Connected && slices.Equal(a.Peers, b.Peers)
+}
+
+// keysOf returns the keys of peers, in order: a peer's Key when given,
+// else the one of the previous routing table (prev, whose keys are
+// prevKeys) where the peer is the same at the same place or among the
+// next few (a table changes little between two inputs), else its ID
+// hashed. Nil when every peer has its Key (keyOf then reads them).
+func keysOf(peers, prev []RoutingPeer, prevKeys []dhtselect.Key) []dhtselect.Key {
+	if !slices.ContainsFunc(peers, func(p RoutingPeer) bool { return p.Key == (dhtselect.Key{}) }) {
+		return nil
+	}
+	if prevKeys != nil && slices.EqualFunc(peers, prev, func(a, b RoutingPeer) bool { return a.ID == b.ID }) {
+		return prevKeys // the same peers: the keys are not written to
+	}
+	out := make([]dhtselect.Key, len(peers))
+	j := 0
+	for i, p := range peers {
+		if p.Key != (dhtselect.Key{}) {
+			out[i] = p.Key
+			continue
+		}
+		found := false
+		for d := 0; d < 4 && j+d < len(prev) && prevKeys != nil; d++ {
+			if prev[j+d].ID == p.ID {
+				out[i], j, found = prevKeys[j+d], j+d+1, true
+				break
+			}
+		}
+		if !found {
+			out[i] = dhtselect.KeyOf(p.ID)
+		}
+	}
+	return out
+}
+
+// keyOf returns the key of the routing table's i-th peer.
+func (m *Machine) keyOf(i int) dhtselect.Key {
+	if m.routingKeys == nil {
+		return m.routing.Peers[i].Key
+	}
+	return m.routingKeys[i]
+}
+
 // clusterMembers lists the peers whose keys share the cluster's prefix,
 // this node included, sorted by key: those of the view, and with Quorum
 // those remembered too.
 func (m *Machine) clusterMembers(k int, ck dhtselect.Key, remembered bool) []peer.ID {
-	out := []peer.ID{m.cfg.Self}
+	out, keys := []peer.ID{m.cfg.Self}, []dhtselect.Key{m.selfKey}
 	for _, e := range m.view {
 		if e.ID != m.cfg.Self && e.Key.Cluster(k) == ck {
-			out = append(out, e.ID)
+			out, keys = append(out, e.ID), append(keys, e.Key)
 		}
 	}
 	if remembered {
 		for p := range m.remembered {
-			if _, ok := m.member(p); !ok && p != m.cfg.Self && dhtselect.KeyOf(p).Cluster(k) == ck {
-				out = append(out, p)
+			if _, ok := m.member(p); !ok && p != m.cfg.Self {
+				if key := dhtselect.KeyOf(p); key.Cluster(k) == ck {
+					out, keys = append(out, p), append(keys, key)
+				}
 			}
 		}
 	}
-	dhtselect.SortByKey(out)
+	dhtselect.SortByKeys(out, keys) // the view's keys: not hashed again
 	return out
 }
 
@@ -1180,9 +1281,9 @@ func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup,
 			extra = append(extra, p)
 		}
 	}
-	for _, b := range m.backbone {
-		if b.Superpeer != m.cfg.Self && b.K == k && b.ClusterKey == ck && !slices.Contains(members, b.Superpeer) && !slices.Contains(extra, b.Superpeer) && !isRefused(m.refused, b.Superpeer) {
-			extra = append(extra, b.Superpeer)
+	for _, p := range m.backbone.claimers(k, ck) {
+		if p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && !isRefused(m.refused, p) {
+			extra = append(extra, p)
 		}
 	}
 	if len(extra) == 0 {

@@ -592,3 +592,75 @@ func TestMemberFollowsItsSuperpeersLowerK(t *testing.T) {
 		t.Errorf("half a second after its superpeer's digest of k = 1: k %d", st.K)
 	}
 }
+
+// TestHeirElectedThroughRebuild: the heir (ranked next below the leader)
+// loses the connection to its leader and campaigns; then the dead leader
+// leaves its view, and its machine is rebuilt for the new member set:
+// the election goes on among the new set, and the heir, now ranked
+// first, leads within a tick. On the old rule the fresh machine waited a
+// timeout for heartbeats that had stopped (found live: in a 32-node
+// testnet the heir of a crashed superpeer led 1.9 s after the crash, a
+// detection timeout after the rebuild).
+func TestHeirElectedThroughRebuild(t *testing.T) {
+	ids := []peer.ID{"a", "b", "c", "d"}
+	dhtselect.SortByKey(ids) // k = 0: the first ranks first
+	leader, self := ids[0], ids[1]
+	cfg := testConfig(string(self))
+	cfg.Election, cfg.Bootstrap = "bully", true
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
+	m := mustNew(t, cfg)
+	v := View{Members: []Member{{ID: leader, Superpeer: true}, {ID: self}, {ID: ids[2]}, {ID: ids[3]}}}
+	m.Step(t0, v)
+	m.Step(t0, Refreshed{})
+	now, _ := tick(m, t0, 1500*time.Millisecond, routing(4), leader)
+	m.Step(now, ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(leader), To: classic.ID(self), Leader: classic.ID(leader)}})
+	if got := m.Election().Leader; got != leader {
+		t.Fatalf("before: election's leader %q, want %q", got, leader)
+	}
+	m.Step(now, Conn{Peer: leader, Connected: 3})
+	if got := m.Election().Role; got != "candidate" {
+		t.Fatalf("after the lost connection: election's role %q, want candidate", got)
+	}
+	now, _ = tick(m, now, 200*time.Millisecond, routing(3), self)
+	m.Step(now, View{Members: v.Members[1:]}) // the dead leader leaves the view
+	for i := range 12 {
+		now, _ = tick(m, now, 0, routing(3), self) // one tick
+		if st := m.State(); len(st.Members) == 3 && m.Election().Leader == self {
+			t.Logf("leads %v after the view changed", time.Duration(i+1)*100*time.Millisecond)
+			return
+		}
+	}
+	t.Fatalf("1.2 s after the dead leader left the view: %+v, election %+v; want %s leading, before a fresh machine's timeout (%v)",
+		m.State(), m.Election(), self, m.Election().Timeout)
+}
+
+// TestPartialBackboneBeyondTwiceTheOwnCount: a partial backbone that
+// counts more than twice the node's own exact count stands against it:
+// the summaries count registered peers and a partial backbone is refused
+// below half of its estimate, so it cannot exceed twice the network, and
+// the node's count is of its cluster only (found by the node simulator:
+// at 30,000 nodes, superpeers at k = 6 whose registrations outnumbered
+// their routing tables kept their cluster's count, and k = 6, for good).
+// 40 of the 64 clusters at k = 6 with 10 members each: about 640 peers.
+func TestPartialBackboneBeyondTwiceTheOwnCount(t *testing.T) {
+	cfg := testConfig("a")
+	m := mustNew(t, cfg)
+	m.Step(t0, view("a", "b", "c", "d", "e"))
+	var ss []Summary
+	var cs []dhtselect.ClusterSize
+	for i := range 40 {
+		var key dhtselect.Key
+		key[0] = byte(i) << 2
+		ss = append(ss, Summary{Superpeer: peer.ID(fmt.Sprintf("sp%d", i)), K: 6, ClusterKey: key, Size: 10})
+		cs = append(cs, dhtselect.ClusterSize{K: 6, Key: key, Size: 10})
+	}
+	m.Step(t0, Backbone{Summaries: ss})
+	est, ok := dhtselect.EstimateFromClusters(cs)
+	if !ok || est.Source != dhtselect.SourceBackbonePartial || est.N <= 2*5 {
+		t.Fatalf("the partial backbone's estimate %+v, %v: the test needs one above 10", est, ok)
+	}
+	tick(m, t0, time.Second, routing(1), "a")
+	if got := m.State().Size; got != est {
+		t.Errorf("estimate %+v with a view of 5 and a partial backbone of %d, want the backbone's", got, est.N)
+	}
+}

@@ -56,6 +56,7 @@ type scoped struct {
 	bbComp     int                   // and the component and count of summary changes it held (bbList.cum)
 	bbCum      uint64
 	bbHeard    bool
+	rc         rosterCache // rosterOf's
 }
 
 // scopedMode reports whether the simulator runs the cluster-scoped
@@ -151,19 +152,44 @@ func (s *Sim) rosterChanged(t, i int) {
 
 // rosterOf is superpeer t's roster now: its live registrations and itself,
 // sorted by index (as IDs sort).
+//
+// The roster is built again only when it may have changed: a registration
+// added or changed (regVer), a node started or went down or the network
+// split or healed (Sim.epoch), or its oldest registration may have
+// expired. The slice is shared: not to be modified.
 func (s *Sim) rosterOf(t int) []int {
 	n := s.nodes[t]
+	if c := &n.sc.rc; c.ids != nil && c.regVer == n.sc.regVer && c.epoch == s.epoch && s.now <= c.until {
+		return c.ids
+	}
 	out := []int{t}
+	oldest := noEntry
 	for j, at := range n.sc.registry {
-		if s.nodes[j].alive && s.reachable(t, j) && s.now-at <= s.ttl {
+		if s.isUp[j] && s.reachable(t, j) && s.now-at <= s.ttl {
 			out = append(out, j)
+			oldest = min(oldest, at)
 		} else {
 			delete(n.sc.registry, j)
 			n.sc.regVer++
 		}
 	}
 	slices.Sort(out)
+	until := noEntry
+	if oldest != noEntry {
+		until = oldest + s.ttl
+	}
+	n.sc.rc = rosterCache{ids: out, regVer: n.sc.regVer, epoch: s.epoch, until: until}
 	return out
+}
+
+// rosterCache is a superpeer's roster as rosterOf last built it, with
+// what it depended on: valid while none has changed and until the oldest
+// registration in it may expire.
+type rosterCache struct {
+	ids    []int
+	regVer uint64
+	epoch  uint64
+	until  time.Duration
 }
 
 // answered is node i getting the answer to a registration from node t.
@@ -246,6 +272,7 @@ func (s *Sim) scopedView(i int) {
 	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
 		n.sc.bbVer = s.bbVersion
 		bb := s.backboneOf(i)
+		in := s.bbCache[s.comp[i]].in
 		s.stats.Backbones++
 		s.stats.Summaries += uint64(len(bb))
 		// What a backbone that carries each summary when it changes
@@ -259,7 +286,7 @@ func (s *Sim) scopedView(i int) {
 			s.stats.SummaryChanges += uint64(len(bb))
 		}
 		n.sc.bbHeard, n.sc.bbComp, n.sc.bbCum = true, s.comp[i], cum
-		n.m.Step(now, node.Backbone{Summaries: bb})
+		n.m.Step(now, in)
 		s.carryOut(i)
 		if reg := n.m.Registrar(); reg != n.sc.regWith {
 			n.sc.regWith, n.sc.regAt = reg, s.now // another claimer of the cluster
@@ -354,7 +381,7 @@ func (s *Sim) backboneOf(i int) []node.Summary {
 		s.bbCache = map[int]bbList{}
 	}
 	prev := s.bbCache[c]
-	s.bbCache[c] = bbList{ver: s.bbVersion, list: out, cum: prev.cum + summaryChanges(prev.list, out)}
+	s.bbCache[c] = bbList{ver: s.bbVersion, list: out, in: node.NewBackbone(out), cum: prev.cum + summaryChanges(prev.list, out)}
 	return out
 }
 
@@ -384,10 +411,14 @@ func summaryChanges(a, b []node.Summary) uint64 {
 	return c
 }
 
-// bbList is the backbone of one component at version ver; cum counts the
-// summary changes over the versions built so far (see scopedView).
+// bbList is the backbone of one component at version ver, and the input
+// every superpeer of the component is given (node.NewBackbone: what a
+// machine derives from the list is derived once, for all of them); cum
+// counts the summary changes over the versions built so far (see
+// scopedView).
 type bbList struct {
 	ver  uint64
 	list []node.Summary
+	in   node.Backbone
 	cum  uint64
 }

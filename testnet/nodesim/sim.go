@@ -125,32 +125,33 @@ func (c *Config) fill() error {
 
 // simNode is one node: its machine and what the simulator knows of it.
 type simNode struct {
-	id        peer.ID
-	key       dhtselect.Key
-	m         *node.Machine
-	alive     bool
-	crashedAt time.Duration // when it last crashed (not stopped): its peers stay connected to it for ConnLoss
-	inc       int           // incarnation: bumped by every start
-	started   time.Duration // of this incarnation
-	announced bool          // has announced since it started
-	flapping  bool          // its last announcement said it flaps,
-	super     bool          // and that it is a superpeer
-	heardFlap bool          // what the views say of it
-	heardSup  bool
-	beacon    dhtselect.Beacon // its last announcement's beacon (epoch defence),
-	heardBcn  dhtselect.Beacon // and the views'
-	seesAt    time.Duration    // when it sees its component's view
-	refreshAt time.Duration    // when its routing-table refresh completes
-	viewComp  int              // the view it last got: component and version
-	viewVer   uint64
-	viewAt    time.Duration
-	hard      map[dhtselect.Key]classic.HardState // its disk: quorum state,
-	outages   []time.Time                         // and its own outages
-	state     node.State
-	routing   []int
-	contacts  map[int]time.Duration // peer -> last election message either way
-	geo       *geoNode              // the geometric strategy's part (geo.go)
-	sc        scoped                // the cluster-scoped membership (scoped.go)
+	id          peer.ID
+	key         dhtselect.Key
+	m           *node.Machine
+	alive       bool
+	crashedAt   time.Duration // when it last crashed (not stopped): its peers stay connected to it for ConnLoss
+	inc         int           // incarnation: bumped by every start
+	started     time.Duration // of this incarnation
+	announced   bool          // has announced since it started
+	flapping    bool          // its last announcement said it flaps,
+	super       bool          // and that it is a superpeer
+	heardFlap   bool          // what the views say of it
+	heardSup    bool
+	beacon      dhtselect.Beacon // its last announcement's beacon (epoch defence),
+	heardBcn    dhtselect.Beacon // and the views'
+	seesAt      time.Duration    // when it sees its component's view
+	refreshAt   time.Duration    // when its routing-table refresh completes
+	viewComp    int              // the view it last got: component and version
+	viewVer     uint64
+	viewAt      time.Duration
+	hard        map[dhtselect.Key]classic.HardState // its disk: quorum state,
+	outages     []time.Time                         // and its own outages
+	state       node.State
+	routing     []int
+	lastRouting []node.RoutingPeer    // the routing table last given to the machine (routingOf)
+	contacts    map[int]time.Duration // peer -> last election message either way
+	geo         *geoNode              // the geometric strategy's part (geo.go)
+	sc          scoped                // the cluster-scoped membership (scoped.go)
 }
 
 // component is a side of a partition: who its peers see in their views.
@@ -169,7 +170,8 @@ type Sim struct {
 	seq   uint64
 	q     queue
 	nodes []*simNode
-	comp  []int // node -> component
+	comp  []int  // node -> component
+	isUp  []bool // node -> alive (simNode.alive, dense: read for every routing peer)
 	comps map[int]*component
 	ttl   time.Duration
 	epoch uint64 // bumped by every change of who is alive or reachable
@@ -313,6 +315,7 @@ func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 		}
 	}
 	s.comp = append(s.comp, 0)
+	s.isUp = append(s.isUp, false)
 	s.push(event{at: at, kind: evStart, node: i})
 	return i
 }
@@ -497,6 +500,7 @@ func (s *Sim) start(i int) {
 		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
 	}
 	n.m, n.alive, n.announced, n.flapping, n.super = m, true, false, false, false
+	s.isUp[i] = true
 	n.inc++
 	n.started = s.now
 	n.seesAt = s.now + s.cfg.Node.AnnounceInterval
@@ -537,7 +541,7 @@ func (s *Sim) down(i int, graceful bool) {
 		return
 	}
 	s.geoDown(i, graceful)
-	n.alive = false
+	n.alive, s.isUp[i] = false, false
 	s.wentDown(i)
 	n.crashedAt = 0
 	if !graceful {
@@ -699,7 +703,7 @@ func (s *Sim) reachable(i, j int) bool { return s.comp[i] == s.comp[j] }
 func (s *Sim) connected(i int) int {
 	c := 0
 	for _, j := range s.nodes[i].routing {
-		if s.nodes[j].alive && s.reachable(i, j) {
+		if s.isUp[j] && s.reachable(i, j) {
 			c++
 		}
 	}
@@ -778,21 +782,36 @@ func (s *Sim) indexOf(id peer.ID) (int, bool) {
 // only the peers it was connected to.
 func (s *Sim) routingOf(i int) node.Routing {
 	r := node.Routing{Addrs: s.addrs}
-	table := s.nodes[i].routing
-	if s.now < s.nodes[i].refreshAt {
-		k := slices.IndexFunc(table, func(j int) bool { return s.nodes[j].alive && s.reachable(i, j) })
+	n := s.nodes[i]
+	table := n.routing
+	if s.now < n.refreshAt {
+		k := slices.IndexFunc(table, func(j int) bool { return s.isUp[j] && s.reachable(i, j) })
 		if k < 0 {
 			return r
 		}
 		table = table[k : k+1]
 	}
-	for _, j := range table {
-		ok := s.nodes[j].alive && s.reachable(i, j)
-		r.Peers = append(r.Peers, node.RoutingPeer{ID: s.nodes[j].id, Connected: ok, Closer: true})
+	// The table given last, when it is the same (kept by the machine:
+	// not built again). The table is the whole or its first live peer:
+	// its length and first peer tell which.
+	last := n.lastRouting
+	same := len(last) == len(table) && (len(table) == 0 || last[0].ID == s.nodes[table[0]].id)
+	for k, j := range table {
+		ok := s.isUp[j] && s.reachable(i, j)
 		if ok {
 			r.Connected++
 		}
+		same = same && last[k].Connected == ok
 	}
+	if same {
+		r.Peers = last
+		return r
+	}
+	r.Peers = make([]node.RoutingPeer, len(table))
+	for k, j := range table {
+		r.Peers[k] = node.RoutingPeer{ID: s.nodes[j].id, Connected: s.isUp[j] && s.reachable(i, j), Closer: true, Key: s.nodes[j].key}
+	}
+	n.lastRouting = r.Peers
 	return r
 }
 
@@ -991,7 +1010,7 @@ func (s *Sim) routingTable(i int) []int {
 		deepest = cpl(self, s.nodes[j].key)
 		return false
 	})
-	var out []int
+	out := make([]int, 0, dhtselect.BucketSize*(deepest+1))
 	for c := 0; c <= deepest; c++ {
 		t := s.bucketTarget(self, c)
 		got := 0
