@@ -36,8 +36,10 @@ import (
 //     is gossiped otherwise: a member sends its coordinate to its
 //     superpeer with its attach requests, and the superpeer passes some of
 //     its members' on in its answers (overlay/node's geocoords.go);
-//   - pings (libp2p's ping protocol, the least of three): the machine's
-//     GeoReady.Pings, each answered by node.PingDone;
+//   - pings (the coordinate ping of rtt.go, the least of three, whose
+//     answer carries the answerer's coordinate): the machine's
+//     GeoReady.Pings, each answered by node.PingDone with that
+//     coordinate;
 //   - token passes (GeoReady.Passes, answered by node.PassDone) and attach
 //     requests (GeoReady.Attach, answered by node.AttachDone) over the two
 //     stream protocols below; the handlers step the machine with
@@ -163,6 +165,7 @@ func (n *Node) startGeo(ctx context.Context) error {
 	n.host.SetStreamHandler(g.tokenProto, g.handleToken)
 	n.host.SetStreamHandler(g.attachProto, g.handleAttach)
 	n.host.SetStreamHandler(g.vouchProto, g.handleVouch)
+	n.host.SetStreamHandler(coordPingProtocol(n.cfg.Network), n.handleCoordPing)
 	n.geo = g
 	return nil
 }
@@ -195,8 +198,8 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			rtt, err := g.ping(ctx, p)
-			n.feed(node.PingDone{Peer: p, RTT: rtt, Err: err})
+			rtt, c, err := g.ping(ctx, p)
+			n.feed(node.PingDone{Peer: p, RTT: rtt, Coord: c, Err: err})
 		}()
 	}
 	for _, p := range rd.Passes {
@@ -257,7 +260,7 @@ func (g *geo) handleVouch(s network.Stream) {
 		}
 		rtt := ans.RTT
 		if rtt <= 0 {
-			if rtt, err = g.ping(g.ctx, of); err != nil {
+			if rtt, _, err = g.ping(g.ctx, of); err != nil {
 				return 0, nil, fmt.Errorf("%w: ping %s: %v", errLimit, of, err)
 			}
 		}
@@ -287,14 +290,15 @@ func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 	}
 }
 
-// ping measures the RTT to p (pingLeast), and records it for the
-// membership view's RTTs (rtt.go).
-func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
-	d, err := pingLeast(ctx, g.n, p)
+// ping measures the RTT to p, the least of three pings of the coordinate
+// ping (rtt.go), and records it for the membership view's RTTs; it
+// returns the coordinate p's answer carried (nil: none).
+func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, *coordinate.Coordinate, error) {
+	d, c, err := pingCoord(ctx, g.n, p, rttFirst)
 	if err == nil {
 		g.n.rtts.record(p, d)
 	}
-	return d, err
+	return d, c, err
 }
 
 // pass hands t to p over the token protocol, with this node's signature
@@ -412,8 +416,16 @@ func appendCoord(b []byte, c *coordinate.Coordinate) []byte {
 // geometric.Valid.
 func readCoord(r *bufio.Reader) (*coordinate.Coordinate, error) {
 	n, err := binary.ReadUvarint(r)
-	if err != nil || n != geometric.Dimensions {
-		return nil, fmt.Errorf("coordinate of %d components, want %d: %v", n, geometric.Dimensions, err)
+	if err != nil {
+		return nil, err
+	}
+	return readCoordBody(r, n)
+}
+
+// readCoordBody reads a coordinate of n components, its count read.
+func readCoordBody(r *bufio.Reader, n uint64) (*coordinate.Coordinate, error) {
+	if n != geometric.Dimensions {
+		return nil, fmt.Errorf("coordinate of %d components, want %d", n, geometric.Dimensions)
 	}
 	xs := make([]float64, n+3)
 	var b [8]byte
@@ -603,8 +615,8 @@ func (g *geo) leave(ctx context.Context) {
 			m.Step(time.Now(), node.VouchDone{From: v.To, Of: v.Of, RTT: rtt, Err: err})
 		}
 		for _, p := range rd.Geo.Pings {
-			rtt, err := g.ping(ctx, p)
-			m.Step(time.Now(), node.PingDone{Peer: p, RTT: rtt, Err: err})
+			rtt, c, err := g.ping(ctx, p)
+			m.Step(time.Now(), node.PingDone{Peer: p, RTT: rtt, Coord: c, Err: err})
 		}
 		for _, p := range rd.Geo.Passes {
 			m.Step(time.Now(), node.PassDone{To: p.To, Token: p.Token, OK: g.pass(ctx, p.To, p.Token)})
@@ -616,6 +628,7 @@ func (g *geo) close() error {
 	g.n.host.RemoveStreamHandler(g.tokenProto)
 	g.n.host.RemoveStreamHandler(g.attachProto)
 	g.n.host.RemoveStreamHandler(g.vouchProto)
+	g.n.host.RemoveStreamHandler(coordPingProtocol(g.n.cfg.Network))
 	return g.feed.Close()
 }
 

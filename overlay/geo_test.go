@@ -190,7 +190,7 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 				t.Fatalf("%s asks for pings of %v, want b", x.ID(), rd.Geo.Pings)
 			}
 			var err error
-			if measured, err = x.geo.ping(context.Background(), b.ID()); err != nil {
+			if measured, _, err = x.geo.ping(context.Background(), b.ID()); err != nil {
 				t.Fatal(err)
 			}
 			m.Step(later, node.PingDone{Peer: b.ID(), RTT: measured})
@@ -246,7 +246,7 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 		if !slices.Equal(rd.Geo.Pings, []peer.ID{b.ID()}) {
 			t.Fatalf("c asks for pings of %v, want b", rd.Geo.Pings)
 		}
-		measured, err := c.geo.ping(context.Background(), b.ID())
+		measured, _, err := c.geo.ping(context.Background(), b.ID())
 		if err != nil {
 			t.Fatal(err)
 		}

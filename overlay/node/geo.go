@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -21,12 +22,14 @@ import (
 // machines of package geometric:
 //
 //   - Coordinates: every PingInterval (a fifth of it for the first
-//     fastSamples) it asks for a ping of one random peer whose coordinate
-//     it knows, a superpeer whose RTT it has not measured first
-//     (pickPingTarget); the answer (PingDone) is folded into the RTT kept
-//     for the peer (filterRTT) and, with the peer's coordinate, into the
-//     Vivaldi client; the new coordinate is for the driver to publish
-//     (GeoReady.Coord).
+//     fastSamples) it asks for a ping of one random peer of a bounded set
+//     (pingTargets: its cluster, its superpeer, the token holders and a
+//     few peers it is connected to), a superpeer whose RTT it has not
+//     measured first (pickPingTarget). A ping's answer carries the
+//     answerer's coordinate (PingDone.Coord), as Serf's do: the answer is
+//     folded into the RTT kept for the peer (filterRTT) and, with that
+//     coordinate once vetted (pingCoord), into the Vivaldi client, so every
+//     peer the node pings is a sample without any gossip.
 //   - Tokens: every TokenInterval, jittered by up to a quarter (so that
 //     holders rarely move at the same instant on stale positions), or at
 //     once when the election named another leader, a token round gives the
@@ -111,6 +114,12 @@ const SnapshotTicks = 10
 // reported holder of the token answered a ping.
 const maxPostpones = 3
 
+// geoPingRandom is how many peers the node is connected to, drawn at
+// random, it samples its coordinate against besides its cluster and the
+// token holders: the far samples Vivaldi needs for the picture's large
+// scale, which a cluster's members, near each other, do not give.
+const geoPingRandom = 8
+
 // geoNearest and geoRandom are the neighbours a token may be passed to: the
 // nearest by coordinate, and others drawn once.
 const (
@@ -152,11 +161,14 @@ type TokenPos struct {
 }
 
 // PingDone answers a ping the machine asked for (GeoReady.Pings): the RTT
-// measured to Peer (the least of a few pings), or the error.
+// measured to Peer (the least of a few pings), or the error. Coord is the
+// coordinate Peer's answer carried (nil: none), a stranger's claim the
+// machine checks (pingCoord) before it fits its own to it.
 type PingDone struct {
-	Peer peer.ID
-	RTT  time.Duration
-	Err  error
+	Peer  peer.ID
+	RTT   time.Duration
+	Err   error
+	Coord *coordinate.Coordinate
 }
 
 // TokenOffered: From passes Token to this node over the token protocol,
@@ -384,6 +396,9 @@ type geoMachine struct {
 	ignored uint64  // claims not believed (unprovable), counted once each
 	ignSeen map[claimKey]bool
 	forged  uint64 // token passes refused as forgeries
+	// badCoords counts the ping answers whose coordinate failed the
+	// check (pingCoord).
+	badCoords uint64
 
 	// The search on measured RTTs (geoswap.go): a superpeer's, and a
 	// member's candidates to report on (named by swapOf), whether it sent
@@ -401,10 +416,15 @@ type geoMachine struct {
 	lostSilent  bool
 
 	pings    map[peer.ID]*pendingPing
-	sampling bool        // a sample ping is in flight
-	pass     *pendingOut // a Pass being vetted or made; the round waits
-	round    *attachRound
-	answer   GeoAnswer
+	sampling bool // a sample ping is in flight
+	// pingRandom are the peers the node is connected to, drawn at random
+	// (geoPingRandom of them), that it samples besides its cluster and
+	// the holders (pingTargets); one that is no longer connected, or
+	// whose ping fails, is drawn again.
+	pingRandom []peer.ID
+	pass       *pendingOut // a Pass being vetted or made; the round waits
+	round      *attachRound
+	answer     GeoAnswer
 
 	out GeoReady
 }
@@ -671,11 +691,17 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 		return
 	}
 	delete(g.pings, in.Peer)
-	if in.Err == nil && (pp.sample || pp.vet || pp.measure) {
-		g.rtt[in.Peer] = filterRTT(g.rtt[in.Peer], in.RTT)
-	}
 	if pp.sample {
 		g.sampling = false
+	}
+	if in.Err != nil {
+		g.note(slog.LevelDebug, "geometric: ping", "peer", in.Peer, "err", in.Err)
+		if i := slices.Index(g.pingRandom, in.Peer); i >= 0 {
+			g.pingRandom = slices.Delete(g.pingRandom, i, i+1) // drawn again
+		}
+	}
+	if in.Err == nil && (pp.sample || pp.vet || pp.measure) {
+		g.rtt[in.Peer] = filterRTT(g.rtt[in.Peer], in.RTT)
 		g.sampled(in, pp.remote)
 	}
 	for _, num := range pp.probes {
@@ -697,13 +723,25 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 	}
 }
 
-// sampled fits the coordinate to a sample. The coordinate is fitted to the
-// filtered RTT, not to the raw sample, whose spikes on a loaded host are
-// scheduling delays (with raw samples, passes 7 to 10 of tokens on 100
-// nodes still claimed gains of 120 to 850 ms, far above any cluster's RTTs).
+// sampled fits the coordinate to a ping's answer: the peer's coordinate
+// is the one its answer carried, once checked (pingCoord), else the one
+// the node knew (remote, nil if none: then no sample); an answer with a
+// coordinate that fails the check is no sample at all. The coordinate is
+// fitted to the filtered RTT, not to the raw sample, whose spikes on a
+// loaded host are scheduling delays (with raw samples, passes 7 to 10 of
+// tokens on 100 nodes still claimed gains of 120 to 850 ms, far above any
+// cluster's RTTs).
 func (g *geoMachine) sampled(in PingDone, remote *coordinate.Coordinate) {
-	if in.Err != nil {
-		g.note(slog.LevelDebug, "geometric: ping", "peer", in.Peer, "err", in.Err)
+	if in.Coord != nil {
+		c, err := pingCoord(in.Coord)
+		if err != nil {
+			g.badCoords++
+			g.note(slog.LevelDebug, "geometric: a ping's answer carried a bad coordinate", "peer", in.Peer, "err", err)
+			return
+		}
+		remote = c
+	}
+	if remote == nil {
 		return
 	}
 	rtt := g.rtt[in.Peer]
@@ -725,30 +763,65 @@ func filterRTT(old, sample time.Duration) time.Duration {
 	return old + (sample-old)/8
 }
 
-// pickPingTarget chooses a random peer with a known coordinate (coords.go:
-// the token holders and the node's cluster), preferring a superpeer whose
-// RTT is not measured yet (attachment compares them).
+// pickPingTarget chooses a random peer of pingTargets, preferring a
+// superpeer whose RTT is not measured yet (attachment compares them); with
+// the coordinate the node knows of it, if any (its answer carries its
+// own).
 func (g *geoMachine) pickPingTarget(now time.Time) (peer.ID, *coordinate.Coordinate, bool) {
 	coords := g.coords(now)
 	for _, tp := range g.feed.Tokens {
 		if _, ok := g.rtt[tp.Holder]; !ok && tp.Superpeer && tp.Holder != g.self() {
-			if c, ok := coords[tp.Holder]; ok {
-				return tp.Holder, c, true
-			}
+			return tp.Holder, coords[tp.Holder], true
 		}
 	}
-	ids := make([]peer.ID, 0, len(coords))
-	for p := range coords {
-		if p != g.self() {
-			ids = append(ids, p)
-		}
-	}
+	ids := g.pingTargets()
 	if len(ids) == 0 {
 		return "", nil, false
 	}
-	slices.Sort(ids)
 	p := ids[g.rng.IntN(len(ids))]
 	return p, coords[p], true
+}
+
+// pingTargets are the peers the node samples its coordinate against,
+// sorted: the token holders, its cluster (a superpeer's members, an
+// ordinary peer's superpeer and the mates its last answer named) and
+// geoPingRandom peers it is connected to, drawn at random (pingRandom).
+// A bounded set (S, the capacity and geoPingRandom), whatever the swarm's
+// size.
+func (g *geoMachine) pingTargets() []peer.ID {
+	set := map[peer.ID]bool{}
+	for _, tp := range g.feed.Tokens {
+		set[tp.Holder] = true
+	}
+	for p := range g.members {
+		set[p] = true
+	}
+	if g.attached != "" {
+		set[g.attached] = true
+		if g.matesOf == g.attached {
+			for _, p := range g.mates {
+				set[p] = true
+			}
+		}
+	}
+	g.pingRandom = slices.DeleteFunc(g.pingRandom, func(p peer.ID) bool { return !g.connected[p] || set[p] })
+	if len(g.pingRandom) < geoPingRandom {
+		var pool []peer.ID
+		for _, p := range g.feed.Connected {
+			if !set[p] && p != g.self() && !slices.Contains(g.pingRandom, p) {
+				pool = append(pool, p)
+			}
+		}
+		slices.Sort(pool)
+		for _, i := range g.rng.Perm(len(pool))[:min(geoPingRandom-len(g.pingRandom), len(pool))] {
+			g.pingRandom = append(g.pingRandom, pool[i])
+		}
+	}
+	for _, p := range g.pingRandom {
+		set[p] = true
+	}
+	delete(set, g.self())
+	return slices.Sorted(maps.Keys(set))
 }
 
 // tokenRound is one round of the token machine: inputs to the holder, its
@@ -763,8 +836,9 @@ func (g *geoMachine) tokenRound(now time.Time) {
 			private[geometric.ID(e.ID)] = true
 		}
 	}
+	targets := g.pingTargets()
 	for p := range g.rtt {
-		if _, ok := coords[p]; !ok { // gone: drop its RTT and serf's filter for it
+		if _, ok := coords[p]; !ok && !slices.Contains(targets, p) { // gone: drop its RTT and serf's filter for it
 			delete(g.rtt, p)
 			g.client.Forget(geometric.ID(p))
 		}

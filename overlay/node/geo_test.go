@@ -55,6 +55,8 @@ type geoDriver struct {
 	feed   GeoFeed
 	coords map[peer.ID]*coordinate.Coordinate // what the node knows (know)
 	ping   func(p peer.ID) (time.Duration, error)
+	// pingCoord, when set, is the coordinate p's ping answer carries.
+	pingCoord func(p peer.ID) *coordinate.Coordinate
 	pass   func(p TokenPass) bool
 	attach func(p peer.ID) AttachDone
 
@@ -121,6 +123,9 @@ func (d *geoDriver) drain() {
 			in := PingDone{Peer: p, Err: fmt.Errorf("no answer")}
 			if d.ping != nil {
 				in.RTT, in.Err = d.ping(p)
+			}
+			if d.pingCoord != nil && in.Err == nil {
+				in.Coord = d.pingCoord(p)
 			}
 			d.m.Step(d.now, in)
 		}

@@ -94,9 +94,7 @@ func TestGeoCoordsSuperpeer(t *testing.T) {
 
 // A member keeps the coordinates its superpeer sends (at most geoShare, of
 // peers the superpeer names as its cluster, valid ones) for the
-// attachment TTL; it forgets them when another superpeer takes it; its
-// samples ping only peers it knows a coordinate of: the holders and those
-// mates.
+// attachment TTL; it forgets them when another superpeer takes it.
 func TestGeoCoordsMember(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("o", 2))
 	d.feed = attachFeed(t, "s1", "s2")
@@ -124,12 +122,6 @@ func TestGeoCoordsMember(t *testing.T) {
 	if got, want := known(d), []peer.ID{"m1", "m3", "s1", "s2"}; !slices.Equal(got, want) {
 		t.Fatalf("knows %v, want %v: the first %d sent, of the cluster's, valid, and the holders", got, want, geoShare)
 	}
-	d.run(20 * time.Second)
-	for _, p := range d.pings {
-		if !slices.Contains([]peer.ID{"m1", "m3", "s1", "s2"}, p) {
-			t.Fatalf("pinged %s, whose coordinate it does not know", p)
-		}
-	}
 	// The superpeer stops answering: its mates' coordinates last one
 	// attachment TTL after the last yes.
 	refuse = true
@@ -144,5 +136,110 @@ func TestGeoCoordsMember(t *testing.T) {
 	d.m.geo.matesSent(d.now, "s2", answers["s2"].Mates, answers["s2"].Coords)
 	if got := known(d); !slices.Equal(got, []peer.ID{"n1", "s1", "s2"}) {
 		t.Fatalf("knows %v after s2's answer, want s2's mate n1 and the holders", got)
+	}
+}
+
+// A node samples a bounded set (pingTargets): the holders, its cluster
+// (its superpeer and the mates its answer named) and geoPingRandom of the
+// peers it is connected to, drawn again when one is no longer connected
+// or does not answer; never the rest of the swarm. Each ping's answer
+// carries the answerer's coordinate, which the node fits its own to once
+// checked (pingCoord): a NaN component, an error above Vivaldi's largest
+// or a height below its floor is no sample.
+func TestGeoPingTargets(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("o", 2))
+	d.feed = attachFeed(t, "s1", "s2")
+	for i := range 40 {
+		d.feed.Connected = append(d.feed.Connected, peer.ID(fmt.Sprintf("c%02d", i)))
+	}
+	d.feed.Connected = append(d.feed.Connected, "s1", "s2", "m1")
+	d.attach = func(p peer.ID) AttachDone {
+		return AttachDone{To: p, OK: p == "s1", Mates: []peer.ID{"s1", "o", "m1", "m2"}}
+	}
+	down := map[peer.ID]bool{}
+	d.ping = func(p peer.ID) (time.Duration, error) {
+		if down[p] {
+			return 0, fmt.Errorf("no answer")
+		}
+		return 30 * ms, nil
+	}
+	var answer *coordinate.Coordinate // every answer's, when set
+	d.pingCoord = func(p peer.ID) *coordinate.Coordinate {
+		if answer != nil {
+			return answer.Clone()
+		}
+		return at(t, 0.03)
+	}
+	d.run(60 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "s1" {
+		t.Fatalf("attached to %q, want s1", sp)
+	}
+	cluster := []peer.ID{"s1", "s2", "m1", "m2"}
+	random := map[peer.ID]bool{}
+	for _, p := range d.pings {
+		if !slices.Contains(cluster, p) {
+			random[p] = true
+		}
+	}
+	if len(random) == 0 || len(random) > geoPingRandom {
+		t.Fatalf("pinged %d peers outside its cluster and the holders (%v), want 1 to %d", len(random), random, geoPingRandom)
+	}
+	for _, p := range cluster {
+		if !slices.Contains(d.pings, p) {
+			t.Errorf("never pinged %s, of its cluster or a holder", p)
+		}
+	}
+	if d.m.geo.badCoords != 0 {
+		t.Errorf("%d answers' coordinates refused, want none", d.m.geo.badCoords)
+	}
+	// The random peers stop answering: others are drawn, still at most
+	// geoPingRandom at a time.
+	for p := range random {
+		down[p] = true
+	}
+	d.pings = nil
+	d.run(60 * time.Second)
+	again := map[peer.ID]bool{}
+	for _, p := range d.pings {
+		if !slices.Contains(cluster, p) && !random[p] {
+			again[p] = true
+		}
+	}
+	if len(again) == 0 {
+		t.Errorf("drew no other peer when its random ones stopped answering")
+	}
+	if n := len(d.m.geo.pingRandom); n > geoPingRandom {
+		t.Errorf("%d random peers, want at most %d", n, geoPingRandom)
+	}
+
+	// Bad coordinates: no sample, counted.
+	for name, f := range map[string]func(*coordinate.Coordinate){
+		"NaN":          func(c *coordinate.Coordinate) { c.Vec[2] = math.NaN() },
+		"error 2":      func(c *coordinate.Coordinate) { c.Error = 2 },
+		"height 0":     func(c *coordinate.Coordinate) { c.Height = 0 },
+		"huge":         func(c *coordinate.Coordinate) { c.Vec[0] = 1e6 },
+		"negative err": func(c *coordinate.Coordinate) { c.Error = -0.1 },
+	} {
+		answer = at(t, 0.03)
+		f(answer)
+		before, bad := d.m.GeoState().Coord, d.m.geo.badCoords
+		d.pings = nil
+		d.run(3 * time.Second)
+		if len(d.pings) == 0 {
+			t.Fatalf("%s: no ping", name)
+		}
+		if d.m.geo.badCoords == bad {
+			t.Errorf("%s: accepted", name)
+		}
+		if after := d.m.GeoState().Coord; !slices.Equal(before.Vec, after.Vec) || before.Error != after.Error {
+			t.Errorf("%s: the coordinate moved from %v to %v", name, before, after)
+		}
+	}
+	// A claim of perfect confidence counts as minPeerError.
+	c := at(t, 0.03)
+	c.Error = 0
+	got, err := pingCoord(c)
+	if err != nil || got.Error != minPeerError || c.Error != 0 {
+		t.Errorf("an error of 0: %v, %v (the claim's now %v); want %v, the claim untouched", got.Error, err, c.Error, minPeerError)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/overlay/node"
+	"github.com/superpeer/superpeer/stats"
 )
 
 // The geometric strategy (Config.Node.Geometric): the oracles that stand
@@ -142,7 +144,7 @@ func (s *Sim) geoDown(i int, graceful bool) {
 			s.stats.GeoPings++
 			in := node.PingDone{Peer: p, Err: errGeoTimeout}
 			if j, ok := s.indexOf(p); ok && s.up(i, j) {
-				in = node.PingDone{Peer: p, RTT: s.rtt(i, j)}
+				in = node.PingDone{Peer: p, RTT: s.rtt(i, j), Coord: s.pingCoord(j)}
 			}
 			n.m.Step(now, in)
 		}
@@ -391,8 +393,9 @@ func (s *Sim) back(i int, at time.Duration, f func(s *Sim)) {
 }
 
 // geoPing answers a ping by the oracle: the least of three pings, so the
-// matrix RTT plus the least of three jitters, three RTTs later; or an
-// error after GeoTimeout when the peer is down or unreachable.
+// matrix RTT plus the least of three jitters, three RTTs later, with the
+// peer's coordinate (pingCoord); or an error after GeoTimeout when the
+// peer is down or unreachable.
 func (s *Sim) geoPing(i int, p peer.ID) {
 	s.stats.GeoPings++
 	sent := s.now
@@ -416,8 +419,24 @@ func (s *Sim) geoPing(i int, p peer.ID) {
 			fail(s)
 			return
 		}
-		s.step(i, node.PingDone{Peer: p, RTT: rtt})
+		s.step(i, node.PingDone{Peer: p, RTT: rtt, Coord: s.pingCoord(j)})
 	})
+}
+
+// pingCoord is the coordinate node j's ping answer carries, as the live
+// node's (overlay's rtt.go): the one its machine last reported
+// (GeoState), or its lie (LieCoord); nil before its first report.
+func (s *Sim) pingCoord(j int) *coordinate.Coordinate {
+	g := s.nodes[j].geo
+	switch {
+	case g == nil:
+		return nil
+	case g.lie != nil:
+		return g.lie.Clone()
+	case g.state != nil && g.state.Coord != nil:
+		return g.state.Coord.Clone()
+	}
+	return nil
 }
 
 // geoPass carries out a token pass (see geoRequest): the recipient's
@@ -675,4 +694,38 @@ func (s *Sim) GeoQuality(draws int) GeoQuality {
 		q.Random = rsum / time.Duration(draws)
 	}
 	return q
+}
+
+// GeoCoordError is the median relative error of the RTTs the live nodes'
+// coordinates predict against the matrix's, over all pairs of live nodes
+// with a coordinate (as the testnet's report measures it); 0 without any
+// pair.
+func (s *Sim) GeoCoordError() float64 {
+	type nc struct {
+		i int
+		c *coordinate.Coordinate
+	}
+	var ns []nc
+	for i, n := range s.nodes {
+		if n.alive {
+			if c := n.m.GeoState().Coord; c != nil {
+				ns = append(ns, nc{i, c})
+			}
+		}
+	}
+	var errs []float64
+	for a := range ns {
+		for b := a + 1; b < len(ns); b++ {
+			rtt := s.rtt(ns[a].i, ns[b].i)
+			if rtt <= 0 {
+				continue
+			}
+			pred := geometric.Distance(ns[a].c, ns[b].c) * float64(time.Second)
+			errs = append(errs, math.Abs(pred-float64(rtt))/float64(rtt))
+		}
+	}
+	if len(errs) == 0 {
+		return 0
+	}
+	return stats.Sort(errs).Median()
 }
