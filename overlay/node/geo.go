@@ -387,15 +387,18 @@ type geoMachine struct {
 	// holder of each token this node believes, the pass that gave this
 	// node the token it holds, and the placement (re-homing or takeover)
 	// by which it took one, if it did.
-	claims  []TokenPos
-	known   map[int]TokenPos
-	link    []byte
-	giver   peer.ID
-	placed  *placement
-	yield   peer.ID // give the token up to it: a duplicate placement the rule names, or the holder a placement replaced, alive
-	ignored uint64  // claims not believed (unprovable), counted once each
-	ignSeen map[claimKey]bool
-	forged  uint64 // token passes refused as forgeries
+	claims []TokenPos
+	known  map[int]TokenPos
+	// superseded: per token, the holder a placement replaced in this
+	// node's belief (geotokens.go).
+	superseded map[int]superseded
+	link       []byte
+	giver      peer.ID
+	placed     *placement
+	yield      peer.ID // give the token up to it: a duplicate placement the rule names, or the holder a placement replaced, alive
+	ignored    uint64  // claims not believed (unprovable), counted once each
+	ignSeen    map[claimKey]bool
+	forged     uint64 // token passes refused as forgeries
 	// badCoords counts the ping answers whose coordinate failed the
 	// check (pingCoord).
 	badCoords uint64
@@ -491,7 +494,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
 		clusterToken: -1, distrusted: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
-		known: map[int]TokenPos{}, ignSeen: map[claimKey]bool{},
+		known: map[int]TokenPos{}, superseded: map[int]superseded{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{},
 	}
 	g.memberCoord, g.mateCoord = map[peer.ID]*coordinate.Coordinate{}, map[peer.ID]heardCoord{}

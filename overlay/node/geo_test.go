@@ -57,8 +57,8 @@ type geoDriver struct {
 	ping   func(p peer.ID) (time.Duration, error)
 	// pingCoord, when set, is the coordinate p's ping answer carries.
 	pingCoord func(p peer.ID) *coordinate.Coordinate
-	pass   func(p TokenPass) bool
-	attach func(p peer.ID) AttachDone
+	pass      func(p TokenPass) bool
+	attach    func(p peer.ID) AttachDone
 
 	pings, asked []peer.ID
 	passes       []TokenPass

@@ -25,9 +25,12 @@ import (
 //     that Rehome names among the cluster its superpeer named in its last
 //     yes (the roster every member got) takes it. The tokens of a new
 //     network thus start in the first cluster and spread from there by
-//     their repulsion. When no superpeer with members is heard of (all
-//     were lost, or a side of a partition has none), nobody re-homes it:
-//     that is a gap (see TestGeoPartitionSideWithoutSuperpeer).
+//     their repulsion. When no holder at all is heard of (all were
+//     lost, or a side of a partition has none), each fragment of a
+//     former cluster re-homes a token on its own, from its last roster
+//     less the mates it is no longer connected to (rehomer,
+//     TestGeoPartitionSideWithoutSuperpeer); the others follow from the
+//     new holders' clusters, as in a new network.
 //
 // Two nodes that took the same placement settle it as yieldsTo says.
 func (g *geoMachine) place(now time.Time) {
@@ -107,7 +110,11 @@ func (g *geoMachine) place(now time.Time) {
 		if now.Sub(t.since) < wait || g.rehomer(num, holding) != geometric.ID(g.self()) {
 			continue
 		}
-		if rep := t.reporter; seen && rep != "" && rep != g.self() && t.postponed < maxPostpones {
+		// Hearing no holder at all, with the last one no longer
+		// connected (a side of a partition, cut off from it), the node
+		// does not wait for a ping of it to time out.
+		cutOff := len(g.feed.Tokens) == 0 && !g.connected[t.reporter]
+		if rep := t.reporter; seen && rep != "" && rep != g.self() && t.postponed < maxPostpones && !cutOff {
 			if !t.probing {
 				t.probing = true
 				pp := g.ping(rep)
@@ -169,15 +176,22 @@ func (g *geoMachine) sponsor(num int) peer.ID {
 // rehomer is the peer that takes the missing token num, as far as this
 // node can tell: when this node is a member of num's sponsor, the one that
 // Rehome names among the cluster the sponsor named in its last yes, less
-// the holders; "" otherwise.
+// the holders. When no holder at all is heard of (all were lost, or
+// this is a side of a partition that has none), the one
+// Rehome names among the last cluster any superpeer named to this node,
+// less that superpeer and the mates it is no longer connected to (they
+// are on the other side, or gone), itself kept: the fragments of one
+// cluster agree on it, and the placements of two fragments, or of two
+// clusters, are settled as duplicates (yieldsTo). "" otherwise.
 func (g *geoMachine) rehomer(num int, holding map[geometric.ID]bool) geometric.ID {
 	sp := g.sponsor(num)
-	if sp == "" || g.attached != sp || g.matesOf != sp {
+	orphan := sp == "" && g.matesOf != "" && len(g.feed.Tokens) == 0
+	if !orphan && (sp == "" || g.attached != sp || g.matesOf != sp) {
 		return ""
 	}
 	ids := make([]geometric.ID, 0, len(g.mates))
 	for _, p := range g.mates {
-		if p != sp {
+		if p != g.matesOf && (!orphan || p == g.self() || g.connected[p]) {
 			ids = append(ids, geometric.ID(p))
 		}
 	}

@@ -111,7 +111,7 @@ func (g *geoMachine) resolve(now time.Time, claims []TokenPos) []TokenPos {
 	if held {
 		// What this node holds it knows first-hand; after it passes the
 		// token on, the recipient's report must carry its link.
-		g.known[own.Num] = TokenPos{Holder: self, Token: own}
+		g.setKnown(now, TokenPos{Holder: self, Token: own})
 	}
 	for _, num := range sortedKeys(byNum) {
 		cs := byNum[num]
@@ -126,7 +126,7 @@ func (g *geoMachine) resolve(now time.Time, claims []TokenPos) []TokenPos {
 			}
 		}
 		if believed {
-			g.known[num] = cur
+			g.setKnown(now, cur)
 			out = append(out, cur)
 		}
 	}
@@ -137,8 +137,9 @@ func (g *geoMachine) resolve(now time.Time, claims []TokenPos) []TokenPos {
 // believe returns the claim on token num that this node believes, if any:
 // the end of the chain of passes from the holder it knows, when that
 // holder still reports the token (or is this node, which passed it on);
-// else the tip of the claims newer than what it knew, when they form one
-// chain.
+// else the end of the chain from the holder a placement superseded, when
+// that one reports it still (superseded); else the tip of the claims newer
+// than what it knew, when they form one chain.
 func (g *geoMachine) believe(num int, cs []TokenPos) (TokenPos, bool) {
 	k, ok := g.known[num]
 	if ok {
@@ -151,6 +152,11 @@ func (g *geoMachine) believe(num int, cs []TokenPos) (TokenPos, bool) {
 		if live {
 			if cur := follow(start, cs); cur.Holder != g.self() {
 				return cur, true
+			}
+		}
+		if sp, ok := g.superseded[num]; ok && k.Holder != g.self() {
+			if i := slices.IndexFunc(cs, sp.lineage); i >= 0 {
+				return follow(cs[i], cs), true
 			}
 		}
 		// Nothing older than what this node knew counts.
@@ -177,6 +183,11 @@ func (g *geoMachine) ownClaims(now time.Time, own geometric.Token, cs []TokenPos
 			// One TTL and an interval after the placement, a dead
 			// holder's report has expired: this one is alive.
 			g.yield = c.Holder
+		case g.supersededAlive(now, own, c):
+			// Likewise for a token that came to this node by passes
+			// from a placement.
+			g.yield = c.Holder
+			g.known[own.Num] = c
 		default:
 			if c.Token.Seq >= own.Seq {
 				g.ignore(c)
@@ -187,6 +198,60 @@ func (g *geoMachine) ownClaims(now time.Time, own geometric.Token, cs []TokenPos
 		g.known[own.Num] = out[0]
 	}
 	return out
+}
+
+// superseded is the holder of a token this node believed until a
+// placement of it (a re-homing or a takeover, at a newer epoch of the
+// pass counter: Seq's high half) replaced it, its counter then, and when
+// the node first believed the placement.
+type superseded struct {
+	holder peer.ID
+	seq    uint64
+	at     time.Time
+}
+
+// lineage reports whether c is the superseded holder's claim, or that of
+// a peer the token was passed to after it, in the epoch it held it in: a
+// report of a pass (a signed link) above the counter it had. The chain of
+// links back to it cannot be checked when the reports between have
+// expired (the side that kept the holder passed the token on while the
+// other re-homed it), so a pass whose link another peer signed counts: a
+// forger needs an accomplice's signature of a pass in that old epoch to
+// make a holder of the placement give its token up.
+func (sp superseded) lineage(c TokenPos) bool {
+	if c.Token.Seq>>32 != sp.seq>>32 || c.Token.Seq < sp.seq {
+		return false
+	}
+	return c.Holder == sp.holder || c.Giver != "" && c.Token.Seq > sp.seq
+}
+
+// setKnown notes the claim on cur's token that this node believes now;
+// when a placement replaced the holder it believed before, that holder
+// is superseded (see ownClaims: when it turns out alive, as after a
+// partition whose side without it re-homed its token, the placement
+// gives way to it). A superseded holder is only ever one this node
+// believed: a forger cannot become one by claiming an old counter.
+func (g *geoMachine) setKnown(now time.Time, cur TokenPos) {
+	num := cur.Token.Num
+	if old, ok := g.known[num]; ok && old.Holder != cur.Holder && cur.Token.Seq>>32 > old.Token.Seq>>32 {
+		g.superseded[num] = superseded{holder: old.Holder, seq: old.Token.Seq, at: now}
+	}
+	if sp, ok := g.superseded[num]; ok && cur.Token.Seq>>32 <= sp.seq>>32 {
+		delete(g.superseded, num) // the superseded lineage is believed again
+	}
+	g.known[num] = cur
+}
+
+// supersededAlive reports whether c, a claim on own's token, is the
+// lineage of the holder that a placement of own superseded, one
+// attachment TTL and an announce interval after the node first believed
+// the placement: a dead holder's report has expired by then, so that one
+// is alive (the two sides of a partition healed, each holding the
+// token).
+func (g *geoMachine) supersededAlive(now time.Time, own geometric.Token, c TokenPos) bool {
+	sp, ok := g.superseded[own.Num]
+	return ok && own.Seq>>32 > sp.seq>>32 && sp.lineage(c) &&
+		!now.Before(sp.at.Add(g.attachTTL()+g.m.cfg.AnnounceInterval))
 }
 
 // yieldsTo reports whether this node gives its token up to c, a
