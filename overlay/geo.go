@@ -154,8 +154,11 @@ func (n *Node) startGeo(ctx context.Context) error {
 	// spent a fifth of its CPU there, when every peer published its
 	// coordinate). New tokens, promotions and releases still go out at
 	// once.
-	var err error
-	g.feed, err = gossip.JoinGeo(n.ps, n.self, gossip.GeoConfig{
+	ps, err := n.pubSub()
+	if err != nil {
+		return err
+	}
+	g.feed, err = gossip.JoinGeo(ps, n.self, gossip.GeoConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, MinGap: n.cfg.AnnounceInterval, Logger: n.log,
 		Rejected: n.gossipRejected("geo"),
 	})
@@ -193,6 +196,9 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 			next.Superpeer = n.addrInfo(st.Superpeer)
 		}
 		n.commit(next)
+		if m, ok := n.members.(*geoMembership); ok {
+			m.changed(n.State())
+		}
 	}
 	for _, p := range rd.Pings {
 		n.wg.Add(1)

@@ -63,7 +63,22 @@ import (
 // a placement of a token at its holder's own counter, from an ID ground to
 // a smaller Score(seed^token) than the holder's, and so make the holder
 // give it up (as it could make itself the initial holder in the views
-// before); and hold back joiners as said.
+// before); with an accomplice's signature of a pass in the epoch a
+// placement superseded, above the superseded holder's counter, make a
+// holder of the placement give it up (superseded: the chain of links back
+// to that holder is not checked, its reports may have expired); and hold
+// back joiners as said.
+//
+// Why the ground ID is not refused: honest duplicates of one placement,
+// at one counter, come from different lists (two sponsors' clusters, the
+// fragments of a partition), so a holder cannot tell a forger's from an
+// honest one by the lists it knows; any order on IDs is as cheap to grind
+// (a random score beats half the honest ones: a key or two). Closing it
+// needs a proof of the placement that the holder can check: the sponsor's
+// roster signed by the sponsor (the attach answer), carried with the
+// claim, so that anyone who believes the sponsor can check that Rehome
+// names the claimant in it. That is a change of the attach and tokens
+// wire formats, not made.
 
 // placement is a token this node took without a pass: by re-homing or by
 // taking it over for its cluster.
