@@ -185,11 +185,6 @@ func rttDue(members []peer.ID, self peer.ID, known func(peer.ID) bool, all bool,
 	return due
 }
 
-// pingLeast measures the RTT to p: the least of three pings.
-func pingLeast(ctx context.Context, n *Node, p peer.ID) (time.Duration, error) {
-	return pingN(ctx, n, p, 3)
-}
-
 // The geometric strategy's ping carries the answerer's coordinate, as
 // Serf's and Consul's do: every peer a node pings is a sample of its
 // Vivaldi coordinate, and no coordinate needs gossip. Protocol

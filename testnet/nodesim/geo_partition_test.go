@@ -29,12 +29,10 @@ func TestGeoPartitionSideWithoutSuperpeer(t *testing.T) {
 					t.Fatalf("not converged after 2 virtual minutes: %+v", s.Take())
 				}
 				s.RunFor(30 * time.Second)
-				var cut, rest []int
+				var cut []int
 				for i := range s.N() {
 					if st := s.GeoState(i); len(cut) < 10 && st != nil && st.Role != node.RoleSuperpeer && st.Token < 0 {
 						cut = append(cut, i)
-					} else {
-						rest = append(rest, i)
 					}
 				}
 				at := s.Now()
