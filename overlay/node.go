@@ -251,7 +251,9 @@ func (n *Node) pubSub() (*pubsub.PubSub, error) {
 // tokens topic, and with the default factor it would send IHAVE gossip
 // to a quarter of its connected subscribers every heartbeat: a cost of an
 // ordinary peer that grows with the swarm, up to the connection manager's
-// bound (not measured). The price is the v1.1 defence against an eclipse
+// bound (with the default factor an ordinary geometric peer's gossip was
+// 3.6 KB/s at 32 nodes and 9.6 KB/s at 64, against 4.0 and 7.5 with 0;
+// one run each, TestLiveScaleGeometric). The price is the v1.1 defence against an eclipse
 // by many Sybils, which the factor exists for; the mesh and flood
 // publishing still deliver.
 func gossipSubParams() pubsub.GossipSubParams {
