@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -101,5 +102,53 @@ func TestKeysOf(t *testing.T) {
 	given[1].Key = dhtselect.Key{2}
 	if got := keysOf(given, prev, prevKeys); got != nil {
 		t.Errorf("every key given: kept %x", got)
+	}
+}
+
+// TestPartialBackboneHoldsTheExactCount: a partial backbone that counts
+// less than a backbone that covered every cluster key did within a
+// membership TTL does not lower the estimate: a superpeer that raised k
+// leaves half of its old cluster without a summary until that half's
+// superpeer is elected. Past the TTL it stands. 64 clusters at k = 6 of
+// 10 members, the first of 20 (650 peers); its superpeer raises k, and
+// its summary is of its half at k = 7 (10 members): the extrapolation
+// counts the other half as an average cluster's, below 650. On the old
+// rule the estimate fell at once (TestKAtThreshold, in the node
+// simulator, is what that did to k).
+func TestPartialBackboneHoldsTheExactCount(t *testing.T) {
+	cfg := testConfig("a")
+	m := mustNew(t, cfg)
+	m.Step(t0, view("a", "b", "c", "d", "e"))
+	var full []Summary
+	for i := range 64 {
+		var key dhtselect.Key
+		key[0] = byte(i) << 2
+		full = append(full, Summary{Superpeer: peer.ID(fmt.Sprintf("sp%d", i)), K: 6, ClusterKey: key, Size: 10})
+	}
+	full[0].Size = 20
+	split := slices.Clone(full)
+	split[0].K, split[0].Size = 7, 10
+	cs := make([]dhtselect.ClusterSize, len(split))
+	for i, s := range split {
+		cs[i] = dhtselect.ClusterSize{K: s.K, Key: s.ClusterKey, Size: s.Size}
+	}
+	partial, ok := dhtselect.EstimateFromClusters(cs)
+	if !ok || partial.Source != dhtselect.SourceBackbonePartial || partial.N >= 650 || partial.N <= 2*5 {
+		t.Fatalf("the split backbone's estimate %+v, %v: the test needs a partial one between 10 and 650", partial, ok)
+	}
+	m.Step(t0, Backbone{Summaries: full})
+	now, _ := tick(m, t0, time.Second, routing(1), "a")
+	if got := m.State().Size; got.N != 650 || got.Source != dhtselect.SourceBackbone {
+		t.Fatalf("estimate %+v from the whole backbone, want 650", got)
+	}
+	m.Step(now, Backbone{Summaries: split})
+	now, _ = tick(m, now, 10*time.Second, routing(1), "a")
+	if got := m.State().Size; got.N != 650 {
+		t.Errorf("estimate %+v 10 s after the backbone turned partial (%d), want the whole backbone's 650 for a TTL (15 s)", got, partial.N)
+	}
+	m.Step(now, Reevaluate{})
+	_, _ = tick(m, now, 10*time.Second, routing(1), "a")
+	if got := m.State().Size; got != partial {
+		t.Errorf("estimate %+v 20 s after the backbone turned partial, want the partial backbone's %+v", got, partial)
 	}
 }

@@ -453,6 +453,8 @@ type Machine struct {
 	floor          int                // the peers known to exist: the routing table's that count, and the node
 	agreed         dhtselect.Estimate // the backbone's last estimate, while a superpeer
 	agreedAt       time.Time
+	exact          dhtselect.Estimate // the backbone's last estimate that covered every cluster key
+	exactAt        time.Time
 
 	// Quorum: when each peer was last in the view (configured).
 	remembered map[peer.ID]time.Time
@@ -982,6 +984,28 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 		// The estimate is computed once per backbone (backboneTable).
 		if est, ok := m.backbone.estimate(); ok && own.Within(est.N) && (est.Source == dhtselect.SourceBackbone || !own.Exact() || est.N > 2*own.N) {
 			est.N = max(est.N, m.floor)
+			switch {
+			case est.Source == dhtselect.SourceBackbone:
+				m.exact, m.exactAt = est, m.now
+			case est.N < m.exact.N && m.now.Sub(m.exactAt) <= 3*m.cfg.AnnounceInterval:
+				// A partial backbone does not lower, for a membership
+				// TTL, what a backbone that covered every cluster key
+				// counted: a superpeer that raises k leaves half of its
+				// old cluster without a summary until that half's
+				// superpeer is elected, and the extrapolation counts
+				// the hole as an average cluster, which at a threshold
+				// of k is below it. The raiser's digest then told its
+				// members a size that gives the old k, so they did not
+				// follow; the other superpeers, estimating from the
+				// same hole, did not either, and the raiser lowered k
+				// again a TTL later, over and over (found by the node
+				// simulator at 45 and 46 nodes with --fraction 0.1:
+				// TestKAtThreshold). A superpeer that crashed leaves a
+				// hole too: its cluster's next superpeer fills it
+				// within the TTL, and a partition's side lowers its k
+				// a TTL later than it did (chooseK).
+				est = m.exact
+			}
 			m.agreed, m.agreedAt = est, m.now
 			return est
 		}
