@@ -447,14 +447,14 @@ type Machine struct {
 	// A hint from the peer the node would register with, that does not
 	// serve the cluster: whom it names superpeer (see Registrar).
 	hint, hintFrom peer.ID
+	hintKey        dhtselect.Key // the hint's key
 	hintAt         time.Time
 	backbone       *backboneTable     // nil while not a superpeer
 	lowerSince     time.Time          // since when the estimate has given a k below the node's
 	floor          int                // the peers known to exist: the routing table's that count, and the node
 	agreed         dhtselect.Estimate // the backbone's last estimate, while a superpeer
 	agreedAt       time.Time
-	exact          dhtselect.Estimate // the backbone's last estimate that covered every cluster key
-	exactAt        time.Time
+	recent         []heard // the backbone's estimates of the last membership TTL (heldEstimate)
 
 	// Quorum: when each peer was last in the view (configured).
 	remembered map[peer.ID]time.Time
@@ -528,10 +528,23 @@ func (m *Machine) State() State {
 // ends at the peer closest to the cluster key, and the superpeer is the
 // one closest to the target (found by the node simulator: a member whose
 // election had no leader registered with the lookup's answer, which did
-// not serve, and stayed alone in its view for minutes).
+// not serve, and stayed alone in its view for minutes). A hint outside
+// the node's cluster (the superpeer of a cluster at another k, whose
+// digest gives the node the k) lasts one announce interval, one
+// registration: the peer that gave it may serve by then (a member
+// elected for its half of the cluster when k rose, which refused its
+// members a moment before), and its members registered with the hint,
+// which refused them as of another cluster, for three intervals, while
+// the backbone undercounted their cluster (found by the node simulator
+// at 645 nodes with --fraction 0.1: k fell from 7 to 6 after
+// convergence).
 func (m *Machine) Registrar() peer.ID {
 	r := m.registrar()
-	if r != "" && r == m.hintFrom && m.hint != "" && m.now.Sub(m.hintAt) <= 3*m.cfg.AnnounceInterval {
+	if r == "" || r != m.hintFrom || m.hint == "" {
+		return r
+	}
+	if age := m.now.Sub(m.hintAt); age <= 3*m.cfg.AnnounceInterval && m.hintKey.Cluster(m.state.K) == m.state.ClusterKey ||
+		age < m.cfg.AnnounceInterval {
 		return m.hint
 	}
 	return r
@@ -702,6 +715,9 @@ func (m *Machine) takeDigest(now time.Time, d Digest) {
 			h = ""
 		}
 		m.hint, m.hintFrom, m.hintAt = h, d.From, now
+		if h != "" {
+			m.hintKey = dhtselect.KeyOf(h)
+		}
 	}
 	if d.Size.N == 0 {
 		return // a refusal: the hint only
@@ -984,28 +1000,7 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 		// The estimate is computed once per backbone (backboneTable).
 		if est, ok := m.backbone.estimate(); ok && own.Within(est.N) && (est.Source == dhtselect.SourceBackbone || !own.Exact() || est.N > 2*own.N) {
 			est.N = max(est.N, m.floor)
-			switch {
-			case est.Source == dhtselect.SourceBackbone:
-				m.exact, m.exactAt = est, m.now
-			case est.N < m.exact.N && m.now.Sub(m.exactAt) <= 3*m.cfg.AnnounceInterval:
-				// A partial backbone does not lower, for a membership
-				// TTL, what a backbone that covered every cluster key
-				// counted: a superpeer that raises k leaves half of its
-				// old cluster without a summary until that half's
-				// superpeer is elected, and the extrapolation counts
-				// the hole as an average cluster, which at a threshold
-				// of k is below it. The raiser's digest then told its
-				// members a size that gives the old k, so they did not
-				// follow; the other superpeers, estimating from the
-				// same hole, did not either, and the raiser lowered k
-				// again a TTL later, over and over (found by the node
-				// simulator at 45 and 46 nodes with --fraction 0.1:
-				// TestKAtThreshold). A superpeer that crashed leaves a
-				// hole too: its cluster's next superpeer fills it
-				// within the TTL, and a partition's side lowers its k
-				// a TTL later than it did (chooseK).
-				est = m.exact
-			}
+			est = m.heldEstimate(est)
 			m.agreed, m.agreedAt = est, m.now
 			return est
 		}
@@ -1023,6 +1018,45 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 		return dhtselect.Estimate{N: max(m.agreed.N, m.floor), Source: m.agreed.Source}
 	}
 	return own
+}
+
+// heard is a backbone estimate and when the node took it.
+type heard struct {
+	at  time.Time
+	est dhtselect.Estimate
+}
+
+// heldEstimate takes the backbone's estimate est, and returns the highest
+// the backbone gave within a membership TTL (three announce intervals),
+// est included. The summaries count registrations, and a registration
+// that is missing proves a departure only once it has expired: while
+// members move to the superpeers of a new k, each counts nowhere between
+// its old superpeer's summary and its new one's, and the backbone
+// undercounts, whether or not it covers every cluster key; and a
+// superpeer that raises k leaves half of its old cluster without a
+// summary until that half's superpeer is elected, a hole that the
+// extrapolation counts as an average cluster. At a threshold of k both
+// fall below it. The raiser's digest then told its members a size that
+// gives the old k, so they did not follow; the other superpeers,
+// estimating from the same backbone, did not raise either, and the
+// raiser lowered k again a TTL later, over and over (found by the node
+// simulator at 45, 46 and 85 to 89 nodes with --fraction 0.1:
+// TestKAtThreshold). A k that the estimate gives lowers a TTL later still
+// (chooseK).
+func (m *Machine) heldEstimate(est dhtselect.Estimate) dhtselect.Estimate {
+	ttl := 3 * m.cfg.AnnounceInterval
+	// m.recent is kept decreasing in N from the oldest: an estimate is
+	// dropped when it expires or when a newer one is as high.
+	i := 0
+	for i < len(m.recent) && m.now.Sub(m.recent[i].at) > ttl {
+		i++
+	}
+	r := m.recent[i:]
+	for len(r) > 0 && r[len(r)-1].est.N <= est.N {
+		r = r[:len(r)-1]
+	}
+	m.recent = append(slices.Clip(r), heard{m.now, est})
+	return m.recent[0].est
 }
 
 // ownEstimate is the node's own estimate of the network's size, from its
