@@ -72,11 +72,12 @@ func (s *Sim) resetScoped(i int) {
 // noEntry is scoped.knownMin when known is empty.
 const noEntry = time.Duration(math.MaxInt64)
 
-// registerTarget is whom node i registers with now: its superpeer when
-// it is a member, its bootstrap peer before it has joined; -1 for none.
+// registerTarget is whom node i registers with now: its registrar (its
+// superpeer when it is a member), or before it has joined and while it
+// has none its bootstrap peer; -1 for none.
 func (s *Sim) registerTarget(i int) int {
 	n := s.nodes[i]
-	if n.state.Role != node.RoleUnknown {
+	if n.state.Role != node.RoleUnknown || n.m.Registrar() != "" {
 		j, ok := s.indexOf(n.m.Registrar())
 		if !ok || j == i {
 			return -1
@@ -94,6 +95,9 @@ func (s *Sim) registerTarget(i int) int {
 // registerDue sends node i's registration when it is due.
 func (s *Sim) registerDue(i int) {
 	n := s.nodes[i]
+	if reg := n.m.Registrar(); n.state.Role == node.RoleUnknown && reg != n.sc.regWith {
+		n.sc.regWith, n.sc.regAt = reg, s.now // a joiner's new registrar: at once, as the live driver does
+	}
 	if s.now < n.sc.regAt {
 		return
 	}
