@@ -1221,7 +1221,8 @@ func (s *Sim) schedule(i int) {
 
 // due is when node i's next tick does more than count: every tick for a
 // superpeer or a node that serves; for a member, when its machine needs
-// one (NextTick), its next registration, and its next view (scopedView:
+// one (NextTick), its next registration (at once for a joiner whose
+// registrar changed: registerDue), and its next view (scopedView:
 // a roster brought something new, or its oldest peer expires).
 func (s *Sim) due(i int) time.Duration {
 	n := s.nodes[i]
@@ -1229,6 +1230,9 @@ func (s *Sim) due(i int) time.Duration {
 		return 0
 	}
 	d := n.sc.regAt
+	if reg := n.m.Registrar(); n.state.Role == node.RoleUnknown && reg != n.sc.regWith {
+		d = 0 // a joiner's new registrar: registerDue registers at once
+	}
 	if t := n.m.NextTick(); t.IsZero() {
 		d = 0
 	} else {
