@@ -1,7 +1,6 @@
 package overlay
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -391,19 +390,8 @@ func (c *clusterMembership) Changes() <-chan struct{} { return c.changes }
 
 // SetLocal seals the node's announcement and registers it at once.
 func (c *clusterMembership) SetLocal(_ context.Context, a gossip.Announcement) error {
-	before := c.rs.local()
 	if err := c.rs.setLocal(a); err != nil {
 		return err
-	}
-	if bytes.Equal(before, c.rs.local()) {
-		// It says what the last one said (the machine announces after
-		// every evaluation): nothing to register, nothing changed.
-		// Signalled anyway, each announcement made the loop give the
-		// machine its view again, which made an evaluation due a settle
-		// period later, which announced again: every node evaluated, and
-		// registered, about four times a second in a converged
-		// in-process testnet, instead of once a period.
-		return nil
 	}
 	notify(c.kick)
 	notify(c.changes) // a serving node's own entry
