@@ -753,7 +753,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		feeds["membership"] = n.members.Stats()
 	}
 	if n.geo != nil {
-		feeds["token"] = n.geo.feed.Stats()
+		gs := n.geo.feed.Stats()
+		feeds["coord"], feeds["token"] = gs.Coords, gs.Tokens
 	}
 	for topic, fs := range feeds {
 		counter(descGossip, fs.Accepted, topic, "accepted")
