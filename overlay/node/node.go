@@ -551,7 +551,7 @@ func (m *Machine) Registrar() peer.ID {
 	if r == "" || r != m.hintFrom || m.hint == "" {
 		return r
 	}
-	if m.now.Sub(m.hintAt) <= 3*m.cfg.AnnounceInterval {
+	if m.now.Sub(m.hintAt) <= m.ttl() {
 		return m.hint
 	}
 	return r
@@ -1033,6 +1033,10 @@ func (m *Machine) seekMate() {
 // registrations of a live one take a few round trips, and its roster
 // reached the joiners' views in 1.1 s in the node simulator (whose views
 // come every quarter of a re-evaluation period).
+// ttl is the membership TTL, three announce intervals: how long a
+// registration, a summary, a digest or a hint lasts without a refresh.
+func (m *Machine) ttl() time.Duration { return 3 * m.cfg.AnnounceInterval }
+
 func (m *Machine) joinWait() time.Duration {
 	return time.Duration(TimeoutTicks(0, m.cfg.ElectionTick)) * m.cfg.ElectionTick
 }
@@ -1116,10 +1120,10 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 			return est
 		}
 	}
-	if m.hasDigest && m.now.Sub(m.digestAt) <= 3*m.cfg.AnnounceInterval && own.Within(m.digest.Size.N) {
+	if m.hasDigest && m.now.Sub(m.digestAt) <= m.ttl() && own.Within(m.digest.Size.N) {
 		return dhtselect.Estimate{N: max(m.digest.Size.N, m.floor), Source: SourceDigest}
 	}
-	if m.agreed.N > 0 && m.now.Sub(m.agreedAt) <= 3*m.cfg.AnnounceInterval && own.Within(m.agreed.N) {
+	if m.agreed.N > 0 && m.now.Sub(m.agreedAt) <= m.ttl() && own.Within(m.agreed.N) {
 		// A superpeer that has just handed its cluster over hears the
 		// backbone no more, and has no digest yet: the backbone's last
 		// estimate stands until one comes (found by the node simulator:
@@ -1155,7 +1159,7 @@ type heard struct {
 // TestKAtThreshold). A k that the estimate gives lowers a TTL later still
 // (chooseK).
 func (m *Machine) heldEstimate(est dhtselect.Estimate) dhtselect.Estimate {
-	ttl := 3 * m.cfg.AnnounceInterval
+	ttl := m.ttl()
 	// m.recent is kept decreasing in N from the oldest: an estimate is
 	// dropped when it expires or when a newer one is as high.
 	i := 0
@@ -1316,7 +1320,7 @@ func (m *Machine) chooseK(now time.Time, est dhtselect.Estimate) int {
 	if m.lowerSince.IsZero() {
 		m.lowerSince = now
 	}
-	if now.Sub(m.lowerSince) < 3*m.cfg.AnnounceInterval {
+	if now.Sub(m.lowerSince) < m.ttl() {
 		return m.state.K
 	}
 	return k
