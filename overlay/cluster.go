@@ -193,6 +193,19 @@ func (c *clusterMembership) round(ctx context.Context) {
 	if err != nil && !errors.Is(err, errRefused) && ctx.Err() == nil {
 		c.n.log.Debug("register", "with", to, "err", err)
 	}
+	if errors.As(err, &ref) && ref.Why == regNotSuperpeer || err != nil && !errors.Is(err, errRefused) {
+		// No digest came with this answer: the one the registrar holds
+		// is the last superpeer's, from an earlier round. Fed again, it
+		// told the machine that its registrar answered as a superpeer
+		// with no hint, and so took back the hint that the refusal had
+		// just given (the registrar's superpeer): the member went on
+		// registering with a peer that did not serve, refused every
+		// interval, and its cluster's superpeer never heard of it
+		// (found live: testnet's TestInvitationKillSuperpeerScenario,
+		// a member refused 578 times while the loop no longer
+		// evaluated four times a period).
+		return
+	}
 	if d, ok := c.rs.digest(); ok {
 		// Before the node has a role, the roster that came with the
 		// digest first, on the same queue: a joiner takes a role once
