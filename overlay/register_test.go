@@ -1100,3 +1100,35 @@ func TestRegisterSnapshotBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalKeepsItsHint: a member whose registrar has stopped serving
+// is refused with a hint (the superpeer the registrar follows), and the
+// round gives the machine that hint and nothing after it. It used to
+// feed, after the refusal, the digest the member held from the
+// registrar's serving days, which the machine took as an answer with no
+// hint: the hint was gone at once, and the member kept registering with
+// a peer that no longer served (a member refused 578 times in testnet's
+// TestInvitationKillSuperpeerScenario, its superpeer never hearing of it).
+func TestRefusalKeepsItsHint(t *testing.T) {
+	ps := regPeers(t, 3)
+	s, m, h := ps[0], ps[1], ps[2]
+	s.serve(t, 0)
+	m.announce(t, 0, false)
+	if st, err := m.register(t, s); err != nil || st != regSnapshot {
+		t.Fatalf("first registration: %v, %v; want a snapshot", st, err)
+	}
+	s.reg.stopServing(h.n.self) // it follows h now
+	c := &clusterMembership{n: m.n, reg: m.reg, rs: m.rar, changes: make(chan struct{}, 1), kick: make(chan struct{}, 1), to: s.n.self}
+	m.n.inbox.signal = make(chan struct{}, 1)
+	m.n.state.Role = RoleOrdinary // a member (a joiner's round would give the machine its view first)
+	c.round(context.Background())
+	var digests []node.Digest
+	for _, in := range m.n.inbox.take() {
+		if d, ok := in.(node.Digest); ok {
+			digests = append(digests, d)
+		}
+	}
+	if len(digests) == 0 || digests[len(digests)-1] != (node.Digest{From: s.n.self, Superpeer: h.n.self}) {
+		t.Errorf("digests fed %+v; want the refusal's hint %s last (and no stale digest after it)", digests, h.n.self)
+	}
+}

@@ -224,3 +224,41 @@ func TestHintThatRefusesIsDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestSuperpeerRegistersWhereItsLookupEnds: a superpeer whose lookup of
+// its cluster's key ends at another peer of the cluster, which it does
+// not hear on the backbone, registers with that peer (so that it enters
+// that one's view and election); a lookup that ends at itself, or at a
+// peer outside its cluster, gives it no registrar.
+func TestSuperpeerRegistersWhereItsLookupEnds(t *testing.T) {
+	var in, out []peer.ID // keys in the cluster of in[0] at k = 1, and not
+	for i := 0; len(in) < 2 || len(out) < 1; i++ {
+		p := peer.ID(fmt.Sprintf("p%d", i))
+		if len(in) == 0 || dhtselect.KeyOf(p).Cluster(1) == dhtselect.KeyOf(in[0]).Cluster(1) {
+			in = append(in, p)
+		} else {
+			out = append(out, p)
+		}
+	}
+	self, mate, other := in[0], in[1], out[0]
+	for _, tc := range []struct {
+		answer peer.ID
+		want   peer.ID
+	}{{self, ""}, {mate, mate}, {other, ""}} {
+		cfg := testConfig(string(self))
+		cfg.Election, cfg.Target, cfg.Bootstrap = "bully", dhtselect.Target{Superpeers: 2}, true
+		m := mustNew(t, cfg)
+		m.Step(t0, View{Members: []Member{{ID: self}}})
+		m.Step(t0, Digest{From: mate, K: 1, Size: dhtselect.Estimate{N: 4, Source: dhtselect.SourceBackbone}})
+		now, _ := tick(m, t0, 3*time.Second, routing(1), self)
+		if st := m.State(); st.Role != RoleSuperpeer || st.K != 1 {
+			t.Fatalf("role %v at k = %d, want the superpeer at k = 1 (its lookup ends at itself, it is alone)", st.Role, st.K)
+		}
+		// The next lookups end at tc.answer; the bully election does not
+		// hear from it (the peer's view does not hold this node).
+		tick(m, now, 6*time.Second, routing(1), tc.answer)
+		if got := m.Registrar(); got != tc.want {
+			t.Errorf("lookup ends at %q: registrar %q, want %q", tc.answer, got, tc.want)
+		}
+	}
+}
