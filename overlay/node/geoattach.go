@@ -57,6 +57,7 @@ func (g *geoMachine) startAttach(now time.Time) {
 	for p, seen := range g.members {
 		if now.Sub(seen) > expiry {
 			delete(g.members, p)
+			delete(g.memberCoord, p)
 		}
 	}
 	g.round = &attachRound{now: now}
@@ -68,6 +69,7 @@ func (g *geoMachine) startAttach(now time.Time) {
 	}
 	g.search = nil
 	clear(g.members) // no longer a superpeer: nobody is attached
+	clear(g.memberCoord)
 	if g.attached == g.self() {
 		g.attached = "" // a superpeer no longer: it must attach like anyone
 	}
@@ -99,6 +101,7 @@ func (r *attachRound) reports(p peer.ID) bool {
 func (g *geoMachine) ask(r *attachRound, stage int, p peer.ID) {
 	r.stage, r.asked = stage, p
 	g.out.Attach = append(g.out.Attach, p)
+	g.out.AttachCoord = g.client.Coordinate()
 	if rtts, ok := g.swapReport(p); ok {
 		if g.out.AttachRTTs == nil {
 			g.out.AttachRTTs = map[peer.ID][]time.Duration{}
@@ -169,6 +172,7 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 	}
 	r.asked = ""
 	if in.OK {
+		g.matesSent(now, in.To, in.Mates, in.Coords)
 		g.mates, g.matesOf = slices.Clone(in.Mates), in.To
 		g.swapAsked(in.To, in.Candidates)
 	}
