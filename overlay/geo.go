@@ -62,7 +62,9 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/5.0.0": a frameAttach of the
+//   - attach "/superpeer/<network>/attach/6.0.0": a frameAttach of one
+//     byte of what the member says of itself (attachPrivate: it is
+//     private, attachFlapping: it flaps; other bits refused), then the
 //     member's coordinate (appendCoord: a uvarint count of components,
 //     geometric.Dimensions, then the components, the error, the
 //     adjustment and the height, each a big-endian float64; it must pass
@@ -77,8 +79,11 @@ import (
 //     readIDs), then the candidates of the search in the same form
 //     (none: a count of 0), then some members' coordinates: a uvarint
 //     count (at most maxAttachCoords) of a peer ID (as above) and its
-//     coordinate (appendCoord). Members learn their cluster-mates from
-//     it, for elections, and some of their coordinates;
+//     coordinate (appendCoord), then the peers of the cluster that said
+//     they are private or flapping (node.GeoAnswer.Demoted), as the
+//     cluster (each must be in it). Members learn their cluster-mates
+//     from it, for elections, some of their coordinates, and which mates
+//     rank last and take no token;
 //   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
 //     (the peer checked), answered by a frameAnswer of 8 bytes (the RTT
 //     this node measures to it, nanoseconds, big-endian: the machine's,
@@ -97,7 +102,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/5.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/6.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -219,8 +224,8 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			a, err := g.requestAttach(ctx, p, rd.AttachCoord, rd.AttachRTTs[p])
-			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Err: err})
+			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p])
+			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Err: err})
 		}()
 	}
 	for _, v := range rd.Vouch {
@@ -365,14 +370,34 @@ func (g *geo) handleToken(s network.Stream) {
 	})
 }
 
-// requestAttach asks p to take us, with our coordinate c and our report
-// rtts if any: yes with the cluster, the candidates and the coordinates p
+// The bits of an attach request's first byte: what the member says of
+// itself (node.AttachAsked.Private and Flapping).
+const (
+	attachPrivate  byte = 1 << 0
+	attachFlapping byte = 1 << 1
+)
+
+// attachFlags is an attach request's first byte.
+func attachFlags(private, flapping bool) byte {
+	var b byte
+	if private {
+		b |= attachPrivate
+	}
+	if flapping {
+		b |= attachFlapping
+	}
+	return b
+}
+
+// requestAttach asks p to take us, with what we say of ourselves (flags,
+// attachFlags), our coordinate c and our report rtts if any: yes with the
+// cluster, the candidates, the coordinates and the demoted members p
 // sent, or no (err nil: p answered no), or no answer (err).
-func (g *geo) requestAttach(ctx context.Context, p peer.ID, c *coordinate.Coordinate, rtts []time.Duration) (node.GeoAnswer, error) {
+func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coordinate.Coordinate, rtts []time.Duration) (node.GeoAnswer, error) {
 	if c == nil {
 		return node.GeoAnswer{}, fmt.Errorf("%w: attach request without a coordinate", errWire)
 	}
-	req := appendCoord(nil, c)
+	req := appendCoord([]byte{flags}, c)
 	if len(rtts) > 0 {
 		req = appendRTTs(req, rtts)
 	}
@@ -389,11 +414,19 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, c *coordinate.Coordi
 		if a.Candidates, err = readIDs(r); err != nil {
 			return a, err
 		}
-		a.Coords, err = readCoords(r)
+		if a.Coords, err = readCoords(r); err != nil {
+			return a, err
+		}
+		a.Demoted, err = readIDs(r)
 		return a, err
 	})
 	if err == nil && (len(a.Cluster) == 0 || a.Cluster[0] != p) {
 		err = fmt.Errorf("%w: attach: the cluster list does not start with its superpeer", errWire)
+	}
+	for _, d := range a.Demoted {
+		if err == nil && !slices.Contains(a.Cluster, d) {
+			err = fmt.Errorf("%w: attach: demoted peer %s not in the cluster", errWire, d)
+		}
 	}
 	if err != nil {
 		g.n.guard.refuse(g.n, protoName(g.attachProto), p, err)
@@ -563,7 +596,14 @@ func (g *geo) handleAttach(s network.Stream) {
 	g.n.serve(s, "attach", frameAttach, func(req []byte, from peer.ID) (frameType, []byte, error) {
 		in, err := decodeAll(req, func(r *bufio.Reader) (node.AttachAsked, error) {
 			in := node.AttachAsked{From: from}
-			var err error
+			flags, err := r.ReadByte()
+			if err != nil {
+				return in, err
+			}
+			if flags&^(attachPrivate|attachFlapping) != 0 {
+				return in, fmt.Errorf("flags %#x", flags)
+			}
+			in.Private, in.Flapping = flags&attachPrivate != 0, flags&attachFlapping != 0
 			if in.Coord, err = readCoord(r); err != nil {
 				return in, err
 			}
@@ -585,7 +625,7 @@ func (g *geo) handleAttach(s network.Stream) {
 		}) || !ans.Yes {
 			return frameAnswer, respNo, nil
 		}
-		return frameAnswer, appendCoords(appendIDs(appendIDs(slices.Clone(respYes), ans.Cluster), ans.Candidates), ans.Coords), nil
+		return frameAnswer, appendIDs(appendCoords(appendIDs(appendIDs(slices.Clone(respYes), ans.Cluster), ans.Candidates), ans.Coords), ans.Demoted), nil
 	})
 }
 

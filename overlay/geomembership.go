@@ -22,8 +22,11 @@ import (
 // from the view with this strategy is the cluster's: the election's ranks
 // (rankedLast), the RTTs behind its timeout (Member.RTT, the node's own
 // pings of its cluster, rtt.go), and the private peers no token is passed
-// to. Other peers' flags are not carried: a private or flapping mate ranks
-// as any other (and a private peer refuses a token passed to it).
+// to. Other peers' flags are not in the view: they travel with the attach
+// protocol (a member says in each request whether it is private or
+// flapping, and the superpeer's roster lists the members that did,
+// node.GeoAnswer.Demoted), and the machine ranks those last and hands
+// them no token by what the roster says (overlay/node's demotes).
 //
 // Nothing here is gossiped: SetLocal keeps the announcement, Leave and
 // Close do nothing, and the view changes (Changes) when the node's state

@@ -194,24 +194,32 @@ type PassDone struct {
 // GeoAnswer's, read right after the Step. RTTs, when set, is From's report
 // for the search on measured RTTs (geoswap.go): the RTT it measures to
 // this node, then to each candidate this node named. Coord is From's
-// coordinate (GeoReady.AttachCoord), nil if it sent none.
+// coordinate (GeoReady.AttachCoord), nil if it sent none. Private and
+// Flapping are what From says of itself (GeoReady.AttachPrivate,
+// AttachFlapping): a claim that can only make it less eligible (it ranks
+// last in the cluster's election and is handed no token), so it is taken
+// as it comes.
 type AttachAsked struct {
-	From  peer.ID
-	RTTs  []time.Duration
-	Coord *coordinate.Coordinate
+	From     peer.ID
+	RTTs     []time.Duration
+	Coord    *coordinate.Coordinate
+	Private  bool
+	Flapping bool
 }
 
 // AttachDone answers an attach request (GeoReady.Attach): To accepted (OK,
 // with its cluster Mates, itself first, the Candidates of its search on
 // measured RTTs, for this node to measure: geoswap.go, and the Coords of
-// some of its members: coords.go), refused (not OK, Err nil), or did not
-// answer (Err).
+// some of its members: coords.go, and the Demoted among Mates: those that
+// said they are private or flapping, GeoAnswer.Demoted), refused (not OK,
+// Err nil), or did not answer (Err).
 type AttachDone struct {
 	To         peer.ID
 	OK         bool
 	Mates      []peer.ID
 	Candidates []peer.ID
 	Coords     []PeerCoord
+	Demoted    []peer.ID
 	Err        error
 }
 
@@ -260,9 +268,15 @@ type GeoReady struct {
 	// AttachRTTs holds the report to send with the request to a peer, if
 	// any (AttachAsked.RTTs); AttachCoord is the node's coordinate, to
 	// send with each request (AttachAsked.Coord).
-	Attach      []peer.ID
-	AttachRTTs  map[peer.ID][]time.Duration
-	AttachCoord *coordinate.Coordinate
+	//
+	// AttachPrivate and AttachFlapping are what the node says of itself
+	// with each request (AttachAsked.Private, Flapping): that it is
+	// private, and that it flaps.
+	Attach         []peer.ID
+	AttachRTTs     map[peer.ID][]time.Duration
+	AttachCoord    *coordinate.Coordinate
+	AttachPrivate  bool
+	AttachFlapping bool
 	// Vouch are peers to ask for the RTT they measure to a peer (the
 	// vantage points of the liar check); each answers with VouchDone.
 	Vouch []VouchRequest
@@ -321,13 +335,17 @@ type GeoState struct {
 //
 // RTT is the answer to VouchAsked. Candidates, with a yes to an attach
 // request, are the peers the superpeer asks its members to measure
-// (geoswap.go), and Coords the coordinates of some of its members
-// (coords.go).
+// (geoswap.go), Coords the coordinates of some of its members
+// (coords.go), and Demoted the peers of Cluster, sorted, that said they
+// are private or flapping (their last requests' AttachAsked.Private and
+// Flapping; the superpeer itself when it is either): every member ranks
+// them last and hands them no token (demotes).
 type GeoAnswer struct {
 	Yes        bool
 	Cluster    []peer.ID
 	Candidates []peer.ID
 	Coords     []PeerCoord
+	Demoted    []peer.ID
 	Forged     error
 	RTT        time.Duration
 }
@@ -363,6 +381,11 @@ type geoMachine struct {
 	attachOK time.Time                 // when it last accepted our request
 	mates    []peer.ID                 // the cluster matesOf sent with its last yes, itself first
 	matesOf  peer.ID
+	// The peers of the cluster that said they are private or flapping
+	// (demotes): a superpeer's members, by their last requests; an
+	// ordinary peer's mates, as matesOf's last yes named them.
+	memberDemoted map[peer.ID]bool
+	mateDemoted   map[peer.ID]bool
 	// clusterToken is the token number of our cluster's holder, as last
 	// reported (it outlives the holder, for the election's takeover).
 	clusterToken int
@@ -493,6 +516,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		// differ between nodes and a run can be replayed.
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
+		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{},
 		clusterToken: -1, distrusted: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
 		known: map[int]TokenPos{}, superseded: map[int]superseded{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{},
@@ -587,7 +611,7 @@ func (m *Machine) GeoAnswer() GeoAnswer {
 		return GeoAnswer{}
 	}
 	a := m.geo.answer
-	a.Cluster, a.Candidates = slices.Clone(a.Cluster), slices.Clone(a.Candidates)
+	a.Cluster, a.Candidates, a.Demoted = slices.Clone(a.Cluster), slices.Clone(a.Candidates), slices.Clone(a.Demoted)
 	return a
 }
 
@@ -832,11 +856,19 @@ func (g *geoMachine) pingTargets() []peer.ID {
 func (g *geoMachine) tokenRound(now time.Time) {
 	coords := g.coords(now)
 	// The peers that may not hold a token: the private ones the node
-	// knows of.
+	// knows of, and those its cluster's roster demotes (private or
+	// flapping, by their own word).
 	private := map[geometric.ID]bool{}
 	for _, e := range g.m.view {
 		if e.Private {
 			private[geometric.ID(e.ID)] = true
+		}
+	}
+	for _, ps := range []map[peer.ID]bool{g.memberDemoted, g.mateDemoted} {
+		for p := range ps {
+			if g.demotes(p) {
+				private[geometric.ID(p)] = true
+			}
 		}
 	}
 	targets := g.pingTargets()
@@ -1032,8 +1064,14 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 		return
 	}
 	g.members[in.From] = now
+	if in.Private || in.Flapping {
+		g.memberDemoted[in.From] = true
+	} else {
+		delete(g.memberDemoted, in.From)
+	}
 	g.memberSent(in.From, in.Coord)
-	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs), Coords: g.share(in.From)}
+	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs), Coords: g.share(in.From),
+		Demoted: g.clusterDemoted()}
 	if !member {
 		g.update(now) // list a new member before it hears yes
 	}
@@ -1048,6 +1086,47 @@ func (g *geoMachine) cluster() []peer.ID {
 	}
 	slices.Sort(ids)
 	return append([]peer.ID{g.self()}, ids...)
+}
+
+// clusterDemoted lists, sorted, the peers of a superpeer's cluster that
+// said they are private or flapping: the members by their last requests,
+// itself by its own state (selfDemoted).
+func (g *geoMachine) clusterDemoted() []peer.ID {
+	var out []peer.ID
+	for p := range g.memberDemoted {
+		if _, ok := g.members[p]; ok {
+			out = append(out, p)
+		}
+	}
+	if g.selfDemoted() {
+		out = append(out, g.self())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// selfDemoted reports whether this node says of itself that it is
+// private or flapping.
+func (g *geoMachine) selfDemoted() bool {
+	return g.m.private || g.m.el != nil && g.m.el.selfFlapping
+}
+
+// demotes reports whether p is a peer of this node's cluster that ranks
+// last and is handed no token because it said it is private or flapping:
+// this node itself by its own state; a superpeer's member by its last
+// request; an ordinary peer's mate (its superpeer included) as the
+// superpeer's last yes named it. A peer's word about itself can only
+// lower it, so what it says is taken; a superpeer can lower (or fail to
+// lower) a member in the roster it sends, as it can leave one out.
+func (g *geoMachine) demotes(p peer.ID) bool {
+	super := g.holder.Superpeer()
+	switch {
+	case p == g.self():
+		return g.selfDemoted() || !super && g.mateDemoted[p]
+	case super:
+		return g.memberDemoted[p]
+	}
+	return g.mateDemoted[p]
 }
 
 // state is the node's geometric state now.

@@ -23,7 +23,10 @@ import (
 //     report members, the one with the least Score(seed^token) (the token
 //     reports, which every node hears, name the same ones); the member
 //     that Rehome names among the cluster its superpeer named in its last
-//     yes (the roster every member got) takes it. The tokens of a new
+//     yes (the roster every member got), less the members the roster
+//     demotes (private or flapping by their own word: a private member
+//     refuses a token, and one named would leave the token missing for
+//     good; TestGeoRehomeSkipsDemoted), takes it. The tokens of a new
 //     network thus start in the first cluster and spread from there by
 //     their repulsion. When no holder at all is heard of (all were
 //     lost, or a side of a partition has none), each fragment of a
@@ -176,10 +179,11 @@ func (g *geoMachine) sponsor(num int) peer.ID {
 // rehomer is the peer that takes the missing token num, as far as this
 // node can tell: when this node is a member of num's sponsor, the one that
 // Rehome names among the cluster the sponsor named in its last yes, less
-// the holders. When no holder at all is heard of (all were lost, or
-// this is a side of a partition that has none), the one
-// Rehome names among the last cluster any superpeer named to this node,
-// less that superpeer and the mates it is no longer connected to (they
+// the holders and the mates it demotes (demotes). When no holder at all
+// is heard of (all were lost, or this is a side of a partition that has
+// none), the one Rehome names among the last cluster any superpeer named
+// to this node, less that superpeer, the mates it demotes and the mates
+// it is no longer connected to (they
 // are on the other side, or gone), itself kept: the fragments of one
 // cluster agree on it, and the placements of two fragments, or of two
 // clusters, are settled as duplicates (yieldsTo). "" otherwise.
@@ -191,7 +195,7 @@ func (g *geoMachine) rehomer(num int, holding map[geometric.ID]bool) geometric.I
 	}
 	ids := make([]geometric.ID, 0, len(g.mates))
 	for _, p := range g.mates {
-		if p != g.matesOf && (!orphan || p == g.self() || g.connected[p]) {
+		if p != g.matesOf && !g.demotes(p) && (!orphan || p == g.self() || g.connected[p]) {
 			ids = append(ids, geometric.ID(p))
 		}
 	}

@@ -198,7 +198,7 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		if g.lie != nil {
 			c = g.lie
 		}
-		s.geoAttach(i, p, rd.AttachRTTs[p], c)
+		s.geoAttach(i, p, rd.AttachRTTs[p], c, rd.AttachPrivate, rd.AttachFlapping)
 	}
 	for _, v := range rd.Vouch {
 		s.geoVouch(i, v)
@@ -491,20 +491,21 @@ func (s *Sim) ForgePass(from, to int, t geometric.Token, done func(node.GeoAnswe
 // geoAttach carries out an attach request (see geoRequest): the
 // superpeer's machine gets a fresh feed and the request (GeoFeed,
 // AttachAsked, with the report rtts for the search on measured RTTs and
-// the asker's coordinate c), and decides (GeoAnswer, with the search's
-// candidates and some members' coordinates).
-func (s *Sim) geoAttach(i int, p peer.ID, rtts []time.Duration, c *coordinate.Coordinate) {
+// the asker's coordinate c, and what it says of itself: private,
+// flapping), and decides (GeoAnswer, with the search's candidates, some
+// members' coordinates and the demoted members).
+func (s *Sim) geoAttach(i int, p peer.ID, rtts []time.Duration, c *coordinate.Coordinate, private, flapping bool) {
 	s.stats.GeoAttaches++
 	s.geoRequest(i, p,
 		func(m *node.Machine, j int, now time.Time, from peer.ID) {
 			m.Step(now, s.geoFeed(j))
-			m.Step(now, node.AttachAsked{From: from, RTTs: rtts, Coord: c})
+			m.Step(now, node.AttachAsked{From: from, RTTs: rtts, Coord: c, Private: private, Flapping: flapping})
 		},
 		func(a node.GeoAnswer, ok bool) node.Input {
 			if !ok {
 				return node.AttachDone{To: p, Err: errGeoTimeout}
 			}
-			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords}
+			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted}
 		})
 }
 
