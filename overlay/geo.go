@@ -405,7 +405,20 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 	if err != nil || len(resp) == 0 || resp[0] != respYes[0] {
 		return node.GeoAnswer{}, err
 	}
-	a, err := decodeAll(resp[1:], func(r *bufio.Reader) (node.GeoAnswer, error) {
+	a, err := readAttachYes(p, resp[1:])
+	if err != nil {
+		g.n.guard.refuse(g.n, protoName(g.attachProto), p, err)
+		return node.GeoAnswer{}, err
+	}
+	return a, nil
+}
+
+// readAttachYes reads superpeer p's yes to an attach request (after its
+// first byte): the cluster, which must start with p, the candidates, the
+// coordinates and the demoted members, each of which must be in the
+// cluster.
+func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
+	a, err := decodeAll(b, func(r *bufio.Reader) (node.GeoAnswer, error) {
 		var a node.GeoAnswer
 		var err error
 		if a.Cluster, err = readIDs(r); err != nil {
@@ -429,11 +442,42 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 		}
 	}
 	if err != nil {
-		g.n.guard.refuse(g.n, protoName(g.attachProto), p, err)
 		return node.GeoAnswer{}, err
 	}
 	a.Yes = true
 	return a, nil
+}
+
+// appendAttachYes is readAttachYes' writer (after the first byte).
+func appendAttachYes(b []byte, a node.GeoAnswer) []byte {
+	return appendIDs(appendCoords(appendIDs(appendIDs(b, a.Cluster), a.Candidates), a.Coords), a.Demoted)
+}
+
+// readAttachRequest reads an attach request from a member: attachFlags'
+// byte (no other bit set), its coordinate and its report, if any.
+func readAttachRequest(from peer.ID, req []byte) (node.AttachAsked, error) {
+	in, err := decodeAll(req, func(r *bufio.Reader) (node.AttachAsked, error) {
+		in := node.AttachAsked{From: from}
+		flags, err := r.ReadByte()
+		if err != nil {
+			return in, err
+		}
+		if flags&^(attachPrivate|attachFlapping) != 0 {
+			return in, fmt.Errorf("flags %#x", flags)
+		}
+		in.Private, in.Flapping = flags&attachPrivate != 0, flags&attachFlapping != 0
+		if in.Coord, err = readCoord(r); err != nil {
+			return in, err
+		}
+		if _, more := r.Peek(1); more == nil {
+			in.RTTs, err = readRTTs(r)
+		}
+		return in, err
+	})
+	if err != nil {
+		return node.AttachAsked{}, fmt.Errorf("%w: attach request: %w", errWire, err)
+	}
+	return in, nil
 }
 
 // maxAttachCoords bounds the members' coordinates in an attach answer
@@ -594,26 +638,9 @@ func appendIDs(b []byte, ids []peer.ID) []byte {
 // (node.AttachAsked), given the feed as it is now.
 func (g *geo) handleAttach(s network.Stream) {
 	g.n.serve(s, "attach", frameAttach, func(req []byte, from peer.ID) (frameType, []byte, error) {
-		in, err := decodeAll(req, func(r *bufio.Reader) (node.AttachAsked, error) {
-			in := node.AttachAsked{From: from}
-			flags, err := r.ReadByte()
-			if err != nil {
-				return in, err
-			}
-			if flags&^(attachPrivate|attachFlapping) != 0 {
-				return in, fmt.Errorf("flags %#x", flags)
-			}
-			in.Private, in.Flapping = flags&attachPrivate != 0, flags&attachFlapping != 0
-			if in.Coord, err = readCoord(r); err != nil {
-				return in, err
-			}
-			if _, more := r.Peek(1); more == nil {
-				in.RTTs, err = readRTTs(r)
-			}
-			return in, err
-		})
+		in, err := readAttachRequest(from, req)
 		if err != nil {
-			return 0, nil, fmt.Errorf("%w: attach request: %w", errWire, err)
+			return 0, nil, err
 		}
 		var ans node.GeoAnswer
 		feed := g.input()
@@ -625,7 +652,7 @@ func (g *geo) handleAttach(s network.Stream) {
 		}) || !ans.Yes {
 			return frameAnswer, respNo, nil
 		}
-		return frameAnswer, appendIDs(appendCoords(appendIDs(appendIDs(slices.Clone(respYes), ans.Cluster), ans.Candidates), ans.Coords), ans.Demoted), nil
+		return frameAnswer, appendAttachYes(slices.Clone(respYes), ans), nil
 	})
 }
 
