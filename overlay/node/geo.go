@@ -1028,14 +1028,15 @@ func (g *geoMachine) publishToken() {
 	}
 }
 
-// offered answers a token pass: refused when this node is private, when
-// the sender is not the holder of the token this node knows (passable,
-// which also says whether the pass is a forgery), or when the holder
-// machine refuses it.
+// offered answers a token pass: refused when this node is private or
+// flapping (selfDemoted), when the sender is not the holder of the token
+// this node knows (passable, which also says whether the pass is a
+// forgery), or when the holder machine refuses it.
 func (g *geoMachine) offered(now time.Time, in TokenOffered) {
 	g.answer = GeoAnswer{}
-	if g.m.private {
-		g.note(slog.LevelDebug, "geometric: refused a token: this node is private", "token", in.Token.Num, "from", in.From)
+	if g.selfDemoted() {
+		g.note(slog.LevelDebug, "geometric: refused a token: this node is private or flapping", "token", in.Token.Num, "from", in.From,
+			"private", g.m.private)
 		return
 	}
 	if err := g.passable(in); err != nil {

@@ -306,8 +306,8 @@ func (g *geoMachine) election(now time.Time) {
 		g.round = nil
 		g.nextAttch = now
 	}
-	if leader != g.self() || held || holder == g.self() || g.m.private || !g.lost(now, holder) {
-		return // (a private node takes no token, not even as the cluster's leader)
+	if leader != g.self() || held || holder == g.self() || g.selfDemoted() || !g.lost(now, holder) {
+		return // (a private or flapping node takes no token, not even as the cluster's leader)
 	}
 	t := geometric.Rehomed(num, seen)
 	for _, tp := range g.feed.Tokens {

@@ -112,4 +112,20 @@ func TestGeoRehomeSkipsDemoted(t *testing.T) {
 			g.take()
 		}
 	})
+	t.Run("flapping", func(t *testing.T) {
+		cfg := geoTestConfig("a", 2)
+		cfg.Election = "bully"
+		d := newGeoDriver(t, cfg)
+		d.m.el.selfFlapping = true // lost all its connections flapLimit times in flapWindow (elect.go)
+		g := d.m.geo
+		g.ask(&attachRound{}, askBest, "s")
+		if g.out.AttachPrivate || !g.out.AttachFlapping {
+			t.Errorf("a flapping node's attach request says private %v, flapping %v", g.out.AttachPrivate, g.out.AttachFlapping)
+		}
+		g.take()
+		d.handOver("x", geometric.Token{Num: 0, Seq: 1})
+		if d.m.GeoAnswer().Yes || d.m.GeoState().Token >= 0 {
+			t.Error("a flapping node took a token")
+		}
+	})
 }

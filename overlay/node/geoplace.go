@@ -56,8 +56,8 @@ func (g *geoMachine) place(now time.Time) {
 		g.tokens.hear(t.Num, t.Seq)
 		return
 	}
-	if g.m.private {
-		return // a private node holds no token
+	if g.selfDemoted() {
+		return // a private or flapping node holds no token
 	}
 	// Not before every report republished (each AnnounceInterval) has had
 	// one TTL to arrive, and the coordinates some samples.
