@@ -90,6 +90,14 @@
 //     ContactWindow, and its superpeer), and those that crashed less than
 //     ConnLoss ago (a live connection outlives a crashed peer: QUIC's
 //     idle timeout is 30 s).
+//   - The view (the live node's overlay/geomembership.go): no topic of
+//     the swarm; a machine's view is its cluster as its GeoState lists it
+//     (itself and its superpeer, or a superpeer's members), given when
+//     that changes (geoView), the superpeer flagged, its own entry with
+//     its own flapping flag, and with an election the matrix RTTs. Its
+//     mates' flags come with the attach answers (GeoAnswer.Demoted). The
+//     component views above still decide which token reports a node
+//     hears (and when a gone node's expire).
 //   - Token passes and attach requests reach the receiving machine half an
 //     RTT (plus jitter) later; its machine decides, as the live stream
 //     handlers do (TokenOffered, or a fresh GeoFeed and AttachAsked, with

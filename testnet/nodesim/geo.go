@@ -71,10 +71,15 @@ type geoNode struct {
 	// lie, when set, is the coordinate it sends its superpeer instead of
 	// its own (LieCoord); load is the most its measurements are delayed
 	// by (Load).
-	lie      *coordinate.Coordinate
-	load     time.Duration
-	state    *node.GeoState // the last the machine reported
-	tickAt   time.Duration  // the geometric tick scheduled (GeoNext); -1 none
+	lie   *coordinate.Coordinate
+	load  time.Duration
+	state *node.GeoState // the last the machine reported
+	// The view it was given last (geoView): its cluster, its
+	// superpeer, and its own flag.
+	viewIDs  []peer.ID
+	viewSP   peer.ID
+	viewFlap bool
+	tickAt   time.Duration // the geometric tick scheduled (GeoNext); -1 none
 	lastTick time.Duration
 	downAt   time.Duration
 }
@@ -92,6 +97,7 @@ func (s *Sim) geoStart(i int) {
 			g.tokUntil = g.downAt + s.ttl - s.randDur(s.cfg.Node.AnnounceInterval)
 		}
 		g.own, g.state = nil, nil
+		g.viewIDs, g.viewSP, g.viewFlap = nil, "", false // a new machine: its view is given at once
 	}
 	n.geo.tickAt, n.geo.lastTick = -1, -1
 }
@@ -729,4 +735,49 @@ func (s *Sim) GeoCoordError() float64 {
 		return 0
 	}
 	return stats.Sort(errs).Median()
+}
+
+// geoView gives node i's machine its view as a live geometric node's
+// membership does (overlay/geomembership.go): no topic of the swarm, only
+// its cluster as its state lists it (GeoState.Members: itself and its
+// superpeer, or a superpeer's members), the superpeer flagged, its own
+// entry with its own flag (flapping); its mates' flags come with the
+// attach answers (GeoAnswer.Demoted), not in the view. With an election
+// the entries carry the RTTs, as the live node's own pings give them.
+// The view is given when it changes.
+func (s *Sim) geoView(i int) {
+	n := s.nodes[i]
+	st := n.m.GeoState()
+	sp := st.Superpeer
+	if st.Role == node.RoleSuperpeer {
+		sp = n.id
+	}
+	ids := slices.Clone(st.Members)
+	if !slices.Contains(ids, n.id) {
+		ids = append(ids, n.id)
+	}
+	slices.Sort(ids)
+	g := n.geo
+	if g.viewIDs != nil && sp == g.viewSP && n.flapping == g.viewFlap && slices.Equal(ids, g.viewIDs) {
+		return
+	}
+	g.viewIDs, g.viewSP, g.viewFlap = ids, sp, n.flapping
+	n.viewAt = s.now
+	view := make([]node.Member, 0, len(ids))
+	for _, p := range ids {
+		j, ok := s.indexOf(p)
+		if !ok {
+			continue
+		}
+		e := node.Member{ID: p, Key: s.nodes[j].key, Superpeer: p == sp}
+		if j == i {
+			e.Flapping = n.flapping
+		} else if s.cfg.Node.Election != "" {
+			e.RTT = s.rtt(i, j)
+		}
+		view = append(view, e)
+	}
+	s.stats.Views++
+	n.m.Step(s.wall(), node.View{Members: view})
+	s.carryOut(i)
 }

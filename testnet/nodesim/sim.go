@@ -775,6 +775,8 @@ func (s *Sim) tick(i int) {
 	if s.scopedMode() {
 		s.registerDue(i)
 		s.scopedView(i)
+	} else if n.geo != nil {
+		s.geoView(i) // cluster-scoped, as the live node's (geo.go)
 	} else if s.now >= n.seesAt {
 		c := s.comps[s.comp[i]]
 		if (n.viewComp != s.comp[i] || n.viewVer != c.version) && s.now-n.viewAt >= s.cfg.ViewPeriod {
