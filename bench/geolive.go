@@ -25,9 +25,8 @@ import (
 // the overlay's shell) on the first N PlanetLab hosts, and the same node
 // machines in the node simulator (testnet/nodesim), with the same
 // settings: S tokens, the overlay's own defaults for a node (announce
-// interval 5 s, pings and token rounds every second; not the testnet's
-// intervals stretched for a loaded CPU), and the matrix's RTTs (no
-// jitter). The live side runs inside InBubble: a testing/synctest bubble,
+// interval 5 s, pings and token rounds every second, which the testnet's
+// defaults now are too), and the matrix's RTTs (no jitter). The live side runs inside InBubble: a testing/synctest bubble,
 // in which mocknet's link delays and every timer follow the virtual
 // clock, so that the RTTs the nodes measure are the matrix's whatever
 // this machine's load (TestGeoLiveVirtual; synctest runs only in a test).

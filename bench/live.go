@@ -31,10 +31,8 @@ type LiveScaleConfig struct {
 	// superpeers (at least 1). Default 16.
 	PeersPerSuperpeer int
 	// AnnounceInterval is every node's membership period. Zero means the
-	// testnet's default (testnet.DefaultAnnounceInterval): a real node's
-	// with the DHT strategy, whose membership is cluster-scoped; one that
-	// grows with n with the geometric strategy, which still announces on
-	// the global topic.
+	// testnet's default (testnet.DefaultAnnounceInterval): a real node's,
+	// with either strategy (both memberships are cluster-scoped).
 	AnnounceInterval time.Duration
 	// ReevaluateInterval is every node's lookup period. Default: a real
 	// node's (overlay.DefaultConfig).

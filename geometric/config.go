@@ -62,7 +62,8 @@ type Config struct {
 
 	// Attraction is A, the dimensionless weight of the pull of the peers:
 	// each known peer pulls the token nearest to it with a force of A·S/N
-	// (N peers known), so a cell of average size N/S pulls with at most A.
+	// (N peers known, or Holder.SetPopulation's N), so a cell of average
+	// size N/S pulls with at most A.
 	// Zero means the default; a negative value turns attraction off, leaving
 	// pure repulsion (which measures worse than random placement; see the
 	// package documentation). Default 1.

@@ -156,6 +156,7 @@ type Holder struct {
 	neighbours []Peer
 	peers      []Peer
 	space      *PeerSpace       // the indexed form of peers, when set by SetPeerSpace
+	population int              // N for the attraction's weight, when more than the peers known (SetPopulation)
 	heard      map[int]Position // newest position of every other token
 
 	held    bool
@@ -164,6 +165,7 @@ type Holder struct {
 	super   bool
 	passing bool
 	left    bool
+	tried   []ID // on leaving, the neighbours a pass was tried to
 	// stale is set when an input changed since the last decision to stay.
 	stale bool
 }
@@ -216,6 +218,20 @@ func (h *Holder) SetNeighbours(ns []Peer) {
 func (h *Holder) SetPeers(ps []Peer) {
 	h.peers, h.space = ps, nil
 	h.stale = true
+}
+
+// SetPopulation sets N, the number of peers in the swarm, for the
+// attraction's weight A·S/N, when the holder knows the coordinates of
+// only some of them (SetPeers): a superpeer that knows its own cluster's
+// members (overlay/node) and learns N from the superpeers' loads. The
+// pull on a token then stays about A, as with every peer known, rather
+// than S times that. Zero (the default), or a number below the peers
+// known, takes the number of peers known.
+func (h *Holder) SetPopulation(n int) {
+	if n != h.population {
+		h.population = max(n, 0)
+		h.stale = true
+	}
 }
 
 // SetPeerSpace is SetPeers with the peers of s, which many holders may
@@ -342,8 +358,9 @@ func (h *Holder) Takeover(t Token, now time.Time) ([]Output, error) {
 
 // PassDone reports the outcome of the last Pass. When ok, the token is gone
 // (Demote if this peer was a superpeer). When not, this peer keeps it with
-// its holding time unbroken, unless it is leaving, in which case it outputs
-// Release.
+// its holding time unbroken, unless it is leaving, in which case it tries
+// the next nearest eligible neighbour (leaveTries neighbours in all), and
+// then outputs Release.
 func (h *Holder) PassDone(ok bool) []Output {
 	if !h.passing {
 		return nil
@@ -353,6 +370,9 @@ func (h *Holder) PassDone(ok bool) []Output {
 		return h.drop()
 	}
 	if h.left {
+		if p, ok := h.leavePass(); ok {
+			return []Output{p}
+		}
 		h.held = false
 		return []Output{Release{Token: h.token}}
 	}
@@ -360,10 +380,39 @@ func (h *Holder) PassDone(ok bool) []Output {
 	return nil
 }
 
+// leaveTries is how many neighbours a leaving holder tries to pass its
+// token to before it releases it: the nearest may refuse it, or its driver
+// may distrust it (overlay/node's liar check).
+const leaveTries = 3
+
+// leavePass is a leaving holder's pass to the nearest eligible neighbour
+// not tried yet, if any and while tries remain; it marks the pass in
+// flight.
+func (h *Holder) leavePass() (Pass, bool) {
+	if len(h.tried) >= leaveTries {
+		return Pass{}, false
+	}
+	best, bestD := -1, math.Inf(1)
+	for i, n := range h.neighbours {
+		if h.eligible(n) && !slices.Contains(h.tried, n.ID) {
+			if d := Distance(h.coord, n.Coord); d < bestD {
+				best, bestD = i, d
+			}
+		}
+	}
+	if best < 0 {
+		return Pass{}, false
+	}
+	h.passing = true
+	h.tried = append(h.tried, h.neighbours[best].ID)
+	return Pass{Token: Token{h.token.Num, h.token.Seq + 1}, To: h.neighbours[best].ID}, true
+}
+
 // Leave is called when this peer leaves the overlay. A superpeer outputs
-// Demote. A holder passes its token to its nearest eligible neighbour, or
-// outputs Release when it has none. Afterwards the machine takes no token
-// and makes no decision.
+// Demote. A holder passes its token to its nearest eligible neighbour (and
+// when that pass fails, to the next nearest: leaveTries in all), or outputs
+// Release when it has none left to try. Afterwards the machine takes no
+// token and makes no decision.
 func (h *Holder) Leave() []Output {
 	if h.left {
 		return nil
@@ -378,22 +427,13 @@ func (h *Holder) Leave() []Output {
 		out = append(out, Demote{Token: h.token.Num})
 	}
 	if h.passing {
-		return out // the pending Pass carries it away; PassDone(false) releases it
+		return out // the pending Pass carries it away; PassDone(false) tries another or releases it
 	}
-	best, bestD := -1, math.Inf(1)
-	for i, n := range h.neighbours {
-		if h.eligible(n) {
-			if d := Distance(h.coord, n.Coord); d < bestD {
-				best, bestD = i, d
-			}
-		}
+	if p, ok := h.leavePass(); ok {
+		return append(out, p)
 	}
-	if best < 0 {
-		h.held = false
-		return append(out, Release{Token: h.token})
-	}
-	h.passing = true
-	return append(out, Pass{Token: Token{h.token.Num, h.token.Seq + 1}, To: h.neighbours[best].ID})
+	h.held = false
+	return append(out, Release{Token: h.token})
 }
 
 // Tick advances the machine to time now. A holder not waiting for a pass
@@ -598,7 +638,7 @@ func (h *Holder) field() *field {
 		f.near = append(f.near, near)
 	}
 	if len(f.peers) > 0 {
-		f.share = h.cfg.Attraction * float64(len(f.others)+1) / float64(len(f.peers))
+		f.share = h.cfg.Attraction * float64(len(f.others)+1) / float64(max(len(f.peers), h.population))
 	}
 	return f
 }

@@ -487,11 +487,38 @@ func TestLeave(t *testing.T) {
 		if out := h.Leave(); !reflect.DeepEqual(out, want) {
 			t.Fatalf("Leave = %v, want %v", out, want)
 		}
+		// The pass fails: the next nearest free neighbour, then, with none
+		// left (busy holds a token), the release.
+		if out := h.PassDone(false); !reflect.DeepEqual(out, []Output{Pass{Token: Token{0, 3}, To: "far"}}) {
+			t.Fatalf("failed pass while leaving = %v, want a pass to far", out)
+		}
 		if out := h.PassDone(false); !reflect.DeepEqual(out, []Output{Release{Token{0, 2}}}) {
-			t.Fatalf("failed pass while leaving = %v, want Release", out)
+			t.Fatalf("second failed pass while leaving = %v, want Release", out)
 		}
 		if out := h.Tick(t0.Add(time.Hour)); out != nil {
 			t.Fatalf("Tick after leaving = %v", out)
+		}
+	})
+	t.Run("three tries at most", func(t *testing.T) {
+		h := newHolder(t, peer("a", 0, 0), cfg)
+		var ns []Peer
+		for i := range 5 {
+			ns = append(ns, peer(fmt.Sprint("n", i), float64(i+1), 0))
+		}
+		h.SetNeighbours(ns)
+		mustReceive(t, h, Token{0, 2}, t0)
+		if out := h.Leave(); len(out) != 1 || out[0].(Pass).To != "n0" {
+			t.Fatalf("Leave = %v, want a pass to n0, the nearest", out)
+		}
+		var out []Output
+		for _, want := range []ID{"n1", "n2"} {
+			out = h.PassDone(false)
+			if len(out) != 1 || out[0].(Pass).To != want {
+				t.Fatalf("after a failed pass while leaving: %v, want a pass to %s", out, want)
+			}
+		}
+		if out = h.PassDone(false); !reflect.DeepEqual(out, []Output{Release{Token{0, 2}}}) {
+			t.Fatalf("after three failed passes: %v, want Release", out)
 		}
 	})
 	t.Run("no neighbour: release", func(t *testing.T) {
@@ -570,5 +597,42 @@ func TestHolderConfig(t *testing.T) {
 	}
 	if err := h.SetCoordinate(&coordinate.Coordinate{Vec: []float64{1, 2}}); !errors.Is(err, ErrBadCoordinate) {
 		t.Errorf("SetCoordinate(2 dims after 8) = %v", err)
+	}
+}
+
+// TestPopulationWeighsAttraction: a holder that knows only some peers'
+// coordinates (a superpeer its members') weighs their pull by the swarm's
+// size it is given (SetPopulation), A·S/N, not by the peers it knows. With
+// two tokens, the other at -10 ms, the holder at 0 and the two other
+// peers it knows at 10 ms,
+// the step to the neighbour at 5 ms gains, beside the repulsion's (the
+// gain with attraction off), the pull of the peers weighted by A·S/N: ten
+// times less with N = 30 than with N the three peers known. A population
+// below the peers known counts as them.
+func TestPopulationWeighsAttraction(t *testing.T) {
+	gain := func(attraction float64, population int) float64 {
+		t.Helper()
+		cfg := DefaultConfig()
+		cfg.Margin, cfg.Attraction = time.Microsecond, attraction
+		a := peer("a", 0, 0)
+		h := newHolder(t, a, cfg)
+		h.SetPeers([]Peer{a, peer("p", 10, 0), peer("q", 10, 0)})
+		h.SetNeighbours([]Peer{peer("mid", 5, 0)})
+		h.SetPopulation(population)
+		mustReceive(t, h, Token{0, 0}, t0)
+		h.Observe(pos(1, 0, peer("b", -10, 0)))
+		out := h.Tick(t0.Add(cfg.MinHold))
+		if len(out) != 1 {
+			t.Fatalf("population %d: Tick = %v, want a pass to mid", population, out)
+		}
+		return out[0].(Pass).Gain
+	}
+	rep := gain(-1, 0)
+	known, swarm, below := gain(1, 0)-rep, gain(1, 30)-rep, gain(1, 2)-rep
+	if known < 0.001 || math.Abs(known/swarm-10) > 1e-9 {
+		t.Errorf("the pull gains %v s with the 3 peers known, %v s with a swarm of 30; want at least 1 ms, and ten times the second", known, swarm)
+	}
+	if below != known {
+		t.Errorf("the pull gains %v s with a population of 2, want %v s as with the 3 peers known", below, known)
 	}
 }

@@ -13,14 +13,14 @@
 // View is the pure membership table (explicit time, no I/O); Membership
 // drives it from a GossipSub topic.
 //
-// The geometric strategy adds two topics (Geo, JoinGeo): coordinates, on
-// which every peer publishes its network coordinate, and tokens, on which a
+// The geometric strategy adds the tokens topic (Geo, JoinGeo), on which a
 // token holder publishes the token it holds (its number and pass counter),
 // its coordinate, whether it is a superpeer yet, and its load and capacity.
-// Their validators reject malformed payloads, unknown versions and
-// coordinates that fail geometric.Valid (NaN, infinite or absurd
-// components, the wrong dimension), and ignore stale ones; the sender is the
-// signed origin.
+// Only holders publish; no other coordinate is gossiped (a member sends its
+// own to its superpeer: overlay/node's geocoords.go). The validator rejects
+// malformed payloads, unknown versions and coordinates that fail
+// geometric.Valid (NaN, infinite or absurd components, the wrong
+// dimension), and ignores stale ones; the sender is the signed origin.
 //
 // The backbone topic (Backbone, JoinBackbone) is the superpeers' own: only
 // superpeers join it, and each publishes a summary of its cluster (k, size,

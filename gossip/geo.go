@@ -19,12 +19,12 @@ import (
 	"github.com/superpeer/superpeer/geometric"
 )
 
-// GeoVersion is the version of the coordinate and token payloads, and the
-// last element of their topic names; payloads of other versions are
-// rejected. Version 2 added the token link (TokenLink).
+// GeoVersion is the version of the token payload, and the last element of
+// the token topic's name; payloads of other versions are rejected. Version
+// 2 added the token link (TokenLink).
 const GeoVersion = 2
 
-// MaxGeoSize bounds an encoded coordinate or token payload, in bytes. An
+// MaxGeoSize bounds an encoded token payload, in bytes. An
 // honest one is about 300 bytes.
 const MaxGeoSize = 4 << 10
 
@@ -35,26 +35,9 @@ const MaxTokens = 4096
 // ErrBadGeo reports a malformed or out-of-range coordinate or token payload.
 var ErrBadGeo = errors.New("gossip: bad geometric message")
 
-// CoordTopic is the name of the coordinate topic of an overlay network.
-func CoordTopic(network string) string {
-	return fmt.Sprintf("/superpeer/%s/coords/%d", network, GeoVersion)
-}
-
 // TokenTopic is the name of the token topic of an overlay network.
 func TokenTopic(network string) string {
 	return fmt.Sprintf("/superpeer/%s/tokens/%d", network, GeoVersion)
-}
-
-// Coord is what a peer says of its own network coordinate.
-type Coord struct {
-	// ID is the peer. It is not encoded: receivers take it from the
-	// message's signed origin.
-	ID peer.ID
-	// Seq orders one peer's messages; a receiver ignores one that is not
-	// newer than the last it accepted from that peer. Geo sets it when
-	// publishing.
-	Seq   uint64
-	Coord *coordinate.Coordinate
 }
 
 // TokenPos is what a token holder says of the token it holds, or released.
@@ -188,12 +171,6 @@ type wireCoord struct {
 	Height     float64   `json:"height"`
 }
 
-type wireCoordMsg struct {
-	V     int        `json:"v"`
-	Seq   uint64     `json:"seq"`
-	Coord *wireCoord `json:"coord"`
-}
-
 type wireToken struct {
 	V         int        `json:"v"`
 	Seq       uint64     `json:"seq"`
@@ -228,15 +205,6 @@ func checkCoord(c *coordinate.Coordinate) error {
 	return nil
 }
 
-// Encode serialises c for the wire. It fails with ErrBadGeo for a coordinate
-// that receivers would reject.
-func (c Coord) Encode() ([]byte, error) {
-	if err := checkCoord(c.Coord); err != nil {
-		return nil, err
-	}
-	return json.Marshal(wireCoordMsg{V: GeoVersion, Seq: c.Seq, Coord: toWire(c.Coord)})
-}
-
 // decodeWire checks the size and version of a payload and parses it into w.
 func decodeWire(data []byte, w any) error {
 	if len(data) > MaxGeoSize {
@@ -257,25 +225,6 @@ func decodeWire(data []byte, w any) error {
 		return fmt.Errorf("%w: %v", ErrBadGeo, err)
 	}
 	return nil
-}
-
-// DecodeCoord parses and checks a coordinate published by origin (the
-// message's signed origin): size, version, encoding, and the coordinate
-// itself with geometric.Valid (finite, within geometric.MaxComponent, of
-// geometric.Dimensions dimensions). Errors wrap ErrBadGeo.
-func DecodeCoord(origin peer.ID, data []byte) (Coord, error) {
-	if origin == "" {
-		return Coord{}, fmt.Errorf("%w: no origin (unsigned message)", ErrBadGeo)
-	}
-	var w wireCoordMsg
-	if err := decodeWire(data, &w); err != nil {
-		return Coord{}, err
-	}
-	c := fromWire(w.Coord)
-	if err := checkCoord(c); err != nil {
-		return Coord{}, err
-	}
-	return Coord{ID: origin, Seq: w.Seq, Coord: c}, nil
 }
 
 // check reports what is wrong with t, if anything.
@@ -352,17 +301,6 @@ func sameCoord(a, b *coordinate.Coordinate) bool {
 	return a.Error == b.Error && a.Adjustment == b.Adjustment && a.Height == b.Height && slices.Equal(a.Vec, b.Vec)
 }
 
-var coordSpec = feedSpec[Coord]{
-	kind:   "coordinate",
-	decode: DecodeCoord,
-	encode: Coord.Encode,
-	seq:    func(c Coord) uint64 { return c.Seq },
-	setSeq: func(c *Coord, s uint64) { c.Seq = s },
-	live:   func(Coord) bool { return true },
-	same:   func(a, b Coord) bool { return sameCoord(a.Coord, b.Coord) },
-	urgent: func(old *Coord, _ Coord) bool { return old == nil },
-}
-
 var tokenSpec = feedSpec[TokenPos]{
 	kind:   "token",
 	decode: DecodeTokenPos,
@@ -385,18 +323,18 @@ var tokenSpec = feedSpec[TokenPos]{
 type GeoConfig struct {
 	// Network names the overlay; it keeps topics of different overlays apart.
 	Network string
-	// Interval is the republish period of the local coordinate and token.
+	// Interval is the republish period of the local token report.
 	Interval time.Duration
 	// TTL is how long an entry stays without a refresh. Zero means three
 	// intervals; it may not be shorter than Interval.
 	TTL time.Duration
-	// MinGap is the least time between two publications on one topic that
-	// Set calls prompt: a change within MinGap of the last publication goes
+	// MinGap is the least time between two publications that SetToken
+	// calls prompt: a change within MinGap of the last publication goes
 	// out, coalesced with later ones, when MinGap has passed. It keeps a
-	// coordinate that changes with every RTT sample from flooding the
-	// topic. A first value, a new token, a promotion and a release are
-	// published at once regardless. Zero means Interval/4; negative means no
-	// limit.
+	// holder's coordinate, which changes with every RTT sample, from
+	// flooding the topic. A first value, a new token, a promotion and a
+	// release are published at once regardless. Zero means Interval/4;
+	// negative means no limit.
 	MinGap time.Duration
 	// Logger receives rejections (at debug level); nil means slog.Default().
 	Logger *slog.Logger
@@ -433,18 +371,15 @@ func (cfg GeoConfig) withDefaults() (GeoConfig, error) {
 	return cfg, nil
 }
 
-// GeoStats counts the validators' decisions on both topics.
-type GeoStats struct {
-	Coords, Tokens FeedStats
-}
-
-// Geo keeps, from the coordinate and token topics of one overlay, the latest
-// coordinate of every peer and the latest position of every token, and
-// publishes this peer's own.
+// Geo keeps, from the token topic of one overlay, the latest report of
+// every token holder, and publishes this peer's own. Only holders publish
+// (S of them), so what a peer hears grows with S, not with the swarm.
+// Coordinates are not gossiped otherwise: a node learns those of its
+// cluster from its superpeer (overlay/node's geocoords.go), and the token
+// reports carry the holders'.
 type Geo struct {
 	cfg     GeoConfig
 	self    peer.ID
-	coords  *feed[Coord]
 	tokens  *feed[TokenPos]
 	changes chan struct{}
 }
@@ -466,23 +401,18 @@ func newGeo(self peer.ID, cfg GeoConfig) (*Geo, feedConfig, error) {
 	return g, fc, nil
 }
 
-// JoinGeo joins the coordinate and token topics of cfg.Network on ps, with
-// validators that reject malformed payloads and ignore stale ones. self is
-// the local peer, the author of ps's messages; ps should sign strictly (the
-// default), since the sender of every payload is its signed origin. Call
-// SetCoord and SetToken to publish, and Close to leave.
+// JoinGeo joins the token topic of cfg.Network on ps, with a validator
+// that rejects malformed payloads and ignores stale ones. self is the local
+// peer, the author of ps's messages; ps should sign strictly (the default),
+// since the sender of every payload is its signed origin. Call SetToken to
+// publish, and Close to leave.
 func JoinGeo(ps *pubsub.PubSub, self peer.ID, cfg GeoConfig) (*Geo, error) {
 	g, fc, err := newGeo(self, cfg)
 	if err != nil {
 		return nil, err
 	}
-	fc.topic = CoordTopic(g.cfg.Network)
-	if g.coords, err = joinFeed(ps, fc, &coordSpec); err != nil {
-		return nil, err
-	}
 	fc.topic = TokenTopic(g.cfg.Network)
 	if g.tokens, err = joinFeed(ps, fc, &tokenSpec); err != nil {
-		_ = g.coords.close()
 		return nil, err
 	}
 	return g, nil
@@ -493,16 +423,6 @@ func (g *Geo) notify() {
 	case g.changes <- struct{}{}:
 	default:
 	}
-}
-
-// SetCoord sets this peer's coordinate: it is published at once if it
-// changed (within the MinGap rule of GeoConfig) and again every Interval. A
-// coordinate that fails geometric.Valid is refused with ErrBadGeo.
-func (g *Geo) SetCoord(ctx context.Context, c *coordinate.Coordinate) error {
-	if c == nil {
-		return fmt.Errorf("%w: nil coordinate", ErrBadGeo)
-	}
-	return g.coords.set(ctx, &Coord{ID: g.self, Coord: c.Clone()})
 }
 
 // SetToken sets the token this peer holds. Nil means it holds none: nothing
@@ -529,26 +449,31 @@ func (g *Geo) SetToken(ctx context.Context, t *TokenPos) error {
 	return g.tokens.set(ctx, &v)
 }
 
-// Coord returns a copy of peer p's latest coordinate, this peer's included.
+// Coord returns a copy of token holder p's coordinate, as its live token
+// report gives it (this peer's own included).
 func (g *Geo) Coord(p peer.ID) (*coordinate.Coordinate, bool) {
-	f := g.coords
+	f := g.tokens
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.tab.get(p, g.cfg.Now())
-	if !ok {
+	t, ok := f.tab.get(p, g.cfg.Now())
+	if !ok || t.Coord == nil {
 		return nil, false
 	}
-	return c.Coord.Clone(), true
+	return t.Coord.Clone(), true
 }
 
-// Coords returns a copy of the latest coordinate of every peer, this peer's
-// included once set.
+// Coords returns a copy of the coordinate of every token holder with a
+// live report (this peer's own included): the coordinates gossip carries.
 func (g *Geo) Coords() map[peer.ID]*coordinate.Coordinate {
-	f := g.coords
+	f := g.tokens
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make(map[peer.ID]*coordinate.Coordinate, len(f.tab.recs))
-	f.tab.each(g.cfg.Now(), func(id peer.ID, c Coord) { out[id] = c.Coord.Clone() })
+	f.tab.each(g.cfg.Now(), func(id peer.ID, t TokenPos) {
+		if t.Coord != nil {
+			out[id] = t.Coord.Clone()
+		}
+	})
 	return out
 }
 
@@ -609,26 +534,20 @@ func beats(a, b TokenPos) bool {
 	return a.Holder < b.Holder
 }
 
-// Changes is signalled (coalesced, capacity 1) when a coordinate or a token
-// position changed: appeared, went, or differs by more than a refresh.
+// Changes is signalled (coalesced, capacity 1) when a token position
+// changed: appeared, went, or differs by more than a refresh.
 func (g *Geo) Changes() <-chan struct{} { return g.changes }
 
-// Forget drops p's coordinate and token position at once, for instance when
-// it disconnected or left; a later message from p brings them back.
+// Forget drops p's token position at once, for instance when it
+// disconnected or left; a later message from p brings it back.
 func (g *Geo) Forget(p peer.ID) {
-	a := g.coords.forget(p)
-	b := g.tokens.forget(p)
-	if a || b {
+	if g.tokens.forget(p) {
 		g.notify()
 	}
 }
 
-// Stats returns the validators' counts on both topics.
-func (g *Geo) Stats() GeoStats {
-	return GeoStats{Coords: g.coords.stats(), Tokens: g.tokens.stats()}
-}
+// Stats returns the validator's counts on the token topic.
+func (g *Geo) Stats() FeedStats { return g.tokens.stats() }
 
-// Close stops publishing and leaves both topics.
-func (g *Geo) Close() error {
-	return errors.Join(g.coords.close(), g.tokens.close())
-}
+// Close stops publishing and leaves the topic.
+func (g *Geo) Close() error { return g.tokens.close() }

@@ -7,9 +7,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -26,14 +28,18 @@ import (
 // the coordinate, where tokens go, which superpeer to attach to, what to
 // answer, when to take a lost holder's token over. This is its I/O:
 //
-//   - the feed (gossip.Geo): the coordinates and token positions heard,
-//     with the peers connected, go to the machine as node.GeoFeed before
-//     each of its geometric decisions (Machine.GeoDue) and before an
-//     attach request; its coordinate and token reports (node.GeoReady's
-//     Coord and Tokens) are published on the coordinates and tokens
-//     topics;
-//   - pings (libp2p's ping protocol, the least of three): the machine's
-//     GeoReady.Pings, each answered by node.PingDone;
+//   - the feed (gossip.Geo): the token positions heard, with the peers
+//     connected, go to the machine as node.GeoFeed before each of its
+//     geometric decisions (Machine.GeoDue) and before an attach request;
+//     its token reports (node.GeoReady.Tokens) are published on the
+//     tokens topic, which only token holders publish on. No coordinate
+//     is gossiped otherwise: a member sends its coordinate to its
+//     superpeer with its attach requests, and the superpeer passes some of
+//     its members' on in its answers (overlay/node's geocoords.go);
+//   - pings (the coordinate ping of rtt.go, the least of three, whose
+//     answer carries the answerer's coordinate): the machine's
+//     GeoReady.Pings, each answered by node.PingDone with that
+//     coordinate;
 //   - token passes (GeoReady.Passes, answered by node.PassDone) and attach
 //     requests (GeoReady.Attach, answered by node.AttachDone) over the two
 //     stream protocols below; the handlers step the machine with
@@ -56,18 +62,28 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/4.0.0": a frameAttach with no
-//     payload, or with the member's report for the search on measured
-//     RTTs (overlay/node's geoswap.go): a uvarint count (1 to
-//     maxAttachRTTs) of uvarint RTTs in nanoseconds (each at most
+//   - attach "/superpeer/<network>/attach/6.0.0": a frameAttach of one
+//     byte of what the member says of itself (attachPrivate: it is
+//     private, attachFlapping: it flaps; other bits refused), then the
+//     member's coordinate (appendCoord: a uvarint count of components,
+//     geometric.Dimensions, then the components, the error, the
+//     adjustment and the height, each a big-endian float64; it must pass
+//     geometric.Valid), then, optionally, the member's report for the
+//     search on measured RTTs (overlay/node's geoswap.go): a uvarint count
+//     (1 to maxAttachRTTs) of uvarint RTTs in nanoseconds (each at most
 //     geometric.MaxRTT), to the superpeer first, then to each candidate
 //     it named; answered by a frameAnswer of 1 byte (1 accepted, 0
 //     refused) followed, when accepted, by the cluster: a uvarint count
 //     (at most pb.MaxIDs) of peer IDs, each a uvarint length (at most
 //     pb.MaxIDLen) and the ID's bytes, the superpeer first (appendIDs,
-//     readIDs), and then the candidates of the search in the same form
-//     (none: a count of 0). Members learn their cluster-mates from it,
-//     for elections;
+//     readIDs), then the candidates of the search in the same form
+//     (none: a count of 0), then some members' coordinates: a uvarint
+//     count (at most maxAttachCoords) of a peer ID (as above) and its
+//     coordinate (appendCoord), then the peers of the cluster that said
+//     they are private or flapping (node.GeoAnswer.Demoted), as the
+//     cluster (each must be in it). Members learn their cluster-mates
+//     from it, for elections, some of their coordinates, and which mates
+//     rank last and take no token;
 //   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
 //     (the peer checked), answered by a frameAnswer of 8 bytes (the RTT
 //     this node measures to it, nanoseconds, big-endian: the machine's,
@@ -86,7 +102,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/4.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/6.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -136,14 +152,18 @@ func (n *Node) startGeo(ctx context.Context) error {
 		n: n, ctx: ctx, tokens: n.cfg.Target.Superpeers,
 		tokenProto: tokenProtocol(n.cfg.Network), attachProto: attachProtocol(n.cfg.Network), vouchProto: vouchProtocol(n.cfg.Network),
 	}
-	// A coordinate changes with every ping, but the token machine decides
-	// on a snapshot of them every snapshotTicks token intervals: publishing
-	// it more often than every AnnounceInterval only costs every peer a
-	// signature check per message (a profile of 100 nodes on mocknet spent
-	// a fifth of its CPU there). New tokens, promotions and releases still
-	// go out at once.
-	var err error
-	g.feed, err = gossip.JoinGeo(n.ps, n.self, gossip.GeoConfig{
+	// A holder's coordinate changes with every ping, but the token machine
+	// decides on a snapshot of them every snapshotTicks token intervals:
+	// publishing it more often than every AnnounceInterval only costs every
+	// peer a signature check per message (a profile of 100 nodes on mocknet
+	// spent a fifth of its CPU there, when every peer published its
+	// coordinate). New tokens, promotions and releases still go out at
+	// once.
+	ps, err := n.pubSub()
+	if err != nil {
+		return err
+	}
+	g.feed, err = gossip.JoinGeo(ps, n.self, gossip.GeoConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, MinGap: n.cfg.AnnounceInterval, Logger: n.log,
 		Rejected: n.gossipRejected("geo"),
 	})
@@ -153,13 +173,14 @@ func (n *Node) startGeo(ctx context.Context) error {
 	n.host.SetStreamHandler(g.tokenProto, g.handleToken)
 	n.host.SetStreamHandler(g.attachProto, g.handleAttach)
 	n.host.SetStreamHandler(g.vouchProto, g.handleVouch)
+	n.host.SetStreamHandler(coordPingProtocol(n.cfg.Network), n.handleCoordPing)
 	n.geo = g
 	return nil
 }
 
 // input is what gossip says now, for the machine.
 func (g *geo) input() node.GeoFeed {
-	in := node.GeoFeed{Coords: g.feed.Coords(), Connected: g.n.host.Network().Peers()}
+	in := node.GeoFeed{Connected: g.n.host.Network().Peers()}
 	for _, tp := range g.feed.Reports() {
 		in.Tokens = append(in.Tokens, node.TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: tp.Superpeer, Load: tp.Load,
 			Giver: tp.Giver})
@@ -173,11 +194,6 @@ func (g *geo) input() node.GeoFeed {
 // leave).
 func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 	n := g.n
-	if rd.Coord != nil {
-		if err := g.feed.SetCoord(ctx, rd.Coord); err != nil && ctx.Err() == nil {
-			n.log.Warn("geometric: publish coordinate", "err", err)
-		}
-	}
 	g.publish(ctx, rd.Tokens)
 	if st := rd.State; st != nil {
 		next := State{Self: n.self, S: st.S, Members: st.Members, Role: st.Role, Coord: st.Coord, Token: st.Token, Prefix: st.Prefix}
@@ -185,13 +201,16 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 			next.Superpeer = n.addrInfo(st.Superpeer)
 		}
 		n.commit(next)
+		if m, ok := n.members.(*geoMembership); ok {
+			m.changed(n.State())
+		}
 	}
 	for _, p := range rd.Pings {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			rtt, err := g.ping(ctx, p)
-			n.feed(node.PingDone{Peer: p, RTT: rtt, Err: err})
+			rtt, c, err := g.ping(ctx, p)
+			n.feed(node.PingDone{Peer: p, RTT: rtt, Coord: c, Err: err})
 		}()
 	}
 	for _, p := range rd.Passes {
@@ -205,8 +224,8 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			yes, mates, cands, err := g.requestAttach(ctx, p, rd.AttachRTTs[p])
-			n.feed(node.AttachDone{To: p, OK: yes, Mates: mates, Candidates: cands, Err: err})
+			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p])
+			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Err: err})
 		}()
 	}
 	for _, v := range rd.Vouch {
@@ -252,7 +271,7 @@ func (g *geo) handleVouch(s network.Stream) {
 		}
 		rtt := ans.RTT
 		if rtt <= 0 {
-			if rtt, err = g.ping(g.ctx, of); err != nil {
+			if rtt, _, err = g.ping(g.ctx, of); err != nil {
 				return 0, nil, fmt.Errorf("%w: ping %s: %v", errLimit, of, err)
 			}
 		}
@@ -282,14 +301,15 @@ func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 	}
 }
 
-// ping measures the RTT to p (pingLeast), and records it for the
-// membership view's RTTs (rtt.go).
-func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, error) {
-	d, err := pingLeast(ctx, g.n, p)
+// ping measures the RTT to p, the least of three pings of the coordinate
+// ping (rtt.go), and records it for the membership view's RTTs; it
+// returns the coordinate p's answer carried (nil: none).
+func (g *geo) ping(ctx context.Context, p peer.ID) (time.Duration, *coordinate.Coordinate, error) {
+	d, c, err := pingCoord(ctx, g.n, p, rttFirst)
 	if err == nil {
 		g.n.rtts.record(p, d)
 	}
-	return d, err
+	return d, c, err
 }
 
 // pass hands t to p over the token protocol, with this node's signature
@@ -350,34 +370,201 @@ func (g *geo) handleToken(s network.Stream) {
 	})
 }
 
-// requestAttach asks p to take us, with our report rtts if any: yes with
-// the cluster and the candidates p sent, or no (err nil: p answered no),
-// or no answer (err).
-func (g *geo) requestAttach(ctx context.Context, p peer.ID, rtts []time.Duration) (bool, []peer.ID, []peer.ID, error) {
-	var req []byte
+// The bits of an attach request's first byte: what the member says of
+// itself (node.AttachAsked.Private and Flapping).
+const (
+	attachPrivate  byte = 1 << 0
+	attachFlapping byte = 1 << 1
+)
+
+// attachFlags is an attach request's first byte.
+func attachFlags(private, flapping bool) byte {
+	var b byte
+	if private {
+		b |= attachPrivate
+	}
+	if flapping {
+		b |= attachFlapping
+	}
+	return b
+}
+
+// requestAttach asks p to take us, with what we say of ourselves (flags,
+// attachFlags), our coordinate c and our report rtts if any: yes with the
+// cluster, the candidates, the coordinates and the demoted members p
+// sent, or no (err nil: p answered no), or no answer (err).
+func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coordinate.Coordinate, rtts []time.Duration) (node.GeoAnswer, error) {
+	if c == nil {
+		return node.GeoAnswer{}, fmt.Errorf("%w: attach request without a coordinate", errWire)
+	}
+	req := appendCoord([]byte{flags}, c)
 	if len(rtts) > 0 {
-		req = appendRTTs(nil, rtts)
+		req = appendRTTs(req, rtts)
 	}
 	resp, err := g.n.request(ctx, p, g.attachProto, frameAttach, req, frameAnswer)
 	if err != nil || len(resp) == 0 || resp[0] != respYes[0] {
-		return false, nil, nil, err
+		return node.GeoAnswer{}, err
 	}
-	lists, err := decodeAll(resp[1:], func(r *bufio.Reader) ([2][]peer.ID, error) {
-		cluster, err := readIDs(r)
-		if err != nil {
-			return [2][]peer.ID{}, err
-		}
-		cands, err := readIDs(r)
-		return [2][]peer.ID{cluster, cands}, err
-	})
-	if err == nil && (len(lists[0]) == 0 || lists[0][0] != p) {
-		err = fmt.Errorf("%w: attach: the cluster list does not start with its superpeer", errWire)
-	}
+	a, err := readAttachYes(p, resp[1:])
 	if err != nil {
 		g.n.guard.refuse(g.n, protoName(g.attachProto), p, err)
-		return false, nil, nil, err
+		return node.GeoAnswer{}, err
 	}
-	return true, lists[0], lists[1], nil
+	return a, nil
+}
+
+// readAttachYes reads superpeer p's yes to an attach request (after its
+// first byte): the cluster, which must start with p, the candidates, the
+// coordinates and the demoted members, each of which must be in the
+// cluster.
+func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
+	a, err := decodeAll(b, func(r *bufio.Reader) (node.GeoAnswer, error) {
+		var a node.GeoAnswer
+		var err error
+		if a.Cluster, err = readIDs(r); err != nil {
+			return a, err
+		}
+		if a.Candidates, err = readIDs(r); err != nil {
+			return a, err
+		}
+		if a.Coords, err = readCoords(r); err != nil {
+			return a, err
+		}
+		a.Demoted, err = readIDs(r)
+		return a, err
+	})
+	if err == nil && (len(a.Cluster) == 0 || a.Cluster[0] != p) {
+		err = fmt.Errorf("%w: attach: the cluster list does not start with its superpeer", errWire)
+	}
+	for _, d := range a.Demoted {
+		if err == nil && !slices.Contains(a.Cluster, d) {
+			err = fmt.Errorf("%w: attach: demoted peer %s not in the cluster", errWire, d)
+		}
+	}
+	if err != nil {
+		return node.GeoAnswer{}, err
+	}
+	a.Yes = true
+	return a, nil
+}
+
+// appendAttachYes is readAttachYes' writer (after the first byte).
+func appendAttachYes(b []byte, a node.GeoAnswer) []byte {
+	return appendIDs(appendCoords(appendIDs(appendIDs(b, a.Cluster), a.Candidates), a.Coords), a.Demoted)
+}
+
+// readAttachRequest reads an attach request from a member: attachFlags'
+// byte (no other bit set), its coordinate and its report, if any.
+func readAttachRequest(from peer.ID, req []byte) (node.AttachAsked, error) {
+	in, err := decodeAll(req, func(r *bufio.Reader) (node.AttachAsked, error) {
+		in := node.AttachAsked{From: from}
+		flags, err := r.ReadByte()
+		if err != nil {
+			return in, err
+		}
+		if flags&^(attachPrivate|attachFlapping) != 0 {
+			return in, fmt.Errorf("flags %#x", flags)
+		}
+		in.Private, in.Flapping = flags&attachPrivate != 0, flags&attachFlapping != 0
+		if in.Coord, err = readCoord(r); err != nil {
+			return in, err
+		}
+		if _, more := r.Peek(1); more == nil {
+			in.RTTs, err = readRTTs(r)
+		}
+		return in, err
+	})
+	if err != nil {
+		return node.AttachAsked{}, fmt.Errorf("%w: attach request: %w", errWire, err)
+	}
+	return in, nil
+}
+
+// maxAttachCoords bounds the members' coordinates in an attach answer
+// (the machine sends at most four).
+const maxAttachCoords = 8
+
+// appendCoord appends c: a uvarint count of components, then the
+// components, the error, the adjustment and the height, each a big-endian
+// float64.
+func appendCoord(b []byte, c *coordinate.Coordinate) []byte {
+	b = binary.AppendUvarint(b, uint64(len(c.Vec)))
+	for _, x := range append(slices.Clone(c.Vec), c.Error, c.Adjustment, c.Height) {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return b
+}
+
+// readCoord reads appendCoord's encoding of a coordinate that passes
+// geometric.Valid.
+func readCoord(r *bufio.Reader) (*coordinate.Coordinate, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	return readCoordBody(r, n)
+}
+
+// readCoordBody reads a coordinate of n components, its count read.
+func readCoordBody(r *bufio.Reader, n uint64) (*coordinate.Coordinate, error) {
+	if n != geometric.Dimensions {
+		return nil, fmt.Errorf("coordinate of %d components, want %d", n, geometric.Dimensions)
+	}
+	xs := make([]float64, n+3)
+	var b [8]byte
+	for i := range xs {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, err
+		}
+		xs[i] = math.Float64frombits(binary.BigEndian.Uint64(b[:]))
+	}
+	c := &coordinate.Coordinate{Vec: xs[:n], Error: xs[n], Adjustment: xs[n+1], Height: xs[n+2]}
+	if err := geometric.Valid(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// readCoords reads a uvarint count (at most maxAttachCoords) of a peer ID
+// (as readIDs) and its coordinate (readCoord).
+func readCoords(r *bufio.Reader) ([]node.PeerCoord, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > maxAttachCoords {
+		return nil, fmt.Errorf("coordinate count %d: %v", n, err)
+	}
+	out := make([]node.PeerCoord, 0, n)
+	for range n {
+		l, err := binary.ReadUvarint(r)
+		if err != nil || l == 0 || l > pb.MaxIDLen {
+			return nil, fmt.Errorf("ID length %d: %v", l, err)
+		}
+		b := make([]byte, l)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		id, err := peer.IDFromBytes(b)
+		if err != nil {
+			return nil, err
+		}
+		c, err := readCoord(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, node.PeerCoord{ID: id, Coord: c})
+	}
+	return out, nil
+}
+
+// appendCoords is readCoords' writer.
+func appendCoords(b []byte, cs []node.PeerCoord) []byte {
+	cs = cs[:min(len(cs), maxAttachCoords)]
+	b = binary.AppendUvarint(b, uint64(len(cs)))
+	for _, pc := range cs {
+		b = binary.AppendUvarint(b, uint64(len(pc.ID)))
+		b = append(b, pc.ID...)
+		b = appendCoord(b, pc.Coord)
+	}
+	return b
 }
 
 // maxAttachRTTs bounds a report in an attach request: the RTT to the
@@ -451,24 +638,21 @@ func appendIDs(b []byte, ids []peer.ID) []byte {
 // (node.AttachAsked), given the feed as it is now.
 func (g *geo) handleAttach(s network.Stream) {
 	g.n.serve(s, "attach", frameAttach, func(req []byte, from peer.ID) (frameType, []byte, error) {
-		var rtts []time.Duration
-		if len(req) != 0 {
-			var err error
-			if rtts, err = decodeAll(req, readRTTs); err != nil {
-				return 0, nil, fmt.Errorf("%w: attach request: %w", errWire, err)
-			}
+		in, err := readAttachRequest(from, req)
+		if err != nil {
+			return 0, nil, err
 		}
 		var ans node.GeoAnswer
 		feed := g.input()
 		if !g.n.do(g.ctx, func(m *node.Machine) {
 			now := time.Now()
 			m.Step(now, feed)
-			m.Step(now, node.AttachAsked{From: from, RTTs: rtts})
+			m.Step(now, in)
 			ans = m.GeoAnswer()
 		}) || !ans.Yes {
 			return frameAnswer, respNo, nil
 		}
-		return frameAnswer, appendIDs(appendIDs(slices.Clone(respYes), ans.Cluster), ans.Candidates), nil
+		return frameAnswer, appendAttachYes(slices.Clone(respYes), ans), nil
 	})
 }
 
@@ -504,8 +688,8 @@ func (g *geo) leave(ctx context.Context) {
 			m.Step(time.Now(), node.VouchDone{From: v.To, Of: v.Of, RTT: rtt, Err: err})
 		}
 		for _, p := range rd.Geo.Pings {
-			rtt, err := g.ping(ctx, p)
-			m.Step(time.Now(), node.PingDone{Peer: p, RTT: rtt, Err: err})
+			rtt, c, err := g.ping(ctx, p)
+			m.Step(time.Now(), node.PingDone{Peer: p, RTT: rtt, Coord: c, Err: err})
 		}
 		for _, p := range rd.Geo.Passes {
 			m.Step(time.Now(), node.PassDone{To: p.To, Token: p.Token, OK: g.pass(ctx, p.To, p.Token)})
@@ -517,6 +701,7 @@ func (g *geo) close() error {
 	g.n.host.RemoveStreamHandler(g.tokenProto)
 	g.n.host.RemoveStreamHandler(g.attachProto)
 	g.n.host.RemoveStreamHandler(g.vouchProto)
+	g.n.host.RemoveStreamHandler(coordPingProtocol(g.n.cfg.Network))
 	return g.feed.Close()
 }
 

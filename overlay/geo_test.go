@@ -148,10 +148,11 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 	}
 	origin := client.Coordinate() // every node's coordinate before its first sample
 
-	// leave has x, holding token tok, hear that b sits at claim, leave, and
-	// vet b with the shell's ping; it returns the RTT measured, whether x
-	// passed the token to b (with the shell's pass), and x's count of
-	// distrusted claims.
+	// leave has x, holding token tok, promoted, hear from b, a member that
+	// attaches to it, that b sits at claim, leave, and vet b with the
+	// shell's ping; it returns the RTT measured, whether x passed the
+	// token to b (with the shell's pass), and x's count of distrusted
+	// claims.
 	leave := func(x *Node, tok geometric.Token, claim *coordinate.Coordinate) (time.Duration, bool, uint64) {
 		var measured time.Duration
 		var passed bool
@@ -165,8 +166,19 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 			if !m.GeoAnswer().Yes {
 				t.Fatalf("%s refused token %v", x.ID(), tok)
 			}
-			m.Step(now, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{x.ID(): origin, b.ID(): claim}})
-			later := now.Add(2 * time.Hour) // a token round, not yet a sample
+			m.Step(now, node.GeoFeed{})
+			later := now.Add(6 * time.Hour) // a token round, promoted (the dwell is 5 h), not yet a sample
+			m.Tick(later)
+			m.Ready()
+			if m.GeoState().Role != node.RoleSuperpeer {
+				t.Fatalf("%s not promoted", x.ID())
+			}
+			m.Step(later, node.AttachAsked{From: b.ID(), Coord: claim})
+			if !m.GeoAnswer().Yes {
+				t.Fatalf("%s refused b", x.ID())
+			}
+			m.Ready()
+			later = later.Add(2 * time.Hour) // a token round: b in the snapshot
 			m.Tick(later)
 			m.Ready()
 			m.Step(later, node.GeoLeave{})
@@ -178,7 +190,7 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 				t.Fatalf("%s asks for pings of %v, want b", x.ID(), rd.Geo.Pings)
 			}
 			var err error
-			if measured, err = x.geo.ping(context.Background(), b.ID()); err != nil {
+			if measured, _, err = x.geo.ping(context.Background(), b.ID()); err != nil {
 				t.Fatal(err)
 			}
 			m.Step(later, node.PingDone{Peer: b.ID(), RTT: measured})
@@ -219,14 +231,22 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 		if !m.GeoAnswer().Yes {
 			t.Fatal("c refused the token")
 		}
-		m.Step(now, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{c.ID(): origin, b.ID(): origin}})
-		later := now.Add(201 * time.Hour) // the first sample, of b
+		m.Step(now, node.GeoFeed{})
+		later := now.Add(6 * time.Hour) // promoted, not yet a sample
+		m.Tick(later)
+		m.Ready()
+		m.Step(later, node.AttachAsked{From: b.ID(), Coord: origin}) // b attaches
+		if !m.GeoAnswer().Yes {
+			t.Fatal("c refused b")
+		}
+		m.Ready()
+		later = now.Add(201 * time.Hour) // the first sample, of b
 		m.Tick(later)
 		rd := m.Ready()
 		if !slices.Equal(rd.Geo.Pings, []peer.ID{b.ID()}) {
 			t.Fatalf("c asks for pings of %v, want b", rd.Geo.Pings)
 		}
-		measured, err := c.geo.ping(context.Background(), b.ID())
+		measured, _, err := c.geo.ping(context.Background(), b.ID())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +255,8 @@ func TestGeometricDistrustsLiar(t *testing.T) {
 		self := m.GeoState().Coord
 		truth := self.Clone()
 		truth.Vec[0] += measured.Seconds() - geometric.Distance(self, self.Clone())
-		m.Step(later, node.GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{c.ID(): self, b.ID(): truth}})
+		// b's next request, with its coordinate at the RTT measured.
+		m.Step(later, node.AttachAsked{From: b.ID(), Coord: truth})
 		later = later.Add(10 * time.Hour) // a token round on a new snapshot
 		m.Tick(later)
 		m.Ready()

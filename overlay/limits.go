@@ -406,13 +406,13 @@ func (s *framedStream) refuse(err error) error {
 // pubsubOptions bound what GossipSub keeps and reads for others, on the
 // router the node runs (not on an application's, WithPubSub): it tracks
 // subscriptions to the overlay's topics only, refuses an RPC of more than
-// maxSubscriptions subscriptions (a strike: the overlay has four), and
+// maxSubscriptions subscriptions (a strike: the overlay has three), and
 // reads RPCs of maxPubSubMessage at most (and splits its own to fit).
 func (n *Node) pubsubOptions() []pubsub.Option {
 	return []pubsub.Option{
 		pubsub.WithMaxMessageSize(maxPubSubMessage),
 		pubsub.WithSubscriptionFilter(&topicFilter{n: n, allow: map[string]bool{
-			gossip.MembershipTopic(n.cfg.Network): true, gossip.CoordTopic(n.cfg.Network): true, gossip.TokenTopic(n.cfg.Network): true,
+			gossip.MembershipTopic(n.cfg.Network): true, gossip.TokenTopic(n.cfg.Network): true,
 			gossip.BackboneTopic(n.cfg.Network): true,
 		}}),
 	}

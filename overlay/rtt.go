@@ -1,17 +1,23 @@
 package overlay
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
 
@@ -179,9 +185,137 @@ func rttDue(members []peer.ID, self peer.ID, known func(peer.ID) bool, all bool,
 	return due
 }
 
-// pingLeast measures the RTT to p: the least of three pings.
-func pingLeast(ctx context.Context, n *Node, p peer.ID) (time.Duration, error) {
-	return pingN(ctx, n, p, 3)
+// The geometric strategy's ping carries the answerer's coordinate, as
+// Serf's and Consul's do: every peer a node pings is a sample of its
+// Vivaldi coordinate, and no coordinate needs gossip. Protocol
+// "/superpeer/<network>/ping/1.0.0": the asker writes up to
+// maxCoordPings pings of ping.PingSize random bytes, one at a time, and
+// the answerer echoes each; its first echo is followed by its coordinate,
+// appendCoord's encoding (geo.go), or a uvarint 0 when it has none yet.
+// The coordinate is the node's state's (the machine's last report, at most
+// a token interval old): the handler answers without stepping the machine,
+// so the echo is not held up behind the node's loop.
+func coordPingProtocol(network string) protocol.ID {
+	return protocol.ID("/superpeer/" + network + "/ping/1.0.0")
+}
+
+// maxCoordPings bounds the pings an answerer echoes on one stream.
+const maxCoordPings = rttFirst
+
+// pingCoord measures the RTT to p as pingN does, the least of count pings
+// on one stream of the coordinate ping, and returns the coordinate p's
+// answer carried (nil: none). A coordinate that is not a valid one is a
+// malformed answer: an error, and a strike.
+func pingCoord(ctx context.Context, n *Node, p peer.ID, count int) (time.Duration, *coordinate.Coordinate, error) {
+	ctx, cancel := context.WithTimeout(ctx, streamDeadline)
+	defer cancel()
+	proto := coordPingProtocol(n.cfg.Network)
+	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "ping"), p, proto)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	if err := inService(s); err != nil {
+		_ = s.Reset()
+		return 0, nil, err
+	}
+	r := bufio.NewReaderSize(s, 128)
+	buf, echo := make([]byte, ping.PingSize), make([]byte, ping.PingSize)
+	var c *coordinate.Coordinate
+	best := time.Duration(0)
+	for i := range min(max(count, 1), maxCoordPings) {
+		_, _ = rand.Read(buf)
+		start := time.Now()
+		_, err := s.Write(buf)
+		if err == nil {
+			_, err = io.ReadFull(r, echo)
+		}
+		d := time.Since(start)
+		if err == nil && !bytes.Equal(buf, echo) {
+			err = fmt.Errorf("%w: ping echo differs", errWire)
+		}
+		if err == nil && i == 0 {
+			if c, err = readPingCoord(r); err != nil {
+				err = fmt.Errorf("%w: ping answer's coordinate: %w", errWire, err)
+			}
+		}
+		if err != nil {
+			_ = s.Reset()
+			if errors.Is(err, errWire) {
+				n.guard.refuse(n, protoName(proto), p, err)
+				return 0, nil, err
+			}
+			if best > 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return 0, nil, err
+		}
+		n.host.Peerstore().RecordLatency(p, d)
+		if best == 0 || d < best {
+			best = d
+		}
+	}
+	return best, c, nil
+}
+
+// readPingCoord reads the coordinate of a ping's answer: a uvarint 0
+// (none), or appendCoord's encoding of a valid coordinate.
+func readPingCoord(r *bufio.Reader) (*coordinate.Coordinate, error) {
+	k, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if k == 0 {
+		return nil, nil
+	}
+	return readCoordBody(r, k)
+}
+
+// handleCoordPing answers the coordinate ping: it echoes up to
+// maxCoordPings pings, the first with the node's coordinate after it, and
+// resets the stream at one more.
+func (n *Node) handleCoordPing(s network.Stream) {
+	defer s.Close()
+	from := s.Conn().RemotePeer()
+	if err := n.admit(s); err != nil {
+		_ = s.Reset()
+		n.guard.refuse(n, "ping", from, err)
+		return
+	}
+	_ = s.SetDeadline(time.Now().Add(streamDeadline))
+	buf := make([]byte, ping.PingSize)
+	for i := 0; ; i++ {
+		// Until the asker closes: a stream closed at once after the
+		// last echo could hand it over sooner than its RTT (mocknet
+		// does).
+		if _, err := io.ReadFull(s, buf); err != nil || i == maxCoordPings {
+			if err == nil || !errors.Is(err, io.EOF) {
+				_ = s.Reset() // a ping too many, or a broken one
+			}
+			return
+		}
+		out := buf
+		if i == 0 {
+			out = append(slices.Clone(buf), appendPingCoord(nil, n.State().Coord)...)
+		}
+		if _, err := s.Write(out); err != nil {
+			_ = s.Reset()
+			return
+		}
+	}
+}
+
+// appendPingCoord is readPingCoord's writer.
+func appendPingCoord(b []byte, c *coordinate.Coordinate) []byte {
+	if c == nil {
+		return binary.AppendUvarint(b, 0)
+	}
+	return appendCoord(b, c)
 }
 
 // pingN measures the RTT to p: the least of count pings (at least one)

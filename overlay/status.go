@@ -753,8 +753,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		feeds["membership"] = n.members.Stats()
 	}
 	if n.geo != nil {
-		gs := n.geo.feed.Stats()
-		feeds["coord"], feeds["token"] = gs.Coords, gs.Tokens
+		feeds["token"] = n.geo.feed.Stats()
 	}
 	for topic, fs := range feeds {
 		counter(descGossip, fs.Accepted, topic, "accepted")

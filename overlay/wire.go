@@ -66,7 +66,7 @@ const (
 	frameCloser frameType = 1 // closer request: a 32-byte key
 	framePeers  frameType = 2 // closer response: peers (writeInfos)
 	frameToken  frameType = 3 // token pass: number and sequence, 8 bytes each, and the giver's link
-	frameAttach frameType = 4 // attach request: empty
+	frameAttach frameType = 4 // attach request: the member's coordinate, then its report (geo.go)
 	frameAnswer frameType = 5 // token and attach response: 1 (yes) or 0 (no), then an attach's cluster (appendIDs); a vouch's RTT
 	frameVouch  frameType = 6 // vouch request: a peer ID
 )

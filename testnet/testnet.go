@@ -33,7 +33,7 @@ type Config struct {
 	// Geometric tunes the geometric strategy (see overlay.Config); its
 	// Capacity is the most ordinary peers per superpeer. PingInterval and
 	// TokenInterval are the nodes' periods of RTT samples and of the token
-	// machine; zero means N × 20 ms (at least 1 s) and 1 s.
+	// machine; zero means the node's defaults (1 s and 1 s).
 	Geometric                   geometric.Config
 	PingInterval, TokenInterval time.Duration
 	// Target is the superpeer target.
@@ -42,9 +42,8 @@ type Config struct {
 	Seed uint64
 	// AnnounceInterval and ReevaluateInterval are the nodes' periods.
 	// ReevaluateInterval defaults to 1 s. AnnounceInterval defaults to
-	// DefaultAnnounceInterval: a real node's with the DHT strategy, whose
-	// membership is cluster-scoped, and one stretched with N with the
-	// geometric strategy, which still announces on the global topic.
+	// DefaultAnnounceInterval: a real node's, whatever the strategy (its
+	// membership is cluster-scoped).
 	AnnounceInterval, ReevaluateInterval time.Duration
 	// Latency, when set, gives the links their delays: node i is host i of
 	// the matrix, and the one link between nodes i and j delays every write
@@ -76,9 +75,8 @@ type Config struct {
 const MaxProcs = 256
 
 // MaxNodes bounds N: every pair of nodes gets a mocknet link (O(N²)
-// links in this process), and the geometric strategy's membership topic
-// costs O(N²), so a larger in-process testnet would only exhaust the
-// machine. Scale beyond it belongs to the simulator.
+// links in this process), so a larger in-process testnet would only
+// exhaust the machine. Scale beyond it belongs to the simulator.
 const MaxNodes = 1024
 
 // Strategies: selection by ID-space reservation, or by repelling tokens in
@@ -138,9 +136,7 @@ func (c *Config) fill() error {
 		c.TokenInterval = time.Second
 	}
 	if c.PingInterval == 0 {
-		// Like the announcements: every ping is a stream and three round
-		// trips, on one shared CPU.
-		c.PingInterval = max(time.Second, time.Duration(c.N)*20*time.Millisecond)
+		c.PingInterval = overlay.DefaultConfig().PingInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -149,32 +145,16 @@ func (c *Config) fill() error {
 }
 
 // DefaultAnnounceInterval is the announce interval of a testnet of n nodes
-// with the given strategy when Config leaves it zero.
-//
-// With the DHT strategy it is a real node's (overlay.DefaultConfig, 5 s)
-// whatever n: membership is cluster-scoped (overlay/cluster.go), a member
-// registers with its superpeer and only the superpeers gossip, on the
-// backbone, so a peer's load does not grow with n and the process's grows
-// as n, not n².
-//
-// The geometric strategy still announces on the global membership topic,
-// where every announcement reaches every node: n² / interval deliveries a
-// second in this one process, each a signature check, GossipSub's
-// duplicates and a validation. For it the interval stays stretched:
-// n × 62.5 ms (each node hears about 16 announcements a second), at least
-// 2 s, and above 128 nodes n² × 0.49 ms, so that the whole testnet's
-// membership load stays at about 2,048 deliveries a second (at twice that
-// two cores fell behind, queues overflowed and 256 nodes had not converged
-// after 5 minutes; at 32 s they converged in 136 to 174 s); and twice that,
-// since its two more topics (coordinates, token positions) republish at
-// this interval (on 100 nodes, doubling it cut pubsub's signature checks
-// from 32 % to 20 % of the CPU). The stretch goes when the geometric
-// strategy's membership is scoped too (its part of issue 20).
-func DefaultAnnounceInterval(n int, strategy string) time.Duration {
-	if strategy != StrategyGeometric {
-		return overlay.DefaultConfig().AnnounceInterval
-	}
-	return 2 * max(2*time.Second, time.Duration(n)*time.Second/16, time.Duration(n*n)*time.Second/2048)
+// with the given strategy when Config leaves it zero: a real node's
+// (overlay.DefaultConfig, 5 s) whatever n and the strategy. Membership is
+// cluster-scoped with both strategies (overlay/cluster.go, and
+// overlay/geomembership.go for the geometric strategy): no peer
+// announces on a topic of the whole swarm, so a peer's load does not grow
+// with n and the process's grows as n, not n². (The geometric strategy's
+// interval was stretched, n × 125 ms and more, while every geometric peer
+// announced on the global membership topic, issue 20.)
+func DefaultAnnounceInterval(int, string) time.Duration {
+	return overlay.DefaultConfig().AnnounceInterval
 }
 
 // Net is a running network of overlay nodes.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -21,12 +22,14 @@ import (
 // machines of package geometric:
 //
 //   - Coordinates: every PingInterval (a fifth of it for the first
-//     fastSamples) it asks for a ping of one random peer whose coordinate
-//     it knows, a superpeer whose RTT it has not measured first
-//     (pickPingTarget); the answer (PingDone) is folded into the RTT kept
-//     for the peer (filterRTT) and, with the peer's coordinate, into the
-//     Vivaldi client; the new coordinate is for the driver to publish
-//     (GeoReady.Coord).
+//     fastSamples) it asks for a ping of one random peer of a bounded set
+//     (pingTargets: its cluster, its superpeer, the token holders and a
+//     few peers it is connected to), a superpeer whose RTT it has not
+//     measured first (pickPingTarget). A ping's answer carries the
+//     answerer's coordinate (PingDone.Coord), as Serf's do: the answer is
+//     folded into the RTT kept for the peer (filterRTT) and, with that
+//     coordinate once vetted (pingCoord), into the Vivaldi client, so every
+//     peer the node pings is a sample without any gossip.
 //   - Tokens: every TokenInterval, jittered by up to a quarter (so that
 //     holders rarely move at the same instant on stale positions), or at
 //     once when the election named another leader, a token round gives the
@@ -111,6 +114,12 @@ const SnapshotTicks = 10
 // reported holder of the token answered a ping.
 const maxPostpones = 3
 
+// geoPingRandom is how many peers the node is connected to, drawn at
+// random, it samples its coordinate against besides its cluster and the
+// token holders: the far samples Vivaldi needs for the picture's large
+// scale, which a cluster's members, near each other, do not give.
+const geoPingRandom = 8
+
 // geoNearest and geoRandom are the neighbours a token may be passed to: the
 // nearest by coordinate, and others drawn once.
 const (
@@ -125,14 +134,14 @@ func TokenKey(network string, num int) dhtselect.Key {
 	return sha256.Sum256([]byte(fmt.Sprintf("/superpeer/%s/token/%d", network, num)))
 }
 
-// GeoFeed is what gossip says now: every peer's coordinate (this node's
-// included or not), every live token report (gossip.Geo.Reports: all the
-// claims on each token; the machine decides which to believe, see
-// geotokens.go), and the peers the host is connected to. The driver gives it before a geometric
-// decision (GeoDue) and before AttachAsked; the machine keeps the map and
-// the slices without a copy: the driver must not change them afterwards.
+// GeoFeed is what gossip says now: every live token report
+// (gossip.Geo.Reports: all the claims on each token; the machine decides
+// which to believe, see geotokens.go), and the peers the host is connected
+// to. The driver gives it before a geometric decision (GeoDue) and before
+// AttachAsked; the machine keeps the slices without a copy: the driver
+// must not change them afterwards. Coordinates are not gossiped: the
+// machine learns them from its cluster (coords.go).
 type GeoFeed struct {
-	Coords    map[peer.ID]*coordinate.Coordinate
 	Tokens    []TokenPos
 	Connected []peer.ID
 }
@@ -152,11 +161,14 @@ type TokenPos struct {
 }
 
 // PingDone answers a ping the machine asked for (GeoReady.Pings): the RTT
-// measured to Peer (the least of a few pings), or the error.
+// measured to Peer (the least of a few pings), or the error. Coord is the
+// coordinate Peer's answer carried (nil: none), a stranger's claim the
+// machine checks (pingCoord) before it fits its own to it.
 type PingDone struct {
-	Peer peer.ID
-	RTT  time.Duration
-	Err  error
+	Peer  peer.ID
+	RTT   time.Duration
+	Err   error
+	Coord *coordinate.Coordinate
 }
 
 // TokenOffered: From passes Token to this node over the token protocol,
@@ -181,22 +193,41 @@ type PassDone struct {
 // AttachAsked: From asks to attach to this node. The answer is
 // GeoAnswer's, read right after the Step. RTTs, when set, is From's report
 // for the search on measured RTTs (geoswap.go): the RTT it measures to
-// this node, then to each candidate this node named.
+// this node, then to each candidate this node named. Coord is From's
+// coordinate (GeoReady.AttachCoord), nil if it sent none. Private and
+// Flapping are what From says of itself (GeoReady.AttachPrivate,
+// AttachFlapping): a claim that can only make it less eligible (it ranks
+// last in the cluster's election and is handed no token), so it is taken
+// as it comes.
 type AttachAsked struct {
-	From peer.ID
-	RTTs []time.Duration
+	From     peer.ID
+	RTTs     []time.Duration
+	Coord    *coordinate.Coordinate
+	Private  bool
+	Flapping bool
 }
 
 // AttachDone answers an attach request (GeoReady.Attach): To accepted (OK,
-// with its cluster Mates, itself first, and the Candidates of its search
-// on measured RTTs, for this node to measure: geoswap.go), refused (not
-// OK, Err nil), or did not answer (Err).
+// with its cluster Mates, itself first, the Candidates of its search on
+// measured RTTs, for this node to measure: geoswap.go, and the Coords of
+// some of its members: coords.go, and the Demoted among Mates: those that
+// said they are private or flapping, GeoAnswer.Demoted), refused (not OK,
+// Err nil), or did not answer (Err).
 type AttachDone struct {
 	To         peer.ID
 	OK         bool
 	Mates      []peer.ID
 	Candidates []peer.ID
+	Coords     []PeerCoord
+	Demoted    []peer.ID
 	Err        error
+}
+
+// PeerCoord is a peer's coordinate, as a superpeer passes its members'
+// on to them (AttachDone.Coords, GeoAnswer.Coords).
+type PeerCoord struct {
+	ID    peer.ID
+	Coord *coordinate.Coordinate
 }
 
 // GeoLeave: the node is leaving; the holder hands its token on (a
@@ -235,14 +266,20 @@ type GeoReady struct {
 	Passes []TokenPass
 	// Attach are peers to ask to attach to; each answers with AttachDone.
 	// AttachRTTs holds the report to send with the request to a peer, if
-	// any (AttachAsked.RTTs).
-	Attach     []peer.ID
-	AttachRTTs map[peer.ID][]time.Duration
+	// any (AttachAsked.RTTs); AttachCoord is the node's coordinate, to
+	// send with each request (AttachAsked.Coord).
+	//
+	// AttachPrivate and AttachFlapping are what the node says of itself
+	// with each request (AttachAsked.Private, Flapping): that it is
+	// private, and that it flaps.
+	Attach         []peer.ID
+	AttachRTTs     map[peer.ID][]time.Duration
+	AttachCoord    *coordinate.Coordinate
+	AttachPrivate  bool
+	AttachFlapping bool
 	// Vouch are peers to ask for the RTT they measure to a peer (the
 	// vantage points of the liar check); each answers with VouchDone.
 	Vouch []VouchRequest
-	// Coord, when not nil, is the node's coordinate to publish.
-	Coord *coordinate.Coordinate
 	// Tokens are the token reports to publish, in order.
 	Tokens []TokenReport
 	// State, when not nil, is the node's geometric state.
@@ -298,11 +335,17 @@ type GeoState struct {
 //
 // RTT is the answer to VouchAsked. Candidates, with a yes to an attach
 // request, are the peers the superpeer asks its members to measure
-// (geoswap.go).
+// (geoswap.go), Coords the coordinates of some of its members
+// (coords.go), and Demoted the peers of Cluster, sorted, that said they
+// are private or flapping (their last requests' AttachAsked.Private and
+// Flapping; the superpeer itself when it is either): every member ranks
+// them last and hands them no token (demotes).
 type GeoAnswer struct {
 	Yes        bool
 	Cluster    []peer.ID
 	Candidates []peer.ID
+	Coords     []PeerCoord
+	Demoted    []peer.ID
 	Forged     error
 	RTT        time.Duration
 }
@@ -324,6 +367,13 @@ type geoMachine struct {
 
 	feed      GeoFeed
 	connected map[peer.ID]bool
+	// The coordinates the node knows (coords.go): its members' (a
+	// superpeer's, from their attach requests) and some of its mates'
+	// (from its superpeer's answers), besides the token holders' in the
+	// feed; and where the next answer's share of them starts.
+	memberCoord map[peer.ID]*coordinate.Coordinate
+	mateCoord   map[peer.ID]heardCoord
+	shareAt     int
 
 	rtt      map[peer.ID]time.Duration // last measured, filtered
 	members  map[peer.ID]time.Time     // a superpeer's attached peers, last request
@@ -331,6 +381,11 @@ type geoMachine struct {
 	attachOK time.Time                 // when it last accepted our request
 	mates    []peer.ID                 // the cluster matesOf sent with its last yes, itself first
 	matesOf  peer.ID
+	// The peers of the cluster that said they are private or flapping
+	// (demotes): a superpeer's members, by their last requests; an
+	// ordinary peer's mates, as matesOf's last yes named them.
+	memberDemoted map[peer.ID]bool
+	mateDemoted   map[peer.ID]bool
 	// clusterToken is the token number of our cluster's holder, as last
 	// reported (it outlives the holder, for the election's takeover).
 	clusterToken int
@@ -339,8 +394,6 @@ type geoMachine struct {
 	// every SnapshotTicks token intervals, so that tokens settle between
 	// refreshes instead of chasing every sample's noise; and the random
 	// half of the neighbours, drawn once.
-	viewSize      int
-	viewSince     time.Time
 	snapshot      map[peer.ID]*coordinate.Coordinate
 	snapshotEpoch int64
 	longNeighbors []peer.ID
@@ -357,15 +410,21 @@ type geoMachine struct {
 	// holder of each token this node believes, the pass that gave this
 	// node the token it holds, and the placement (re-homing or takeover)
 	// by which it took one, if it did.
-	claims  []TokenPos
-	known   map[int]TokenPos
-	link    []byte
-	giver   peer.ID
-	placed  *placement
-	yield   peer.ID // give the token up to it: a duplicate placement the rule names, or the holder a placement replaced, alive
-	ignored uint64  // claims not believed (unprovable), counted once each
-	ignSeen map[claimKey]bool
-	forged  uint64 // token passes refused as forgeries
+	claims []TokenPos
+	known  map[int]TokenPos
+	// superseded: per token, the holder a placement replaced in this
+	// node's belief (geotokens.go).
+	superseded map[int]superseded
+	link       []byte
+	giver      peer.ID
+	placed     *placement
+	yield      peer.ID // give the token up to it: a duplicate placement the rule names, or the holder a placement replaced, alive
+	ignored    uint64  // claims not believed (unprovable), counted once each
+	ignSeen    map[claimKey]bool
+	forged     uint64 // token passes refused as forgeries
+	// badCoords counts the ping answers whose coordinate failed the
+	// check (pingCoord).
+	badCoords uint64
 
 	// The search on measured RTTs (geoswap.go): a superpeer's, and a
 	// member's candidates to report on (named by swapOf), whether it sent
@@ -383,10 +442,15 @@ type geoMachine struct {
 	lostSilent  bool
 
 	pings    map[peer.ID]*pendingPing
-	sampling bool        // a sample ping is in flight
-	pass     *pendingOut // a Pass being vetted or made; the round waits
-	round    *attachRound
-	answer   GeoAnswer
+	sampling bool // a sample ping is in flight
+	// pingRandom are the peers the node is connected to, drawn at random
+	// (geoPingRandom of them), that it samples besides its cluster and
+	// the holders (pingTargets); one that is no longer connected, or
+	// whose ping fails, is drawn again.
+	pingRandom []peer.ID
+	pass       *pendingOut // a Pass being vetted or made; the round waits
+	round      *attachRound
+	answer     GeoAnswer
 
 	out GeoReady
 }
@@ -452,12 +516,12 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		// differ between nodes and a run can be replayed.
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
+		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{},
 		clusterToken: -1, distrusted: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
-		known: map[int]TokenPos{}, ignSeen: map[claimKey]bool{},
+		known: map[int]TokenPos{}, superseded: map[int]superseded{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{},
 	}
-	// The first coordinate goes out at once.
-	g.out.Coord = client.Coordinate()
+	g.memberCoord, g.mateCoord = map[peer.ID]*coordinate.Coordinate{}, map[peer.ID]heardCoord{}
 	return g, nil
 }
 
@@ -547,7 +611,7 @@ func (m *Machine) GeoAnswer() GeoAnswer {
 		return GeoAnswer{}
 	}
 	a := m.geo.answer
-	a.Cluster, a.Candidates = slices.Clone(a.Cluster), slices.Clone(a.Candidates)
+	a.Cluster, a.Candidates, a.Demoted = slices.Clone(a.Cluster), slices.Clone(a.Candidates), slices.Clone(a.Demoted)
 	return a
 }
 
@@ -620,7 +684,7 @@ func (g *geoMachine) tick(now time.Time) {
 			g.nextPing = now.Add(g.pingPeriod())
 		}
 		if !g.sampling {
-			if p, remote, ok := g.pickPingTarget(); ok {
+			if p, remote, ok := g.pickPingTarget(now); ok {
 				g.sampling = true
 				pp := g.ping(p)
 				pp.sample, pp.remote = true, remote
@@ -654,11 +718,17 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 		return
 	}
 	delete(g.pings, in.Peer)
-	if in.Err == nil && (pp.sample || pp.vet || pp.measure) {
-		g.rtt[in.Peer] = filterRTT(g.rtt[in.Peer], in.RTT)
-	}
 	if pp.sample {
 		g.sampling = false
+	}
+	if in.Err != nil {
+		g.note(slog.LevelDebug, "geometric: ping", "peer", in.Peer, "err", in.Err)
+		if i := slices.Index(g.pingRandom, in.Peer); i >= 0 {
+			g.pingRandom = slices.Delete(g.pingRandom, i, i+1) // drawn again
+		}
+	}
+	if in.Err == nil && (pp.sample || pp.vet || pp.measure) {
+		g.rtt[in.Peer] = filterRTT(g.rtt[in.Peer], in.RTT)
 		g.sampled(in, pp.remote)
 	}
 	for _, num := range pp.probes {
@@ -680,22 +750,31 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 	}
 }
 
-// sampled fits the coordinate to a sample. The coordinate is fitted to the
-// filtered RTT, not to the raw sample, whose spikes on a loaded host are
-// scheduling delays (with raw samples, passes 7 to 10 of tokens on 100
-// nodes still claimed gains of 120 to 850 ms, far above any cluster's RTTs).
+// sampled fits the coordinate to a ping's answer: the peer's coordinate
+// is the one its answer carried, once checked (pingCoord), else the one
+// the node knew (remote, nil if none: then no sample); an answer with a
+// coordinate that fails the check is no sample at all. The coordinate is
+// fitted to the filtered RTT, not to the raw sample, whose spikes on a
+// loaded host are scheduling delays (with raw samples, passes 7 to 10 of
+// tokens on 100 nodes still claimed gains of 120 to 850 ms, far above any
+// cluster's RTTs).
 func (g *geoMachine) sampled(in PingDone, remote *coordinate.Coordinate) {
-	if in.Err != nil {
-		g.note(slog.LevelDebug, "geometric: ping", "peer", in.Peer, "err", in.Err)
+	if in.Coord != nil {
+		c, err := pingCoord(in.Coord)
+		if err != nil {
+			g.badCoords++
+			g.note(slog.LevelDebug, "geometric: a ping's answer carried a bad coordinate", "peer", in.Peer, "err", err)
+			return
+		}
+		remote = c
+	}
+	if remote == nil {
 		return
 	}
 	rtt := g.rtt[in.Peer]
-	c, err := g.client.Sample(geometric.ID(in.Peer), remote, rtt)
-	if err != nil {
+	if _, err := g.client.Sample(geometric.ID(in.Peer), remote, rtt); err != nil {
 		g.note(slog.LevelDebug, "geometric: sample rejected", "peer", in.Peer, "rtt", rtt, "err", err)
-		return
 	}
-	g.out.Coord = c
 }
 
 // filterRTT folds a new sample into the RTT kept for a peer: a lower one
@@ -711,51 +790,90 @@ func filterRTT(old, sample time.Duration) time.Duration {
 	return old + (sample-old)/8
 }
 
-// pickPingTarget chooses a random peer with a known coordinate, preferring
-// a superpeer whose RTT is not measured yet (attachment compares them).
-func (g *geoMachine) pickPingTarget() (peer.ID, *coordinate.Coordinate, bool) {
-	coords := g.feed.Coords
+// pickPingTarget chooses a random peer of pingTargets, preferring a
+// superpeer whose RTT is not measured yet (attachment compares them); with
+// the coordinate the node knows of it, if any (its answer carries its
+// own).
+func (g *geoMachine) pickPingTarget(now time.Time) (peer.ID, *coordinate.Coordinate, bool) {
+	coords := g.coords(now)
 	for _, tp := range g.feed.Tokens {
 		if _, ok := g.rtt[tp.Holder]; !ok && tp.Superpeer && tp.Holder != g.self() {
-			if c, ok := coords[tp.Holder]; ok {
-				return tp.Holder, c, true
-			}
+			return tp.Holder, coords[tp.Holder], true
 		}
 	}
-	ids := make([]peer.ID, 0, len(coords))
-	for p := range coords {
-		if p != g.self() {
-			ids = append(ids, p)
-		}
-	}
+	ids := g.pingTargets()
 	if len(ids) == 0 {
 		return "", nil, false
 	}
-	slices.Sort(ids)
 	p := ids[g.rng.IntN(len(ids))]
 	return p, coords[p], true
+}
+
+// pingTargets are the peers the node samples its coordinate against,
+// sorted: the token holders, its cluster (a superpeer's members, an
+// ordinary peer's superpeer and the mates its last answer named) and
+// geoPingRandom peers it is connected to, drawn at random (pingRandom).
+// A bounded set (S, the capacity and geoPingRandom), whatever the swarm's
+// size.
+func (g *geoMachine) pingTargets() []peer.ID {
+	set := map[peer.ID]bool{}
+	for _, tp := range g.feed.Tokens {
+		set[tp.Holder] = true
+	}
+	for p := range g.members {
+		set[p] = true
+	}
+	if g.attached != "" {
+		set[g.attached] = true
+		if g.matesOf == g.attached {
+			for _, p := range g.mates {
+				set[p] = true
+			}
+		}
+	}
+	g.pingRandom = slices.DeleteFunc(g.pingRandom, func(p peer.ID) bool { return !g.connected[p] || set[p] })
+	if len(g.pingRandom) < geoPingRandom {
+		var pool []peer.ID
+		for _, p := range g.feed.Connected {
+			if !set[p] && p != g.self() && !slices.Contains(g.pingRandom, p) {
+				pool = append(pool, p)
+			}
+		}
+		slices.Sort(pool)
+		for _, i := range g.rng.Perm(len(pool))[:min(geoPingRandom-len(g.pingRandom), len(pool))] {
+			g.pingRandom = append(g.pingRandom, pool[i])
+		}
+	}
+	for _, p := range g.pingRandom {
+		set[p] = true
+	}
+	delete(set, g.self())
+	return slices.Sorted(maps.Keys(set))
 }
 
 // tokenRound is one round of the token machine: inputs to the holder, its
 // decisions, the position report, and the node's state.
 func (g *geoMachine) tokenRound(now time.Time) {
-	coords := g.feed.Coords
-	// The peers that may hold a token: the reachable ones.
-	var ids []geometric.ID
-	if !g.m.private {
-		ids = append(ids, geometric.ID(g.self()))
-	}
+	coords := g.coords(now)
+	// The peers that may not hold a token: the private ones the node
+	// knows of, and those its cluster's roster demotes (private or
+	// flapping, by their own word).
 	private := map[geometric.ID]bool{}
 	for _, e := range g.m.view {
 		if e.Private {
 			private[geometric.ID(e.ID)] = true
-		} else if e.ID != g.self() {
-			ids = append(ids, geometric.ID(e.ID))
 		}
 	}
-	slices.Sort(ids)
+	for _, ps := range []map[peer.ID]bool{g.memberDemoted, g.mateDemoted} {
+		for p := range ps {
+			if g.demotes(p) {
+				private[geometric.ID(p)] = true
+			}
+		}
+	}
+	targets := g.pingTargets()
 	for p := range g.rtt {
-		if _, ok := coords[p]; !ok { // gone: drop its RTT and serf's filter for it
+		if _, ok := coords[p]; !ok && !slices.Contains(targets, p) { // gone: drop its RTT and serf's filter for it
 			delete(g.rtt, p)
 			g.client.Forget(geometric.ID(p))
 		}
@@ -764,7 +882,7 @@ func (g *geoMachine) tokenRound(now time.Time) {
 	// that holders (and the peers they pass to) decide on nearly the same
 	// picture: tokens bounce between peers whose pictures differ.
 	epoch := now.UnixNano() / int64(SnapshotTicks*g.cfg.TokenInterval)
-	if epoch != g.snapshotEpoch || len(g.snapshot) < len(coords) {
+	if epoch != g.snapshotEpoch || len(g.snapshot) < len(coords)+1 { // the snapshot has this node too
 		g.snapshot = make(map[peer.ID]*coordinate.Coordinate, len(coords)+1)
 		for p, c := range coords {
 			g.snapshot[p] = c
@@ -782,6 +900,7 @@ func (g *geoMachine) tokenRound(now time.Time) {
 		g.note(slog.LevelWarn, "geometric: own coordinate rejected", "err", err)
 	}
 	g.holder.SetPeers(peers)
+	g.holder.SetPopulation(g.population())
 	g.holder.SetNeighbours(slices.DeleteFunc(g.neighbours(self, peers), func(p geometric.Peer) bool { return private[p.ID] }))
 	var outs []geometric.Output
 	if to := g.yield; to != "" {
@@ -800,7 +919,7 @@ func (g *geoMachine) tokenRound(now time.Time) {
 			outs = append(outs, g.holder.Observe(geometric.Position{Token: tp.Token, Holder: geometric.ID(tp.Holder), Coord: c})...)
 		}
 	}
-	g.place(now, ids)
+	g.place(now)
 	outs = append(outs, g.holder.Tick(now)...)
 	g.carryOut(now, outs, func(now time.Time) {
 		g.publishToken()
@@ -909,14 +1028,15 @@ func (g *geoMachine) publishToken() {
 	}
 }
 
-// offered answers a token pass: refused when this node is private, when
-// the sender is not the holder of the token this node knows (passable,
-// which also says whether the pass is a forgery), or when the holder
-// machine refuses it.
+// offered answers a token pass: refused when this node is private or
+// flapping (selfDemoted), when the sender is not the holder of the token
+// this node knows (passable, which also says whether the pass is a
+// forgery), or when the holder machine refuses it.
 func (g *geoMachine) offered(now time.Time, in TokenOffered) {
 	g.answer = GeoAnswer{}
-	if g.m.private {
-		g.note(slog.LevelDebug, "geometric: refused a token: this node is private", "token", in.Token.Num, "from", in.From)
+	if g.selfDemoted() {
+		g.note(slog.LevelDebug, "geometric: refused a token: this node is private or flapping", "token", in.Token.Num, "from", in.From,
+			"private", g.m.private)
 		return
 	}
 	if err := g.passable(in); err != nil {
@@ -945,7 +1065,14 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 		return
 	}
 	g.members[in.From] = now
-	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs)}
+	if in.Private || in.Flapping {
+		g.memberDemoted[in.From] = true
+	} else {
+		delete(g.memberDemoted, in.From)
+	}
+	g.memberSent(in.From, in.Coord)
+	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs), Coords: g.share(in.From),
+		Demoted: g.clusterDemoted()}
 	if !member {
 		g.update(now) // list a new member before it hears yes
 	}
@@ -960,6 +1087,47 @@ func (g *geoMachine) cluster() []peer.ID {
 	}
 	slices.Sort(ids)
 	return append([]peer.ID{g.self()}, ids...)
+}
+
+// clusterDemoted lists, sorted, the peers of a superpeer's cluster that
+// said they are private or flapping: the members by their last requests,
+// itself by its own state (selfDemoted).
+func (g *geoMachine) clusterDemoted() []peer.ID {
+	var out []peer.ID
+	for p := range g.memberDemoted {
+		if _, ok := g.members[p]; ok {
+			out = append(out, p)
+		}
+	}
+	if g.selfDemoted() {
+		out = append(out, g.self())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// selfDemoted reports whether this node says of itself that it is
+// private or flapping.
+func (g *geoMachine) selfDemoted() bool {
+	return g.m.private || g.m.el != nil && g.m.el.selfFlapping
+}
+
+// demotes reports whether p is a peer of this node's cluster that ranks
+// last and is handed no token because it said it is private or flapping:
+// this node itself by its own state; a superpeer's member by its last
+// request; an ordinary peer's mate (its superpeer included) as the
+// superpeer's last yes named it. A peer's word about itself can only
+// lower it, so what it says is taken; a superpeer can lower (or fail to
+// lower) a member in the roster it sends, as it can leave one out.
+func (g *geoMachine) demotes(p peer.ID) bool {
+	super := g.holder.Superpeer()
+	switch {
+	case p == g.self():
+		return g.selfDemoted() || !super && g.mateDemoted[p]
+	case super:
+		return g.memberDemoted[p]
+	}
+	return g.mateDemoted[p]
 }
 
 // state is the node's geometric state now.

@@ -23,7 +23,7 @@ const ms = time.Millisecond
 // and pings every second, announcements every 5 s.
 func geoTestConfig(self string, s int) Config {
 	cfg := testConfig(self)
-	cfg.Geometric = true
+	cfg.Geometric, cfg.Bootstrap = true, true // a node that joined a network
 	cfg.Geo = GeoConfig{
 		Network: "test", PingInterval: time.Second, TokenInterval: time.Second,
 		Tokens: geometric.Config{Tokens: s, Capacity: 2, MinHold: 10 * time.Second, Dwell: 5 * time.Second, Margin: LiveMargin},
@@ -33,7 +33,7 @@ func geoTestConfig(self string, s int) Config {
 
 // at is a coordinate x seconds along the first axis from the origin every
 // client starts at.
-func at(t *testing.T, x float64) *coordinate.Coordinate {
+func at(t testing.TB, x float64) *coordinate.Coordinate {
 	t.Helper()
 	c, err := geometric.NewClient(geometric.DefaultCoordConfig())
 	if err != nil {
@@ -53,9 +53,12 @@ type geoDriver struct {
 	m      *Machine
 	now    time.Time
 	feed   GeoFeed
+	coords map[peer.ID]*coordinate.Coordinate // what the node knows (know)
 	ping   func(p peer.ID) (time.Duration, error)
-	pass   func(p TokenPass) bool
-	attach func(p peer.ID) AttachDone
+	// pingCoord, when set, is the coordinate p's ping answer carries.
+	pingCoord func(p peer.ID) *coordinate.Coordinate
+	pass      func(p TokenPass) bool
+	attach    func(p peer.ID) AttachDone
 
 	pings, asked []peer.ID
 	passes       []TokenPass
@@ -66,13 +69,26 @@ type geoDriver struct {
 }
 
 func newGeoDriver(t *testing.T, cfg Config) *geoDriver {
-	return &geoDriver{t: t, m: mustNew(t, cfg), now: t0}
+	return &geoDriver{t: t, m: mustNew(t, cfg), now: t0, coords: map[peer.ID]*coordinate.Coordinate{}}
+}
+
+// know gives the machine d.coords as the coordinates it knows of its
+// cluster, as if its superpeer had sent them (coords.go), for an hour.
+// The tests of the rules that decide on coordinates start from them;
+// TestGeoCoordsScoped tests how a node learns them.
+func (d *geoDriver) know() {
+	for p, c := range d.coords {
+		if p != d.m.cfg.Self {
+			d.m.geo.mateCoord[p] = heardCoord{c: c, until: d.now.Add(time.Hour)}
+		}
+	}
 }
 
 // run advances the clock by d.
 func (d *geoDriver) run(dur time.Duration) {
 	for end := d.now.Add(dur); d.now.Before(end); d.now = d.now.Add(100 * time.Millisecond) {
 		if d.m.GeoDue(d.now) {
+			d.know()
 			d.m.Step(d.now, d.feed)
 		}
 		d.m.Tick(d.now)
@@ -82,6 +98,9 @@ func (d *geoDriver) run(dur time.Duration) {
 
 // step gives one input and carries out the Ready.
 func (d *geoDriver) step(in Input) {
+	if _, ok := in.(GeoFeed); ok {
+		d.know()
+	}
 	d.m.Step(d.now, in)
 	d.drain()
 }
@@ -104,6 +123,9 @@ func (d *geoDriver) drain() {
 			in := PingDone{Peer: p, Err: fmt.Errorf("no answer")}
 			if d.ping != nil {
 				in.RTT, in.Err = d.ping(p)
+			}
+			if d.pingCoord != nil && in.Err == nil {
+				in.Coord = d.pingCoord(p)
 			}
 			d.m.Step(d.now, in)
 		}
@@ -128,7 +150,7 @@ func (d *geoDriver) drain() {
 // the pass.
 func (d *geoDriver) handOver(from peer.ID, tok geometric.Token) {
 	d.t.Helper()
-	d.step(GeoFeed{Coords: d.feed.Coords, Tokens: []TokenPos{{Holder: from, Token: geometric.Token{Num: tok.Num, Seq: tok.Seq - 1}, Coord: at(d.t, 0.5)}}})
+	d.step(GeoFeed{Tokens: []TokenPos{{Holder: from, Token: geometric.Token{Num: tok.Num, Seq: tok.Seq - 1}, Coord: at(d.t, 0.5)}}})
 	d.step(TokenOffered{From: from, Token: tok})
 }
 
@@ -164,7 +186,7 @@ func TestGeoVet(t *testing.T) {
 			if !d.m.GeoAnswer().Yes {
 				t.Fatal("a refused the token")
 			}
-			d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, c.claim)}}
+			d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, c.claim)}
 			d.run(2 * time.Second) // one token round: the snapshot and the neighbours; no sample yet of b
 			if d.m.geo.rtt["b"] != 0 {
 				t.Fatalf("RTT to b known before the check: %v", d.m.geo.rtt["b"])
@@ -224,78 +246,113 @@ func TestGeoNeighbours(t *testing.T) {
 	}
 }
 
-// Placement: a node that is an initial holder takes its token only after
-// the warm-up (10 token intervals, at least 3 announce intervals, and a
-// view that held its size for 10 token intervals).
+// Placement: the node that starts the network (no bootstrap peer) takes
+// token 0 when it hears of none, only after the warm-up (10 token
+// intervals, at least 3 announce intervals); a node that joined one does
+// not, until no token was heard of for three warm-ups more, and then only
+// when it is the first of InitialHolders over itself and the peers it is
+// connected to.
 func TestGeoPlaceAfterWarmup(t *testing.T) {
-	d := newGeoDriver(t, geoTestConfig("a", 4)) // 4 tokens, at most 4 peers: each holds one
-	d.m.Step(d.now, view("a", "b", "c"))
+	d := newGeoDriver(t, geoTestConfig("a", 4))
+	d.m.cfg.Bootstrap = false
 	d.run(14 * time.Second)
 	if tok := d.m.GeoState().Token; tok >= 0 {
 		t.Fatalf("took token %d at %v, in the warm-up of 15 s", tok, d.now.Sub(t0))
 	}
-	d.m.Step(d.now, view("a", "b", "c", "d")) // the view changes at 14 s: 10 s more
-	d.run(9 * time.Second)
-	if tok := d.m.GeoState().Token; tok >= 0 {
-		t.Fatalf("took token %d at %v, 9 s after the view changed", tok, d.now.Sub(t0))
+	d.run(2 * time.Second)
+	if tok := d.m.GeoState().Token; tok != 0 {
+		t.Fatalf("holds token %d at %v, want 0", tok, d.now.Sub(t0))
 	}
-	d.run(3 * time.Second)
-	if tok := d.m.GeoState().Token; tok < 0 {
-		t.Fatalf("no token at %v", d.now.Sub(t0))
-	}
-}
-
-// rehomer returns a peer ID, beside self, that geometric.Rehome does not
-// pick for token 0 over both of them: self re-homes it.
-func rehomer(t *testing.T, m *Machine, self string) string {
-	t.Helper()
-	for i := range 100 {
-		h := fmt.Sprintf("h%d", i)
-		if geometric.Rehome(m.geo.seed, 0, []geometric.ID{geometric.ID(h), geometric.ID(self)}, nil) == geometric.ID(self) {
-			return h
+	for _, c := range []struct {
+		connected []peer.ID
+		first     bool
+	}{{[]peer.ID{"z"}, true}, {[]peer.ID{"z"}, false}} {
+		j := newGeoDriver(t, geoTestConfig("a", 4))
+		// A peer that a is first before, or not.
+		for i := range 100 {
+			p := peer.ID(fmt.Sprintf("p%d", i))
+			first, _ := geometric.InitialHolders(j.m.geo.seed, []geometric.ID{"a", geometric.ID(p)}, 1)
+			if (first[0] == "a") == c.first {
+				c.connected = []peer.ID{p}
+				break
+			}
+		}
+		j.feed = GeoFeed{Connected: c.connected}
+		j.run(59 * time.Second)
+		if tok := j.m.GeoState().Token; tok >= 0 {
+			t.Fatalf("a joiner took token %d at %v, within four warm-ups", tok, j.now.Sub(t0))
+		}
+		j.run(2 * time.Second)
+		if held := j.m.GeoState().Token == 0; held != c.first {
+			t.Errorf("connected to %v, a holds token 0: %v, want %v (first of the two: %v)", c.connected, held, c.first, c.first)
 		}
 	}
-	t.Fatal("no peer for which self re-homes")
-	return ""
 }
 
-// Re-homing: a token reported by h, then missing, is re-homed after three
-// token intervals, but not while h is in the membership view (postponed
-// up to three times, one membership TTL each), and not while h answers a
-// ping (postponed up to three times, three token intervals each); once h is gone and answers no more, it is re-homed above every
-// pass counter heard.
+// sponsoredFeed is the feed of a member a of superpeer s, which holds token
+// 1 and reports members (the sponsor of every token when it is the only
+// superpeer with members), and of h, which reports token 0 at pass counter
+// 7; a is attached to s, whose cluster is s and a.
+func sponsoredFeed(t *testing.T, d *geoDriver, h peer.ID) {
+	t.Helper()
+	d.feed = GeoFeed{Tokens: []TokenPos{
+		{Holder: h, Token: geometric.Token{Num: 0, Seq: 7}, Coord: at(t, 0.03)},
+		{Holder: "s", Token: geometric.Token{Num: 1}, Coord: at(t, 0.01), Superpeer: true, Load: 1},
+	}}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "a"}} }
+}
+
+// Re-homing: a token reported by h, then missing, is re-homed by a member
+// of its sponsor's cluster, the one Rehome names in the cluster its
+// superpeer sent (here a, its only member), after three token intervals,
+// but not while h answers a ping (postponed up to three times, three
+// token intervals each); once h is gone and answers no more, it is
+// re-homed above every pass counter heard. A node that is no member of the
+// sponsor does not re-home it.
 func TestGeoRehome(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		inView bool // h stays in the view
-		answer bool // h answers pings
-		by     time.Duration
-		notBy  time.Duration
+		name    string
+		answer  bool // h answers pings
+		member  bool // a is a member of the sponsor
+		by      time.Duration
+		notBy   time.Duration
+		rehomed bool
 	}{
-		{"gone", false, false, 20 * time.Second, 10 * time.Second}, // the view changed: a warm-up first
-		{"in the view", true, false, 60 * time.Second, 40 * time.Second},
-		{"answers pings", false, true, 25 * time.Second, 10 * time.Second},
+		{"gone", false, true, 20 * time.Second, 2 * time.Second, true},
+		{"answers pings", true, true, 25 * time.Second, 10 * time.Second, true},
+		{"not the sponsor's member", false, false, 60 * time.Second, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := newGeoDriver(t, geoTestConfig("a", 1))
-			h := peer.ID(rehomer(t, d.m, "a"))
-			d.m.Step(d.now, view("a", string(h)))
+			tokens := 2
+			if !c.member {
+				tokens = 3 // s2 holds the third
+			}
+			d := newGeoDriver(t, geoTestConfig("a", tokens))
+			h := peer.ID("h")
 			d.ping = func(p peer.ID) (time.Duration, error) {
 				if p == h && !c.answer {
 					return 0, fmt.Errorf("gone")
 				}
 				return 30 * ms, nil
 			}
-			coords := map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), h: at(t, 0.03)}
-			d.feed = GeoFeed{Coords: coords, Tokens: []TokenPos{{Holder: h, Token: geometric.Token{Num: 0, Seq: 7}, Coord: coords[h]}}}
+			sponsoredFeed(t, d, h)
+			if !c.member {
+				d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: "s2", Token: geometric.Token{Num: 2}, Coord: at(t, 0.001), Superpeer: true})
+				d.attach = func(p peer.ID) AttachDone {
+					if p == "s" {
+						return AttachDone{To: p, OK: false}
+					}
+					return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "a"}}
+				}
+			}
 			d.run(20 * time.Second)
 			if d.m.GeoState().Token >= 0 {
 				t.Fatal("a took a token that h reports")
 			}
-			d.feed = GeoFeed{Coords: coords}
-			if !c.inView {
-				d.m.Step(d.now, view("a"))
+			if sp := d.m.GeoState().Superpeer; (sp == "s") != c.member {
+				t.Fatalf("a attached to %q", sp)
 			}
+			d.feed.Tokens = slices.DeleteFunc(d.feed.Tokens, func(tp TokenPos) bool { return tp.Holder == h })
 			missing := d.now
 			if c.notBy > 0 {
 				d.run(c.notBy)
@@ -304,10 +361,10 @@ func TestGeoRehome(t *testing.T) {
 				}
 			}
 			d.run(c.by - c.notBy)
-			if d.m.GeoState().Token != 0 {
-				t.Fatalf("not re-homed %v after the token went missing", d.now.Sub(missing))
+			if got := d.m.GeoState().Token == 0; got != c.rehomed {
+				t.Fatalf("%v after the token went missing, a holds token 0: %v, want %v", d.now.Sub(missing), got, c.rehomed)
 			}
-			if tok, _ := d.m.geo.holder.Holding(); tok.Seq <= 7 {
+			if tok, _ := d.m.geo.holder.Holding(); c.rehomed && tok.Seq <= 7 {
 				t.Errorf("re-homed at seq %d, not above the 7 heard", tok.Seq)
 			}
 		})
@@ -316,12 +373,11 @@ func TestGeoRehome(t *testing.T) {
 
 // attachFeed is the feed of an ordinary peer o at the origin with
 // superpeers s1 (10 ms away by coordinates) and s2 (20 ms), each with
-// load 0.
+// load 0: their coordinates are in their token reports.
 func attachFeed(t *testing.T, sps ...string) GeoFeed {
-	f := GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"o": at(t, 0)}}
+	var f GeoFeed
 	for i, s := range sps {
 		c := at(t, float64(i+1)/100)
-		f.Coords[peer.ID(s)] = c
 		f.Tokens = append(f.Tokens, TokenPos{Holder: peer.ID(s), Token: geometric.Token{Num: i}, Coord: c, Superpeer: true})
 	}
 	return f
@@ -413,7 +469,7 @@ func TestGeoAnswers(t *testing.T) {
 	if ask("p1").Yes {
 		t.Fatal("a node without a token took a member")
 	}
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}}
+	d.coords = map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}
 	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
 	if !d.m.GeoAnswer().Yes {
 		t.Fatal("token refused")
@@ -462,7 +518,7 @@ func TestGeoAnswers(t *testing.T) {
 func TestGeoSamples(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("o", 1))
 	d.feed = attachFeed(t, "s1")
-	d.feed.Coords["p"] = at(t, 0.05)
+	d.coords["p"] = at(t, 0.05)
 	d.ping = func(p peer.ID) (time.Duration, error) { return 40 * ms, nil }
 	d.run(250 * ms)
 	if len(d.pings) != 1 || d.pings[0] != "s1" {
@@ -498,7 +554,7 @@ func TestGeoReplays(t *testing.T) {
 		d := newGeoDriver(t, geoTestConfig("o", 3))
 		d.feed = attachFeed(t, "s1", "s2", "s3")
 		for i := range 20 {
-			d.feed.Coords[peer.ID(fmt.Sprintf("p%02d", i))] = at(t, float64(i)/200)
+			d.coords[peer.ID(fmt.Sprintf("p%02d", i))] = at(t, float64(i)/200)
 		}
 		d.m.Step(d.now, view("o", "s1", "s2", "s3", "p00", "p01"))
 		d.ping = func(p peer.ID) (time.Duration, error) { return time.Duration(len(p)) * 10 * ms, nil }
@@ -540,7 +596,7 @@ func TestGeoTakeover(t *testing.T) {
 			// h stops: no heartbeats, no attach answers, its report
 			// expires.
 			d.attach = nil
-			d.feed = GeoFeed{Coords: d.feed.Coords}
+			d.feed = GeoFeed{}
 			if c.connected {
 				d.feed.Connected = []peer.ID{"h"}
 			} else {
@@ -587,7 +643,7 @@ func TestGeoAttachSuccessor(t *testing.T) {
 	d := newGeoDriver(t, cfg)
 	d.m.Step(d.now, view("y", "h", x))
 	d.feed = attachFeed(t, "h")
-	d.feed.Coords["y"] = d.feed.Coords["o"]
+	d.coords["y"] = d.coords["o"]
 	d.feed.Connected = []peer.ID{"h", peer.ID(x)}
 	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", peer.ID(x), "y"}} }
 	d.run(3 * time.Second)
@@ -605,9 +661,9 @@ func TestGeoAttachSuccessor(t *testing.T) {
 		t.Fatalf("the election of h's cluster names %q, want %s", l, x)
 	}
 	c := at(t, 0.02)
-	d.feed.Coords[peer.ID(x)] = c
+	d.coords[peer.ID(x)] = c
 	d.feed.Tokens = []TokenPos{
-		{Holder: "h", Token: geometric.Token{Num: 0, Seq: 1}, Coord: d.feed.Coords["h"], Superpeer: true},
+		{Holder: "h", Token: geometric.Token{Num: 0, Seq: 1}, Coord: d.coords["h"], Superpeer: true},
 		{Holder: peer.ID(x), Token: geometric.Token{Num: 1}, Coord: c, Superpeer: true},
 	}
 	d.asked = nil
@@ -628,6 +684,10 @@ func FuzzGeo(f *testing.F) {
 	f.Add([]byte{0, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 3, 9, 5, 9, 6, 9, 8})
 	f.Add([]byte{2, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 11, 4, 6, 9, 12, 9})
 	ids := []peer.ID{"a", "b", "c", "d"}
+	coords := map[peer.ID]*coordinate.Coordinate{}
+	for i, id := range ids {
+		coords[id] = at(f, float64(i)/50)
+	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		cfg := geoTestConfig("a", 2)
 		if len(ops)%2 == 0 {
@@ -642,12 +702,9 @@ func FuzzGeo(f *testing.F) {
 			p := ids[int(op>>4)%len(ids)]
 			switch op % 13 {
 			case 0:
-				f := GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{}, Connected: ids[:int(op>>4)%len(ids)]}
-				for i, id := range ids {
-					f.Coords[id] = at(t, float64(i)/50)
-				}
+				f := GeoFeed{Connected: ids[:int(op>>4)%len(ids)]}
 				if op&16 != 0 {
-					f.Tokens = append(f.Tokens, TokenPos{Holder: "b", Token: geometric.Token{Num: 0, Seq: uint64(k)}, Coord: f.Coords["b"], Superpeer: op&32 != 0})
+					f.Tokens = append(f.Tokens, TokenPos{Holder: "b", Token: geometric.Token{Num: 0, Seq: uint64(k)}, Coord: coords["b"], Superpeer: op&32 != 0})
 				}
 				m.Step(now, f)
 			case 1:
@@ -667,10 +724,10 @@ func FuzzGeo(f *testing.F) {
 					pass = nil
 				}
 			case 6:
-				m.Step(now, AttachAsked{From: p})
+				m.Step(now, AttachAsked{From: p, Coord: coords[p]})
 			case 7:
 				if len(asked) > 0 {
-					m.Step(now, AttachDone{To: asked[0], OK: op&16 != 0, Mates: []peer.ID{asked[0], "a"}})
+					m.Step(now, AttachDone{To: asked[0], OK: op&16 != 0, Mates: []peer.ID{asked[0], "a", "c"}, Coords: []PeerCoord{{ID: "c", Coord: coords["c"]}}})
 					asked = asked[1:]
 				}
 			case 8:
@@ -721,7 +778,7 @@ func FuzzGeo(f *testing.F) {
 func TestGeoForgedClaimKeepsHolder(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("a", 2))
 	d.m.Step(d.now, view("a", "k", "h", "z"))
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "h": at(t, 0.03), "z": at(t, 0.01)}}
+	d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "h": at(t, 0.03), "z": at(t, 0.01)}
 	d.handOver("k", geometric.Token{Num: 0, Seq: 3})
 	h := TokenPos{Holder: "h", Token: geometric.Token{Num: 1, Seq: 2}, Coord: at(t, 0.03), Superpeer: true}
 	d.feed.Tokens = []TokenPos{h}
@@ -750,7 +807,8 @@ func TestGeoForgedClaimKeepsHolder(t *testing.T) {
 func TestGeoForgedPassRefused(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("c", 1))
 	d.m.Step(d.now, view("c", "a", "z"))
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"c": at(t, 0), "a": at(t, 0.02), "z": at(t, 0.01)},
+	d.coords = map[peer.ID]*coordinate.Coordinate{"c": at(t, 0), "a": at(t, 0.02), "z": at(t, 0.01)}
+	d.feed = GeoFeed{
 		Tokens: []TokenPos{{Holder: "a", Token: geometric.Token{Num: 0, Seq: 3}, Coord: at(t, 0.02), Superpeer: true}}}
 	d.run(2 * time.Second)
 	d.step(TokenOffered{From: "z", Token: geometric.Token{Num: 0, Seq: 4}})
@@ -763,7 +821,7 @@ func TestGeoForgedPassRefused(t *testing.T) {
 
 	a := newGeoDriver(t, geoTestConfig("a", 1))
 	a.m.Step(a.now, view("a", "k", "c"))
-	a.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "c": at(t, 0.02)}}
+	a.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "c": at(t, 0.02)}
 	a.handOver("k", geometric.Token{Num: 0, Seq: 3})
 	a.feed.Tokens = nil
 	a.run(7 * time.Second)

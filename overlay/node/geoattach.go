@@ -57,6 +57,8 @@ func (g *geoMachine) startAttach(now time.Time) {
 	for p, seen := range g.members {
 		if now.Sub(seen) > expiry {
 			delete(g.members, p)
+			delete(g.memberCoord, p)
+			delete(g.memberDemoted, p)
 		}
 	}
 	g.round = &attachRound{now: now}
@@ -68,6 +70,8 @@ func (g *geoMachine) startAttach(now time.Time) {
 	}
 	g.search = nil
 	clear(g.members) // no longer a superpeer: nobody is attached
+	clear(g.memberCoord)
+	clear(g.memberDemoted)
 	if g.attached == g.self() {
 		g.attached = "" // a superpeer no longer: it must attach like anyone
 	}
@@ -99,6 +103,8 @@ func (r *attachRound) reports(p peer.ID) bool {
 func (g *geoMachine) ask(r *attachRound, stage int, p peer.ID) {
 	r.stage, r.asked = stage, p
 	g.out.Attach = append(g.out.Attach, p)
+	g.out.AttachCoord = g.client.Coordinate()
+	g.out.AttachPrivate, g.out.AttachFlapping = g.m.private, g.m.el != nil && g.m.el.selfFlapping
 	if rtts, ok := g.swapReport(p); ok {
 		if g.out.AttachRTTs == nil {
 			g.out.AttachRTTs = map[peer.ID][]time.Duration{}
@@ -169,7 +175,14 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 	}
 	r.asked = ""
 	if in.OK {
+		g.matesSent(now, in.To, in.Mates, in.Coords)
 		g.mates, g.matesOf = slices.Clone(in.Mates), in.To
+		clear(g.mateDemoted)
+		for _, p := range in.Demoted {
+			if slices.Contains(in.Mates, p) {
+				g.mateDemoted[p] = true
+			}
+		}
 		g.swapAsked(in.To, in.Candidates)
 	}
 	switch r.stage {
@@ -293,8 +306,8 @@ func (g *geoMachine) election(now time.Time) {
 		g.round = nil
 		g.nextAttch = now
 	}
-	if leader != g.self() || held || holder == g.self() || !g.lost(now, holder) {
-		return
+	if leader != g.self() || held || holder == g.self() || g.selfDemoted() || !g.lost(now, holder) {
+		return // (a private or flapping node takes no token, not even as the cluster's leader)
 	}
 	t := geometric.Rehomed(num, seen)
 	for _, tp := range g.feed.Tokens {

@@ -99,7 +99,7 @@ func (g *geoMachine) searchRound(now time.Time) {
 	if len(s.cands) == 0 {
 		var ps []geometric.Peer
 		for p := range g.members {
-			if c, ok := g.feed.Coords[p]; ok {
+			if c, ok := g.memberCoord[p]; ok {
 				ps = append(ps, geometric.Peer{ID: geometric.ID(p), Coord: c})
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/geometric"
@@ -32,15 +31,14 @@ func TestGeoSwap(t *testing.T) {
 		d := newGeoDriver(t, cfg)
 		d.ping = func(p peer.ID) (time.Duration, error) { return rtt("s", p), nil }
 		d.pass = func(TokenPass) bool { return true }
-		d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{}}
 		for p, x := range pos {
-			d.feed.Coords[p] = at(t, x/1000)
+			d.coords[p] = at(t, x/1000)
 		}
 		d.handOver("x", geometric.Token{Num: 0, Seq: 1})
 		d.run(7 * time.Second) // promoted after the dwell
 		ask := func(p peer.ID, rtts []time.Duration) GeoAnswer {
-			d.step(GeoFeed{Coords: d.feed.Coords, Connected: d.feed.Connected})
-			d.step(AttachAsked{From: p, RTTs: rtts})
+			d.step(GeoFeed{Connected: d.feed.Connected})
+			d.step(AttachAsked{From: p, RTTs: rtts, Coord: d.coords[p]})
 			return d.m.GeoAnswer()
 		}
 		for p := range pos {

@@ -45,10 +45,11 @@ import (
 //   - The holder itself (it knows itself) gives its token up only to a
 //     report with its own signature and a higher counter (it passed the
 //     token and the answer was lost), or to a duplicate placement at the
-//     same counter whose holder the deterministic rule names
-//     (geometric.InitialHolders, geometric.Rehome: views that differed at
-//     the start; or a mate of the lost holder's cluster with a smaller ID
-//     that took it over as this node did), or when its own placement (a re-homing or a takeover)
+//     same counter whose holder has the smaller Score(seed^token) (two
+//     starters, two sponsors' clusters, or two members whose rosters
+//     differed, placed it: geoplace.go; or a mate of the lost holder's
+//     cluster with a smaller ID that took it over as this node did), or
+//     when its own placement (a re-homing or a takeover)
 //     replaced a holder that turns out alive: that holder still reports
 //     the token one membership TTL after the placement (a crashed
 //     holder's report is gone by then).
@@ -58,8 +59,26 @@ import (
 //     reached is a forgery, which the driver strikes.
 //
 // What a forger can still do: claim, with no other claim beside it, a
-// token whose holder is gone (a re-homing is not signed by anyone); and
-// hold back joiners as said.
+// token whose holder is gone (a re-homing is not signed by anyone); claim
+// a placement of a token at its holder's own counter, from an ID ground to
+// a smaller Score(seed^token) than the holder's, and so make the holder
+// give it up (as it could make itself the initial holder in the views
+// before); with an accomplice's signature of a pass in the epoch a
+// placement superseded, above the superseded holder's counter, make a
+// holder of the placement give it up (superseded: the chain of links back
+// to that holder is not checked, its reports may have expired); and hold
+// back joiners as said.
+//
+// Why the ground ID is not refused: honest duplicates of one placement,
+// at one counter, come from different lists (two sponsors' clusters, the
+// fragments of a partition), so a holder cannot tell a forger's from an
+// honest one by the lists it knows; any order on IDs is as cheap to grind
+// (a random score beats half the honest ones: a key or two). Closing it
+// needs a proof of the placement that the holder can check: the sponsor's
+// roster signed by the sponsor (the attach answer), carried with the
+// claim, so that anyone who believes the sponsor can check that Rehome
+// names the claimant in it. That is a change of the attach and tokens
+// wire formats, not made.
 
 // placement is a token this node took without a pass: by re-homing or by
 // taking it over for its cluster.
@@ -107,7 +126,7 @@ func (g *geoMachine) resolve(now time.Time, claims []TokenPos) []TokenPos {
 	if held {
 		// What this node holds it knows first-hand; after it passes the
 		// token on, the recipient's report must carry its link.
-		g.known[own.Num] = TokenPos{Holder: self, Token: own}
+		g.setKnown(now, TokenPos{Holder: self, Token: own})
 	}
 	for _, num := range sortedKeys(byNum) {
 		cs := byNum[num]
@@ -122,7 +141,7 @@ func (g *geoMachine) resolve(now time.Time, claims []TokenPos) []TokenPos {
 			}
 		}
 		if believed {
-			g.known[num] = cur
+			g.setKnown(now, cur)
 			out = append(out, cur)
 		}
 	}
@@ -133,8 +152,9 @@ func (g *geoMachine) resolve(now time.Time, claims []TokenPos) []TokenPos {
 // believe returns the claim on token num that this node believes, if any:
 // the end of the chain of passes from the holder it knows, when that
 // holder still reports the token (or is this node, which passed it on);
-// else the tip of the claims newer than what it knew, when they form one
-// chain.
+// else the end of the chain from the holder a placement superseded, when
+// that one reports it still (superseded); else the tip of the claims newer
+// than what it knew, when they form one chain.
 func (g *geoMachine) believe(num int, cs []TokenPos) (TokenPos, bool) {
 	k, ok := g.known[num]
 	if ok {
@@ -147,6 +167,11 @@ func (g *geoMachine) believe(num int, cs []TokenPos) (TokenPos, bool) {
 		if live {
 			if cur := follow(start, cs); cur.Holder != g.self() {
 				return cur, true
+			}
+		}
+		if sp, ok := g.superseded[num]; ok && k.Holder != g.self() {
+			if i := slices.IndexFunc(cs, sp.lineage); i >= 0 {
+				return follow(cs[i], cs), true
 			}
 		}
 		// Nothing older than what this node knew counts.
@@ -173,6 +198,11 @@ func (g *geoMachine) ownClaims(now time.Time, own geometric.Token, cs []TokenPos
 			// One TTL and an interval after the placement, a dead
 			// holder's report has expired: this one is alive.
 			g.yield = c.Holder
+		case g.supersededAlive(now, own, c):
+			// Likewise for a token that came to this node by passes
+			// from a placement.
+			g.yield = c.Holder
+			g.known[own.Num] = c
 		default:
 			if c.Token.Seq >= own.Seq {
 				g.ignore(c)
@@ -185,29 +215,74 @@ func (g *geoMachine) ownClaims(now time.Time, own geometric.Token, cs []TokenPos
 	return out
 }
 
+// superseded is the holder of a token this node believed until a
+// placement of it (a re-homing or a takeover, at a newer epoch of the
+// pass counter: Seq's high half) replaced it, its counter then, and when
+// the node first believed the placement.
+type superseded struct {
+	holder peer.ID
+	seq    uint64
+	at     time.Time
+}
+
+// lineage reports whether c is the superseded holder's claim, or that of
+// a peer the token was passed to after it, in the epoch it held it in: a
+// report of a pass (a signed link) above the counter it had. The chain of
+// links back to it cannot be checked when the reports between have
+// expired (the side that kept the holder passed the token on while the
+// other re-homed it), so a pass whose link another peer signed counts: a
+// forger needs an accomplice's signature of a pass in that old epoch to
+// make a holder of the placement give its token up.
+func (sp superseded) lineage(c TokenPos) bool {
+	if c.Token.Seq>>32 != sp.seq>>32 || c.Token.Seq < sp.seq {
+		return false
+	}
+	return c.Holder == sp.holder || c.Giver != "" && c.Token.Seq > sp.seq
+}
+
+// setKnown notes the claim on cur's token that this node believes now;
+// when a placement replaced the holder it believed before, that holder
+// is superseded (see ownClaims: when it turns out alive, as after a
+// partition whose side without it re-homed its token, the placement
+// gives way to it). A superseded holder is only ever one this node
+// believed: a forger cannot become one by claiming an old counter.
+func (g *geoMachine) setKnown(now time.Time, cur TokenPos) {
+	num := cur.Token.Num
+	if old, ok := g.known[num]; ok && old.Holder != cur.Holder && cur.Token.Seq>>32 > old.Token.Seq>>32 {
+		g.superseded[num] = superseded{holder: old.Holder, seq: old.Token.Seq, at: now}
+	}
+	if sp, ok := g.superseded[num]; ok && cur.Token.Seq>>32 <= sp.seq>>32 {
+		delete(g.superseded, num) // the superseded lineage is believed again
+	}
+	g.known[num] = cur
+}
+
+// supersededAlive reports whether c, a claim on own's token, is the
+// lineage of the holder that a placement of own superseded, one
+// attachment TTL and an announce interval after the node first believed
+// the placement: a dead holder's report has expired by then, so that one
+// is alive (the two sides of a partition healed, each holding the
+// token).
+func (g *geoMachine) supersededAlive(now time.Time, own geometric.Token, c TokenPos) bool {
+	sp, ok := g.superseded[own.Num]
+	return ok && own.Seq>>32 > sp.seq>>32 && sp.lineage(c) &&
+		!now.Before(sp.at.Add(g.attachTTL()+g.m.cfg.AnnounceInterval))
+}
+
 // yieldsTo reports whether this node gives its token up to c, a
-// placement of it at the same counter (a duplicate): when the
-// deterministic rule names c's holder in this node's view (the initial
-// holder for the first placement, the re-homing's choice for a later
-// one), or, when this node took the token over for the cluster of its lost
-// holder, when c's holder is another member of that cluster that did the
-// same and has the smaller ID.
+// placement of it at the same counter (a duplicate): when c's holder has
+// the smaller Score(seed^token) (the smaller ID on a tie), a rule both
+// holders agree on whatever lists they placed the token from; or, when
+// this node took the token over for the cluster of its lost holder, when
+// c's holder is another member of that cluster that did the same and has
+// the smaller ID.
 func (g *geoMachine) yieldsTo(c TokenPos) bool {
 	if p := g.placed; p != nil && p.num == c.Token.Num && slices.Contains(p.mates, c.Holder) {
 		return c.Holder < g.self() // two of the lost holder's cluster took it over
 	}
-	ids := g.holderIDs()
-	if c.Token.Seq == 0 {
-		first, err := geometric.InitialHolders(g.seed, ids, min(g.tc.Tokens, len(ids)))
-		return err == nil && c.Token.Num < len(first) && first[c.Token.Num] == geometric.ID(c.Holder)
-	}
-	holding := map[geometric.ID]bool{}
-	for num, k := range g.known {
-		if num != c.Token.Num {
-			holding[geometric.ID(k.Holder)] = true
-		}
-	}
-	return geometric.Rehome(g.seed, c.Token.Num, ids, holding) == geometric.ID(c.Holder)
+	seed := g.seed ^ uint64(c.Token.Num)
+	a, b := geometric.Score(seed, geometric.ID(c.Holder)), geometric.Score(seed, geometric.ID(g.self()))
+	return a < b || a == b && c.Holder < g.self()
 }
 
 // next returns the index in cs of the report that cur's holder provably
@@ -280,22 +355,6 @@ func (g *geoMachine) passable(in TokenOffered) error {
 	default:
 		return fmt.Errorf("node: token %d at %d from %s, but %s holds it at %d as far as this node knows", in.Token.Num, in.Token.Seq, in.From, k.Holder, k.Token.Seq)
 	}
-}
-
-// holderIDs are the peers that may hold a token, sorted: the public ones
-// in the view, and this node unless it is private.
-func (g *geoMachine) holderIDs() []geometric.ID {
-	var ids []geometric.ID
-	if !g.m.private {
-		ids = append(ids, geometric.ID(g.self()))
-	}
-	for _, e := range g.m.view {
-		if !e.Private && e.ID != g.self() {
-			ids = append(ids, geometric.ID(e.ID))
-		}
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // TokenClaimsIgnored counts the token claims (reports of others) the

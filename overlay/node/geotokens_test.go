@@ -40,7 +40,8 @@ func TestGeoTokenChain(t *testing.T) {
 	rep := func(holder string, seq uint64, giver string) TokenPos {
 		return TokenPos{Holder: peer.ID(holder), Token: tok(0, seq), Coord: co, Giver: peer.ID(giver)}
 	}
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"c": at(t, 0)}, Tokens: []TokenPos{rep("a", 3, "k")}}
+	d.coords["c"] = at(t, 0)
+	d.feed = GeoFeed{Tokens: []TokenPos{rep("a", 3, "k")}}
 	if h, s := believed(d, 0); h != "a" || s != 3 {
 		t.Fatalf("believes %s at %d, want a at 3 (a lone report)", h, s)
 	}
@@ -86,8 +87,8 @@ func TestGeoTokenChain(t *testing.T) {
 // refused without blame (it may have missed a report).
 func TestGeoPassFromHolderOnly(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("c", 1))
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"c": at(t, 0)},
-		Tokens: []TokenPos{{Holder: "a", Token: tok(0, 3), Coord: at(t, 0.02), Giver: "k"}}}
+	d.coords["c"] = at(t, 0)
+	d.feed = GeoFeed{Tokens: []TokenPos{{Holder: "a", Token: tok(0, 3), Coord: at(t, 0.02), Giver: "k"}}}
 	d.step(d.feed)
 	for _, c := range []struct {
 		from   peer.ID
@@ -118,7 +119,7 @@ func TestGeoPassFromHolderOnly(t *testing.T) {
 func TestGeoOwnLinkDrops(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("a", 1))
 	d.m.Step(d.now, view("a", "k", "j"))
-	d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "j": at(t, 0.02)}}
+	d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "j": at(t, 0.02)}
 	d.handOver("k", tok(0, 3))
 	d.feed.Tokens = nil
 	d.run(7 * time.Second)
@@ -171,20 +172,15 @@ func TestGeoTakeoverYields(t *testing.T) {
 	}
 }
 
-// Two peers that both took token 0 as its initial holder (their views
-// differed) settle it: the one that the rule names in the current view
-// keeps it, whatever the IDs; a third peer's claim of the same placement
-// does not take it.
+// Two peers that both took token 0 at the same placement (two starters,
+// or two clusters that re-homed it) settle it: the one with the smaller
+// Score(seed^0) keeps it, whatever the IDs; the other gives it up.
 func TestGeoDuplicatePlacement(t *testing.T) {
-	for _, other := range []string{"b", "c"} {
+	outcomes := map[bool]int{}
+	for _, other := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
 		d := newGeoDriver(t, geoTestConfig("a", 1))
-		d.m.Step(d.now, view("a", "b", "c"))
-		first, err := geometric.InitialHolders(d.m.geo.seed, d.m.geo.holderIDs(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		named := peer.ID(first[0])
-		d.feed = GeoFeed{Coords: map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, 0.02), "c": at(t, 0.03)}}
+		d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, 0.02), "c": at(t, 0.03)}
+		d.feed = GeoFeed{}
 		d.step(d.feed)
 		if !d.m.geo.receive(tok(0, 0), d.now) {
 			t.Fatal("a did not take token 0")
@@ -192,8 +188,86 @@ func TestGeoDuplicatePlacement(t *testing.T) {
 		d.feed.Tokens = []TokenPos{{Holder: peer.ID(other), Token: tok(0, 0), Coord: at(t, 0.02)}}
 		d.run(2 * time.Second)
 		kept := d.m.GeoState().Token == 0
-		if want := named != peer.ID(other); kept != want {
-			t.Errorf("the rule names %s; %s claims token 0 too: a kept it %v, want %v", named, other, kept, want)
+		if want := geometric.Score(d.m.geo.seed, "a") < geometric.Score(d.m.geo.seed, geometric.ID(other)); kept != want {
+			t.Errorf("%s claims token 0 too: a kept it %v, want %v (a's score is the smaller: %v)", other, kept, want, want)
 		}
+		outcomes[kept]++
+	}
+	if len(outcomes) != 2 {
+		t.Errorf("outcomes %v: the cases do not show both a keeping and giving up", outcomes)
+	}
+}
+
+// A placement supersedes the holder a node believed (a side of a
+// partition re-homed the token): when that holder's report is heard again
+// (the partition healed), the node believes it again once the placement's
+// report is gone, and a holder of the placement's lineage gives its token
+// up to it one attachment TTL and an announce interval after it first
+// believed the placement; so does it to a pass in k's epoch above k's
+// counter (a link another peer signed: the reports between may have
+// expired). A claim of the old epoch by another peer without a link, or
+// at k's own counter, is neither believed nor yielded to.
+func TestGeoTokenSuperseded(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("c", 1))
+	co := at(t, 0.02)
+	rep := func(holder string, seq uint64, giver string) TokenPos {
+		return TokenPos{Holder: peer.ID(holder), Token: tok(0, seq), Coord: co, Giver: peer.ID(giver)}
+	}
+	d.coords["c"] = at(t, 0)
+	d.feed = GeoFeed{Tokens: []TokenPos{rep("k", 3, "j")}}
+	if h, _ := believed(d, 0); h != "k" {
+		t.Fatalf("believes %s, want k", h)
+	}
+	d.feed.Tokens = []TokenPos{rep("r", 1<<32, "")} // k's report expired; r re-homed it
+	if h, _ := believed(d, 0); h != "r" {
+		t.Fatalf("believes %s, want r", h)
+	}
+	// r passes the token to this node.
+	d.step(TokenOffered{From: "r", Token: tok(0, 1<<32+1)})
+	if !d.m.GeoAnswer().Yes {
+		t.Fatal("refused r's pass")
+	}
+	// A forger claims k's epoch: without a link, or at k's own counter
+	// with one: ignored.
+	d.feed.Tokens = []TokenPos{rep("f", 3, ""), rep("g", 3, "j"), rep("h", 9, ""), rep("c", 1<<32+1, "r")}
+	d.step(d.feed)
+	d.run(d.m.geo.attachTTL() + 2*d.m.cfg.AnnounceInterval)
+	if tk, held := d.m.geo.holder.Holding(); !held || tk.Seq != 1<<32+1 {
+		t.Fatalf("gave its token up to a forger's claim of the old epoch (holds %v, %v)", tk, held)
+	}
+	// k is back: this node yields to it.
+	d.feed.Tokens = []TokenPos{rep("k", 3, "j"), rep("c", 1<<32+1, "r")}
+	d.run(3 * time.Second)
+	if _, held := d.m.geo.holder.Holding(); held {
+		t.Fatal("kept the token while the holder its placement superseded reports it")
+	}
+	// Likewise to a pass in k's epoch after k's counter.
+	d2 := newGeoDriver(t, geoTestConfig("c", 1))
+	d2.coords["c"] = at(t, 0)
+	d2.feed = GeoFeed{Tokens: []TokenPos{rep("k", 3, "j")}}
+	believed(d2, 0)
+	d2.feed.Tokens = []TokenPos{rep("r", 1<<32, "")}
+	believed(d2, 0)
+	d2.step(TokenOffered{From: "r", Token: tok(0, 1<<32+1)})
+	d2.feed.Tokens = []TokenPos{rep("k3", 6, "k2"), rep("c", 1<<32+1, "r")}
+	d2.run(d2.m.geo.attachTTL() + 2*d2.m.cfg.AnnounceInterval)
+	if _, held := d2.m.geo.holder.Holding(); held {
+		t.Fatal("kept the token while k's lineage (a pass after k's counter) reports it")
+	}
+	// A third node that believed the placement believes k again when the
+	// placement's report is gone.
+	e := newGeoDriver(t, geoTestConfig("e", 1))
+	e.coords["e"] = at(t, 0)
+	e.feed = GeoFeed{Tokens: []TokenPos{rep("k", 3, "j")}}
+	believed(e, 0)
+	e.feed.Tokens = []TokenPos{rep("r", 1<<32, "")}
+	believed(e, 0)
+	e.feed.Tokens = []TokenPos{rep("f", 5, "")}
+	if h, _ := believed(e, 0); h != "" {
+		t.Fatalf("believes %s, want nobody: f was never the holder", h)
+	}
+	e.feed.Tokens = []TokenPos{rep("k", 3, "j")}
+	if h, _ := believed(e, 0); h != "k" {
+		t.Fatalf("believes %s, want k, which the placement superseded", h)
 	}
 }

@@ -2,10 +2,12 @@ package node
 
 import (
 	"cmp"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/geometric"
@@ -160,3 +162,37 @@ func (m *Machine) VetChecks() (checks, overruled uint64) {
 	}
 	return m.geo.vetN, m.geo.overruled
 }
+
+// pingCoord checks the coordinate a ping's answer carried, a stranger's
+// claim, before the node fits its own to it: a valid coordinate
+// (geometric.Valid: the dimensions, every component finite and within
+// geometric.MaxComponent, the height and error not negative), with a
+// height no lower than Vivaldi's floor (serf never makes one lower) and an
+// error no larger than Vivaldi's largest (a new coordinate's, which serf
+// never exceeds). It returns the coordinate to fit to: c, with an error
+// below minPeerError raised to it.
+func pingCoord(c *coordinate.Coordinate) (*coordinate.Coordinate, error) {
+	if err := geometric.Valid(c); err != nil {
+		return nil, err
+	}
+	cfg := coordinate.DefaultConfig()
+	if c.Height < cfg.HeightMin {
+		return nil, fmt.Errorf("%w: Height = %v below Vivaldi's floor %v", geometric.ErrBadCoordinate, c.Height, cfg.HeightMin)
+	}
+	if c.Error > cfg.VivaldiErrorMax {
+		return nil, fmt.Errorf("%w: Error = %v above Vivaldi's largest %v", geometric.ErrBadCoordinate, c.Error, cfg.VivaldiErrorMax)
+	}
+	if c.Error < minPeerError {
+		c = c.Clone()
+		c.Error = minPeerError
+	}
+	return c, nil
+}
+
+// minPeerError is the least error the node takes a peer's coordinate to
+// have. The error a peer claims weighs its sample against the node's own
+// (serf moves its coordinate by its own error over the sum of both): a
+// claim of perfect confidence, an error of 0, would move it the whole way
+// to fit the peer's claim. An honest coordinate on PlanetLab has an error
+// of the order of its median relative error (0.1 to 0.3).
+const minPeerError = 0.05

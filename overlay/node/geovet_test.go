@@ -44,7 +44,7 @@ func TestGeoVetVantagePoints(t *testing.T) {
 			for i := range 4 {
 				coords[peer.ID(fmt.Sprintf("v%d", i+1))] = at(t, 0.005+float64(i+1)/1000)
 			}
-			d.feed = GeoFeed{Coords: coords}
+			d.coords, d.feed = coords, GeoFeed{}
 			d.run(2 * time.Second) // a token round: the snapshot
 			d.m.geo.rtt["b"] = 80 * ms
 			d.m.Step(d.now, GeoLeave{})

@@ -1498,11 +1498,13 @@ func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup,
 
 // rankedLast returns the peers among ids that rank last by what they
 // announce: private ones (this node when it is), and those that announce
-// that they flap.
+// that they flap (with the geometric strategy, whose view holds no mate's
+// announcement, as the cluster's roster says: geoMachine.demotes).
 func (m *Machine) rankedLast(ids []peer.ID) map[peer.ID]bool {
 	out := map[peer.ID]bool{}
 	for _, p := range ids {
-		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && (e.Private || e.Flapping) || m.ep.barred(p) {
+		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && (e.Private || e.Flapping) || m.ep.barred(p) ||
+			m.geo != nil && m.geo.demotes(p) {
 			out[p] = true
 		}
 	}

@@ -73,13 +73,12 @@
 //     three jitters, three RTTs later (the live node keeps the least of
 //     three pings); a ping to a node that is down or on the other side of
 //     a partition fails after GeoTimeout.
-//   - Gossip of coordinates and token positions (gossip.Geo): a coordinate
-//     is published at most once per announce interval (the live MinGap),
-//     a token report at once; the peers hear it GossipDelay later. A
-//     node's GeoFeed has the last heard coordinate and token report of
-//     every node alive on its side, or still in its membership view (a
-//     crashed or cut-off node's entries go with it, one membership TTL
-//     after it was last heard), and its own token report at once; Tokens
+//   - Gossip of token positions (gossip.Geo): a token report is published
+//     at once; the peers hear it GossipDelay later. A node's GeoFeed has
+//     the last heard token report of every node alive on its side, or
+//     still in its membership view (a crashed or cut-off node's entries go
+//     with it, one membership TTL after it was last heard), and its own
+//     token report at once; Tokens
 //     is one position per token, as gossip.Geo.Tokens: the highest pass
 //     counter, then the smaller holder ID. A report of no token leaves the
 //     last one to expire one TTL after its last republication, a release
@@ -91,6 +90,14 @@
 //     ContactWindow, and its superpeer), and those that crashed less than
 //     ConnLoss ago (a live connection outlives a crashed peer: QUIC's
 //     idle timeout is 30 s).
+//   - The view (the live node's overlay/geomembership.go): no topic of
+//     the swarm; a machine's view is its cluster as its GeoState lists it
+//     (itself and its superpeer, or a superpeer's members), given when
+//     that changes (geoView), the superpeer flagged, its own entry with
+//     its own flapping flag, and with an election the matrix RTTs. Its
+//     mates' flags come with the attach answers (GeoAnswer.Demoted). The
+//     component views above still decide which token reports a node
+//     hears (and when a gone node's expire).
 //   - Token passes and attach requests reach the receiving machine half an
 //     RTT (plus jitter) later; its machine decides, as the live stream
 //     handlers do (TokenOffered, or a fresh GeoFeed and AttachAsked, with

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/overlay/node"
+	"github.com/superpeer/superpeer/stats"
 )
 
 // The geometric strategy (Config.Node.Geometric): the oracles that stand
@@ -58,28 +60,28 @@ func (c *Config) fillGeo() error {
 // geoNode is what the simulator keeps of one node's geometric strategy:
 // what it publishes, what its peers have heard of it, and its state.
 type geoNode struct {
-	coord *coordinate.Coordinate // the machine's latest, to publish
-	own   *node.TokenReport      // the token it reports now (nil: none)
+	own *node.TokenReport // the token it reports now (nil: none)
 	// What gossip has delivered of it (see the package comment): its
-	// coordinate, and its token report until tokUntil (0: while it is
-	// heard at all).
-	heardCoord *coordinate.Coordinate
-	heardTok   *node.TokenReport
-	tokUntil   time.Duration
+	// token report until tokUntil (0: while it is heard at all).
+	heardTok *node.TokenReport
+	tokUntil time.Duration
 	// forged are token claims a hostile member makes besides its
 	// machine's report (ForgeTokens): heard by everyone while it lives.
 	forged []node.TokenReport
-	// lie, when set, is the coordinate its peers hear instead of its own
-	// (LieCoord); load is the most its measurements are delayed by (Load).
-	lie  *coordinate.Coordinate
-	load time.Duration
-	// Coordinates go out at most once per announce interval (MinGap).
-	coordPubAt   time.Duration
-	coordPending bool
-	state        *node.GeoState // the last the machine reported
-	tickAt       time.Duration  // the geometric tick scheduled (GeoNext); -1 none
-	lastTick     time.Duration
-	downAt       time.Duration
+	// lie, when set, is the coordinate it sends its superpeer instead of
+	// its own (LieCoord); load is the most its measurements are delayed
+	// by (Load).
+	lie   *coordinate.Coordinate
+	load  time.Duration
+	state *node.GeoState // the last the machine reported
+	// The view it was given last (geoView): its cluster, its
+	// superpeer, and its own flag.
+	viewIDs  []peer.ID
+	viewSP   peer.ID
+	viewFlap bool
+	tickAt   time.Duration // the geometric tick scheduled (GeoNext); -1 none
+	lastTick time.Duration
+	downAt   time.Duration
 }
 
 // geoStart prepares node i's geometric part at a start: a restarted node
@@ -94,10 +96,10 @@ func (s *Sim) geoStart(i int) {
 		if g.heardTok != nil && g.tokUntil == 0 {
 			g.tokUntil = g.downAt + s.ttl - s.randDur(s.cfg.Node.AnnounceInterval)
 		}
-		g.coord, g.own, g.state, g.coordPending = nil, nil, nil, false
-		s.geoVer++
+		g.own, g.state = nil, nil
+		g.viewIDs, g.viewSP, g.viewFlap = nil, "", false // a new machine: its view is given at once
 	}
-	n.geo.tickAt, n.geo.lastTick, n.geo.coordPubAt = -1, -1, -s.cfg.Node.AnnounceInterval
+	n.geo.tickAt, n.geo.lastTick = -1, -1
 }
 
 func (s *Sim) randDur(d time.Duration) time.Duration {
@@ -148,7 +150,7 @@ func (s *Sim) geoDown(i int, graceful bool) {
 			s.stats.GeoPings++
 			in := node.PingDone{Peer: p, Err: errGeoTimeout}
 			if j, ok := s.indexOf(p); ok && s.up(i, j) {
-				in = node.PingDone{Peer: p, RTT: s.rtt(i, j)}
+				in = node.PingDone{Peer: p, RTT: s.rtt(i, j), Coord: s.pingCoord(j)}
 			}
 			n.m.Step(now, in)
 		}
@@ -170,10 +172,6 @@ func (s *Sim) geoDown(i int, graceful bool) {
 func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 	n := s.nodes[i]
 	g := n.geo
-	if rd.Coord != nil {
-		g.coord = rd.Coord
-		s.publishCoord(i)
-	}
 	for _, r := range rd.Tokens {
 		s.publishToken(i, r)
 	}
@@ -202,7 +200,11 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		s.geoPass(i, p)
 	}
 	for _, p := range rd.Attach {
-		s.geoAttach(i, p, rd.AttachRTTs[p])
+		c := rd.AttachCoord
+		if g.lie != nil {
+			c = g.lie
+		}
+		s.geoAttach(i, p, rd.AttachRTTs[p], c, rd.AttachPrivate, rd.AttachFlapping)
 	}
 	for _, v := range rd.Vouch {
 		s.geoVouch(i, v)
@@ -248,12 +250,12 @@ func (s *Sim) vouch(j int, of, from peer.ID) (time.Duration, error) {
 	return s.rtt(j, k) + jit + s.randDur(s.nodes[j].geo.load), nil
 }
 
-// LieCoord makes node i a liar: its peers hear c as its coordinate (nil
-// ends the lie).
+// LieCoord makes node i a liar: it sends c as its coordinate with its
+// attach requests, which its superpeer passes on to its other members
+// (nil ends the lie).
 func (s *Sim) LieCoord(i int, c *coordinate.Coordinate) {
 	if g := s.nodes[i].geo; g != nil {
 		g.lie = c
-		s.geoVer++
 	}
 }
 
@@ -265,29 +267,6 @@ func (s *Sim) Load(i int, d time.Duration) {
 	if g := s.nodes[i].geo; g != nil {
 		g.load = d
 	}
-}
-
-// publishCoord publishes node i's coordinate, at most once per announce
-// interval (later changes are coalesced into one publication).
-func (s *Sim) publishCoord(i int) {
-	g := s.nodes[i].geo
-	if g.coordPending {
-		return
-	}
-	at := max(s.now, g.coordPubAt+s.cfg.Node.AnnounceInterval)
-	g.coordPending = true
-	s.At(at, func(s *Sim) {
-		g.coordPending = false
-		g.coordPubAt = s.now
-		c := g.coord
-		if c == nil || !s.nodes[i].alive {
-			return
-		}
-		s.After(s.cfg.GossipDelay, func(s *Sim) {
-			g.heardCoord = c
-			s.geoVer++
-		})
-	})
 }
 
 // publishToken publishes one token report of node i; its peers hear it
@@ -314,7 +293,6 @@ func (s *Sim) publishToken(i int, r node.TokenReport) {
 		default:
 			g.heardTok, g.tokUntil = &r, 0
 		}
-		s.geoVer++
 	})
 }
 
@@ -328,33 +306,10 @@ func (s *Sim) present(i, j int) bool {
 	return ok
 }
 
-type geoCoordsKey struct {
-	comp          int
-	version       uint64
-	epoch, geoVer uint64
-}
-
-// geoFeed is node i's GeoFeed: the coordinates and token positions heard
-// in its component, as gossip.Geo's Coords and Tokens give them, and the
-// peers it is connected to.
+// geoFeed is node i's GeoFeed: the token positions heard in its
+// component, as gossip.Geo's Reports give them, and the peers it is
+// connected to.
 func (s *Sim) geoFeed(i int) node.GeoFeed {
-	c := s.comp[i]
-	key := geoCoordsKey{c, s.comps[c].version, s.epoch, s.geoVer}
-	coords, ok := s.geoCoords[c]
-	if !ok || s.geoCoordsKey[c] != key {
-		// One map per component and change, shared by its machines
-		// (which keep it without changing it).
-		coords = map[peer.ID]*coordinate.Coordinate{}
-		for j, o := range s.nodes {
-			if o.geo != nil && o.geo.heardCoord != nil && s.present(i, j) {
-				coords[o.id] = o.geo.heardCoord
-				if o.geo.lie != nil && j != i {
-					coords[o.id] = o.geo.lie
-				}
-			}
-		}
-		s.geoCoords[c], s.geoCoordsKey[c] = coords, key
-	}
 	// Tokens: every live report (gossip.Geo.Reports), the giver of a
 	// passed token as its link names it; this node's own report at once;
 	// a hostile member's forged claims while it lives and is reachable.
@@ -383,7 +338,7 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 	slices.SortStableFunc(tokens, func(a, b node.TokenPos) int {
 		return cmp.Or(cmp.Compare(a.Token.Num, b.Token.Num), cmp.Compare(a.Holder, b.Holder))
 	})
-	return node.GeoFeed{Coords: coords, Tokens: tokens, Connected: s.connectedPeers(i)}
+	return node.GeoFeed{Tokens: tokens, Connected: s.connectedPeers(i)}
 }
 
 // stillConnected says whether node i's host is still connected to node j as far as
@@ -444,8 +399,9 @@ func (s *Sim) back(i int, at time.Duration, f func(s *Sim)) {
 }
 
 // geoPing answers a ping by the oracle: the least of three pings, so the
-// matrix RTT plus the least of three jitters, three RTTs later; or an
-// error after GeoTimeout when the peer is down or unreachable.
+// matrix RTT plus the least of three jitters, three RTTs later, with the
+// peer's coordinate (pingCoord); or an error after GeoTimeout when the
+// peer is down or unreachable.
 func (s *Sim) geoPing(i int, p peer.ID) {
 	s.stats.GeoPings++
 	sent := s.now
@@ -469,8 +425,24 @@ func (s *Sim) geoPing(i int, p peer.ID) {
 			fail(s)
 			return
 		}
-		s.step(i, node.PingDone{Peer: p, RTT: rtt})
+		s.step(i, node.PingDone{Peer: p, RTT: rtt, Coord: s.pingCoord(j)})
 	})
+}
+
+// pingCoord is the coordinate node j's ping answer carries, as the live
+// node's (overlay's rtt.go): the one its machine last reported
+// (GeoState), or its lie (LieCoord); nil before its first report.
+func (s *Sim) pingCoord(j int) *coordinate.Coordinate {
+	g := s.nodes[j].geo
+	switch {
+	case g == nil:
+		return nil
+	case g.lie != nil:
+		return g.lie.Clone()
+	case g.state != nil && g.state.Coord != nil:
+		return g.state.Coord.Clone()
+	}
+	return nil
 }
 
 // geoPass carries out a token pass (see geoRequest): the recipient's
@@ -497,7 +469,6 @@ func (s *Sim) ForgeTokens(i int, reports []node.TokenReport) {
 		return
 	}
 	g.forged = slices.Clone(reports)
-	s.geoVer++
 }
 
 // ForgePass has node from pass token t to node to, as a hostile member
@@ -525,20 +496,22 @@ func (s *Sim) ForgePass(from, to int, t geometric.Token, done func(node.GeoAnswe
 
 // geoAttach carries out an attach request (see geoRequest): the
 // superpeer's machine gets a fresh feed and the request (GeoFeed,
-// AttachAsked, with the report rtts for the search on measured RTTs), and
-// decides (GeoAnswer, with the search's candidates).
-func (s *Sim) geoAttach(i int, p peer.ID, rtts []time.Duration) {
+// AttachAsked, with the report rtts for the search on measured RTTs and
+// the asker's coordinate c, and what it says of itself: private,
+// flapping), and decides (GeoAnswer, with the search's candidates, some
+// members' coordinates and the demoted members).
+func (s *Sim) geoAttach(i int, p peer.ID, rtts []time.Duration, c *coordinate.Coordinate, private, flapping bool) {
 	s.stats.GeoAttaches++
 	s.geoRequest(i, p,
 		func(m *node.Machine, j int, now time.Time, from peer.ID) {
 			m.Step(now, s.geoFeed(j))
-			m.Step(now, node.AttachAsked{From: from, RTTs: rtts})
+			m.Step(now, node.AttachAsked{From: from, RTTs: rtts, Coord: c, Private: private, Flapping: flapping})
 		},
 		func(a node.GeoAnswer, ok bool) node.Input {
 			if !ok {
 				return node.AttachDone{To: p, Err: errGeoTimeout}
 			}
-			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates}
+			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted}
 		})
 }
 
@@ -728,4 +701,83 @@ func (s *Sim) GeoQuality(draws int) GeoQuality {
 		q.Random = rsum / time.Duration(draws)
 	}
 	return q
+}
+
+// GeoCoordError is the median relative error of the RTTs the live nodes'
+// coordinates predict against the matrix's, over all pairs of live nodes
+// with a coordinate (as the testnet's report measures it); 0 without any
+// pair.
+func (s *Sim) GeoCoordError() float64 {
+	type nc struct {
+		i int
+		c *coordinate.Coordinate
+	}
+	var ns []nc
+	for i, n := range s.nodes {
+		if n.alive {
+			if c := n.m.GeoState().Coord; c != nil {
+				ns = append(ns, nc{i, c})
+			}
+		}
+	}
+	var errs []float64
+	for a := range ns {
+		for b := a + 1; b < len(ns); b++ {
+			rtt := s.rtt(ns[a].i, ns[b].i)
+			if rtt <= 0 {
+				continue
+			}
+			pred := geometric.Distance(ns[a].c, ns[b].c) * float64(time.Second)
+			errs = append(errs, math.Abs(pred-float64(rtt))/float64(rtt))
+		}
+	}
+	if len(errs) == 0 {
+		return 0
+	}
+	return stats.Sort(errs).Median()
+}
+
+// geoView gives node i's machine its view as a live geometric node's
+// membership does (overlay/geomembership.go): no topic of the swarm, only
+// its cluster as its state lists it (GeoState.Members: itself and its
+// superpeer, or a superpeer's members), the superpeer flagged, its own
+// entry with its own flag (flapping); its mates' flags come with the
+// attach answers (GeoAnswer.Demoted), not in the view. With an election
+// the entries carry the RTTs, as the live node's own pings give them.
+// The view is given when it changes.
+func (s *Sim) geoView(i int) {
+	n := s.nodes[i]
+	st := n.m.GeoState()
+	sp := st.Superpeer
+	if st.Role == node.RoleSuperpeer {
+		sp = n.id
+	}
+	ids := slices.Clone(st.Members)
+	if !slices.Contains(ids, n.id) {
+		ids = append(ids, n.id)
+	}
+	slices.Sort(ids)
+	g := n.geo
+	if g.viewIDs != nil && sp == g.viewSP && n.flapping == g.viewFlap && slices.Equal(ids, g.viewIDs) {
+		return
+	}
+	g.viewIDs, g.viewSP, g.viewFlap = ids, sp, n.flapping
+	n.viewAt = s.now
+	view := make([]node.Member, 0, len(ids))
+	for _, p := range ids {
+		j, ok := s.indexOf(p)
+		if !ok {
+			continue
+		}
+		e := node.Member{ID: p, Key: s.nodes[j].key, Superpeer: p == sp}
+		if j == i {
+			e.Flapping = n.flapping
+		} else if s.cfg.Node.Election != "" {
+			e.RTT = s.rtt(i, j)
+		}
+		view = append(view, e)
+	}
+	s.stats.Views++
+	n.m.Step(s.wall(), node.View{Members: view})
+	s.carryOut(i)
 }

@@ -77,7 +77,7 @@ func forgedTokensRun(t *testing.T, m *latency.Matrix, attack bool) forgedTokens 
 			if !attacking {
 				return
 			}
-			co := s.nodes[attacker].geo.heardCoord
+			co := s.Machine(attacker).GeoState().Coord
 			var claims []node.TokenReport
 			for i := range s.N() {
 				g := s.nodes[i].geo

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/classic"
@@ -204,12 +203,6 @@ type Sim struct {
 	addrs       map[peer.ID]string // with Node.MaxPerAddr: each node's address group
 	stats       Stats
 
-	// The geometric strategy (geo.go): bumped by every change of what
-	// gossip delivered, and the coordinates' map per component.
-	geoVer       uint64
-	geoCoords    map[int]map[peer.ID]*coordinate.Coordinate
-	geoCoordsKey map[int]geoCoordsKey
-
 	// The cluster-scoped membership (scoped.go): the superpeers, and the
 	// backbone's version, its pending change, and its lists by component.
 	sps       map[int]bool
@@ -277,7 +270,7 @@ func New(cfg Config) (*Sim, error) {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		comps: map[int]*component{0: {vis: map[int]time.Duration{}}}, ttl: 3 * cfg.Node.AnnounceInterval,
 		lookupCache: map[lookupKey]lookupAnswer{}, index: map[peer.ID]int{}, idx: newSimIndex(),
-		geoCoords: map[int]map[peer.ID]*coordinate.Coordinate{}, geoCoordsKey: map[int]geoCoordsKey{}, sps: map[int]bool{},
+		sps: map[int]bool{},
 	}
 	for i := range cfg.N {
 		var at time.Duration
@@ -782,6 +775,8 @@ func (s *Sim) tick(i int) {
 	if s.scopedMode() {
 		s.registerDue(i)
 		s.scopedView(i)
+	} else if n.geo != nil {
+		s.geoView(i) // cluster-scoped, as the live node's (geo.go)
 	} else if s.now >= n.seesAt {
 		c := s.comps[s.comp[i]]
 		if (n.viewComp != s.comp[i] || n.viewVer != c.version) && s.now-n.viewAt >= s.cfg.ViewPeriod {

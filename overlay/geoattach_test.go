@@ -1,0 +1,55 @@
+package overlay
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/overlay/node"
+)
+
+// What a member says of itself in an attach request (private, flapping)
+// and the demoted members in the superpeer's yes round-trip; a request
+// with an unknown flag bit, and a yes that demotes a peer outside its
+// cluster, are refused as malformed.
+func TestAttachFlags(t *testing.T) {
+	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := client.Coordinate()
+	ids := testIDs(t, 4)
+	sp, from := ids[0], ids[1]
+	for _, c := range []struct{ private, flapping bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		req := appendRTTs(appendCoord([]byte{attachFlags(c.private, c.flapping)}, co), []time.Duration{time.Millisecond})
+		in, err := readAttachRequest(from, req)
+		if err != nil || in.From != from || in.Private != c.private || in.Flapping != c.flapping || !sameCoordinate(in.Coord, co) || len(in.RTTs) != 1 {
+			t.Errorf("%+v: read %+v, %v", c, in, err)
+		}
+	}
+	if _, err := readAttachRequest(from, appendCoord([]byte{attachFlags(true, true) | 1<<2}, co)); !errors.Is(err, errWire) {
+		t.Errorf("an unknown flag bit: %v, want a wire error", err)
+	}
+	if _, err := readAttachRequest(from, appendCoord(nil, co)); err == nil {
+		t.Error("a request without its flags byte accepted")
+	}
+
+	yes := node.GeoAnswer{Cluster: ids[:3], Candidates: ids[2:3], Coords: []node.PeerCoord{{ID: ids[2], Coord: co}}, Demoted: []peer.ID{ids[2]}}
+	a, err := readAttachYes(sp, appendAttachYes(nil, yes))
+	if err != nil || !a.Yes || !slices.Equal(a.Cluster, yes.Cluster) || !slices.Equal(a.Candidates, yes.Candidates) || len(a.Coords) != 1 ||
+		!slices.Equal(a.Demoted, yes.Demoted) {
+		t.Fatalf("round trip of a yes: %+v, %v", a, err)
+	}
+	yes.Demoted = []peer.ID{ids[3]}
+	if _, err := readAttachYes(sp, appendAttachYes(nil, yes)); !errors.Is(err, errWire) {
+		t.Errorf("a yes demoting a peer outside its cluster: %v, want a wire error", err)
+	}
+	yes.Demoted = nil
+	if _, err := readAttachYes(from, appendAttachYes(nil, yes)); !errors.Is(err, errWire) {
+		t.Errorf("a yes whose cluster starts with another: %v, want a wire error", err)
+	}
+}
