@@ -526,7 +526,7 @@ func readCoordBody(r *bufio.Reader, n uint64) (*coordinate.Coordinate, error) {
 }
 
 // readCoords reads a uvarint count (at most maxAttachCoords) of a peer ID
-// (as readIDs) and its coordinate (readCoord).
+// (readID) and its coordinate (readCoord).
 func readCoords(r *bufio.Reader) ([]node.PeerCoord, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil || n > maxAttachCoords {
@@ -534,15 +534,7 @@ func readCoords(r *bufio.Reader) ([]node.PeerCoord, error) {
 	}
 	out := make([]node.PeerCoord, 0, n)
 	for range n {
-		l, err := binary.ReadUvarint(r)
-		if err != nil || l == 0 || l > pb.MaxIDLen {
-			return nil, fmt.Errorf("ID length %d: %v", l, err)
-		}
-		b := make([]byte, l)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, err
-		}
-		id, err := peer.IDFromBytes(b)
+		id, err := readID(r)
 		if err != nil {
 			return nil, err
 		}
@@ -598,8 +590,22 @@ func appendRTTs(b []byte, rtts []time.Duration) []byte {
 	return b
 }
 
-// readIDs reads a uvarint count of peer IDs, each a uvarint length and the
-// ID's bytes, within the election wire's limits.
+// readID reads a peer ID: a uvarint length (1 to pb.MaxIDLen, the
+// election wire's limit) and the ID's bytes.
+func readID(r *bufio.Reader) (peer.ID, error) {
+	l, err := binary.ReadUvarint(r)
+	if err != nil || l == 0 || l > pb.MaxIDLen {
+		return "", fmt.Errorf("ID length %d: %v", l, err)
+	}
+	b := make([]byte, l)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return peer.IDFromBytes(b)
+}
+
+// readIDs reads a uvarint count of peer IDs (readID), within the election
+// wire's limits.
 func readIDs(r *bufio.Reader) ([]peer.ID, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil || n > pb.MaxIDs {
@@ -607,15 +613,7 @@ func readIDs(r *bufio.Reader) ([]peer.ID, error) {
 	}
 	ids := make([]peer.ID, 0, n)
 	for range n {
-		l, err := binary.ReadUvarint(r)
-		if err != nil || l == 0 || l > pb.MaxIDLen {
-			return nil, fmt.Errorf("ID length %d: %v", l, err)
-		}
-		b := make([]byte, l)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, err
-		}
-		id, err := peer.IDFromBytes(b)
+		id, err := readID(r)
 		if err != nil {
 			return nil, err
 		}
