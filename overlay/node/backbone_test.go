@@ -187,15 +187,7 @@ func TestBackboneEstimateHeldForATTL(t *testing.T) {
 // to 6). A hint whose cluster at its k holds the node (the superpeer of
 // a cluster at a lower k, whose digest gives the node the k) stands.
 func TestHintThatRefusesIsDropped(t *testing.T) {
-	var in, out []peer.ID // keys in the cluster of in[0] at k = 1, and not
-	for i := 0; len(in) < 3 || len(out) < 1; i++ {
-		p := peer.ID(fmt.Sprintf("p%d", i))
-		if len(in) == 0 || dhtselect.KeyOf(p).Cluster(1) == dhtselect.KeyOf(in[0]).Cluster(1) {
-			in = append(in, p)
-		} else {
-			out = append(out, p)
-		}
-	}
+	in, out := sameCluster(3, 1)
 	self, sp, other := in[0], in[1], out[0]
 	for _, tc := range []struct {
 		k    int  // the hint's digest's k
@@ -231,15 +223,7 @@ func TestHintThatRefusesIsDropped(t *testing.T) {
 // that one's view and election); a lookup that ends at itself, or at a
 // peer outside its cluster, gives it no registrar.
 func TestSuperpeerRegistersWhereItsLookupEnds(t *testing.T) {
-	var in, out []peer.ID // keys in the cluster of in[0] at k = 1, and not
-	for i := 0; len(in) < 2 || len(out) < 1; i++ {
-		p := peer.ID(fmt.Sprintf("p%d", i))
-		if len(in) == 0 || dhtselect.KeyOf(p).Cluster(1) == dhtselect.KeyOf(in[0]).Cluster(1) {
-			in = append(in, p)
-		} else {
-			out = append(out, p)
-		}
-	}
+	in, out := sameCluster(2, 1)
 	self, mate, other := in[0], in[1], out[0]
 	for _, tc := range []struct {
 		answer peer.ID
@@ -261,4 +245,18 @@ func TestSuperpeerRegistersWhereItsLookupEnds(t *testing.T) {
 			t.Errorf("lookup ends at %q: registrar %q, want %q", tc.answer, got, tc.want)
 		}
 	}
+}
+
+// sameCluster returns nIn peers whose keys share the cluster of the first
+// at k = 1, and nOut peers outside it.
+func sameCluster(nIn, nOut int) (in, out []peer.ID) {
+	for i := 0; len(in) < nIn || len(out) < nOut; i++ {
+		p := peer.ID(fmt.Sprintf("p%d", i))
+		if len(in) == 0 || dhtselect.KeyOf(p).Cluster(1) == dhtselect.KeyOf(in[0]).Cluster(1) {
+			in = append(in, p)
+		} else {
+			out = append(out, p)
+		}
+	}
+	return in, out
 }
