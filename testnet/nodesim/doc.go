@@ -25,11 +25,11 @@
 //     then), and only itself before. A crashed node, and a node on the other
 //     side of a new partition, leaves the views three announce intervals
 //     (the topic's TTL) after it was last heard; a graceful Stop says
-//     goodbye, and leaves them after GossipDelay. Views are delivered to a
-//     machine at most once per ViewPeriod (the live loop coalesces the
-//     topic's change signals as well), and one view slice is shared by all
-//     the machines of a component: memory stays O(N) per view change, not
-//     O(N^2).
+//     goodbye, and leaves them after GossipDelay. No machine is given a
+//     component's whole view any more: a DHT machine's view is its
+//     registrations or rosters (scoped.go), a geometric machine's its
+//     cluster (below), each at most once per ViewPeriod; the component
+//     views still say who has heard whom.
 //   - The routing table (kad-dht): each node knows, for each common-prefix
 //     length with its key, up to a bucket's worth (dhtselect.BucketSize)
 //     of the nodes that share that prefix exactly, drawn from the seed (a

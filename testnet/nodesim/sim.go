@@ -137,13 +137,10 @@ type simNode struct {
 	super       bool          // and that it is a superpeer
 	heardFlap   bool          // what the views say of it
 	heardSup    bool
-	beacon      dhtselect.Beacon // its last announcement's beacon (epoch defence),
-	heardBcn    dhtselect.Beacon // and the views'
-	seesAt      time.Duration    // when it sees its component's view
-	refreshAt   time.Duration    // when its routing-table refresh completes
-	viewComp    int              // the view it last got: component and version
-	viewVer     uint64
-	viewAt      time.Duration
+	beacon      dhtselect.Beacon                    // its last announcement's beacon (epoch defence),
+	heardBcn    dhtselect.Beacon                    // and the views'
+	refreshAt   time.Duration                       // when its routing-table refresh completes
+	viewAt      time.Duration                       // when it last got a view
 	hard        map[dhtselect.Key]classic.HardState // its disk: quorum state,
 	outages     []time.Time                         // and its own outages
 	state       node.State
@@ -166,8 +163,6 @@ type simNode struct {
 type component struct {
 	vis     map[int]time.Duration // node -> expiry (0: alive and heard)
 	version uint64
-	cache   []node.Member // the view at cacheVer
-	cacheV  uint64
 }
 
 // Sim is a simulated network of node machines.
@@ -556,11 +551,7 @@ func (s *Sim) start(i int) {
 	s.isUp[i] = true
 	n.inc++
 	n.started = s.now
-	n.seesAt = s.now + s.cfg.Node.AnnounceInterval
-	if i == 0 && n.inc == 1 {
-		n.seesAt = s.now
-	}
-	n.viewVer, n.viewComp, n.viewAt = 0, -1, -s.cfg.ViewPeriod
+	n.viewAt = -s.cfg.ViewPeriod
 	n.state = node.State{}
 	n.contacts = map[int]time.Duration{}
 	if cfg.Geometric {
@@ -775,16 +766,8 @@ func (s *Sim) tick(i int) {
 	if s.scopedMode() {
 		s.registerDue(i)
 		s.scopedView(i)
-	} else if n.geo != nil {
+	} else {
 		s.geoView(i) // cluster-scoped, as the live node's (geo.go)
-	} else if s.now >= n.seesAt {
-		c := s.comps[s.comp[i]]
-		if (n.viewComp != s.comp[i] || n.viewVer != c.version) && s.now-n.viewAt >= s.cfg.ViewPeriod {
-			n.viewComp, n.viewVer, n.viewAt = s.comp[i], c.version, s.now
-			s.stats.Views++
-			n.m.Step(now, node.View{Members: s.viewFor(i, c)})
-			s.carryOut(i)
-		}
 	}
 	if n.m.Due(now) {
 		n.m.Step(now, s.routingOf(i))
@@ -800,35 +783,6 @@ func (s *Sim) step(i int, in node.Input) {
 	s.sync(i)
 	s.nodes[i].m.Step(s.wall(), in)
 	s.carryOut(i)
-}
-
-// viewFor is component c's view as node i gets it: the shared slice, or
-// with an election (whose timeout reads the RTTs) a copy with i's RTTs.
-func (s *Sim) viewFor(i int, c *component) []node.Member {
-	if c.cacheV != c.version || c.cache == nil {
-		ids := make([]int, 0, len(c.vis))
-		for j := range c.vis {
-			ids = append(ids, j)
-		}
-		slices.Sort(ids) // IDs sort as indices
-		c.cache = make([]node.Member, len(ids))
-		for k, j := range ids {
-			c.cache[k] = node.Member{ID: s.nodes[j].id, Key: s.nodes[j].key, Flapping: s.nodes[j].heardFlap, Superpeer: s.nodes[j].heardSup,
-				Beacon: s.nodes[j].heardBcn}
-		}
-		c.cacheV = c.version
-	}
-	if s.cfg.Node.Election == "" {
-		return c.cache
-	}
-	v := slices.Clone(c.cache)
-	for k := range v {
-		j, _ := s.indexOf(v[k].ID)
-		if j != i {
-			v[k].RTT = s.rtt(i, j)
-		}
-	}
-	return v
 }
 
 // indexOf returns the index of the node with ID id.
