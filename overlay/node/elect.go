@@ -648,10 +648,15 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 	// 19's hostile member under ring, whose forged results make the heir
 	// campaign every few heartbeats).
 	e.differ, e.orphan = 0, 0
+	// A lookup's answer carried by an earlier rebuild stays unconfirmed
+	// when this one carries it again: no machine has elected it yet, and
+	// its election is still news (on the old rule a second rebuild before
+	// the heir's first heartbeat took it for elected, and the member never
+	// reported electing its successor: TestElectionFailover in CI).
 	l := e.state.Leader
-	e.unconfirmed = false
+	unconfirmed := e.unconfirmed && l != classic.None
 	if sp := classic.ID(e.m.state.Superpeer); l == classic.None && oldQ == nil && !e.opts.Quorum && sp != classic.ID(e.self) {
-		l, e.unconfirmed = sp, true
+		l, unconfirmed = sp, true
 	}
 	carry := 0
 	// A leader whose connection was lost and who has not been heard from
@@ -670,12 +675,12 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 		}
 	}
 	if carry > 0 {
-		e.state, e.carried = classic.State{Leader: l, Term: e.state.Term}, carry
+		e.state, e.carried, e.unconfirmed = classic.State{Leader: l, Term: e.state.Term}, carry, unconfirmed
 	} else {
 		if l != classic.None {
 			e.events = append(e.events, ElectionEvent{Lost: true, Superpeer: peer.ID(l)})
 		}
-		e.state, e.carried = classic.State{}, 0
+		e.state, e.carried, e.unconfirmed = classic.State{}, 0, false
 	}
 	alone := len(members) == 1 || e.first == e.self || !e.led()
 	if first && e.lookup == e.self && alone || led || electing {

@@ -664,3 +664,64 @@ func TestPartialBackboneBeyondTwiceTheOwnCount(t *testing.T) {
 		t.Errorf("estimate %+v with a view of 5 and a partial backbone of %d, want the backbone's", got, est.N)
 	}
 }
+
+// TestSuccessorElectedThroughRebuilds: a member loses its leader, its
+// lookup names the heir, and its election machine is rebuilt three times
+// (the dead leader leaves its view, then two members join, an evaluation
+// apart) before the heir answers its election: the heir's COORDINATOR is
+// still reported as the heir's election (an ElectionEvent after the
+// loss). On the old rule the second rebuild that carried the heir (the
+// lookup's answer, which no machine had elected) took it for an elected
+// leader, and the member reported losing its superpeer and never
+// electing the successor (testnet's TestElectionFailover/bully and
+// next-in-line, in CI).
+func TestSuccessorElectedThroughRebuilds(t *testing.T) {
+	ids := []peer.ID{"a", "b", "c", "d", "e", "f"}
+	dhtselect.SortByKey(ids) // k = 0: the first ranks first
+	leader, heir, self := ids[0], ids[1], ids[3]
+	cfg := testConfig(string(self))
+	cfg.Election, cfg.Bootstrap = "bully", true
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
+	m := mustNew(t, cfg)
+	v := View{Members: []Member{{ID: leader, Superpeer: true}, {ID: heir}, {ID: ids[2]}, {ID: self}}}
+	m.Step(t0, v)
+	m.Step(t0, Refreshed{})
+	now, _ := tick(m, t0, 1500*time.Millisecond, routing(4), leader)
+	m.Step(now, ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(leader), To: classic.ID(self), Leader: classic.ID(leader)}})
+	if got := m.Election().Leader; got != leader {
+		t.Fatalf("before: election's leader %q, want %q", got, leader)
+	}
+	var events []ElectionEvent
+	run := func(d time.Duration, connected int) {
+		var rds []Ready
+		now, rds = tick(m, now, d, routing(connected), heir)
+		for _, rd := range rds {
+			events = append(events, rd.Elections...)
+		}
+	}
+	m.Step(now, Conn{Peer: leader, Connected: 3})
+	events = append(events, m.Ready().Elections...)
+	run(200*time.Millisecond, 3)
+	members := slices.Clone(v.Members[1:]) // the dead leader leaves the view
+	m.Step(now, View{Members: slices.Clone(members)})
+	run(100*time.Millisecond, 3)
+	for _, joiner := range ids[4:] {
+		members = append(members, Member{ID: joiner})
+		m.Step(now, View{Members: slices.Clone(members)})
+		run(600*time.Millisecond, 4)
+	}
+	// The heir answers the member's election, and announces itself.
+	for _, typ := range []classic.MsgType{classic.MsgOK, classic.MsgCoordinator} {
+		m.Step(now, ElectionMessage{Msg: classic.Message{Type: typ, From: classic.ID(heir), To: classic.ID(self), Leader: classic.ID(heir)}})
+		events = append(events, m.Ready().Elections...)
+	}
+	run(100*time.Millisecond, 4)
+	if got := m.Election().Leader; got != heir {
+		t.Fatalf("after the heir's COORDINATOR: election's leader %q, want %q (events %+v)", got, heir, events)
+	}
+	lost := slices.IndexFunc(events, func(e ElectionEvent) bool { return e.Lost && e.Superpeer == leader })
+	elected := slices.IndexFunc(events, func(e ElectionEvent) bool { return !e.Lost && e.Superpeer == heir })
+	if lost < 0 || elected < lost {
+		t.Fatalf("events %+v: want the loss of %s, then the election of %s", events, leader, heir)
+	}
+}
