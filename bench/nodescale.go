@@ -113,6 +113,11 @@ type NodeScaleRow struct {
 	LiveHeapMB float64 `json:"live_heap_mb"`
 	// Superpeers counts the live claimers at the end.
 	Superpeers int `json:"superpeers"`
+	// Trace is the simulator's digest of every state change of the run
+	// (nodesim.Sim.Trace): two runs with the same seed and sizes decide
+	// alike exactly when their traces are equal, whatever the simulator's
+	// speed.
+	Trace uint64 `json:"trace"`
 	// MessagesPerNodePerS, LookupsPerNodePerS and ViewsPerNodePerS are
 	// the election messages sent, the cluster-key lookups asked for, and
 	// the membership views delivered, per node (N) per virtual second,
@@ -291,6 +296,7 @@ func (r *nodeRun) finish(row *NodeScaleRow) {
 	debug.SetMemoryLimit(r.memLimit)
 	row.PeakMemMB, row.LiveHeapMB = float64(peak)/(1<<20), float64(r.mem.Live())/(1<<20)
 	row.Superpeers = r.s.Take().Claimers
+	row.Trace = r.s.Trace()
 }
 
 // sizeErrors returns the median and the largest of s's size-estimate

@@ -149,10 +149,17 @@ type simNode struct {
 	outages     []time.Time                         // and its own outages
 	state       node.State
 	routing     []int
-	lastRouting []node.RoutingPeer    // the routing table last given to the machine (routingOf)
-	contacts    map[int]time.Duration // peer -> last election message either way
-	geo         *geoNode              // the geometric strategy's part (geo.go)
-	sc          scoped                // the cluster-scoped membership (scoped.go)
+	lastRouting []node.RoutingPeer // the routing table last given to the machine (routingOf)
+	// routingOf's answer, lastRouting and rtConn connected, holds while
+	// rtVer (bumped when a peer of its table goes up or down) and the
+	// simulator's rtAll (bumped by a regroup) are those it was made at,
+	// rtMade, and the refresh has not completed since (rtEarly).
+	rtVer, rtMade, rtAll uint64
+	rtConn               int
+	rtEarly, rtOK        bool
+	contacts             map[int]time.Duration // peer -> last election message either way
+	geo                  *geoNode              // the geometric strategy's part (geo.go)
+	sc                   scoped                // the cluster-scoped membership (scoped.go)
 	// Ticks when due (next.go): the node's next tick not yet made or
 	// skipped (-1 before its first is drawn), and its pending tick event.
 	grid    time.Duration
@@ -212,7 +219,11 @@ type Sim struct {
 
 	// The cluster-scoped membership (scoped.go): the superpeers, and the
 	// backbone's version, its pending change, and its lists by component.
-	sps       map[int]bool
+	sps map[int]bool
+	// rtUsers are, for each node, the nodes whose routing tables hold it
+	// (routingOf's cache), and rtAll is bumped by every regroup.
+	rtUsers   [][]int32
+	rtAll     uint64
 	bbVersion uint64
 	bbDirty   bool
 	bbAt      time.Duration
@@ -223,11 +234,14 @@ type Sim struct {
 	// strategy and for the tests that compare the two); flipAt and
 	// flipGen are the pending backbone delivery's.
 	everyTick bool
-	flipAt    time.Duration
-	flipGen   uint64
-	cur       uint64        // the seq of the event being processed
-	instAt    time.Duration // the time of the last push, and the count of pushes then
-	inst      uint64
+	// plain turns off the shortcuts that only save time (routingOf's
+	// cache), for the tests that check they change nothing.
+	plain   bool
+	flipAt  time.Duration
+	flipGen uint64
+	cur     uint64        // the seq of the event being processed
+	instAt  time.Duration // the time of the last push, and the count of pushes then
+	inst    uint64
 }
 
 // Change is a node's new state at a time.
@@ -341,6 +355,7 @@ func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 	}
 	s.comp = append(s.comp, 0)
 	s.isUp = append(s.isUp, false)
+	s.rtUsers = append(s.rtUsers, nil)
 	s.push(event{at: at, kind: evStart, node: i})
 	return i
 }
@@ -561,6 +576,7 @@ func (s *Sim) start(i int) {
 	n.m, n.alive, n.announced, n.flapping, n.super = m, true, false, false, false
 	n.grid, n.tickAt = -1, noEntry
 	s.isUp[i] = true
+	s.upChanged(i)
 	n.inc++
 	n.started = s.now
 	n.seesAt = s.now + s.cfg.Node.AnnounceInterval
@@ -577,7 +593,11 @@ func (s *Sim) start(i int) {
 	}
 	if n.routing == nil {
 		n.routing = s.routingTable(i)
+		for _, j := range n.routing {
+			s.rtUsers[j] = append(s.rtUsers[j], int32(i))
+		}
 	}
+	n.rtOK = false
 	s.epoch++
 	s.step(i, node.View{Members: []node.Member{{ID: n.id, Key: n.key}}})
 	n.refreshAt = s.now + 2*s.rtt(i, s.nearest(i))
@@ -606,6 +626,7 @@ func (s *Sim) down(i int, graceful bool) {
 	}
 	s.geoDown(i, graceful)
 	n.alive, s.isUp[i] = false, false
+	s.upChanged(i)
 	s.wentDown(i)
 	n.crashedAt = 0
 	if !graceful {
@@ -739,6 +760,7 @@ func (s *Sim) regroup(side []int) {
 	}
 	s.reindex()
 	s.epoch++
+	s.rtAll++
 	for i, c := range side {
 		s.dropConnections(i, func(j int) bool { return old[j] == old[i] && side[j] != c })
 	}
@@ -772,6 +794,14 @@ func (s *Sim) connected(i int) int {
 		}
 	}
 	return c
+}
+
+// upChanged notes that node i went up or down: the routing tables that
+// hold it have changed (routingOf).
+func (s *Sim) upChanged(i int) {
+	for _, u := range s.rtUsers[i] {
+		s.nodes[u].rtVer++
+	}
 }
 
 // ---- the driver of one machine ----
@@ -848,11 +878,27 @@ func (s *Sim) indexOf(id peer.ID) (int, bool) {
 func (s *Sim) routingOf(i int) node.Routing {
 	r := node.Routing{Addrs: s.addrs}
 	n := s.nodes[i]
+	early := s.now < n.refreshAt
+	if !s.plain && n.rtOK && n.rtMade == n.rtVer && n.rtAll == s.rtAll && n.rtEarly == early {
+		// No peer of its table went up or down, and no side changed,
+		// since the answer was made: it stands.
+		r.Peers, r.Connected = n.lastRouting, n.rtConn
+		return r
+	}
+	r, n.rtOK = s.buildRouting(i, r, early)
+	n.rtMade, n.rtAll, n.rtEarly, n.rtConn = n.rtVer, s.rtAll, early, r.Connected
+	return r
+}
+
+// buildRouting is routingOf's answer made afresh, and whether it is
+// lastRouting (and may be given again while nothing changed).
+func (s *Sim) buildRouting(i int, r node.Routing, early bool) (node.Routing, bool) {
+	n := s.nodes[i]
 	table := n.routing
-	if s.now < n.refreshAt {
+	if early {
 		k := slices.IndexFunc(table, func(j int) bool { return s.isUp[j] && s.reachable(i, j) })
 		if k < 0 {
-			return r
+			return r, false
 		}
 		table = table[k : k+1]
 	}
@@ -870,14 +916,14 @@ func (s *Sim) routingOf(i int) node.Routing {
 	}
 	if same {
 		r.Peers = last
-		return r
+		return r, true
 	}
 	r.Peers = make([]node.RoutingPeer, len(table))
 	for k, j := range table {
 		r.Peers[k] = node.RoutingPeer{ID: s.nodes[j].id, Connected: s.isUp[j] && s.reachable(i, j), Closer: true, Key: s.nodes[j].key}
 	}
 	n.lastRouting = r.Peers
-	return r
+	return r, true
 }
 
 // carryOut does what node i's machine asks.
@@ -926,15 +972,23 @@ func (s *Sim) carryOut(i int) {
 		if s.Record {
 			s.Changes = append(s.Changes, Change{At: s.now, Node: i, State: rd.State})
 		}
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%x %d %d %s %s %d %x", s.trace, s.now, i, rd.State.Superpeer, rd.State.Role, rd.State.K, rd.State.ClusterKey[:4])
-		s.trace = h.Sum64()
+		s.trace = traceOf(s.trace, s.now, i, rd.State)
 	}
 	if n.geo != nil {
 		s.geoCarryOut(i, rd.Geo)
 		s.scheduleGeo(i)
 	}
 	s.schedule(i)
+}
+
+// traceOf is the trace after a change of node i's state to st at now
+// (not inlined: the key it slices would move every Ready to the heap).
+//
+//go:noinline
+func traceOf(trace uint64, now time.Duration, i int, st node.State) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%x %d %d %s %s %d %x", trace, now, i, st.Superpeer, st.Role, st.K, st.ClusterKey[:4])
+	return h.Sum64()
 }
 
 func (s *Sim) send(i int, o node.Outgoing) {

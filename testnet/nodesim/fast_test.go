@@ -1,0 +1,32 @@
+package nodesim
+
+import (
+	"testing"
+	"time"
+)
+
+// TestFastDecidesAsPlain: the simulator's shortcuts (plain turns them
+// off: routingOf's answer kept while no peer of the table went up or down)
+// change nothing that the machines decide: the same trace of every state
+// change, the same messages, views, registrations and backbone
+// deliveries, and the same coverage, failovers, split brain and
+// disagreement, through the start and churn with bully, ring, stable and
+// candidate, and with the same machines' Readys (the ticks made).
+func TestFastDecidesAsPlain(t *testing.T) {
+	n, d := 300, time.Minute
+	if testing.Short() {
+		n, d = 100, 30*time.Second
+	}
+	for _, election := range []string{"bully", "ring", "stable", "candidate"} {
+		t.Run(election, func(t *testing.T) {
+			plain := runTicks(t, n, election, 5, 0.2, d, func(s *Sim) { s.plain = true })
+			fast := runTicks(t, n, election, 5, 0.2, d, nil)
+			if plain.changes < n {
+				t.Fatalf("only %d state changes: the run did not run", plain.changes)
+			}
+			if fast != plain {
+				t.Fatalf("fast:\n%+v\nplain:\n%+v", fast, plain)
+			}
+		})
+	}
+}
