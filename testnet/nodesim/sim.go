@@ -222,7 +222,10 @@ type Sim struct {
 	sps map[int]bool
 	// rtUsers are, for each node, the nodes whose routing tables hold it
 	// (routingOf's cache), and rtAll is bumped by every regroup.
-	rtUsers   [][]int32
+	rtUsers [][]int32
+	// regBy are, for each node, the nodes that may hold its registration
+	// (checked against their registries when used).
+	regBy     [][]int32
 	rtAll     uint64
 	bbVersion uint64
 	bbDirty   bool
@@ -356,6 +359,7 @@ func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 	s.comp = append(s.comp, 0)
 	s.isUp = append(s.isUp, false)
 	s.rtUsers = append(s.rtUsers, nil)
+	s.regBy = append(s.regBy, nil)
 	s.push(event{at: at, kind: evStart, node: i})
 	return i
 }
@@ -627,6 +631,7 @@ func (s *Sim) down(i int, graceful bool) {
 	s.geoDown(i, graceful)
 	n.alive, s.isUp[i] = false, false
 	s.upChanged(i)
+	s.registryDown(i)
 	s.wentDown(i)
 	n.crashedAt = 0
 	if !graceful {
@@ -761,6 +766,12 @@ func (s *Sim) regroup(side []int) {
 	s.reindex()
 	s.epoch++
 	s.rtAll++
+	for j, n := range s.nodes {
+		if len(n.sc.registry) > 0 {
+			n.sc.regDown = true
+			s.schedule(j)
+		}
+	}
 	for i, c := range side {
 		s.dropConnections(i, func(j int) bool { return old[j] == old[i] && side[j] != c })
 	}
@@ -1275,20 +1286,26 @@ func (s *Sim) schedule(i int) {
 	if d >= noEntry/2 {
 		return
 	}
-	if g := s.gridFrom(i, max(d, s.now)); g < n.tickAt {
+	g := s.gridFrom(i, max(d, s.now))
+	if g == s.now && n.tickAt != g && s.tickSeq(i, g) < s.cur {
+		g += s.cfg.Node.ElectionTick // its tick now would have run before this event
+	}
+	if g < n.tickAt {
 		s.pushTick(i, g)
 	}
 }
 
-// due is when node i's next tick does more than count: every tick for a
-// superpeer or a node that serves; for a member, when its machine needs
-// one (NextTick), its next registration (at once for a joiner whose
-// registrar changed: registerDue), and its next view (scopedView:
-// a roster brought something new, or its oldest peer expires).
+// due is when node i's next tick does more than count: when its machine
+// needs one (NextTick), its next registration (at once for a joiner whose
+// registrar changed: registerDue), and its next view (scopedView: for a
+// member, a roster brought something new, or its oldest peer expires;
+// for a node that serves, servedDue); and for a superpeer, at once when
+// the backbone has a version it has not heard.
 func (s *Sim) due(i int) time.Duration {
 	n := s.nodes[i]
-	if n.m.Serves() || n.state.Role == node.RoleSuperpeer {
-		return 0
+	serves := n.m.Serves() || n.state.Role == node.RoleSuperpeer
+	if serves && (s.plain || n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion) {
+		return 0 // a backbone to hear
 	}
 	d := n.sc.regAt
 	if reg := n.m.Registrar(); n.state.Role == node.RoleUnknown && reg != n.sc.regWith {
@@ -1301,6 +1318,8 @@ func (s *Sim) due(i int) time.Duration {
 	}
 	v := noEntry
 	switch {
+	case serves:
+		v = s.servedDue(i)
 	case n.sc.rosterV != n.sc.seenVer || n.viewAt < 0:
 		v = 0
 	case n.sc.knownMin != noEntry:
@@ -1310,6 +1329,25 @@ func (s *Sim) due(i int) time.Duration {
 		d = min(d, max(v, n.viewAt+s.cfg.ViewPeriod))
 	}
 	return d
+}
+
+// servedDue is when the view of node i, which serves, may change
+// (scopedView gives it no sooner than a view period after the last): at
+// once when its registrations or rosters changed since its last view, or
+// a node in its registry went down or to another side since rosterOf
+// last built its roster (which drops it); else just after its oldest
+// registration expires, as rosterOf last found it (registrations renewed
+// since only make that early: the tick then finds nothing to drop).
+func (s *Sim) servedDue(i int) time.Duration {
+	n := s.nodes[i]
+	c := &n.sc.rc
+	if n.viewAt < 0 || n.sc.regDown || c.ids == nil || c.regVer != n.sc.regVer || n.sc.regVer<<32|n.sc.rosterV != n.sc.seenVer {
+		return 0
+	}
+	if c.until == noEntry {
+		return noEntry
+	}
+	return c.until + 1
 }
 
 // scheduleFlip makes the backbone's change heard at the first tick of a
@@ -1354,5 +1392,6 @@ func (s *Sim) flipBackbone(e event) {
 	if s.now >= s.bbAt {
 		s.bbDirty = false
 		s.bbVersion++
+		s.backboneHeard(-1)
 	}
 }
