@@ -1188,9 +1188,8 @@ func cpl(a, b dhtselect.Key) int {
 // The DHT strategy's nodes are ticked only when due (node.Machine's
 // NextTick): at the first of their ticks, every ElectionTick from a phase
 // drawn at the start, at or after the machine's NextTick or when the
-// driver's part of the tick falls due (a registration, a view to give);
-// a superpeer, and a node that serves its cluster, every tick (the
-// backbone, its registrations). Before every input the machine makes up
+// driver's part of the tick falls due (a registration, a view to give, a
+// backbone to hear: see due). Before every input the machine makes up
 // the ticks skipped (node.Machine.Skip), so that it decides exactly as
 // when ticked every tick (TestTicksWhenDue). The geometric strategy ticks
 // every node every tick.
