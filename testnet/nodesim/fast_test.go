@@ -1,8 +1,13 @@
 package nodesim
 
 import (
+	"fmt"
+	"hash/fnv"
 	"testing"
 	"time"
+
+	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // TestFastDecidesAsPlain: the simulator's shortcuts (plain turns them
@@ -44,5 +49,34 @@ func TestFastDecidesAsPlain(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTraceText: the text the trace hashes is what fmt's
+// "%x %d %d %s %s %d %x" writes of the change (the trace as it was
+// computed before traceText), for states with and without a superpeer.
+func TestTraceText(t *testing.T) {
+	for _, c := range []struct {
+		trace uint64
+		now   time.Duration
+		i     int
+		st    node.State
+	}{
+		{0, 0, 0, node.State{}},
+		{0xfedcba9876543210, 1234567890123, 42, node.State{Superpeer: nodeID(7), Role: node.RoleSuperpeer, K: 9, ClusterKey: dhtselect.KeyOf(nodeID(7))}},
+		{1, time.Hour, 99999, node.State{Superpeer: "12D3KooWexample", Role: node.RoleOrdinary, K: 0, ClusterKey: dhtselect.Key{0, 0x0a, 0xff, 1}}},
+	} {
+		want := fmt.Sprintf("%x %d %d %s %s %d %x", c.trace, c.now, c.i, c.st.Superpeer, c.st.Role, c.st.K, c.st.ClusterKey[:4])
+		got := string(traceText(nil, c.trace, c.now, c.i, c.st.Superpeer.String(), c.st.Role.String(), c.st.K, c.st.ClusterKey))
+		if got != want {
+			t.Errorf("traceText = %q, want %q", got, want)
+		}
+		h := fnv.New64a()
+		h.Write([]byte(want))
+		s := &Sim{trace: c.trace, now: c.now, idx: &simIndex{names: make([]int, c.i+1)}}
+		s.idx.names[c.i] = -1
+		if got := s.traceOf(c.i, c.st); got != h.Sum64() {
+			t.Errorf("traceOf = %x, want hash/fnv's %x", got, h.Sum64())
+		}
 	}
 }

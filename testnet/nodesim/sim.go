@@ -2,13 +2,14 @@ package nodesim
 
 import (
 	"cmp"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
@@ -127,6 +128,7 @@ func (c *Config) fill() error {
 // simNode is one node: its machine and what the simulator knows of it.
 type simNode struct {
 	id          peer.ID
+	idText      string // id.String(), once the trace has needed it
 	key         dhtselect.Key
 	m           *node.Machine
 	alive       bool
@@ -191,6 +193,8 @@ type Sim struct {
 	ttl   time.Duration
 	epoch uint64 // bumped by every change of who is alive or reachable
 	trace uint64 // FNV-1a of every state change, for replay checks
+	// traceBuf is traceOf's buffer.
+	traceBuf []byte
 
 	// Changes is every state change of every node, in order, when
 	// Record is set.
@@ -983,7 +987,7 @@ func (s *Sim) carryOut(i int) {
 		if s.Record {
 			s.Changes = append(s.Changes, Change{At: s.now, Node: i, State: rd.State})
 		}
-		s.trace = traceOf(s.trace, s.now, i, rd.State)
+		s.trace = s.traceOf(i, rd.State)
 	}
 	if n.geo != nil {
 		s.geoCarryOut(i, rd.Geo)
@@ -992,14 +996,53 @@ func (s *Sim) carryOut(i int) {
 	s.schedule(i)
 }
 
-// traceOf is the trace after a change of node i's state to st at now
-// (not inlined: the key it slices would move every Ready to the heap).
-//
-//go:noinline
-func traceOf(trace uint64, now time.Duration, i int, st node.State) uint64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%x %d %d %s %s %d %x", trace, now, i, st.Superpeer, st.Role, st.K, st.ClusterKey[:4])
-	return h.Sum64()
+// traceOf is the trace after a change of node i's state to st now: the
+// FNV-1a hash of the text traceText writes.
+func (s *Sim) traceOf(i int, st node.State) uint64 {
+	sp := ""
+	if j := s.idx.names[i]; j >= 0 { // (named has just indexed st.Superpeer)
+		n := s.nodes[j]
+		if n.idText == "" {
+			n.idText = n.id.String()
+		}
+		sp = n.idText
+	} else if st.Superpeer != "" {
+		sp = st.Superpeer.String()
+	}
+	s.traceBuf = traceText(s.traceBuf[:0], s.trace, s.now, i, sp, st.Role.String(), st.K, st.ClusterKey)
+	h := uint64(fnvOffset64)
+	for _, c := range s.traceBuf {
+		h ^= uint64(c)
+		h *= fnvPrime64
+	}
+	return h
+}
+
+// FNV-1a's 64-bit parameters (hash/fnv's).
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// traceText appends to b what the trace hashes of a change of node i at
+// now: the trace so far in hexadecimal, the time in nanoseconds, i, the
+// superpeer's ID (as peer.ID's String writes it), the role and k, and the
+// first four bytes of the cluster key in hexadecimal; space-separated, as
+// fmt's "%x %d %d %s %s %d %x" would write them (TestTraceText).
+func traceText(b []byte, trace uint64, now time.Duration, i int, sp, role string, k int, key dhtselect.Key) []byte {
+	b = strconv.AppendUint(b, trace, 16)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(now), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, ' ')
+	b = append(b, sp...)
+	b = append(b, ' ')
+	b = append(b, role...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(k), 10)
+	b = append(b, ' ')
+	return hex.AppendEncode(b, key[:4])
 }
 
 func (s *Sim) send(i int, o node.Outgoing) {
