@@ -943,7 +943,8 @@ func (s *Sim) buildRouting(i int, r node.Routing, early bool) (node.Routing, boo
 	// not built again). The table is the whole or its first live peer:
 	// its length and first peer tell which.
 	last := n.lastRouting
-	same := len(last) == len(table) && (len(table) == 0 || last[0].ID == s.nodes[table[0]].id)
+	shape := len(last) == len(table) && (len(table) == 0 || last[0].ID == s.nodes[table[0]].id)
+	same := shape
 	for k, j := range table {
 		ok := s.isUp[j] && s.reachable(i, j)
 		if ok {
@@ -953,6 +954,16 @@ func (s *Sim) buildRouting(i int, r node.Routing, early bool) (node.Routing, boo
 	}
 	if same {
 		r.Peers = last
+		return r, true
+	}
+	if shape {
+		// The same peers, some connected or not since: the last table
+		// with that changed (the peers' IDs and keys not read again).
+		r.Peers = slices.Clone(last)
+		for k, j := range table {
+			r.Peers[k].Connected = s.isUp[j] && s.reachable(i, j)
+		}
+		n.lastRouting = r.Peers
 		return r, true
 	}
 	r.Peers = make([]node.RoutingPeer, len(table))
