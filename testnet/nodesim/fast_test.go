@@ -3,6 +3,8 @@ package nodesim
 import (
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,5 +80,45 @@ func TestTraceText(t *testing.T) {
 		if got := s.traceOf(c.i, c.st); got != h.Sum64() {
 			t.Errorf("traceOf = %x, want hash/fnv's %x", got, h.Sum64())
 		}
+	}
+}
+
+// TestQueueOrder: the queue gives its events back by time, then
+// sequence, however they were pushed and popped in between.
+func TestQueueOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var q queue
+	var want []qEntry
+	popped := 0
+	check := func() {
+		slices.SortFunc(want, func(a, b qEntry) int {
+			if a.before(b) {
+				return -1
+			}
+			if b.before(a) {
+				return 1
+			}
+			return 0
+		})
+		e := q.pop()
+		if e.at != want[0].at || e.seq != want[0].seq {
+			t.Fatalf("pop %d: (%v, %d), want (%v, %d)", popped, e.at, e.seq, want[0].at, want[0].seq)
+		}
+		want = want[1:]
+		popped++
+	}
+	for k := range 5000 {
+		e := event{at: time.Duration(rng.IntN(300)), seq: rng.Uint64N(1 << 40), node: k}
+		q.push(e)
+		want = append(want, qEntry{at: e.at, seq: e.seq})
+		if rng.IntN(3) == 0 {
+			check()
+		}
+	}
+	for len(want) > 0 {
+		check()
+	}
+	if popped != 5000 || len(q.h) != 0 {
+		t.Errorf("%d popped, %d left", popped, len(q.h))
 	}
 }
