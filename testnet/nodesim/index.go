@@ -148,13 +148,6 @@ func (s *Sim) pruneRev(i int) []int32 {
 	return r
 }
 
-// recentContact reports whether i has j among its contacts within the
-// window.
-func (s *Sim) recentContact(i, j int) bool {
-	t, ok := s.nodes[i].lastContact(j)
-	return ok && s.now-t <= s.cfg.ContactWindow
-}
-
 // named records the superpeer node i names in its new state.
 func (s *Sim) named(i int) {
 	x := s.idx
