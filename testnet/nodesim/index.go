@@ -141,11 +141,18 @@ func (s *Sim) pruneRev(i int) []int32 {
 	slices.Sort(r)
 	r = slices.Compact(r)
 	r = slices.DeleteFunc(r, func(j int32) bool {
-		t, ok := s.nodes[j].lastContact(i)
+		t, ok := s.nodes[j].contacts[i]
 		return !ok || s.now-t > s.cfg.ContactWindow
 	})
 	x.rev[i], x.revN[i] = r, int32(len(r))
 	return r
+}
+
+// recentContact reports whether i has j among its contacts within the
+// window.
+func (s *Sim) recentContact(i, j int) bool {
+	t, ok := s.nodes[i].contacts[j]
+	return ok && s.now-t <= s.cfg.ContactWindow
 }
 
 // named records the superpeer node i names in its new state.

@@ -159,10 +159,9 @@ type simNode struct {
 	rtVer, rtMade, rtAll uint64
 	rtConn               int
 	rtEarly, rtOK        bool
-	contacts             map[int]int32   // peer -> its place in contactAt
-	contactAt            []time.Duration // the last election message either way, by place
-	geo                  *geoNode        // the geometric strategy's part (geo.go)
-	sc                   scoped          // the cluster-scoped membership (scoped.go)
+	contacts             map[int]time.Duration // peer -> last election message either way
+	geo                  *geoNode              // the geometric strategy's part (geo.go)
+	sc                   scoped                // the cluster-scoped membership (scoped.go)
 	// Ticks when due (next.go): the node's next tick not yet made or
 	// skipped (-1 before its first is drawn), and its pending tick event.
 	grid    time.Duration
@@ -594,7 +593,7 @@ func (s *Sim) start(i int) {
 	}
 	n.viewVer, n.viewComp, n.viewAt = 0, -1, -s.cfg.ViewPeriod
 	n.state = node.State{}
-	n.contacts, n.contactAt = map[int]int32{}, nil
+	n.contacts = map[int]time.Duration{}
 	if cfg.Geometric {
 		s.geoStart(i)
 	} else {
@@ -676,7 +675,7 @@ func (s *Sim) dropConnections(i int, cut func(j int) bool) {
 
 func (s *Sim) isContact(j, i int) bool {
 	o := s.nodes[j]
-	if t, ok := o.lastContact(i); ok && s.now-t <= s.cfg.ContactWindow {
+	if t, ok := o.contacts[i]; ok && s.now-t <= s.cfg.ContactWindow {
 		return true
 	}
 	return o.state.Superpeer == s.nodes[i].id
@@ -690,35 +689,14 @@ func (s *Sim) connLoss(i, j int) time.Duration {
 }
 
 func (s *Sim) contact(i, j int) {
-	s.touch(i, j)
-	if o := s.nodes[j]; o.alive {
-		s.touch(j, i)
-	}
-}
-
-// touch makes now node i's last contact with node j.
-func (s *Sim) touch(i, j int) {
-	n := s.nodes[i]
-	k, ok := n.contacts[j]
-	if !ok {
-		k = int32(len(n.contactAt))
-		n.contacts[j] = k
-		n.contactAt = append(n.contactAt, s.now)
-		s.contacted(i, j, false)
-		return
-	}
-	had := s.now-n.contactAt[k] <= s.cfg.ContactWindow
-	n.contactAt[k] = s.now
+	had := s.recentContact(i, j)
+	s.nodes[i].contacts[j] = s.now
 	s.contacted(i, j, had)
-}
-
-// lastContact is node n's last contact with node j, if any.
-func (n *simNode) lastContact(j int) (time.Duration, bool) {
-	k, ok := n.contacts[j]
-	if !ok {
-		return 0, false
+	if o := s.nodes[j]; o.alive {
+		had := s.recentContact(j, i)
+		o.contacts[i] = s.now
+		s.contacted(j, i, had)
 	}
-	return n.contactAt[k], true
 }
 
 // ---- partitions ----
