@@ -105,6 +105,11 @@ type NodeScaleRow struct {
 	// machine that other work shares, WallS depends on the load and CPUS
 	// much less.
 	CPUS float64 `json:"cpu_s"`
+	// ConvergeCPUS is the part of CPUS until convergence (building the
+	// network included), and ChurnCPUS (churn) the part over the churn
+	// window: ChurnCPUS / ChurnS is what a virtual second of churn costs.
+	ConvergeCPUS float64 `json:"converge_cpu_s"`
+	ChurnCPUS    float64 `json:"churn_cpu_s,omitempty"`
 	// PeakMemMB is the most memory the process held from the operating
 	// system while the run went on (MemPeak: the runtime's mapped memory
 	// less what it returned, that is runtime.MemStats Sys − HeapReleased,
@@ -113,6 +118,11 @@ type NodeScaleRow struct {
 	LiveHeapMB float64 `json:"live_heap_mb"`
 	// Superpeers counts the live claimers at the end.
 	Superpeers int `json:"superpeers"`
+	// Trace is the simulator's digest of every state change of the run
+	// (nodesim.Sim.Trace): two runs with the same seed and sizes decide
+	// alike exactly when their traces are equal, whatever the simulator's
+	// speed.
+	Trace uint64 `json:"trace"`
 	// MessagesPerNodePerS, LookupsPerNodePerS and ViewsPerNodePerS are
 	// the election messages sent, the cluster-key lookups asked for, and
 	// the membership views delivered, per node (N) per virtual second,
@@ -278,7 +288,17 @@ func startNodeRun(n int, election string, cfg NodeScaleConfig, row *NodeScaleRow
 	*row = NodeScaleRow{N: n, Election: election, Fraction: nodeScaleFraction, StaggerS: cfg.Stagger.Seconds()}
 	row.Converged = s.RunUntil((*nodesim.Sim).Converged, time.Second, nodeScaleLimit)
 	row.ConvergeS = s.Now().Seconds()
+	row.ConvergeCPUS = r.cpuSince()
 	return r, nil
+}
+
+// cpuSince is the CPU time the process used since the run started, in
+// seconds (0 where it cannot be read).
+func (r *nodeRun) cpuSince() float64 {
+	if c, ok := cpuTime(); ok {
+		return (c - r.cpu).Seconds()
+	}
+	return 0
 }
 
 // finish fills in the time, memory and end state.
@@ -291,6 +311,7 @@ func (r *nodeRun) finish(row *NodeScaleRow) {
 	debug.SetMemoryLimit(r.memLimit)
 	row.PeakMemMB, row.LiveHeapMB = float64(peak)/(1<<20), float64(r.mem.Live())/(1<<20)
 	row.Superpeers = r.s.Take().Claimers
+	row.Trace = r.s.Trace()
 }
 
 // sizeErrors returns the median and the largest of s's size-estimate
@@ -360,7 +381,8 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 	n0 := s.N()
 	s.Churn(cfg.Rate, cfg.Duration, o)
 	var b nodesim.Stats
-	s.At(t1, func(s *nodesim.Sim) { b = s.Stats() })
+	c0 := r.cpuSince()
+	s.At(t1, func(s *nodesim.Sim) { b, row.ChurnCPUS = s.Stats(), r.cpuSince()-c0 })
 	s.Run(t1)
 	t := detection(s)
 	// The failovers of the last crashes: no crash after t1.

@@ -16,8 +16,9 @@ import (
 // DHT mode; through churn with bully the figures are sane: crashes made,
 // coverage in (0, 1], failovers measured in timeouts, all repaired; the
 // scoped membership's registrations, pushes and backbone deliveries are
-// counted, and the size estimates' errors are ordered, at convergence and
-// a membership TTL later.
+// counted, the size estimates' errors are ordered, at convergence and
+// a membership TTL later, and the CPU time until convergence and over
+// the churn are parts of the run's.
 func TestNodeScale(t *testing.T) {
 	rows, err := NodeScale(NodeScaleConfig{Converge: []int{100}, ChurnN: 100, Rate: 0.2, Duration: time.Minute, Seed: 1})
 	if err != nil {
@@ -39,7 +40,8 @@ func TestNodeScale(t *testing.T) {
 	if ch.Scenario != NodeScaleChurn || ch.Election != "bully" || !ch.Converged || ch.Crashes == 0 || ch.TimeoutMs <= 0 ||
 		!(ch.Coverage > 0 && ch.Coverage <= 1) || ch.MaxOrphans < 0 || ch.MessagesPerNodePerS <= 0 ||
 		ch.VirtualS < ch.ConvergeS+ch.ChurnS || ch.SplitBrainS < 0 || ch.SplitSamples < 0 || ch.Unrepaired != 0 ||
-		ch.RegistrationsPerNodePerS <= 0 || ch.BackbonePerSuperpeerPerS <= 0 {
+		ch.RegistrationsPerNodePerS <= 0 || ch.BackbonePerSuperpeerPerS <= 0 ||
+		ch.ConvergeCPUS < 0 || ch.ChurnCPUS < 0 || ch.ConvergeCPUS+ch.ChurnCPUS > ch.CPUS {
 		t.Errorf("churn: %+v", ch)
 	}
 	if ch.Failovers > 0 && (ch.FailoverMedianT <= 0 || ch.FailoverMaxT < ch.FailoverMedianT || ch.FailoverMaxT > repairLimit) {

@@ -134,6 +134,7 @@ func (o *outbox) send(m Message) {
 
 // broadcast sends a copy of m to every other member, in Peers order.
 func (o *outbox) broadcast(m Message) {
+	o.msgs = slices.Grow(o.msgs, len(o.peers))
 	for _, p := range o.peers {
 		if p != o.self {
 			m.To = p

@@ -393,6 +393,7 @@ func (e *elector) drain() {
 		}
 	}
 	deadline := e.deadline()
+	e.out = slices.Grow(e.out, len(rd.Messages))
 	for _, msg := range rd.Messages {
 		to := peer.ID(msg.To)
 		if to == e.self {

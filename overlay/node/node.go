@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -1208,7 +1209,8 @@ func (m *Machine) ownEstimate(known int) dhtselect.Estimate {
 
 // ownEstimateOf computes ownEstimate and the floor.
 func (m *Machine) ownEstimateOf(known int) dhtselect.Estimate {
-	in := dhtselect.SizeInputs{Self: m.selfKey, Members: known, Kad: m.routing.Kad, KadOK: m.routing.KadOK}
+	buf := keyBufs.Get().(*[]dhtselect.Key)
+	in := dhtselect.SizeInputs{Self: m.selfKey, Members: known, Kad: m.routing.Kad, KadOK: m.routing.KadOK, Routing: *buf}
 	for i, p := range m.routing.Peers {
 		switch {
 		case m.countsForSize(p):
@@ -1227,13 +1229,29 @@ func (m *Machine) ownEstimateOf(known int) dhtselect.Estimate {
 	// by the node simulator: estimates of 9 to 18 in a network of 28,
 	// and convergence 10 s later than with the whole view).
 	m.floor = len(in.Routing) + 1
-	return dhtselect.EstimateSize(in)
+	est := dhtselect.EstimateSize(in)
+	*buf = in.Routing[:0] // EstimateSize keeps none of its inputs
+	keyBufs.Put(buf)
+	return est
 }
+
+// keyBufs are buffers of keys for ownEstimateOf and clusterMembers (a
+// performance detail: an evaluation would allocate them).
+var keyBufs = sync.Pool{New: func() any { return new([]dhtselect.Key) }}
 
 // sameRouting reports whether a and b say the same (a routing table with
 // address groups is taken as new: the driver's map may have changed).
 func sameRouting(a, b Routing) bool {
-	return a.Addrs == nil && b.Addrs == nil && a.Kad == b.Kad && a.KadOK == b.KadOK && a.Connected == b.Connected && slices.Equal(a.Peers, b.Peers)
+	return a.Addrs == nil && b.Addrs == nil && a.Kad == b.Kad && a.KadOK == b.KadOK && a.Connected == b.Connected && samePeers(a.Peers, b.Peers)
+}
+
+// samePeers is slices.Equal, at once for a table given again (the same
+// slice: a driver's that did not change).
+func samePeers(a, b []RoutingPeer) bool {
+	if len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] {
+		return true
+	}
+	return slices.Equal(a, b)
 }
 
 // keysOf returns the keys of peers, in order: a peer's Key when given,
@@ -1281,7 +1299,9 @@ func (m *Machine) keyOf(i int) dhtselect.Key {
 // this node included, sorted by key: those of the view, and with Quorum
 // those remembered too.
 func (m *Machine) clusterMembers(k int, ck dhtselect.Key, remembered bool) []peer.ID {
-	out, keys := []peer.ID{m.cfg.Self}, []dhtselect.Key{m.selfKey}
+	buf := keyBufs.Get().(*[]dhtselect.Key)
+	out, keys := make([]peer.ID, 1, len(m.view)+1), append((*buf)[:0], m.selfKey)
+	out[0] = m.cfg.Self
 	for _, e := range m.view {
 		if e.ID != m.cfg.Self && e.Key.Cluster(k) == ck {
 			out, keys = append(out, e.ID), append(keys, e.Key)
@@ -1297,6 +1317,8 @@ func (m *Machine) clusterMembers(k int, ck dhtselect.Key, remembered bool) []pee
 		}
 	}
 	dhtselect.SortByKeys(out, keys) // the view's keys: not hashed again
+	*buf = keys[:0]
+	keyBufs.Put(buf)
 	return out
 }
 

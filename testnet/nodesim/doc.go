@@ -10,8 +10,8 @@
 //     phase drawn from the seed, and gives it a fresh Routing when the
 //     machine says an evaluation is due, as the live loop does. With the
 //     DHT strategy it ticks a node only when the tick is due (the
-//     machine's NextTick, a registration or a view to give; a superpeer
-//     every tick) and has the machine make up the skipped ticks before
+//     machine's NextTick, a registration or a view to give, a backbone
+//     to hear) and has the machine make up the skipped ticks before
 //     each input (node.Machine.Skip): the decisions are those of a tick
 //     every ElectionTick (sim.go's "ticks when due").
 //   - Election messages travel for half the RTT between the two nodes'

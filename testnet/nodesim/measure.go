@@ -48,10 +48,11 @@ func (s *Sim) Take() Sample {
 		key dhtselect.Key
 	}
 	claims := map[cluster]int{}
-	for i, n := range s.nodes {
-		if !n.alive {
-			continue
+	for i, up := range s.isUp {
+		if !up {
+			continue // (isUp is n.alive, dense: the dead are not visited)
 		}
+		n := s.nodes[i]
 		x.Live++
 		if n.state.Role == node.RoleUnknown {
 			continue
@@ -133,7 +134,17 @@ func (o *Observer) disagreement(s *Sim) {
 		j, ok := s.indexOf(p)
 		return ok && s.nodes[j].alive && s.nodes[j].state.Role != node.RoleUnknown
 	}
-	for i, n := range s.nodes {
+	for i, up := range s.isUp {
+		if !up {
+			// (isUp is n.alive, dense: the dead are not visited.) A dead
+			// node differs no more.
+			if since, was := o.differ[i]; was {
+				o.Disagree = max(o.Disagree, s.now-since)
+				delete(o.differ, i)
+			}
+			continue
+		}
+		n := s.nodes[i]
 		differs := false
 		if n.alive {
 			lookup, leader := n.m.Elected()

@@ -57,6 +57,10 @@ type scoped struct {
 	bbCum      uint64
 	bbHeard    bool
 	rc         rosterCache // rosterOf's
+	// A serving node's: a node in its registry went down or to another
+	// side since rosterOf last built the roster (its next view may drop
+	// it: see due).
+	regDown bool
 }
 
 // scopedMode reports whether the simulator runs the cluster-scoped
@@ -130,10 +134,14 @@ func (s *Sim) registered(t, i, inc int) {
 			n.sc.regVer++
 			s.rosterChanged(t, i)
 		}
+		if !had {
+			s.regBy[i] = append(s.regBy[i], int32(t))
+		}
 		n.sc.registry[i], n.sc.regAnn[i] = s.now, m.sc.annVer
 		roster = s.rosterOf(t)
 	}
 	s.stats.Replies++
+	s.schedule(t)                                 // its registrations changed: its view may be due
 	d := node.Digest{From: n.id, Superpeer: hint} // a refusal: the hint only
 	if n.m.Serves() {
 		d.K, d.Size = n.state.K, n.state.Size
@@ -167,6 +175,7 @@ func (s *Sim) rosterOf(t int) []int {
 	if c := &n.sc.rc; c.ids != nil && c.regVer == n.sc.regVer && c.epoch == s.epoch && s.now <= c.until {
 		return c.ids
 	}
+	n.sc.regDown = false
 	out := []int{t}
 	oldest := noEntry
 	for j, at := range n.sc.registry {
@@ -244,6 +253,9 @@ func (s *Sim) scopedChanged(i int, prev node.State) {
 			// those that do not register with it within the TTL leave.
 			for j, at := range n.sc.known {
 				if j != i && s.nodes[j].key.Cluster(n.state.K) == n.state.ClusterKey {
+					if _, had := n.sc.registry[j]; !had {
+						s.regBy[j] = append(s.regBy[j], int32(i))
+					}
 					n.sc.registry[j] = max(n.sc.registry[j], at)
 				}
 			}
@@ -275,6 +287,7 @@ func (s *Sim) scopedView(i int) {
 		// backbone hears it a gossip delay later.
 		s.bbDirty = false
 		s.bbVersion++
+		s.backboneHeard(i)
 	}
 	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
 		n.sc.bbVer = s.bbVersion
@@ -330,6 +343,42 @@ func (s *Sim) backboneChanged() {
 		s.bbDirty, s.bbAt = true, s.now+s.cfg.GossipDelay
 		s.scheduleFlip(s.bbAt)
 	}
+}
+
+// backboneHeard makes the superpeers' next ticks hear the backbone's new
+// version (ticks when due: see due), but node but's, whose tick under way
+// hears it (and whose tick it would otherwise move to the next: a Ready
+// more than when the backbone's flip event runs first).
+func (s *Sim) backboneHeard(but int) {
+	if !s.sparse() {
+		return
+	}
+	for j := range s.sps {
+		if j != but {
+			s.schedule(j)
+		}
+	}
+}
+
+// registryDown notes that node j went down or to another side: the
+// serving nodes that hold its registration may drop it from their view
+// (ticks when due: see due). Their list drops those that no longer hold
+// it.
+func (s *Sim) registryDown(j int) {
+	if !s.sparse() {
+		return
+	}
+	by := s.regBy[j][:0]
+	for _, t := range s.regBy[j] {
+		o := s.nodes[t]
+		if _, ok := o.sc.registry[j]; !ok || slices.Contains(by, t) {
+			continue
+		}
+		by = append(by, t)
+		o.sc.regDown = true
+		s.schedule(int(t))
+	}
+	s.regBy[j] = by
 }
 
 // knownOf is member i's view: the peers of the rosters it got within the

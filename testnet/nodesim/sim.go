@@ -2,13 +2,14 @@ package nodesim
 
 import (
 	"cmp"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -126,6 +127,7 @@ func (c *Config) fill() error {
 // simNode is one node: its machine and what the simulator knows of it.
 type simNode struct {
 	id          peer.ID
+	idText      string // id.String(), once the trace has needed it
 	key         dhtselect.Key
 	m           *node.Machine
 	alive       bool
@@ -145,10 +147,17 @@ type simNode struct {
 	outages     []time.Time                         // and its own outages
 	state       node.State
 	routing     []int
-	lastRouting []node.RoutingPeer    // the routing table last given to the machine (routingOf)
-	contacts    map[int]time.Duration // peer -> last election message either way
-	geo         *geoNode              // the geometric strategy's part (geo.go)
-	sc          scoped                // the cluster-scoped membership (scoped.go)
+	lastRouting []node.RoutingPeer // the routing table last given to the machine (routingOf)
+	// routingOf's answer, lastRouting and rtConn connected, holds while
+	// rtVer (bumped when a peer of its table goes up or down) and the
+	// simulator's rtAll (bumped by a regroup) are those it was made at,
+	// rtMade, and the refresh has not completed since (rtEarly).
+	rtVer, rtMade, rtAll uint64
+	rtConn               int
+	rtEarly, rtOK        bool
+	contacts             map[int]time.Duration // peer -> last election message either way
+	geo                  *geoNode              // the geometric strategy's part (geo.go)
+	sc                   scoped                // the cluster-scoped membership (scoped.go)
 	// Ticks when due (next.go): the node's next tick not yet made or
 	// skipped (-1 before its first is drawn), and its pending tick event.
 	grid    time.Duration
@@ -178,6 +187,8 @@ type Sim struct {
 	ttl   time.Duration
 	epoch uint64 // bumped by every change of who is alive or reachable
 	trace uint64 // FNV-1a of every state change, for replay checks
+	// traceBuf is traceOf's buffer.
+	traceBuf []byte
 
 	// Changes is every state change of every node, in order, when
 	// Record is set.
@@ -200,7 +211,14 @@ type Sim struct {
 
 	// The cluster-scoped membership (scoped.go): the superpeers, and the
 	// backbone's version, its pending change, and its lists by component.
-	sps       map[int]bool
+	sps map[int]bool
+	// rtUsers are, for each node, the nodes whose routing tables hold it
+	// (routingOf's cache), and rtAll is bumped by every regroup.
+	rtUsers [][]int32
+	// regBy are, for each node, the nodes that may hold its registration
+	// (checked against their registries when used).
+	regBy     [][]int32
+	rtAll     uint64
 	bbVersion uint64
 	bbDirty   bool
 	bbAt      time.Duration
@@ -211,11 +229,14 @@ type Sim struct {
 	// strategy and for the tests that compare the two); flipAt and
 	// flipGen are the pending backbone delivery's.
 	everyTick bool
-	flipAt    time.Duration
-	flipGen   uint64
-	cur       uint64        // the seq of the event being processed
-	instAt    time.Duration // the time of the last push, and the count of pushes then
-	inst      uint64
+	// plain turns off the shortcuts that only save time (routingOf's
+	// cache), for the tests that check they change nothing.
+	plain   bool
+	flipAt  time.Duration
+	flipGen uint64
+	cur     uint64        // the seq of the event being processed
+	instAt  time.Duration // the time of the last push, and the count of pushes then
+	inst    uint64
 }
 
 // Change is a node's new state at a time.
@@ -329,6 +350,8 @@ func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 	}
 	s.comp = append(s.comp, 0)
 	s.isUp = append(s.isUp, false)
+	s.rtUsers = append(s.rtUsers, nil)
+	s.regBy = append(s.regBy, nil)
 	s.push(event{at: at, kind: evStart, node: i})
 	return i
 }
@@ -549,6 +572,7 @@ func (s *Sim) start(i int) {
 	n.m, n.alive, n.announced, n.flapping, n.super = m, true, false, false, false
 	n.grid, n.tickAt = -1, noEntry
 	s.isUp[i] = true
+	s.upChanged(i)
 	n.inc++
 	n.started = s.now
 	n.viewAt = -s.cfg.ViewPeriod
@@ -561,7 +585,11 @@ func (s *Sim) start(i int) {
 	}
 	if n.routing == nil {
 		n.routing = s.routingTable(i)
+		for _, j := range n.routing {
+			s.rtUsers[j] = append(s.rtUsers[j], int32(i))
+		}
 	}
+	n.rtOK = false
 	s.epoch++
 	s.step(i, node.View{Members: []node.Member{{ID: n.id, Key: n.key}}})
 	n.refreshAt = s.now + 2*s.rtt(i, s.nearest(i))
@@ -590,6 +618,8 @@ func (s *Sim) down(i int, graceful bool) {
 	}
 	s.geoDown(i, graceful)
 	n.alive, s.isUp[i] = false, false
+	s.upChanged(i)
+	s.registryDown(i)
 	s.wentDown(i)
 	n.crashedAt = 0
 	if !graceful {
@@ -723,6 +753,13 @@ func (s *Sim) regroup(side []int) {
 	}
 	s.reindex()
 	s.epoch++
+	s.rtAll++
+	for j, n := range s.nodes {
+		if len(n.sc.registry) > 0 {
+			n.sc.regDown = true
+			s.schedule(j)
+		}
+	}
 	for i, c := range side {
 		s.dropConnections(i, func(j int) bool { return old[j] == old[i] && side[j] != c })
 	}
@@ -756,6 +793,14 @@ func (s *Sim) connected(i int) int {
 		}
 	}
 	return c
+}
+
+// upChanged notes that node i went up or down: the routing tables that
+// hold it have changed (routingOf).
+func (s *Sim) upChanged(i int) {
+	for _, u := range s.rtUsers[i] {
+		s.nodes[u].rtVer++
+	}
 }
 
 // ---- the driver of one machine ----
@@ -797,11 +842,27 @@ func (s *Sim) indexOf(id peer.ID) (int, bool) {
 func (s *Sim) routingOf(i int) node.Routing {
 	r := node.Routing{Addrs: s.addrs}
 	n := s.nodes[i]
+	early := s.now < n.refreshAt
+	if !s.plain && n.rtOK && n.rtMade == n.rtVer && n.rtAll == s.rtAll && n.rtEarly == early {
+		// No peer of its table went up or down, and no side changed,
+		// since the answer was made: it stands.
+		r.Peers, r.Connected = n.lastRouting, n.rtConn
+		return r
+	}
+	r, n.rtOK = s.buildRouting(i, r, early)
+	n.rtMade, n.rtAll, n.rtEarly, n.rtConn = n.rtVer, s.rtAll, early, r.Connected
+	return r
+}
+
+// buildRouting is routingOf's answer made afresh, and whether it is
+// lastRouting (and may be given again while nothing changed).
+func (s *Sim) buildRouting(i int, r node.Routing, early bool) (node.Routing, bool) {
+	n := s.nodes[i]
 	table := n.routing
-	if s.now < n.refreshAt {
+	if early {
 		k := slices.IndexFunc(table, func(j int) bool { return s.isUp[j] && s.reachable(i, j) })
 		if k < 0 {
-			return r
+			return r, false
 		}
 		table = table[k : k+1]
 	}
@@ -809,7 +870,8 @@ func (s *Sim) routingOf(i int) node.Routing {
 	// not built again). The table is the whole or its first live peer:
 	// its length and first peer tell which.
 	last := n.lastRouting
-	same := len(last) == len(table) && (len(table) == 0 || last[0].ID == s.nodes[table[0]].id)
+	shape := len(last) == len(table) && (len(table) == 0 || last[0].ID == s.nodes[table[0]].id)
+	same := shape
 	for k, j := range table {
 		ok := s.isUp[j] && s.reachable(i, j)
 		if ok {
@@ -819,14 +881,24 @@ func (s *Sim) routingOf(i int) node.Routing {
 	}
 	if same {
 		r.Peers = last
-		return r
+		return r, true
+	}
+	if shape {
+		// The same peers, some connected or not since: the last table
+		// with that changed (the peers' IDs and keys not read again).
+		r.Peers = slices.Clone(last)
+		for k, j := range table {
+			r.Peers[k].Connected = s.isUp[j] && s.reachable(i, j)
+		}
+		n.lastRouting = r.Peers
+		return r, true
 	}
 	r.Peers = make([]node.RoutingPeer, len(table))
 	for k, j := range table {
 		r.Peers[k] = node.RoutingPeer{ID: s.nodes[j].id, Connected: s.isUp[j] && s.reachable(i, j), Closer: true, Key: s.nodes[j].key}
 	}
 	n.lastRouting = r.Peers
-	return r
+	return r, true
 }
 
 // carryOut does what node i's machine asks.
@@ -875,15 +947,62 @@ func (s *Sim) carryOut(i int) {
 		if s.Record {
 			s.Changes = append(s.Changes, Change{At: s.now, Node: i, State: rd.State})
 		}
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%x %d %d %s %s %d %x", s.trace, s.now, i, rd.State.Superpeer, rd.State.Role, rd.State.K, rd.State.ClusterKey[:4])
-		s.trace = h.Sum64()
+		s.trace = s.traceOf(i, rd.State)
 	}
 	if n.geo != nil {
 		s.geoCarryOut(i, rd.Geo)
 		s.scheduleGeo(i)
 	}
 	s.schedule(i)
+}
+
+// traceOf is the trace after a change of node i's state to st now: the
+// FNV-1a hash of the text traceText writes.
+func (s *Sim) traceOf(i int, st node.State) uint64 {
+	sp := ""
+	if j := s.idx.names[i]; j >= 0 { // (named has just indexed st.Superpeer)
+		n := s.nodes[j]
+		if n.idText == "" {
+			n.idText = n.id.String()
+		}
+		sp = n.idText
+	} else if st.Superpeer != "" {
+		sp = st.Superpeer.String()
+	}
+	s.traceBuf = traceText(s.traceBuf[:0], s.trace, s.now, i, sp, st.Role.String(), st.K, st.ClusterKey)
+	h := uint64(fnvOffset64)
+	for _, c := range s.traceBuf {
+		h ^= uint64(c)
+		h *= fnvPrime64
+	}
+	return h
+}
+
+// FNV-1a's 64-bit parameters (hash/fnv's).
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// traceText appends to b what the trace hashes of a change of node i at
+// now: the trace so far in hexadecimal, the time in nanoseconds, i, the
+// superpeer's ID (as peer.ID's String writes it), the role and k, and the
+// first four bytes of the cluster key in hexadecimal; space-separated, as
+// fmt's "%x %d %d %s %s %d %x" would write them (TestTraceText).
+func traceText(b []byte, trace uint64, now time.Duration, i int, sp, role string, k int, key dhtselect.Key) []byte {
+	b = strconv.AppendUint(b, trace, 16)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(now), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, ' ')
+	b = append(b, sp...)
+	b = append(b, ' ')
+	b = append(b, role...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(k), 10)
+	b = append(b, ' ')
+	return hex.AppendEncode(b, key[:4])
 }
 
 func (s *Sim) send(i int, o node.Outgoing) {
@@ -1072,9 +1191,8 @@ func cpl(a, b dhtselect.Key) int {
 // The DHT strategy's nodes are ticked only when due (node.Machine's
 // NextTick): at the first of their ticks, every ElectionTick from a phase
 // drawn at the start, at or after the machine's NextTick or when the
-// driver's part of the tick falls due (a registration, a view to give);
-// a superpeer, and a node that serves its cluster, every tick (the
-// backbone, its registrations). Before every input the machine makes up
+// driver's part of the tick falls due (a registration, a view to give, a
+// backbone to hear: see due). Before every input the machine makes up
 // the ticks skipped (node.Machine.Skip), so that it decides exactly as
 // when ticked every tick (TestTicksWhenDue). The geometric strategy ticks
 // every node every tick.
@@ -1170,20 +1288,26 @@ func (s *Sim) schedule(i int) {
 	if d >= noEntry/2 {
 		return
 	}
-	if g := s.gridFrom(i, max(d, s.now)); g < n.tickAt {
+	g := s.gridFrom(i, max(d, s.now))
+	if g == s.now && n.tickAt != g && s.tickSeq(i, g) < s.cur {
+		g += s.cfg.Node.ElectionTick // its tick now would have run before this event
+	}
+	if g < n.tickAt {
 		s.pushTick(i, g)
 	}
 }
 
-// due is when node i's next tick does more than count: every tick for a
-// superpeer or a node that serves; for a member, when its machine needs
-// one (NextTick), its next registration (at once for a joiner whose
-// registrar changed: registerDue), and its next view (scopedView:
-// a roster brought something new, or its oldest peer expires).
+// due is when node i's next tick does more than count: when its machine
+// needs one (NextTick), its next registration (at once for a joiner whose
+// registrar changed: registerDue), and its next view (scopedView: for a
+// member, a roster brought something new, or its oldest peer expires;
+// for a node that serves, servedDue); and for a superpeer, at once when
+// the backbone has a version it has not heard.
 func (s *Sim) due(i int) time.Duration {
 	n := s.nodes[i]
-	if n.m.Serves() || n.state.Role == node.RoleSuperpeer {
-		return 0
+	serves := n.m.Serves() || n.state.Role == node.RoleSuperpeer
+	if serves && (s.plain || n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion) {
+		return 0 // a backbone to hear
 	}
 	d := n.sc.regAt
 	if reg := n.m.Registrar(); n.state.Role == node.RoleUnknown && reg != n.sc.regWith {
@@ -1196,6 +1320,8 @@ func (s *Sim) due(i int) time.Duration {
 	}
 	v := noEntry
 	switch {
+	case serves:
+		v = s.servedDue(i)
 	case n.sc.rosterV != n.sc.seenVer || n.viewAt < 0:
 		v = 0
 	case n.sc.knownMin != noEntry:
@@ -1205,6 +1331,25 @@ func (s *Sim) due(i int) time.Duration {
 		d = min(d, max(v, n.viewAt+s.cfg.ViewPeriod))
 	}
 	return d
+}
+
+// servedDue is when the view of node i, which serves, may change
+// (scopedView gives it no sooner than a view period after the last): at
+// once when its registrations or rosters changed since its last view, or
+// a node in its registry went down or to another side since rosterOf
+// last built its roster (which drops it); else just after its oldest
+// registration expires, as rosterOf last found it (registrations renewed
+// since only make that early: the tick then finds nothing to drop).
+func (s *Sim) servedDue(i int) time.Duration {
+	n := s.nodes[i]
+	c := &n.sc.rc
+	if n.viewAt < 0 || n.sc.regDown || c.ids == nil || c.regVer != n.sc.regVer || n.sc.regVer<<32|n.sc.rosterV != n.sc.seenVer {
+		return 0
+	}
+	if c.until == noEntry {
+		return noEntry
+	}
+	return c.until + 1
 }
 
 // scheduleFlip makes the backbone's change heard at the first tick of a
@@ -1249,5 +1394,6 @@ func (s *Sim) flipBackbone(e event) {
 	if s.now >= s.bbAt {
 		s.bbDirty = false
 		s.bbVersion++
+		s.backboneHeard(-1)
 	}
 }

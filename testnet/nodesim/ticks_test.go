@@ -25,14 +25,17 @@ type tickRun struct {
 }
 
 // runTicks starts a network of n nodes, then churns it at rate per
-// minute for d under an observer; everyTick ticks every node every tick.
-func runTicks(t *testing.T, n int, election string, seed uint64, rate float64, d time.Duration, everyTick bool) tickRun {
+// minute for d under an observer; set, when not nil, sets the driver's
+// options before the start (everyTick: every node ticks every tick).
+func runTicks(t *testing.T, n int, election string, seed uint64, rate float64, d time.Duration, set func(*Sim)) tickRun {
 	t.Helper()
 	s, err := New(Config{N: n, Seed: seed, Stagger: 10 * time.Second, Node: node.Config{Election: election}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.everyTick = everyTick
+	if set != nil {
+		set(s)
+	}
 	s.Record = true
 	var ticks uint64
 	s.Watch = func(time.Duration, int, node.Ready) { ticks++ }
@@ -68,8 +71,8 @@ func TestTicksWhenDue(t *testing.T) {
 		most     float64 // the Readys when due, at most, as a fraction of those every tick
 	}{{"bully", 0.5}, {"ring", 0.5}, {"stable", 0.75}, {"candidate", 1}} {
 		t.Run(c.election, func(t *testing.T) {
-			every := runTicks(t, n, c.election, 3, 0.2, d, true)
-			due := runTicks(t, n, c.election, 3, 0.2, d, false)
+			every := runTicks(t, n, c.election, 3, 0.2, d, func(s *Sim) { s.everyTick = true })
+			due := runTicks(t, n, c.election, 3, 0.2, d, nil)
 			if every.changes < n {
 				t.Fatalf("only %d state changes: the run did not run", every.changes)
 			}
