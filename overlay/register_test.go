@@ -1132,3 +1132,67 @@ func TestRefusalKeepsItsHint(t *testing.T) {
 		t.Errorf("digests fed %+v; want the refusal's hint %s last (and no stale digest after it)", digests, h.n.self)
 	}
 }
+
+// A crowded group stays crowded while records keep coming from it, even
+// when identities it showed lose their connection (MaxPerAddr, here 2):
+// a flood of hundreds of identities is trimmed by the connection
+// manager, and on the old rule one disconnected identity among the
+// perAddr+1 remembered let the next one in, to the roster and the
+// members' views (the live TestSybilFlood, one run in four). Once the
+// group has sent nothing for the TTL, it is taken again.
+func TestRegisterCrowdedThroughDisconnections(t *testing.T) {
+	ps := regPeers(t, 8)
+	s, ms := ps[0], ps[1:]
+	var mu sync.Mutex
+	now := time.Now()
+	gone := map[peer.ID]bool{}
+	s.reg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.reg.perAddr = 2
+	s.reg.connected = func(p peer.ID) bool { mu.Lock(); defer mu.Unlock(); return !gone[p] }
+	s.serve(t, 0)
+	const flood = "192.0.2.1"
+	ask := func(p *regPeer) regStatus {
+		t.Helper()
+		p.announce(t, 0, false)
+		resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, p.rar.local()), p.n.self, flood)
+		if err != nil || strike != nil {
+			t.Fatal(err, strike)
+		}
+		rep, err := parseReply(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.status
+	}
+	for _, p := range ms[:2] {
+		if st := ask(p); st != regSnapshot {
+			t.Fatalf("an identity of %s below the limit: %v, want a snapshot", flood, st)
+		}
+	}
+	if st := ask(ms[2]); st != regCrowded {
+		t.Fatalf("a third identity of %s: %v, want %v", flood, st, regCrowded)
+	}
+	// Every identity it showed but the last loses its connection; the
+	// flood goes on with new identities.
+	for i, p := range ms[3:] {
+		mu.Lock()
+		for _, q := range ms[:2+i] {
+			gone[q.n.self] = true
+		}
+		now = now.Add(s.reg.ttl / 4)
+		mu.Unlock()
+		if st := ask(p); st != regCrowded {
+			t.Errorf("identity %d of %s after the others' connections closed: %v, want %v", 4+i, flood, st, regCrowded)
+		}
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s)) {
+		t.Errorf("roster %v under the flood, want %v", got, sorted(s))
+	}
+	// Quiet for the TTL: taken again.
+	mu.Lock()
+	now = now.Add(s.reg.ttl + time.Millisecond)
+	mu.Unlock()
+	if st := ask(ms[0]); st != regSnapshot && st != regDelta {
+		t.Errorf("an identity of %s after the flood: %v, want it taken", flood, st)
+	}
+}
