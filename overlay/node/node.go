@@ -463,6 +463,10 @@ type Machine struct {
 	agreed         dhtselect.Estimate // the backbone's last estimate, while a superpeer
 	agreedAt       time.Time
 	recent         []heard // the backbone's estimates of the last membership TTL (heldEstimate)
+	// The superpeer whose last connection closed, and when: a hint that
+	// names it within a membership TTL is no hint (see takeDigest).
+	lostSP   peer.ID
+	lostSPAt time.Time
 
 	// Quorum: when each peer was last in the view (configured).
 	remembered map[peer.ID]time.Time
@@ -670,6 +674,10 @@ func (m *Machine) Step(now time.Time, in Input) {
 	case Conn:
 		if in.Peer == m.state.Superpeer && in.Peer != m.cfg.Self {
 			m.kick = true // the fast path of failover
+			m.lostSP, m.lostSPAt = in.Peer, now
+		}
+		if in.Peer == m.hint {
+			m.hint = "" // the hint is gone: register with the registrar
 		}
 		if m.el != nil {
 			m.el.lost(now, in.Peer, in.Connected)
@@ -738,7 +746,11 @@ func (m *Machine) takeDigest(now time.Time, d Digest) {
 	}
 	if d.From == m.registrar() {
 		h := d.Superpeer
-		if h == m.cfg.Self || h == d.From {
+		if h == m.cfg.Self || h == d.From || h == m.lostSP && now.Sub(m.lostSPAt) <= m.ttl() {
+			// A successor that does not serve yet still names the
+			// superpeer this node lost (issue 22: TestOverlayPage's
+			// members registered with the crashed one for three
+			// announce intervals).
 			h = ""
 		}
 		m.hint, m.hintFrom, m.hintAt = h, d.From, now
