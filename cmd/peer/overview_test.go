@@ -149,7 +149,9 @@ func TestOverlayPage(t *testing.T) {
 	chromium := findChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a bound against hangs only
 	defer cancel()
-	tn, err := testnet.Start(ctx, testnet.Config{N: 32, Target: dhtselect.Target{Superpeers: 4}, Seed: 1, Election: "bully"})
+	cfg := testnet.Config{N: 32, Target: dhtselect.Target{Superpeers: 4}, Seed: 1, Election: "bully"}
+	announce := testnet.DefaultAnnounceInterval(cfg.N, cfg.Strategy) // what the testnet gives its nodes
+	tn, err := testnet.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,13 +234,26 @@ func TestOverlayPage(t *testing.T) {
 	// What the page draws while the cluster has no live superpeer: the
 	// model as it was then, served frozen (the live one changes within a
 	// second). It is watched from before the crash: the stop itself takes
-	// a while, and the election may be over when it returns.
+	// a while, and the election may be over when it returns. The watch
+	// goes on until the cluster is stable again, as an open page fetches
+	// the model: the time line notes a change when a model is taken, and
+	// while the test ran Chromium on the frozen model (seconds on a
+	// loaded machine) nobody took one, and the return to stable was
+	// noted late.
 	var during overlay.Overview
 	watching := make(chan struct{})
-	watched := make(chan struct{})
+	seen := make(chan struct{})    // during is final
+	watched := make(chan struct{}) // the cluster is stable again (or ctx ended)
 	go func() {
 		defer close(watched)
-		first := true
+		first, pictured := true, false
+		picture := func() {
+			if !pictured {
+				pictured = true
+				close(seen)
+			}
+		}
+		defer picture()
 		for {
 			o := tn.Overview()
 			if first {
@@ -251,9 +266,10 @@ func TestOverlayPage(t *testing.T) {
 				// not crashed yet
 			case o.Clusters[i].State == overlay.ClusterStable:
 				return // over
+			case pictured:
 			case o.Clusters[i].State == overlay.ClusterElecting:
 				during = o
-				return // the picture wanted
+				picture() // the picture wanted
 			default:
 				during = o // no superpeer: kept unless one electing comes
 			}
@@ -267,7 +283,7 @@ func TestOverlayPage(t *testing.T) {
 	if err := tn.Stop(victim); err != nil {
 		t.Fatal(err)
 	}
-	<-watched
+	<-seen
 	if during.Clusters != nil {
 		l := loadLayout(t, chromium, frozen(during).url())
 		checkDrawn(t, l)
@@ -286,11 +302,10 @@ func TestOverlayPage(t *testing.T) {
 	}
 
 	// Back to stable: the page's own time line says when.
-	waitCtx(t, ctx, "the crashed superpeer's cluster to be stable again", func() bool {
-		o := tn.Overview()
-		i := slices.IndexFunc(o.Clusters, func(c overlay.ClusterView) bool { return c.ID == cluster })
-		return i >= 0 && o.Clusters[i].State == overlay.ClusterStable
-	})
+	<-watched
+	if ctx.Err() != nil {
+		t.Fatal("timed out waiting for the crashed superpeer's cluster to be stable again")
+	}
 	l = loadLayout(t, chromium, web.url())
 	var killed, left, back time.Time
 	var via string
@@ -314,26 +329,37 @@ func TestOverlayPage(t *testing.T) {
 			t.Logf("%s %s", e.Time.Format("15:04:05.000"), e.Text)
 		}
 	}
-	// The failover time: a member notices the crash when its connection
-	// closes, or at the latest after one detection timeout (the largest
-	// of any node, before or after: it grows with the RTTs measured); a
-	// bully election takes an answer's timeout and a coordinator's, and a
-	// member that hears neither in time starts another round: ten
-	// detection timeouts leave room for a few rounds. On a loaded machine
+	// The failover time, from the configuration: a member notices the
+	// crash when its connection closes, or at the latest after one
+	// detection timeout T (the largest of any node, before or after: it
+	// grows with the RTTs measured), and looks its successor up at once.
+	// It registers with the successor at once too, and again one announce
+	// interval later if the successor refused it for not serving yet:
+	// until it is in the successor's registrations it is not in its
+	// election, whose COORDINATOR and heartbeats do not reach it, and it
+	// stays a candidate (the page's "electing"). Then bully takes at most
+	// a candidate's wait for a COORDINATOR (2T) and an answer's (T). So T
+	// + announce + 3T. The bound has no room for a member that registers
+	// with the crashed superpeer instead: a successor that refused a
+	// member before it served gave the member a hint naming its own
+	// superpeer, the crashed one, and the node machine kept that hint for
+	// its three announce intervals (overlay/node Registrar); the members
+	// so misled stayed candidates, and the cluster came back stable 13 to
+	// 16 s after the crash while the nodes named the successor within
+	// 0.2 s. That is the node's fault, not the page's. On a loaded machine
 	// bully also starts needless elections (a follower that misses the
 	// leader's heartbeats): a failover cannot be asked to be quicker than
 	// the longest such election the page showed before the crash, which
 	// the bound adds (on two cores at a load average of 17, needless
-	// elections lasted up to 30 s, failovers 0.5 to 21 s; on an idle
-	// machine both under 2 s).
+	// elections lasted up to 30 s; on an idle machine under 2 s).
 	for _, n := range tn.Nodes() {
 		detection = max(detection, n.ElectionStats().Timeout)
 	}
 	noise := needless(l.Timeline, killed)
-	bound := 10*detection + noise
+	bound := 4*detection + announce + noise
 	failover := back.Sub(killed)
-	t.Logf("superpeer %s crashed: its cluster of %d %s %v after, stable again %v after (bound %v: detection timeout %v, needless elections up to %v)",
-		victim.ShortString(), best, via, left.Sub(killed).Round(time.Millisecond), failover.Round(time.Millisecond), bound, detection, noise)
+	t.Logf("superpeer %s crashed: its cluster of %d %s %v after, stable again %v after (bound %v: detection timeout %v, announce interval %v, needless elections up to %v)",
+		victim.ShortString(), best, via, left.Sub(killed).Round(time.Millisecond), failover.Round(time.Millisecond), bound, detection, announce, noise)
 	if failover > bound {
 		t.Errorf("cluster %s stable again %v after the crash, more than the failover bound %v", cluster, failover, bound)
 	}
