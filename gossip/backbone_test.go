@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -461,6 +462,101 @@ func FuzzDecodeSummary(f *testing.F) {
 		}
 		if s2, err := DecodeSummary(id, again); err != nil || s2 != s {
 			t.Fatalf("re-decoded %+v, %v, want %+v", s2, err, s)
+		}
+	})
+}
+
+// TestBackboneRejoinOverGossipSub: a superpeer that leaves the backbone
+// (Close, as the overlay's driver does when it stops serving) and joins it
+// again on the same GossipSub router (as it does when it serves again) has
+// every other superpeer as a GossipSub peer on the topic again, and its
+// summary and theirs flow both ways within a few heartbeats, although for
+// GossipSub's unsubscribe backoff (10 s) no mesh link to its former mesh
+// peers can form: GossipSub (v0.19) does not flood its own messages by
+// default, so until then they go by gossip (IHAVE, IWANT) at heartbeats.
+// Virtual time, on a mocknet.
+func TestBackboneRejoinOverGossipSub(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, interval = 4, time.Second
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		mn, err := mocknet.FullMeshConnected(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mn.Close()
+		hosts := mn.Hosts()
+		pss := make([]*pubsub.PubSub, n)
+		bs := make([]*Backbone, n)
+		cfg := BackboneConfig{Network: "test", Interval: interval}
+		join := func(i int) {
+			t.Helper()
+			var err error
+			if bs[i], err = JoinBackbone(pss[i], hosts[i].ID(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			if err := bs[i].Set(ctx, Summary{K: 2, Size: i + 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, h := range hosts {
+			if pss[i], err = pubsub.NewGossipSub(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+			join(i)
+		}
+		defer func() {
+			for _, b := range bs {
+				_ = b.Close()
+			}
+		}()
+		topic := BackboneTopic("test")
+		whole := func() bool {
+			for i, b := range bs {
+				if len(b.Summaries()) != n || len(pss[i].ListPeers(topic)) != n-1 {
+					return false
+				}
+			}
+			return true
+		}
+		// The heartbeat is GossipSub's default, a second.
+		within := func(what string, d time.Duration, cond func() bool) {
+			t.Helper()
+			for waited := time.Duration(0); !cond(); waited += interval / 10 {
+				if waited >= d {
+					t.Fatalf("not within %v (virtual): %s", d, what)
+				}
+				time.Sleep(interval / 10)
+			}
+		}
+		within("every superpeer to hear all and list all", 3*interval, whole)
+
+		const last = n - 1
+		if err := bs[last].Close(); err != nil {
+			t.Fatal(err)
+		}
+		within("the goodbye to spread", 3*interval, func() bool {
+			for _, b := range bs[:last] {
+				if _, ok := b.Get(hosts[last].ID()); ok {
+					return false
+				}
+			}
+			return true
+		})
+		join(last)
+		rejoined := time.Now()
+		within("the rejoined superpeer to list and hear all, and be heard", 3*interval, whole)
+		t.Logf("whole again %v after the rejoin (virtual)", time.Since(rejoined))
+		// And through the backoff and past it.
+		for range 15 {
+			time.Sleep(interval)
+			if !whole() {
+				var got []string
+				for i, b := range bs {
+					got = append(got, fmt.Sprintf("peer %d: %d summaries, %d listed", i, len(b.Summaries()), len(pss[i].ListPeers(topic))))
+				}
+				t.Fatalf("after the rejoin: %v", got)
+			}
 		}
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -74,6 +76,12 @@ type clusterMembership struct {
 	// the node stops serving and starts again.
 	bbPast gossip.FeedStats
 	kick   chan struct{} // register now
+	// protocols announces to the node's own GossipSub that a peer speaks
+	// it (see mendGossipSub); made when first needed.
+	protocols event.Emitter
+	// reopened counts the peers mendGossipSub made GossipSub open a
+	// stream to.
+	reopened uint64
 }
 
 func newClusterMembership(n *Node) *clusterMembership {
@@ -145,6 +153,7 @@ func (c *clusterMembership) registerLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			c.mendGossipSub()
 		case <-c.kick:
 		case <-retry.C:
 		}
@@ -308,6 +317,101 @@ func (c *clusterMembership) publish(ctx context.Context, st node.State, term uin
 	}
 }
 
+// mendGossipSub makes the node's GossipSub open its stream to every peer
+// that has opened one to it, while the node is on the backbone. GossipSub
+// sends to a peer only on a stream of its own, which it opens when the peer
+// connects and identifies, or when identify reports that a connected peer
+// added a GossipSub protocol (go-libp2p-pubsub, peer_notify.go,
+// watchForNewPeers); an attempt that fails while the peer does not speak
+// GossipSub yet is dropped (comm.go, handleNewPeer: newPeerError) and not
+// tried again. A node starts GossipSub when it first serves (Node.pubSub),
+// long after it connected, so its peers that already run GossipSub learn
+// that it does only from its identify push, and identify's push handler
+// is rate-limited per subnet (go-libp2p, p2p/protocol/identify/id.go,
+// idService.Start: rateLimiter.Limit(handlePush); 0.2 a second, burst 10,
+// per IPv4 /24 and IPv6 /56 and /48, loopback exempt): pushes beyond it
+// are reset and lost. The late starter opens its streams to them (its
+// GossipSub tries every connected peer when it starts) and tells them its
+// subscriptions, but they never open theirs: it hears nothing of them, not
+// even their subscriptions, so that its ListPeers on the backbone stays
+// empty, and they drop what they would send it ("No send queue for
+// peer"). Seen in a 64-node in-process testnet, whose hosts all sit in
+// 10.0.0.0/24 (a superpeer with no GossipSub peer on the backbone while
+// connected to 60); on 8-node mocknets with 4 superpeers, 4 runs in 5 had
+// superpeers that did not list each other, 12 of the 60 ordered pairs in
+// all. TestGossipSubOpensBothWays makes the push's loss certain.
+//
+// The peer's open GossipSub stream to this node says that it speaks the
+// protocol; it is recorded in the peerstore and announced on the host's
+// event bus as identify would have announced it (EvtPeerProtocolsUpdated),
+// and GossipSub opens its stream. A peer GossipSub already has a queue for
+// is left alone; one it fails to open to is tried again an interval later.
+// The cost is one pass over the node's connections and their streams an
+// interval, on a serving node only.
+func (c *clusterMembership) mendGossipSub() {
+	c.mu.Lock()
+	on := c.bb != nil && !c.left
+	c.mu.Unlock()
+	if !on {
+		return
+	}
+	ps, err := c.n.pubSub()
+	if err != nil {
+		return
+	}
+	lost := oneWayPeers(c.n.host.Network(), ps.ListPeers(""))
+	if len(lost) == 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.protocols == nil {
+		if c.protocols, err = c.n.host.EventBus().Emitter(new(event.EvtPeerProtocolsUpdated)); err != nil {
+			c.mu.Unlock()
+			c.n.log.Warn("gossipsub", "err", err)
+			return
+		}
+	}
+	em := c.protocols
+	c.reopened += uint64(len(lost))
+	c.mu.Unlock()
+	for p, proto := range lost {
+		if err := c.n.host.Peerstore().AddProtocols(p, proto); err != nil {
+			c.n.log.Debug("gossipsub", "peer", p, "err", err)
+		}
+		if err := em.Emit(event.EvtPeerProtocolsUpdated{Peer: p, Added: []protocol.ID{proto}}); err != nil {
+			c.n.log.Debug("gossipsub", "peer", p, "err", err)
+		}
+	}
+	c.n.log.Debug("gossipsub: opening streams to peers that opened theirs", "peers", len(lost))
+}
+
+// oneWayPeers are the peers with a GossipSub stream open to this node
+// (inbound) that are not among known (the peers GossipSub has a queue
+// for), each with the protocol of its stream.
+func oneWayPeers(nw network.Network, known []peer.ID) map[peer.ID]protocol.ID {
+	has := make(map[peer.ID]bool, len(known))
+	for _, p := range known {
+		has[p] = true
+	}
+	var out map[peer.ID]protocol.ID
+	for _, conn := range nw.Conns() {
+		p := conn.RemotePeer()
+		if _, ok := out[p]; ok || has[p] {
+			continue
+		}
+		for _, s := range conn.GetStreams() {
+			if s.Stat().Direction == network.DirInbound && slices.Contains(pubsub.GossipSubDefaultProtocols, s.Protocol()) {
+				if out == nil {
+					out = map[peer.ID]protocol.ID{}
+				}
+				out[p] = s.Protocol()
+				break
+			}
+		}
+	}
+	return out
+}
+
 // leaveBackbone says goodbye on the backbone and leaves it.
 func (c *clusterMembership) leaveBackbone(context.Context) {
 	c.mu.Lock()
@@ -448,6 +552,13 @@ func (c *clusterMembership) Leave(ctx context.Context) error {
 func (c *clusterMembership) Close() error {
 	c.leaveBackbone(context.Background())
 	c.n.host.RemoveStreamHandler(c.reg.proto())
+	c.mu.Lock()
+	em := c.protocols
+	c.protocols = nil
+	c.mu.Unlock()
+	if em != nil {
+		_ = em.Close()
+	}
 	return nil
 }
 
