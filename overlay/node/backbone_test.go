@@ -260,3 +260,48 @@ func sameCluster(nIn, nOut int) (in, out []peer.ID) {
 	}
 	return in, out
 }
+
+// TestSuperpeerSparesAPeerThatFollowsIt: a superpeer whose lookup ends at
+// another peer of its cluster registers there (see
+// TestSuperpeerRegistersWhereItsLookupEnds); when that peer refuses it,
+// not serving and naming this node its superpeer (under invitation or
+// stable the lookup's end is often such a member), the superpeer does
+// not register there again for a membership TTL. On the old rule it was
+// refused there every announce interval (554 refusals in six minutes in
+// a live dump). A refusal naming another superpeer is a hint as before,
+// and after the TTL the peer is asked again.
+func TestSuperpeerSparesAPeerThatFollowsIt(t *testing.T) {
+	in, _ := sameCluster(3, 0)
+	self, mate, rival := in[0], in[1], in[2]
+	cfg := testConfig(string(self))
+	cfg.Election, cfg.Target, cfg.Bootstrap = "bully", dhtselect.Target{Superpeers: 2}, true
+	m := mustNew(t, cfg)
+	m.Step(t0, View{Members: []Member{{ID: self}}})
+	m.Step(t0, Digest{From: mate, K: 1, Size: dhtselect.Estimate{N: 4, Source: dhtselect.SourceBackbone}})
+	now, _ := tick(m, t0, 3*time.Second, routing(1), self)
+	if st := m.State(); st.Role != RoleSuperpeer || st.K != 1 {
+		t.Fatalf("role %v at k = %d, want the superpeer at k = 1", st.Role, st.K)
+	}
+	// The next lookups end at mate, which the election does not hear
+	// (as in TestSuperpeerRegistersWhereItsLookupEnds).
+	now, _ = tick(m, now, 6*time.Second, routing(1), mate)
+	if got := m.Registrar(); got != mate {
+		t.Fatalf("lookup ends at %q: registrar %q, want it", mate, got)
+	}
+	m.Step(now, Digest{From: mate, Superpeer: self}) // refused: mate follows self
+	if got := m.Registrar(); got != "" {
+		t.Errorf("refused by %q, which follows this node: registrar %q, want none", mate, got)
+	}
+	now, _ = tick(m, now, m.ttl()-time.Second, routing(1), mate)
+	if got := m.Registrar(); got != "" {
+		t.Errorf("within the TTL of the refusal: registrar %q, want none", got)
+	}
+	now, _ = tick(m, now, 2*time.Second, routing(1), mate)
+	if got := m.Registrar(); got != mate {
+		t.Errorf("a TTL after the refusal: registrar %q, want %q asked again", got, mate)
+	}
+	m.Step(now, Digest{From: mate, Superpeer: rival}) // refused: mate follows a rival
+	if got := m.Registrar(); got != rival {
+		t.Errorf("refused by %q naming %q: registrar %q, want the rival", mate, rival, got)
+	}
+}

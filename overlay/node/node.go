@@ -467,6 +467,11 @@ type Machine struct {
 	// names it within a membership TTL is no hint (see takeDigest).
 	lostSP   peer.ID
 	lostSPAt time.Time
+	// The peer the node registered with that refused it as no superpeer
+	// and named none but this node (or none), and when: a superpeer does
+	// not register there again for a membership TTL (see registrar).
+	idle   peer.ID
+	idleAt time.Time
 
 	// Quorum: when each peer was last in the view (configured).
 	remembered map[peer.ID]time.Time
@@ -581,7 +586,8 @@ func (m *Machine) registrar() peer.ID {
 				return p
 			}
 		}
-		if p := m.lastLookup; m.lastValid && p != "" && p != m.cfg.Self && dhtselect.KeyOf(p).Cluster(m.state.K) == m.state.ClusterKey {
+		if p := m.lastLookup; m.lastValid && p != "" && p != m.cfg.Self && dhtselect.KeyOf(p).Cluster(m.state.K) == m.state.ClusterKey &&
+			(p != m.idle || m.now.Sub(m.idleAt) > m.ttl()) {
 			// Its lookup ends at another peer of its cluster, which the
 			// election has not heard (it does not answer: this node is
 			// not in its view). Registering there puts this node in
@@ -592,7 +598,12 @@ func (m *Machine) registrar() peer.ID {
 			// kept its cluster of one for good while the rightful one
 			// served the rest (found live: 64 nodes in virtual time,
 			// bench's TestSimLiveVirtual, once the loop stopped
-			// evaluating four times a period).
+			// evaluating four times a period). A peer there that
+			// refused it, not serving and following it (or no one),
+			// is asked again only a TTL later: under an election that
+			// does not elect by rank (invitation, stable) the lookup's
+			// end is often such a member, and the superpeer was refused
+			// there every interval.
 			return p
 		}
 		return ""
@@ -754,6 +765,10 @@ func (m *Machine) takeDigest(now time.Time, d Digest) {
 			h = ""
 		}
 		m.hint, m.hintFrom, m.hintAt = h, d.From, now
+		m.idle = ""
+		if d.Size.N == 0 && h == "" {
+			m.idle, m.idleAt = d.From, now
+		}
 		if h != "" {
 			m.hintKey = dhtselect.KeyOf(h)
 		}
