@@ -440,15 +440,8 @@ func TestCarriedLeaderLost(t *testing.T) {
 	ids := []peer.ID{"a", "b", "c", "d", "e"}
 	dhtselect.SortByKey(ids) // k = 0: the first ranks first
 	leader, next, self, joiner := ids[0], ids[1], ids[2], ids[3]
-	cfg := testConfig(string(self))
-	cfg.Election, cfg.Bootstrap = "bully", true
-	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
-	m := mustNew(t, cfg)
 	v := View{Members: []Member{{ID: leader, Superpeer: true}, {ID: next}, {ID: self}}}
-	m.Step(t0, v)
-	m.Step(t0, Refreshed{})
-	now, _ := tick(m, t0, 1500*time.Millisecond, routing(3), leader)
-	m.Step(now, ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(leader), To: classic.ID(self), Leader: classic.ID(leader)}})
+	m, now := bullyFollower(t, self, v)
 	if st := m.State(); st.Superpeer != leader || m.Election().Leader != leader {
 		t.Fatalf("before: superpeer %q, election's leader %q; want %q twice", st.Superpeer, m.Election().Leader, leader)
 	}
@@ -508,18 +501,9 @@ func TestLostLeaderNotCarried(t *testing.T) {
 	ids := []peer.ID{"a", "b", "c", "d", "e"}
 	dhtselect.SortByKey(ids) // k = 0: the first ranks first
 	leader, next, self, joiner := ids[0], ids[1], ids[2], ids[3]
-	cfg := testConfig(string(self))
-	cfg.Election, cfg.Bootstrap = "bully", true
-	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
-	m := mustNew(t, cfg)
 	v := View{Members: []Member{{ID: leader, Superpeer: true}, {ID: next}, {ID: self}}}
-	m.Step(t0, v)
-	m.Step(t0, Refreshed{})
-	now, _ := tick(m, t0, 1500*time.Millisecond, routing(3), leader)
-	hb := func(now time.Time) {
-		m.Step(now, ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(leader), To: classic.ID(self), Leader: classic.ID(leader)}})
-	}
-	hb(now)
+	m, now := bullyFollower(t, self, v)
+	hb := func(now time.Time) { m.Step(now, heartbeat(leader, self)) }
 	if st := m.State(); st.Superpeer != leader || m.Election().Leader != leader {
 		t.Fatalf("before: superpeer %q, election's leader %q; want %q twice", st.Superpeer, m.Election().Leader, leader)
 	}
@@ -605,18 +589,8 @@ func TestHeirElectedThroughRebuild(t *testing.T) {
 	ids := []peer.ID{"a", "b", "c", "d"}
 	dhtselect.SortByKey(ids) // k = 0: the first ranks first
 	leader, self := ids[0], ids[1]
-	cfg := testConfig(string(self))
-	cfg.Election, cfg.Bootstrap = "bully", true
-	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
-	m := mustNew(t, cfg)
 	v := View{Members: []Member{{ID: leader, Superpeer: true}, {ID: self}, {ID: ids[2]}, {ID: ids[3]}}}
-	m.Step(t0, v)
-	m.Step(t0, Refreshed{})
-	now, _ := tick(m, t0, 1500*time.Millisecond, routing(4), leader)
-	m.Step(now, ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(leader), To: classic.ID(self), Leader: classic.ID(leader)}})
-	if got := m.Election().Leader; got != leader {
-		t.Fatalf("before: election's leader %q, want %q", got, leader)
-	}
+	m, now := bullyFollower(t, self, v)
 	m.Step(now, Conn{Peer: leader, Connected: 3})
 	if got := m.Election().Role; got != "candidate" {
 		t.Fatalf("after the lost connection: election's role %q, want candidate", got)
@@ -679,18 +653,8 @@ func TestSuccessorElectedThroughRebuilds(t *testing.T) {
 	ids := []peer.ID{"a", "b", "c", "d", "e", "f"}
 	dhtselect.SortByKey(ids) // k = 0: the first ranks first
 	leader, heir, self := ids[0], ids[1], ids[3]
-	cfg := testConfig(string(self))
-	cfg.Election, cfg.Bootstrap = "bully", true
-	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
-	m := mustNew(t, cfg)
 	v := View{Members: []Member{{ID: leader, Superpeer: true}, {ID: heir}, {ID: ids[2]}, {ID: self}}}
-	m.Step(t0, v)
-	m.Step(t0, Refreshed{})
-	now, _ := tick(m, t0, 1500*time.Millisecond, routing(4), leader)
-	m.Step(now, ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(leader), To: classic.ID(self), Leader: classic.ID(leader)}})
-	if got := m.Election().Leader; got != leader {
-		t.Fatalf("before: election's leader %q, want %q", got, leader)
-	}
+	m, now := bullyFollower(t, self, v)
 	var events []ElectionEvent
 	run := func(d time.Duration, connected int) {
 		var rds []Ready
@@ -724,4 +688,30 @@ func TestSuccessorElectedThroughRebuilds(t *testing.T) {
 	if lost < 0 || elected < lost {
 		t.Fatalf("events %+v: want the loss of %s, then the election of %s", events, leader, heir)
 	}
+}
+
+// bullyFollower is a bully machine of self (1 s intervals) that took the
+// view v, whose first member is the leader, and heard the leader's
+// heartbeat 1.5 s later: the machine, and the time it reached. It fails
+// the test unless the election then names the leader.
+func bullyFollower(t *testing.T, self peer.ID, v View) (*Machine, time.Time) {
+	t.Helper()
+	leader := v.Members[0].ID
+	cfg := testConfig(string(self))
+	cfg.Election, cfg.Bootstrap = "bully", true
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
+	m := mustNew(t, cfg)
+	m.Step(t0, v)
+	m.Step(t0, Refreshed{})
+	now, _ := tick(m, t0, 1500*time.Millisecond, routing(len(v.Members)), leader)
+	m.Step(now, heartbeat(leader, self))
+	if got := m.Election().Leader; got != leader {
+		t.Fatalf("before: election's leader %q, want %q", got, leader)
+	}
+	return m, now
+}
+
+// heartbeat is leader's heartbeat to self.
+func heartbeat(leader, self peer.ID) ElectionMessage {
+	return ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(leader), To: classic.ID(self), Leader: classic.ID(leader)}}
 }
