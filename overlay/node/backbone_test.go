@@ -229,15 +229,7 @@ func TestSuperpeerRegistersWhereItsLookupEnds(t *testing.T) {
 		answer peer.ID
 		want   peer.ID
 	}{{self, ""}, {mate, mate}, {other, ""}} {
-		cfg := testConfig(string(self))
-		cfg.Election, cfg.Target, cfg.Bootstrap = "bully", dhtselect.Target{Superpeers: 2}, true
-		m := mustNew(t, cfg)
-		m.Step(t0, View{Members: []Member{{ID: self}}})
-		m.Step(t0, Digest{From: mate, K: 1, Size: dhtselect.Estimate{N: 4, Source: dhtselect.SourceBackbone}})
-		now, _ := tick(m, t0, 3*time.Second, routing(1), self)
-		if st := m.State(); st.Role != RoleSuperpeer || st.K != 1 {
-			t.Fatalf("role %v at k = %d, want the superpeer at k = 1 (its lookup ends at itself, it is alone)", st.Role, st.K)
-		}
+		m, now := loneSuperpeer(t, self, mate)
 		// The next lookups end at tc.answer; the bully election does not
 		// hear from it (the peer's view does not hold this node).
 		tick(m, now, 6*time.Second, routing(1), tc.answer)
@@ -245,6 +237,24 @@ func TestSuperpeerRegistersWhereItsLookupEnds(t *testing.T) {
 			t.Errorf("lookup ends at %q: registrar %q, want %q", tc.answer, got, tc.want)
 		}
 	}
+}
+
+// loneSuperpeer is a bully machine of self that took k = 1 from mate's
+// digest (4 peers, 2 superpeers wanted) and, alone in its view, became
+// the superpeer of its cluster, its lookups ending at itself: the machine
+// and the time it reached. It fails the test otherwise.
+func loneSuperpeer(t *testing.T, self, mate peer.ID) (*Machine, time.Time) {
+	t.Helper()
+	cfg := testConfig(string(self))
+	cfg.Election, cfg.Target, cfg.Bootstrap = "bully", dhtselect.Target{Superpeers: 2}, true
+	m := mustNew(t, cfg)
+	m.Step(t0, View{Members: []Member{{ID: self}}})
+	m.Step(t0, Digest{From: mate, K: 1, Size: dhtselect.Estimate{N: 4, Source: dhtselect.SourceBackbone}})
+	now, _ := tick(m, t0, 3*time.Second, routing(1), self)
+	if st := m.State(); st.Role != RoleSuperpeer || st.K != 1 {
+		t.Fatalf("role %v at k = %d, want the superpeer at k = 1 (its lookup ends at itself, it is alone)", st.Role, st.K)
+	}
+	return m, now
 }
 
 // sameCluster returns nIn peers whose keys share the cluster of the first
@@ -273,15 +283,7 @@ func sameCluster(nIn, nOut int) (in, out []peer.ID) {
 func TestSuperpeerSparesAPeerThatFollowsIt(t *testing.T) {
 	in, _ := sameCluster(3, 0)
 	self, mate, rival := in[0], in[1], in[2]
-	cfg := testConfig(string(self))
-	cfg.Election, cfg.Target, cfg.Bootstrap = "bully", dhtselect.Target{Superpeers: 2}, true
-	m := mustNew(t, cfg)
-	m.Step(t0, View{Members: []Member{{ID: self}}})
-	m.Step(t0, Digest{From: mate, K: 1, Size: dhtselect.Estimate{N: 4, Source: dhtselect.SourceBackbone}})
-	now, _ := tick(m, t0, 3*time.Second, routing(1), self)
-	if st := m.State(); st.Role != RoleSuperpeer || st.K != 1 {
-		t.Fatalf("role %v at k = %d, want the superpeer at k = 1", st.Role, st.K)
-	}
+	m, now := loneSuperpeer(t, self, mate)
 	// The next lookups end at mate, which the election does not hear
 	// (as in TestSuperpeerRegistersWhereItsLookupEnds).
 	now, _ = tick(m, now, 6*time.Second, routing(1), mate)
