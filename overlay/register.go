@@ -777,10 +777,8 @@ func (r *registry) crowdedLocked(from peer.ID, group string, record bool, now ti
 			ids[p] = true
 		}
 	}
-	if at, ok := r.crowded[group]; ok && now.Sub(at) > r.ttl {
-		delete(r.crowded, group) // quiet for the TTL
-	}
-	if _, ok := r.crowded[group]; len(ids) <= r.perAddr && !ok {
+	if at, ok := r.crowded[group]; len(ids) <= r.perAddr && (!ok || now.Sub(at) > r.ttl) {
+		delete(r.crowded, group) // not crowded, or quiet for the TTL
 		return false
 	}
 	if record {
