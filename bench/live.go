@@ -39,7 +39,7 @@ type LiveScaleConfig struct {
 	ReevaluateInterval time.Duration
 	// Window is how long the steady-state traffic is measured once the
 	// overlay has converged and settled for one announce interval.
-	// Default 30 s.
+	// Default 30 s; never shorter than one announce interval.
 	Window time.Duration
 	// Timeout bounds each size's convergence. Default 5 min, or n seconds
 	// when that is longer.
@@ -174,6 +174,11 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 	if cfg.AnnounceInterval == 0 {
 		cfg.AnnounceInterval = testnet.DefaultAnnounceInterval(n, cfg.Strategy)
 	}
+	// A member registers with its superpeer once an announce interval, and
+	// a superpeer gossips once one: a shorter window sees some of them and
+	// not others (at 8 nodes and a 2 s window, none at all). The window is
+	// at least one announce interval.
+	cfg.Window = max(cfg.Window, cfg.AnnounceInterval)
 	row = LiveScaleRow{Strategy: cfg.Strategy, N: n, Superpeers: s,
 		AnnounceIntervalS: cfg.AnnounceInterval.Seconds(), ReevaluateIntervalS: cfg.ReevaluateInterval.Seconds(), WindowS: cfg.Window.Seconds()}
 	mem := StartMemPeak()

@@ -215,7 +215,7 @@ func suiteSteps(suite string, cfg Config) []step {
 		sizes, live := []int{1000, 10000, 100000}, []int{32, 64, 128, 256, 512}
 		window := 30 * time.Second
 		if cfg.Quick {
-			sizes, live, window = []int{500, 2000}, []int{8, 16}, 2*time.Second
+			sizes, live, window = []int{500, 2000}, []int{8, 16}, 5*time.Second // one announce interval at these sizes
 		}
 		if len(cfg.LiveSizes) > 0 {
 			live = cfg.LiveSizes
