@@ -691,16 +691,7 @@ func TestRegisterCrowded(t *testing.T) {
 	const flood, other = "192.0.2.1", "192.0.2.2"
 	ask := func(p *regPeer, group string) regStatus {
 		t.Helper()
-		p.announce(t, 0, false)
-		resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, p.rar.local()), p.n.self, group)
-		if err != nil || strike != nil {
-			t.Fatal(err, strike)
-		}
-		rep, err := parseReply(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep.status
+		return s.askFrom(t, p, group)
 	}
 	for i, g := range []string{flood, flood, other} {
 		if st := ask(ms[i], g); st != regSnapshot {
@@ -1153,16 +1144,7 @@ func TestRegisterCrowdedThroughDisconnections(t *testing.T) {
 	const flood = "192.0.2.1"
 	ask := func(p *regPeer) regStatus {
 		t.Helper()
-		p.announce(t, 0, false)
-		resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, p.rar.local()), p.n.self, flood)
-		if err != nil || strike != nil {
-			t.Fatal(err, strike)
-		}
-		rep, err := parseReply(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep.status
+		return s.askFrom(t, p, flood)
 	}
 	for _, p := range ms[:2] {
 		if st := ask(p); st != regSnapshot {
@@ -1195,4 +1177,22 @@ func TestRegisterCrowdedThroughDisconnections(t *testing.T) {
 	if st := ask(ms[0]); st != regSnapshot && st != regDelta {
 		t.Errorf("an identity of %s after the flood: %v, want it taken", flood, st)
 	}
+}
+
+// askFrom has p announce itself and register with s's registry by hand,
+// on a connection from the address group group (no stream: the
+// registry's answer is called directly), and returns the answer's
+// status; an error or a strike fails the test.
+func (s *regPeer) askFrom(t *testing.T, p *regPeer, group string) regStatus {
+	t.Helper()
+	p.announce(t, 0, false)
+	resp, strike, err := s.reg.answer(appendRequest(nil, 0, 0, p.rar.local()), p.n.self, group)
+	if err != nil || strike != nil {
+		t.Fatal(err, strike)
+	}
+	rep, err := parseReply(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.status
 }
