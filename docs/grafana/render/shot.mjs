@@ -1,14 +1,11 @@
 // Screenshot of the rendered dashboard through the Chrome DevTools protocol:
-// node --experimental-websocket shot.mjs CHROMIUM URL OUT.png WIDTH
+// node --experimental-websocket shot.mjs CHROMIUM URL OUT.png WIDTH PROFILE_DIR
 // Starts headless Chromium, waits for window.rendered, prints
 // window.renderReport and captures the whole page.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 
-const [chromium, url, out, width] = process.argv.slice(2);
-const profile = mkdtempSync(join(tmpdir(), 'grafana-shot-'));
+const [chromium, url, out, width, profile] = process.argv.slice(2);
 const proc = spawn(
   chromium,
   [
@@ -24,10 +21,11 @@ const proc = spawn(
   { stdio: ['ignore', 'ignore', 'pipe'] }
 );
 const exited = new Promise((r) => proc.on('exit', r));
+// The profile directory is the caller's (shot.sh's run directory, removed
+// at the next run): Chromium's helpers may still write there after it exits.
 const cleanup = async () => {
   proc.kill();
   await exited;
-  rmSync(profile, { recursive: true, force: true, maxRetries: 5 });
 };
 
 function fail(msg) {

@@ -111,11 +111,20 @@ EOF
 prometheus --config.file="$RUN/prometheus.yml" --storage.tsdb.path="$RUN/prom" \
   --web.listen-address="127.0.0.1:$PROM_PORT" >"$RUN/prometheus.log" 2>&1 &
 pids+=($!)
+for _ in $(seq 1 60); do
+  curl -fsS "http://127.0.0.1:$PROM_PORT/-/ready" >/dev/null 2>&1 && break
+  kill -0 "${pids[-1]}" 2>/dev/null || { echo "prometheus exited:" >&2; tail -5 "$RUN/prometheus.log" >&2; exit 1; }
+  sleep 0.5
+done
 from=$(date +%s%3N)
 echo "$NODES nodes ($ARGS) and Prometheus on 127.0.0.1:$PROM_PORT; $DURATION s (one superpeer stopped at $KILL_AT s)"
 
 # 4. stop one superpeer midway
 sleep "$KILL_AT"
+for i in $(seq 1 "$NODES"); do
+  curl -fsS "http://127.0.0.1:$((PORT + 100 + i))/metrics" >/dev/null ||
+    { echo "node $i does not answer on its --http address:" >&2; tail -5 "$RUN/node$i.log" >&2; exit 1; }
+done
 victim=
 for i in $(seq 1 "$NODES"); do
   if curl -fsS "http://127.0.0.1:$((PORT + 100 + i))/metrics" | grep -q '^superpeer_role{role="superpeer"} 1$'; then
@@ -140,4 +149,4 @@ sleep 1
 mkdir -p "$(dirname "$OUT")"
 node --experimental-websocket --no-warnings "$HERE/shot.mjs" "$(command -v chromium)" \
   "http://127.0.0.1:$PAGE_PORT/index.html?prom=http://127.0.0.1:$PROM_PORT&from=$from&to=$to&scrape=$SCRAPE&width=$WIDTH" \
-  "$OUT" "$WIDTH"
+  "$OUT" "$WIDTH" "$RUN/chromium"
