@@ -503,7 +503,7 @@ function Dashboard({ dash, shown, results }) {
   const panels = dash.panels;
   const bottom = Math.max(...panels.map((p) => place(p.gridPos).top + place(p.gridPos).height));
   return (
-    <div style={{ padding: 16, width: WIDTH, background: theme.colors.background.canvas }}>
+    <div style={{ padding: 16, width: WIDTH, boxSizing: 'content-box', background: theme.colors.background.canvas }}>
       <Header dash={dash} shown={shown} />
       <div style={{ position: 'relative', width: WIDTH, height: bottom }}>
         {panels.map((p, i) => {

@@ -97,12 +97,14 @@ for (const p of report) {
     `${p.type.padEnd(15)} ${p.title.padEnd(48)} ${p.error ? 'ERROR ' + p.error : `${p.series} series, ${p.points} points`}`
   );
 }
-const height = await evaluate('Math.ceil(document.documentElement.scrollHeight)');
-await send('Emulation.setDeviceMetricsOverride', { width: Number(width), height, deviceScaleFactor: 1, mobile: false });
+// The whole page: the dashboard's width and its padding, every row.
+const full = await evaluate('[document.documentElement.scrollWidth, document.documentElement.scrollHeight]');
+const [w, height] = full.map((x) => Math.ceil(x));
+await send('Emulation.setDeviceMetricsOverride', { width: w, height, deviceScaleFactor: 1, mobile: false });
 await new Promise((r) => setTimeout(r, 1000));
 const shot = await send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true });
 writeFileSync(out, Buffer.from(shot.data, 'base64'));
-console.log(`${out}: ${width} x ${height}`);
+console.log(`${out}: ${w} x ${height}`);
 ws.close();
 await cleanup();
 const bad = report.filter((p) => p.error);
