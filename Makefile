@@ -34,6 +34,19 @@ run: build
 screenshots: check-go deps
 	$(GO) test ./cmd/peer -run '^TestOverlayPage$$' -count=1 -v -args -screenshots $(CURDIR)/docs/screenshots
 
+## grafana-shot: docs/grafana/superpeer.json drawn by Grafana's panel library
+## (@grafana/ui, not a Grafana server) from a Prometheus scraping GRAFANA_NODES
+## `peer run --http` nodes on loopback for GRAFANA_DURATION seconds, one
+## superpeer stopped midway, as docs/screenshots/grafana-dashboard.png
+## (docs/grafana/render/shot.sh). It installs Debian's prometheus and
+## fonts-inter and the npm packages (into bin/grafana-shot) when missing; needs
+## Node.js 20 or newer. Not part of make test
+GRAFANA_NODES ?= 8
+GRAFANA_DURATION ?= 420
+.PHONY: grafana-shot
+grafana-shot: build deps
+	NODES=$(GRAFANA_NODES) DURATION=$(GRAFANA_DURATION) KILL_AT=$$(($(GRAFANA_DURATION) * 4 / 7)) PEER=$(CURDIR)/$(BIN) bash docs/grafana/render/shot.sh
+
 ## deps: Debian's chromium, for the headless browser test of the status page
 ## (cmd/peer TestStatusPageInBrowser); nothing to do when it is installed
 deps:
