@@ -5,7 +5,7 @@
 #               the race detector on the packages with goroutines, then every fuzz target for 5 s
 #   make fuzz   run every fuzz target for FUZZTIME each (default 10m: about two hours in all)
 #   make deps   install what the tests need besides Go: Debian's chromium (make test does it)
-#   make bench  run every benchmark suite and regenerate BENCHMARKS.md (about an hour: TestGeoLiveVirtual alone, 100 live nodes in virtual time, takes some 25 minutes)
+#   make bench  run every benchmark suite and regenerate BENCHMARKS.md (about an hour: TestGeoLiveVirtual alone, 100 live nodes in virtual time, took 385 s of wall time in its last run, under load)
 #   make screenshots  regenerate docs/screenshots/ (the overlay page, by its browser test)
 
 GO  ?= go
@@ -33,6 +33,19 @@ run: build
 ## TestOverlayPage in headless Chromium)
 screenshots: check-go deps
 	$(GO) test ./cmd/peer -run '^TestOverlayPage$$' -count=1 -v -args -screenshots $(CURDIR)/docs/screenshots
+
+## grafana-shot: docs/grafana/superpeer.json drawn by Grafana's panel library
+## (@grafana/ui, not a Grafana server) from a Prometheus scraping GRAFANA_NODES
+## `peer run --http` nodes on loopback for GRAFANA_DURATION seconds, one
+## superpeer stopped midway, as docs/screenshots/grafana-dashboard.png
+## (docs/grafana/render/shot.sh). It installs Debian's prometheus and
+## fonts-inter and the npm packages (into bin/grafana-shot) when missing; needs
+## Node.js 20 or newer. Not part of make test
+GRAFANA_NODES ?= 8
+GRAFANA_DURATION ?= 420
+.PHONY: grafana-shot
+grafana-shot: build deps
+	NODES=$(GRAFANA_NODES) DURATION=$(GRAFANA_DURATION) KILL_AT=$$(($(GRAFANA_DURATION) * 4 / 7)) PEER=$(CURDIR)/$(BIN) bash docs/grafana/render/shot.sh
 
 ## deps: Debian's chromium, for the headless browser test of the status page
 ## (cmd/peer TestStatusPageInBrowser); nothing to do when it is installed

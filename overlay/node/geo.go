@@ -435,6 +435,12 @@ type geoMachine struct {
 	swapSent bool
 	swaps    uint64
 
+	// movedTo is the mate of its cluster that took over the token of
+	// the lost holder movedFrom, as its claim says, when this node's own
+	// election named itself (election): the next attachment round asks
+	// it (geoattach.go's movedHolder).
+	movedTo, movedFrom peer.ID
+
 	// lostProbe is the lost holder whose connection the takeover last
 	// probed (election), when, and whether the ping failed.
 	lostProbe   peer.ID

@@ -834,3 +834,63 @@ func TestGeoForgedPassRefused(t *testing.T) {
 		t.Errorf("after c reported the forged pass: %+v, want still the superpeer of token 0", st)
 	}
 }
+
+// A member whose own election named it after its superpeer died, while
+// a mate the cluster had elected before took the token over and left
+// (peer testnet --procs: the killed superpeer's connection lasted, and
+// this member's requests to it timed out for an attachTTL), asks the new
+// holder of the cluster's token at its next attachment round: attached
+// to it within three failure-detection timeouts of the death, which
+// issue 21 asks of a geometric failover; before, one attachTTL after
+// the last yes. Two cases: the dead superpeer's report has expired and
+// the new holder's is believed; or it lasts (three announce intervals),
+// so that the mate's claim is not believed yet, and the member's own
+// election, which found the holder silent, vouches for the mate.
+func TestGeoAttachMovedToken(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		hReports bool
+	}{{"report expired", false}, {"report lasts", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := geoTestConfig("o", 1)
+			cfg.Election = "bully"
+			d := newGeoDriver(t, cfg)
+			d.m.Step(d.now, view("o", "h", "x"))
+			d.feed = attachFeed(t, "h")
+			d.feed.Tokens[0].Token.Seq = 9
+			hReport := d.feed.Tokens[0]
+			d.feed.Connected = []peer.ID{"h", "x"}
+			d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", "o", "x"}} }
+			d.run(3 * time.Second)
+			if sp := d.m.GeoState().Superpeer; sp != "h" {
+				t.Fatalf("attached to %q, want h", sp)
+			}
+			if d.m.Detection() <= 0 || 3*d.m.Detection() >= d.m.geo.attachTTL() {
+				t.Fatalf("detection timeout %v, attachTTL %v: the test needs three of the first within the second", d.m.Detection(), d.m.geo.attachTTL())
+			}
+			// h dies, its connection lasting; x, elected and silent in
+			// this cluster's election since (it left it), took token 0
+			// over and reports it as a superpeer. o leads the election
+			// then and takes nothing over (another claims the token).
+			died := d.now
+			d.feed = GeoFeed{Connected: []peer.ID{"h", "x"}, Tokens: []TokenPos{
+				{Holder: "x", Token: geometric.Rehomed(0, 9), Coord: at(t, 0.02), Superpeer: true}}}
+			if c.hReports {
+				d.feed.Tokens = append(d.feed.Tokens, hReport)
+			}
+			d.attach = func(p peer.ID) AttachDone {
+				if p == "h" {
+					return AttachDone{To: p, Err: fmt.Errorf("no answer")}
+				}
+				return AttachDone{To: p, OK: true, Mates: []peer.ID{"x", "o"}}
+			}
+			for d.m.GeoState().Superpeer != "x" && d.now.Sub(died) < 3*d.m.Detection() {
+				d.run(100 * time.Millisecond)
+			}
+			if st := d.m.GeoState(); st.Superpeer != "x" || st.Token >= 0 {
+				t.Fatalf("%v after h died: %+v, want o attached to x, the token's holder now (asked %v)", d.now.Sub(died), st, d.asked)
+			}
+			t.Logf("attached to x %v after h died (detection timeout %v, attachTTL %v)", d.now.Sub(died), d.m.Detection(), d.m.geo.attachTTL())
+		})
+	}
+}
