@@ -70,8 +70,11 @@ deps:
 ## cores) for nothing a plain run does not check
 TEST_FUZZTIME ?= 5s
 RACE_PKGS := ./bench ./cmd/... ./examples/... ./gossip/... ./overlay ./testnet ./testnet/attack
+## -timeout 15m: testnet's live scenarios take 8.5 to 10 minutes on 2
+## cores, at go test's default limit of 10 (one package over it in a
+## session-13 run); the other packages take far less
 test: check-go deps fmt-check vet staticcheck
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -short $(RACE_PKGS)
 	GO=$(GO) bash .ci/fuzz $(TEST_FUZZTIME)
 
