@@ -30,7 +30,10 @@ import (
 //
 //   - The lookup finds the cluster (k, key, members) and, while the election
 //     has no leader (a node that has just joined, a cluster whose members
-//     changed), it names the superpeer. Not with Quorum: there a cluster
+//     changed), it names the superpeer, unless it names a member that
+//     flaps, or, for one failure-detection timeout, a peer the node's view
+//     does not hold, while the last leader is still a member (see
+//     superpeer and stranger): then the last leader stands. Not with Quorum: there a cluster
 //     without a leader backed by a majority has no superpeer, and its
 //     members are the peers seen in the membership view within
 //     quorumMemory announce intervals, so that the minority side of a
