@@ -435,11 +435,6 @@ type rosterEntry struct {
 	group  string // the address group it last registered from
 }
 
-// groupSeen is the identities that sent a record from one address group
-// within the TTL, and when each last did: at most perAddr+1 of them, the
-// most recent (more need not be known to call the group crowded).
-type groupSeen map[peer.ID]time.Time
-
 // registry is a superpeer's end of the register protocol: its cluster's
 // roster. The loop tells it what the node serves (setServing,
 // stopServing), installs handle as the protocol's stream handler, and
@@ -455,9 +450,6 @@ type registry struct {
 	local     func() []byte
 	now       func() time.Time
 	max, page int // the roster's bound and a response's
-	// perAddr is how many identities one address group may show
-	// (Config.MaxPerAddr); 0: no accounting.
-	perAddr int
 	// connected reports whether the host is connected to a peer (the
 	// identities of a group that count).
 	connected func(peer.ID) bool
@@ -478,10 +470,9 @@ type registry struct {
 	// Forgotten with the removal.
 	byes   map[peer.ID][]byte
 	limits map[peer.ID]*memberLimits
-	groups map[string]groupSeen // the identities per address group (crowdedLocked)
-	// crowded is when each group last sent a record while crowded: it
-	// stays crowded until it has sent none for the TTL (crowdedLocked).
-	crowded map[string]time.Time
+	// crowd counts the identities per address group (crowdedLocked),
+	// Config.MaxPerAddr of them.
+	crowd   *node.Crowding
 	changes chan struct{}
 	// goodbye is given the records sent while the node serves nothing
 	// (heardGoodbye); nil: ignored.
@@ -497,11 +488,11 @@ type registry struct {
 func newRegistry(n *Node, interval time.Duration, local func() []byte) *registry {
 	r := &registry{
 		n: n, ttl: 3 * interval, interval: interval, local: local, now: time.Now, max: maxRoster, page: rosterPage,
-		perAddr: n.cfg.MaxPerAddr, changes: make(chan struct{}, 1), answered: map[regStatus]uint64{},
+		changes: make(chan struct{}, 1), answered: map[regStatus]uint64{},
 		connected: func(p peer.ID) bool { return n.host.Network().Connectedness(p) == network.Connected },
 		// Kept across rosters, and counted also while the node serves
 		// nothing: a node that starts serving knows a flood at once.
-		groups: map[string]groupSeen{}, crowded: map[string]time.Time{},
+		crowd: node.NewCrowding(n.cfg.MaxPerAddr, 4*maxRoster, 3*interval),
 	}
 	r.clearLocked()
 	return r
@@ -707,99 +698,34 @@ func (r *registry) answer(req []byte, from peer.ID, group string) (resp []byte, 
 }
 
 // crowdedLocked counts from among the identities of its address group
-// (when it sent a record: a refresh proves no new identity) and reports
-// whether the group is crowded: more than perAddr identities are the
-// roster's members from it or sent a record from it within the TTL and
-// are still connected (the machine too counts only identities it is
-// connected to: an identity banned and disconnected, as each of an
-// election flooder's is in turn, no longer counts). A group found
-// crowded stays crowded while records keep coming from it: until none
-// came for the TTL. Without that, one identity of the last perAddr+1
-// remembered that lost its connection (a flood of hundreds of
-// identities is trimmed by the connection manager) opened the group to
-// the next identity, which entered the roster and the members' views
-// until the group's next record (the live TestSybilFlood, one run in
-// four). A crowded group counts for nothing, as
-// in the node machine (overlay/node's admit.go): its members leave the
-// roster and none is taken in while the flood goes on, so that a flood
-// from one address moves neither the cluster's size on the backbone nor
-// its electorate, and costs the registry at most perAddr+1 identities
-// per group. Without the rule the registry took identities from one
-// address up to maxRoster, each a member's roster entry and backbone
-// count (the live TestSybilFlood, re-targeted at the register protocol).
-// An honest peer behind the flooded address loses its place, as it does
-// in the machine's view, and is not struck.
+// (when it sent a record) and reports whether the group is crowded
+// (node.Crowding, which says why each part of the rule is there). A
+// crowded group counts for nothing, as in the node machine (overlay/node's
+// admit.go): its members leave the roster and none is taken in while the
+// flood goes on, so that a flood from one address moves neither the
+// cluster's size on the backbone nor its electorate, and costs the
+// registry at most MaxPerAddr+1 identities per group. Without the rule
+// the registry took identities from one address up to maxRoster, each a
+// member's roster entry and backbone count (the live TestSybilFlood,
+// re-targeted at the register protocol). An honest peer behind the
+// flooded address loses its place, as it does in the machine's view, and
+// is not struck.
 func (r *registry) crowdedLocked(from peer.ID, group string, record bool, now time.Time) bool {
-	if r.perAddr <= 0 || group == "" || from == r.n.self {
+	if group == "" || from == r.n.self {
 		return false
 	}
-	seen := r.groups[group]
-	if record {
-		if seen == nil {
-			if len(r.groups) >= 4*r.max { // forget the groups seen longest ago
-				for g, s := range r.groups {
-					if r.quietLocked(s, now) {
-						delete(r.groups, g)
-						delete(r.crowded, g)
-					}
-				}
-			}
-			if len(r.groups) >= 4*r.max {
-				return true // under a flood of addresses: take no new one
-			}
-			seen = groupSeen{}
-			r.groups[group] = seen
-		}
-		if _, ok := seen[from]; !ok && len(seen) > r.perAddr {
-			var oldest peer.ID
-			for p, at := range seen {
-				if oldest == "" || at.Before(seen[oldest]) {
-					oldest = p
-				}
-			}
-			delete(seen, oldest)
-		}
-		seen[from] = now
-	}
-	// The group's identities: its members in the roster (which refresh
-	// without a record) and those that sent a record within the TTL.
-	ids := map[peer.ID]bool{}
+	var held []peer.ID
 	for p, e := range r.entries {
 		if p != r.n.self && e.group == group {
-			ids[p] = true
+			held = append(held, p)
 		}
 	}
-	for p, at := range seen {
-		switch {
-		case now.Sub(at) > r.ttl:
-			delete(seen, p)
-		case r.connected(p):
-			ids[p] = true
-		}
-	}
-	if at, ok := r.crowded[group]; len(ids) <= r.perAddr && (!ok || now.Sub(at) > r.ttl) {
-		delete(r.crowded, group) // not crowded, or quiet for the TTL
+	if !r.crowd.Check(from, group, record, now, held, r.connected) {
 		return false
 	}
-	if record {
-		r.crowded[group] = now
-	}
-	for p, e := range r.entries {
-		if p != r.n.self && e.group == group {
-			r.view.Remove(p)
-			r.removeLocked(p)
-		}
-	}
-	return true
-}
-
-// quietLocked reports whether no identity of a group sent a record
-// within the TTL.
-func (r *registry) quietLocked(s groupSeen, now time.Time) bool {
-	for _, at := range s {
-		if now.Sub(at) <= r.ttl {
-			return false
-		}
+	for _, p := range held {
+		r.view.Remove(p)
+		r.removeLocked(p)
 	}
 	return true
 }

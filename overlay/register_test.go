@@ -27,6 +27,9 @@ import (
 
 const regInterval = 5 * time.Second
 
+// perAddr is MaxPerAddr in the tests of the identities per address group.
+const perAddr = 2
+
 // regPeer is one peer of the register tests: both ends, and the host's
 // bandwidth counter.
 type regPeer struct {
@@ -685,7 +688,7 @@ func TestRegisterCrowded(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now()
 	s.reg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s.reg.perAddr = 2
+	s.reg.crowd = node.NewCrowding(perAddr, 4*maxRoster, s.reg.ttl)
 	s.reg.connected = func(peer.ID) bool { return true } // answer is called by hand: no connections
 	s.serve(t, 0)
 	const flood, other = "192.0.2.1", "192.0.2.2"
@@ -716,10 +719,10 @@ func TestRegisterCrowded(t *testing.T) {
 		t.Errorf("the member of the other group: %v", st)
 	}
 	s.reg.mu.Lock()
-	remembered := len(s.reg.groups[flood])
+	remembered := s.reg.crowd.Remembered(flood)
 	s.reg.mu.Unlock()
-	if remembered > s.reg.perAddr+1 {
-		t.Errorf("the registry remembers %d identities of %s, want at most %d", remembered, flood, s.reg.perAddr+1)
+	if remembered > perAddr+1 {
+		t.Errorf("the registry remembers %d identities of %s, want at most %d", remembered, flood, perAddr+1)
 	}
 	if st := s.reg.stats(); st.Answered[regCrowded] != 5 || st.Roster != 2 {
 		t.Errorf("stats %+v, want 5 crowded answers and a roster of 2", st)
@@ -1138,7 +1141,7 @@ func TestRegisterCrowdedThroughDisconnections(t *testing.T) {
 	now := time.Now()
 	gone := map[peer.ID]bool{}
 	s.reg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s.reg.perAddr = 2
+	s.reg.crowd = node.NewCrowding(perAddr, 4*maxRoster, s.reg.ttl)
 	s.reg.connected = func(p peer.ID) bool { mu.Lock(); defer mu.Unlock(); return !gone[p] }
 	s.serve(t, 0)
 	const flood = "192.0.2.1"

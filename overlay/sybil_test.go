@@ -273,7 +273,7 @@ func TestSybilFlood(t *testing.T) {
 					}
 					reg := nd.cm.reg
 					reg.mu.Lock()
-					maxRemembered = max(maxRemembered, len(reg.groups["127.0.0.1"]))
+					maxRemembered = max(maxRemembered, reg.crowd.Remembered("127.0.0.1"))
 					reg.mu.Unlock()
 					for _, o := range nodes {
 						if nd.guard.Banned(o.ID()) {
