@@ -2,6 +2,7 @@ package node
 
 import (
 	"log/slog"
+
 	"slices"
 	"time"
 
@@ -373,6 +374,13 @@ func (g *geoMachine) election(now time.Time) {
 		// (TestGeoCrashTakeoverOutlivedConnection, seed 6).
 		if tp, ok := g.movedClaim(num, holder, t); ok {
 			g.moved(now, tp, holder, members)
+			return
+		}
+		if el == "" && !g.selfDemoted() {
+			// Electing: probe the holder now (lost), so that the winner
+			// has its answer, or its silence, when the election ends,
+			// rather than a detection timeout after it.
+			g.lost(now, holder)
 		}
 		return
 	}
