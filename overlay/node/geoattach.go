@@ -2,7 +2,6 @@ package node
 
 import (
 	"log/slog"
-
 	"slices"
 	"time"
 
@@ -171,7 +170,12 @@ func (g *geoMachine) attachCurrent(now time.Time, r *attachRound) {
 // announce intervals, and another's claim on its token is not believed
 // meanwhile): the cluster's election, which found the holder silent and
 // whose member the claimer is, vouches for it, as it vouches for the
-// successor that startAttach asks.
+// successor that startAttach asks. A member whose election elected
+// another, or is electing, takes such a claim too (election): its
+// election found the holder silent as well, and the claimer is in the
+// roster the holder gave it; a forger among the mates gains nothing it
+// could not have before, when the elected one followed its claim and the
+// others followed the elected one.
 func (g *geoMachine) moved(now time.Time, tp TokenPos, holder peer.ID, members []peer.ID) {
 	if !tp.Superpeer || tp.Holder == g.self() || !slices.Contains(members, tp.Holder) || g.attached != holder || g.movedTo == tp.Holder {
 		return
