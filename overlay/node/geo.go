@@ -437,8 +437,8 @@ type geoMachine struct {
 
 	// movedTo is the mate of its cluster that took over the token of
 	// the lost holder movedFrom, as its claim says, when this node's own
-	// election named itself (election): the next attachment round asks
-	// it (geoattach.go's movedHolder).
+	// election no longer named that holder (election): the next
+	// attachment round asks it (geoattach.go's movedHolder).
 	movedTo, movedFrom peer.ID
 
 	// lostProbe is the lost holder whose connection the takeover last
@@ -977,6 +977,14 @@ func (g *geoMachine) carryOut(now time.Time, outs []geometric.Output, then func(
 				Coord: g.client.Coordinate()})
 		case geometric.Promote:
 			g.note(slog.LevelInfo, "promoted to superpeer", "token", o.Token)
+			// A superpeer is its own: drop an attachment round in
+			// flight, whose answers would name another. Without this a
+			// node promoted while its round asked superpeers across a
+			// partition named its old superpeer for 32 s, its round's
+			// three requests timing out one after the other
+			// (TestGeoPartitionSideWithoutSuperpeer, bully, seed 1).
+			g.round, g.nextAttch = nil, now
+			g.attached, g.attachOK = g.self(), now
 		case geometric.Demote:
 			g.note(slog.LevelInfo, "no longer a superpeer", "token", o.Token)
 		}

@@ -354,18 +354,34 @@ func largestGeoCluster(t *testing.T, s *Sim) (int, int) {
 
 // TestGeoCrashTakeoverOutlivedConnection: a crashed superpeer whose
 // connections outlive it (ConnLoss 30 s, a QUIC connection's idle timeout
-// after a SIGKILL, as with peer testnet --procs) is replaced by its
-// cluster's election (the token held by a live superpeer) within three
-// detection timeouts and a token interval: the elected member pings the holder it is still connected to
-// and takes the token over when no answer comes within a detection
-// timeout; the members then attach to it within half the connection's
-// life. Before, the takeover waited for the connection to drop, and the
-// members for their request to the lost holder to time out.
+// after a SIGKILL, as with peer testnet --procs; issue 21) is replaced by
+// its cluster's election, and its members are covered again, each within
+// three detection timeouts and a token interval, at seeds 0 to 7: the
+// members probe the holder they are still connected to as soon as their
+// election runs, the elected one takes the token over when no answer came
+// within a detection timeout, and every member whose election no longer
+// names the holder follows a mate's takeover (geoattach.go). Before, the
+// takeover waited for the connection to drop, and the members for their
+// request to the lost holder to time out; and before the members
+// followed any mate's takeover, the members of a leader that had itself
+// followed the token on elected a chain of leaders: 27 s (13.5 detection
+// timeouts) at seed 6. Measured (token held, members covered, in
+// detection timeouts T): 1.1 to 2.5 T and 1.7 to 3.2 T, against 2.3 to
+// 3.1 T and 2.8 to 13.6 T before.
 func TestGeoCrashTakeoverOutlivedConnection(t *testing.T) {
 	skipShort(t)
 	m := loadPlanetLab(t)
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			geoCrashTakeoverOutlived(t, m, seed)
+		})
+	}
+}
+
+func geoCrashTakeoverOutlived(t *testing.T, m *latency.Matrix, seed uint64) {
 	const connLoss = 30 * time.Second
-	s, err := New(Config{N: 100, Seed: 4, Stagger: 5 * time.Second, Latency: m.Sub(firstN(100)), Jitter: 2 * time.Millisecond,
+	s, err := New(Config{N: 100, Seed: seed, Stagger: 5 * time.Second, Latency: m.Sub(firstN(100)), Jitter: 2 * time.Millisecond,
 		ConnLoss: connLoss,
 		Node:     node.Config{Geometric: true, Election: "bully", Geo: node.GeoConfig{Tokens: geometric.Config{Tokens: 10}}}})
 	if err != nil {
@@ -396,16 +412,15 @@ func TestGeoCrashTakeoverOutlivedConnection(t *testing.T) {
 	heldAfter := s.Now() - crash
 	s.RunFor(connLoss)
 	o.Finish()
-	t.Logf("crashed n%d (token %d, cluster of %d): token held by a live superpeer after %v, members covered again after %v; detection timeout %v",
-		victim, token, members, heldAfter, o.Failovers, det)
+	t.Logf("seed %d: crashed n%d (token %d, cluster of %d): token held by a live superpeer after %v (%.2f T), members covered again after %v; detection timeout T %v",
+		seed, victim, token, members, heldAfter, float64(heldAfter)/float64(det), o.Failovers, det)
 	if !ok || heldAfter > within {
 		t.Errorf("token %d held by a live superpeer %v after the crash (found: %v), want within %v (3 detection timeouts and a token interval)",
 			token, heldAfter, ok, within)
 	}
-	// The members ask the successor as soon as it claims the token,
-	// without waiting for the lost holder's answer (9.6 s here, against
-	// 34 s when they waited): well before the connection drops.
-	if o.Unrepaired > 0 || len(o.Failovers) != 1 || o.Failovers[0] > connLoss/2 {
-		t.Errorf("members covered again after %v (%d unrepaired), want within %v", o.Failovers, o.Unrepaired, connLoss/2)
+	if o.Unrepaired > 0 || len(o.Failovers) != 1 || o.Failovers[0] > within {
+		t.Errorf("members covered again after %v (%d unrepaired), want within %v (3 detection timeouts and a token interval)", o.Failovers, o.Unrepaired, within)
+	} else {
+		t.Logf("seed %d: members covered again after %.2f T", seed, float64(o.Failovers[0])/float64(det))
 	}
 }
