@@ -85,20 +85,23 @@ func TestPlacementPlanetLab(t *testing.T) {
 // at every S of the selection suite, on PlanetLab and on the synthetic
 // 10,000 hosts, as the suite runs it (GeometricStrategy with Simulate's
 // defaults). One seed is one draw of the coordinates and the tokens, so
-// PlanetLab is checked over seeds 1 to 5. Measured (placement ÷ offline):
+// PlanetLab is checked over seeds 1 to 5 (S = 10, 25) and 1 to 10
+// (S = 49, where the gap was largest). Measured (placement ÷ offline):
 //
-//	             S = 10             25                 49
-//	before       0.78 to 1.11 (4)   1.02 to 1.06       1.09 to 1.12 (3, 4)
-//	after        0.75 to 0.77       1.00 to 1.03       1.04 to 1.07
+//	              S = 10             25              49
+//	before, 1-5   0.78 to 1.11 (4)   1.02 to 1.06    1.09 to 1.12 (3, 4)
+//	after, 1-10   0.77 to 0.81       1.00 to 1.03    1.04 to 1.07
 //
 // and on the 10,000 hosts (seed 1, S = 100) 1.06 before, 1.01 after. The
-// change: Swap counts a member's loss only up to its next superpeer
-// (SwapReport.Second), and the simulator's margin is 0.05 ms plus 0.1 %
-// (SimSwapConfig). At S = 10 the placement is also within 0.67 times
-// random (0.50 to 0.53; before, 0.54 to 0.76): the offline k-median
-// ignores capacity (C = 64 for 49 peers a cluster) and the search does
-// not, so it beats the baseline there. -short runs the case that failed
-// worst before, S = 49 with seed 3.
+// changes: Swap counts a member's loss only up to its next superpeer
+// (SwapReport.Second) and counts the gain of the members of neighbouring
+// clusters whose next superpeer it is (SwapReport.Outside), and the
+// simulator's margin is 0.05 ms plus 0.1 % (SimSwapConfig). At S = 10
+// the placement is also within 0.67 times random (0.52 to 0.56; before,
+// 0.54 to 0.76): the offline k-median ignores capacity (C = 64 for 49
+// peers a cluster) and the search does not, so it beats the baseline
+// there. -short runs S = 49 with seed 6, the worst before the outsiders
+// (1.12).
 func TestPlacementWithinOffline(t *testing.T) {
 	nw, err := PlanetLab()
 	if err != nil {
@@ -111,14 +114,16 @@ func TestPlacementWithinOffline(t *testing.T) {
 		bound float64
 	}
 	var cases []c
-	for seed := uint64(1); seed <= 5; seed++ {
+	for seed := uint64(1); seed <= 10; seed++ {
 		for _, s := range []int{10, 25, 49} {
-			cases = append(cases, c{nw, s, seed, 1.10})
+			if s == 49 || seed <= 5 {
+				cases = append(cases, c{nw, s, seed, 1.10})
+			}
 		}
 	}
 	cases = append(cases, c{Synthetic(10000, 1), 100, 1, 1.03})
 	if testing.Short() {
-		cases = []c{{nw, 49, 3, 1.10}}
+		cases = []c{{nw, 49, 6, 1.10}}
 	}
 	for _, k := range cases {
 		rows, err := SelectionCase{Network: k.nw, S: k.s, Seed: k.seed, Strategies: []Strategy{GeometricStrategy(geometric.SimConfig{})}}.Run()

@@ -92,8 +92,8 @@ type SimConfig struct {
 // simulator's RTTs are exact (rtt is a function), so its margin has only
 // to stop ties and the trading of a role back and forth, not noise. The
 // live node's margin would cost the placement that much: on PlanetLab
-// (seeds 1 to 5, bench's selection suite) 0.5 ms plus 2 % left it at
-// 1.08 to 1.11 times the offline k-median at S = 49 and 1.01 to 1.08 at
+// (seeds 1 to 10, bench's selection suite) 0.5 ms plus 2 % left it at
+// 1.06 to 1.12 times the offline k-median at S = 49 and 1.01 to 1.08 at
 // S = 25, against 1.04 to 1.07 and 1.00 to 1.03 with this one. At S = 49
 // a cluster's mean RTT is some 7 ms, and 0.5 ms plus 2 % asks a swap for
 // 9 % of it.

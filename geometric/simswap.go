@@ -23,7 +23,9 @@ const swapNext = 3
 //     not tried yet (Candidates), its members measuring their RTT to each
 //     (a probe each) and reporting it with their RTT to the superpeer and
 //     their next superpeer among the swapNext nearest by coordinate (a
-//     probe each), and hands its role to the one Swap chooses; a
+//     probe each), the members of other clusters whose next superpeer
+//     it is (found at the round's start) measuring and reporting too
+//     (SwapReport.Outside), and hands its role to the one Swap chooses; a
 //     superpeer that swapped starts a fresh list of candidates tried (its
 //     old self among them);
 //   - with the attachment that follows, each superpeer summarises its
@@ -38,13 +40,13 @@ const swapNext = 3
 // probes per peer. A peer keeps the RTTs it measured during the search
 // (rtt is a function: a second probe of the same peer would tell it
 // nothing new), so the probes are the distinct pairs (i, j) measured by i:
-// on PlanetLab (seed 1) 66, 38 and 22 per peer at S = 10, 25 and 49, and
-// on the synthetic 10,000 hosts (S = 100) 112. Counting every
-// measurement they are 459, 147, 87 and 408 (most of the repeats are a
+// on PlanetLab (seed 1) 71, 65 and 38 per peer at S = 10, 25 and 49, and
+// on the synthetic 10,000 hosts (S = 100) 219. Counting every
+// measurement they are 885, 229, 141 and 588 (most of the repeats are a
 // member measuring its next superpeers again in every round), and the
-// search as it was before Swap heard of the next superpeers made about
-// 194, 114, 120 and 379. A live node that did not keep its RTTs would
-// pay the larger figures.
+// search as it was before Swap heard of the next superpeers and the
+// outsiders made about 194, 114, 120 and 379. A live node that did not
+// keep its RTTs would pay the larger figures.
 func simSwap(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coordinate, sps []int, cfg SimConfig) ([]int, int, float64, error) {
 	sps = slices.Clone(sps)
 	ids := make([]ID, n)
@@ -101,6 +103,18 @@ func simSwap(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coord
 			return nil, 0, 0, err
 		}
 		active := false
+		// outside[s] are the members of other clusters whose next
+		// superpeer is s, and of[m] the superpeer of member m.
+		outside := map[int][]int{}
+		of := map[int]int{}
+		for _, s := range sps {
+			for _, m := range members[s] {
+				of[m] = s
+				if q, _ := nx.second(m, s); q != "" {
+					outside[index[q]] = append(outside[index[q]], m)
+				}
+			}
+		}
 		for k, s := range sps {
 			ms := members[s]
 			cands := Candidates(ids[s], peersOf(ms), cfg.SwapCandidates, func(id ID) bool { return tried[k][id] })
@@ -120,6 +134,17 @@ func simSwap(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coord
 					r.ToCandidate[c] = measure(m, index[id])
 				}
 				r.Second, r.ToSecond = nx.second(m, s)
+				reports = append(reports, r)
+			}
+			for _, o := range outside[s] {
+				t := of[o]
+				if t == s || slices.Contains(sps, o) {
+					continue // attached to s since, or a superpeer now
+				}
+				r := SwapReport{Member: ids[o], ToSuperpeer: rtt(o, t), ToCandidate: make([]time.Duration, len(cands)), Outside: true}
+				for c, id := range cands {
+					r.ToCandidate[c] = measure(o, index[id])
+				}
 				reports = append(reports, r)
 			}
 			d, ok, err := Swap(cfg.Swap, ids[s], cands, own, reports, len(ms))

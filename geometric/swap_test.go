@@ -141,6 +141,48 @@ func TestSwapCountsTheNextSuperpeer(t *testing.T) {
 	}
 }
 
+// Members of a neighbouring cluster count: s at 50 ms with members at 44,
+// 45, 46 and 55 ms; the candidate at 45 ms gains the cluster 3 ms in all
+// (0.6 ms a peer, not above the margin of 0.5 ms plus 2 % of 5 ms). Two
+// peers of the cluster of t at 30 ms, at 38 and 39 ms, whose next
+// superpeer is s, would attach to the candidate and gain 1 and 3 ms:
+// with their reports the swap is made. An outsider's claim is clamped to
+// [−r(s,c), 0] and counts for no quorum.
+func TestSwapCountsOutsiders(t *testing.T) {
+	l := lineCluster{pos: []float64{50, 44, 45, 46, 55, 38, 39, 30}}
+	tt := 7
+	cs := []int{2}
+	own := []time.Duration{l.rtt(0, 2)}
+	reps := l.reports(0, cs)[:4]
+	outs := make([]SwapReport, 0, 2)
+	for _, o := range []int{5, 6} {
+		outs = append(outs, SwapReport{Member: l.id(o), ToSuperpeer: l.rtt(o, tt), ToCandidate: []time.Duration{l.rtt(o, 2)}, Outside: true})
+	}
+	swap := func(reps []SwapReport) (SwapDecision, bool) {
+		d, ok, err := Swap(SwapConfig{}, l.id(0), []ID{l.id(2)}, own, reps, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, ok
+	}
+	if d, ok := swap(reps); ok {
+		t.Fatalf("swap on the members' reports alone: %+v; want none (0.6 ms a peer)", d)
+	}
+	d, ok := swap(append(slices.Clone(reps), outs...))
+	if want := 7 * time.Millisecond / 5; !ok || d.Gain != want || d.Reports != 4 {
+		t.Fatalf("with the outsiders: %+v, %v; want a swap gaining %v on 4 reports", d, ok, want)
+	}
+	// A lying outsider gains the cluster at most r(s,c) = 5 ms.
+	liar := SwapReport{Member: l.id(5), ToSuperpeer: time.Hour, ToCandidate: []time.Duration{time.Nanosecond}, Outside: true}
+	if d, _ := swap(append(slices.Clone(reps), liar)); d.Gain != 8*time.Millisecond/5 {
+		t.Errorf("a lying outsider: gain %v, want %v (its claim clamped to 5 ms)", d.Gain, 8*time.Millisecond/5)
+	}
+	// One member and the outsiders make no quorum of 4 members.
+	if d, ok := swap(append(slices.Clone(reps[:1]), outs...)); ok {
+		t.Errorf("outsiders made a quorum: %+v", d)
+	}
+}
+
 // A swap needs a majority of the members to report.
 func TestSwapQuorum(t *testing.T) {
 	l := lineCluster{pos: []float64{0, 20, 22, 24, 25, 26, 28, 30}}
