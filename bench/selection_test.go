@@ -24,9 +24,9 @@ const planetLab = "../testdata/planetlab490/planetlab490_median18_ms.txt"
 // and with it (Simulate's default; TestPlacementWithinOffline checks
 // issue 21's tighter bounds over several seeds):
 //
-//	10  27.5 ms    52.3    36.6      1.90              0.75
-//	25  12.8       27.2    12.8      2.12              1.00
-//	50   7.0       18.1     6.6      2.59              1.06
+//	10  28.1 ms    52.3    36.6      1.86              0.77
+//	25  13.0       27.2    12.8      2.09              1.02
+//	50   6.9       18.1     6.6      2.62              1.05
 //
 // The issue's goals are random/geometric >= 1.5 and geometric/k-median <=
 // 1.15. At S = 10 even the k-median is only 1.43 times better than random on

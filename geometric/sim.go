@@ -124,7 +124,9 @@ type SimResult struct {
 	// none moved in the last round.
 	Settled bool
 	// Swaps counts the superpeers' roles handed over by the 1-swap search,
-	// and SwapProbes the RTTs a peer measured for it, on average.
+	// and SwapProbes the RTTs a peer measured for it, on average: the
+	// distinct pairs measured, a peer keeping the RTTs it measured (see
+	// simSwap).
 	Swaps      int
 	SwapProbes float64
 }
