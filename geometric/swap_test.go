@@ -2,6 +2,7 @@ package geometric
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -87,6 +88,98 @@ func TestSwapLiarIsClamped(t *testing.T) {
 	}
 	if sum >= 0 {
 		t.Fatalf("the lie would not have won unclamped (sum %v): the test shows nothing", sum)
+	}
+}
+
+// A superpeer at the edge between two clusters: s at 50 ms, four members
+// at 40 to 43 ms, four at 58 to 61 ms, next to another superpeer q at
+// 64 ms. The central candidate of the left group, 41 ms, would serve the
+// right group 9 ms worse each, and Swap judges no gain. Told that the
+// right group's next superpeer is q, nearer to them than s, Swap counts
+// their loss as what they lose by going there (nothing) and hands the role
+// over. A Second that is the superpeer itself or the candidate is no
+// fallback and changes nothing.
+func TestSwapCountsTheNextSuperpeer(t *testing.T) {
+	l := lineCluster{pos: []float64{50, 40, 41, 42, 43, 58, 59, 60, 61, 64}}
+	q := 9 // not a member
+	cs := []int{2}
+	reps := l.reports(0, cs)
+	reps = reps[:len(reps)-1] // q reports nothing
+	members := len(reps)
+	swap := func(reps []SwapReport) (SwapDecision, bool) {
+		ids, own := []ID{l.id(2)}, []time.Duration{l.rtt(0, 2)}
+		d, ok, err := Swap(SwapConfig{}, l.id(0), ids, own, reps, members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, ok
+	}
+	if d, ok := swap(reps); ok {
+		t.Fatalf("swap without the next superpeers: %+v; want none (the right group loses 9 ms each)", d)
+	}
+	with := func(second func(m int) int) []SwapReport {
+		out := slices.Clone(reps)
+		for k := range out {
+			m := k + 1
+			out[k].Second, out[k].ToSecond = l.id(second(m)), l.rtt(m, second(m))
+		}
+		return out
+	}
+	d, ok := swap(with(func(int) int { return q }))
+	if !ok || d.To != l.id(2) {
+		t.Fatalf("swap with the next superpeers: %+v, %v; want to %s", d, ok, l.id(2))
+	}
+	// The left group gains 9, 9, 7 and 5 ms, the right group nothing, s
+	// loses 9 ms: 21 ms over 9 peers.
+	if want := 21 * time.Millisecond / 9; d.Gain != want {
+		t.Errorf("gain %v, want %v", d.Gain, want)
+	}
+	for _, bad := range []int{0, 2} {
+		if d, ok := swap(with(func(int) int { return bad })); ok {
+			t.Errorf("Second = %s counted as a fallback: %+v", l.id(bad), d)
+		}
+	}
+}
+
+// Members of a neighbouring cluster count: s at 50 ms with members at 44,
+// 45, 46 and 55 ms; the candidate at 45 ms gains the cluster 3 ms in all
+// (0.6 ms a peer, not above the margin of 0.5 ms plus 2 % of 5 ms). Two
+// peers of the cluster of t at 30 ms, at 38 and 39 ms, whose next
+// superpeer is s, would attach to the candidate and gain 1 and 3 ms:
+// with their reports the swap is made. An outsider's claim is clamped to
+// [−r(s,c), 0] and counts for no quorum.
+func TestSwapCountsOutsiders(t *testing.T) {
+	l := lineCluster{pos: []float64{50, 44, 45, 46, 55, 38, 39, 30}}
+	tt := 7
+	cs := []int{2}
+	own := []time.Duration{l.rtt(0, 2)}
+	reps := l.reports(0, cs)[:4]
+	outs := make([]SwapReport, 0, 2)
+	for _, o := range []int{5, 6} {
+		outs = append(outs, SwapReport{Member: l.id(o), ToSuperpeer: l.rtt(o, tt), ToCandidate: []time.Duration{l.rtt(o, 2)}, Outside: true})
+	}
+	swap := func(reps []SwapReport) (SwapDecision, bool) {
+		d, ok, err := Swap(SwapConfig{}, l.id(0), []ID{l.id(2)}, own, reps, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, ok
+	}
+	if d, ok := swap(reps); ok {
+		t.Fatalf("swap on the members' reports alone: %+v; want none (0.6 ms a peer)", d)
+	}
+	d, ok := swap(append(slices.Clone(reps), outs...))
+	if want := 7 * time.Millisecond / 5; !ok || d.Gain != want || d.Reports != 4 {
+		t.Fatalf("with the outsiders: %+v, %v; want a swap gaining %v on 4 reports", d, ok, want)
+	}
+	// A lying outsider gains the cluster at most r(s,c) = 5 ms.
+	liar := SwapReport{Member: l.id(5), ToSuperpeer: time.Hour, ToCandidate: []time.Duration{time.Nanosecond}, Outside: true}
+	if d, _ := swap(append(slices.Clone(reps), liar)); d.Gain != 8*time.Millisecond/5 {
+		t.Errorf("a lying outsider: gain %v, want %v (its claim clamped to 5 ms)", d.Gain, 8*time.Millisecond/5)
+	}
+	// One member and the outsiders make no quorum of 4 members.
+	if d, ok := swap(append(slices.Clone(reps[:1]), outs...)); ok {
+		t.Errorf("outsiders made a quorum: %+v", d)
 	}
 }
 
