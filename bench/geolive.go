@@ -244,13 +244,23 @@ func geoState(superpeer []int) (state, roles string) {
 	return b.String(), r.String()
 }
 
+// geoTrace, when set, sees the simulator's side every second of virtual
+// time: what each node names (TestGeoSimSweep -geosweep.trace prints the
+// placement from it).
+var geoTrace func(seed uint64, at time.Duration, m *latency.Matrix, superpeer []int)
+
+// geoSimTokens is the token dynamics' configuration of the simulator's
+// side: nodesim's defaults but S. TestGeoSimSweep overrides it to measure
+// other settings (-geosweep.dwell, -geosweep.promotedmargin).
+var geoSimTokens = func(S int) geometric.Config { return geometric.Config{Tokens: S} }
+
 // geoLiveSim is the simulator's side.
 func geoLiveSim(cfg GeoLiveConfig, m *latency.Matrix) (side GeoLiveSide) {
 	start := time.Now()
 	defer func() { side.WallS = time.Since(start).Seconds() }()
 	s, err := nodesim.New(nodesim.Config{N: cfg.N, Seed: cfg.Seed, Stagger: time.Second, Latency: m,
 		Node: node.Config{Geometric: true, AnnounceInterval: 5 * time.Second,
-			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: geometric.Config{Tokens: cfg.S}}}})
+			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: geoSimTokens(cfg.S)}}})
 	if err != nil {
 		side.Error = err.Error()
 		return side
@@ -283,6 +293,9 @@ func geoLiveSim(cfg GeoLiveConfig, m *latency.Matrix) (side GeoLiveSide) {
 		s.Run(at)
 		sp := read()
 		settle.see(at-t0, sp)
+		if geoTrace != nil {
+			geoTrace(cfg.Seed, at-t0, m, sp)
+		}
 		if at-t0 == GeoLiveEarly {
 			settle.early = geoLiveFigures(m, sp, coordsNow())
 		}

@@ -1,9 +1,17 @@
 package bench
 
 import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/testnet/latency"
 )
 
 // geoSettle tells the last change of the placement from the last change
@@ -56,4 +64,91 @@ func TestGeoLiveTableSpread(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
+}
+
+var (
+	geoSweep      = flag.String("geosweep.seeds", "", "TestGeoSimSweep: run the simulator's side of GeoLive alone at these seeds (from-to, e.g. 1-8)")
+	geoSweepTrace = flag.Bool("geosweep.trace", false, "TestGeoSimSweep: also print each run's placement every 5 s up to 150 s")
+	geoSweepDwell = flag.Duration("geosweep.dwell", 0, "TestGeoSimSweep: the tokens' Dwell (0: nodesim's, five token intervals)")
+	geoSweepPM    = flag.Duration("geosweep.promotedmargin", 0, "TestGeoSimSweep: the tokens' PromotedMargin (0: the default, 3 × node.LiveMargin = 15 ms)")
+)
+
+// TestGeoSimSweep is issue 21's cheap measure: the simulator's side of
+// GeoLive alone (100 PlanetLab hosts, S = 10, 300 s, the node machines in
+// nodesim), over a range of seeds, two at a time, printing each seed's
+// settle time and its quality (÷ random, ÷ offline) at 60 s and at the
+// end. About 50 s of wall time for seeds 1-8 on 2 shared cores. The
+// figures are printed, not asserted: it runs only with -geosweep.seeds.
+// -geosweep.dwell and -geosweep.promotedmargin override the token
+// dynamics' settings of the run.
+func TestGeoSimSweep(t *testing.T) {
+	if *geoSweep == "" {
+		t.Skip("run with -geosweep.seeds 1-8")
+	}
+	lo, hi, _ := strings.Cut(*geoSweep, "-")
+	a, errA := strconv.Atoi(lo)
+	b, errB := strconv.Atoi(hi)
+	if errA != nil || errB != nil || a < 1 || b < a {
+		t.Fatalf("-geosweep.seeds %q: want from-to, 1 <= from <= to", *geoSweep)
+	}
+	path, err := findPlanetLab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := latency.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := GeoLiveConfig{N: 100, S: 10, Duration: 5 * time.Minute}
+	hosts := make([]int, cfg.N)
+	for i := range hosts {
+		hosts[i] = i
+	}
+	sub := m.Sub(hosts)
+	_, random, offline, err := Baseline(sub, cfg.N, hosts[:cfg.S], 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *geoSweepTrace {
+		var mu sync.Mutex
+		geoTrace = func(seed uint64, at time.Duration, m *latency.Matrix, sp []int) {
+			if at%(5*time.Second) != 0 || at > 150*time.Second {
+				return
+			}
+			f := geoLiveFigures(m, sp, nil)
+			mu.Lock()
+			fmt.Fprintf(os.Stderr, "trace seed %d at %3.0f s: sp %d unatt %d mean %.1f ms (%.2f random)\n", seed, at.Seconds(), f.Superpeers, f.Unattached, f.MeanMs, f.MeanMs/random.Mean)
+			mu.Unlock()
+		}
+		defer func() { geoTrace = nil }()
+	}
+	if *geoSweepDwell != 0 || *geoSweepPM != 0 {
+		defer func(f func(int) geometric.Config) { geoSimTokens = f }(geoSimTokens)
+		geoSimTokens = func(S int) geometric.Config {
+			return geometric.Config{Tokens: S, Dwell: *geoSweepDwell, PromotedMargin: *geoSweepPM}
+		}
+	}
+	out := make([]GeoLiveSide, b-a+1)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2)
+	for s := a; s <= b; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			c := cfg
+			c.Seed = uint64(s)
+			out[s-a] = geoLiveSim(c, sub)
+		}()
+	}
+	wg.Wait()
+	var sumR, sumS float64
+	for i, s := range out {
+		fmt.Fprintf(os.Stderr, "seed %d: settled %v at %.0f s (roles %.0f), %.1f ms = %.3f random %.3f offline, at 60 s %.1f ms (%.2f random) err %.3f, final err %.3f, swaps %d, sp %d unatt %d\n",
+			a+i, s.Settled, s.SettleS, s.RolesS, s.MeanMs, s.MeanMs/random.Mean, s.MeanMs/offline.Mean, s.EarlyMs, s.EarlyMs/random.Mean, s.EarlyCoordError, s.CoordError, s.Swaps, s.Superpeers, s.Unattached)
+		sumR += s.MeanMs / random.Mean
+		sumS += s.SettleS
+	}
+	fmt.Fprintf(os.Stderr, "mean: %.3f random, settle %.1f s\n", sumR/float64(len(out)), sumS/float64(len(out)))
 }
