@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"flag"
 	"strings"
 	"testing"
 
@@ -102,6 +103,8 @@ func TestPlacementPlanetLab(t *testing.T) {
 // peers a cluster) and the search does not, so it beats the baseline
 // there. -short runs S = 49 with seed 6, the worst before the outsiders
 // (1.12).
+var placementSweep = flag.Bool("placement.sweep", false, "TestPlacementWithinOffline: every seed of the issue's table (52 s), not only the worst draws")
+
 func TestPlacementWithinOffline(t *testing.T) {
 	nw, err := PlanetLab()
 	if err != nil {
@@ -113,15 +116,21 @@ func TestPlacementWithinOffline(t *testing.T) {
 		seed  uint64
 		bound float64
 	}
-	var cases []c
-	for seed := uint64(1); seed <= 10; seed++ {
-		for _, s := range []int{10, 25, 49} {
-			if s == 49 || seed <= 5 {
-				cases = append(cases, c{nw, s, seed, 1.10})
+	// make test runs the draws that were worst before (S = 10 seed 4,
+	// S = 49 seeds 3, 4 and 6) and one of each other kind; the whole set
+	// (52 s) with -placement.sweep.
+	cases := []c{{nw, 10, 4, 1.10}, {nw, 25, 1, 1.10}, {nw, 49, 3, 1.10}, {nw, 49, 4, 1.10}, {nw, 49, 6, 1.10}, {Synthetic(10000, 1), 100, 1, 1.03}}
+	if *placementSweep {
+		cases = nil
+		for seed := uint64(1); seed <= 10; seed++ {
+			for _, s := range []int{10, 25, 49} {
+				if s == 49 || seed <= 5 {
+					cases = append(cases, c{nw, s, seed, 1.10})
+				}
 			}
 		}
+		cases = append(cases, c{Synthetic(10000, 1), 100, 1, 1.03})
 	}
-	cases = append(cases, c{Synthetic(10000, 1), 100, 1, 1.03})
 	if testing.Short() {
 		cases = []c{{nw, 49, 6, 1.10}}
 	}
