@@ -65,6 +65,13 @@ type GeoLiveConfig struct {
 	// (default 8): one live run is one draw, and the simulator's spread
 	// over seeds says how far one draw may fall from another.
 	SimSeeds int
+	// SimTokens, when set, is the token dynamics' configuration of the
+	// simulator's side in place of nodesim's defaults (its Tokens is S):
+	// TestGeoSimSweep measures other settings with it.
+	SimTokens *geometric.Config
+	// SimTrace, when set, sees the simulator's side every second of
+	// virtual time: what each node names.
+	SimTrace func(seed uint64, at time.Duration, m *latency.Matrix, superpeer []int)
 }
 
 // GeoLiveEarly is when GeoLive takes its early figures (GeoLiveSide's
@@ -244,23 +251,18 @@ func geoState(superpeer []int) (state, roles string) {
 	return b.String(), r.String()
 }
 
-// geoTrace, when set, sees the simulator's side every second of virtual
-// time: what each node names (TestGeoSimSweep -geosweep.trace prints the
-// placement from it).
-var geoTrace func(seed uint64, at time.Duration, m *latency.Matrix, superpeer []int)
-
-// geoSimTokens is the token dynamics' configuration of the simulator's
-// side: nodesim's defaults but S. TestGeoSimSweep overrides it to measure
-// other settings (-geosweep.dwell, -geosweep.promotedmargin).
-var geoSimTokens = func(S int) geometric.Config { return geometric.Config{Tokens: S} }
-
 // geoLiveSim is the simulator's side.
 func geoLiveSim(cfg GeoLiveConfig, m *latency.Matrix) (side GeoLiveSide) {
+	tokens := geometric.Config{}
+	if cfg.SimTokens != nil {
+		tokens = *cfg.SimTokens
+	}
+	tokens.Tokens = cfg.S
 	start := time.Now()
 	defer func() { side.WallS = time.Since(start).Seconds() }()
 	s, err := nodesim.New(nodesim.Config{N: cfg.N, Seed: cfg.Seed, Stagger: time.Second, Latency: m,
 		Node: node.Config{Geometric: true, AnnounceInterval: 5 * time.Second,
-			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: geoSimTokens(cfg.S)}}})
+			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: tokens}}})
 	if err != nil {
 		side.Error = err.Error()
 		return side
@@ -293,8 +295,8 @@ func geoLiveSim(cfg GeoLiveConfig, m *latency.Matrix) (side GeoLiveSide) {
 		s.Run(at)
 		sp := read()
 		settle.see(at-t0, sp)
-		if geoTrace != nil {
-			geoTrace(cfg.Seed, at-t0, m, sp)
+		if cfg.SimTrace != nil {
+			cfg.SimTrace(cfg.Seed, at-t0, m, sp)
 		}
 		if at-t0 == GeoLiveEarly {
 			settle.early = geoLiveFigures(m, sp, coordsNow())

@@ -111,7 +111,7 @@ func TestGeoSimSweep(t *testing.T) {
 	}
 	if *geoSweepTrace {
 		var mu sync.Mutex
-		geoTrace = func(seed uint64, at time.Duration, m *latency.Matrix, sp []int) {
+		cfg.SimTrace = func(seed uint64, at time.Duration, m *latency.Matrix, sp []int) {
 			if at%(5*time.Second) != 0 || at > 150*time.Second {
 				return
 			}
@@ -120,13 +120,9 @@ func TestGeoSimSweep(t *testing.T) {
 			fmt.Fprintf(os.Stderr, "trace seed %d at %3.0f s: sp %d unatt %d mean %.1f ms (%.2f random)\n", seed, at.Seconds(), f.Superpeers, f.Unattached, f.MeanMs, f.MeanMs/random.Mean)
 			mu.Unlock()
 		}
-		defer func() { geoTrace = nil }()
 	}
 	if *geoSweepDwell != 0 || *geoSweepPM != 0 {
-		defer func(f func(int) geometric.Config) { geoSimTokens = f }(geoSimTokens)
-		geoSimTokens = func(S int) geometric.Config {
-			return geometric.Config{Tokens: S, Dwell: *geoSweepDwell, PromotedMargin: *geoSweepPM}
-		}
+		cfg.SimTokens = &geometric.Config{Dwell: *geoSweepDwell, PromotedMargin: *geoSweepPM}
 	}
 	out := make([]GeoLiveSide, b-a+1)
 	var wg sync.WaitGroup

@@ -33,11 +33,11 @@ import (
 //     changed), it names the superpeer, unless it names a member that
 //     flaps, or, for one failure-detection timeout, a peer the node's view
 //     does not hold, while the last leader is still a member (see
-//     superpeer and stranger): then the last leader stands. Not with Quorum: there a cluster
-//     without a leader backed by a majority has no superpeer, and its
-//     members are the peers seen in the membership view within
-//     quorumMemory announce intervals, so that the minority side of a
-//     partition cannot make a majority of itself.
+//     superpeer and stranger): then the last leader stands. Not with
+//     Quorum: there a cluster without a leader backed by a majority has
+//     no superpeer, and its members are the peers seen in the membership
+//     view within quorumMemory announce intervals, so that the minority
+//     side of a partition cannot make a majority of itself.
 //   - Once the election has a leader that is a member, the leader is the
 //     superpeer: when a superpeer dies, its members stop hearing its
 //     heartbeats and elect the next after one failure-detection timeout,
