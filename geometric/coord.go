@@ -111,16 +111,28 @@ func (c *Client) Sample(peer ID, remote *coordinate.Coordinate, rtt time.Duratio
 	// gravity step).
 	own := c.vc.GetCoordinate()
 	if dist(own.Vec, remote.Vec) <= coincide || norm(own.Vec) <= coincide {
-		for i := range own.Vec {
-			own.Vec[i] += (c.cfg.Rand.Float64() - 0.5) * 20 * coincide
-		}
-		if err := c.vc.SetCoordinate(own); err != nil {
-			return nil, fmt.Errorf("geometric: nudging own coordinate: %w", err)
+		if err := c.nudge(own, remote); err != nil {
+			return nil, err
 		}
 	}
 	out, err := c.vc.Update(string(peer), remote, rtt)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadCoordinate, err)
+	}
+	// The gravity step runs on the coordinate after the Vivaldi step, which
+	// the check above cannot see: when that step lands on the origin, serf
+	// pushes along a direction drawn from the global source. Seen in
+	// nodesim (a 100-node geometric replay diverged at 22.9 virtual s).
+	// Such a draw moves Vec by at most the gravity force, so an output
+	// within that bound of the origin may carry it: replace it with a
+	// deterministic nudge off the origin. Height, Error and Adjustment are not
+	// touched by a draw.
+	if norm(out.Vec) <= gravityDrawBound(out, c.cfg.Vivaldi) {
+		clear(out.Vec)
+		if err := c.nudge(out, remote); err != nil {
+			return nil, err
+		}
+		out = c.vc.GetCoordinate()
 	}
 	if err := validate(out, int(c.cfg.Vivaldi.Dimensionality)); err != nil {
 		// Seen live (100 nodes on two loaded cores, RTTs inflated by
@@ -133,6 +145,36 @@ func (c *Client) Sample(peer ID, remote *coordinate.Coordinate, rtt time.Duratio
 		return nil, fmt.Errorf("own coordinate diverged after a sample from %q, reset to the origin: %w", peer, err)
 	}
 	return out, nil
+}
+
+// nudge moves own's Vec to a small deterministic offset from where it is,
+// clear of the origin and of remote's Vec, and makes it the Client's
+// coordinate.
+func (c *Client) nudge(own, remote *coordinate.Coordinate) error {
+	base := append([]float64(nil), own.Vec...)
+	for {
+		for i := range own.Vec {
+			own.Vec[i] = base[i] + (c.cfg.Rand.Float64()-0.5)*20*coincide
+		}
+		if norm(own.Vec) > coincide && dist(own.Vec, remote.Vec) > coincide {
+			break
+		}
+	}
+	if err := c.vc.SetCoordinate(own); err != nil {
+		return fmt.Errorf("geometric: nudging own coordinate: %w", err)
+	}
+	return nil
+}
+
+// gravityDrawBound is the largest |Vec| that serf's gravity step can leave
+// behind when it drew its direction at random: the step starts within
+// coincide of the origin and moves by (d/ρ)², where d, the distance to the
+// origin then, is at most coincide plus both heights plus the positive part
+// of the adjustment (gravity changes neither). The small factor covers
+// rounding.
+func gravityDrawBound(out *coordinate.Coordinate, cfg *coordinate.Config) float64 {
+	d := coincide + out.Height + cfg.HeightMin + math.Max(out.Adjustment, 0)
+	return coincide + math.Pow(d/cfg.GravityRho, 2)*1.001 + 1e-12
 }
 
 // Resets counts the times the coordinate diverged and was reset.

@@ -209,3 +209,39 @@ func TestAccuracyPlanetLab(t *testing.T) {
 		t.Errorf("median %.3f (want <= 0.09), p90 %.3f (want <= 0.36)", median, p90)
 	}
 }
+
+// TestSampleLandingOnTheOrigin drives the Vivaldi step onto the origin, where
+// serf's gravity step would draw its direction from the global random source.
+// Own coordinate at x = 10 ms, the remote's at 20 ms, both with serf's
+// initial error (weight ½, so the step is 0.125 × (rtt − distance)), and an
+// RTT of 90.02 ms: the step pushes own away from the remote by exactly 10 ms,
+// onto the origin. Two clients with the same seed must come out the same,
+// and off the origin.
+func TestSampleLandingOnTheOrigin(t *testing.T) {
+	const a, b = 0.010, 0.020
+	cfg := coordinate.DefaultConfig()
+	rtt := time.Duration(((b - a) + 2*cfg.HeightMin + a/(cfg.VivaldiCC*0.5)) * float64(time.Second))
+	run := func() *coordinate.Coordinate {
+		c := newTestClient(t, 3)
+		if err := c.vc.SetCoordinate(coordAt(a)); err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Sample("remote", coordAt(b), rtt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(out, c.Coordinate()) {
+			t.Fatalf("Sample returned %+v, the client holds %+v", out, c.Coordinate())
+		}
+		return out
+	}
+	first := run()
+	if n := norm(first.Vec); n <= coincide || n > 1e-4 {
+		t.Fatalf("|Vec| = %v after the step onto the origin, want a nudge just clear of it (%v, 1e-4]", n, coincide)
+	}
+	for i := 0; i < 20; i++ {
+		if again := run(); !reflect.DeepEqual(first, again) {
+			t.Fatalf("run %d differs:\n%+v\n%+v", i, first, again)
+		}
+	}
+}

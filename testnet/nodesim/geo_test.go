@@ -379,8 +379,11 @@ func TestGeoCrashTakeoverOutlivedConnection(t *testing.T) {
 	}
 }
 
-func geoCrashTakeoverOutlived(t *testing.T, m *latency.Matrix, seed uint64) {
-	const connLoss = 30 * time.Second
+// geoCrashSim is the setting of the crash tests: 100 machines on PlanetLab
+// with S = 10, bully, jitter, connections outliving a crash by connLoss,
+// run for 150 virtual s and then until converged.
+func geoCrashSim(t *testing.T, m *latency.Matrix, seed uint64, connLoss time.Duration) *Sim {
+	t.Helper()
 	s, err := New(Config{N: 100, Seed: seed, Stagger: 5 * time.Second, Latency: m.Sub(firstN(100)), Jitter: 2 * time.Millisecond,
 		ConnLoss: connLoss,
 		Node:     node.Config{Geometric: true, Election: "bully", Geo: node.GeoConfig{Tokens: geometric.Config{Tokens: 10}}}})
@@ -393,6 +396,12 @@ func geoCrashTakeoverOutlived(t *testing.T, m *latency.Matrix, seed uint64) {
 	if !s.RunUntil((*Sim).GeoConverged, time.Second, time.Minute) {
 		t.Fatalf("not converged at %v: %+v", s.Now(), s.Take())
 	}
+	return s
+}
+
+func geoCrashTakeoverOutlived(t *testing.T, m *latency.Matrix, seed uint64) {
+	const connLoss = 30 * time.Second
+	s := geoCrashSim(t, m, seed, connLoss)
 	victim, members := largestGeoCluster(t, s)
 	token := s.GeoState(victim).Token
 	det := s.Machine(victim).Detection()
