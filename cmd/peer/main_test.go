@@ -62,6 +62,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"testnet", "--bogus"}, "unknown flag"},
 		{[]string{"testnet", "--strategy", "geometric", "-n", "4"}, "needs --superpeers"},
 		{[]string{"testnet", "-n", "4", "--latency", "/nonexistent/matrix.txt"}, "--latency"},
+		{[]string{"testnet", "-n", "4", "--memprofile", "/nonexistent/heap.prof"}, "--memprofile"},
 		{[]string{"run", "--strategy", "geometric"}, "--superpeers"},
 		{[]string{"run", "--strategy", "ring", "--superpeers", "2"}, "strategy"},
 		{[]string{"run", "--strategy", "geometric", "--superpeers", "2", "--capacity", "0"}, "--capacity 0"},
