@@ -7,17 +7,19 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
 var (
 	geoliveOut = flag.String("geolive.out", "", "TestGeoLiveVirtual: run it, and write its row as JSON to this file (make bench: peer bench --geolive)")
 	geoliveDur = flag.Duration("geolive.duration", 5*time.Minute, "TestGeoLiveVirtual: the virtual time each side runs")
+	geoliveN   = flag.Int("geolive.n", 100, "TestGeoLiveVirtual: nodes, on the first N PlanetLab hosts (490 at most)")
+	geoliveS   = flag.Int("geolive.s", 10, "TestGeoLiveVirtual: superpeers (tokens)")
+	geoliveSim = flag.Int("geolive.simseeds", 8, "TestGeoLiveVirtual: seeds of the simulator's side")
 )
 
 // TestGeoLiveVirtual: geometric placement on 100 PlanetLab hosts with
-// S = 10, live (in-process testnet in a testing/synctest bubble, virtual
+// S = 10 (-geolive.n, -geolive.s), live (in-process testnet in a testing/synctest bubble, virtual
 // time) and in the node simulator, side by side with random placement
 // and the offline k-median on the same hosts (GeoLive). It takes tens of
 // minutes of wall time: it runs only with -geolive.out (make bench).
@@ -27,8 +29,8 @@ func TestGeoLiveVirtual(t *testing.T) {
 	if *geoliveOut == "" {
 		t.Skip("100 live nodes for minutes of virtual time: run with -geolive.out FILE")
 	}
-	cfg := GeoLiveConfig{Seed: 1, Duration: *geoliveDur,
-		InBubble: func(f func()) { synctest.Test(t, func(*testing.T) { f() }) },
+	cfg := GeoLiveConfig{N: *geoliveN, S: *geoliveS, SimSeeds: *geoliveSim, Seed: 1, Duration: *geoliveDur,
+		InBubble: inBubble(t),
 		Progress: func(s string) { fmt.Fprintln(os.Stderr, s) }}
 	row, err := GeoLive(context.Background(), cfg)
 	if err != nil {

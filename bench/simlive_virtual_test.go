@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"testing"
-	"testing/synctest"
 
 	"github.com/superpeer/superpeer/testnet"
 )
@@ -27,7 +26,7 @@ func TestSimLiveVirtual(t *testing.T) {
 		t.Skip("64 live nodes in virtual time: a minute or more")
 	}
 	cfg := SimLiveConfig{Scenarios: []string{testnet.ScenarioKillSuperpeer},
-		InBubble: func(f func()) { synctest.Test(t, func(*testing.T) { f() }) }}
+		InBubble: inBubble(t)}
 	if *simliveOut != "" {
 		cfg.Scenarios = append(cfg.Scenarios, testnet.ScenarioChurn)
 	}
