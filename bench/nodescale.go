@@ -38,8 +38,8 @@ import (
 // Membership is cluster-scoped (issue 20; nodesim's scoped.go): a member
 // registers with its superpeer every announce interval and gets its
 // roster and digest, and the superpeers hear each other's summaries on
-// the backbone. The rows count what that costs: registrations and
-// pushes per node, backbone deliveries and summaries per superpeer, per
+// the backbone. The rows count what that costs: registrations per node,
+// backbone deliveries and summaries per superpeer, per
 // virtual second, and the size estimates' error at convergence and a
 // membership TTL later. A node's view is its cluster, so the simulator
 // pays no O(N) per view change; what grows with N is the backbone, which
@@ -133,9 +133,8 @@ type NodeScaleRow struct {
 	ViewsPerNodePerS    float64 `json:"views_per_node_per_s"`
 	// What the cluster-scoped membership costs, over the same span:
 	// RegistrationsPerNodePerS the registrations sent (each answered
-	// with a roster, a digest or a refusal), PushesPerNodePerS a
-	// superpeer's notices to its members that its roster changed, per
-	// node; BackbonePerSuperpeerPerS the backbone's deliveries to a
+	// with a roster, a digest or a refusal), per node;
+	// BackbonePerSuperpeerPerS the backbone's deliveries to a
 	// superpeer (each the list of every superpeer's summary, as the
 	// machine takes it), SummaryChangesPerSuperpeerPerS the summaries in
 	// them that were new or changed since the superpeer's last list
@@ -144,7 +143,6 @@ type NodeScaleRow struct {
 	// the summaries they held, per superpeer (Superpeers at the end) per
 	// virtual second.
 	RegistrationsPerNodePerS       float64 `json:"registrations_per_node_per_s"`
-	PushesPerNodePerS              float64 `json:"pushes_per_node_per_s"`
 	BackbonePerSuperpeerPerS       float64 `json:"backbone_per_superpeer_per_s"`
 	SummaryChangesPerSuperpeerPerS float64 `json:"summary_changes_per_superpeer_per_s"`
 	SummariesPerSuperpeerPerS      float64 `json:"summaries_per_superpeer_per_s"`
@@ -335,7 +333,6 @@ func (row *NodeScaleRow) rates(a, b nodesim.Stats, span time.Duration) {
 	row.LookupsPerNodePerS = float64(b.Lookups-a.Lookups) / per
 	row.ViewsPerNodePerS = float64(b.Views-a.Views) / per
 	row.RegistrationsPerNodePerS = float64(b.Registrations-a.Registrations) / per
-	row.PushesPerNodePerS = float64(b.Pushes-a.Pushes) / per
 	if row.Superpeers > 0 {
 		sp := float64(row.Superpeers) * span.Seconds()
 		row.BackbonePerSuperpeerPerS = float64(b.Backbones-a.Backbones) / sp
@@ -413,15 +410,15 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 // WriteNodeScaleTable prints rows as a table.
 func WriteNodeScaleTable(w io.Writer, rows []NodeScaleRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tcpu s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\tpushes/node/s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tsettled\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
+	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tcpu s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tsettled\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
 	for _, r := range rows {
 		conv := fmt.Sprintf("%.1f", r.ConvergeS)
 		if !r.Converged {
 			conv = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.3f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
 			r.VirtualS, r.WallS, r.CPUS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS,
-			r.RegistrationsPerNodePerS, r.PushesPerNodePerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax, r.SettledErrMedian, r.SettledErrMax)
+			r.RegistrationsPerNodePerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax, r.SettledErrMedian, r.SettledErrMax)
 		if r.Scenario != NodeScaleChurn || !r.Converged {
 			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
 			continue

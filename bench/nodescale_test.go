@@ -15,7 +15,7 @@ import (
 // after the stagger, with lookups and views but no election messages in
 // DHT mode; through churn with bully the figures are sane: crashes made,
 // coverage in (0, 1], failovers measured in timeouts, all repaired; the
-// scoped membership's registrations, pushes and backbone deliveries are
+// scoped membership's registrations and backbone deliveries are
 // counted, the size estimates' errors are ordered, at convergence and
 // a membership TTL later, and the CPU time until convergence and over
 // the churn are parts of the run's.
@@ -30,7 +30,7 @@ func TestNodeScale(t *testing.T) {
 	c, ch := rows[0], rows[1]
 	if c.Scenario != NodeScaleConverge || !c.Converged || c.ConvergeS <= 0 || c.ConvergeS < c.StaggerS/2 || c.WallS <= 0 ||
 		c.PeakMemMB <= 0 || c.LiveHeapMB <= 0 || c.MessagesPerNodePerS != 0 || c.LookupsPerNodePerS <= 0 || c.ViewsPerNodePerS <= 0 ||
-		c.Superpeers < 1 || c.Superpeers > c.N || c.RegistrationsPerNodePerS <= 0 || c.PushesPerNodePerS <= 0 ||
+		c.Superpeers < 1 || c.Superpeers > c.N || c.RegistrationsPerNodePerS <= 0 ||
 		c.BackbonePerSuperpeerPerS <= 0 || c.SummariesPerSuperpeerPerS < c.BackbonePerSuperpeerPerS ||
 		c.SummaryChangesPerSuperpeerPerS <= 0 || c.SummaryChangesPerSuperpeerPerS > c.SummariesPerSuperpeerPerS ||
 		c.SizeErrMedian < 0 || c.SizeErrMax < c.SizeErrMedian || c.SettledErrMedian < 0 || c.SettledErrMax < c.SettledErrMedian ||

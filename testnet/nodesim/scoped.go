@@ -34,6 +34,12 @@ import (
 //     are a gossip delay after the first change since the last delivery
 //     (the live node publishes its summary when it changes).
 //
+// The other members learn of a change to the roster at their next
+// registration, as the live registrar does: a superpeer tells no member
+// (an earlier model pushed every change to every member, which the live
+// node never did; its cost grew with the cluster, hundreds to thousands
+// of members while a large swarm starts).
+//
 // A superpeer's view is its registrations and itself. What a member says
 // of itself (flapping, its beacon) reaches its superpeer's roster with its
 // next registration; the model reads it from the member's last
@@ -132,7 +138,6 @@ func (s *Sim) registered(t, i, inc int) {
 		_, had := n.sc.registry[i]
 		if v, ok := n.sc.regAnn[i]; !had || !ok || v != m.sc.annVer {
 			n.sc.regVer++
-			s.rosterChanged(t, i)
 		}
 		if !had {
 			s.regBy[i] = append(s.regBy[i], int32(t))
@@ -147,20 +152,6 @@ func (s *Sim) registered(t, i, inc int) {
 		d.K, d.Size = n.state.K, n.state.Size
 	}
 	s.push(event{at: s.now + s.rtt(i, t)/2, kind: evRegistered, node: i, inc: inc, other: t, ids: roster, gen: n.sc.regVer, digest: d})
-}
-
-// rosterChanged is superpeer t's roster changing with member i's record
-// (new, or saying something new of itself): t tells its other members,
-// which register at once (the live registry's push; a member that missed
-// it has the change with its next registration).
-func (s *Sim) rosterChanged(t, i int) {
-	for j := range s.nodes[t].sc.registry {
-		if o := s.nodes[j]; j != i && o.alive && s.reachable(t, j) {
-			s.stats.Pushes++
-			o.sc.regAt = min(o.sc.regAt, s.now+s.rtt(t, j)/2)
-			s.schedule(j)
-		}
-	}
 }
 
 // rosterOf is superpeer t's roster now: its live registrations and itself,

@@ -252,9 +252,6 @@ type Stats struct {
 	// The cluster-scoped membership's registrations (sent) and their
 	// answers.
 	Registrations, Replies uint64
-	// Pushes are a superpeer's notices to its members that its roster
-	// changed.
-	Pushes uint64
 	// Backbones counts the backbone's deliveries to a superpeer (a new
 	// list of every superpeer's summary), Summaries the summaries they
 	// held, SummaryChanges those new or changed (or gone) since the list
