@@ -71,10 +71,12 @@ var (
 	geoSweepTrace = flag.Bool("geosweep.trace", false, "TestGeoSimSweep: also print each run's placement every 5 s up to 150 s")
 	geoSweepDwell = flag.Duration("geosweep.dwell", 0, "TestGeoSimSweep: the tokens' Dwell (0: nodesim's, five token intervals)")
 	geoSweepPM    = flag.Duration("geosweep.promotedmargin", 0, "TestGeoSimSweep: the tokens' PromotedMargin (0: the default, 3 × node.LiveMargin = 15 ms)")
+	geoSweepN     = flag.Int("geosweep.n", 100, "TestGeoSimSweep: nodes, on the first N PlanetLab hosts")
+	geoSweepS     = flag.Int("geosweep.s", 10, "TestGeoSimSweep: superpeers (tokens)")
 )
 
 // TestGeoSimSweep is issue 21's cheap measure: the simulator's side of
-// GeoLive alone (100 PlanetLab hosts, S = 10, 300 s, the node machines in
+// GeoLive alone (100 PlanetLab hosts, S = 10, or -geosweep.n and -s; 300 s, the node machines in
 // nodesim), over a range of seeds, two at a time, printing each seed's
 // settle time and its quality (÷ random, ÷ offline) at 60 s and at the
 // end. About 50 s of wall time for seeds 1-8 on 2 shared cores. The
@@ -99,7 +101,7 @@ func TestGeoSimSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := GeoLiveConfig{N: 100, S: 10, Duration: 5 * time.Minute}
+	cfg := GeoLiveConfig{N: *geoSweepN, S: *geoSweepS, Duration: 5 * time.Minute}
 	hosts := make([]int, cfg.N)
 	for i := range hosts {
 		hosts[i] = i
