@@ -254,7 +254,7 @@ func (c *clusterMembership) askAround(ctx context.Context) peer.ID {
 // whether the node serves its cluster (with its state), and its
 // superpeer. It starts or stops serving and the backbone, and asks for a
 // registration when the registrar changed.
-func (c *clusterMembership) follow(ctx context.Context, to peer.ID, serves bool, st node.State, term uint64) {
+func (c *clusterMembership) follow(ctx context.Context, to peer.ID, serves bool, st node.State, term uint64, refused []peer.ID) {
 	c.mu.Lock()
 	changed := to != c.to
 	c.to = to
@@ -262,7 +262,7 @@ func (c *clusterMembership) follow(ctx context.Context, to peer.ID, serves bool,
 	c.serving = serves
 	c.mu.Unlock()
 	if serves {
-		if err := c.reg.setServing(st.K, st.ClusterKey, st.Size); err != nil {
+		if err := c.reg.setServing(st.K, st.ClusterKey, st.Size, refused); err != nil {
 			c.n.log.Warn("registry", "err", err)
 		}
 		c.publish(ctx, st, term)

@@ -88,7 +88,14 @@ func (p *regPeer) announce(t *testing.T, k int, superpeer bool) {
 func (p *regPeer) serve(t *testing.T, k int) {
 	t.Helper()
 	p.announce(t, k, true)
-	if err := p.reg.setServing(k, dhtselect.KeyOf(p.n.self).Cluster(k), dhtselect.Estimate{N: 42, Source: dhtselect.SourceRouting}); err != nil {
+	p.serveRefusing(t, k, nil)
+}
+
+// serveRefusing makes p the superpeer of its cluster at k, its machine
+// refusing the identities refused (sorted).
+func (p *regPeer) serveRefusing(t *testing.T, k int, refused []peer.ID) {
+	t.Helper()
+	if err := p.reg.setServing(k, dhtselect.KeyOf(p.n.self).Cluster(k), dhtselect.Estimate{N: 42, Source: dhtselect.SourceRouting}, refused); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -759,6 +766,48 @@ func TestRegisterCrowded(t *testing.T) {
 	}
 	if st := ask(ms[3], flood); st != regCrowded {
 		t.Errorf("a third identity of %s beside two members refreshing: %v, want %v", flood, st, regCrowded)
+	}
+}
+
+// The identities that the superpeer's machine refuses (it saw their
+// address flooded, e.g. on the backbone) are crowded at the registry
+// too, whatever the registry counted itself: they leave the roster its
+// members get, and are refused while the machine refuses them; taken
+// again once it does not. Two identities of one group are within perAddr:
+// the registry alone would take them (as it did in the live
+// TestSybilsScoped when a flood sent one cluster no more than
+// MaxPerAddr registrations and the rest backbone summaries).
+func TestRegisterRefusedByTheMachine(t *testing.T) {
+	ps := regPeers(t, 4)
+	s, ms := ps[0], ps[1:]
+	s.reg.crowd = node.NewCrowding(perAddr, 4*maxRoster, s.reg.ttl)
+	s.reg.connected = func(peer.ID) bool { return true } // answer is called by hand: no connections
+	s.serve(t, 0)
+	const flood, other = "192.0.2.1", "192.0.2.2"
+	for i, g := range []string{flood, flood, other} {
+		if st := s.askFrom(t, ms[i], g); st != regSnapshot {
+			t.Fatalf("member %d from %s: %v, want a snapshot", i, g, st)
+		}
+	}
+	refused := sorted(ms[0], ms[1])
+	s.serveRefusing(t, 0, refused)
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, ms[2])) {
+		t.Fatalf("roster %v once the machine refuses %v, want %v", got, refused, sorted(s, ms[2]))
+	}
+	for _, p := range ms[:2] {
+		if st := s.askFrom(t, p, flood); st != regCrowded {
+			t.Errorf("an identity the machine refuses: %v, want %v", st, regCrowded)
+		}
+	}
+	if st := s.askFrom(t, ms[2], other); st.refusal() {
+		t.Errorf("the member of the other group: %v", st)
+	}
+	if got := ids(s.reg.members()); !slices.Equal(got, sorted(s, ms[2])) {
+		t.Errorf("roster %v while the machine refuses %v, want %v", got, refused, sorted(s, ms[2]))
+	}
+	s.serveRefusing(t, 0, nil)
+	if st := s.askFrom(t, ms[0], flood); st.refusal() {
+		t.Errorf("an identity the machine no longer refuses: %v, want it taken", st)
 	}
 }
 

@@ -194,6 +194,18 @@ func (m *Machine) unseen(now time.Time, k int, ck dhtselect.Key) []peer.ID {
 // which may not be a superpeer.
 var errFlooded = errors.New("lookup ended at an identity whose address shows more identities than MaxPerAddr")
 
+// Refused returns the identities of the address groups the node found
+// flooded at its last evaluation, sorted: they count for nothing here,
+// and a superpeer's registry refuses them and takes them out of the
+// roster it hands its members (whose own views, without the backbone's
+// summaries, may show fewer of them than MaxPerAddr). The machine's own
+// slice, replaced and never changed: not to be modified.
+func (m *Machine) Refused() []peer.ID { return m.refused }
+
+// IsRefused reports whether p is among refused (sorted, as Refused
+// returns it).
+func IsRefused(refused []peer.ID, p peer.ID) bool { return isRefused(refused, p) }
+
 // isRefused reports whether p is an identity of a flooded address group.
 func isRefused(refused []peer.ID, p peer.ID) bool {
 	_, ok := slices.BinarySearch(refused, p)

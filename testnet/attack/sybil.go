@@ -61,6 +61,12 @@ type SybilConfig struct {
 	Network string
 	// N is the number of identities.
 	N int
+	// Keys are the identities' keys, N of them; default: N fresh keys.
+	// A test that needs the identities spread over the clusters in a
+	// known way grinds them (at random, N sybils fall into the clusters
+	// of a swarm as a binomial: with 20 and two clusters, one in a
+	// hundred runs gives one cluster MaxPerAddr or fewer).
+	Keys []crypto.PrivKey
 	// Listen is the one address they listen on, and so dial from (TCP
 	// dials from its listening address); default 127.0.0.1.
 	Listen string
@@ -80,6 +86,9 @@ type SybilConfig struct {
 func StartSybils(ctx context.Context, cfg SybilConfig) (*Sybils, error) {
 	if cfg.N <= 0 || cfg.Network == "" {
 		return nil, fmt.Errorf("attack: sybils need a network and N > 0 (got %q, %d)", cfg.Network, cfg.N)
+	}
+	if cfg.Keys != nil && len(cfg.Keys) != cfg.N {
+		return nil, fmt.Errorf("attack: %d sybil keys for N = %d", len(cfg.Keys), cfg.N)
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1"
@@ -121,7 +130,9 @@ func (s *Sybils) start(ctx, runCtx context.Context, cfg SybilConfig) error {
 	keys := make([]crypto.PrivKey, cfg.N)
 	addrs := make([][]string, cfg.N)
 	for i := range keys {
-		if keys[i], _, err = crypto.GenerateEd25519Key(nil); err != nil {
+		if i < len(cfg.Keys) {
+			keys[i] = cfg.Keys[i]
+		} else if keys[i], _, err = crypto.GenerateEd25519Key(nil); err != nil {
 			return fmt.Errorf("attack: sybil key: %w", err)
 		}
 		id, _ := peer.IDFromPrivateKey(keys[i])
