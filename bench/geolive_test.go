@@ -71,6 +71,7 @@ var (
 	geoSweepTrace = flag.Bool("geosweep.trace", false, "TestGeoSimSweep: also print each run's placement every 5 s up to 150 s")
 	geoSweepDwell = flag.Duration("geosweep.dwell", 0, "TestGeoSimSweep: the tokens' Dwell (0: nodesim's, five token intervals)")
 	geoSweepPM    = flag.Duration("geosweep.promotedmargin", 0, "TestGeoSimSweep: the tokens' PromotedMargin (0: the default, 3 × node.LiveMargin = 15 ms)")
+	geoSweepCool  = flag.Int("geosweep.cooling", 0, "TestGeoSimSweep: the tokens' Cooling (0: the overlay's, 4)")
 	geoSweepN     = flag.Int("geosweep.n", 100, "TestGeoSimSweep: nodes, on the first N PlanetLab hosts")
 	geoSweepS     = flag.Int("geosweep.s", 10, "TestGeoSimSweep: superpeers (tokens)")
 )
@@ -123,8 +124,8 @@ func TestGeoSimSweep(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	if *geoSweepDwell != 0 || *geoSweepPM != 0 {
-		cfg.SimTokens = &geometric.Config{Dwell: *geoSweepDwell, PromotedMargin: *geoSweepPM}
+	if *geoSweepDwell != 0 || *geoSweepPM != 0 || *geoSweepCool != 0 {
+		cfg.SimTokens = &geometric.Config{Dwell: *geoSweepDwell, PromotedMargin: *geoSweepPM, Cooling: *geoSweepCool}
 	}
 	out := make([]GeoLiveSide, b-a+1)
 	var wg sync.WaitGroup
