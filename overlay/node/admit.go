@@ -203,11 +203,8 @@ var errFlooded = errors.New("lookup ended at an identity whose address shows mor
 func (m *Machine) Refused() []peer.ID { return m.refused }
 
 // IsRefused reports whether p is among refused (sorted, as Refused
-// returns it).
-func IsRefused(refused []peer.ID, p peer.ID) bool { return isRefused(refused, p) }
-
-// isRefused reports whether p is an identity of a flooded address group.
-func isRefused(refused []peer.ID, p peer.ID) bool {
+// returns it): an identity of a flooded address group.
+func IsRefused(refused []peer.ID, p peer.ID) bool {
 	_, ok := slices.BinarySearch(refused, p)
 	return ok
 }
@@ -217,7 +214,7 @@ func isRefused(refused []peer.ID, p peer.ID) bool {
 // connected peer; with it, a connected peer whose group is not flooded)
 // that speaks the overlay's closer protocol.
 func (m *Machine) countsForSize(p RoutingPeer) bool {
-	if p.Connected && p.Closer && !isRefused(m.refused, p.ID) {
+	if p.Connected && p.Closer && !IsRefused(m.refused, p.ID) {
 		return true // the cheaper test first: most routing peers pass it
 	}
 	_, ok := m.member(p.ID)
@@ -230,7 +227,7 @@ func (m *Machine) countsForSize(p RoutingPeer) bool {
 // that speaks the protocol or a member (whose protocols may not be known
 // yet: it was not connected). A peer it may not ask counts as failed.
 func (r LookupRequest) MayAsk(p peer.ID, closer bool) bool {
-	if isRefused(r.refused, p) {
+	if IsRefused(r.refused, p) {
 		return false
 	}
 	if closer {

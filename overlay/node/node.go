@@ -1242,7 +1242,7 @@ func (m *Machine) ownEstimateOf(known int) dhtselect.Estimate {
 		switch {
 		case m.countsForSize(p):
 			in.Routing = append(in.Routing, m.keyOf(i))
-		case isRefused(m.refused, p.ID):
+		case IsRefused(m.refused, p.ID):
 			// Sybils crowd the buckets: without them the table looked
 			// as if it held every peer (found by the node simulator:
 			// 40 identities from one address left 24 honest peers
@@ -1445,7 +1445,7 @@ func (m *Machine) lookupDone(now time.Time, in LookupDone) {
 	}
 	m.inflight = false
 	m.queries += uint64(in.Queries)
-	if in.Err == nil && isRefused(m.refused, in.Superpeer) {
+	if in.Err == nil && IsRefused(m.refused, in.Superpeer) {
 		in.Err = errFlooded // its address flooded while the lookup ran
 	}
 	if in.Err != nil {
@@ -1528,12 +1528,12 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup, current, registrar peer.ID) []peer.ID {
 	var extra []peer.ID
 	for _, p := range []peer.ID{lookup, current, registrar} {
-		if p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck && !isRefused(m.refused, p) {
+		if p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck && !IsRefused(m.refused, p) {
 			extra = append(extra, p)
 		}
 	}
 	for _, p := range m.backbone.claimers(k, ck) {
-		if p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && !isRefused(m.refused, p) {
+		if p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && !IsRefused(m.refused, p) {
 			extra = append(extra, p)
 		}
 	}

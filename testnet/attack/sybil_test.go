@@ -45,8 +45,7 @@ func TestSybilsScoped(t *testing.T) {
 		oneConnection bool
 		first         int
 	}{{false, 10}, {false, node.DefaultMaxPerAddr}, {true, 10}} {
-		oneConnection := c.oneConnection
-		t.Run(fmt.Sprintf("one-connection=%v/first=%d", oneConnection, c.first), func(t *testing.T) {
+		t.Run(fmt.Sprintf("one-connection=%v/first=%d", c.oneConnection, c.first), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // against hangs
 			defer cancel()
 			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -77,7 +76,7 @@ func TestSybilsScoped(t *testing.T) {
 				keys[i] = keyWhere(t, func(b byte) bool { return b < 0x80 == (i < c.first) })
 			}
 			syb, err := StartSybils(ctx, SybilConfig{Network: "default", N: n, Keys: keys, Bootstrap: infos, Interval: 300 * time.Millisecond,
-				OneConnection: oneConnection})
+				OneConnection: c.oneConnection})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +85,7 @@ func TestSybilsScoped(t *testing.T) {
 			for _, p := range syb.IDs() {
 				sybil[p] = true
 			}
-			if !oneConnection {
+			if !c.oneConnection {
 				// The registry takes at most MaxPerAddr identities of an
 				// address, and refuses the others (crowded): every
 				// sybil is answered, at most MaxPerAddr per superpeer
