@@ -52,7 +52,8 @@ type ScenarioConfig struct {
 	Name string
 	// Kills is how many superpeers kill-superpeer stops, one at a time,
 	// each once the previous one's cluster has a live superpeer again.
-	// Default 1.
+	// Each victim is a random superpeer that some peer names (any claimant
+	// when none is named). Default 1.
 	Kills int
 	// Rate is the fraction of the peers that churn replaces per minute.
 	// Default 0.1.
@@ -434,16 +435,24 @@ func (sc *ScenarioConfig) fill() error {
 func (t *Net) killSuperpeers(ctx context.Context, o *observer, rng *rand.Rand, kills int, graceful bool, faults *[]string) error {
 	o.prog.plan(kills, "")
 	for i := range kills {
-		supers := t.superpeers()
+		supers, named := t.superpeers(), t.namedSuperpeers()
 		if len(supers) == 0 || len(t.Members()) < 2 {
 			return fmt.Errorf("testnet: no superpeer left to stop after %d kills", i)
 		}
-		victim := supers[rng.IntN(len(supers))]
+		// A claimant that no peer names (a superpeer alone in its cluster,
+		// or one that has just claimed and not been heard yet, as an
+		// invitation group's leader before the merge) has no failover to
+		// time; it is stopped only when no other superpeer is left.
+		pool, note := named, ""
+		if len(named) == 0 {
+			pool, note = supers, " (no peer names it: no failover to time)"
+		}
+		victim := pool[rng.IntN(len(pool))]
 		verb := "stop superpeer "
 		if graceful {
 			verb = "shut down superpeer "
 		}
-		*faults = append(*faults, verb+victim.String())
+		*faults = append(*faults, verb+victim.String()+note)
 		o.prog.fault(verb + short(victim.String()) + ", wait until its peers have another")
 		if err := o.stop(victim, graceful); err != nil {
 			return err
@@ -466,6 +475,26 @@ func (t *Net) superpeers() []peer.ID {
 	for _, n := range t.Members() {
 		if n.State().Role == overlay.RoleSuperpeer {
 			out = append(out, n.ID())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// namedSuperpeers lists the live superpeers that some other live node
+// names its superpeer, sorted.
+func (t *Net) namedSuperpeers() []peer.ID {
+	nodes := t.Members()
+	claims := map[peer.ID]bool{}
+	for _, n := range nodes {
+		if n.State().Role == overlay.RoleSuperpeer {
+			claims[n.ID()] = true
+		}
+	}
+	var out []peer.ID
+	for _, n := range nodes {
+		if sp := n.State().Superpeer.ID; sp != n.ID() && claims[sp] && !slices.Contains(out, sp) {
+			out = append(out, sp)
 		}
 	}
 	slices.Sort(out)
