@@ -44,7 +44,10 @@ type CoordConfig struct {
 
 	// Rand supplies the small deterministic nudges that keep the coordinate
 	// off the points where serf would use global randomness. Nil means a
-	// source with a fixed seed.
+	// source with a fixed seed, the same for every Client: give each peer
+	// a source of its own, or all of them leave the origin in the same
+	// direction, microseconds apart, where serf's height step (which
+	// divides by that distance) throws heights to seconds.
 	Rand *rand.Rand
 }
 

@@ -499,14 +499,6 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: geometric: %w", err)
 	}
-	cc := gc.Coords
-	if cc == (geometric.CoordConfig{}) {
-		cc = geometric.DefaultCoordConfig()
-	}
-	client, err := geometric.NewClient(cc)
-	if err != nil {
-		return nil, fmt.Errorf("node: geometric: %w", err)
-	}
 	holder, err := geometric.NewHolder(geometric.ID(cfg.Self), tc)
 	if err != nil {
 		return nil, fmt.Errorf("node: geometric: %w", err)
@@ -515,6 +507,25 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 	h.Write([]byte(gc.Network))
 	seed := h.Sum64() // shared by the network: initial holders, re-homing
 	h.Write([]byte(cfg.Self))
+	cc := gc.Coords
+	if cc == (geometric.CoordConfig{}) {
+		cc = geometric.DefaultCoordConfig()
+	}
+	if cc.Rand == nil {
+		// The nudges that keep serf off the origin must differ between
+		// nodes. With one fixed source for all (geometric's default)
+		// every node left the origin in the same direction, their Vecs
+		// microseconds apart: serf's height step, which divides by that
+		// distance, threw heights to 0.1 to 0.4 s (19.5 s once), and the
+		// coordinates' median error was still 0.22 after 120 samples a
+		// node (nodesim, 100 PlanetLab hosts) where nodes that start
+		// apart reach 0.14.
+		cc.Rand = rand.New(rand.NewPCG(h.Sum64(), 0xc00d))
+	}
+	client, err := geometric.NewClient(cc)
+	if err != nil {
+		return nil, fmt.Errorf("node: geometric: %w", err)
+	}
 	g := &geoMachine{
 		m: m, cfg: gc, tc: tc, seed: seed, client: client, holder: holder,
 		// The node's own choices (ping targets, jitter, long neighbours)

@@ -243,3 +243,32 @@ func TestGeoPingTargets(t *testing.T) {
 		t.Errorf("an error of 0: %v, %v (the claim's now %v); want %v, the claim untouched", got.Error, err, c.Error, minPeerError)
 	}
 }
+
+// Nodes leave the origin in different directions: the nudges that keep
+// serf off the origin come from a source of each node's own. With one
+// source for all, every node's first samples put it at the same point, a
+// few microseconds from every other, where serf's height step (divided by
+// that distance) threw heights to seconds, and the coordinates of 100
+// PlanetLab nodes took minutes to recover.
+func TestGeoCoordsStartApart(t *testing.T) {
+	var vecs [][]float64
+	for _, self := range []string{"a", "b", "c"} {
+		m := mustNew(t, geoTestConfig(self, 1))
+		remote := at(t, 0) // a peer at the origin, as every peer starts
+		if _, err := m.geo.client.Sample("x", remote, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		vecs = append(vecs, m.geo.client.Coordinate().Vec)
+	}
+	for i := range vecs {
+		for j := range i {
+			var dot, ni, nj float64
+			for k := range vecs[i] {
+				dot, ni, nj = dot+vecs[i][k]*vecs[j][k], ni+vecs[i][k]*vecs[i][k], nj+vecs[j][k]*vecs[j][k]
+			}
+			if c := dot / math.Sqrt(ni*nj); c > 0.99 {
+				t.Errorf("nodes %d and %d left the origin in the same direction (cosine %.4f): %v and %v", j, i, c, vecs[j], vecs[i])
+			}
+		}
+	}
+}
