@@ -2,8 +2,12 @@ package testnet
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/dhtselect"
 )
@@ -129,11 +133,15 @@ func TestPartitionHealReconnects(t *testing.T) {
 // once. It waited for that failover until its timeout (peer testnet -n 4
 // --superpeers 4 --scenario kill-superpeer --seed 3; with the geometric
 // strategy a superpeer with no members, seen at -n 16 --superpeers 4).
+// The scenario prefers a superpeer that some peer names, so the net's
+// seed is one whose four keys fall in four clusters: every superpeer is
+// alone.
 func TestKillLoneSuperpeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 4 libp2p nodes")
 	}
-	tn := startNet(t, Config{N: 4, Target: dhtselect.Target{Superpeers: 4}, Seed: 3})
+	seed := loneSeed(t, 4)
+	tn := startNet(t, Config{N: 4, Target: dhtselect.Target{Superpeers: 4}, Seed: seed})
 	waitConverged(t, tn, tn.Started())
 	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
 	defer cancel()
@@ -145,4 +153,34 @@ func TestKillLoneSuperpeer(t *testing.T) {
 	if len(r.Faults) != 1 || r.FailoverMS.N != 0 || r.Orphans != 0 {
 		t.Errorf("faults %v, failovers %+v, %d orphans; want one stop, nothing to fail over, no orphan", r.Faults, r.FailoverMS, r.Orphans)
 	}
+}
+
+// loneSeed returns the first seed whose n keys (as Net draws them) fall
+// in n different clusters of the n = 2^k the keys' first k bits name.
+func loneSeed(t *testing.T, n int) uint64 {
+	t.Helper()
+	k, err := dhtselect.BitsFor(n)
+	if err != nil || 1<<k != n {
+		t.Fatalf("loneSeed(%d): want a power of two", n)
+	}
+	for seed := uint64(1); seed < 1000; seed++ {
+		keys := rand.NewChaCha8(seedBytes(seed))
+		seen := map[byte]bool{}
+		for range n {
+			sk, _, err := crypto.GenerateEd25519Key(keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := peer.IDFromPrivateKey(sk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[dhtselect.KeyOf(id)[0]>>(8-k)] = true
+		}
+		if len(seen) == n {
+			return seed
+		}
+	}
+	t.Fatalf("no seed below 1000 puts %d keys in %d clusters", n, n)
+	return 0
 }
