@@ -435,14 +435,15 @@ func (sc *ScenarioConfig) fill() error {
 func (t *Net) killSuperpeers(ctx context.Context, o *observer, rng *rand.Rand, kills int, graceful bool, faults *[]string) error {
 	o.prog.plan(kills, "")
 	for i := range kills {
-		supers, named := t.superpeers(), t.namedSuperpeers()
+		supers := t.superpeers()
+		named := t.namedSuperpeers(supers)
 		if len(supers) == 0 || len(t.Members()) < 2 {
 			return fmt.Errorf("testnet: no superpeer left to stop after %d kills", i)
 		}
 		// A claimant that no peer names (a superpeer alone in its cluster,
 		// or one that has just claimed and not been heard yet, as an
 		// invitation group's leader before the merge) has no failover to
-		// time; it is stopped only when no other superpeer is left.
+		// time; one is stopped only when no superpeer is named.
 		pool, note := named, ""
 		if len(named) == 0 {
 			pool, note = supers, " (no peer names it: no failover to time)"
@@ -481,19 +482,12 @@ func (t *Net) superpeers() []peer.ID {
 	return out
 }
 
-// namedSuperpeers lists the live superpeers that some other live node
-// names its superpeer, sorted.
-func (t *Net) namedSuperpeers() []peer.ID {
-	nodes := t.Members()
-	claims := map[peer.ID]bool{}
-	for _, n := range nodes {
-		if n.State().Role == overlay.RoleSuperpeer {
-			claims[n.ID()] = true
-		}
-	}
+// namedSuperpeers lists those of supers (sorted) that some other live
+// node names its superpeer, sorted.
+func (t *Net) namedSuperpeers(supers []peer.ID) []peer.ID {
 	var out []peer.ID
-	for _, n := range nodes {
-		if sp := n.State().Superpeer.ID; sp != n.ID() && claims[sp] && !slices.Contains(out, sp) {
+	for _, n := range t.Members() {
+		if sp := n.State().Superpeer.ID; sp != n.ID() && slices.Contains(supers, sp) && !slices.Contains(out, sp) {
 			out = append(out, sp)
 		}
 	}
