@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"github.com/superpeer/superpeer/dhtselect"
 )
 
@@ -156,7 +153,7 @@ func TestKillLoneSuperpeer(t *testing.T) {
 }
 
 // loneSeed returns the first seed whose n keys (as Net draws them) fall
-// in n different clusters of the n = 2^k the keys' first k bits name.
+// in n different clusters at k = log2 n.
 func loneSeed(t *testing.T, n int) uint64 {
 	t.Helper()
 	k, err := dhtselect.BitsFor(n)
@@ -165,17 +162,13 @@ func loneSeed(t *testing.T, n int) uint64 {
 	}
 	for seed := uint64(1); seed < 1000; seed++ {
 		keys := rand.NewChaCha8(seedBytes(seed))
-		seen := map[byte]bool{}
+		seen := map[dhtselect.Key]bool{}
 		for range n {
-			sk, _, err := crypto.GenerateEd25519Key(keys)
+			_, id, err := nextKey(keys)
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := peer.IDFromPrivateKey(sk)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen[dhtselect.KeyOf(id)[0]>>(8-k)] = true
+			seen[dhtselect.KeyOf(id).Cluster(k)] = true
 		}
 		if len(seen) == n {
 			return seed

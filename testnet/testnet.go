@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -203,11 +204,7 @@ func Start(ctx context.Context, cfg Config) (*Net, error) {
 // startNode starts node i, which must be the next, with the next key,
 // bootstrapped from node boot unless it is node 0.
 func (t *Net) startNode(ctx context.Context, i, boot int) error {
-	sk, _, err := crypto.GenerateEd25519Key(t.keys)
-	if err != nil {
-		return err
-	}
-	id, err := peer.IDFromPrivateKey(sk)
+	sk, id, err := nextKey(t.keys)
 	if err != nil {
 		return err
 	}
@@ -252,6 +249,17 @@ func (t *Net) Join(ctx context.Context) (Member, error) {
 	defer t.mu.Unlock()
 	t.fault(t.ids[i], "node %d (%s) joined", i, overlay.Short(t.ids[i].String()))
 	return t.nodes[i], nil
+}
+
+// nextKey draws the next node's key from keys (a Net's seeded source)
+// and returns it with its peer ID.
+func nextKey(keys io.Reader) (crypto.PrivKey, peer.ID, error) {
+	sk, _, err := crypto.GenerateEd25519Key(keys)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := peer.IDFromPrivateKey(sk)
+	return sk, id, err
 }
 
 func seedBytes(seed uint64) [32]byte {
