@@ -155,6 +155,9 @@ func (f *TokenForger) Run(ctx context.Context, t Target) error {
 	}
 	for ctx.Err() == nil {
 		if err := f.identity(ctx, t, sybil); err != nil {
+			if ctx.Err() != nil {
+				return nil // a fresh identity cut short by the end of the attack
+			}
 			return err
 		}
 		select {
