@@ -168,6 +168,8 @@ type Holder struct {
 	tried   []ID // on leaving, the neighbours a pass was tried to
 	// stale is set when an input changed since the last decision to stay.
 	stale bool
+	// pinned: the token stays for the coordinates' forces (Pin).
+	pinned bool
 }
 
 // NewHolder returns the state machine of peer self. Zero fields of cfg take
@@ -303,7 +305,7 @@ func (h *Holder) Receive(t Token, now time.Time) error {
 	if old, ok := h.heard[t.Num]; ok && old.Token.Seq >= t.Seq {
 		return fmt.Errorf("geometric: peer %q refuses token %d at seq %d: %q holds it at seq %d", h.self, t.Num, t.Seq, old.Holder, old.Token.Seq)
 	}
-	h.held, h.token, h.since, h.super, h.passing, h.stale = true, t, now, false, false, true
+	h.held, h.token, h.since, h.super, h.passing, h.stale, h.pinned = true, t, now, false, false, true, false
 	if t.Passes() >= Settled { // handed over (Handover): not in transit
 		h.super = true
 	}
@@ -343,6 +345,15 @@ func (h *Holder) Handover(to ID) []Output {
 	h.passing = true
 	return []Output{Pass{Token: Token{h.token.Num, h.token.Seq + Settled + 1}, To: to}}
 }
+
+// Pin keeps the token held where it is as far as the coordinates' forces
+// go (Tick no longer moves it), until it leaves this peer: a search on
+// measured RTTs (swap.go) judged this peer, and measurements outrank the
+// coordinates. Leave, Handover and Yield work as before.
+func (h *Holder) Pin() { h.pinned = h.held }
+
+// Pinned reports whether the token held is pinned (Pin).
+func (h *Holder) Pinned() bool { return h.held && h.pinned }
 
 // Takeover hands token t to this peer as Receive does, and promotes it at
 // once (output Promote): the cluster of t's holder, which is gone, elected
@@ -444,7 +455,7 @@ func (h *Holder) Tick(now time.Time) []Output {
 	if !h.held || h.passing || h.left || h.coord == nil {
 		return nil
 	}
-	if h.stale && now.Sub(h.since) >= h.cfg.MinHold {
+	if h.stale && !h.pinned && now.Sub(h.since) >= h.cfg.MinHold {
 		h.stale = false
 		if to, gain, ok := h.move(); ok {
 			h.passing = true

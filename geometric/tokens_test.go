@@ -636,3 +636,42 @@ func TestPopulationWeighsAttraction(t *testing.T) {
 		t.Errorf("the pull gains %v s with a population of 2, want %v s as with the 3 peers known", below, known)
 	}
 }
+
+// TestPin: a pinned holder keeps its token where the forces would move
+// it (TestRepulsionPushesAway's field), and still hands it over; a token
+// received again is not pinned.
+func TestPin(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Attraction = -1
+	a, b := peer("a", 0, 0), peer("b", 1, 0)
+	away := peer("away", -5, 0)
+	h := newHolder(t, a, cfg)
+	h.SetNeighbours([]Peer{away, b})
+	h.Pin() // holding nothing: no effect
+	mustReceive(t, h, Token{0, 3}, t0)
+	h.Observe(pos(1, 0, b))
+	h.Pin()
+	if !h.Pinned() {
+		t.Fatal("not pinned")
+	}
+	for _, at := range []time.Duration{time.Second, time.Hour} {
+		for _, o := range h.Tick(t0.Add(at)) {
+			if _, ok := o.(Pass); ok {
+				t.Fatalf("a pinned holder passed: %+v", o)
+			}
+		}
+	}
+	if out := h.Handover("away"); len(out) != 1 {
+		t.Fatalf("Handover of a pinned token = %v, want a pass", out)
+	}
+	h.PassDone(true)
+	mustReceive(t, h, Token{0, 9}, t0.Add(2*time.Hour))
+	h.Observe(pos(1, 0, b))
+	if h.Pinned() {
+		t.Fatal("a token received again is pinned")
+	}
+	out := withoutGain(t, h.Tick(t0.Add(2*time.Hour+time.Second)))
+	if want := []Output{Pass{Token: Token{0, 10}, To: "away"}}; !reflect.DeepEqual(out, want) {
+		t.Fatalf("Tick after a new receipt = %v, want %v (not pinned)", out, want)
+	}
+}
