@@ -62,7 +62,7 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/6.0.0": a frameAttach of one
+//   - attach "/superpeer/<network>/attach/7.0.0": a frameAttach of one
 //     byte of what the member says of itself (attachPrivate: it is
 //     private, attachFlapping: it flaps; other bits refused), then the
 //     member's coordinate (appendCoord: a uvarint count of components,
@@ -72,7 +72,9 @@ import (
 //     search on measured RTTs (overlay/node's geoswap.go): a uvarint count
 //     (1 to maxAttachRTTs) of uvarint RTTs in nanoseconds (each at most
 //     geometric.MaxRTT), to the superpeer first, then to each candidate
-//     it named; answered by a frameAnswer of 1 byte (1 accepted, 0
+//     it named, then, optionally, the member's next superpeer (a peer ID:
+//     a uvarint length, at most pb.MaxIDLen, and the ID's bytes) and its
+//     RTT to it (a uvarint as above); answered by a frameAnswer of 1 byte (1 accepted, 0
 //     refused) followed, when accepted, by the cluster: a uvarint count
 //     (at most pb.MaxIDs) of peer IDs, each a uvarint length (at most
 //     pb.MaxIDLen) and the ID's bytes, the superpeer first (appendIDs,
@@ -102,7 +104,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/6.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/7.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -224,7 +226,7 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p])
+			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p], rd.AttachSecond)
 			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Err: err})
 		}()
 	}
@@ -390,16 +392,20 @@ func attachFlags(private, flapping bool) byte {
 }
 
 // requestAttach asks p to take us, with what we say of ourselves (flags,
-// attachFlags), our coordinate c and our report rtts if any: yes with the
+// attachFlags), our coordinate c and our report rtts if any, with our next
+// superpeer second if any: yes with the
 // cluster, the candidates, the coordinates and the demoted members p
 // sent, or no (err nil: p answered no), or no answer (err).
-func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coordinate.Coordinate, rtts []time.Duration) (node.GeoAnswer, error) {
+func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coordinate.Coordinate, rtts []time.Duration, second node.PeerRTT) (node.GeoAnswer, error) {
 	if c == nil {
 		return node.GeoAnswer{}, fmt.Errorf("%w: attach request without a coordinate", errWire)
 	}
 	req := appendCoord([]byte{flags}, c)
 	if len(rtts) > 0 {
 		req = appendRTTs(req, rtts)
+		if second.Peer != "" && second.RTT > 0 {
+			req = appendSecond(req, second)
+		}
 	}
 	resp, err := g.n.request(ctx, p, g.attachProto, frameAttach, req, frameAnswer)
 	if err != nil || len(resp) == 0 || resp[0] != respYes[0] {
@@ -454,7 +460,8 @@ func appendAttachYes(b []byte, a node.GeoAnswer) []byte {
 }
 
 // readAttachRequest reads an attach request from a member: attachFlags'
-// byte (no other bit set), its coordinate and its report, if any.
+// byte (no other bit set), its coordinate and its report, if any, with
+// its next superpeer, if any.
 func readAttachRequest(from peer.ID, req []byte) (node.AttachAsked, error) {
 	in, err := decodeAll(req, func(r *bufio.Reader) (node.AttachAsked, error) {
 		in := node.AttachAsked{From: from}
@@ -469,8 +476,14 @@ func readAttachRequest(from peer.ID, req []byte) (node.AttachAsked, error) {
 		if in.Coord, err = readCoord(r); err != nil {
 			return in, err
 		}
+		if _, more := r.Peek(1); more != nil {
+			return in, nil
+		}
+		if in.RTTs, err = readRTTs(r); err != nil {
+			return in, err
+		}
 		if _, more := r.Peek(1); more == nil {
-			in.RTTs, err = readRTTs(r)
+			in.Second, err = readSecond(r)
 		}
 		return in, err
 	})
@@ -588,6 +601,27 @@ func appendRTTs(b []byte, rtts []time.Duration) []byte {
 		b = binary.AppendUvarint(b, uint64(min(max(d, 1), geometric.MaxRTT)))
 	}
 	return b
+}
+
+// readSecond reads a member's next superpeer: a peer ID (readID) and a
+// uvarint RTT in nanoseconds, in (0, geometric.MaxRTT].
+func readSecond(r *bufio.Reader) (node.PeerRTT, error) {
+	id, err := readID(r)
+	if err != nil {
+		return node.PeerRTT{}, err
+	}
+	v, err := binary.ReadUvarint(r)
+	if err != nil || v == 0 || v > uint64(geometric.MaxRTT) {
+		return node.PeerRTT{}, fmt.Errorf("RTT to the next superpeer %d ns: %v", v, err)
+	}
+	return node.PeerRTT{Peer: id, RTT: time.Duration(v)}, nil
+}
+
+// appendSecond is readSecond's writer.
+func appendSecond(b []byte, s node.PeerRTT) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s.Peer)))
+	b = append(b, s.Peer...)
+	return binary.AppendUvarint(b, uint64(min(max(s.RTT, 1), geometric.MaxRTT)))
 }
 
 // readID reads a peer ID: a uvarint length (1 to pb.MaxIDLen, the

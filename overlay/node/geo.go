@@ -194,7 +194,9 @@ type PassDone struct {
 // GeoAnswer's, read right after the Step. RTTs, when set, is From's report
 // for the search on measured RTTs (geoswap.go): the RTT it measures to
 // this node, then to each candidate this node named. Coord is From's
-// coordinate (GeoReady.AttachCoord), nil if it sent none. Private and
+// coordinate (GeoReady.AttachCoord), nil if it sent none. Second, with a
+// report, is From's next superpeer and its RTT to it (GeoReady.AttachSecond;
+// zero: none); a claim like the RTTs, which geometric.Swap bounds. Private and
 // Flapping are what From says of itself (GeoReady.AttachPrivate,
 // AttachFlapping): a claim that can only make it less eligible (it ranks
 // last in the cluster's election and is handed no token), so it is taken
@@ -202,6 +204,7 @@ type PassDone struct {
 type AttachAsked struct {
 	From     peer.ID
 	RTTs     []time.Duration
+	Second   PeerRTT
 	Coord    *coordinate.Coordinate
 	Private  bool
 	Flapping bool
@@ -221,6 +224,13 @@ type AttachDone struct {
 	Coords     []PeerCoord
 	Demoted    []peer.ID
 	Err        error
+}
+
+// PeerRTT is a peer and the RTT measured to it: a member's next
+// superpeer in its report (AttachAsked.Second, GeoReady.AttachSecond).
+type PeerRTT struct {
+	Peer peer.ID
+	RTT  time.Duration
 }
 
 // PeerCoord is a peer's coordinate, as a superpeer passes its members'
@@ -266,14 +276,17 @@ type GeoReady struct {
 	Passes []TokenPass
 	// Attach are peers to ask to attach to; each answers with AttachDone.
 	// AttachRTTs holds the report to send with the request to a peer, if
-	// any (AttachAsked.RTTs); AttachCoord is the node's coordinate, to
-	// send with each request (AttachAsked.Coord).
+	// any (AttachAsked.RTTs), and AttachSecond goes with it: the node's
+	// next superpeer and its RTT (AttachAsked.Second; zero: none);
+	// AttachCoord is the node's coordinate, to send with each request
+	// (AttachAsked.Coord).
 	//
 	// AttachPrivate and AttachFlapping are what the node says of itself
 	// with each request (AttachAsked.Private, Flapping): that it is
 	// private, and that it flaps.
 	Attach         []peer.ID
 	AttachRTTs     map[peer.ID][]time.Duration
+	AttachSecond   PeerRTT
 	AttachCoord    *coordinate.Coordinate
 	AttachPrivate  bool
 	AttachFlapping bool
@@ -443,7 +456,11 @@ type geoMachine struct {
 
 	// lostProbe is the lost holder whose connection the takeover last
 	// probed (election), when, and whether the ping failed.
-	lostProbe   peer.ID
+	lostProbe peer.ID
+	// abandoned is the lost superpeer this node left at abandonedAt
+	// (abandon).
+	abandoned   peer.ID
+	abandonedAt time.Time
 	lostProbeAt time.Time
 	lostSilent  bool
 
@@ -1096,7 +1113,7 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 		delete(g.memberDemoted, in.From)
 	}
 	g.memberSent(in.From, in.Coord)
-	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs), Coords: g.share(in.From),
+	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs, in.Second), Coords: g.share(in.From),
 		Demoted: g.clusterDemoted()}
 	if !member {
 		g.update(now) // list a new member before it hears yes

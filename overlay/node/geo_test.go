@@ -894,3 +894,44 @@ func TestGeoAttachMovedToken(t *testing.T) {
 		})
 	}
 }
+
+// As TestGeoAttachMovedToken, but the peer that took the token over, y,
+// is not in the roster h gave o (it joined h's cluster after o's last
+// renewal, or it is a forger), and h's report lasts, so y's claim is not
+// believed: o does not follow y, and does not wait for h either; it
+// attaches to z, the other superpeer it believes, within three
+// failure-detection timeouts of h's death (abandon). Before, it waited
+// for h's report to expire and its attachTTL.
+func TestGeoAbandonLost(t *testing.T) {
+	cfg := geoTestConfig("o", 1)
+	cfg.Election = "bully"
+	d := newGeoDriver(t, cfg)
+	d.m.Step(d.now, view("o", "h", "x", "y", "z"))
+	d.feed = attachFeed(t, "h")
+	d.feed.Tokens[0].Token.Seq = 9
+	hReport := d.feed.Tokens[0]
+	zReport := TokenPos{Holder: "z", Token: geometric.Token{Num: 1, Seq: 3}, Coord: at(t, 0.08), Superpeer: true, Load: 1}
+	d.feed.Tokens = append(d.feed.Tokens, zReport)
+	d.feed.Connected = []peer.ID{"h", "x", "y", "z"}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", "o", "x"}} }
+	d.run(3 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "h" {
+		t.Fatalf("attached to %q, want h", sp)
+	}
+	died := d.now
+	d.feed = GeoFeed{Connected: []peer.ID{"h", "x", "y", "z"}, Tokens: []TokenPos{
+		hReport, zReport, {Holder: "y", Token: geometric.Rehomed(0, 9), Coord: at(t, 0.02), Superpeer: true}}}
+	d.attach = func(p peer.ID) AttachDone {
+		if p == "h" {
+			return AttachDone{To: p, Err: fmt.Errorf("no answer")}
+		}
+		return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "o"}}
+	}
+	for d.m.GeoState().Superpeer == "h" && d.now.Sub(died) < 3*d.m.Detection() {
+		d.run(100 * time.Millisecond)
+	}
+	if st := d.m.GeoState(); st.Superpeer != "z" {
+		t.Fatalf("%v after h died: attached to %q, want z (asked %v)", d.now.Sub(died), st.Superpeer, d.asked)
+	}
+	t.Logf("attached to z %v after h died (detection timeout %v)", d.now.Sub(died), d.m.Detection())
+}

@@ -89,6 +89,12 @@ func (g *geoMachine) startAttach(now time.Time) {
 	// election): go to it as soon as it reports the token.
 	// Its claim is what counts here, believed or not yet (the lost
 	// holder's report may not have expired): the election vouches for it.
+	if g.abandoned != "" && now.Sub(g.abandonedAt) < g.attachTTL() {
+		r.sps = slices.DeleteFunc(r.sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(g.abandoned) })
+		if r.current == g.abandoned {
+			r.current = ""
+		}
+	}
 	l := g.m.leaderOf(r.current)
 	claims := slices.ContainsFunc(g.claims, func(tp TokenPos) bool { return tp.Holder == l && tp.Superpeer })
 	if r.current != "" && l != "" && l != r.current && l != g.self() && (r.reports(l) || claims) {
@@ -113,6 +119,7 @@ func (g *geoMachine) ask(r *attachRound, stage int, p peer.ID) {
 			g.out.AttachRTTs = map[peer.ID][]time.Duration{}
 		}
 		g.out.AttachRTTs[p], g.swapSent = rtts, true
+		g.out.AttachSecond = g.nextSuperpeer(p)
 	}
 }
 
@@ -177,12 +184,40 @@ func (g *geoMachine) attachCurrent(now time.Time, r *attachRound) {
 // could not have before, when the elected one followed its claim and the
 // others followed the elected one.
 func (g *geoMachine) moved(now time.Time, tp TokenPos, holder peer.ID, members []peer.ID) {
-	if !tp.Superpeer || tp.Holder == g.self() || !slices.Contains(members, tp.Holder) || g.attached != holder || g.movedTo == tp.Holder {
+	if !tp.Superpeer || tp.Holder == g.self() || g.attached != holder || g.movedTo == tp.Holder {
+		return
+	}
+	if !slices.Contains(members, tp.Holder) {
+		g.abandon(now, holder)
 		return
 	}
 	g.movedTo, g.movedFrom = tp.Holder, holder
 	if r := g.round; r != nil && r.stage == askCurrent && r.asked == holder {
 		g.round = nil // stop waiting for the lost one's answer
+	}
+	g.nextAttch = now
+}
+
+// abandon leaves holder, the superpeer of this node's cluster, when the
+// cluster's election no longer names it (it found the holder silent, as
+// for moved) and the token of the cluster is claimed by a peer outside
+// the roster holder gave this node: a mate that joined the cluster after
+// this node's last renewal took it over, or a forger.
+// The claim is not followed; the next attachment round asks the nearest
+// other superpeer with room instead (startAttach), and the claim is
+// followed like any superpeer's once believed. Without it, a member whose
+// roster lacked the successor waited for the lost holder's report to
+// expire and its attachTTL: 30 s uncovered, against 3 detection timeouts
+// (TestGeoCrashTakeoverOutlivedConnection, seed 0, once the search pinned
+// its tokens: the crashed superpeer had taken a new member just before).
+func (g *geoMachine) abandon(now time.Time, holder peer.ID) {
+	if g.abandoned == holder {
+		return
+	}
+	g.abandoned, g.abandonedAt = holder, now
+	g.note(slog.LevelInfo, "geometric: our superpeer is lost and a peer outside our roster claims its token; attaching elsewhere", "superpeer", holder)
+	if r := g.round; r != nil && r.stage == askCurrent && r.asked == holder {
+		g.round = nil
 	}
 	g.nextAttch = now
 }

@@ -17,42 +17,17 @@ import (
 // from a member told the candidates before); with a majority
 // reported, s hands its token to the most central member, settled (a
 // pass of geometric.Settled passes more). With only one report of four,
-// it does not.
+// it does not, and does not pin its token either (no majority judged it).
 func TestGeoSwap(t *testing.T) {
 	pos := map[peer.ID]float64{"s": 0, "p1": 30, "p2": 31, "p3": 32, "p4": 33}
-	rtt := func(a, b peer.ID) time.Duration {
-		d := pos[a] - pos[b]
-		return time.Duration(max(d, -d) * float64(ms))
-	}
 	for _, reporters := range [][]peer.ID{{"p1", "p2", "p3"}, {"p1"}} {
-		cfg := geoTestConfig("s", 1)
-		cfg.Geo.Tokens.Capacity = 8
-		cfg.Geo.Tokens.MinHold = time.Hour // no move for the coordinates' forces
-		d := newGeoDriver(t, cfg)
-		d.ping = func(p peer.ID) (time.Duration, error) { return rtt("s", p), nil }
-		d.pass = func(TokenPass) bool { return true }
-		for p, x := range pos {
-			d.coords[p] = at(t, x/1000)
-		}
-		d.handOver("x", geometric.Token{Num: 0, Seq: 1})
-		d.run(7 * time.Second) // promoted after the dwell
-		ask := func(p peer.ID, rtts []time.Duration) GeoAnswer {
-			d.step(GeoFeed{Connected: d.feed.Connected})
-			d.step(AttachAsked{From: p, RTTs: rtts, Coord: d.coords[p]})
-			return d.m.GeoAnswer()
-		}
-		for p := range pos {
-			if p != "s" && !ask(p, nil).Yes {
-				t.Fatalf("%s refused", p)
-			}
-		}
+		d, ask, rtt := swapScene(t, pos)
 		if d.m.GeoState().Role != RoleSuperpeer {
 			t.Fatal("not a superpeer")
 		}
-		d.run(SnapshotTicks*time.Second + 2*time.Second) // the warm-up, then a round names candidates
-		cands := ask("p4", nil).Candidates               // a member learns them from its answer
+		cands := ask("p4", nil, PeerRTT{}).Candidates // a member learns them from its answer
 		for _, p := range reporters {
-			if c := ask(p, nil).Candidates; !slices.Equal(c, cands) {
+			if c := ask(p, nil, PeerRTT{}).Candidates; !slices.Equal(c, cands) {
 				t.Fatalf("%s told candidates %v, p4 %v", p, c, cands)
 			}
 		}
@@ -64,7 +39,7 @@ func TestGeoSwap(t *testing.T) {
 			for _, c := range cands {
 				rtts = append(rtts, max(rtt(p, c), time.Nanosecond))
 			}
-			ask(p, rtts)
+			ask(p, rtts, PeerRTT{})
 		}
 		d.passes = nil
 		d.run(2 * time.Second)
@@ -76,8 +51,125 @@ func TestGeoSwap(t *testing.T) {
 		if swapped && d.passes[0].To != "p2" && d.passes[0].To != "p3" {
 			t.Errorf("handed over to %s, want a central member (p2 or p3)", d.passes[0].To)
 		}
+		if !swapped && d.m.geo.holder.Pinned() {
+			t.Error("pinned on one report of four")
+		}
 		if swapped && (d.m.Swaps() != 1 || d.m.GeoState().Role == RoleSuperpeer) {
 			t.Errorf("after the hand-over: %d swaps counted, role %v", d.m.Swaps(), d.m.GeoState().Role)
 		}
+	}
+}
+
+// swapScene makes superpeer s of a cluster of members on a line at pos
+// (milliseconds; s among them), with its token held and promoted, every
+// member attached, and its search's warm-up over: the next request names
+// the candidates. ask steps an attach request of a member, with its
+// report and its next superpeer, and returns the answer; rtt is the
+// line's RTT.
+func swapScene(t *testing.T, pos map[peer.ID]float64) (*geoDriver, func(peer.ID, []time.Duration, PeerRTT) GeoAnswer, func(a, b peer.ID) time.Duration) {
+	t.Helper()
+	rtt := func(a, b peer.ID) time.Duration {
+		d := pos[a] - pos[b]
+		return time.Duration(max(d, -d) * float64(ms))
+	}
+	cfg := geoTestConfig("s", 1)
+	cfg.Geo.Tokens.Capacity = 8
+	cfg.Geo.Tokens.MinHold = time.Hour // no move for the coordinates' forces
+	d := newGeoDriver(t, cfg)
+	d.ping = func(p peer.ID) (time.Duration, error) { return rtt("s", p), nil }
+	d.pass = func(TokenPass) bool { return true }
+	for p, x := range pos {
+		d.coords[p] = at(t, x/1000)
+	}
+	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
+	d.run(7 * time.Second) // promoted after the dwell
+	ask := func(p peer.ID, rtts []time.Duration, second PeerRTT) GeoAnswer {
+		d.step(GeoFeed{Connected: d.feed.Connected})
+		d.step(AttachAsked{From: p, RTTs: rtts, Second: second, Coord: d.coords[p]})
+		return d.m.GeoAnswer()
+	}
+	for p := range pos {
+		if p != "s" && !ask(p, nil, PeerRTT{}).Yes {
+			t.Fatalf("%s refused", p)
+		}
+	}
+	if d.m.GeoState().Role != RoleSuperpeer {
+		t.Fatal("not a superpeer")
+	}
+	d.run(SnapshotTicks*time.Second + 2*time.Second) // the warm-up, then a round names candidates
+	return d, ask, rtt
+}
+
+// A member's next superpeer in its report (AttachAsked.Second): members
+// a1 and a2 sit 20 ms on one side of superpeer s, b and c 20 and 22 ms
+// on the other. Judged on the cluster alone no candidate gains (a move
+// towards b and c costs a1 and a2 what b and c gain); when a1 and a2
+// report a next superpeer 5 ms from them, which they would go to, s
+// hands its role to the central member on the far side, b or c. Kept
+// by a round that every member reported on, s's token is pinned against
+// the coordinates' forces.
+func TestGeoSwapSecond(t *testing.T) {
+	pos := map[peer.ID]float64{"s": 0, "a1": -20, "a2": -20.5, "b": 20, "c": 22}
+	for _, withSecond := range []bool{false, true} {
+		d, ask, rtt := swapScene(t, pos)
+		cands := ask("b", nil, PeerRTT{}).Candidates
+		if len(cands) == 0 {
+			t.Fatal("no candidates")
+		}
+		for _, p := range []peer.ID{"a1", "a2", "b", "c"} {
+			ask(p, nil, PeerRTT{}) // told the candidates
+		}
+		for _, p := range []peer.ID{"a1", "a2", "b", "c"} {
+			rtts := []time.Duration{rtt(p, "s")}
+			for _, c := range cands {
+				rtts = append(rtts, max(rtt(p, c), time.Nanosecond))
+			}
+			var second PeerRTT
+			if withSecond && p[0] == 'a' {
+				second = PeerRTT{Peer: "q", RTT: 5 * ms}
+			}
+			ask(p, rtts, second)
+		}
+		d.passes = nil
+		d.run(2 * time.Second)
+		swapped := len(d.passes) == 1 && d.passes[0].Token.Passes() > geometric.Settled
+		t.Logf("next superpeers %v, candidates %v: passes %+v", withSecond, cands, d.passes)
+		if swapped != withSecond {
+			t.Fatalf("next superpeers reported %v: handed over %v (passes %+v)", withSecond, swapped, d.passes)
+		}
+		if swapped && d.passes[0].To != "b" && d.passes[0].To != "c" {
+			t.Errorf("handed over to %s, want b or c", d.passes[0].To)
+		}
+		if !swapped && !d.m.geo.holder.Pinned() {
+			t.Error("every member reported and s kept its role: its token is not pinned against the forces")
+		}
+	}
+}
+
+// What a member reports as its next superpeer: of the believed
+// superpeers other than its own, with room, the one it measures nearest;
+// none when it measured none.
+func TestGeoNextSuperpeer(t *testing.T) {
+	cfg := geoTestConfig("m", 1)
+	cfg.Geo.Tokens.Capacity = 4
+	d := newGeoDriver(t, cfg)
+	g := d.m.geo
+	g.feed.Tokens = []TokenPos{
+		{Holder: "own", Superpeer: true, Load: 1},
+		{Holder: "full", Superpeer: true, Load: 4},
+		{Holder: "far", Superpeer: true, Load: 1},
+		{Holder: "near", Superpeer: true, Load: 3},
+		{Holder: "hot", Superpeer: false},
+		{Holder: "unmeasured", Superpeer: true, Load: 1},
+	}
+	if got := g.nextSuperpeer("own"); got != (PeerRTT{}) {
+		t.Errorf("nothing measured: %+v, want none", got)
+	}
+	g.rtt = map[peer.ID]time.Duration{"own": 1 * ms, "full": 2 * ms, "far": 30 * ms, "near": 10 * ms, "hot": 3 * ms}
+	if got, want := g.nextSuperpeer("own"), (PeerRTT{Peer: "near", RTT: 10 * ms}); got != want {
+		t.Errorf("next superpeer %+v, want %+v", got, want)
+	}
+	if got, want := g.nextSuperpeer("near"), (PeerRTT{Peer: "own", RTT: 1 * ms}); got != want {
+		t.Errorf("for a member of near: %+v, want %+v", got, want)
 	}
 }

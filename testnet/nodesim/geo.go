@@ -204,7 +204,11 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		if g.lie != nil {
 			c = g.lie
 		}
-		s.geoAttach(i, p, rd.AttachRTTs[p], c, rd.AttachPrivate, rd.AttachFlapping)
+		in := node.AttachAsked{RTTs: rd.AttachRTTs[p], Coord: c, Private: rd.AttachPrivate, Flapping: rd.AttachFlapping}
+		if in.RTTs != nil {
+			in.Second = rd.AttachSecond
+		}
+		s.geoAttach(i, p, in)
 	}
 	for _, v := range rd.Vouch {
 		s.geoVouch(i, v)
@@ -495,17 +499,18 @@ func (s *Sim) ForgePass(from, to int, t geometric.Token, done func(node.GeoAnswe
 }
 
 // geoAttach carries out an attach request (see geoRequest): the
-// superpeer's machine gets a fresh feed and the request (GeoFeed,
-// AttachAsked, with the report rtts for the search on measured RTTs and
-// the asker's coordinate c, and what it says of itself: private,
-// flapping), and decides (GeoAnswer, with the search's candidates, some
-// members' coordinates and the demoted members).
-func (s *Sim) geoAttach(i int, p peer.ID, rtts []time.Duration, c *coordinate.Coordinate, private, flapping bool) {
+// superpeer's machine gets a fresh feed and the request (GeoFeed, then
+// in from i: the report for the search on measured RTTs, the asker's
+// coordinate and what it says of itself), and decides (GeoAnswer, with
+// the search's candidates, some members' coordinates and the demoted
+// members).
+func (s *Sim) geoAttach(i int, p peer.ID, in node.AttachAsked) {
 	s.stats.GeoAttaches++
 	s.geoRequest(i, p,
 		func(m *node.Machine, j int, now time.Time, from peer.ID) {
 			m.Step(now, s.geoFeed(j))
-			m.Step(now, node.AttachAsked{From: from, RTTs: rtts, Coord: c, Private: private, Flapping: flapping})
+			in.From = from
+			m.Step(now, in)
 		},
 		func(a node.GeoAnswer, ok bool) node.Input {
 			if !ok {
