@@ -67,13 +67,14 @@ func TestGeoLiveTableSpread(t *testing.T) {
 }
 
 var (
-	geoSweep      = flag.String("geosweep.seeds", "", "TestGeoSimSweep: run the simulator's side of GeoLive alone at these seeds (from-to, e.g. 1-8)")
-	geoSweepTrace = flag.Bool("geosweep.trace", false, "TestGeoSimSweep: also print each run's placement every 5 s up to 150 s")
-	geoSweepDwell = flag.Duration("geosweep.dwell", 0, "TestGeoSimSweep: the tokens' Dwell (0: nodesim's, five token intervals)")
-	geoSweepPM    = flag.Duration("geosweep.promotedmargin", 0, "TestGeoSimSweep: the tokens' PromotedMargin (0: the default, 3 × node.LiveMargin = 15 ms)")
-	geoSweepCool  = flag.Int("geosweep.cooling", 0, "TestGeoSimSweep: the tokens' Cooling (0: the overlay's, 4)")
-	geoSweepN     = flag.Int("geosweep.n", 100, "TestGeoSimSweep: nodes, on the first N PlanetLab hosts")
-	geoSweepS     = flag.Int("geosweep.s", 10, "TestGeoSimSweep: superpeers (tokens)")
+	geoSweep       = flag.String("geosweep.seeds", "", "TestGeoSimSweep: run the simulator's side of GeoLive alone at these seeds (from-to, e.g. 1-8)")
+	geoSweepTrace  = flag.Bool("geosweep.trace", false, "TestGeoSimSweep: also print each run's placement every 5 s up to 150 s")
+	geoSweepDwell  = flag.Duration("geosweep.dwell", 0, "TestGeoSimSweep: the tokens' Dwell (0: nodesim's, five token intervals)")
+	geoSweepPM     = flag.Duration("geosweep.promotedmargin", 0, "TestGeoSimSweep: the tokens' PromotedMargin (0: the default, 3 × node.LiveMargin = 15 ms)")
+	geoSweepCool   = flag.Int("geosweep.cooling", 0, "TestGeoSimSweep: the tokens' Cooling (0: the overlay's, 4)")
+	geoSweepMargin = flag.Duration("geosweep.margin", 0, "TestGeoSimSweep: the tokens' Margin (0: node.LiveMargin, 5 ms)")
+	geoSweepN      = flag.Int("geosweep.n", 100, "TestGeoSimSweep: nodes, on the first N PlanetLab hosts")
+	geoSweepS      = flag.Int("geosweep.s", 10, "TestGeoSimSweep: superpeers (tokens)")
 )
 
 // TestGeoSimSweep is issue 21's cheap measure: the simulator's side of
@@ -82,8 +83,8 @@ var (
 // settle time and its quality (÷ random, ÷ offline) at 60 s and at the
 // end. About 50 s of wall time for seeds 1-8 on 2 shared cores. The
 // figures are printed, not asserted: it runs only with -geosweep.seeds.
-// -geosweep.dwell and -geosweep.promotedmargin override the token
-// dynamics' settings of the run.
+// -geosweep.dwell, -geosweep.margin, -geosweep.promotedmargin and
+// -geosweep.cooling override the token dynamics' settings of the run.
 func TestGeoSimSweep(t *testing.T) {
 	if *geoSweep == "" {
 		t.Skip("run with -geosweep.seeds 1-8")
@@ -124,8 +125,8 @@ func TestGeoSimSweep(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	if *geoSweepDwell != 0 || *geoSweepPM != 0 || *geoSweepCool != 0 {
-		cfg.SimTokens = &geometric.Config{Dwell: *geoSweepDwell, PromotedMargin: *geoSweepPM, Cooling: *geoSweepCool}
+	if *geoSweepDwell != 0 || *geoSweepPM != 0 || *geoSweepCool != 0 || *geoSweepMargin != 0 {
+		cfg.SimTokens = &geometric.Config{Dwell: *geoSweepDwell, PromotedMargin: *geoSweepPM, Cooling: *geoSweepCool, Margin: *geoSweepMargin}
 	}
 	out := make([]GeoLiveSide, b-a+1)
 	var wg sync.WaitGroup
