@@ -74,8 +74,8 @@ import (
 //     geometric.MaxRTT), to the superpeer first, then to each candidate
 //     it named, then, optionally, the member's next superpeer (a peer ID:
 //     a uvarint length, at most pb.MaxIDLen, and the ID's bytes) and its
-//     RTT to it (a uvarint as above); answered by a frameAnswer of 1 byte (1 accepted, 0
-//     refused) followed, when accepted, by the cluster: a uvarint count
+//     RTT to it (a uvarint as above); answered by a frameAnswer of 1 byte
+//     (1 accepted, 0 refused) followed, when accepted, by the cluster: a uvarint count
 //     (at most pb.MaxIDs) of peer IDs, each a uvarint length (at most
 //     pb.MaxIDLen) and the ID's bytes, the superpeer first (appendIDs,
 //     readIDs), then the candidates of the search in the same form
@@ -393,9 +393,9 @@ func attachFlags(private, flapping bool) byte {
 
 // requestAttach asks p to take us, with what we say of ourselves (flags,
 // attachFlags), our coordinate c and our report rtts if any, with our next
-// superpeer second if any: yes with the
-// cluster, the candidates, the coordinates and the demoted members p
-// sent, or no (err nil: p answered no), or no answer (err).
+// superpeer second if any: yes with the cluster, the candidates, the
+// coordinates and the demoted members p sent, or no (err nil: p answered
+// no), or no answer (err).
 func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coordinate.Coordinate, rtts []time.Duration, second node.PeerRTT) (node.GeoAnswer, error) {
 	if c == nil {
 		return node.GeoAnswer{}, fmt.Errorf("%w: attach request without a coordinate", errWire)

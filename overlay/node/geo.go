@@ -456,13 +456,13 @@ type geoMachine struct {
 
 	// lostProbe is the lost holder whose connection the takeover last
 	// probed (election), when, and whether the ping failed.
-	lostProbe peer.ID
+	lostProbe   peer.ID
+	lostProbeAt time.Time
+	lostSilent  bool
 	// abandoned is the lost superpeer this node left at abandonedAt
 	// (abandon).
 	abandoned   peer.ID
 	abandonedAt time.Time
-	lostProbeAt time.Time
-	lostSilent  bool
 
 	pings    map[peer.ID]*pendingPing
 	sampling bool // a sample ping is in flight

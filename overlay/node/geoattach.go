@@ -202,8 +202,8 @@ func (g *geoMachine) moved(now time.Time, tp TokenPos, holder peer.ID, members [
 // cluster's election no longer names it (it found the holder silent, as
 // for moved) and the token of the cluster is claimed by a peer outside
 // the roster holder gave this node: a mate that joined the cluster after
-// this node's last renewal took it over, or a forger.
-// The claim is not followed; the next attachment round asks the nearest
+// this node's last renewal took it over, or a forger. The claim is not
+// followed; the attachment rounds of the next attachTTL ask the nearest
 // other superpeer with room instead (startAttach), and the claim is
 // followed like any superpeer's once believed. Without it, a member whose
 // roster lacked the successor waited for the lost holder's report to
@@ -211,7 +211,7 @@ func (g *geoMachine) moved(now time.Time, tp TokenPos, holder peer.ID, members [
 // (TestGeoCrashTakeoverOutlivedConnection, seed 0, once the search pinned
 // its tokens: the crashed superpeer had taken a new member just before).
 func (g *geoMachine) abandon(now time.Time, holder peer.ID) {
-	if g.abandoned == holder {
+	if g.abandoned == holder && now.Sub(g.abandonedAt) < g.attachTTL() {
 		return
 	}
 	g.abandoned, g.abandonedAt = holder, now
