@@ -482,8 +482,8 @@ func (t *Net) superpeers() []peer.ID {
 	return out
 }
 
-// namedSuperpeers lists those of supers (sorted) that some other live
-// node names its superpeer, sorted.
+// namedSuperpeers lists, sorted, those of supers that some other live
+// node names its superpeer.
 func (t *Net) namedSuperpeers(supers []peer.ID) []peer.ID {
 	var out []peer.ID
 	for _, n := range t.Members() {
