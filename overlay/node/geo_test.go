@@ -61,11 +61,14 @@ type geoDriver struct {
 	attach    func(p peer.ID) AttachDone
 
 	pings, asked []peer.ID
-	passes       []TokenPass
-	reports      []TokenReport
-	states       []GeoState
-	notes        []Note
-	messages     []Outgoing
+	// requests are the attach requests asked for, with their times and
+	// reports (GeoReady.AttachRTTs).
+	requests []attachRequest
+	passes   []TokenPass
+	reports  []TokenReport
+	states   []GeoState
+	notes    []Note
+	messages []Outgoing
 }
 
 func newGeoDriver(t *testing.T, cfg Config) *geoDriver {
@@ -135,6 +138,7 @@ func (d *geoDriver) drain() {
 		}
 		for _, p := range g.Attach {
 			d.asked = append(d.asked, p)
+			d.requests = append(d.requests, attachRequest{at: d.now, to: p, rtts: g.AttachRTTs[p]})
 			in := AttachDone{To: p, Err: fmt.Errorf("no answer")}
 			if d.attach != nil {
 				in = d.attach(p)
@@ -142,6 +146,13 @@ func (d *geoDriver) drain() {
 			d.m.Step(d.now, in)
 		}
 	}
+}
+
+// attachRequest is an attach request a geoDriver carried out.
+type attachRequest struct {
+	at   time.Time
+	to   peer.ID
+	rtts []time.Duration
 }
 
 // handOver gives the machine token tok from the peer from as a pass does

@@ -159,7 +159,7 @@ func (g *geoMachine) attachCurrent(now time.Time, r *attachRound) {
 		g.attachBest(now, r)
 		return
 	}
-	if r.i >= 0 && r.now.Sub(r.since) < g.m.cfg.AnnounceInterval {
+	if _, report := g.swapReport(r.current); r.i >= 0 && r.now.Sub(r.since) < g.m.cfg.AnnounceInterval && !report {
 		g.attachEnd(now)
 		return
 	}
