@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strings"
 	"text/tabwriter"
@@ -61,6 +62,8 @@ type GeoLiveConfig struct {
 	Matrix *latency.Matrix
 	// Progress, when set, hears how the live side goes.
 	Progress func(string)
+	// Logger, when set, hears the live nodes' notes.
+	Logger *slog.Logger
 	// SimSeeds is how many seeds the simulator's side runs, Seed first
 	// (default 8): one live run is one draw, and the simulator's spread
 	// over seeds says how far one draw may fall from another.
@@ -316,7 +319,7 @@ func geoLiveLive(ctx context.Context, cfg GeoLiveConfig, m *latency.Matrix) (sid
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration+10*time.Minute)
 	defer cancel()
 	tn, err := testnet.Start(ctx, testnet.Config{N: cfg.N, Strategy: testnet.StrategyGeometric, Target: dhtselect.Target{Superpeers: cfg.S},
-		Seed: cfg.Seed, Latency: m, AnnounceInterval: 5 * time.Second, PingInterval: time.Second, TokenInterval: time.Second})
+		Seed: cfg.Seed, Latency: m, AnnounceInterval: 5 * time.Second, PingInterval: time.Second, TokenInterval: time.Second, Logger: cfg.Logger})
 	if err != nil {
 		side.Error = err.Error()
 		return side

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ var (
 	geoliveN   = flag.Int("geolive.n", 100, "TestGeoLiveVirtual: nodes, on the first N PlanetLab hosts (490 at most)")
 	geoliveS   = flag.Int("geolive.s", 10, "TestGeoLiveVirtual: superpeers (tokens)")
 	geoliveSim = flag.Int("geolive.simseeds", 8, "TestGeoLiveVirtual: seeds of the simulator's side")
+	geoliveLog = flag.String("geolive.log", "", "TestGeoLiveVirtual: write the live nodes' notes, debug level up, as JSON lines to this file")
 )
 
 // TestGeoLiveVirtual: geometric placement on 100 PlanetLab hosts with
@@ -32,6 +34,14 @@ func TestGeoLiveVirtual(t *testing.T) {
 	cfg := GeoLiveConfig{N: *geoliveN, S: *geoliveS, SimSeeds: *geoliveSim, Seed: 1, Duration: *geoliveDur,
 		InBubble: inBubble(t),
 		Progress: func(s string) { fmt.Fprintln(os.Stderr, s) }}
+	if *geoliveLog != "" {
+		f, err := os.Create(*geoliveLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cfg.Logger = slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	row, err := GeoLive(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
