@@ -441,11 +441,13 @@ type geoMachine struct {
 
 	// The search on measured RTTs (geoswap.go): a superpeer's, and a
 	// member's candidates to report on (named by swapOf), whether it sent
-	// its report, and the hand-overs made.
+	// its report, when it last sent one in a request of its own (early),
+	// and the hand-overs made.
 	search   *swapSearch
 	swapOf   peer.ID
 	swapAsk  []peer.ID
 	swapSent bool
+	early    time.Time
 	swaps    uint64
 
 	// movedTo is the mate of its cluster that took over the token of

@@ -159,9 +159,17 @@ func (g *geoMachine) attachCurrent(now time.Time, r *attachRound) {
 		g.attachBest(now, r)
 		return
 	}
-	if _, report := g.swapReport(r.current); r.i >= 0 && r.now.Sub(r.since) < g.m.cfg.AnnounceInterval && !report {
-		g.attachEnd(now)
-		return
+	if r.i >= 0 && r.now.Sub(r.since) < g.m.cfg.AnnounceInterval {
+		// Not due: renewed less than an announce interval ago. A report
+		// ready goes at once all the same (geoswap.go), in a request of
+		// its own at most once per announce interval: a superpeer that
+		// named a new list in every answer would otherwise have its
+		// members ask, and ping its candidates, at every round.
+		if _, report := g.swapReport(r.current); !report || now.Sub(g.early) < g.m.cfg.AnnounceInterval {
+			g.attachEnd(now)
+			return
+		}
+		g.early = now
 	}
 	g.ask(r, askCurrent, r.current)
 }

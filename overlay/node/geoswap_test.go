@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -270,5 +271,35 @@ func TestGeoSwapWarm(t *testing.T) {
 				t.Errorf("candidates named %v after the promotion, want from %v to %v", named, c.want, c.want+2*time.Second)
 			}
 		})
+	}
+}
+
+// A superpeer that names a new list of candidates in every answer (a
+// hostile one, or one whose rounds roll fast) gets at most one early
+// report per announce interval from a member, besides its renewals: the
+// member does not ask, and ping fresh candidates, at every attachment
+// round.
+func TestGeoReportEarlyBounded(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("a", 1))
+	d.ping = func(p peer.ID) (time.Duration, error) { return 10 * ms, nil }
+	d.feed = GeoFeed{Tokens: []TokenPos{{Holder: "s", Token: geometric.Token{Num: 0}, Coord: at(t, 0.01), Superpeer: true, Load: 1}}}
+	lists := 0
+	d.attach = func(p peer.ID) AttachDone {
+		lists++
+		c := peer.ID(fmt.Sprintf("c%d", lists))
+		return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "a", c}, Candidates: []peer.ID{c}}
+	}
+	d.run(30 * time.Second)
+	d.requests = nil
+	d.run(60 * time.Second)
+	reports := 0
+	for _, r := range d.requests {
+		if r.rtts != nil {
+			reports++
+		}
+	}
+	t.Logf("%d requests, %d with a report, in 60 s", len(d.requests), reports)
+	if len(d.requests) > 2*12+1 || reports < 6 {
+		t.Errorf("%d requests (%d reports) in 60 s, want at most two per announce interval of 5 s, and reports", len(d.requests), reports)
 	}
 }
