@@ -66,6 +66,18 @@ func testBannedRedial(t *testing.T, listen ma.Multiaddr) {
 	got := count.n() - before
 	refused := a.Status().Refused["accept"]["banned"]
 	t.Logf("redials for %v: %d attempts, %d connected, %d handshakes at a; a refused %v", redialFor, r.Attempts, r.Connected, got, a.Status().Refused)
+	// Over QUIC a's gater does not see every handshake: quic-go makes it
+	// before go-libp2p's listener takes the connection and asks the
+	// gater, and the banned peer closes each connection at once; some
+	// of them never reach the gater (idle: 4 or 5 attempts, 3 or 4
+	// connected, 2 at a's gater; under make test's load once 7, 6 and 2,
+	// which failed the bound on attempts below when only the gater's
+	// count was taken as the handshakes). Why they do not reach it was
+	// not traced (go-libp2p's listener.go; doubling the penalty at a
+	// refused InterceptAccept, where QUIC names the peer, did not change
+	// the counts). The banned peer's count of the connections it
+	// completed counts them all.
+	got = max(got, r.Connected)
 	// The penalty doubles from a second to ten: three handshakes in
 	// redialFor, 8 if the redials went on for a minute.
 	if got > 8 {
