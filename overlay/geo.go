@@ -573,7 +573,7 @@ func appendCoords(b []byte, cs []node.PeerCoord) []byte {
 }
 
 // maxAttachRTTs bounds a report in an attach request: the RTT to the
-// superpeer and to each candidate (node.DefaultSwapCandidates is 4).
+// superpeer and to each candidate (node.DefaultSwapCandidates is 8).
 const maxAttachRTTs = 9
 
 // readRTTs reads a report: a uvarint count (1 to maxAttachRTTs) of
