@@ -319,8 +319,19 @@ func TestMemoryDHTWithinLimit(t *testing.T) {
 		st := view()
 		return st.Memory >= 16*(60<<10) || st.NumStreamsInbound > 16
 	})
-	if st := view(); st.NumStreamsInbound > 16 || st.Memory > 16*(60<<10) {
-		t.Errorf("a's DHT scope holds %d inbound streams and %d bytes, want at most 16 and %d", st.NumStreamsInbound, st.Memory, 16*(60<<10))
+	// rcmgr's SetProtocol reserves a stream in the protocol's scope
+	// before the protocol-peer scope refuses it (go-libp2p's rcmgr.go),
+	// so one read can count a refused stream for that instant (under make
+	// test's race stage once 17 streams and 16 buffers); a stream held
+	// over the limit is in every read. The least of ten reads counts.
+	least := view()
+	for range 10 {
+		time.Sleep(10 * time.Millisecond)
+		s := view()
+		least.NumStreamsInbound, least.Memory = min(least.NumStreamsInbound, s.NumStreamsInbound), min(least.Memory, s.Memory)
+	}
+	if least.NumStreamsInbound > 16 || least.Memory > 16*(60<<10) {
+		t.Errorf("a's DHT scope holds %d inbound streams and %d bytes, want at most 16 and %d", least.NumStreamsInbound, least.Memory, 16*(60<<10))
 	}
 	if a.guard.Banned(hs[0].ID()) {
 		t.Error("a banned a peer whose DHT messages were within the limit")
