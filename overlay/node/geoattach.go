@@ -85,16 +85,18 @@ func (g *geoMachine) startAttach(now time.Time) {
 			r.sps = append(r.sps, geometric.Superpeer{ID: geometric.ID(tp.Holder), Coord: tp.Coord, Load: tp.Load, RTT: g.rtt[tp.Holder]})
 		}
 	}
-	// The cluster elected another in place of the current superpeer (see
-	// election): go to it as soon as it reports the token.
-	// Its claim is what counts here, believed or not yet (the lost
-	// holder's report may not have expired): the election vouches for it.
+	// A lost superpeer this node left (abandon) is neither kept nor asked
+	// for one attachTTL.
 	if g.abandoned != "" && now.Sub(g.abandonedAt) < g.attachTTL() {
 		r.sps = slices.DeleteFunc(r.sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(g.abandoned) })
 		if r.current == g.abandoned {
 			r.current = ""
 		}
 	}
+	// The cluster elected another in place of the current superpeer (see
+	// election): go to it as soon as it reports the token.
+	// Its claim is what counts here, believed or not yet (the lost
+	// holder's report may not have expired): the election vouches for it.
 	l := g.m.leaderOf(r.current)
 	claims := slices.ContainsFunc(g.claims, func(tp TokenPos) bool { return tp.Holder == l && tp.Superpeer })
 	if r.current != "" && l != "" && l != r.current && l != g.self() && (r.reports(l) || claims) {
