@@ -377,6 +377,11 @@ type geoMachine struct {
 	nextPing, nextRound, nextAttch time.Time
 	samples                        int
 	kicked                         bool // a round at once (the election named another leader)
+	// recheck is when a takeover awaited may be decided (election's
+	// await): the machine runs the election's rules again then, not at
+	// its next token round; awaitSince is when a member began to wait
+	// for the claim of the leader its cluster elected.
+	recheck, awaitSince time.Time
 
 	feed      GeoFeed
 	connected map[peer.ID]bool
@@ -605,6 +610,9 @@ func (g *geoMachine) roundDue(now time.Time) bool {
 }
 func (g *geoMachine) pingDue(now time.Time) bool   { return !now.Before(g.nextPing) }
 func (g *geoMachine) attachDue(now time.Time) bool { return g.round == nil && !now.Before(g.nextAttch) }
+func (g *geoMachine) recheckDue(now time.Time) bool {
+	return !g.recheck.IsZero() && !now.Before(g.recheck)
+}
 
 // GeoDue reports whether Tick(now) will make a geometric decision: the
 // driver then gives a fresh GeoFeed first.
@@ -616,7 +624,7 @@ func (m *Machine) GeoDue(now time.Time) bool {
 	if !g.begun {
 		return true
 	}
-	return g.roundDue(now) || g.pingDue(now) || g.attachDue(now)
+	return g.roundDue(now) || g.pingDue(now) || g.attachDue(now) || g.recheckDue(now)
 }
 
 // GeoNext is when the geometric strategy's next timer falls due (zero
@@ -636,6 +644,9 @@ func (m *Machine) GeoNext() time.Time {
 	}
 	if g.round == nil && g.nextAttch.Before(next) {
 		next = g.nextAttch
+	}
+	if !g.recheck.IsZero() && g.recheck.Before(next) {
+		next = g.recheck
 	}
 	return next
 }
@@ -729,7 +740,12 @@ func (g *geoMachine) tick(now time.Time) {
 	}
 	if g.roundDue(now) {
 		g.kicked = false
+		g.recheck = time.Time{}
 		g.tokenRound(now)
+	}
+	if g.recheckDue(now) {
+		g.recheck = time.Time{}
+		g.update(now)
 	}
 	if g.attachDue(now) {
 		g.startAttach(now)
@@ -774,6 +790,7 @@ func (g *geoMachine) pingDone(now time.Time, in PingDone) {
 		g.lostSilent = in.Err != nil
 		if g.lostSilent {
 			g.note(slog.LevelInfo, "geometric: the lost superpeer is still connected but does not answer a ping", "holder", in.Peer, "err", in.Err)
+			g.recheck = now // a takeover may be decided now (election)
 		}
 	}
 	if pp.vet && g.pass != nil && g.pass.vetting && len(g.pass.waiting) == 0 && peer.ID(g.pass.p.To) == in.Peer {

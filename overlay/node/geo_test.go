@@ -59,6 +59,10 @@ type geoDriver struct {
 	pingCoord func(p peer.ID) *coordinate.Coordinate
 	pass      func(p TokenPass) bool
 	attach    func(p peer.ID) AttachDone
+	// silent, when set, names the peers whose pings go unanswered: no
+	// PingDone at all, as a peer whose process died while its
+	// connection lingers.
+	silent func(p peer.ID) bool
 
 	pings, asked []peer.ID
 	// requests are the attach requests asked for, with their times and
@@ -123,6 +127,9 @@ func (d *geoDriver) drain() {
 		}
 		for _, p := range g.Pings {
 			d.pings = append(d.pings, p)
+			if d.silent != nil && d.silent(p) {
+				continue
+			}
 			in := PingDone{Peer: p, Err: fmt.Errorf("no answer")}
 			if d.ping != nil {
 				in.RTT, in.Err = d.ping(p)
@@ -685,6 +692,94 @@ func TestGeoAttachSuccessor(t *testing.T) {
 	if sp := d.m.GeoState().Superpeer; sp != peer.ID(x) {
 		t.Fatalf("attached to %q, want the elected %s", sp, x)
 	}
+}
+
+// A member whose cluster elected a successor to its lost superpeer
+// follows the successor's claim on the token as soon as the claim is in
+// its feed (at its next election tick), not at its next token round: with
+// --procs, a token round later was up to a token interval, 0.6 detection
+// timeouts, of every failover.
+func TestGeoTakeoverFollowedAtOnce(t *testing.T) {
+	key := TokenKey("test", 0)
+	x := ""
+	for i := range 100 {
+		if c := fmt.Sprintf("x%d", i); dhtselect.Closer(dhtselect.KeyOf(peer.ID(c)), dhtselect.KeyOf("y"), key) {
+			x = c
+			break
+		}
+	}
+	cfg := geoTestConfig("y", 2)
+	cfg.Election = "bully"
+	d := newGeoDriver(t, cfg)
+	d.m.Step(d.now, view("y", "h", x))
+	d.feed = attachFeed(t, "h")
+	d.coords["y"] = d.coords["o"]
+	d.feed.Connected = []peer.ID{"h", peer.ID(x)}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", peer.ID(x), "y"}} }
+	d.run(3 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "h" {
+		t.Fatalf("attached to %q, want h", sp)
+	}
+	hReport := d.feed.Tokens[0]
+	d.step(Conn{Peer: "h", Connected: 1})
+	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgOK, From: classic.ID(x), To: "y"}})
+	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgCoordinator, From: classic.ID(x), To: "y", Leader: classic.ID(x)}})
+	if l := d.m.leaderOf("h"); l != peer.ID(x) {
+		t.Fatalf("the election of h's cluster names %q, want %s", l, x)
+	}
+	// x takes the token over a moment later; its report arrives while
+	// h's has not expired yet.
+	d.run(300 * ms)
+	d.asked = nil
+	claimed := d.now
+	d.feed.Tokens = []TokenPos{hReport, {Holder: peer.ID(x), Token: geometric.Rehomed(0, hReport.Token.Seq), Coord: at(t, 0.02), Superpeer: true}}
+	for !slices.Contains(d.asked, peer.ID(x)) && d.now.Sub(claimed) < 2*time.Second {
+		d.run(100 * ms)
+	}
+	if took := d.now.Sub(claimed); took > 200*ms {
+		t.Fatalf("asked %s %v after its claim was in the feed (asked %v), want within two election ticks", x, took, d.asked)
+	}
+	if sp := d.m.GeoState().Superpeer; sp != peer.ID(x) {
+		t.Fatalf("attached to %q, want the successor %s", sp, x)
+	}
+}
+
+// The elected leader of a lost superpeer's cluster takes the token over
+// as soon as its probe of the lost holder has gone unanswered for a
+// detection timeout (lost), not at its next token round after that.
+func TestGeoTakeoverAtProbeDeadline(t *testing.T) {
+	cfg := geoTestConfig("o", 1)
+	cfg.Election = "bully"
+	d := newGeoDriver(t, cfg)
+	d.m.Step(d.now, view("o", "h"))
+	d.feed = attachFeed(t, "h")
+	d.feed.Tokens[0].Token.Seq = 9
+	d.feed.Connected = []peer.ID{"h"}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", "o"}} }
+	d.run(3 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "h" {
+		t.Fatalf("attached to %q, want h", sp)
+	}
+	// h's process dies; its connection lingers and its pings go
+	// unanswered.
+	d.attach = nil
+	d.feed = GeoFeed{Connected: []peer.ID{"h"}}
+	d.silent = func(p peer.ID) bool { return p == "h" }
+	died := d.now
+	for d.m.GeoState().Token < 0 && d.now.Sub(died) < 10*time.Second {
+		d.run(100 * ms)
+	}
+	probed := d.m.geo.lostProbeAt
+	if d.m.GeoState().Token != 0 || d.m.geo.lostProbe != "h" {
+		t.Fatalf("no takeover %v after h died (probe of %q)", d.now.Sub(died), d.m.geo.lostProbe)
+	}
+	// The driver ticks every 100 ms and stops 100 ms after the round
+	// that took over.
+	if late := d.now.Sub(probed) - d.m.Detection(); late > 200*ms {
+		t.Fatalf("took the token over %v after the last probe of h, %v after its deadline (detection %v), want within two election ticks",
+			d.now.Sub(probed), late, d.m.Detection())
+	}
+	t.Logf("took over %v after h died, %v after the probe's deadline", d.now.Sub(died), d.now.Sub(probed)-d.m.Detection())
 }
 
 // FuzzGeo feeds a geometric machine random sequences of its inputs, in

@@ -405,6 +405,12 @@ func (g *geoMachine) election(now time.Time) {
 	if num < 0 {
 		return // our superpeer's token is not known yet
 	}
+	awaiting := false
+	defer func() {
+		if !awaiting {
+			g.awaitSince = time.Time{}
+		}
+	}()
 	seen, _ := g.tokens.seen(num)
 	slices.Sort(members)
 	e.geoCluster(now, GeoCluster{Key: TokenKey(g.cfg.Network, num), Members: members, Holder: holder})
@@ -436,6 +442,10 @@ func (g *geoMachine) election(now time.Time) {
 			g.moved(now, tp, holder, members)
 			return
 		}
+		if el != "" {
+			g.await(now)
+			awaiting = true
+		}
 		if el == "" && !g.selfDemoted() {
 			// Electing: probe the holder now (lost), so that the winner
 			// has its answer, or its silence, when the election ends,
@@ -444,8 +454,17 @@ func (g *geoMachine) election(now time.Time) {
 		}
 		return
 	}
-	if leader != g.self() || held || holder == g.self() || g.selfDemoted() || !g.lost(now, holder) {
+	if leader != g.self() || held || holder == g.self() || g.selfDemoted() {
 		return // (a private or flapping node takes no token, not even as the cluster's leader)
+	}
+	if !g.lost(now, holder) {
+		if pp := g.pings[holder]; pp != nil && pp.lost {
+			// The probe is in flight: decide when its silence counts
+			// (lost), not at the next token round, up to a token
+			// interval later.
+			g.recheck = g.lostProbeAt.Add(g.m.Detection())
+		}
+		return
 	}
 	if tp, ok := g.movedClaim(num, holder, t); ok {
 		g.moved(now, tp, holder, members)
@@ -463,6 +482,23 @@ func (g *geoMachine) election(now time.Time) {
 		g.publishToken()
 		g.update(now)
 	})
+}
+
+// await makes a member whose cluster elected a leader other than its
+// lost holder look for the leader's claim on the token at every election
+// tick, for two detection timeouts, rather than at its next token round:
+// the claim (the leader's token report) comes by gossip a moment after the
+// leader took the token over, and a token round later (up to a token
+// interval, 0.6 detection timeouts at the testnet's settings) was most of
+// what a member's failover waited for after the election
+// (TestGeoTakeoverFollowedAtOnce).
+func (g *geoMachine) await(now time.Time) {
+	if g.awaitSince.IsZero() {
+		g.awaitSince = now
+	}
+	if now.Sub(g.awaitSince) < 2*g.m.Detection() {
+		g.recheck = now.Add(g.m.cfg.ElectionTick)
+	}
 }
 
 // movedClaim returns a report of token num by another than its lost
