@@ -155,6 +155,66 @@ func (d *geoDriver) drain() {
 	}
 }
 
+// attachedToHolder is node o, with bully elections, attached to h, the
+// holder of token 0 at pass counter seq, alone in h's cluster.
+func attachedToHolder(t *testing.T, seq uint64) *geoDriver {
+	t.Helper()
+	cfg := geoTestConfig("o", 1)
+	cfg.Election = "bully"
+	d := newGeoDriver(t, cfg)
+	d.m.Step(d.now, view("o", "h"))
+	d.feed = attachFeed(t, "h")
+	d.feed.Tokens[0].Token.Seq = seq
+	d.feed.Connected = []peer.ID{"h"}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", "o"}} }
+	d.run(3 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "h" {
+		t.Fatalf("attached to %q, want h", sp)
+	}
+	return d
+}
+
+// successorCluster is node y, with bully elections, attached to h, the
+// holder of token 0, in a cluster of h, x and y in which x outranks y.
+func successorCluster(t *testing.T) (*geoDriver, string) {
+	t.Helper()
+	key := TokenKey("test", 0)
+	x := ""
+	for i := range 100 {
+		if c := fmt.Sprintf("x%d", i); dhtselect.Closer(dhtselect.KeyOf(peer.ID(c)), dhtselect.KeyOf("y"), key) {
+			x = c
+			break
+		}
+	}
+	cfg := geoTestConfig("y", 2)
+	cfg.Election = "bully"
+	d := newGeoDriver(t, cfg)
+	d.m.Step(d.now, view("y", "h", x))
+	d.feed = attachFeed(t, "h")
+	d.coords["y"] = d.coords["o"]
+	d.feed.Connected = []peer.ID{"h", peer.ID(x)}
+	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", peer.ID(x), "y"}} }
+	d.run(3 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "h" {
+		t.Fatalf("attached to %q, want h", sp)
+	}
+	return d, x
+}
+
+// electSuccessor: h's connection goes; y campaigns, and x, elected,
+// answers its ELECTION (OK, as an honest bully process does before it
+// announces itself: y follows no COORDINATOR from a member that did not
+// answer its election) and says so.
+func (d *geoDriver) electSuccessor(x string) {
+	d.t.Helper()
+	d.step(Conn{Peer: "h", Connected: 1})
+	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgOK, From: classic.ID(x), To: "y"}})
+	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgCoordinator, From: classic.ID(x), To: "y", Leader: classic.ID(x)}})
+	if l := d.m.leaderOf("h"); l != peer.ID(x) {
+		d.t.Fatalf("the election of h's cluster names %q, want %s", l, x)
+	}
+}
+
 // attachRequest is an attach request a geoDriver carried out.
 type attachRequest struct {
 	at   time.Time
@@ -599,18 +659,7 @@ func TestGeoTakeover(t *testing.T) {
 		connected, answers bool
 	}{{"gone", false, false}, {"connected and silent", true, false}, {"connected and answering", true, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := geoTestConfig("o", 1)
-			cfg.Election = "bully"
-			d := newGeoDriver(t, cfg)
-			d.m.Step(d.now, view("o", "h"))
-			d.feed = attachFeed(t, "h")
-			d.feed.Tokens[0].Token.Seq = 9
-			d.feed.Connected = []peer.ID{"h"}
-			d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", "o"}} }
-			d.run(3 * time.Second)
-			if sp := d.m.GeoState().Superpeer; sp != "h" {
-				t.Fatalf("attached to %q, want h", sp)
-			}
+			d := attachedToHolder(t, 9)
 			// h stops: no heartbeats, no attach answers, its report
 			// expires.
 			d.attach = nil
@@ -648,36 +697,10 @@ func TestGeoTakeover(t *testing.T) {
 // superpeer a member is attached to, the member asks the elected one
 // first, as soon as it reports the token, before its current superpeer.
 func TestGeoAttachSuccessor(t *testing.T) {
-	key := TokenKey("test", 0)
-	x := ""
-	for i := range 100 {
-		if c := fmt.Sprintf("x%d", i); dhtselect.Closer(dhtselect.KeyOf(peer.ID(c)), dhtselect.KeyOf("y"), key) {
-			x = c
-			break
-		}
-	}
-	cfg := geoTestConfig("y", 2)
-	cfg.Election = "bully"
-	d := newGeoDriver(t, cfg)
-	d.m.Step(d.now, view("y", "h", x))
-	d.feed = attachFeed(t, "h")
-	d.coords["y"] = d.coords["o"]
-	d.feed.Connected = []peer.ID{"h", peer.ID(x)}
-	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", peer.ID(x), "y"}} }
-	d.run(3 * time.Second)
-	if sp := d.m.GeoState().Superpeer; sp != "h" {
-		t.Fatalf("attached to %q, want h", sp)
-	}
-	// h's connection goes; y campaigns, and x, elected, answers its
-	// ELECTION (OK, as an honest bully process does before it announces
-	// itself: y follows no COORDINATOR from a member that did not answer
-	// its election), says so and reports token 0.
-	d.step(Conn{Peer: "h", Connected: 1})
-	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgOK, From: classic.ID(x), To: "y"}})
-	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgCoordinator, From: classic.ID(x), To: "y", Leader: classic.ID(x)}})
-	if l := d.m.leaderOf("h"); l != peer.ID(x) {
-		t.Fatalf("the election of h's cluster names %q, want %s", l, x)
-	}
+	d, x := successorCluster(t)
+	// h's connection goes, the cluster elects x (electSuccessor), and x
+	// reports a token.
+	d.electSuccessor(x)
 	c := at(t, 0.02)
 	d.coords[peer.ID(x)] = c
 	d.feed.Tokens = []TokenPos{
@@ -700,33 +723,9 @@ func TestGeoAttachSuccessor(t *testing.T) {
 // --procs, a token round later was up to a token interval, 0.6 detection
 // timeouts, of every failover.
 func TestGeoTakeoverFollowedAtOnce(t *testing.T) {
-	key := TokenKey("test", 0)
-	x := ""
-	for i := range 100 {
-		if c := fmt.Sprintf("x%d", i); dhtselect.Closer(dhtselect.KeyOf(peer.ID(c)), dhtselect.KeyOf("y"), key) {
-			x = c
-			break
-		}
-	}
-	cfg := geoTestConfig("y", 2)
-	cfg.Election = "bully"
-	d := newGeoDriver(t, cfg)
-	d.m.Step(d.now, view("y", "h", x))
-	d.feed = attachFeed(t, "h")
-	d.coords["y"] = d.coords["o"]
-	d.feed.Connected = []peer.ID{"h", peer.ID(x)}
-	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", peer.ID(x), "y"}} }
-	d.run(3 * time.Second)
-	if sp := d.m.GeoState().Superpeer; sp != "h" {
-		t.Fatalf("attached to %q, want h", sp)
-	}
+	d, x := successorCluster(t)
 	hReport := d.feed.Tokens[0]
-	d.step(Conn{Peer: "h", Connected: 1})
-	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgOK, From: classic.ID(x), To: "y"}})
-	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgCoordinator, From: classic.ID(x), To: "y", Leader: classic.ID(x)}})
-	if l := d.m.leaderOf("h"); l != peer.ID(x) {
-		t.Fatalf("the election of h's cluster names %q, want %s", l, x)
-	}
+	d.electSuccessor(x)
 	// x takes the token over a moment later; its report arrives while
 	// h's has not expired yet.
 	d.run(300 * ms)
@@ -748,18 +747,7 @@ func TestGeoTakeoverFollowedAtOnce(t *testing.T) {
 // as soon as its probe of the lost holder has gone unanswered for a
 // detection timeout (lost), not at its next token round after that.
 func TestGeoTakeoverAtProbeDeadline(t *testing.T) {
-	cfg := geoTestConfig("o", 1)
-	cfg.Election = "bully"
-	d := newGeoDriver(t, cfg)
-	d.m.Step(d.now, view("o", "h"))
-	d.feed = attachFeed(t, "h")
-	d.feed.Tokens[0].Token.Seq = 9
-	d.feed.Connected = []peer.ID{"h"}
-	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", "o"}} }
-	d.run(3 * time.Second)
-	if sp := d.m.GeoState().Superpeer; sp != "h" {
-		t.Fatalf("attached to %q, want h", sp)
-	}
+	d := attachedToHolder(t, 9)
 	// h's process dies; its connection lingers and its pings go
 	// unanswered.
 	d.attach = nil

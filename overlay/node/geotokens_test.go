@@ -142,18 +142,7 @@ func TestGeoOwnLinkDrops(t *testing.T) {
 // out alive: its report still there one membership TTL and an announce
 // interval after the takeover (a crashed holder's report is gone by then).
 func TestGeoTakeoverYields(t *testing.T) {
-	cfg := geoTestConfig("o", 1)
-	cfg.Election = "bully"
-	d := newGeoDriver(t, cfg)
-	d.m.Step(d.now, view("o", "h"))
-	d.feed = attachFeed(t, "h")
-	d.feed.Tokens[0].Token.Seq = 9 << 32
-	d.feed.Connected = []peer.ID{"h"}
-	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{"h", "o"}} }
-	d.run(3 * time.Second)
-	if sp := d.m.GeoState().Superpeer; sp != "h" {
-		t.Fatalf("attached to %q, want h", sp)
-	}
+	d := attachedToHolder(t, 9<<32)
 	// h's connection goes, but it lives on and its report keeps coming.
 	d.attach = nil
 	d.feed.Connected = nil
