@@ -372,6 +372,12 @@ func (m *Machine) leaderOf(first peer.ID) peer.ID {
 //     re-homed as before, after three token intervals or five
 //     failure-detection timeouts, whichever is longer (see place).
 func (g *geoMachine) election(now time.Time) {
+	awaiting := false // a member waiting for its elected leader's claim (await)
+	defer func() {
+		if !awaiting {
+			g.awaitSince = time.Time{}
+		}
+	}()
 	e := g.m.el
 	if e == nil {
 		return
@@ -405,12 +411,6 @@ func (g *geoMachine) election(now time.Time) {
 	if num < 0 {
 		return // our superpeer's token is not known yet
 	}
-	awaiting := false
-	defer func() {
-		if !awaiting {
-			g.awaitSince = time.Time{}
-		}
-	}()
 	seen, _ := g.tokens.seen(num)
 	slices.Sort(members)
 	e.geoCluster(now, GeoCluster{Key: TokenKey(g.cfg.Network, num), Members: members, Holder: holder})
