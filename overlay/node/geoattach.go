@@ -457,12 +457,11 @@ func (g *geoMachine) election(now time.Time) {
 	if leader != g.self() || held || holder == g.self() || g.selfDemoted() {
 		return // (a private or flapping node takes no token, not even as the cluster's leader)
 	}
-	if !g.lost(now, holder) {
-		if pp := g.pings[holder]; pp != nil && pp.lost {
-			// The probe is in flight: decide when its silence counts
-			// (lost), not at the next token round, up to a token
-			// interval later.
-			g.recheck = g.lostProbeAt.Add(g.m.Detection())
+	if lost, at := g.lost(now, holder); !lost {
+		// A probe in flight: decide when its silence counts, not at the
+		// next token round, up to a token interval later.
+		if !at.IsZero() {
+			g.recheck = at
 		}
 		return
 	}
@@ -533,9 +532,11 @@ func (g *geoMachine) movedClaim(num int, holder peer.ID, t geometric.Token) (Tok
 // timeout after the probe, rather than a detection timeout after its win
 // (TestGeoCrashTakeoverOutlivedConnection: the token held again after
 // 1.1 to 2.5 detection timeouts over seeds 0 to 7, against 2.3 to 3.1).
-func (g *geoMachine) lost(now time.Time, holder peer.ID) bool {
+// When the holder is not lost yet and a probe of it is in flight, at is
+// when the probe's silence will count (election asks for a tick then).
+func (g *geoMachine) lost(now time.Time, holder peer.ID) (lost bool, at time.Time) {
 	if !g.connected[holder] {
-		return true
+		return true, time.Time{}
 	}
 	if g.lostProbe != holder {
 		g.lostProbe, g.lostProbeAt, g.lostSilent = holder, time.Time{}, false
@@ -545,7 +546,7 @@ func (g *geoMachine) lost(now time.Time, holder peer.ID) bool {
 		g.lostSilent = true // the shell's ping deadline is longer; a detection timeout is the election's own
 	}
 	if g.lostSilent && now.Sub(g.lostProbeAt) < 2*d {
-		return true
+		return true, time.Time{}
 	}
 	// Silence older than that is no news: the members probe the holder
 	// while they elect (election), and a ping missed then, or when the
@@ -556,5 +557,8 @@ func (g *geoMachine) lost(now time.Time, holder peer.ID) bool {
 		g.lostProbeAt = now
 		g.ping(holder).lost = true
 	}
-	return false
+	if pp := g.pings[holder]; pp != nil && pp.lost {
+		return false, g.lostProbeAt.Add(d)
+	}
+	return false, time.Time{}
 }
