@@ -182,14 +182,24 @@ func TestGeoNextSuperpeer(t *testing.T) {
 // seeds 1-16: settled at 106 s on average against 86 s with the early
 // report). It sends one report per list of candidates, and renews once
 // per announce interval otherwise.
+//
+// The candidates need not be among the mates the answer names (a roster
+// moves): the member keeps their RTTs until it reported. It dropped them
+// at its next token round before, as it drops those of peers it no longer
+// samples, and never reported on such a list.
 func TestGeoReportEarly(t *testing.T) {
+	t.Run("mates name the candidates", func(t *testing.T) { reportEarly(t, []peer.ID{"s", "a", "c1", "c2"}) })
+	t.Run("mates do not", func(t *testing.T) { reportEarly(t, []peer.ID{"s", "a"}) })
+}
+
+func reportEarly(t *testing.T, mates []peer.ID) {
 	d := newGeoDriver(t, geoTestConfig("a", 1))
 	rtt := map[peer.ID]time.Duration{"s": 10 * ms, "c1": 12 * ms, "c2": 15 * ms}
 	d.ping = func(p peer.ID) (time.Duration, error) { return rtt[p], nil }
 	d.feed = GeoFeed{Tokens: []TokenPos{{Holder: "s", Token: geometric.Token{Num: 0}, Coord: at(t, 0.01), Superpeer: true, Load: 1}}}
 	var cands []peer.ID
 	d.attach = func(p peer.ID) AttachDone {
-		return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "a", "c1", "c2"}, Candidates: cands}
+		return AttachDone{To: p, OK: true, Mates: mates, Candidates: cands}
 	}
 	d.run(30 * time.Second)
 	if d.m.GeoState().Superpeer != "s" {
