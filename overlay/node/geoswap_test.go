@@ -22,7 +22,7 @@ import (
 func TestGeoSwap(t *testing.T) {
 	pos := map[peer.ID]float64{"s": 0, "p1": 30, "p2": 31, "p3": 32, "p4": 33}
 	for _, reporters := range [][]peer.ID{{"p1", "p2", "p3"}, {"p1"}} {
-		d, ask, rtt := swapScene(t, pos)
+		d, ask, rtt := swapScene(t, pos, 0)
 		if d.m.GeoState().Role != RoleSuperpeer {
 			t.Fatal("not a superpeer")
 		}
@@ -67,7 +67,7 @@ func TestGeoSwap(t *testing.T) {
 // the candidates. ask steps an attach request of a member, with its
 // report and its next superpeer, and returns the answer; rtt is the
 // line's RTT.
-func swapScene(t *testing.T, pos map[peer.ID]float64) (*geoDriver, func(peer.ID, []time.Duration, PeerRTT) GeoAnswer, func(a, b peer.ID) time.Duration) {
+func swapScene(t *testing.T, pos map[peer.ID]float64, handovers uint64) (*geoDriver, func(peer.ID, []time.Duration, PeerRTT) GeoAnswer, func(a, b peer.ID) time.Duration) {
 	t.Helper()
 	rtt := func(a, b peer.ID) time.Duration {
 		d := pos[a] - pos[b]
@@ -82,8 +82,8 @@ func swapScene(t *testing.T, pos map[peer.ID]float64) (*geoDriver, func(peer.ID,
 	for p, x := range pos {
 		d.coords[p] = at(t, x/1000)
 	}
-	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
-	d.run(7 * time.Second) // promoted after the dwell
+	d.handOver("x", geometric.Token{Num: 0, Seq: 1 + handovers*(geometric.Settled+1)})
+	d.run(7 * time.Second) // promoted after the dwell, or at once when handed over
 	ask := func(p peer.ID, rtts []time.Duration, second PeerRTT) GeoAnswer {
 		d.step(GeoFeed{Connected: d.feed.Connected})
 		d.step(AttachAsked{From: p, RTTs: rtts, Second: second, Coord: d.coords[p]})
@@ -101,6 +101,42 @@ func swapScene(t *testing.T, pos map[peer.ID]float64) (*geoDriver, func(peer.ID,
 	return d, ask, rtt
 }
 
+// The margin grows with the token's hand-overs (swapConfig): superpeer s
+// at 0 ms on a line, members at -50, -30, -10 and 10. The member at -10
+// would lower the cluster's mean RTT by about a tenth; s hands its token
+// over when the token has had no hand-over, not when it has had three
+// (a margin of 16 % of the mean).
+func TestGeoSwapMarginGrows(t *testing.T) {
+	pos := map[peer.ID]float64{"s": 0, "p1": -50, "p2": -30, "p3": -10, "p4": 10}
+	for _, c := range []struct {
+		handovers uint64
+		want      bool
+	}{{0, true}, {3, false}} {
+		d, ask, rtt := swapScene(t, pos, c.handovers)
+		var cands []peer.ID
+		for _, p := range []peer.ID{"p1", "p2", "p3", "p4"} {
+			cands = ask(p, nil, PeerRTT{}).Candidates
+		}
+		if !slices.Contains(cands, "p3") {
+			t.Fatalf("candidates %v, want p3 among them", cands)
+		}
+		d.passes = nil
+		for _, p := range []peer.ID{"p1", "p2", "p3", "p4"} {
+			rtts := []time.Duration{rtt(p, "s")}
+			for _, x := range cands {
+				rtts = append(rtts, max(rtt(p, x), time.Nanosecond))
+			}
+			ask(p, rtts, PeerRTT{})
+		}
+		d.run(2 * time.Second)
+		swapped := len(d.passes) == 1 && d.passes[0].To == "p3"
+		t.Logf("%d hand-overs: passes %+v", c.handovers, d.passes)
+		if swapped != c.want {
+			t.Errorf("token handed over %d times before: handed to p3 %v, want %v", c.handovers, swapped, c.want)
+		}
+	}
+}
+
 // A member's next superpeer in its report (AttachAsked.Second): members
 // a1 and a2 sit 20 ms on one side of superpeer s, b and c 20 and 22 ms
 // on the other. Judged on the cluster alone no candidate gains (a move
@@ -112,7 +148,7 @@ func swapScene(t *testing.T, pos map[peer.ID]float64) (*geoDriver, func(peer.ID,
 func TestGeoSwapSecond(t *testing.T) {
 	pos := map[peer.ID]float64{"s": 0, "a1": -20, "a2": -20.5, "b": 20, "c": 22}
 	for _, withSecond := range []bool{false, true} {
-		d, ask, rtt := swapScene(t, pos)
+		d, ask, rtt := swapScene(t, pos, 0)
 		cands := ask("b", nil, PeerRTT{}).Candidates
 		if len(cands) == 0 {
 			t.Fatal("no candidates")
