@@ -11,8 +11,11 @@ import (
 
 // bootstrapLoop dials the bootstrap peers until at least one is connected,
 // then refreshes the routing table. Every BootstrapRetry it dials them again
-// when it needs them (needsBootstrap). An unreachable bootstrap peer is a
-// warning, never a failure.
+// when the node has no overlay peer at all, or is connected to none of
+// them: after a partition heals, or a node's own link comes back, the
+// bootstrap peers are the ones it knows how to reach, and one connection is
+// enough for gossip and the DHT to find the rest. An unreachable bootstrap
+// peer is a warning, never a failure.
 func (n *Node) bootstrapLoop(ctx context.Context) {
 	defer n.wg.Done()
 	if len(n.cfg.Bootstrap) == 0 {
@@ -21,7 +24,7 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.BootstrapRetry)
 	defer t.Stop()
 	for {
-		if n.needsBootstrap() {
+		if n.dht.RoutingTable().Size() == 0 || !n.bootstrapConnected() {
 			n.dialBootstrap(ctx)
 		}
 		select {
@@ -65,9 +68,8 @@ func (n *Node) dialBootstrap(ctx context.Context) {
 //
 // A node whose table was refreshed and is not empty only re-evaluates: it
 // dialled a bootstrap peer again because it was connected to none, as
-// happened to every node that a bootstrap peer over its connection
-// manager's high watermark (192 connections) trimmed, before only
-// superpeers and peers without one redialled (needsBootstrap). With a refresh each time
+// happens to nodes that a bootstrap peer over its connection manager's
+// high watermark (192 connections) trims. With a refresh each time
 // (kad-dht's lookup of the node's own ID, and a ping of every table peer
 // not queried lately), the in-process testnet's 512 nodes, all
 // bootstrapped from node 0, spent 141 to 1,722 B/s per ordinary peer on
@@ -88,33 +90,6 @@ func (n *Node) reached(ctx context.Context) {
 		n.wg.Add(1)
 		go n.awaitRefresh(ctx, done)
 	}
-}
-
-// needsBootstrap reports whether the node should dial its bootstrap peers
-// again: when its routing table is empty or it has no connection at all
-// (it is joining, or its own link came back), and, while it is connected
-// to none of them, when it is a superpeer or names none. After a
-// partition heals, the bootstrap peers are the ones a node knows how to
-// reach, and one connection is enough for the DHT and the backbone to
-// find the rest; a superpeer's connection brings its cluster along, and a
-// peer without a superpeer looks for one itself.
-//
-// An ordinary peer that names its superpeer does not: what it sends and
-// keeps follows its cluster, not the bootstrap peers'. It redialled them
-// whenever it was connected to none, and a bootstrap peer's connection
-// manager trims above its high watermark (192): the in-process testnet's
-// node 0, everyone's bootstrap peer, held 481 to 511 connections at 512
-// nodes, each trimmed node dialling it again within BootstrapRetry.
-func (n *Node) needsBootstrap() bool {
-	if n.dht.RoutingTable().Size() == 0 || len(n.host.Network().Peers()) == 0 {
-		return true
-	}
-	if n.bootstrapConnected() {
-		return false
-	}
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.state.Role == RoleSuperpeer || n.state.Superpeer.ID == ""
 }
 
 // bootstrapConnected reports whether a bootstrap peer other than this node

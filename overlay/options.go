@@ -39,10 +39,8 @@ type Config struct {
 	// ListenAddrs are the addresses the host listens on. Default: TCP and
 	// QUIC on all IPv4 interfaces, on random ports.
 	ListenAddrs []ma.Multiaddr
-	// Bootstrap peers are dialled at start and again every BootstrapRetry
-	// while none is connected and the node is a superpeer, names no
-	// superpeer, or has no routing-table peer or connection at all: an
-	// ordinary peer attached to a superpeer does not keep one.
+	// Bootstrap peers are dialled at start and, while none is connected,
+	// again every BootstrapRetry.
 	Bootstrap []peer.AddrInfo
 	// Identity is the host's key. Default: a fresh Ed25519 key.
 	Identity crypto.PrivKey
