@@ -75,10 +75,10 @@ func (n *Node) dialBootstrap(ctx context.Context) {
 // bootstrapped from node 0, spent 141 to 1,722 B/s per ordinary peer on
 // the DHT after convergence, 0 at 256 nodes and below; without, 0 to
 // 10 B/s, while node 0 held 481 to 511 connections and up to 30 nodes at
-// a time were not connected to it. The re-evaluation's lookup goes through the peer
-// just reached, which is what a side of a healed partition needs to find
-// the other's superpeers; kad-dht refreshes the table on its own schedule
-// (every 10 minutes).
+// a time were not connected to it. The re-evaluation's lookup goes
+// through the peer just reached, which is what a side of a healed
+// partition needs to find the other's superpeers; kad-dht refreshes the
+// table on its own schedule (every 10 minutes).
 func (n *Node) reached(ctx context.Context) {
 	if n.refreshed.Load() && n.dht.RoutingTable().Size() > 0 {
 		n.Reevaluate()

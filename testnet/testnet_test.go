@@ -361,10 +361,9 @@ func TestTrafficCounted(t *testing.T) {
 
 // A node that loses its connection to its bootstrap peer, as nodes
 // beyond a bootstrap peer's high watermark do (go-libp2p's connection
-// manager trims them), dials the bootstrap
-// peer again (overlay's bootstrapLoop), but with its routing table
-// refreshed and not empty it does not refresh the table again: it
-// re-evaluates only. With a refresh on each reconnection (a lookup of its
+// manager trims them), dials the bootstrap peer again (overlay's
+// bootstrapLoop), but with its routing table refreshed and not empty it
+// does not refresh the table again: it re-evaluates only. With a refresh on each reconnection (a lookup of its
 // own ID, a ping of the table's peers not queried lately) an ordinary peer
 // of the 512-node testnet, all bootstrapped from node 0, spent 141 to
 // 1,722 B/s on the DHT after convergence. Here seven nodes lose node
