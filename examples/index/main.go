@@ -188,11 +188,40 @@ func run(ctx context.Context, out io.Writer) (map[peer.ID]*indexer, error) {
 	if _, err := tn.WaitConverged(ctx, time.Now()); err != nil {
 		return nil, err
 	}
-	time.Sleep(2 * time.Second)
+	// Registrations in flight: a member whose event loop is still retrying
+	// one to a superpeer it named for a moment registers with the elected
+	// one after that (up to three tries of a second or more each), so wait
+	// until every member is indexed, for 20 s at most, rather than a fixed
+	// 2 s (TestIndexSurvivesFailover failed once so in a full make test).
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && !allIndexed(apps); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	for _, n := range tn.Nodes() {
 		if n.State().Role == overlay.RoleSuperpeer {
 			apps[n.ID()].show()
 		}
 	}
 	return apps, nil
+}
+
+// allIndexed reports whether every live ordinary node is in the index of
+// the superpeer it names, with its items.
+func allIndexed(apps map[peer.ID]*indexer) bool {
+	for id, x := range apps {
+		st := x.node.State()
+		if st.Role == overlay.RoleSuperpeer {
+			continue
+		}
+		sp, ok := apps[st.Superpeer.ID]
+		if !ok {
+			return false
+		}
+		sp.mu.Lock()
+		items := sp.index[id]
+		sp.mu.Unlock()
+		if !slices.Equal(items, x.items) {
+			return false
+		}
+	}
+	return true
 }
