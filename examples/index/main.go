@@ -193,7 +193,7 @@ func run(ctx context.Context, out io.Writer) (map[peer.ID]*indexer, error) {
 	// one after that (up to three tries of a second or more each), so wait
 	// until every member is indexed, for 20 s at most, rather than a fixed
 	// 2 s (TestIndexSurvivesFailover failed once so in a full make test).
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && !allIndexed(apps); {
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && len(unindexed(apps)) > 0; {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, n := range tn.Nodes() {
@@ -204,9 +204,10 @@ func run(ctx context.Context, out io.Writer) (map[peer.ID]*indexer, error) {
 	return apps, nil
 }
 
-// allIndexed reports whether every live ordinary node is in the index of
-// the superpeer it names, with its items.
-func allIndexed(apps map[peer.ID]*indexer) bool {
+// unindexed lists the live ordinary nodes that are not in the index of
+// the superpeer they name with their items, and why.
+func unindexed(apps map[peer.ID]*indexer) []string {
+	var out []string
 	for id, x := range apps {
 		st := x.node.State()
 		if st.Role == overlay.RoleSuperpeer {
@@ -214,14 +215,15 @@ func allIndexed(apps map[peer.ID]*indexer) bool {
 		}
 		sp, ok := apps[st.Superpeer.ID]
 		if !ok {
-			return false
+			out = append(out, fmt.Sprintf("%s names superpeer %s, not a live node", id.ShortString(), st.Superpeer.ID.ShortString()))
+			continue
 		}
 		sp.mu.Lock()
 		items := sp.index[id]
 		sp.mu.Unlock()
 		if !slices.Equal(items, x.items) {
-			return false
+			out = append(out, fmt.Sprintf("superpeer %s indexes %v for %s, want %v", st.Superpeer.ID.ShortString(), items, id.ShortString(), x.items))
 		}
 	}
-	return true
+	return out
 }
