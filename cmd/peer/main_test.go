@@ -214,6 +214,44 @@ type procLog struct {
 	sps     []string
 	members int      // in the last "cluster changed"
 	warns   []string // the messages of WARN records
+	addrs   []string // the node's p2p addresses, from "node started"
+	api     string   // host:port of its status server, from "status server listening"
+	exited  bool     // its stderr closed: the process ended
+	tail    []string // the last lines of its stderr
+}
+
+// waitStarted waits until the process has logged its ID and, if it runs
+// with --http, its status server's address. It fails at once, with the
+// end of the process's stderr, if the process exits first (a port taken,
+// a bad flag), instead of waiting out waitUntil's bound.
+func (p *procLog) waitStarted(t *testing.T, what string, http bool) {
+	t.Helper()
+	waitUntil(t, what+" to start", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.id != "" && (!http || p.api != "") {
+			return true
+		}
+		if p.exited {
+			t.Fatalf("%s exited before it started:\n%s", what, strings.Join(p.tail, "\n"))
+		}
+		return false
+	})
+}
+
+// tcpAddr is the process's first TCP address with its /p2p part, to give
+// other processes as --bootstrap.
+func (p *procLog) tcpAddr(t *testing.T) string {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range p.addrs {
+		if strings.Contains(a, "/tcp/") {
+			return a
+		}
+	}
+	t.Fatalf("no TCP address among %v", p.addrs)
+	return ""
 }
 
 func (p *procLog) membersAndWarnings() (int, []string) {
@@ -249,6 +287,11 @@ func startRun(t *testing.T, ctx context.Context, args ...string) *procLog {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			p.mu.Lock()
+			if p.tail = append(p.tail, sc.Text()); len(p.tail) > 20 {
+				p.tail = p.tail[1:]
+			}
+			p.mu.Unlock()
 			var rec map[string]any
 			if json.Unmarshal(sc.Bytes(), &rec) != nil {
 				continue
@@ -257,6 +300,11 @@ func startRun(t *testing.T, ctx context.Context, args ...string) *procLog {
 			switch rec["msg"] {
 			case "node started":
 				p.id, _ = rec["id"].(string)
+				s, _ := rec["addrs"].(string)
+				p.addrs = strings.Fields(strings.Trim(s, "[]"))
+			case "status server listening":
+				s, _ := rec["addr"].(string)
+				p.api = strings.TrimSuffix(strings.TrimPrefix(s, "http://"), "/")
 			case "role changed":
 				s, _ := rec["to"].(string)
 				p.roles = append(p.roles, s)
@@ -274,6 +322,9 @@ func startRun(t *testing.T, ctx context.Context, args ...string) *procLog {
 			p.mu.Unlock()
 		}
 		_, _ = io.Copy(io.Discard, stderr)
+		p.mu.Lock()
+		p.exited = true
+		p.mu.Unlock()
 	}()
 	return p
 }
@@ -294,14 +345,13 @@ func freePort(t *testing.T) int {
 func TestTwoProcessesAgree(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	port := freePort(t)
-	a := startRun(t, ctx, "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port), "--superpeers", "1")
-	var aID string
-	waitUntil(t, "process A to start", func() bool { aID, _, _ = a.last(); return aID != "" })
+	a := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0", "--superpeers", "1")
+	a.waitStarted(t, "process A", false)
 	b := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0,/ip4/127.0.0.1/udp/0/quic-v1", "--superpeers", "1",
-		"--bootstrap", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, aID))
-	var bID string
-	waitUntil(t, "process B to start", func() bool { bID, _, _ = b.last(); return bID != "" })
+		"--bootstrap", a.tcpAddr(t))
+	b.waitStarted(t, "process B", false)
+	aID, _, _ := a.last()
+	bID, _, _ := b.last()
 	ids := []peer.ID{peer.ID(""), peer.ID("")}
 	var err error
 	if ids[0], err = peer.Decode(aID); err != nil {

@@ -163,9 +163,8 @@ func TestRunIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startRun(t, ctx, "--config", conf)
-	var id string
-	waitUntil(t, "the process to start", func() bool { id, _, _ = p.last(); return id != "" })
-	if id != want.String() {
+	p.waitStarted(t, "the process", false)
+	if id, _, _ := p.last(); id != want.String() {
 		t.Errorf("peer ID %s, want %s from the key file", id, want)
 	}
 }
@@ -183,12 +182,10 @@ func TestPrivateSwarmProcesses(t *testing.T) {
 	if out, err := exec.Command(peerBin, "psk", "init", "--out", key).CombinedOutput(); err != nil {
 		t.Fatalf("peer psk init: %v\n%s", err, out)
 	}
-	port := freePort(t)
 	priv := []string{"--psk", key, "--network", "priv", "--superpeers", "1"}
-	a := startRun(t, ctx, append([]string{"--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}, priv...)...)
-	var aID string
-	waitUntil(t, "process A to start", func() bool { aID, _, _ = a.last(); return aID != "" })
-	boot := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, aID)
+	a := startRun(t, ctx, append([]string{"--listen", "/ip4/127.0.0.1/tcp/0"}, priv...)...)
+	a.waitStarted(t, "process A", false)
+	boot := a.tcpAddr(t)
 	procs := []*procLog{a}
 	for range 2 {
 		procs = append(procs, startRun(t, ctx, append([]string{"--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot}, priv...)...))

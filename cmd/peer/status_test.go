@@ -23,8 +23,9 @@ import (
 func TestStatusCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	api := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0", "--superpeers", "1", "--election", "bully", "--http", api)
+	p := startRun(t, ctx, "--listen", "/ip4/127.0.0.1/tcp/0", "--superpeers", "1", "--election", "bully", "--http", "127.0.0.1:0")
+	p.waitStarted(t, "the node", true)
+	api := p.api
 	var id string
 	waitUntil(t, "the node to become the superpeer of its one-node network", func() bool {
 		var role string
@@ -86,15 +87,17 @@ func TestStatusPageInBrowser(t *testing.T) {
 	defer stopA()
 	ctxB, stopB := context.WithCancel(context.Background())
 	defer stopB()
-	apiA, apiB := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	port := freePort(t)
-	a := startRun(t, ctxA, "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port), "--superpeers", "1", "--http", apiA)
-	var aID string
-	waitUntil(t, "process A to start", func() bool { aID, _, _ = a.last(); return aID != "" })
-	b := startRun(t, ctxB, "--listen", "/ip4/127.0.0.1/tcp/0", "--superpeers", "1", "--http", apiB,
-		"--bootstrap", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, aID))
-	var bID string
-	waitUntil(t, "process B to start", func() bool { bID, _, _ = b.last(); return bID != "" })
+	// Port 0 everywhere: each process logs the addresses it got. (Ports
+	// picked free in advance could be taken by the time a process binds
+	// them, by the other test packages' connections.)
+	a := startRun(t, ctxA, "--listen", "/ip4/127.0.0.1/tcp/0", "--superpeers", "1", "--http", "127.0.0.1:0")
+	a.waitStarted(t, "process A", true)
+	b := startRun(t, ctxB, "--listen", "/ip4/127.0.0.1/tcp/0", "--superpeers", "1", "--http", "127.0.0.1:0",
+		"--bootstrap", a.tcpAddr(t))
+	b.waitStarted(t, "process B", true)
+	aID, _, _ := a.last()
+	bID, _, _ := b.last()
+	apiA, apiB := a.api, b.api
 
 	// The ordinary node's page; then its superpeer stops.
 	ids := make([]peer.ID, 2)
