@@ -12,10 +12,10 @@ import (
 // bootstrapLoop dials the bootstrap peers until at least one is connected,
 // then refreshes the routing table. Every BootstrapRetry it dials them again
 // when the node has no overlay peer at all, or is connected to none of
-// them: after a partition heals, or a node's own link comes back, the
-// bootstrap peers are the ones it knows how to reach, and one connection is
-// enough for gossip and the DHT to find the rest. An unreachable bootstrap
-// peer is a warning, never a failure.
+// them (as redialPacer paces it): after a partition heals, or a node's own
+// link comes back, the bootstrap peers are the ones it knows how to reach,
+// and one connection is enough for gossip and the DHT to find the rest. An
+// unreachable bootstrap peer is a warning, never a failure.
 func (n *Node) bootstrapLoop(ctx context.Context) {
 	defer n.wg.Done()
 	if len(n.cfg.Bootstrap) == 0 {
@@ -23,9 +23,11 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	}
 	t := time.NewTicker(n.cfg.BootstrapRetry)
 	defer t.Stop()
+	pace := redialPacer{base: n.cfg.BootstrapRetry, most: maxRedialWait}
 	for {
-		if n.dht.RoutingTable().Size() == 0 || !n.bootstrapConnected() {
-			n.dialBootstrap(ctx)
+		alone := n.dht.RoutingTable().Size() == 0 || len(n.host.Network().Peers()) == 0
+		if now := time.Now(); pace.due(now, alone, n.bootstrapConnected()) {
+			pace.dialled(n.dialBootstrap(ctx))
 		}
 		select {
 		case <-ctx.Done():
@@ -35,7 +37,63 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	}
 }
 
-func (n *Node) dialBootstrap(ctx context.Context) {
+// maxRedialWait is the longest redialPacer waits.
+const maxRedialWait = 5 * time.Minute
+
+// redialPacer decides when a node connected to none of its bootstrap
+// peers dials them again. A node with no overlay peer at all (alone: an
+// empty routing table, or no connection) dials at every BootstrapRetry,
+// as does one whose last dial failed: it is cut off, and the dial that
+// gets through is the one that heals it. But a node that reached a
+// bootstrap peer, and was then disconnected from it while it kept other
+// peers, was most likely trimmed by the bootstrap peer's connection
+// manager (over 192 connections), and a redial at once only puts it back
+// over: it waits twice as long as the last time before it dials again, up
+// to maxRedialWait. (Found in the in-process testnet, where node 0 is every
+// node's bootstrap peer: at 512 nodes it held 481 to 511 connections, its
+// manager trimming and every trimmed node redialling within 5 s.)
+//
+// Its state is the node's own: no peer can make it wait longer but by
+// taking its connections, and a failed dial undoes the wait.
+type redialPacer struct {
+	base, most time.Duration
+	wait       time.Duration // from the disconnection to the next dial; 0 at first
+	lost       time.Time     // when the node was first seen connected to none; zero while connected
+	reached    bool          // it has been connected to one before
+}
+
+// due reports whether the node dials its bootstrap peers now. A node that
+// is alone and connected to one dials all the same: dialBootstrap then
+// refreshes its routing table through it.
+func (p *redialPacer) due(now time.Time, alone, connected bool) bool {
+	if connected {
+		p.lost, p.reached = time.Time{}, true
+		return alone
+	}
+	if p.lost.IsZero() {
+		p.lost = now
+	}
+	return alone || now.Sub(p.lost) >= p.wait
+}
+
+// dialled records the dial that due asked for, which left reached
+// bootstrap peers connected (those connected already count).
+func (p *redialPacer) dialled(reached int) {
+	switch {
+	case reached == 0:
+		p.wait = 0
+	case !p.lost.IsZero():
+		p.lost = time.Time{}
+		if p.reached { // connected again
+			p.wait = min(max(2*p.wait, p.base), p.most)
+		}
+		p.reached = true
+	}
+}
+
+// dialBootstrap dials the bootstrap peers not connected, and returns how
+// many are connected.
+func (n *Node) dialBootstrap(ctx context.Context) int {
 	ok := 0
 	for _, b := range n.cfg.Bootstrap {
 		if b.ID == n.self {
@@ -60,6 +118,7 @@ func (n *Node) dialBootstrap(ctx context.Context) {
 		n.log.Info("connected to bootstrap peers", "count", ok)
 		n.reached(ctx)
 	}
+	return ok
 }
 
 // reached refreshes the routing table once the node has reached overlay

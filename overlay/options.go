@@ -40,7 +40,9 @@ type Config struct {
 	// QUIC on all IPv4 interfaces, on random ports.
 	ListenAddrs []ma.Multiaddr
 	// Bootstrap peers are dialled at start and, while none is connected,
-	// again every BootstrapRetry.
+	// again every BootstrapRetry; a node that keeps other peers and was
+	// disconnected from them after it reached them (trimmed by their
+	// connection manager) waits twice as long each time, up to 5 minutes.
 	Bootstrap []peer.AddrInfo
 	// Identity is the host's key. Default: a fresh Ed25519 key.
 	Identity crypto.PrivKey
@@ -102,7 +104,7 @@ type Config struct {
 	// (network-size estimate, then the lookup of the cluster key). Default 5 s.
 	ReevaluateInterval time.Duration
 	// BootstrapRetry is the time between attempts to reach the bootstrap
-	// peers while none is connected. Default 5 s.
+	// peers while none is connected (see Bootstrap). Default 5 s.
 	BootstrapRetry time.Duration
 	// QueryTimeout bounds one lookup query to one peer. Default 5 s.
 	QueryTimeout time.Duration

@@ -1,0 +1,52 @@
+package overlay
+
+import (
+	"testing"
+	"time"
+)
+
+// redialPacer: a node trimmed by its bootstrap peer, again and again,
+// waits twice as long each time before it dials (from the retry up to
+// the most); a failed dial, or a node with no overlay peer at all, dials
+// at every retry.
+func TestRedialPacer(t *testing.T) {
+	const base, most = 5 * time.Second, 40 * time.Second
+	p := redialPacer{base: base, most: most}
+	at := time.Unix(0, 0)
+	step := func(d time.Duration, alone, connected, want bool) {
+		t.Helper()
+		at = at.Add(d)
+		if got := p.due(at, alone, connected); got != want {
+			t.Fatalf("at %v (alone %v, connected %v): due %v, want %v (wait %v)", at.Sub(time.Unix(0, 0)), alone, connected, got, want, p.wait)
+		}
+	}
+	// The first dial: at once. Connected: none.
+	step(0, false, false, true)
+	p.dialled(1)
+	step(base, false, true, false)
+	// Each loss: the wait from it doubles, from none at the first.
+	for _, wait := range []time.Duration{0, base, 2 * base, 4 * base, 8 * base, most, most} {
+		step(base, false, false, wait == 0) // the loss is seen
+		for w := base; w < wait; w += base {
+			step(base, false, false, false)
+		}
+		if wait > 0 {
+			step(base, false, false, true)
+		}
+		p.dialled(1)
+		step(base, false, true, false)
+	}
+	// A node with no overlay peer dials at every retry, whatever the wait;
+	// connected to a bootstrap peer, too (the dial refreshes its table).
+	step(base, true, false, true)
+	p.dialled(0)
+	step(base, true, true, true)
+	// A failed dial: the node is cut off, and dials at every retry again.
+	step(base, false, false, true)
+	p.dialled(0)
+	step(base, false, false, true)
+	p.dialled(1)
+	step(base, false, true, false)
+	step(base, false, false, false) // trimmed once more: it waits again
+	step(base, false, false, true)
+}
