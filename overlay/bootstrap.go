@@ -11,11 +11,11 @@ import (
 
 // bootstrapLoop dials the bootstrap peers until at least one is connected,
 // then refreshes the routing table. Every BootstrapRetry it dials them again
-// when the node has no overlay peer at all, or is connected to none of
-// them (as redialPacer paces it): after a partition heals, or a node's own
-// link comes back, the bootstrap peers are the ones it knows how to reach,
-// and one connection is enough for gossip and the DHT to find the rest. An
-// unreachable bootstrap peer is a warning, never a failure.
+// when it needs them and is connected to none (redialPacer): after a
+// partition heals, or a node's own link comes back, the bootstrap peers
+// are the ones it knows how to reach, and one connection is enough for
+// gossip and the DHT to find the rest. An unreachable bootstrap peer is a
+// warning, never a failure.
 func (n *Node) bootstrapLoop(ctx context.Context) {
 	defer n.wg.Done()
 	if len(n.cfg.Bootstrap) == 0 {
@@ -26,7 +26,10 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	pace := redialPacer{base: n.cfg.BootstrapRetry, most: maxRedialWait}
 	for {
 		alone := n.dht.RoutingTable().Size() == 0 || len(n.host.Network().Peers()) == 0
-		if now := time.Now(); pace.due(now, alone, n.bootstrapConnected()) {
+		n.mu.RLock()
+		attached := n.state.Role != RoleSuperpeer && n.state.Superpeer.ID != ""
+		n.mu.RUnlock()
+		if now := time.Now(); pace.due(now, alone, attached, n.bootstrapConnected()) {
 			pace.dialled(n.dialBootstrap(ctx))
 		}
 		select {
@@ -41,17 +44,25 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 const maxRedialWait = 5 * time.Minute
 
 // redialPacer decides when a node connected to none of its bootstrap
-// peers dials them again. A node with no overlay peer at all (alone: an
-// empty routing table, or no connection) dials at every BootstrapRetry,
-// as does one whose last dial failed: it is cut off, and the dial that
-// gets through is the one that heals it. But a node that reached a
-// bootstrap peer, and was then disconnected from it while it kept other
-// peers, was most likely trimmed by the bootstrap peer's connection
-// manager (over 192 connections), and a redial at once only puts it back
-// over: it waits twice as long as the last time before it dials again, up
-// to maxRedialWait. (Found in the in-process testnet, where node 0 is every
-// node's bootstrap peer: at 512 nodes it held 481 to 511 connections, its
-// manager trimming and every trimmed node redialling within 5 s.)
+// peers dials them again. The bootstrap peers of a swarm are few and
+// every node knows them, so a rule that has every node keep a connection
+// to them puts the whole swarm on them: the in-process testnet's node 0,
+// every node's bootstrap peer, held 481 to 511 connections at 512 nodes,
+// over its connection manager's high watermark of 192, because every
+// node it trimmed dialled it again within BootstrapRetry. So:
+//
+//   - A node with no overlay peer at all (alone: an empty routing table,
+//     or no connection) dials at every retry: it is joining, or its own
+//     link came back.
+//   - An ordinary peer attached to its superpeer does not dial: what it
+//     sends and keeps follows its cluster, and after a partition heals
+//     its superpeer's connection brings the cluster along.
+//   - A superpeer, and a peer that names no superpeer, dial at every
+//     retry while their dials fail (cut off: the dial that gets through
+//     heals the partition); but one that reached a bootstrap peer and
+//     was disconnected from it again while it kept other peers was most
+//     likely trimmed, and waits twice as long as the last time before it
+//     dials again, from no wait at the first loss up to maxRedialWait.
 //
 // Its state is the node's own: no peer can make it wait longer but by
 // taking its connections, and a failed dial undoes the wait.
@@ -65,7 +76,7 @@ type redialPacer struct {
 // due reports whether the node dials its bootstrap peers now. A node that
 // is alone and connected to one dials all the same: dialBootstrap then
 // refreshes its routing table through it.
-func (p *redialPacer) due(now time.Time, alone, connected bool) bool {
+func (p *redialPacer) due(now time.Time, alone, attached, connected bool) bool {
 	if connected {
 		p.lost, p.reached = time.Time{}, true
 		return alone
@@ -73,7 +84,13 @@ func (p *redialPacer) due(now time.Time, alone, connected bool) bool {
 	if p.lost.IsZero() {
 		p.lost = now
 	}
-	return alone || now.Sub(p.lost) >= p.wait
+	switch {
+	case alone:
+		return true
+	case attached:
+		return false
+	}
+	return now.Sub(p.lost) >= p.wait
 }
 
 // dialled records the dial that due asked for, which left reached

@@ -5,18 +5,20 @@ import (
 	"time"
 )
 
-// redialPacer: a node trimmed by its bootstrap peer, again and again,
-// waits twice as long each time before it dials (from the retry up to
-// the most); a failed dial, or a node with no overlay peer at all, dials
-// at every retry.
+// redialPacer: a superpeer trimmed by its bootstrap peer, again and
+// again, waits twice as long each time before it dials (from no wait up
+// to the most); a failed dial, or a node with no overlay peer at all,
+// dials at every retry; an ordinary peer attached to its superpeer does
+// not dial unless it is alone.
 func TestRedialPacer(t *testing.T) {
 	const base, most = 5 * time.Second, 40 * time.Second
 	p := redialPacer{base: base, most: most}
 	at := time.Unix(0, 0)
+	attached := false
 	step := func(d time.Duration, alone, connected, want bool) {
 		t.Helper()
 		at = at.Add(d)
-		if got := p.due(at, alone, connected); got != want {
+		if got := p.due(at, alone, attached, connected); got != want {
 			t.Fatalf("at %v (alone %v, connected %v): due %v, want %v (wait %v)", at.Sub(time.Unix(0, 0)), alone, connected, got, want, p.wait)
 		}
 	}
@@ -48,5 +50,17 @@ func TestRedialPacer(t *testing.T) {
 	p.dialled(1)
 	step(base, false, true, false)
 	step(base, false, false, false) // trimmed once more: it waits again
+	step(base, false, false, true)
+	p.dialled(1)
+	// Attached to a superpeer: no dial however long it waits, but alone.
+	attached = true
+	step(base, false, true, false)
+	for range 2 * most / base {
+		step(base, false, false, false)
+	}
+	step(base, true, false, true)
+	p.dialled(0)
+	// Its superpeer gone, it dials: the wait is long over.
+	attached = false
 	step(base, false, false, true)
 }
