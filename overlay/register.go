@@ -223,6 +223,9 @@ func (d clusterDigest) check() error {
 	if d.K < 0 || d.K > dhtselect.MaxK {
 		return fmt.Errorf("k = %d out of [0, %d]", d.K, dhtselect.MaxK)
 	}
+	if d.Size.N < 1 {
+		return fmt.Errorf("size estimate %d", d.Size.N) // the node itself exists
+	}
 	if d.ClusterKey.Cluster(d.K) != d.ClusterKey {
 		return fmt.Errorf("cluster key %s has bits beyond k = %d", d.ClusterKey, d.K)
 	}

@@ -626,6 +626,15 @@ func (m *Machine) Serves() bool {
 	switch {
 	case m.cfg.Geometric || !m.joined:
 		return false
+	case m.state.Size.N == 0:
+		// No state committed yet (a lookup that named this node, and an
+		// evaluation that did not finish): no k, no cluster key, no size
+		// to give members. Its registry answered with a digest of k = 0
+		// and a size of 0, which members refuse as malformed and strike
+		// (found live: a 64-node testnet's superpeer-to-be was banned by
+		// its members a second before it took its role, and the members
+		// kept the superpeer it replaced).
+		return false
 	case m.state.Role == RoleSuperpeer:
 		return true
 	}

@@ -715,3 +715,22 @@ func bullyFollower(t *testing.T, self peer.ID, v View) (*Machine, time.Time) {
 func heartbeat(leader, self peer.ID) ElectionMessage {
 	return ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: classic.ID(leader), To: classic.ID(self), Leader: classic.ID(leader)}}
 }
+
+// A node whose lookup named itself serves its cluster's registrations
+// while the election is pending, but only once it has committed a state:
+// before that it has no k, no cluster key and no size for the digest its
+// registry answers with (a live superpeer-to-be answered with k = 0 and a
+// size of 0, and its members struck and banned it as malformed).
+func TestServesOnlyWithAState(t *testing.T) {
+	cfg := testConfig("self")
+	cfg.Election = "bully"
+	m := mustNew(t, cfg)
+	m.joined, m.lastValid, m.lastLookup = true, true, m.cfg.Self
+	if m.Serves() {
+		t.Errorf("serves with no state: %+v", m.state)
+	}
+	m.state.K, m.state.Size = 3, dhtselect.Estimate{N: 64, Source: dhtselect.SourceRouting}
+	if !m.Serves() {
+		t.Errorf("does not serve with the lookup's answer and a state: %+v", m.state)
+	}
+}
