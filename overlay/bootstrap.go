@@ -24,6 +24,7 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.BootstrapRetry)
 	defer t.Stop()
 	pace := redialPacer{base: n.cfg.BootstrapRetry, most: maxRedialWait}
+	lonely := false // alone since the table's last refresh
 	for {
 		alone := n.dht.RoutingTable().Size() == 0 || len(n.host.Network().Peers()) == 0
 		n.mu.RLock()
@@ -31,6 +32,13 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 		n.mu.RUnlock()
 		if now := time.Now(); pace.due(now, alone, attached, n.bootstrapConnected()) {
 			pace.dialled(n.dialBootstrap(ctx))
+		}
+		// A node that was alone, its table refreshed before, refreshes it
+		// again once it has peers: see rejoined.
+		lonely = lonely || alone && n.refreshed.Load()
+		if lonely && !alone {
+			lonely = false
+			n.rejoined()
 		}
 		select {
 		case <-ctx.Done():
@@ -166,6 +174,24 @@ func (n *Node) reached(ctx context.Context) {
 		n.wg.Add(1)
 		go n.awaitRefresh(ctx, done)
 	}
+}
+
+// rejoined refreshes the routing table of a node that was alone (no
+// connection, or an empty table) and has peers again, and re-evaluates.
+// The table kept the peers it held, but they count towards the size
+// estimate only while they announce themselves or are connected
+// (node.Machine's countsForSize), and a node that no one dials back
+// connects to none of them: a superpeer that came back from a flap
+// (the flap scenario, 64 nodes) counted its members alone, heard no
+// other superpeer's summary (it was connected to none), took its own
+// summary, k = 0 and the whole key space, for the backbone, estimated
+// the network at 11, and kept k = 0 and its members for good (kad-dht
+// refreshes the table every 10 minutes). A refresh's lookups connect it
+// to the peers closest to its own ID and to each bucket's.
+func (n *Node) rejoined() {
+	n.log.Info("alone before: refreshing the routing table", "table", n.dht.RoutingTable().Size())
+	_ = n.dht.ForceRefresh() // every bucket, not only the stale ones; its outcome is the table's
+	n.Reevaluate()
 }
 
 // bootstrapConnected reports whether a bootstrap peer other than this node

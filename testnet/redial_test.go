@@ -42,7 +42,7 @@ func TestBootstrapRedialBacksOff(t *testing.T) {
 		t.Skip("starts 8 libp2p nodes")
 	}
 	synctest.Test(t, func(t *testing.T) {
-		dials := &bootstrapDials{mu: new(sync.Mutex), node: -1, by: map[int]int{}}
+		dials := newLogCounts("connected to bootstrap peers") // overlay's dialBootstrap
 		tn, err := Start(context.Background(), Config{N: 8, Target: dhtselect.Target{Superpeers: 2}, Seed: 3, Logger: slog.New(dials)})
 		if err != nil {
 			t.Fatal(err)
@@ -140,18 +140,86 @@ func TestBootstrapRedialBacksOff(t *testing.T) {
 	})
 }
 
-// bootstrapDials is a slog handler that counts each node's "connected to
-// bootstrap peers" (overlay's dialBootstrap), by the node attribute the
-// testnet gives each node's logger.
-type bootstrapDials struct {
+// A superpeer taken off the network for longer than a retry, and back:
+// it was alone (no connection), and once it has peers again it refreshes
+// its routing table, once (overlay's rejoined). Its table kept the peers
+// it held, but they count towards its size estimate only while connected
+// or announcing, and nobody but its members and the bootstrap peer dialled
+// it back: in the flap scenario (64 nodes, real time) such a superpeer
+// counted its members alone, heard no other superpeer's summary, took its
+// own summary at k = 0 for the whole backbone and kept k = 0 and its
+// members for good. Back, it is connected to most of the others again
+// (without the refresh, here to 7 of 15; with it, to 15). The nodes that
+// were never alone do not refresh.
+func TestAloneNodeRefreshesWhenBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 16 libp2p nodes")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		refreshes := newLogCounts("alone before: refreshing the routing table") // overlay's rejoined
+		tn, err := Start(context.Background(), Config{N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1, Logger: slog.New(refreshes)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if _, err := tn.WaitConverged(ctx, tn.Started()); err != nil {
+			t.Fatal(err)
+		}
+		retry := overlay.DefaultConfig().BootstrapRetry
+		x := -1
+		for i, m := range tn.Members() {
+			if i > 0 && m.State().Role == overlay.RoleSuperpeer {
+				x = i
+				break
+			}
+		}
+		if x < 0 {
+			t.Fatal("no superpeer but node 0")
+		}
+		id := tn.Members()[x].ID()
+		if got := refreshes.count(); len(got) != 0 {
+			t.Fatalf("refreshes before any node was alone: %v", got)
+		}
+		if err := tn.Down(id); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(retry + retry/2)
+		if err := tn.Up(id); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * retry)
+		// Connected to most of the others again: without the refresh, to
+		// the 7 of 15 that dialled it (its members, node 0), with it to 15.
+		if got, others := len(tn.Members()[x].(*overlay.Node).Host().Network().Peers()), len(tn.Members())-1; 4*got < 3*others {
+			t.Errorf("superpeer %d, back, is connected to %d of the %d others", x, got, others)
+		}
+		if got := refreshes.count(); got[x] != 1 || len(got) != 1 {
+			t.Errorf("refreshes by node %v after superpeer %d was alone for %v: want one, by it", got, x, retry+retry/2)
+		}
+		if _, err := tn.WaitConverged(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// logCounts is a slog handler that counts each node's records of one
+// message, by the node attribute the testnet gives each node's logger.
+type logCounts struct {
+	msg  string
 	mu   *sync.Mutex
 	node int64
 	by   map[int]int
 }
 
-func (d *bootstrapDials) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-func (d *bootstrapDials) WithGroup(string) slog.Handler                { return d }
-func (d *bootstrapDials) WithAttrs(as []slog.Attr) slog.Handler {
+func newLogCounts(msg string) *logCounts {
+	return &logCounts{msg: msg, mu: new(sync.Mutex), node: -1, by: map[int]int{}}
+}
+
+func (d *logCounts) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (d *logCounts) WithGroup(string) slog.Handler                { return d }
+func (d *logCounts) WithAttrs(as []slog.Attr) slog.Handler {
 	c := *d
 	for _, a := range as {
 		if a.Key == "node" {
@@ -160,15 +228,15 @@ func (d *bootstrapDials) WithAttrs(as []slog.Attr) slog.Handler {
 	}
 	return &c
 }
-func (d *bootstrapDials) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == "connected to bootstrap peers" && d.node >= 0 {
+func (d *logCounts) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == d.msg && d.node >= 0 {
 		d.mu.Lock()
 		d.by[int(d.node)]++
 		d.mu.Unlock()
 	}
 	return nil
 }
-func (d *bootstrapDials) count() map[int]int {
+func (d *logCounts) count() map[int]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return maps.Clone(d.by)
