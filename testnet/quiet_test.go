@@ -1,7 +1,6 @@
 package testnet
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -29,16 +28,7 @@ func TestConvergedNodesEvaluateOncePerPeriod(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		const n, window = 32, 30 * time.Second
-		tn, err := Start(context.Background(), Config{N: n, Target: dhtselect.Target{Superpeers: 4}, Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if _, err := tn.WaitConverged(ctx, tn.Started()); err != nil {
-			t.Fatal(err)
-		}
+		tn := startConverged(t, Config{N: n, Target: dhtselect.Target{Superpeers: 4}, Seed: 1})
 		time.Sleep(10 * time.Second) // the joins' last settled evaluations
 		before := map[string]uint64{}
 		for _, m := range tn.Members() {

@@ -43,16 +43,7 @@ func TestBootstrapRedialBacksOff(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		dials := newLogCounts("connected to bootstrap peers") // overlay's dialBootstrap
-		tn, err := Start(context.Background(), Config{N: 8, Target: dhtselect.Target{Superpeers: 2}, Seed: 3, Logger: slog.New(dials)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if _, err := tn.WaitConverged(ctx, tn.Started()); err != nil {
-			t.Fatal(err)
-		}
+		tn := startConverged(t, Config{N: 8, Target: dhtselect.Target{Superpeers: 2}, Seed: 3, Logger: slog.New(dials)})
 		retry := overlay.DefaultConfig().BootstrapRetry // the testnet keeps the default
 		nodes := tn.Members()
 		h0 := nodes[0].(*overlay.Node).Host()
@@ -157,16 +148,7 @@ func TestAloneNodeRefreshesWhenBack(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		refreshes := newLogCounts("alone before: refreshing the routing table") // overlay's rejoined
-		tn, err := Start(context.Background(), Config{N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1, Logger: slog.New(refreshes)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if _, err := tn.WaitConverged(ctx, tn.Started()); err != nil {
-			t.Fatal(err)
-		}
+		tn := startConverged(t, Config{N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1, Logger: slog.New(refreshes)})
 		retry := overlay.DefaultConfig().BootstrapRetry
 		x := -1
 		for i, m := range tn.Members() {
@@ -198,6 +180,8 @@ func TestAloneNodeRefreshesWhenBack(t *testing.T) {
 		if got := refreshes.count(); got[x] != 1 || len(got) != 1 {
 			t.Errorf("refreshes by node %v after superpeer %d was alone for %v: want one, by it", got, x, retry+retry/2)
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		if _, err := tn.WaitConverged(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}

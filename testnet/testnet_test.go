@@ -35,6 +35,24 @@ func startNet(t *testing.T, cfg Config) *Net {
 	return tn
 }
 
+// startConverged starts a testnet in a testing/synctest bubble (call it
+// inside synctest.Test), closed when the test ends, and waits until it
+// has converged (five virtual minutes at most).
+func startConverged(t *testing.T, cfg Config) *Net {
+	t.Helper()
+	tn, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := tn.WaitConverged(ctx, tn.Started()); err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
+
 func waitConverged(t *testing.T, tn *Net, since time.Time) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
