@@ -28,12 +28,29 @@ func TestRateRefusalsStrikeBySecondsWorth(t *testing.T) {
 	if n.guard.Banned(p) {
 		t.Fatal("banned after a second's worth of refusals")
 	}
-	if got := len(n.guard.strikes[p]); got != 1 {
+	n.guard.mu.Lock()
+	got := len(n.guard.strikes[p])
+	n.guard.mu.Unlock()
+	if got != 1 {
 		t.Fatalf("%d strikes after %d refusals over the rate, want 1", got, 2*rateLimit-1)
 	}
 	// A flood: banned once the refusals reach banStrikes seconds' worth.
 	refuseOverRate(banStrikes*rateLimit - 2*rateLimit + 1)
 	if !n.guard.Banned(p) {
 		t.Fatalf("not banned after %d refusals over the rate", banStrikes*rateLimit)
+	}
+}
+
+// An election flood (errFlood: messages over what the algorithm allows,
+// which no honest member sends) is a strike each time, not by the
+// second's worth: banStrikes of them ban the flooder.
+func TestElectionFloodStrikesEachTime(t *testing.T) {
+	n := oneCluster(t, keysByDistance(t, 1)[0])
+	p := peer.ID("an election flooder")
+	for range banStrikes {
+		n.guard.refuse(n, "election", p, errFlood)
+	}
+	if !n.guard.Banned(p) {
+		t.Fatalf("not banned after %d election floods", banStrikes)
 	}
 }

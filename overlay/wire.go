@@ -457,9 +457,10 @@ func (g *guard) Banned(p peer.ID) bool {
 	return g.bannedLocked(p, time.Now())
 }
 
-// refuse counts and logs a refused message from p, and strikes p (over
-// its rate, every rateLimit-th refusal: overRateLocked); the strike that
-// reaches banStrikes bans p and disconnects it. A refusal
+// refuse counts and logs a refused message from p, and strikes p (a
+// stream over its rate, every rateLimit-th refusal: overRateLocked; an
+// election flood, each); the strike that reaches banStrikes bans p and
+// disconnects it. A refusal
 // because p is banned is counted, not logged, and is no new strike; one
 // because the service is at its resource limit is counted and logged, and
 // is no strike either (the limit may be others' doing), nor is a stream
@@ -474,9 +475,13 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 		g.strikes, g.banned = map[peer.ID][]time.Time{}, map[peer.ID]time.Time{}
 	}
 	g.countLocked(proto, why)
-	if why == "banned" || why == "limit" || why == "io" || why == "rate" && !g.overRateLocked(p, now) {
+	// Streams over the rate strike by the second's worth; an election
+	// flood (errFlood, which the algorithm caught and no honest member
+	// sends) strikes each time.
+	streamRate := why == "rate" && !errors.Is(err, errFlood)
+	if why == "banned" || why == "limit" || why == "io" || streamRate && !g.overRateLocked(p, now) {
 		g.mu.Unlock()
-		if why == "rate" {
+		if streamRate {
 			n.log.Debug("refused a message", "protocol", proto, "peer", p, "reason", why, "err", err)
 		}
 		return
