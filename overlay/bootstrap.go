@@ -10,12 +10,12 @@ import (
 )
 
 // bootstrapLoop dials the bootstrap peers until at least one is connected,
-// then refreshes the routing table. Every BootstrapRetry it dials them again
-// when it needs them and is connected to none (redialPacer): after a
-// partition heals, or a node's own link comes back, the bootstrap peers
-// are the ones it knows how to reach, and one connection is enough for
-// gossip and the DHT to find the rest. An unreachable bootstrap peer is a
-// warning, never a failure.
+// then refreshes the routing table. Every BootstrapRetry it dials them
+// again when it is alone, or needs them and is connected to none
+// (redialPacer): after a partition heals, or a node's own link comes
+// back, the bootstrap peers are the ones it knows how to reach, and one
+// connection is enough for gossip and the DHT to find the rest. An
+// unreachable bootstrap peer is a warning, never a failure.
 func (n *Node) bootstrapLoop(ctx context.Context) {
 	defer n.wg.Done()
 	if len(n.cfg.Bootstrap) == 0 {
@@ -28,8 +28,13 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	for {
 		alone := n.dht.RoutingTable().Size() == 0 || len(n.host.Network().Peers()) == 0
 		n.mu.RLock()
-		attached := n.state.Role != RoleSuperpeer && n.state.Superpeer.ID != ""
+		sp := n.state.Superpeer.ID
+		attached := n.state.Role != RoleSuperpeer && sp != ""
 		n.mu.RUnlock()
+		// Attached while connected to its superpeer: a state that names
+		// one the node lost (its lookups or its election have not
+		// committed a new state yet) does not hold its redials back.
+		attached = attached && n.host.Network().Connectedness(sp) == network.Connected
 		if now := time.Now(); pace.due(now, alone, attached, n.bootstrapConnected()) {
 			pace.dialled(n.dialBootstrap(ctx))
 		}
@@ -71,6 +76,8 @@ const maxRedialWait = 5 * time.Minute
 //     was disconnected from it again while it kept other peers was most
 //     likely trimmed, and waits twice as long as the last time before it
 //     dials again, from no wait at the first loss up to maxRedialWait.
+//     A loss while alone (its own outage) is no trim, and a connection
+//     that lasted maxRedialWait ends the wait.
 //
 // Its state is the node's own: no peer can make it wait longer but by
 // taking its connections, and a failed dial undoes the wait.
@@ -78,6 +85,8 @@ type redialPacer struct {
 	base, most time.Duration
 	wait       time.Duration // from the disconnection to the next dial; 0 at first
 	lost       time.Time     // when the node was first seen connected to none; zero while connected
+	trimmed    bool          // since lost, the node has kept other peers
+	since      time.Time     // connected since; zero while not
 	reached    bool          // it has been connected to one before
 }
 
@@ -87,11 +96,19 @@ type redialPacer struct {
 func (p *redialPacer) due(now time.Time, alone, attached, connected bool) bool {
 	if connected {
 		p.lost, p.reached = time.Time{}, true
+		if p.since.IsZero() {
+			p.since = now
+		}
+		if now.Sub(p.since) >= p.most {
+			p.wait = 0 // a lasting connection: the trims are over
+		}
 		return alone
 	}
+	p.since = time.Time{}
 	if p.lost.IsZero() {
-		p.lost = now
+		p.lost, p.trimmed = now, true
 	}
+	p.trimmed = p.trimmed && !alone
 	switch {
 	case alone:
 		return true
@@ -109,7 +126,7 @@ func (p *redialPacer) dialled(reached int) {
 		p.wait = 0
 	case !p.lost.IsZero():
 		p.lost = time.Time{}
-		if p.reached { // connected again
+		if p.reached && p.trimmed { // connected again after a trim
 			p.wait = min(max(2*p.wait, p.base), p.most)
 		}
 		p.reached = true

@@ -9,7 +9,8 @@ import (
 // again, waits twice as long each time before it dials (from no wait up
 // to the most); a failed dial, or a node with no overlay peer at all,
 // dials at every retry; an ordinary peer attached to its superpeer does
-// not dial unless it is alone.
+// not dial unless it is alone; its own outage does not lengthen the
+// wait, and a connection that lasts the most ends it.
 func TestRedialPacer(t *testing.T) {
 	const base, most = 5 * time.Second, 40 * time.Second
 	p := redialPacer{base: base, most: most}
@@ -62,5 +63,33 @@ func TestRedialPacer(t *testing.T) {
 	p.dialled(0)
 	// Its superpeer gone, it dials: the wait is long over.
 	attached = false
+	step(base, false, false, true)
+	p.dialled(1)
+	// Its own outage is no trim: back from it, the wait stays.
+	wait := p.wait
+	step(base, false, true, false)
+	step(base, true, false, true)
+	p.dialled(1)
+	if p.wait != wait {
+		t.Errorf("wait %v after an outage, want %v as before it", p.wait, wait)
+	}
+	// A trim makes it wait again; a connection that lasts the most ends
+	// the wait.
+	before := p.wait
+	step(base, false, true, false)
+	step(base, false, false, before == 0) // trimmed
+	for w := base; w < before; w += base {
+		step(base, false, false, false)
+	}
+	if before > 0 {
+		step(base, false, false, true)
+	}
+	p.dialled(1)
+	if want := min(max(2*before, base), most); p.wait != want {
+		t.Fatalf("wait %v after a trim, want %v", p.wait, want)
+	}
+	for range most/base + 1 {
+		step(base, false, true, false)
+	}
 	step(base, false, false, true)
 }

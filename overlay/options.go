@@ -40,9 +40,11 @@ type Config struct {
 	// QUIC on all IPv4 interfaces, on random ports.
 	ListenAddrs []ma.Multiaddr
 	// Bootstrap peers are dialled at start and, while none is connected,
-	// again every BootstrapRetry; a node that keeps other peers and was
-	// disconnected from them after it reached them (trimmed by their
-	// connection manager) waits twice as long each time, up to 5 minutes.
+	// again every BootstrapRetry, except by an ordinary peer connected to
+	// its superpeer (unless it has no other peer); a superpeer or a peer
+	// without one that was disconnected from them again while it kept
+	// other peers (trimmed by their connection manager) waits twice as
+	// long each time, up to 5 minutes.
 	Bootstrap []peer.AddrInfo
 	// Identity is the host's key. Default: a fresh Ed25519 key.
 	Identity crypto.PrivKey
