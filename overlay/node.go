@@ -105,9 +105,8 @@ type Node struct {
 	public   *dht.IpfsDHT // the public DHT's client (Config.Public), or nil
 	wg       sync.WaitGroup
 	closed   atomic.Bool
-	// refreshed is set when a routing-table refresh after reaching a
-	// bootstrap peer has completed (see node.Machine's mayJoin).
-	refreshed atomic.Bool
+	// awaiting is set while awaitRefresh waits for a refresh to complete.
+	awaiting atomic.Bool
 	// electDropped counts election messages that did not decode.
 	electDropped atomic.Uint64
 	route        routeCache // the machine's Routing, while nothing changed (routing.go)
@@ -365,11 +364,10 @@ func (n *Node) start(ctx context.Context) error {
 		natSub.Close()
 		return fmt.Errorf("overlay: event subscription: %w", err)
 	}
-	n.wg.Add(6)
+	n.wg.Add(5)
 	go n.routeLoop(ctx, routeSub)
 	go n.rttLoop(ctx)
 	go n.natLoop(ctx, natSub)
-	go n.bootstrapLoop(ctx)
 	go n.emitLoop(ctx)
 	go n.loop(ctx)
 	return nil
@@ -404,7 +402,7 @@ func (n *Node) startMachine() error {
 	m, err := node.New(node.Config{
 		Self: n.self, Geometric: n.cfg.Strategy == StrategyGeometric, Target: n.cfg.Target,
 		Election: n.cfg.Election, Quorum: n.cfg.Quorum, IgnoreFlaps: n.cfg.IgnoreFlaps,
-		Bootstrap: hasBootstrap, Rendezvous: n.cfg.Public, Private: n.Private(),
+		Bootstrap: hasBootstrap, Rendezvous: n.cfg.Public, Private: n.Private(), BootstrapRetry: n.cfg.BootstrapRetry,
 		AnnounceInterval: n.cfg.AnnounceInterval, ReevaluateInterval: n.cfg.ReevaluateInterval,
 		ElectionTick: n.cfg.ElectionTick, HardState: hard, Restarted: ran, Outages: outages, Geo: geoCfg,
 		Epoch:      epoch,
@@ -502,11 +500,14 @@ func (n *Node) loop(ctx context.Context) {
 }
 
 // tick ticks the machine, after the fresh inputs it asks for: the routing
-// table before an evaluation, the geometric feed before a geometric
-// decision.
+// table before an evaluation, the host's connections (links), the
+// geometric feed before a geometric decision.
 func (n *Node) tick(now time.Time) {
 	if n.m.Due(now) {
 		n.m.Step(now, n.routing())
+	}
+	if sp, ok := n.m.LinksDue(now); ok {
+		n.m.Step(now, n.links(sp))
 	}
 	if n.geo != nil && n.m.GeoDue(now) {
 		n.m.Step(now, n.geo.input())
@@ -602,6 +603,10 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 		}()
 	}
 	n.connect(ctx, rd.Connect)
+	if rd.Dial {
+		n.dial(ctx)
+	}
+	n.refresh(ctx, rd.Refresh)
 	if rd.StateChanged && n.cfg.Strategy != StrategyGeometric {
 		st := rd.State
 		n.commit(State{

@@ -66,8 +66,7 @@ func (n *Node) rendezvousLoop(ctx context.Context) {
 		found := n.findOverlayPeers(ctx, disc, ns)
 		switch {
 		case found > 0:
-			n.feed(node.Rendezvous{Found: true})
-			n.reached(ctx)
+			n.feed(node.Rendezvous{Found: true}) // the machine refreshes and re-evaluates
 		case !advertiseAt.IsZero():
 			// Advertised, and nobody else yet: this node may start the
 			// overlay; the next to come will find it.

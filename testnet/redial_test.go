@@ -18,8 +18,8 @@ import (
 
 // Node 0, everyone's bootstrap peer, closes its connections to the other
 // fifteen three times, as its connection manager does to the nodes beyond
-// its high watermark (192). A superpeer dials it again (overlay's
-// bootstrapLoop), later each time (redialPacer): at its next retry the
+// its high watermark (192). A superpeer dials it again (node.Machine's
+// links.go), later each time (its redialPacer): at its next retry the
 // first time (BootstrapRetry, 5 s), not within 5 s of the loss the second
 // time, not within 10 s the third. An ordinary peer attached to its
 // superpeer does not dial it at all. Every trimmed node dialled within
@@ -136,8 +136,8 @@ func TestBootstrapRedialBacksOff(t *testing.T) {
 
 // A superpeer taken off the network for longer than a retry, and back:
 // it was alone (no connection), and once it has peers again it refreshes
-// its routing table, once (overlay's rejoined). Its table kept the peers
-// it held, but they count towards its size estimate only while connected
+// its routing table, once (node.Machine's RefreshAll). Its table kept
+// the peers it held, but they count towards its size estimate only while connected
 // or announcing, and nobody but its members and the bootstrap peer dialled
 // it back: in the flap scenario (64 nodes, real time) such a superpeer
 // counted its members alone, heard no other superpeer's summary, took its
@@ -150,7 +150,7 @@ func TestAloneNodeRefreshesWhenBack(t *testing.T) {
 		t.Skip("starts 16 libp2p nodes")
 	}
 	synctest.Test(t, func(t *testing.T) {
-		refreshes := newLogCounts("alone before: refreshing the routing table") // overlay's rejoined
+		refreshes := newLogCounts("alone before: refreshing the routing table") // node.Machine's note (links.go)
 		tn := startConverged(t, Config{N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1, Logger: slog.New(refreshes)})
 		retry := overlay.DefaultConfig().BootstrapRetry
 		x := -1

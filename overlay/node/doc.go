@@ -8,16 +8,21 @@
 //	m, err := node.New(cfg)
 //	for {
 //		// an input arrived: m.Step(now, input)
-//		// or the clock moved: if m.Due(now) { m.Step(now, routing) }; m.Tick(now)
+//		// or the clock moved: if m.Due(now) { m.Step(now, routing) };
+//		// if sp, ok := m.LinksDue(now); ok { m.Step(now, links) }; m.Tick(now)
 //		rd := m.Ready()
 //		// 1. persist rd.HardState (written and synced) when not nil
 //		// 2. send rd.Messages, run rd.Lookups (each answers with LookupDone),
-//		//    connect to rd.Connect, publish rd.Announce, report rd.State
-//		//    and rd.Elections
+//		//    connect to rd.Connect, dial the bootstrap peers on rd.Dial
+//		//    (answered with Dialled), refresh the routing table on
+//		//    rd.Refresh, publish rd.Announce, report rd.State and
+//		//    rd.Elections
 //	}
 //
 // Inputs (Step): the membership view (View), the routing table (Routing),
-// the join signals (Refreshed, Rendezvous), connections (Conn), lookup
+// the join signals (Refreshed, Rendezvous), connections (Conn, and
+// Links: the host's connections when the machine asks), dials of the
+// bootstrap peers (Dialled), lookup
 // answers (LookupDone), election messages and failed sends
 // (ElectionMessage, SendFailed), reachability, a forced re-evaluation, and
 // with the geometric strategy the gossip feed (GeoFeed), pings
@@ -31,7 +36,8 @@
 // strategy's samples, token rounds and attachment rounds (GeoDue says when
 // the driver gives a fresh GeoFeed first, GeoNext when to tick for them).
 //
-// What it decides: when a joining node may take a role (mayJoin), which
+// What it decides: when to dial the bootstrap peers and to refresh the
+// routing table (links.go), when a joining node may take a role (mayJoin), which
 // peers count for the size estimate and the quorum's electorate (admit.go:
 // only identities seen on a connection, at most MaxPerAddr per address,
 // and routing-table peers that are members or speak the closer protocol;

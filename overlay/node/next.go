@@ -24,19 +24,23 @@ var never = time.Unix(math.MaxInt64/2, 0)
 
 // NextTick is the earliest time at which a Tick does more than count:
 // the election's next tick that acts (classic.Idler; every tick with an
-// algorithm that is not one, and with the geometric strategy), and the
-// next evaluation (Due). The zero time means the next tick.
+// algorithm that is not one, and with the geometric strategy), the
+// next evaluation (Due), and the next Links (LinksDue). The zero time
+// means the next tick.
 func (m *Machine) NextTick() time.Time {
 	if m.geo != nil {
 		return time.Time{}
 	}
-	next := never
+	next := m.linksNext()
+	if next.IsZero() {
+		return next
+	}
 	if e := m.el; e != nil {
 		if e.nextTick.IsZero() {
 			return time.Time{} // not ticked yet
 		}
 		if n := e.idle(); n < math.MaxInt {
-			next = e.nextTick.Add(time.Duration(n) * e.period)
+			next = earliest(next, e.nextTick.Add(time.Duration(n)*e.period))
 		}
 	}
 	if !m.inflight {

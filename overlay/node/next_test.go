@@ -14,7 +14,9 @@ import (
 // ticked every ElectionTick: with bully and ring (classic.Idlers) and
 // candidate (ticked every tick), through a leader's heartbeats that stop
 // (a failover: the node campaigns and leads, then beats itself), and its
-// return. And it needs far fewer ticks with the first two.
+// return; and it dials its bootstrap peer at the same times (Links, while
+// it leads and its bootstrap peer is not connected). And it needs far
+// fewer ticks with the first two.
 func TestSkipDecidesAsTicks(t *testing.T) {
 	for _, c := range []struct {
 		election string
@@ -53,7 +55,7 @@ func TestSkipDecidesAsTicks(t *testing.T) {
 func skipTwin(t *testing.T, election string, whenDue bool) ([]string, int) {
 	t.Helper()
 	cfg := testConfig("b")
-	cfg.Election = election
+	cfg.Election, cfg.Bootstrap = election, true
 	m := mustNew(t, cfg)
 	const p = 100 * time.Millisecond
 	var out []string
@@ -65,8 +67,12 @@ func skipTwin(t *testing.T, election string, whenDue bool) ([]string, int) {
 			m.Step(at, LookupDone{Key: l.Key, Superpeer: "a", Queries: 1})
 			out = append(out, fmt.Sprintf("%v lookup", at.Sub(t0)))
 		}
-		if len(rd.Messages) > 0 || rd.StateChanged {
-			out = append(out, fmt.Sprintf("%v %v %v %s %s", at.Sub(t0), rd.Messages, rd.StateChanged, rd.State.Role, rd.State.Superpeer))
+		if len(rd.Messages) > 0 || rd.StateChanged || rd.Dial || rd.Refresh != RefreshNone {
+			out = append(out, fmt.Sprintf("%v %v %v %s %s %v %v", at.Sub(t0), rd.Messages, rd.StateChanged, rd.State.Role, rd.State.Superpeer, rd.Dial, rd.Refresh))
+		}
+		if rd.Dial {
+			m.Step(at, Dialled{Reached: 1})
+			record(at)
 		}
 		if len(rd.Lookups) > 0 {
 			record(at)
@@ -106,6 +112,11 @@ func skipTwin(t *testing.T, election string, whenDue bool) ([]string, int) {
 		grid = at.Add(p)
 		if m.Due(at) {
 			m.Step(at, routing(2))
+		}
+		if sp, ok := m.LinksDue(at); ok {
+			// Connected to its bootstrap peer while a heartbeats.
+			s := at.Sub(t0)
+			m.Step(at, Links{Table: 2, Connected: 2, Bootstrap: s < 20*time.Second || s > 40*time.Second, Superpeer: sp != ""})
 		}
 		m.Tick(at)
 		ticks++

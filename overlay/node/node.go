@@ -77,6 +77,10 @@ type Config struct {
 	// Rendezvous: the node finds its bootstrap peers by rendezvous (the
 	// public network); it takes no role before the Rendezvous input.
 	Rendezvous bool
+	// BootstrapRetry is the period of Links, and the pause between dials
+	// of the bootstrap peers (links.go); zero means
+	// DefaultBootstrapRetry.
+	BootstrapRetry time.Duration
 	// Private is the node's reachability at start (Reachability changes it).
 	Private bool
 	// AnnounceInterval is the membership topic's announcement period;
@@ -111,6 +115,8 @@ func (c Config) validate() error {
 			c.AnnounceInterval, c.ReevaluateInterval, c.ElectionTick)
 	case c.Quorum && c.Election == "":
 		return fmt.Errorf("node: Quorum needs an Election")
+	case c.BootstrapRetry < 0:
+		return fmt.Errorf("node: BootstrapRetry %v, want 0 (the default) or more", c.BootstrapRetry)
 	case c.MaxPerAddr < 0:
 		return fmt.Errorf("node: MaxPerAddr %d, want 0 (no accounting) or more", c.MaxPerAddr)
 	}
@@ -176,6 +182,12 @@ type Ready struct {
 	Connect []peer.ID
 	// Announce, when not nil, is the node's membership announcement.
 	Announce *Announcement
+	// Dial asks the driver to dial the bootstrap peers not connected, and
+	// to answer with Dialled (links.go). The machine asks for no other
+	// dial until then.
+	Dial bool
+	// Refresh asks for a refresh of the routing table (links.go).
+	Refresh Refresh
 	// Elections are the election's leader changes, in order.
 	Elections []ElectionEvent
 	// Flooders are the members whose election messages were over what the
@@ -431,6 +443,7 @@ type Machine struct {
 	ownKnown   int
 	refreshed  bool
 	rendezvous int
+	links      links // dials and refreshes (links.go)
 	private    bool
 
 	begun bool      // the first input came
@@ -511,7 +524,7 @@ func New(cfg Config) (*Machine, error) {
 	}
 	m := &Machine{
 		cfg: cfg, selfKey: dhtselect.KeyOf(cfg.Self), private: cfg.Private,
-		remembered: map[peer.ID]time.Time{},
+		remembered: map[peer.ID]time.Time{}, links: newLinks(cfg.BootstrapRetry),
 	}
 	if cfg.Election != "" {
 		m.el = newElector(m, cfg)
@@ -680,6 +693,7 @@ func (m *Machine) Step(now time.Time, in Input) {
 		switch {
 		case in.Found:
 			m.rendezvous = rendezvousReached
+			m.reach()
 		case m.rendezvous == rendezvousPending:
 			m.rendezvous = rendezvousAlone
 		}
@@ -691,7 +705,12 @@ func (m *Machine) Step(now time.Time, in Input) {
 		}
 	case Reevaluate:
 		m.kick = true
+	case Links:
+		m.takeLinks(now, in)
+	case Dialled:
+		m.dialled(in)
 	case Conn:
+		m.lostConn(now)
 		if in.Peer == m.state.Superpeer && in.Peer != m.cfg.Self {
 			m.kick = true // the fast path of failover
 			m.lostSP, m.lostSPAt = in.Peer, now
@@ -921,7 +940,9 @@ func (m *Machine) Ready() Ready {
 		State: st, StateChanged: m.changed, Lookups: m.lookupReqs, Connect: m.connect, Announce: m.announce,
 		Notes: m.notes,
 	}
+	rd.Dial, rd.Refresh = m.links.dial, m.links.refresh
 	m.changed, m.lookupReqs, m.connect, m.announce, m.notes = false, nil, nil, nil, nil
+	m.links.dial, m.links.refresh = false, RefreshNone
 	if m.geo != nil {
 		rd.Geo = m.geo.take()
 	}

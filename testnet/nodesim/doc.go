@@ -50,6 +50,19 @@
 //     superpeer. When a node crashes, or a partition separates them, each
 //     such peer gets Conn (down) ConnLoss later; the node itself, on an
 //     isolation, sees all of its connections go (its own outage).
+//   - Bootstrap peers (node.Links, Ready.Dial and Ready.Refresh: the
+//     machine decides when to dial and refresh, as in the live node): a
+//     node's bootstrap peer is node 0 (node 0's is node 1). A dial is
+//     answered at once (Dialled): reached when that peer is up and on the
+//     node's side, and the connection then lasts while the incarnation
+//     dialled is up and on its side (a connection outlives a cut that
+//     heals within QUIC's idle timeout); no connection manager trims it.
+//     Links are the table routingOf gives, the routing peers alive and on
+//     the node's side, that connection, and the superpeer alive and on
+//     its side. The join's refresh completes two RTTs after the start, as
+//     above; a RefreshTable asked for later completes two RTTs after it;
+//     a RefreshAll changes nothing (the oracle's table is what it would
+//     find), and is counted (Stats.FullRefreshes), as dials are.
 //   - Addresses (Config.Addr, with Node.MaxPerAddr): every node is seen on
 //     its address by every other, connected or not, also across a
 //     partition; Ready.Connect is not carried out. The live node counts a

@@ -142,6 +142,7 @@ type simNode struct {
 	beacon      dhtselect.Beacon                    // its last announcement's beacon (epoch defence),
 	heardBcn    dhtselect.Beacon                    // and the views'
 	refreshAt   time.Duration                       // when its routing-table refresh completes
+	bootInc     int                                 // the incarnation of its bootstrap peer its dial reached (links.go)
 	viewAt      time.Duration                       // when it last got a view
 	hard        map[dhtselect.Key]classic.HardState // its disk: quorum state,
 	outages     []time.Time                         // and its own outages
@@ -260,6 +261,9 @@ type Stats struct {
 	Backbones, Summaries, SummaryChanges uint64
 	// The geometric strategy's pings, token passes and attach requests.
 	GeoPings, GeoPasses, GeoAttaches uint64
+	// Dials of the bootstrap peer and refreshes of every bucket that the
+	// machines asked for (node.Ready.Dial, node.RefreshAll).
+	Dials, FullRefreshes uint64
 }
 
 type lookupKey struct {
@@ -375,6 +379,7 @@ const (
 	evRegister
 	evRegistered
 	evBackbone
+	evDialled
 )
 
 type event struct {
@@ -526,6 +531,10 @@ func (s *Sim) process(e event) {
 		if s.live(e) && s.connected(e.node) > 0 {
 			s.step(e.node, node.Refreshed{})
 		}
+	case evDialled:
+		if s.live(e) {
+			s.step(e.node, node.Dialled{Reached: s.dialBootstrap(e.node)})
+		}
 	case evVisible:
 		if s.live(e) {
 			c := s.comps[s.comp[e.node]]
@@ -567,6 +576,7 @@ func (s *Sim) start(i int) {
 		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
 	}
 	n.m, n.alive, n.announced, n.flapping, n.super = m, true, false, false, false
+	n.bootInc = 0
 	n.grid, n.tickAt = -1, noEntry
 	s.isUp[i] = true
 	s.upChanged(i)
@@ -814,6 +824,9 @@ func (s *Sim) tick(i int) {
 	if n.m.Due(now) {
 		n.m.Step(now, s.routingOf(i))
 	}
+	if sp, ok := n.m.LinksDue(now); ok {
+		n.m.Step(now, s.linksOf(i, sp))
+	}
 	if n.geo != nil && n.m.GeoDue(now) {
 		n.m.Step(now, s.geoFeed(i))
 	}
@@ -825,6 +838,46 @@ func (s *Sim) step(i int, in node.Input) {
 	s.sync(i)
 	s.nodes[i].m.Step(s.wall(), in)
 	s.carryOut(i)
+}
+
+// bootstrapOf is node i's bootstrap peer: node 0, and node 0's node 1.
+func bootstrapOf(i int) int {
+	if i == 0 {
+		return 1
+	}
+	return 0
+}
+
+// bootConnected says whether node i is connected to its bootstrap peer:
+// its dial reached this incarnation, which is up and on its side (a
+// connection outlives a cut that has healed: QUIC's idle timeout is 30 s).
+func (s *Sim) bootConnected(i int) bool {
+	b := bootstrapOf(i)
+	return b < len(s.nodes) && s.nodes[i].bootInc == s.nodes[b].inc && s.isUp[b] && s.reachable(i, b)
+}
+
+// dialBootstrap is node i's dial of its bootstrap peer (node.Ready.Dial),
+// answered at once (its handshake is not timed): 1 when that peer is up
+// and on its side, else 0.
+func (s *Sim) dialBootstrap(i int) int {
+	b := bootstrapOf(i)
+	if b >= len(s.nodes) || !s.isUp[b] || !s.reachable(i, b) {
+		return 0
+	}
+	s.nodes[i].bootInc = s.nodes[b].inc
+	return 1
+}
+
+// linksOf is node i's host connections (node.Links): its table as
+// routingOf gives it, the routing peers alive and on its side, its
+// bootstrap peer's connection, and whether sp, its superpeer, is alive
+// and on its side (a node is connected to its superpeer).
+func (s *Sim) linksOf(i int, sp peer.ID) node.Links {
+	l := node.Links{Table: len(s.routingOf(i).Peers), Connected: s.connected(i), Bootstrap: s.bootConnected(i)}
+	if j, ok := s.indexOf(sp); ok && sp != "" {
+		l.Superpeer = s.isUp[j] && s.reachable(i, j)
+	}
+	return l
 }
 
 // indexOf returns the index of the node with ID id.
@@ -921,6 +974,16 @@ func (s *Sim) carryOut(i int) {
 	}
 	for _, l := range rd.Lookups {
 		s.lookup(i, l)
+	}
+	if rd.Dial {
+		s.stats.Dials++
+		s.push(event{at: s.now, kind: evDialled, node: i, inc: n.inc})
+	}
+	switch rd.Refresh {
+	case node.RefreshTable:
+		s.push(event{at: s.now + 2*s.rtt(i, s.nearest(i)), kind: evRefreshed, node: i, inc: n.inc})
+	case node.RefreshAll:
+		s.stats.FullRefreshes++ // the oracle's table is the same after it
 	}
 	if a := rd.Announce; a != nil {
 		if !n.announced {

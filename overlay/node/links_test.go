@@ -1,0 +1,231 @@
+package node
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// linksDriver steps m as a driver does: Links when due, from what the
+// host has (links, with Superpeer true while sp names the connected
+// superpeer), then Tick; it returns the Ready.
+type linksDriver struct {
+	t       *testing.T
+	m       *Machine
+	now     time.Time
+	host    Links // Superpeer: the host is connected to the superpeer, whoever it is
+	dials   int
+	refresh []Refresh
+	probes  int
+}
+
+func (d *linksDriver) tick(dt time.Duration) Ready {
+	d.t.Helper()
+	d.now = d.now.Add(dt)
+	if sp, ok := d.m.LinksDue(d.now); ok {
+		in := d.host
+		in.Superpeer = in.Superpeer && sp != ""
+		d.m.Step(d.now, in)
+		d.probes++
+	}
+	d.m.Tick(d.now)
+	rd := d.m.Ready()
+	if rd.Dial {
+		d.dials++
+	}
+	if rd.Refresh != RefreshNone {
+		d.refresh = append(d.refresh, rd.Refresh)
+	}
+	return rd
+}
+
+// TestJoinDialsAndRefreshes: a joiner with no peer dials its bootstrap
+// peers at its first tick, and again each BootstrapRetry while its dials
+// fail, never two at once; the dial that connects asks for kad-dht's
+// refresh and an evaluation; once refreshed, a dial that reaches a
+// bootstrap peer again asks for no refresh.
+func TestJoinDialsAndRefreshes(t *testing.T) {
+	cfg := testConfig("b")
+	cfg.Bootstrap = true
+	m := mustNew(t, cfg)
+	d := &linksDriver{t: t, m: m, now: t0}
+	m.Step(t0, view("b"))
+	if rd := d.tick(0); !rd.Dial {
+		t.Fatal("no dial at the first tick")
+	}
+	// The dial hangs: no other one meanwhile.
+	for range 100 {
+		d.tick(100 * time.Millisecond)
+	}
+	if d.dials != 1 {
+		t.Fatalf("%d dials while the first was not answered, want 1", d.dials)
+	}
+	m.Step(d.now, Dialled{Reached: 0}) // it failed
+	for range 50 {
+		d.tick(100 * time.Millisecond)
+	}
+	if d.dials != 2 || len(d.refresh) != 0 {
+		t.Fatalf("after a failed dial, 5 s later: %d dials (want 2), refreshes %v (want none)", d.dials, d.refresh)
+	}
+	d.host = Links{Table: 1, Connected: 1, Bootstrap: true}
+	m.Step(d.now, Dialled{Reached: 1})
+	rd := m.Ready()
+	if rd.Refresh != RefreshTable || !m.Due(d.now) {
+		t.Fatalf("a dial that connected: refresh %v (want %v), evaluation due %v (want true)", rd.Refresh, RefreshTable, m.Due(d.now))
+	}
+	m.Step(d.now, Refreshed{})
+	// Trimmed by its bootstrap peer while it has other peers, not
+	// attached: it dials at once (no wait at the first trim); reached,
+	// its refreshed table is not refreshed again.
+	d.host = Links{Table: 20, Connected: 5}
+	for range 50 {
+		d.tick(100 * time.Millisecond)
+	}
+	if d.dials != 3 {
+		t.Fatalf("%d dials after the first trim, want 3", d.dials)
+	}
+	d.host.Bootstrap = true
+	m.Step(d.now, Dialled{Reached: 1})
+	if rd := m.Ready(); rd.Refresh != RefreshNone || !m.Due(d.now) {
+		t.Fatalf("reached again: refresh %v (want none), evaluation due %v (want true)", rd.Refresh, m.Due(d.now))
+	}
+	// Trimmed again: now it waits a retry before it dials.
+	d.host.Bootstrap = false
+	d.tick(5 * time.Second)
+	if d.dials != 3 {
+		t.Fatalf("dialled at once after the second trim (%d dials)", d.dials)
+	}
+	d.tick(5 * time.Second)
+	if d.dials != 4 {
+		t.Fatalf("%d dials a retry after the second trim, want 4", d.dials)
+	}
+}
+
+// TestConnectedAtStartRefreshes: a joiner whose host came connected to
+// its bootstrap peer (the testnet's) does not dial, but asks for the
+// first refresh at its first Links all the same, and once only.
+func TestConnectedAtStartRefreshes(t *testing.T) {
+	cfg := testConfig("b")
+	cfg.Bootstrap = true
+	m := mustNew(t, cfg)
+	d := &linksDriver{t: t, m: m, now: t0, host: Links{Table: 15, Connected: 15, Bootstrap: true}}
+	m.Step(t0, view("b"))
+	for range 100 {
+		d.tick(100 * time.Millisecond)
+	}
+	if d.dials != 0 || len(d.refresh) != 1 || d.refresh[0] != RefreshTable {
+		t.Fatalf("connected at start: %d dials (want 0), refreshes %v (want [%v])", d.dials, d.refresh, RefreshTable)
+	}
+}
+
+// TestNoBootstrapNoDial: a node with no bootstrap peer but itself never
+// dials, alone or not.
+func TestNoBootstrapNoDial(t *testing.T) {
+	m := mustNew(t, testConfig("a"))
+	d := &linksDriver{t: t, m: m, now: t0}
+	m.Step(t0, view("a"))
+	for range 200 {
+		d.tick(100 * time.Millisecond)
+	}
+	if d.dials != 0 || d.probes != 4 {
+		t.Fatalf("%d dials (want 0), %d Links in 20 s (want 4: one every retry)", d.dials, d.probes)
+	}
+}
+
+// TestAttachedPeerIsQuiet: an ordinary peer connected to its superpeer
+// asks for no Links and never dials, however long its bootstrap peer
+// is gone; it asks again when it loses a connection or its superpeer
+// changes, and a peer that names no superpeer dials.
+func TestAttachedPeerIsQuiet(t *testing.T) {
+	cfg := testConfig("b")
+	cfg.Bootstrap = true
+	m := mustNew(t, cfg)
+	m.state.Role, m.state.Superpeer = RoleOrdinary, "a" // white-box: attached to a
+	m.refreshed = true
+	d := &linksDriver{t: t, m: m, now: t0, host: Links{Table: 20, Connected: 5, Superpeer: true}}
+	for range 3000 { // 5 minutes
+		d.tick(100 * time.Millisecond)
+	}
+	if d.dials != 0 || d.probes != 1 {
+		t.Fatalf("attached for 5 minutes: %d dials (want 0), %d Links (want 1)", d.dials, d.probes)
+	}
+	if next := m.linksNext(); next != never {
+		t.Fatalf("Links next due in %v: an attached peer needs none", next.Sub(d.now))
+	}
+	m.Step(d.now, Conn{Peer: "x", Connected: 4})
+	d.tick(100 * time.Millisecond)
+	if d.probes != 2 || d.dials != 0 {
+		t.Fatalf("after a lost connection: %d Links (want 2), %d dials (want 0)", d.probes, d.dials)
+	}
+	m.state.Superpeer = "" // white-box: it names none any more
+	if !m.NextTick().IsZero() {
+		t.Fatal("NextTick: a change of superpeer makes Links due at the next tick")
+	}
+	d.tick(100 * time.Millisecond)
+	if d.probes != 3 || d.dials != 1 {
+		t.Fatalf("naming no superpeer: %d Links (want 3), %d dials (want 1)", d.probes, d.dials)
+	}
+}
+
+// TestRefreshAfterAlone: a node whose table was refreshed, alone for a
+// while (its own outage: no connection), asks for a refresh of every
+// bucket once, when it has peers again, and re-evaluates; a node never
+// alone, or alone before its first refresh, does not.
+func TestRefreshAfterAlone(t *testing.T) {
+	cfg := testConfig("b")
+	cfg.Bootstrap = true
+	m := mustNew(t, cfg)
+	d := &linksDriver{t: t, m: m, now: t0, host: Links{Table: 20, Connected: 5, Bootstrap: true}}
+	m.Step(t0, view("b"))
+	for range 100 {
+		d.tick(100 * time.Millisecond)
+	}
+	d.host = Links{Table: 20} // alone before the refresh
+	for range 100 {
+		d.tick(100 * time.Millisecond)
+	}
+	if d.dials > 0 {
+		m.Step(d.now, Dialled{Reached: 0})
+	}
+	d.host = Links{Table: 20, Connected: 5, Bootstrap: true}
+	for range 100 {
+		d.tick(100 * time.Millisecond)
+	}
+	if slices.Contains(d.refresh, RefreshAll) {
+		t.Fatalf("refreshes %v before the first refresh completed, want no %v", d.refresh, RefreshAll)
+	}
+	m.Step(d.now, Refreshed{})
+	for range 100 {
+		d.tick(100 * time.Millisecond)
+	}
+	d.host = Links{Table: 20} // its outage
+	for range 100 {
+		d.tick(100 * time.Millisecond)
+	}
+	m.Step(d.now, Dialled{Reached: 0})
+	d.refresh = nil
+	d.host = Links{Table: 20, Connected: 3}
+	d.now = d.now.Add(5 * time.Second)
+	m.Step(d.now, d.host)
+	if rd := m.Ready(); rd.Refresh != RefreshAll || !m.Due(d.now) {
+		t.Fatalf("back from its outage: refresh %v (want %v), evaluation due %v", rd.Refresh, RefreshAll, m.Due(d.now))
+	}
+	for range 100 {
+		d.tick(100 * time.Millisecond)
+	}
+	if len(d.refresh) != 0 {
+		t.Fatalf("refreshes %v: more than one after one outage", d.refresh)
+	}
+}
+
+// TestRendezvousRefreshes: a rendezvous search that found overlay peers
+// asks for kad-dht's refresh, as a dial that connects does.
+func TestRendezvousRefreshes(t *testing.T) {
+	cfg := testConfig("b")
+	cfg.Rendezvous = true
+	m := mustNew(t, cfg)
+	m.Step(t0, Rendezvous{Found: true})
+	if rd := m.Ready(); rd.Refresh != RefreshTable || rd.Dial {
+		t.Fatalf("rendezvous found peers: refresh %v (want %v), dial %v (want false: no bootstrap peers)", rd.Refresh, RefreshTable, rd.Dial)
+	}
+}
