@@ -229,3 +229,40 @@ func TestRendezvousRefreshes(t *testing.T) {
 		t.Fatalf("rendezvous found peers: refresh %v (want %v), dial %v (want false: no bootstrap peers)", rd.Refresh, RefreshTable, rd.Dial)
 	}
 }
+
+// TestRefreshAfterCut: a refreshed node whose dials failed (cut off from
+// its bootstrap peer, not alone) asks for a refresh of every bucket when
+// a dial gets through, once; a dial that gets through after a trim (the
+// dial before it got through) asks for none.
+func TestRefreshAfterCut(t *testing.T) {
+	cfg := testConfig("b")
+	cfg.Bootstrap = true
+	m := mustNew(t, cfg)
+	m.state.Role, m.state.Superpeer = RoleSuperpeer, "b" // white-box: a superpeer
+	m.refreshed = true
+	d := &linksDriver{t: t, m: m, now: t0, host: Links{Table: 20, Connected: 5}}
+	d.tick(0)
+	m.Step(d.now, Dialled{Reached: 1}) // trimmed, and back
+	if rd := m.Ready(); rd.Refresh != RefreshNone {
+		t.Fatalf("back after a trim: refresh %v, want none", rd.Refresh)
+	}
+	for range 3 { // cut off: every dial fails
+		d.tick(5 * time.Second)
+		m.Step(d.now, Dialled{Reached: 0})
+	}
+	d.tick(5 * time.Second)
+	if d.dials != 5 {
+		t.Fatalf("%d dials, want 5", d.dials)
+	}
+	m.Step(d.now, Dialled{Reached: 1})
+	if rd := m.Ready(); rd.Refresh != RefreshAll || !m.Due(d.now) {
+		t.Fatalf("through after failed dials: refresh %v (want %v), evaluation due %v", rd.Refresh, RefreshAll, m.Due(d.now))
+	}
+	d.host.Bootstrap = true
+	for range 100 {
+		d.tick(100 * time.Millisecond)
+	}
+	if len(d.refresh) != 0 {
+		t.Fatalf("refreshes %v after the one, want none", d.refresh)
+	}
+}
