@@ -475,12 +475,25 @@ func FuzzDecodeSummary(f *testing.F) {
 // peers can form: GossipSub (v0.19) does not flood its own messages by
 // default, so until then they go by gossip (IHAVE, IWANT) at heartbeats.
 // Virtual time, on a mocknet.
+//
+// Every router starts before the hosts connect. A router started on a
+// host already connected to one whose router is not running yet tries it
+// at once, fails ("protocols not supported"), and drops it for good if the
+// identify push that reports the other router (EvtPeerProtocolsUpdated)
+// arrives while that attempt is still in flight: handlePendingPeers skips
+// the peer because the failing attempt still holds its queue ("already
+// have connection to peer", go-libp2p-pubsub v0.19.0 pubsub.go:1107), then
+// newPeerError deletes the queue (pubsub.go:1003) and nothing tries again.
+// The two then never list each other on the topic (here, with the routers
+// started on connected hosts: between 1 run in 1400 and 1 in 50 with 2 or
+// more Ps, none with 1). The overlay mends that state (mendGossipSub);
+// this package does not, and this test is about the rejoin.
 func TestBackboneRejoinOverGossipSub(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, interval = 4, time.Second
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		mn, err := mocknet.FullMeshConnected(n)
+		mn, err := mocknet.FullMeshLinked(n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -510,6 +523,9 @@ func TestBackboneRejoinOverGossipSub(t *testing.T) {
 				_ = b.Close()
 			}
 		}()
+		if err := mn.ConnectAllButSelf(); err != nil {
+			t.Fatal(err)
+		}
 		topic := BackboneTopic("test")
 		whole := func() bool {
 			for i, b := range bs {
