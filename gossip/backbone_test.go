@@ -498,6 +498,16 @@ func TestBackboneRejoinOverGossipSub(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer mn.Close()
+		// The routers stop before the network closes. A router that still
+		// runs while mn.Close resets its streams takes a peer for dead
+		// while their second connection stands, and opens a new stream to
+		// it after a backoff (go-libp2p-pubsub handleDeadPeers); mocknet
+		// may add that stream to a connection it has already torn down
+		// (mock_conn.go: openStream does not check), nothing resets it,
+		// and its goroutine outlives the bubble ("main bubble goroutine
+		// has exited but blocked goroutines remain").
+		defer synctest.Wait()
+		defer cancel()
 		hosts := mn.Hosts()
 		pss := make([]*pubsub.PubSub, n)
 		bs := make([]*Backbone, n)
