@@ -16,6 +16,7 @@ import (
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/internal/bubble"
 )
 
 func TestBackboneTopic(t *testing.T) {
@@ -489,7 +490,7 @@ func FuzzDecodeSummary(f *testing.F) {
 // more Ps, none with 1). The overlay mends that state (mendGossipSub);
 // this package does not, and this test is about the rejoin.
 func TestBackboneRejoinOverGossipSub(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble.Test(t, func(t *testing.T) {
 		const n, interval = 4, time.Second
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -22,6 +22,7 @@ import (
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/internal/bubble"
 )
 
 // coordAt returns serf's default coordinate moved to x seconds on the first
@@ -758,7 +759,7 @@ func publishUntil(t *testing.T, what string, publish func(), cond func() bool) {
 // send it. Virtual time: the feed's ticker and timers run on synctest's
 // clock.
 func TestGeoOnePublicationPerInterval(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble.Test(t, func(t *testing.T) {
 		const interval, intervals = time.Second, 60
 		g, f, ctx, stop := runCoordFeed(t, fakeID(t, 1), GeoConfig{Network: "test", Interval: interval, MinGap: interval})
 		var longest, last time.Duration

@@ -19,6 +19,7 @@ import (
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/gossip"
+	"github.com/superpeer/superpeer/internal/bubble"
 )
 
 // keysInHalves returns two keys seeded deterministically whose peer keys
@@ -87,7 +88,7 @@ func drainPushes(ctx context.Context, t *testing.T, from host.Host, target peer.
 // second (seen in a 64-node testnet: a superpeer with no backbone peer
 // while connected to 60). Virtual time, on a mocknet.
 func TestGossipSubOpensBothWays(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble.Test(t, func(t *testing.T) {
 		const interval = time.Second
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/internal/bubble"
 	"github.com/superpeer/superpeer/overlay/node"
 )
 
@@ -18,7 +19,7 @@ import (
 // only the change notices (the connection's, identify's, the routing
 // table's size) can make the new peer show, not the cache's age.
 func TestRoutingCache(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble.Test(t, func(t *testing.T) {
 		hs := mocknetHosts(t, 2, 0)
 		var nodes []*Node
 		for _, h := range hs {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package bubble
+
+const raceEnabled = false
