@@ -22,7 +22,9 @@ import (
 //     refreshed before and is not empty (see Refresh).
 //   - A node that was alone (no connection, or an empty table) after
 //     its table was refreshed asks for a refresh of every bucket
-//     (RefreshAll) once it has peers again, and re-evaluates.
+//     (RefreshAll) once it has peers again, and re-evaluates; so does a
+//     node whose dial gets through after dials that failed (it was cut
+//     off: see dialled).
 //
 // The driver's live node dialled and refreshed on its own loop before
 // (overlay/bootstrap.go), where neither the node simulator nor a pure test
