@@ -19,6 +19,21 @@ type linksDriver struct {
 	probes  int
 }
 
+// bootJoiner is machine b, with a bootstrap peer.
+func bootJoiner(t *testing.T) *Machine {
+	cfg := testConfig("b")
+	cfg.Bootstrap = true
+	return mustNew(t, cfg)
+}
+
+// ticks makes n ticks 100 ms apart.
+func (d *linksDriver) ticks(n int) {
+	d.t.Helper()
+	for range n {
+		d.tick(100 * time.Millisecond)
+	}
+}
+
 func (d *linksDriver) tick(dt time.Duration) Ready {
 	d.t.Helper()
 	d.now = d.now.Add(dt)
@@ -45,25 +60,19 @@ func (d *linksDriver) tick(dt time.Duration) Ready {
 // refresh and an evaluation; once refreshed, a dial that reaches a
 // bootstrap peer again asks for no refresh.
 func TestJoinDialsAndRefreshes(t *testing.T) {
-	cfg := testConfig("b")
-	cfg.Bootstrap = true
-	m := mustNew(t, cfg)
+	m := bootJoiner(t)
 	d := &linksDriver{t: t, m: m, now: t0}
 	m.Step(t0, view("b"))
 	if rd := d.tick(0); !rd.Dial {
 		t.Fatal("no dial at the first tick")
 	}
 	// The dial hangs: no other one meanwhile.
-	for range 100 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(100)
 	if d.dials != 1 {
 		t.Fatalf("%d dials while the first was not answered, want 1", d.dials)
 	}
 	m.Step(d.now, Dialled{Reached: 0}) // it failed
-	for range 50 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(50)
 	if d.dials != 2 || len(d.refresh) != 0 {
 		t.Fatalf("after a failed dial, 5 s later: %d dials (want 2), refreshes %v (want none)", d.dials, d.refresh)
 	}
@@ -78,9 +87,7 @@ func TestJoinDialsAndRefreshes(t *testing.T) {
 	// attached: it dials at once (no wait at the first trim); reached,
 	// its refreshed table is not refreshed again.
 	d.host = Links{Table: 20, Connected: 5}
-	for range 50 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(50)
 	if d.dials != 3 {
 		t.Fatalf("%d dials after the first trim, want 3", d.dials)
 	}
@@ -105,14 +112,10 @@ func TestJoinDialsAndRefreshes(t *testing.T) {
 // its bootstrap peer (the testnet's) does not dial, but asks for the
 // first refresh at its first Links all the same, and once only.
 func TestConnectedAtStartRefreshes(t *testing.T) {
-	cfg := testConfig("b")
-	cfg.Bootstrap = true
-	m := mustNew(t, cfg)
+	m := bootJoiner(t)
 	d := &linksDriver{t: t, m: m, now: t0, host: Links{Table: 15, Connected: 15, Bootstrap: true}}
 	m.Step(t0, view("b"))
-	for range 100 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(100)
 	if d.dials != 0 || len(d.refresh) != 1 || d.refresh[0] != RefreshTable {
 		t.Fatalf("connected at start: %d dials (want 0), refreshes %v (want [%v])", d.dials, d.refresh, RefreshTable)
 	}
@@ -124,9 +127,7 @@ func TestNoBootstrapNoDial(t *testing.T) {
 	m := mustNew(t, testConfig("a"))
 	d := &linksDriver{t: t, m: m, now: t0}
 	m.Step(t0, view("a"))
-	for range 200 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(200)
 	if d.dials != 0 || d.probes != 4 {
 		t.Fatalf("%d dials (want 0), %d Links in 20 s (want 4: one every retry)", d.dials, d.probes)
 	}
@@ -137,15 +138,11 @@ func TestNoBootstrapNoDial(t *testing.T) {
 // is gone; it asks again when it loses a connection or its superpeer
 // changes, and a peer that names no superpeer dials.
 func TestAttachedPeerIsQuiet(t *testing.T) {
-	cfg := testConfig("b")
-	cfg.Bootstrap = true
-	m := mustNew(t, cfg)
+	m := bootJoiner(t)
 	m.state.Role, m.state.Superpeer = RoleOrdinary, "a" // white-box: attached to a
 	m.refreshed = true
 	d := &linksDriver{t: t, m: m, now: t0, host: Links{Table: 20, Connected: 5, Superpeer: true}}
-	for range 3000 { // 5 minutes
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(3000) // 5 minutes
 	if d.dials != 0 || d.probes != 1 {
 		t.Fatalf("attached for 5 minutes: %d dials (want 0), %d Links (want 1)", d.dials, d.probes)
 	}
@@ -172,36 +169,24 @@ func TestAttachedPeerIsQuiet(t *testing.T) {
 // bucket once, when it has peers again, and re-evaluates; a node never
 // alone, or alone before its first refresh, does not.
 func TestRefreshAfterAlone(t *testing.T) {
-	cfg := testConfig("b")
-	cfg.Bootstrap = true
-	m := mustNew(t, cfg)
+	m := bootJoiner(t)
 	d := &linksDriver{t: t, m: m, now: t0, host: Links{Table: 20, Connected: 5, Bootstrap: true}}
 	m.Step(t0, view("b"))
-	for range 100 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(100)
 	d.host = Links{Table: 20} // alone before the refresh
-	for range 100 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(100)
 	if d.dials > 0 {
 		m.Step(d.now, Dialled{Reached: 0})
 	}
 	d.host = Links{Table: 20, Connected: 5, Bootstrap: true}
-	for range 100 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(100)
 	if slices.Contains(d.refresh, RefreshAll) {
 		t.Fatalf("refreshes %v before the first refresh completed, want no %v", d.refresh, RefreshAll)
 	}
 	m.Step(d.now, Refreshed{})
-	for range 100 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(100)
 	d.host = Links{Table: 20} // its outage
-	for range 100 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(100)
 	m.Step(d.now, Dialled{Reached: 0})
 	d.refresh = nil
 	d.host = Links{Table: 20, Connected: 3}
@@ -210,9 +195,7 @@ func TestRefreshAfterAlone(t *testing.T) {
 	if rd := m.Ready(); rd.Refresh != RefreshAll || !m.Due(d.now) {
 		t.Fatalf("back from its outage: refresh %v (want %v), evaluation due %v", rd.Refresh, RefreshAll, m.Due(d.now))
 	}
-	for range 100 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(100)
 	if len(d.refresh) != 0 {
 		t.Fatalf("refreshes %v: more than one after one outage", d.refresh)
 	}
@@ -235,9 +218,7 @@ func TestRendezvousRefreshes(t *testing.T) {
 // a dial gets through, once; a dial that gets through after a trim (the
 // dial before it got through) asks for none.
 func TestRefreshAfterCut(t *testing.T) {
-	cfg := testConfig("b")
-	cfg.Bootstrap = true
-	m := mustNew(t, cfg)
+	m := bootJoiner(t)
 	m.state.Role, m.state.Superpeer = RoleSuperpeer, "b" // white-box: a superpeer
 	m.refreshed = true
 	d := &linksDriver{t: t, m: m, now: t0, host: Links{Table: 20, Connected: 5}}
@@ -259,9 +240,7 @@ func TestRefreshAfterCut(t *testing.T) {
 		t.Fatalf("through after failed dials: refresh %v (want %v), evaluation due %v", rd.Refresh, RefreshAll, m.Due(d.now))
 	}
 	d.host.Bootstrap = true
-	for range 100 {
-		d.tick(100 * time.Millisecond)
-	}
+	d.ticks(100)
 	if len(d.refresh) != 0 {
 		t.Fatalf("refreshes %v after the one, want none", d.refresh)
 	}
