@@ -108,9 +108,11 @@ func newLinks(retry time.Duration) links {
 // a peer that names none).
 func (m *Machine) attachedTo() peer.ID {
 	role, sp := m.state.Role, m.state.Superpeer
-	if m.geo != nil {
-		st := m.geo.state()
-		role, sp = st.Role, st.Superpeer
+	if g := m.geo; g != nil { // GeoState's, without building it
+		role, sp = RoleOrdinary, g.attached
+		if g.holder.Superpeer() {
+			role = RoleSuperpeer
+		}
 	}
 	if role == RoleSuperpeer || sp == m.cfg.Self {
 		return ""
