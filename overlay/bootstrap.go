@@ -78,7 +78,7 @@ func (n *Node) dialBootstrap(ctx context.Context) int {
 }
 
 // bootstrapConnected reports whether a bootstrap peer other than this node
-// is connected (true when the node is the only bootstrap peer).
+// is connected (true when it has no other bootstrap peer, or none).
 func (n *Node) bootstrapConnected() bool {
 	others := false
 	for _, b := range n.cfg.Bootstrap {

@@ -339,7 +339,14 @@ func (c *clusterMembership) publish(ctx context.Context, st node.State, term uin
 // 10.0.0.0/24 (a superpeer with no GossipSub peer on the backbone while
 // connected to 60); on 8-node mocknets with 4 superpeers, 4 runs in 5 had
 // superpeers that did not list each other, 12 of the 60 ordered pairs in
-// all. TestGossipSubOpensBothWays makes the push's loss certain.
+// all. TestGossipSubOpensBothWays makes the push's loss certain. A second
+// cause leaves the same state: a router started on connected hosts tries
+// a peer whose router has not started, fails, and if the peer's identify
+// push arrives while that attempt still holds the peer's queue, skips it
+// ("already have connection to peer"); the failure then deletes the
+// queue and nothing tries again (go-libp2p-pubsub v0.19.0, pubsub.go
+// handlePendingPeers and handleNewPeerError; seen in gossip's
+// TestBackboneRejoinOverGossipSub, about one run in 300).
 //
 // The peer's open GossipSub stream to this node says that it speaks the
 // protocol; it is recorded in the peerstore and announced on the host's

@@ -306,8 +306,9 @@ type RoutingPeer struct {
 	Key       dhtselect.Key
 }
 
-// Refreshed: a routing-table refresh after reaching a bootstrap peer has
-// completed with peers in the table.
+// Refreshed: a routing-table refresh the machine asked for
+// (Ready.Refresh, RefreshTable) has completed with peers in the table; the
+// machine takes the first.
 type Refreshed struct{}
 
 // Rendezvous: the rendezvous search ended; Found says whether it found
