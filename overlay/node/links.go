@@ -24,7 +24,9 @@ import (
 //     its table was refreshed asks for a refresh of every bucket
 //     (RefreshAll) once it has peers again, and re-evaluates; so does a
 //     node whose dial gets through after dials that failed (it was cut
-//     off: see dialled).
+//     off: see dialled). Such refreshes are at least refreshAllGap
+//     apart: one asked for sooner is owed, and asked for when the gap
+//     has passed.
 //
 // The driver's live node dialled and refreshed on its own loop before
 // (overlay/bootstrap.go), where neither the node simulator nor a pure test
@@ -35,6 +37,17 @@ const DefaultBootstrapRetry = 5 * time.Second
 
 // maxRedialWait is the longest redialPacer waits.
 const maxRedialWait = 5 * time.Minute
+
+// refreshAllGap is the least time between two RefreshAlls. A refresh of
+// every bucket is a lookup per bucket (17 at 100,000 peers), and its
+// triggers are the node's links, which a peer can move: a hostile
+// bootstrap peer that refuses a dial and accepts the next would otherwise
+// have the node refresh every bucket every two retries (10 s). A minute
+// bounds that to about a lookup every 4 s at 100,000 peers, the order of
+// the node's own re-evaluations (one every ReevaluateInterval), while a
+// node back from an outage or a cut still refreshes at once the first
+// time.
+const refreshAllGap = time.Minute
 
 // Links is what the host's connections are, given when the machine asks
 // (LinksDue) before Tick: the peers in the routing table, the peers the
@@ -92,6 +105,8 @@ type links struct {
 	lonely    bool      // alone since the table's last refresh
 	cutOff    bool      // the last dial failed, after the table's first refresh
 	table     int       // the routing table's size at the last Links
+	allAt     time.Time // the last RefreshAll was asked for then
+	allOwed   bool      // a RefreshAll is owed (asked for within refreshAllGap of the last)
 	// Ready's part.
 	dial    bool
 	refresh Refresh
@@ -168,12 +183,30 @@ func (m *Machine) takeLinks(now time.Time, in Links) {
 	l.lonely = l.lonely || alone && m.refreshed
 	if l.lonely && !alone {
 		l.lonely = false
-		l.refresh, m.kick = RefreshAll, true
-		m.note(slog.LevelInfo, "alone before: refreshing the routing table", "table", in.Table)
+		m.refreshAll(now, "alone before: refreshing the routing table")
+	} else if l.allOwed && !alone && !now.Before(l.allAt.Add(refreshAllGap)) {
+		m.refreshAll(now, "refreshing the routing table, owed since the last refresh")
 	}
 	l.at = now.Add(l.retry)
-	l.quiet = attached && !alone && !l.dialling
+	if l.allOwed {
+		l.at = earliest(l.at, l.allAt.Add(refreshAllGap))
+	}
+	l.quiet = attached && !alone && !l.dialling && !l.allOwed
 	l.quietSP = sp
+}
+
+// refreshAll asks for a RefreshAll and an evaluation, or owes the refresh
+// while the last one is less than refreshAllGap old.
+func (m *Machine) refreshAll(now time.Time, why string) {
+	l := &m.links
+	m.kick = true
+	if !l.allAt.IsZero() && now.Sub(l.allAt) < refreshAllGap {
+		l.allOwed = true
+		l.at = earliest(l.at, l.allAt.Add(refreshAllGap))
+		return
+	}
+	l.allAt, l.allOwed, l.refresh = now, false, RefreshAll
+	m.note(slog.LevelInfo, why, "table", l.table)
 }
 
 // reach is the node reaching overlay peers: it re-evaluates at once, and
@@ -194,7 +227,7 @@ func (m *Machine) reach() {
 }
 
 // dialled takes a dial's answer.
-func (m *Machine) dialled(in Dialled) {
+func (m *Machine) dialled(now time.Time, in Dialled) {
 	l := &m.links
 	l.dialling = false
 	l.pace.dialled(in.Reached)
@@ -213,8 +246,7 @@ func (m *Machine) dialled(in Dialled) {
 		// stayed partial (20 to 47 of 64). A refresh of every bucket
 		// connects it across the key space, once per cut.
 		l.cutOff = false
-		l.refresh, m.kick = RefreshAll, true
-		m.note(slog.LevelInfo, "reached a bootstrap peer after failed dials: refreshing the routing table", "table", l.table)
+		m.refreshAll(now, "reached a bootstrap peer after failed dials: refreshing the routing table")
 	default:
 		m.reach()
 	}

@@ -245,3 +245,49 @@ func TestRefreshAfterCut(t *testing.T) {
 		t.Fatalf("refreshes %v after the one, want none", d.refresh)
 	}
 }
+
+// TestRefreshAllBudget: a bootstrap peer that refuses every other dial
+// (a hostile one, or a flapping link) makes the node cut off and back
+// every two retries; it refreshes every bucket at the first, and then
+// once per refreshAllGap, not at each: the refreshes it owes are asked
+// for when the gap has passed.
+func TestRefreshAllBudget(t *testing.T) {
+	m := bootJoiner(t)
+	m.state.Role, m.state.Superpeer = RoleSuperpeer, "b" // white-box: a superpeer
+	m.refreshed = true
+	d := &linksDriver{t: t, m: m, now: t0, host: Links{Table: 20, Connected: 5}}
+	var at []time.Duration
+	refuse := true
+	for d.now.Sub(t0) < 5*time.Minute {
+		n := len(d.refresh)
+		if rd := d.tick(100 * time.Millisecond); rd.Dial {
+			reached := 1
+			if refuse {
+				reached = 0
+			}
+			refuse = !refuse
+			m.Step(d.now, Dialled{Reached: reached})
+			if rd := m.Ready(); rd.Refresh != RefreshNone {
+				d.refresh = append(d.refresh, rd.Refresh)
+			}
+		}
+		for _, r := range d.refresh[n:] {
+			if r != RefreshAll {
+				t.Fatalf("refresh %v, want only %v", r, RefreshAll)
+			}
+			at = append(at, d.now.Sub(t0))
+		}
+	}
+	if d.dials < 30 {
+		t.Fatalf("%d dials in 5 minutes, want one every retry or so", d.dials)
+	}
+	// Without the gap: one refresh per two dials.
+	if len(at) < 4 || len(at) > 6 {
+		t.Fatalf("%d full refreshes in 5 minutes (at %v), want one a minute", len(at), at)
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i] - at[i-1]; gap < refreshAllGap || gap > refreshAllGap+DefaultBootstrapRetry+time.Second {
+			t.Fatalf("full refreshes at %v: %v apart, want %v to a retry more", at, gap, refreshAllGap)
+		}
+	}
+}

@@ -709,7 +709,7 @@ func (m *Machine) Step(now time.Time, in Input) {
 	case Links:
 		m.takeLinks(now, in)
 	case Dialled:
-		m.dialled(in)
+		m.dialled(now, in)
 	case Conn:
 		m.lostConn(now)
 		if in.Peer == m.state.Superpeer && in.Peer != m.cfg.Self {
