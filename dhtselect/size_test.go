@@ -1,6 +1,11 @@
 package dhtselect
 
-import "testing"
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 // TestEstimateWithin: an exact count rules out less than half of it, a
 // guess less than a quarter.
@@ -40,4 +45,54 @@ func TestEstimateExact(t *testing.T) {
 	if (Estimate{N: BucketSize + 1, Source: SourceRouting}).Exact() || !(Estimate{N: BucketSize, Source: SourceRouting}).Exact() {
 		t.Errorf("routing table: Exact wrong about the bucket's size")
 	}
+}
+
+// TestSpacingEstimateKeepsTheNearest: the estimate from the BucketSize
+// nearest keys, kept by insertion, is the one a sort of every distance
+// gives, whatever the keys' order and number (duplicates included).
+func TestSpacingEstimateKeepsTheNearest(t *testing.T) {
+	bySort := func(self Key, keys []Key) int {
+		d := make([]float64, len(keys))
+		for i, k := range keys {
+			d[i] = Xor(self, k).Fraction()
+		}
+		slices.Sort(d)
+		d = d[:min(len(d), BucketSize)]
+		var num, den float64
+		for i, di := range d {
+			r := float64(i + 1)
+			num += r * r
+			den += r * di
+		}
+		if den <= 0 {
+			return len(keys) + 1
+		}
+		return int(math.Round(num / den))
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for trial := range 2000 {
+		self := randomKey(rng)
+		keys := make([]Key, rng.IntN(200))
+		for i := range keys {
+			keys[i] = randomKey(rng, self)
+			if i > 0 && rng.IntN(10) == 0 {
+				keys[i] = keys[rng.IntN(i)]
+			}
+		}
+		if got, want := spacingEstimate(self, keys), bySort(self, keys); got != want {
+			t.Fatalf("trial %d, %d keys: %d, want %d", trial, len(keys), got, want)
+		}
+	}
+}
+
+// randomKey is a random key, sharing a random prefix with near when given.
+func randomKey(rng *rand.Rand, near ...Key) Key {
+	var k Key
+	for i := range k {
+		k[i] = byte(rng.UintN(256))
+	}
+	if len(near) > 0 {
+		copy(k[:rng.IntN(4)], near[0][:])
+	}
+	return k
 }
