@@ -56,7 +56,13 @@
 //     answered at once (Dialled): reached when that peer is up and on the
 //     node's side, and the connection then lasts while the incarnation
 //     dialled is up and on its side (a connection outlives a cut that
-//     heals within QUIC's idle timeout); no connection manager trims it.
+//     heals within QUIC's idle timeout), or until the bootstrap peer's
+//     connection manager trims it: over Config.ConnHigh connections of
+//     dials (192, the live public node's), every 10 s, it closes the
+//     oldest past their grace (a minute), but its superpeer's and its
+//     members', down to ConnLow (160), and the peer sees Conn. Only the
+//     dials' connections count towards the watermarks: a hub's routing
+//     and election connections are not modelled as such.
 //     Links are the table routingOf gives, the routing peers alive and on
 //     the node's side, that connection, and the superpeer alive and on
 //     its side. The join's refresh completes two RTTs after the start, as

@@ -238,6 +238,11 @@ func (o *Observer) MaxOrphans(from, to time.Duration) int {
 // Poisson process in which a live node drawn at random crashes (followed
 // by o, when not nil) and a new node joins at once.
 func (s *Sim) Churn(rate float64, d time.Duration, o *Observer) {
+	s.churn(rate, d, o, nil)
+}
+
+// churn is Churn, sparing the nodes spare names (nil: none).
+func (s *Sim) churn(rate float64, d time.Duration, o *Observer, spare func(i int) bool) {
 	end := s.now + d
 	var next func(*Sim)
 	next = func(s *Sim) {
@@ -247,6 +252,9 @@ func (s *Sim) Churn(rate float64, d time.Duration, o *Observer) {
 		live := s.liveCount()
 		if live > 1 {
 			victim := s.idx.live.nth(s.rng.IntN(live)) // the live nodes in index order
+			for spare != nil && spare(victim) {
+				victim = s.idx.live.nth(s.rng.IntN(live))
+			}
 			if o != nil {
 				o.CrashSuperpeer(s, victim)
 			} else {

@@ -30,6 +30,13 @@ const (
 	DefaultLookupRTTs    = 3
 	DefaultContactWindow = 30 * time.Second
 	DefaultQueryTimeout  = 5 * time.Second
+	// A bootstrap peer's connection manager: overlay.NewConnManager's
+	// for a public node (watermarks 160 and 192, a minute's grace), and
+	// go-libp2p's BasicConnMgr trims at most every 10 s.
+	DefaultConnLow   = 160
+	DefaultConnHigh  = 192
+	DefaultConnGrace = time.Minute
+	connTrimPeriod   = 10 * time.Second
 )
 
 // ErrConfig is wrapped by every error New returns for a bad Config.
@@ -90,6 +97,16 @@ type Config struct {
 	// other (the simulator models no connections), and a lookup ends at
 	// the closest node the asker's request may ask.
 	Addr func(i int) string
+	// ConnLow and ConnHigh are a bootstrap peer's connection manager's
+	// watermarks, ConnGrace the age under which it keeps a connection:
+	// once over ConnHigh it closes the oldest connections older than
+	// ConnGrace down to ConnLow, sparing its superpeer and members (the
+	// peers the live node protects), at most every 10 s. Only the
+	// connections of the dials it got count (no other connection is
+	// modelled as such: see doc.go). Zero means DefaultConnLow,
+	// DefaultConnHigh and DefaultConnGrace.
+	ConnLow, ConnHigh int
+	ConnGrace         time.Duration
 }
 
 func (c *Config) fill() error {
@@ -105,6 +122,13 @@ func (c *Config) fill() error {
 			ErrConfig, c.GossipDelay, c.ViewPeriod, c.ConnLoss, c.ContactWindow, c.QueryTimeout, c.GeoTimeout)
 	case c.LookupRTTs < 0:
 		return fmt.Errorf("%w: LookupRTTs %d: want 0 (the default) or more", ErrConfig, c.LookupRTTs)
+	case c.ConnLow < 0 || c.ConnHigh < 0 || c.ConnGrace < 0:
+		return fmt.Errorf("%w: ConnLow %d, ConnHigh %d, ConnGrace %v: want 0 (the default) or more", ErrConfig, c.ConnLow, c.ConnHigh, c.ConnGrace)
+	}
+	c.ConnLow, c.ConnHigh = cmp.Or(c.ConnLow, DefaultConnLow), cmp.Or(c.ConnHigh, DefaultConnHigh)
+	c.ConnGrace = cmp.Or(c.ConnGrace, DefaultConnGrace)
+	if c.ConnLow > c.ConnHigh {
+		return fmt.Errorf("%w: ConnLow %d above ConnHigh %d", ErrConfig, c.ConnLow, c.ConnHigh)
 	}
 	n := &c.Node
 	n.AnnounceInterval = cmp.Or(n.AnnounceInterval, 5*time.Second)
@@ -143,6 +167,8 @@ type simNode struct {
 	heardBcn    dhtselect.Beacon                    // and the views'
 	refreshAt   time.Duration                       // when its routing-table refresh completes
 	bootInc     int                                 // the incarnation of its bootstrap peer its dial reached (links.go)
+	dialIn      []dialIn                            // a bootstrap peer's: the connections of the dials it got, oldest first (trim)
+	trimAt      time.Duration                       // its next trim is due (0: none)
 	viewAt      time.Duration                       // when it last got a view
 	hard        map[dhtselect.Key]classic.HardState // its disk: quorum state,
 	outages     []time.Time                         // and its own outages
@@ -264,6 +290,9 @@ type Stats struct {
 	// Dials of the bootstrap peer and refreshes of every bucket that the
 	// machines asked for (node.Ready.Dial, node.RefreshAll).
 	Dials, FullRefreshes uint64
+	// Trims counts the bootstrap connections a bootstrap peer's
+	// connection manager closed (Config.ConnHigh).
+	Trims uint64
 }
 
 type lookupKey struct {
@@ -576,7 +605,7 @@ func (s *Sim) start(i int) {
 		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
 	}
 	n.m, n.alive, n.announced, n.flapping, n.super = m, true, false, false, false
-	n.bootInc = 0
+	n.bootInc, n.dialIn, n.trimAt = 0, nil, 0
 	n.grid, n.tickAt = -1, noEntry
 	s.isUp[i] = true
 	s.upChanged(i)
@@ -858,14 +887,90 @@ func (s *Sim) bootConnected(i int) bool {
 
 // dialBootstrap is node i's dial of its bootstrap peer (node.Ready.Dial),
 // answered at once (its handshake is not timed): 1 when that peer is up
-// and on its side, else 0.
+// and on its side, else 0. A new connection counts towards that peer's
+// connection manager (trim).
 func (s *Sim) dialBootstrap(i int) int {
 	b := bootstrapOf(i)
 	if b >= len(s.nodes) || !s.isUp[b] || !s.reachable(i, b) {
 		return 0
 	}
-	s.nodes[i].bootInc = s.nodes[b].inc
+	if !s.bootConnected(i) {
+		h := s.nodes[b]
+		s.nodes[i].bootInc = h.inc
+		h.dialIn = append(h.dialIn, dialIn{node: i, inc: s.nodes[i].inc, since: s.now})
+		if len(h.dialIn) > s.cfg.ConnHigh && h.trimAt == 0 {
+			h.trimAt = s.now + connTrimPeriod
+			inc := h.inc
+			s.At(h.trimAt, func(s *Sim) { s.trim(b, inc) })
+		}
+	}
 	return 1
+}
+
+// bootConns is how many connections of the dials it got bootstrap peer b
+// holds.
+func (s *Sim) bootConns(b int) int {
+	h, c := s.nodes[b], 0
+	for _, d := range h.dialIn {
+		if n := s.nodes[d.node]; h.alive && n.alive && n.inc == d.inc && n.bootInc == h.inc {
+			c++
+		}
+	}
+	return c
+}
+
+// dialIn is a connection of a dial that a bootstrap peer got.
+type dialIn struct {
+	node, inc int
+	since     time.Duration
+}
+
+// trim is bootstrap peer b's connection manager (Config.ConnHigh), at
+// incarnation inc: over ConnHigh connections of dials, it closes the
+// oldest older than ConnGrace, but for its superpeer and its members,
+// down to ConnLow; each such peer sees its connection drop. It runs
+// again a trim period later while b stays over ConnHigh.
+func (s *Sim) trim(b, inc int) {
+	h := s.nodes[b]
+	if h.inc != inc || !h.alive {
+		return
+	}
+	h.trimAt = 0
+	live := h.dialIn[:0]
+	for _, d := range h.dialIn {
+		if n := s.nodes[d.node]; n.alive && n.inc == d.inc && n.bootInc == h.inc {
+			live = append(live, d)
+		}
+	}
+
+	clear(h.dialIn[len(live):])
+	h.dialIn = live
+	if len(live) <= s.cfg.ConnHigh {
+		return
+	}
+	keepers := map[peer.ID]bool{h.state.Superpeer: true}
+	for _, id := range h.state.Members {
+		keepers[id] = true
+	}
+	protected := func(j int) bool { return keepers[s.nodes[j].id] }
+	excess := len(live) - s.cfg.ConnLow
+	keep := live[:0]
+	for _, d := range live {
+		if excess > 0 && s.now-d.since >= s.cfg.ConnGrace && !protected(d.node) {
+			excess--
+			s.stats.Trims++
+			s.nodes[d.node].bootInc = 0
+			s.push(event{at: s.now + s.connLoss(b, d.node), kind: evConnDown, node: d.node, inc: d.inc, other: b})
+			continue
+		}
+		keep = append(keep, d)
+	}
+	clear(live[len(keep):])
+	h.dialIn = keep
+	if len(keep) > s.cfg.ConnHigh {
+		h.trimAt = s.now + connTrimPeriod
+		s.At(h.trimAt, func(s *Sim) { s.trim(b, inc) })
+	}
 }
 
 // linksOf is node i's host connections (node.Links): its table as

@@ -64,6 +64,10 @@ func TestConfigErrors(t *testing.T) {
 		{N: 4, QueryTimeout: -1},
 		{N: 4, GeoTimeout: -1},
 		{N: 4, LookupRTTs: -1},
+		{N: 4, ConnHigh: -1},
+		{N: 4, ConnGrace: -time.Second},
+		{N: 4, ConnLow: 200}, // above the default high watermark
+		{N: 4, ConnLow: 10, ConnHigh: 5},
 	} {
 		if _, err := New(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("New(%+v): err = %v, want ErrConfig", c, err)
