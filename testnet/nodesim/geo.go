@@ -369,13 +369,7 @@ func (s *Sim) connectedPeers(i int) []peer.ID {
 	for _, j := range n.routing {
 		add(j)
 	}
-	for _, j := range slices.Sorted(func(yield func(int) bool) {
-		for j := range n.contacts {
-			if !yield(j) {
-				return
-			}
-		}
-	}) {
+	for _, j := range n.contacts.peers() {
 		if s.isContact(i, j) {
 			add(j)
 		}

@@ -221,7 +221,7 @@ func checkOracles(t *testing.T, s *Sim) {
 		if got := s.connectedTo(i); !slices.Equal(got, want) {
 			for _, j := range want {
 				if !slices.Contains(got, j) {
-					t.Logf("missing %d: contacts %v (now %v) superpeer %s names %d rev %v fol %v", j, s.nodes[j].contacts[i], s.now, s.nodes[j].state.Superpeer, s.idx.names[j], s.idx.rev[i], s.idx.fol[i])
+					t.Logf("missing %d: contacts %v (now %v) superpeer %s names %d rev %v fol %v", j, fmt.Sprint(s.nodes[j].contacts.get(i)), s.now, s.nodes[j].state.Superpeer, s.idx.names[j], s.idx.rev[i], s.idx.fol[i])
 				}
 			}
 			t.Fatalf("at %v: connected to %d: %v, want %v", s.now, i, got, want)

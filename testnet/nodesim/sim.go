@@ -182,7 +182,7 @@ type simNode struct {
 	rtVer, rtMade, rtAll uint64
 	rtConn               int
 	rtEarly, rtOK        bool
-	contacts             map[int]time.Duration // peer -> last election message either way
+	contacts             contactSet            // peer -> last election message either way
 	geo                  *geoNode              // the geometric strategy's part (geo.go)
 	sc                   scoped                // the cluster-scoped membership (scoped.go)
 	// Ticks when due (next.go): the node's next tick not yet made or
@@ -613,7 +613,7 @@ func (s *Sim) start(i int) {
 	n.started = s.now
 	n.viewAt = -s.cfg.ViewPeriod
 	n.state = node.State{}
-	n.contacts = map[int]time.Duration{}
+	n.contacts = contactSet{}
 	if cfg.Geometric {
 		s.geoStart(i)
 	} else {
@@ -695,7 +695,7 @@ func (s *Sim) dropConnections(i int, cut func(j int) bool) {
 
 func (s *Sim) isContact(j, i int) bool {
 	o := s.nodes[j]
-	if t, ok := o.contacts[i]; ok && s.now-t <= s.cfg.ContactWindow {
+	if t, ok := o.contacts.get(i); ok && s.now-t <= s.cfg.ContactWindow {
 		return true
 	}
 	return o.state.Superpeer == s.nodes[i].id
@@ -709,13 +709,11 @@ func (s *Sim) connLoss(i, j int) time.Duration {
 }
 
 func (s *Sim) contact(i, j int) {
-	had := s.recentContact(i, j)
-	s.nodes[i].contacts[j] = s.now
-	s.contacted(i, j, had)
+	t, ok := s.nodes[i].contacts.put(j, s.now)
+	s.contacted(i, j, ok && s.now-t <= s.cfg.ContactWindow)
 	if o := s.nodes[j]; o.alive {
-		had := s.recentContact(j, i)
-		o.contacts[i] = s.now
-		s.contacted(j, i, had)
+		t, ok := o.contacts.put(i, s.now)
+		s.contacted(j, i, ok && s.now-t <= s.cfg.ContactWindow)
 	}
 }
 
