@@ -182,9 +182,9 @@ type simNode struct {
 	rtVer, rtMade, rtAll uint64
 	rtConn               int
 	rtEarly, rtOK        bool
-	contacts             contactSet            // peer -> last election message either way
-	geo                  *geoNode              // the geometric strategy's part (geo.go)
-	sc                   scoped                // the cluster-scoped membership (scoped.go)
+	contacts             contactSet // peer -> last election message either way
+	geo                  *geoNode   // the geometric strategy's part (geo.go)
+	sc                   scoped     // the cluster-scoped membership (scoped.go)
 	// Ticks when due (next.go): the node's next tick not yet made or
 	// skipped (-1 before its first is drawn), and its pending tick event.
 	grid    time.Duration
