@@ -146,12 +146,14 @@ type NodeScaleRow struct {
 	BackbonePerSuperpeerPerS       float64 `json:"backbone_per_superpeer_per_s"`
 	SummaryChangesPerSuperpeerPerS float64 `json:"summary_changes_per_superpeer_per_s"`
 	SummariesPerSuperpeerPerS      float64 `json:"summaries_per_superpeer_per_s"`
-	// HubDialsPerS and HubTrimsPerS are the dials of the bootstrap peers
-	// (node 0, node 0's node 1) and the connections their connection
-	// managers closed, in all per virtual second over the same span: the
-	// load on the bootstrap peers, which every joiner dials.
-	HubDialsPerS float64 `json:"hub_dials_per_s"`
-	HubTrimsPerS float64 `json:"hub_trims_per_s"`
+	// HubDialsPerS, HubFailedPerS and HubTrimsPerS are the dials of the
+	// bootstrap peers (node 0, node 0's node 1), those that failed (the
+	// peer down: churn may crash node 0), and the connections their
+	// connection managers closed, in all per virtual second over the same
+	// span: the load on the bootstrap peers, which every joiner dials.
+	HubDialsPerS  float64 `json:"hub_dials_per_s"`
+	HubFailedPerS float64 `json:"hub_failed_per_s"`
+	HubTrimsPerS  float64 `json:"hub_trims_per_s"`
 	// SizeErrMedian and SizeErrMax are the median and the largest
 	// relative error of the nodes' network-size estimates at the end
 	// (nodesim.Sim.SizeErrors: |estimate − live| / live, over the nodes
@@ -340,6 +342,7 @@ func (row *NodeScaleRow) rates(a, b nodesim.Stats, span time.Duration) {
 	row.ViewsPerNodePerS = float64(b.Views-a.Views) / per
 	row.RegistrationsPerNodePerS = float64(b.Registrations-a.Registrations) / per
 	row.HubDialsPerS = float64(b.Dials-a.Dials) / span.Seconds()
+	row.HubFailedPerS = float64(b.FailedDials-a.FailedDials) / span.Seconds()
 	row.HubTrimsPerS = float64(b.Trims-a.Trims) / span.Seconds()
 	if row.Superpeers > 0 {
 		sp := float64(row.Superpeers) * span.Seconds()
@@ -418,15 +421,15 @@ func nodeChurn(cfg NodeScaleConfig) (NodeScaleRow, error) {
 // WriteNodeScaleTable prints rows as a table.
 func WriteNodeScaleTable(w io.Writer, rows []NodeScaleRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tcpu s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\thub dials / trims per s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tsettled\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
+	fmt.Fprintln(tw, "scenario\tn\telection\tconverged s\tvirtual s\twall s\tcpu s\tpeak MB\tlive heap MB\tmsgs/node/s\tlookups/node/s\tviews/node/s\tregs/node/s\thub dials (failed) / trims per s\tbackbone/sp/s\tchanged/sp/s\tsummaries/sp/s\tsize err median / max\tsettled\tcoverage\tmax orphans\tfailovers\tmedian / max T\tunrepaired\tsplit s\tsplit samples\tdisagree s\t")
 	for _, r := range rows {
 		conv := fmt.Sprintf("%.1f", r.ConvergeS)
 		if !r.Converged {
 			conv = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.1f / %.1f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.2f\t%.3f\t%.2f\t%.3f\t%.1f (%.1f) / %.1f\t%.2f\t%.1f\t%.0f\t%.3f / %.3f\t%.3f / %.3f\t", r.Scenario, r.N, orNone(r.Election), conv,
 			r.VirtualS, r.WallS, r.CPUS, r.PeakMemMB, r.LiveHeapMB, r.MessagesPerNodePerS, r.LookupsPerNodePerS, r.ViewsPerNodePerS,
-			r.RegistrationsPerNodePerS, r.HubDialsPerS, r.HubTrimsPerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax, r.SettledErrMedian, r.SettledErrMax)
+			r.RegistrationsPerNodePerS, r.HubDialsPerS, r.HubFailedPerS, r.HubTrimsPerS, r.BackbonePerSuperpeerPerS, r.SummaryChangesPerSuperpeerPerS, r.SummariesPerSuperpeerPerS, r.SizeErrMedian, r.SizeErrMax, r.SettledErrMedian, r.SettledErrMax)
 		if r.Scenario != NodeScaleChurn || !r.Converged {
 			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
 			continue

@@ -38,6 +38,14 @@ const DefaultBootstrapRetry = 5 * time.Second
 // maxRedialWait is the longest redialPacer waits.
 const maxRedialWait = 5 * time.Minute
 
+// failGrace is how long a node that is not alone dials at every retry
+// while its dials fail, and maxFailWait the longest it then waits between
+// two (see redialPacer).
+const (
+	failGrace   = time.Minute
+	maxFailWait = time.Minute
+)
+
 // refreshAllGap is the least time between two RefreshAlls. A refresh of
 // every bucket is a lookup per bucket (17 at 100,000 peers), and its
 // triggers are the node's links, which a peer can move: a hostile
@@ -230,7 +238,7 @@ func (m *Machine) reach() {
 func (m *Machine) dialled(now time.Time, in Dialled) {
 	l := &m.links
 	l.dialling = false
-	l.pace.dialled(in.Reached)
+	l.pace.dialled(now, in.Reached)
 	switch {
 	case in.Reached == 0:
 		l.cutOff = m.refreshed
@@ -282,6 +290,14 @@ func (m *Machine) lostConn(now time.Time) {
 //     dials again, from no wait at the first loss up to maxRedialWait.
 //     A loss while alone (its own outage) is no trim, and a connection
 //     that lasted maxRedialWait ends the wait.
+//   - Failed dials of a node that is not alone: at every retry for
+//     failGrace, then twice as long apart each time up to maxFailWait.
+//     A bootstrap peer that died would otherwise be dialled by every
+//     superpeer every retry for good (the node simulator's churn crashed
+//     node 0: 28 failed dials a second at 1,000 nodes, S/5 in general,
+//     and all of them at once when it comes back); a cut shorter than
+//     failGrace is found as soon as before, a longer one within
+//     maxFailWait of its heal.
 //
 // Its state is the node's own: no peer can make it wait longer but by
 // taking its connections, and a failed dial undoes the wait. It sees the
@@ -294,6 +310,10 @@ type redialPacer struct {
 	trimmed    bool          // since lost, the node has kept other peers
 	since      time.Time     // connected since; zero while not
 	reached    bool          // it has been connected to one before
+	// Failed dials in a row: since the first, the last, and the wait
+	// after it.
+	failedSince, failedAt time.Time
+	failWait              time.Duration
 }
 
 // due reports whether the node dials its bootstrap peers now. A node that
@@ -301,6 +321,7 @@ type redialPacer struct {
 // then refreshes its routing table through it (reach).
 func (p *redialPacer) due(now time.Time, alone, attached, connected bool) bool {
 	if connected {
+		p.failedSince, p.failedAt, p.failWait = time.Time{}, time.Time{}, 0
 		p.lost, p.reached = time.Time{}, true
 		if p.since.IsZero() {
 			p.since = now
@@ -320,13 +341,26 @@ func (p *redialPacer) due(now time.Time, alone, attached, connected bool) bool {
 		return true
 	case attached:
 		return false
+	case !p.failedAt.IsZero():
+		return now.Sub(p.failedAt) >= p.failWait
 	}
 	return now.Sub(p.lost) >= p.wait
 }
 
-// dialled records the dial that due asked for, which left reached
-// bootstrap peers connected (those connected already count).
-func (p *redialPacer) dialled(reached int) {
+// dialled records the dial that due asked for, at now, which left
+// reached bootstrap peers connected (those connected already count).
+func (p *redialPacer) dialled(now time.Time, reached int) {
+	if reached == 0 {
+		if p.failedSince.IsZero() {
+			p.failedSince = now
+		}
+		if now.Sub(p.failedSince) >= failGrace {
+			p.failWait = min(max(2*p.failWait, p.base), maxFailWait)
+		}
+		p.failedAt = now
+	} else {
+		p.failedSince, p.failedAt, p.failWait = time.Time{}, time.Time{}, 0
+	}
 	switch {
 	case reached == 0:
 		p.wait = 0

@@ -290,9 +290,10 @@ type Stats struct {
 	// Dials of the bootstrap peer and refreshes of every bucket that the
 	// machines asked for (node.Ready.Dial, node.RefreshAll).
 	Dials, FullRefreshes uint64
-	// Trims counts the bootstrap connections a bootstrap peer's
-	// connection manager closed (Config.ConnHigh).
-	Trims uint64
+	// FailedDials counts the dials that reached no bootstrap peer (down,
+	// or across a partition), Trims the bootstrap connections a bootstrap
+	// peer's connection manager closed (Config.ConnHigh).
+	FailedDials, Trims uint64
 }
 
 type lookupKey struct {
@@ -890,6 +891,7 @@ func (s *Sim) bootConnected(i int) bool {
 func (s *Sim) dialBootstrap(i int) int {
 	b := bootstrapOf(i)
 	if b >= len(s.nodes) || !s.isUp[b] || !s.reachable(i, b) {
+		s.stats.FailedDials++
 		return 0
 	}
 	if !s.bootConnected(i) {
