@@ -178,14 +178,20 @@ func spacingEstimate(self Key, keys []Key) int {
 		near[i] = f
 		n = min(n+1, BucketSize)
 	}
+	return spacingFit(near[:n], len(keys))
+}
+
+// spacingFit fits d_i ≈ i/N to the sorted distances near, of count keys
+// in all (the estimate when near fits nothing: count + 1).
+func spacingFit(near []float64, count int) int {
 	var num, den float64
-	for i, di := range near[:n] {
+	for i, di := range near {
 		r := float64(i + 1)
 		num += r * r
 		den += r * di
 	}
 	if den <= 0 {
-		return len(keys) + 1
+		return count + 1
 	}
 	return int(math.Round(num / den))
 }

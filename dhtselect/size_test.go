@@ -1,7 +1,6 @@
 package dhtselect
 
 import (
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -47,9 +46,8 @@ func TestEstimateExact(t *testing.T) {
 	}
 }
 
-// TestSpacingEstimateKeepsTheNearest: the estimate from the BucketSize
-// nearest keys, kept by insertion, is the one a sort of every distance
-// gives, whatever the keys' order and number (duplicates included).
+// TestSpacingEstimateKeepsTheNearest: the BucketSize nearest keys, kept
+// by insertion, are those a sort of every distance gives, whatever the keys' order and number (duplicates included).
 func TestSpacingEstimateKeepsTheNearest(t *testing.T) {
 	bySort := func(self Key, keys []Key) int {
 		d := make([]float64, len(keys))
@@ -57,17 +55,7 @@ func TestSpacingEstimateKeepsTheNearest(t *testing.T) {
 			d[i] = Xor(self, k).Fraction()
 		}
 		slices.Sort(d)
-		d = d[:min(len(d), BucketSize)]
-		var num, den float64
-		for i, di := range d {
-			r := float64(i + 1)
-			num += r * r
-			den += r * di
-		}
-		if den <= 0 {
-			return len(keys) + 1
-		}
-		return int(math.Round(num / den))
+		return spacingFit(d[:min(len(d), BucketSize)], len(keys))
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	for trial := range 2000 {
