@@ -695,11 +695,7 @@ func (s *Sim) dropConnections(i int, cut func(j int) bool) {
 }
 
 func (s *Sim) isContact(j, i int) bool {
-	o := s.nodes[j]
-	if t, ok := o.contacts.get(i); ok && s.now-t <= s.cfg.ContactWindow {
-		return true
-	}
-	return o.state.Superpeer == s.nodes[i].id
+	return s.recentContact(j, i) || s.nodes[j].state.Superpeer == s.nodes[i].id
 }
 
 func (s *Sim) connLoss(i, j int) time.Duration {
