@@ -3,6 +3,7 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -73,6 +74,7 @@ var (
 	geoSweepPM     = flag.Duration("geosweep.promotedmargin", 0, "TestGeoSimSweep: the tokens' PromotedMargin (0: the default, 3 × node.LiveMargin = 15 ms)")
 	geoSweepCool   = flag.Int("geosweep.cooling", 0, "TestGeoSimSweep: the tokens' Cooling (0: the overlay's, 4)")
 	geoSweepMargin = flag.Duration("geosweep.margin", 0, "TestGeoSimSweep: the tokens' Margin (0: node.LiveMargin, 5 ms)")
+	geoSweepHold   = flag.Duration("geosweep.minhold", 0, "TestGeoSimSweep: the tokens' MinHold (0: nodesim's, a snapshot period)")
 	geoSweepN      = flag.Int("geosweep.n", 100, "TestGeoSimSweep: nodes, on the first N PlanetLab hosts")
 	geoSweepS      = flag.Int("geosweep.s", 10, "TestGeoSimSweep: superpeers (tokens)")
 )
@@ -83,8 +85,11 @@ var (
 // settle time and its quality (÷ random, ÷ offline) at 60 s and at the
 // end. About 50 s of wall time for seeds 1-8 on 2 shared cores. The
 // figures are printed, not asserted: it runs only with -geosweep.seeds.
-// -geosweep.dwell, -geosweep.margin, -geosweep.promotedmargin and
-// -geosweep.cooling override the token dynamics' settings of the run.
+// -geosweep.dwell, -geosweep.minhold, -geosweep.margin,
+// -geosweep.promotedmargin and -geosweep.cooling override the token
+// dynamics' settings of the run. The last line gives the means over the
+// seeds, the least and the most of each, and how many seeds ended above
+// 0.75 × random (issue 21's live bound) or settled after 60 s.
 func TestGeoSimSweep(t *testing.T) {
 	if *geoSweep == "" {
 		t.Skip("run with -geosweep.seeds 1-8")
@@ -125,8 +130,8 @@ func TestGeoSimSweep(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	if *geoSweepDwell != 0 || *geoSweepPM != 0 || *geoSweepCool != 0 || *geoSweepMargin != 0 {
-		cfg.SimTokens = &geometric.Config{Dwell: *geoSweepDwell, PromotedMargin: *geoSweepPM, Cooling: *geoSweepCool, Margin: *geoSweepMargin}
+	if *geoSweepDwell != 0 || *geoSweepPM != 0 || *geoSweepCool != 0 || *geoSweepMargin != 0 || *geoSweepHold != 0 {
+		cfg.SimTokens = &geometric.Config{Dwell: *geoSweepDwell, MinHold: *geoSweepHold, PromotedMargin: *geoSweepPM, Cooling: *geoSweepCool, Margin: *geoSweepMargin}
 	}
 	out := make([]GeoLiveSide, b-a+1)
 	var wg sync.WaitGroup
@@ -144,11 +149,22 @@ func TestGeoSimSweep(t *testing.T) {
 	}
 	wg.Wait()
 	var sumR, sumS float64
+	loR, hiR, loS, hiS := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	above, late := 0, 0
 	for i, s := range out {
 		fmt.Fprintf(os.Stderr, "seed %d: settled %v at %.0f s (roles %.0f), %.1f ms = %.3f random %.3f offline, at 60 s %.1f ms (%.2f random) err %.3f, final err %.3f, swaps %d, sp %d unatt %d\n",
 			a+i, s.Settled, s.SettleS, s.RolesS, s.MeanMs, s.MeanMs/random.Mean, s.MeanMs/offline.Mean, s.EarlyMs, s.EarlyMs/random.Mean, s.EarlyCoordError, s.CoordError, s.Swaps, s.Superpeers, s.Unattached)
-		sumR += s.MeanMs / random.Mean
+		r := s.MeanMs / random.Mean
+		sumR += r
 		sumS += s.SettleS
+		loR, hiR, loS, hiS = min(loR, r), max(hiR, r), min(loS, s.SettleS), max(hiS, s.SettleS)
+		if r > 0.75 {
+			above++
+		}
+		if !s.Settled || s.SettleS >= 60 {
+			late++
+		}
 	}
-	fmt.Fprintf(os.Stderr, "mean: %.3f random, settle %.1f s\n", sumR/float64(len(out)), sumS/float64(len(out)))
+	fmt.Fprintf(os.Stderr, "mean: %.3f random, settle %.1f s (seeds: %.3f–%.3f random, settled at %.0f–%.0f s; %d above 0.75 random, %d of %d not settled within 60 s)\n",
+		sumR/float64(len(out)), sumS/float64(len(out)), loR, hiR, loS, hiS, above, late, len(out))
 }
