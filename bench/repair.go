@@ -535,12 +535,12 @@ func (r repairNet) churn(seed uint64, rate float64, d, downtime time.Duration) (
 				if s.State(i).Role == node.RoleSuperpeer {
 					st.LeaderCrashes++
 				}
+				// Its counters go with its machine: count them now (a
+				// node that is down sends nothing).
+				retired += electionSent(s, i, false)
+				retiredAll += electionSent(s, i, true)
 				o.CrashSuperpeer(s, i)
-				s.After(downtime, func(s *nodesim.Sim) {
-					retired += electionSent(s, i, false)
-					retiredAll += electionSent(s, i, true)
-					s.Restart(i)
-				})
+				s.After(downtime, func(s *nodesim.Sim) { s.Restart(i) })
 			})
 		}
 	}

@@ -110,7 +110,7 @@ func (s *Sim) closestScan(i int, key dhtselect.Key, skip int, may func(j int) bo
 	best, bestAny := -1, -1
 	vis := s.comps[s.comp[i]].vis
 	for j, n := range s.nodes {
-		if j == skip || n.m == nil || j != i && may != nil && !may(j) {
+		if j == skip || n.inc == 0 || j != i && may != nil && !may(j) {
 			continue
 		}
 		up := n.alive && s.reachable(i, j)

@@ -344,7 +344,8 @@ func (s *Sim) Alive(i int) bool { return s.nodes[i].alive }
 // State is node i's last state.
 func (s *Sim) State(i int) node.State { return s.nodes[i].state }
 
-// Machine is node i's machine (nil before it starts).
+// Machine is node i's machine (nil before it starts, and while it is
+// down).
 func (s *Sim) Machine(i int) *node.Machine { return s.nodes[i].m }
 
 // Stats returns the counters.
@@ -673,6 +674,12 @@ func (s *Sim) down(i int, graceful bool) {
 		s.expireAt(s.comp[i], i, exp)
 	}
 	s.dropConnections(i, func(int) bool { return true })
+	// Its machine and its last routing table go: a restart builds new
+	// ones, and no event reaches a node that is down. Kept, they were
+	// most of the heap after churn (a 10,000-node run grew by 44 MB per
+	// 1,000 nodes crashed; a 100,000-node run through 10 minutes at 10 %
+	// a minute ended with a live heap of 17 GB).
+	n.m, n.lastRouting, n.rtOK = nil, nil, false
 }
 
 // Restart starts a crashed node again with the same ID and its disk (the

@@ -26,12 +26,15 @@ func TestSuperpeersAreElected(t *testing.T) {
 	led := map[int]bool{} // joiners whose election has named a leader
 	s.Every(100*time.Millisecond, func(s *Sim) {
 		for i := 300; i < s.N(); i++ {
+			if !s.Alive(i) {
+				continue // its machine went with it
+			}
 			st := s.State(i)
 			l := s.Machine(i).Election().Leader
 			if l != "" {
 				led[i] = true
 			}
-			if !s.Alive(i) || led[i] && l == "" || st.Role != node.RoleSuperpeer || len(st.Members) == 1 {
+			if led[i] && l == "" || st.Role != node.RoleSuperpeer || len(st.Members) == 1 {
 				continue // a failover: the lookup's answer stands while the election runs
 			}
 			if l != s.ID(i) {
