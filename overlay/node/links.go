@@ -300,7 +300,9 @@ func (m *Machine) lostConn(now time.Time) {
 //     maxFailWait of its heal.
 //
 // Its state is the node's own: no peer can make it wait longer but by
-// taking its connections, and a failed dial undoes the wait. It sees the
+// taking its connections, or by refusing its dials for more than
+// failGrace, which spaces them by maxFailWait at most; a failed dial
+// undoes the wait after trims. It sees the
 // connections at each Links: an ordinary peer's only while it is not
 // attached (LinksDue).
 type redialPacer struct {
