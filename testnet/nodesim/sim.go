@@ -915,11 +915,19 @@ func (s *Sim) dialBootstrap(i int) int {
 func (s *Sim) bootConns(b int) int {
 	h, c := s.nodes[b], 0
 	for _, d := range h.dialIn {
-		if n := s.nodes[d.node]; h.alive && n.alive && n.inc == d.inc && n.bootInc == h.inc {
+		if h.alive && s.holds(h, d) {
 			c++
 		}
 	}
 	return c
+}
+
+// holds reports whether bootstrap peer h still holds the connection of
+// dial d: its dialler is up in the incarnation that dialled, and was not
+// trimmed since (its bootInc is h's incarnation).
+func (s *Sim) holds(h *simNode, d dialIn) bool {
+	n := s.nodes[d.node]
+	return n.alive && n.inc == d.inc && n.bootInc == h.inc
 }
 
 // dialIn is a connection of a dial that a bootstrap peer got.
@@ -941,7 +949,7 @@ func (s *Sim) trim(b, inc int) {
 	h.trimAt = 0
 	live := h.dialIn[:0]
 	for _, d := range h.dialIn {
-		if n := s.nodes[d.node]; n.alive && n.inc == d.inc && n.bootInc == h.inc {
+		if s.holds(h, d) {
 			live = append(live, d)
 		}
 	}
