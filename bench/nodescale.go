@@ -10,6 +10,7 @@ import (
 
 	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/internal/cputime"
 	"github.com/superpeer/superpeer/overlay/node"
 	"github.com/superpeer/superpeer/testnet/nodesim"
 )
@@ -282,7 +283,7 @@ const nodeScaleMemLimit = 12 << 30
 
 func startNodeRun(n int, election string, cfg NodeScaleConfig, row *NodeScaleRow) (*nodeRun, error) {
 	r := &nodeRun{mem: StartMemPeak(), start: time.Now(), memLimit: debug.SetMemoryLimit(nodeScaleMemLimit)}
-	r.cpu, _ = cpuTime()
+	r.cpu, _ = cputime.Self()
 	s, err := nodesim.New(nodesim.Config{N: n, Seed: cfg.Seed, Stagger: cfg.Stagger,
 		Node: node.Config{Target: dhtselect.Target{Fraction: nodeScaleFraction}, Election: election}})
 	if err != nil {
@@ -301,7 +302,7 @@ func startNodeRun(n int, election string, cfg NodeScaleConfig, row *NodeScaleRow
 // cpuSince is the CPU time the process used since the run started, in
 // seconds (0 where it cannot be read).
 func (r *nodeRun) cpuSince() float64 {
-	if c, ok := cpuTime(); ok {
+	if c, ok := cputime.Self(); ok {
 		return (c - r.cpu).Seconds()
 	}
 	return 0
@@ -310,7 +311,7 @@ func (r *nodeRun) cpuSince() float64 {
 // finish fills in the time, memory and end state.
 func (r *nodeRun) finish(row *NodeScaleRow) {
 	row.VirtualS, row.WallS = r.s.Now().Seconds(), time.Since(r.start).Seconds()
-	if c, ok := cpuTime(); ok {
+	if c, ok := cputime.Self(); ok {
 		row.CPUS = (c - r.cpu).Seconds()
 	}
 	peak := r.mem.Stop()

@@ -2,12 +2,12 @@ package testnet
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -21,6 +21,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/internal/cputime"
 	"github.com/superpeer/superpeer/overlay"
 )
 
@@ -48,10 +49,17 @@ type controlReport struct {
 	State    wireState      `json:"state"`
 	Election wireElection   `json:"election"`
 	// Goroutines is the process's number of goroutines, Banned the peers
-	// its node bans now (for Net.Process).
+	// its node bans now, CPUMicros its CPU time so far, to the
+	// microsecond (0 where it cannot be read); for Net.Process.
 	Goroutines int      `json:"goroutines"`
 	Banned     []string `json:"banned,omitempty"`
+	CPUMicros  int64    `json:"cpu_us,omitempty"`
 }
+
+// reportCPUStep is how much CPU time makes a report due by itself: a
+// process's CPU time as its parent reads it is at most this much (and
+// reportPeriod) old, without a report every reportPeriod of an idle node.
+const reportCPUStep = time.Millisecond
 
 // wireState and wireElection carry overlay.State and overlay.ElectionStats
 // (the fields a Net reads) with peer IDs as text, empty for none (peer.ID's
@@ -203,27 +211,30 @@ func Control(ctx context.Context, n *overlay.Node, b *Blocker, in io.Reader, out
 	}
 }
 
-// report writes n's report to out whenever it changed, every reportPeriod,
-// and sweeps b.
+// report writes n's report to out whenever it changed, or its CPU time
+// grew by reportCPUStep, every reportPeriod, and sweeps b.
 func report(ctx context.Context, n *overlay.Node, b *Blocker, out io.Writer) error {
 	tick := time.NewTicker(reportPeriod)
 	defer tick.Stop()
-	var last []byte
+	var last *controlReport
 	for {
 		ws, we := toWire(n.State(), n.ElectionStats())
 		rep := controlReport{Addrs: n.Host().Addrs(), State: ws, Election: we, Goroutines: runtime.NumGoroutine()}
 		for _, p := range n.Banned() {
 			rep.Banned = append(rep.Banned, p.String())
 		}
-		line, err := json.Marshal(rep)
-		if err != nil {
-			return fmt.Errorf("control: report: %w", err)
+		if c, ok := cputime.Self(); ok {
+			rep.CPUMicros = c.Microseconds()
 		}
-		if !bytes.Equal(line, last) {
+		if reportDue(rep, last) {
+			line, err := json.Marshal(rep)
+			if err != nil {
+				return fmt.Errorf("control: report: %w", err)
+			}
 			if _, err := out.Write(append(line, '\n')); err != nil {
 				return fmt.Errorf("control: report: %w", err)
 			}
-			last = line
+			last = &rep
 		}
 		b.sweep(n)
 		select {
@@ -232,6 +243,18 @@ func report(ctx context.Context, n *overlay.Node, b *Blocker, out io.Writer) err
 		case <-tick.C:
 		}
 	}
+}
+
+// reportDue says whether rep is worth writing after last (nil: none
+// yet): something in it changed, or its CPU time grew by reportCPUStep.
+// The CPU time grows all the time; alone, a little of it is not news.
+func reportDue(rep controlReport, last *controlReport) bool {
+	if last == nil {
+		return true
+	}
+	grown := time.Duration(rep.CPUMicros-last.CPUMicros) * time.Microsecond
+	rep.CPUMicros = last.CPUMicros
+	return grown >= reportCPUStep || !reflect.DeepEqual(rep, *last)
 }
 
 // commands carries out the commands read from in until it ends.

@@ -18,6 +18,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/internal/cputime"
 	"github.com/superpeer/superpeer/overlay"
 )
 
@@ -109,7 +110,7 @@ func TestControlDrivesANode(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- Control(ctx, a, gate, inR, outW) }()
-	reports := make(chan overlay.State, 100)
+	reports := make(chan controlReport, 100)
 	go func() {
 		sc := bufio.NewScanner(outR)
 		sc.Buffer(nil, 1<<20)
@@ -119,21 +120,45 @@ func TestControlDrivesANode(t *testing.T) {
 				t.Errorf("bad report %q: %v", sc.Text(), err)
 				return
 			}
-			s, _, err := r.decode()
-			if err != nil {
+			if _, _, err := r.decode(); err != nil {
 				t.Errorf("bad report %q: %v", sc.Text(), err)
 				return
 			}
-			reports <- s
+			reports <- r
 		}
 	}()
-	// The reports follow the node's state until both name the same superpeer.
+	// The reports follow the node's state until both name the same
+	// superpeer, and carry the process's CPU time.
+	var cpu int64
 	for agreed := false; !agreed; {
 		select {
-		case s := <-reports:
+		case r := <-reports:
+			s, _, _ := r.decode()
 			agreed = len(s.Members) == 2 && s.Superpeer.ID != "" && s.Superpeer.ID == b.State().Superpeer.ID
+			if r.CPUMicros < cpu {
+				t.Errorf("a report's CPU time went back from %d to %d µs", cpu, r.CPUMicros)
+			}
+			cpu = r.CPUMicros
 		case <-ctx.Done():
 			t.Fatalf("no report of a two-node cluster; last state %+v", a.State())
+		}
+	}
+	if _, ok := cputime.Self(); ok && cpu <= 0 {
+		t.Errorf("reports' CPU time %d µs, want it read", cpu)
+	}
+	// This process (the node's) spends 20 ms more CPU time, and a report
+	// says so (TestReportDue: even when nothing else changed).
+	spin := cpu + 20_000
+	for burnt := cpu <= 0; !burnt; {
+		c, _ := cputime.Self()
+		burnt = c.Microseconds() >= spin
+	}
+	for seen := cpu <= 0; !seen; {
+		select {
+		case r := <-reports:
+			seen = r.CPUMicros >= spin
+		case <-ctx.Done():
+			t.Fatalf("no report of the CPU time spent (%d µs, want at least %d)", cpu, spin)
 		}
 	}
 	connected := func() bool { return a.Host().Network().Connectedness(b.ID()) == network.Connected }
@@ -172,4 +197,30 @@ func TestControlDrivesANode(t *testing.T) {
 		t.Fatal("Control did not return at the end of its input")
 	}
 	outR.Close()
+}
+
+// A report is due when something in it changed, or when the process's CPU
+// time grew by reportCPUStep; a little CPU time alone is not news.
+func TestReportDue(t *testing.T) {
+	last := controlReport{State: wireState{Self: "a"}, Goroutines: 10, CPUMicros: 5000}
+	if !reportDue(last, nil) {
+		t.Error("the first report is not due")
+	}
+	for _, c := range []struct {
+		what string
+		edit func(*controlReport)
+		due  bool
+	}{
+		{"nothing changed", func(*controlReport) {}, false},
+		{"a little CPU time", func(r *controlReport) { r.CPUMicros += reportCPUStep.Microseconds() - 1 }, false},
+		{"reportCPUStep of CPU time", func(r *controlReport) { r.CPUMicros += reportCPUStep.Microseconds() }, true},
+		{"the goroutines", func(r *controlReport) { r.Goroutines++ }, true},
+		{"a ban, and a little CPU time", func(r *controlReport) { r.Banned = []string{"b"}; r.CPUMicros++ }, true},
+	} {
+		rep := last
+		c.edit(&rep)
+		if got := reportDue(rep, &last); got != c.due {
+			t.Errorf("%s: due %v, want %v", c.what, got, c.due)
+		}
+	}
 }
