@@ -313,7 +313,7 @@ func WriteLiveAttackTable(w io.Writer, rows []LiveAttackRow) error {
 func writeLiveAttackMarkdown(w io.Writer, rows []LiveAttackRow) {
 	r0 := rows[0]
 	fmt.Fprintf(w, "\nHostile clients (`testnet/attack`) against a swarm of %d `peer run` processes on loopback (bully, 1 s intervals; `bench.LiveAttack`), each attack on a fresh swarm. "+
-		"The victim is a superpeer; its CPU is in cores, before (idle) and during the attack; *max CPU ratio* is the largest attack ÷ idle over all honest nodes; "+
+		"The victim is a superpeer; its CPU is in cores, before (idle) and during the attack, as the process reads its own (getrusage, to the microsecond); *max CPU ratio* is the largest attack ÷ idle over all honest nodes; "+
 		"RSS is the victim's resident memory before the attack and its peak (VmHWM) at the end of it. "+
 		"*Attacker SP* and *no SP* are the shares of role samples (every 250 ms) in which some honest node named a superpeer that is no honest node, or none; "+
 		"*honest bans* counts (node, honest peer) bans; *recover* is the time after the attack until the swarm checked correct.\n\n", r0.N)
