@@ -30,7 +30,8 @@ import (
 // output; the node then
 //
 //   - writes a report, one line of JSON (controlReport), on its standard
-//     output whenever its view changed, checked every reportPeriod;
+//     output whenever its view changed or it used reportCPUStep of CPU
+//     time, checked every reportPeriod;
 //   - reads commands, one per line, on its standard input: "block ID…"
 //     cuts it off from those peers (its connection gater refuses them and
 //     their open connections are closed), "unblock ID…" lets them back;
