@@ -448,8 +448,9 @@ func (r repairNet) start(seed uint64) (*nodesim.Sim, *rand.Rand, time.Duration, 
 
 // electionSent counts the election messages the machines of s have sent
 // so far, heartbeats and their acknowledgements left out (all of them
-// with all): a restarted node's new machine counts from zero, so callers
-// add its old machine's count before they restart it.
+// with all): a crashed node's machine goes at the crash, and a restarted
+// node's new one counts from zero, so callers take a node's count before
+// they crash it.
 func electionSent(s *nodesim.Sim, i int, all bool) uint64 {
 	m := s.Machine(i)
 	if m == nil {
@@ -494,7 +495,9 @@ func (r repairNet) failover(seed uint64) (trial, error) {
 	sp := superpeerOf(s)
 	tr := trial{timeout: detection(s)}
 	o := s.Observe(repairSample)
-	sent := electionSentAll(s, false)
+	// The superpeer's count goes with its machine at the crash: leave it
+	// out of the count before, as it is out of the count after.
+	sent := electionSentAll(s, false) - electionSent(s, sp, false)
 	o.CrashSuperpeer(s, sp)
 	if !s.RunUntil(func(s *nodesim.Sim) bool { return len(o.Failovers) > 0 }, repairSample, repairLimit*tr.timeout) {
 		tr.took = math.MaxInt64

@@ -47,7 +47,8 @@ func TestEstimateExact(t *testing.T) {
 }
 
 // TestSpacingEstimateKeepsTheNearest: the BucketSize nearest keys, kept
-// by insertion, are those a sort of every distance gives, whatever the keys' order and number (duplicates included).
+// by insertion, are those a sort of every distance gives, whatever the
+// keys' order and number (duplicates included).
 func TestSpacingEstimateKeepsTheNearest(t *testing.T) {
 	bySort := func(self Key, keys []Key) int {
 		d := make([]float64, len(keys))

@@ -65,7 +65,7 @@ func (n *Node) dialBootstrap(ctx context.Context) int {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				n.log.Warn("bootstrap peer unreachable, will retry", "bootstrap", b.ID, "addrs", b.Addrs, "err", err) // when: the machine's redial pacer
+				n.log.Warn("bootstrap peer unreachable, will retry", "bootstrap", b.ID, "addrs", b.Addrs, "err", err) // when again is the machine's redial pacer's to say
 			}
 			continue
 		}

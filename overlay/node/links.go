@@ -302,9 +302,8 @@ func (m *Machine) lostConn(now time.Time) {
 // Its state is the node's own: no peer can make it wait longer but by
 // taking its connections, or by refusing its dials for more than
 // failGrace, which spaces them by maxFailWait at most; a failed dial
-// undoes the wait after trims. It sees the
-// connections at each Links: an ordinary peer's only while it is not
-// attached (LinksDue).
+// undoes the wait after trims. It sees the connections at each Links: an
+// ordinary peer's only while it is not attached (LinksDue).
 type redialPacer struct {
 	base, most time.Duration
 	wait       time.Duration // from the disconnection to the next dial; 0 at first
