@@ -120,6 +120,10 @@ type AttackRow struct {
 	Network string `json:"network"`
 	S       int    `json:"s"`
 	Defence string `json:"defence"`
+	// Search marks a geometric row whose tokens are followed by the
+	// search on measured RTTs, in which the liars lie too
+	// (GeometricAttack).
+	Search bool `json:"search,omitempty"`
 	// Fraction is f as asked; Liars the peers that lie in each trial,
 	// round(f·n).
 	Fraction float64 `json:"fraction"`
@@ -380,11 +384,13 @@ func grind(target dhtselect.Key, g int, r *rand.Rand) peer.ID {
 }
 
 // GeometricAttack measures lying about coordinates in geometric mode, in
-// geometric.Simulate on the network's RTTs, without the search on
-// measured RTTs that follows the token dynamics (SwapRounds < 0): the
-// liars here lie about coordinates only, and the search, fed honest
-// reports by the simulator, would undo part of their gains and flatter
-// the defences.
+// geometric.Simulate on the network's RTTs: first the token dynamics
+// alone (no search on measured RTTs, SwapRounds < 0), then, in the rows
+// marked Search, followed by the search (geometric.Search), in which the
+// liars lie too, as geometric.SimConfig.Liars says: a liar superpeer
+// never gives its role away, and liar members claim, at the ends of what
+// geometric.Swap and Summarize accept, that liar candidates serve them
+// best and honest ones worst.
 //
 // The attack: in each trial, the run without liars fits the coordinates
 // and places the tokens; then round(f·n) peers, the liars, publish false
@@ -404,11 +410,13 @@ func grind(target dhtselect.Key, g int, r *rand.Rand) peer.ID {
 // (geometric.VetClaim with Tolerance). A distrusted peer may hold no token
 // and serve no one: the tokens run on the trusted peers only, and then
 // every peer, distrusted ones included, attaches to the nearest superpeer
-// with room by the coordinates. The check applies to honest peers too: the
-// f = 0 row shows what its false alarms cost.
+// with room by the coordinates; in the Search rows the search then runs
+// with every peer a member that reports, and only trusted peers as
+// candidates. The check applies to honest peers too: the f = 0 row shows
+// what its false alarms cost.
 //
 // Every row is against the run of the same trial without liars and without
-// defence.
+// defence, with the search in the Search rows and without it otherwise.
 func GeometricAttack(cfg AttackConfig) ([]AttackRow, error) {
 	cfg, err := cfg.filled()
 	if err != nil {
@@ -416,21 +424,34 @@ func GeometricAttack(cfg AttackConfig) ([]AttackRow, error) {
 	}
 	nw, n := cfg.Network, cfg.Network.N()
 	fs := append([]float64{0}, cfg.Fractions...)
-	rows := make([]*tally, 0, 2*len(fs))
-	for _, def := range []string{DefenceNone, DefenceRTT} {
-		for _, f := range fs {
-			row := AttackRow{Mode: "geometric", Network: nw.Name, S: cfg.S, Defence: def, Fraction: f,
-				Liars: liarCount(f, n), Hosts: n, Trials: cfg.Trials}
-			if def == DefenceRTT {
-				row.ToleranceRel, row.ToleranceAbsMs, row.Checkers = cfg.Tolerance.Rel, msOf(cfg.Tolerance.Abs), cfg.Checkers
+	var rows []*tally
+	for _, search := range []bool{false, true} {
+		for _, def := range []string{DefenceNone, DefenceRTT} {
+			for _, f := range fs {
+				row := AttackRow{Mode: "geometric", Network: nw.Name, S: cfg.S, Defence: def, Search: search, Fraction: f,
+					Liars: liarCount(f, n), Hosts: n, Trials: cfg.Trials}
+				if def == DefenceRTT {
+					row.ToleranceRel, row.ToleranceAbsMs, row.Checkers = cfg.Tolerance.Rel, msOf(cfg.Tolerance.Abs), cfg.Checkers
+				}
+				rows = append(rows, &tally{row: row})
 			}
-			rows = append(rows, &tally{row: row})
 		}
+	}
+	// row is the tally of a row: def 0 is DefenceNone, 1 DefenceRTT.
+	row := func(search bool, def, fi int) *tally {
+		if search {
+			def += 2
+		}
+		return rows[def*len(fs)+fi]
 	}
 	gc := geometric.Config{Tokens: cfg.S, Capacity: cfg.Capacity}
 	for t := range cfg.Trials {
 		seed := cfg.Seed + uint64(t)
 		base, err := geometric.Simulate(n, nw.RTT, geometric.SimConfig{Config: gc, Seed: seed, SwapRounds: -1})
+		if err != nil {
+			return nil, err
+		}
+		baseSearch, err := geometric.Search(n, nw.RTT, base.Coords, base.Superpeers, geometric.SimConfig{Config: gc})
 		if err != nil {
 			return nil, err
 		}
@@ -450,15 +471,24 @@ func GeometricAttack(cfg AttackConfig) ([]AttackRow, error) {
 			if err != nil {
 				return nil, err
 			}
-			rows[fi].add(nw, res.Superpeers, res.Attach, base.Attach, liar)
+			row(false, 0, fi).add(nw, res.Superpeers, res.Attach, base.Attach, liar)
+			if res, err = geometric.Search(n, nw.RTT, claimed, res.Superpeers, geometric.SimConfig{Config: gc, Liars: liar}); err != nil {
+				return nil, err
+			}
+			row(true, 0, fi).add(nw, res.Superpeers, res.Attach, baseSearch.Attach, liar)
 
 			trusted := vetAll(nw, claimed, liar, cfg.Checkers, cfg.Tolerance)
 			sps, attach, err := trustedRun(nw, claimed, trusted, gc, seed)
 			if err != nil {
 				return nil, err
 			}
-			rows[len(fs)+fi].add(nw, sps, attach, base.Attach, liar)
-			rows[len(fs)+fi].distrusted(trusted, liar)
+			row(false, 1, fi).add(nw, sps, attach, base.Attach, liar)
+			row(false, 1, fi).distrusted(trusted, liar)
+			if res, err = geometric.Search(n, nw.RTT, claimed, sps, geometric.SimConfig{Config: gc, Liars: liar, Eligible: trusted}); err != nil {
+				return nil, err
+			}
+			row(true, 1, fi).add(nw, res.Superpeers, res.Attach, baseSearch.Attach, liar)
+			row(true, 1, fi).distrusted(trusted, liar)
 		}
 	}
 	out := make([]AttackRow, len(rows))
@@ -574,7 +604,7 @@ func WriteAttackTable(w io.Writer, rows []AttackRow) error {
 	fmt.Fprintln(tw, "mode\tnetwork\tS\tdefence\tf\tliars\tsuperpeers\tliar superpeers\tliar share\tshare/f\thonest mean ms\tno-liar mean ms\tdamage\tliars distrusted\thonest distrusted\t")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f%%\t%d\t%.1f\t%.1f\t%.1f%%\t%s\t%.1f\t%.1f\t%.2f\t%s\t%s\t\n",
-			r.Mode, r.Network, r.S, r.Defence, 100*r.Fraction, r.Liars, r.Superpeers, r.LiarSuperpeers, 100*r.LiarShare,
+			modeCell(r), r.Network, r.S, r.Defence, 100*r.Fraction, r.Liars, r.Superpeers, r.LiarSuperpeers, 100*r.LiarShare,
 			shareOverFair(r), r.HonestMeanMs, r.NoLiarMeanMs, r.Damage, distrustCell(r, r.LiarsDistrusted, r.Liars > 0), distrustCell(r, r.HonestDistrusted, true))
 	}
 	return tw.Flush()
@@ -587,6 +617,15 @@ func distrustCell(r AttackRow, x float64, any bool) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.1f %%", 100*x)
+}
+
+// modeCell is the row's mode, "+ search" in the rows with the search on
+// measured RTTs.
+func modeCell(r AttackRow) string {
+	if r.Search {
+		return r.Mode + " + search"
+	}
+	return r.Mode
 }
 
 // shareOverFair is ShareOverFair, or "–" without liars.
@@ -611,6 +650,7 @@ func writeAttackMarkdown(w io.Writer, rows []AttackRow) {
 	}
 	fmt.Fprintf(w, "A fraction f of the %d peers lie to become superpeers (`bench.GeometricAttack`, `bench.DHTAttack`; %d trials of their own seeds per row, pooled). "+
 		"**geometric**: after the honest run has fitted the coordinates and placed S tokens, the liars publish false coordinates at the spots of that run's superpeers (largest clusters first), with no height, and the tokens run again (the honest peers' coordinates, fitted before, are not disturbed by the lies). "+
+		"**geometric + search**: the same, then the search on measured RTTs (`geometric.Search`: swaps inside clusters and relocations between them), in which the liars lie too (`geometric.SimConfig.Liars`): a liar superpeer never hands its role over and its cluster's summary offers a liar member as a second superpeer; a liar member claims, at the ends of what `geometric.Swap` accepts, that liar candidates serve it best and honest ones worst, and that its cluster would lose nothing without its superpeer; with the RTT check, distrusted peers are members that report but never candidates; against the honest run with the search. "+
 		"**dht**: each liar tries G = %d random IDs and keeps the one whose SHA-256 is closest to a cluster key, the liars sharing out the %s cluster keys (the brute-force assignment, where the simulator's lookups end). "+
 		"Defences: **RTT check** (`geometric.VetClaim`): a peer's claimed coordinate is compared with the RTT measured to it (tolerance %s, majority vote); a distrusted peer holds no token and serves no one; it applies to honest peers too (the f = 0 row is its cost). "+
 		"**epoch salt** (`dhtselect.SaltedKey`, `EpochSalt`): selection keys are SHA-256(salt ‖ ID) with a salt unknown before the epoch, and an ID first seen in an epoch is not eligible before the next, so the liars' IDs were ground without knowing the salt. "+
@@ -618,7 +658,7 @@ func writeAttackMarkdown(w io.Writer, rows []AttackRow) {
 		r0.Hosts, r0.Trials, grind, fmt.Sprint(1<<bitsFor(r0.S)), tol)
 	var out [][]string
 	for _, r := range rows {
-		out = append(out, []string{r.Mode, r.Network, d(r.S), r.Defence, f0(100*r.Fraction) + " %", d(r.Liars), f1(r.Superpeers), f1(r.LiarSuperpeers),
+		out = append(out, []string{modeCell(r), r.Network, d(r.S), r.Defence, f0(100*r.Fraction) + " %", d(r.Liars), f1(r.Superpeers), f1(r.LiarSuperpeers),
 			f1(100*r.LiarShare) + " %", shareOverFair(r), f1(r.HonestMeanMs) + " / " + f1(r.NoLiarMeanMs), f2(r.Damage),
 			distrustCell(r, r.LiarsDistrusted, r.Liars > 0) + " / " + distrustCell(r, r.HonestDistrusted, true)})
 	}

@@ -84,6 +84,16 @@ type SimConfig struct {
 	// Swap configures Swap and Relocate; zero fields take
 	// SimSwapConfig's, not DefaultSwapConfig's: see SimSwapConfig.
 	Swap SwapConfig
+
+	// Liars, when not nil, marks the peers (by index) that lie in the
+	// search on measured RTTs, for the attack benchmarks: each claims
+	// what serves the liars most within what Swap and Summarize accept
+	// (see lie). nil: nobody lies.
+	Liars []bool
+	// Eligible, when not nil, marks the peers that the search may make
+	// superpeers (a candidate of Swap or Summarize must be eligible);
+	// the others are members like any, and report. nil: every peer.
+	Eligible []bool
 }
 
 // SimSwapConfig returns the SwapConfig that Simulate's search takes by
@@ -205,15 +215,7 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 	if cfg.Round == 0 {
 		cfg.Round = time.Second
 	}
-	if cfg.SwapRounds == 0 {
-		cfg.SwapRounds = 30
-	}
-	if cfg.SwapCandidates == 0 {
-		cfg.SwapCandidates = 8
-	}
-	sd := SimSwapConfig()
-	cfg.Swap.Margin, cfg.Swap.Fraction = cmp.Or(cfg.Swap.Margin, sd.Margin), cmp.Or(cfg.Swap.Fraction, sd.Fraction)
-	if cfg.Swap, err = cfg.Swap.withDefaults(); err != nil {
+	if cfg, err = cfg.searchDefaults(n); err != nil {
 		return nil, err
 	}
 	switch {
@@ -388,12 +390,72 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 		res.Attach, err = AttachAll(coords, res.Superpeers, c.Capacity)
 		return res, err
 	}
+	return search(n, rtt, coords, res, cfg)
+}
+
+// Search runs the search on measured RTTs that ends Simulate (simSwap)
+// from the superpeers sps, of a placement made otherwise, and attaches
+// every peer by the RTTs it measures, as Simulate does: for the attack
+// benchmarks, whose placement runs on the trusted peers only while every
+// peer is a member. cfg's Config gives the capacity, and its search
+// fields (SwapRounds, SwapCandidates, Swap, Liars, Eligible) what they
+// give Simulate; its token fields are not used. SwapRounds < 0 means no
+// search: the peers attach by coordinate (AttachAll).
+func Search(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coordinate, sps []int, cfg SimConfig) (*SimResult, error) {
+	c, err := cfg.Config.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Config = c
+	if cfg, err = cfg.searchDefaults(n); err != nil {
+		return nil, err
+	}
+	if len(coords) != n {
+		return nil, fmt.Errorf("%w: %d coordinates for %d peers", ErrConfig, len(coords), n)
+	}
+	for _, s := range sps {
+		if s < 0 || s >= n {
+			return nil, fmt.Errorf("%w: superpeer %d of %d peers", ErrConfig, s, n)
+		}
+	}
+	res := &SimResult{Coords: coords, Superpeers: slices.Sorted(slices.Values(sps))}
+	if cfg.SwapRounds < 0 || len(sps) == 0 {
+		res.Attach, err = AttachAll(coords, res.Superpeers, c.Capacity)
+		return res, err
+	}
+	return search(n, rtt, coords, res, cfg)
+}
+
+// search runs simSwap from res.Superpeers and attaches by measured RTTs.
+func search(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coordinate, res *SimResult, cfg SimConfig) (*SimResult, error) {
+	var err error
 	if res.Superpeers, res.Swaps, res.SwapProbes, err = simSwap(n, rtt, coords, res.Superpeers, cfg); err != nil {
 		return nil, err
 	}
 	slices.Sort(res.Superpeers)
-	res.Attach, err = attachMeasured(n, rtt, coords, res.Superpeers, c.Capacity)
+	res.Attach, err = attachMeasured(n, rtt, coords, res.Superpeers, cfg.Capacity)
 	return res, err
+}
+
+// searchDefaults fills the search's zero fields and checks them for n
+// peers.
+func (cfg SimConfig) searchDefaults(n int) (SimConfig, error) {
+	if cfg.SwapRounds == 0 {
+		cfg.SwapRounds = 30
+	}
+	if cfg.SwapCandidates == 0 {
+		cfg.SwapCandidates = 8
+	}
+	sd := SimSwapConfig()
+	cfg.Swap.Margin, cfg.Swap.Fraction = cmp.Or(cfg.Swap.Margin, sd.Margin), cmp.Or(cfg.Swap.Fraction, sd.Fraction)
+	var err error
+	if cfg.Swap, err = cfg.Swap.withDefaults(); err != nil {
+		return cfg, err
+	}
+	if cfg.Liars != nil && len(cfg.Liars) != n || cfg.Eligible != nil && len(cfg.Eligible) != n {
+		return cfg, fmt.Errorf("%w: %d Liars and %d Eligible for %d peers; want n each, or nil", ErrConfig, len(cfg.Liars), len(cfg.Eligible), n)
+	}
+	return cfg, nil
 }
 
 // DefaultCoordRounds returns the CoordRounds that Simulate takes for n

@@ -91,6 +91,7 @@ func simSwap(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coord
 		}
 		return ps
 	}
+	lies := &liars{liar: cfg.Liars, eligible: cfg.Eligible, ids: ids, index: index}
 	tried := make([]map[ID]bool, len(sps))
 	for k := range tried {
 		tried[k] = map[ID]bool{}
@@ -117,9 +118,9 @@ func simSwap(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coord
 		}
 		for k, s := range sps {
 			ms := members[s]
-			cands := Candidates(ids[s], peersOf(ms), cfg.SwapCandidates, func(id ID) bool { return tried[k][id] })
-			if len(cands) == 0 {
-				continue
+			cands := Candidates(ids[s], peersOf(ms), cfg.SwapCandidates, func(id ID) bool { return tried[k][id] || !lies.eligibleID(id) })
+			if len(cands) == 0 || lies.is(s) {
+				continue // a liar never gives its role away
 			}
 			active = true
 			own := make([]time.Duration, len(cands))
@@ -134,6 +135,9 @@ func simSwap(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coord
 					r.ToCandidate[c] = measure(m, index[id])
 				}
 				r.Second, r.ToSecond = nx.second(m, s)
+				if lies.is(m) {
+					r = lies.swapClaim(r, cands, own)
+				}
 				reports = append(reports, r)
 			}
 			for _, o := range outside[s] {
@@ -144,6 +148,9 @@ func simSwap(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coord
 				r := SwapReport{Member: ids[o], ToSuperpeer: rtt(o, t), ToCandidate: make([]time.Duration, len(cands)), Outside: true}
 				for c, id := range cands {
 					r.ToCandidate[c] = measure(o, index[id])
+				}
+				if lies.is(o) {
+					r = lies.swapClaim(r, cands, own)
 				}
 				reports = append(reports, r)
 			}
@@ -160,7 +167,7 @@ func simSwap(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coord
 		if members, err = clusters(); err != nil {
 			return nil, 0, 0, err
 		}
-		moves, err := simSummaries(rtt, coords, ids, sps, members, measure, cfg)
+		moves, err := simSummaries(rtt, coords, ids, sps, members, measure, cfg, lies)
 		if err != nil {
 			return nil, 0, 0, err
 		}
@@ -185,7 +192,7 @@ func simSwap(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coord
 // simSummaries has every superpeer summarise its cluster and returns the
 // relocations Relocate chooses.
 func simSummaries(rtt func(i, j int) time.Duration, coords []*coordinate.Coordinate, ids []ID, sps []int, members map[int][]int,
-	measure func(i, j int) time.Duration, cfg SimConfig) ([]Relocation, error) {
+	measure func(i, j int) time.Duration, cfg SimConfig, lies *liars) ([]Relocation, error) {
 	load := make(map[ID]int, len(sps))
 	for _, s := range sps {
 		load[ids[s]] = len(members[s])
@@ -203,7 +210,9 @@ func simSummaries(rtt func(i, j int) time.Duration, coords []*coordinate.Coordin
 			at[ids[m]] = m
 		}
 		toSP := func(id ID) time.Duration { return rtt(at[id], s) } // members only
-		cands := OutlyingCandidates(ids[s], Peer{ids[s], coords[s]}, ps, toSP, cfg.SwapCandidates)
+		cands := OutlyingCandidates(ids[s], Peer{ids[s], coords[s]}, ps, toSP, len(ps))
+		cands = slices.DeleteFunc(cands, func(id ID) bool { return !lies.eligibleID(id) })
+		cands = cands[:min(len(cands), cfg.SwapCandidates)]
 		own := make([]time.Duration, len(cands))
 		for c, id := range cands {
 			own[c] = measure(s, at[id])
@@ -215,6 +224,9 @@ func simSummaries(rtt func(i, j int) time.Duration, coords []*coordinate.Coordin
 				r.ToCandidate[c] = measure(m, at[id])
 			}
 			r.Second, r.ToSecond = nx.second(m, s)
+			if lies.is(m) {
+				r = lies.summaryClaim(r, cands, own)
+			}
 			reports = append(reports, r)
 		}
 		sec, secRTT := nx.second(s, s)
@@ -224,9 +236,13 @@ func simSummaries(rtt func(i, j int) time.Duration, coords []*coordinate.Coordin
 				near[ids[t]] = rtt(s, t) // the superpeers measure one another
 			}
 		}
-		sums = append(sums, Summarize(ids[s], len(ms), cands, own, reports, sec, secRTT,
+		sum := Summarize(ids[s], len(ms), cands, own, reports, sec, secRTT,
 			func(q ID) time.Duration { return near[q] },
-			func(q ID) int { return cfg.Capacity - load[q] }))
+			func(q ID) int { return cfg.Capacity - load[q] })
+		if lies.is(s) {
+			sum = lies.ownSummary(sum, ms)
+		}
+		sums = append(sums, sum)
 	}
 	return Relocate(cfg.Swap, sums)
 }
