@@ -124,6 +124,10 @@ type AttackRow struct {
 	// search on measured RTTs, in which the liars lie too
 	// (GeometricAttack).
 	Search bool `json:"search,omitempty"`
+	// Hostility is what the liars of a NodeAttack row do (HostileKeep,
+	// HostileLies, HostileBoth; "" in its control row, the same nodes
+	// honest).
+	Hostility string `json:"hostility,omitempty"`
 	// Fraction is f as asked; Liars the peers that lie in each trial,
 	// round(f·n).
 	Fraction float64 `json:"fraction"`
@@ -622,8 +626,13 @@ func distrustCell(r AttackRow, x float64, any bool) string {
 // modeCell is the row's mode, "+ search" in the rows with the search on
 // measured RTTs.
 func modeCell(r AttackRow) string {
-	if r.Search {
+	switch {
+	case r.Search:
 		return r.Mode + " + search"
+	case r.Mode == "geometric node" && r.Hostility == "":
+		return r.Mode + ", liars honest"
+	case r.Hostility != "":
+		return r.Mode + ", liars " + r.Hostility
 	}
 	return r.Mode
 }
@@ -651,6 +660,7 @@ func writeAttackMarkdown(w io.Writer, rows []AttackRow) {
 	fmt.Fprintf(w, "A fraction f of the %d peers lie to become superpeers (`bench.GeometricAttack`, `bench.DHTAttack`; %d trials of their own seeds per row, pooled). "+
 		"**geometric**: after the honest run has fitted the coordinates and placed S tokens, the liars publish false coordinates at the spots of that run's superpeers (largest clusters first), with no height, and the tokens run again (the honest peers' coordinates, fitted before, are not disturbed by the lies). "+
 		"**geometric + search**: the same, then the search on measured RTTs (`geometric.Search`: swaps inside clusters and relocations between them), in which the liars lie too (`geometric.SimConfig.Liars`): a liar superpeer never hands its role over and its cluster's summary offers a liar member as a second superpeer; a liar member claims, at the ends of what `geometric.Swap` accepts, that liar candidates serve it best and honest ones worst, and that its cluster would lose nothing without its superpeer; with the RTT check, distrusted peers are members that report but never candidates; against the honest run with the search. "+
+		"**geometric node** (`bench.NodeAttack`): the live node's machines (overlay/node) in the node simulator, on the first 100 PlanetLab hosts with S = 10 for 300 s (token rounds and pings every second, as in the geometric rows of the Selection section), a fifth of the nodes liars with honest coordinates, as nodesim's `KeepTokens` and `LieInSearch` say: a liar that holds a token never passes it on, or it lies in its reports to the search on measured RTTs as above (the node makes no relocations), or both; against the run of the same seed in which the same nodes are honest (the row *liars honest*: their share of the roles is then chance). "+
 		"**dht**: each liar tries G = %d random IDs and keeps the one whose SHA-256 is closest to a cluster key, the liars sharing out the %s cluster keys (the brute-force assignment, where the simulator's lookups end). "+
 		"Defences: **RTT check** (`geometric.VetClaim`): a peer's claimed coordinate is compared with the RTT measured to it (tolerance %s, majority vote); a distrusted peer holds no token and serves no one; it applies to honest peers too (the f = 0 row is its cost). "+
 		"**epoch salt** (`dhtselect.SaltedKey`, `EpochSalt`): selection keys are SHA-256(salt ‖ ID) with a salt unknown before the epoch, and an ID first seen in an epoch is not eligible before the next, so the liars' IDs were ground without knowing the salt. "+

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/superpeer/superpeer/dhtselect"
 )
@@ -126,6 +127,34 @@ func TestGeometricAttack(t *testing.T) {
 	}
 }
 
+// Liars in the live node's placement (NodeAttack, one seed): with the
+// liars honest the row is its own baseline; a liar that keeps its tokens
+// and lies in the search holds more roles than the same node honest.
+func TestNodeAttack(t *testing.T) {
+	rows, err := NodeAttack(NodeAttackConfig{Trials: 1, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]AttackRow{}
+	for _, r := range rows {
+		by[r.Hostility] = r
+		t.Logf("liars %q: %.1f of %.1f roles, damage %.2f", r.Hostility, r.LiarSuperpeers, r.Superpeers, r.Damage)
+	}
+	if c := by[hostileHonest]; c.Damage != 1 || c.Superpeers != 10 {
+		t.Errorf("liars honest: damage %.2f (want 1, the run itself), %.1f superpeers (want 10)", c.Damage, c.Superpeers)
+	}
+	for _, h := range []string{HostileKeep, HostileLies, HostileBoth} {
+		if r := by[h]; r.Superpeers != 10 || r.LiarSuperpeers <= by[hostileHonest].LiarSuperpeers {
+			t.Errorf("liars %s: %.1f of %.1f roles, honest %.1f: want 10 superpeers and more roles for the liars", h, r.LiarSuperpeers, r.Superpeers, by[hostileHonest].LiarSuperpeers)
+		}
+	}
+	for _, bad := range []NodeAttackConfig{{N: 1}, {S: 100}, {N: 1000}, {Fraction: 1}, {Trials: -1}, {Duration: -time.Second}} {
+		if _, err := NodeAttack(bad); !errors.Is(err, ErrBench) {
+			t.Errorf("NodeAttack(%+v) = %v, want ErrBench", bad, err)
+		}
+	}
+}
+
 func TestAttackBadConfig(t *testing.T) {
 	nw := Synthetic(100, 1)
 	for _, c := range []AttackConfig{
@@ -159,6 +188,11 @@ func TestRunQuickAttack(t *testing.T) {
 	if modes["geometric"] != 8 || modes["geometric + search"] != 8 || modes["dht"] != 8 {
 		t.Fatalf("rows per mode %v, want 8 each (2 defences × f = 0, 1, 5, 20 %%)", modes)
 	}
+	for _, h := range []string{"honest", HostileKeep, HostileLies, HostileBoth} {
+		if modes["geometric node, liars "+h] != 1 {
+			t.Errorf("rows per mode %v, want one of the node's with liars %s", modes, h)
+		}
+	}
 	var md, tables strings.Builder
 	if err := WriteMarkdown(&md, r, nil, "out"); err != nil {
 		t.Fatal(err)
@@ -166,7 +200,7 @@ func TestRunQuickAttack(t *testing.T) {
 	if err := WriteTables(&tables, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Lying peers", "| geometric | planetlab490 | 25 | RTT check | 20 % | 98 |", "| geometric + search | planetlab490 | 25 | RTT check | 20 % | 98 |", "| dht | planetlab490 | 25 | epoch salt | 5 % | 25 |", "G = 4096"} {
+	for _, want := range []string{"## Lying peers", "| geometric | planetlab490 | 25 | RTT check | 20 % | 98 |", "| geometric + search | planetlab490 | 25 | RTT check | 20 % | 98 |", "| dht | planetlab490 | 25 | epoch salt | 5 % | 25 |", "G = 4096", "| geometric node, liars both | planetlab100 | 10 | none | 20 % | 20 |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, md.String())
 		}

@@ -318,6 +318,15 @@ func suiteSteps(suite string, cfg Config) []step {
 				return err
 			}})
 		}
+		nc := NodeAttackConfig{Seed: cfg.Seed}
+		if cfg.Quick {
+			nc.Trials = 1
+		}
+		steps = append(steps, step{"attack: liars in the live node's placement, node simulator, PlanetLab", func(_ context.Context, r *Results) error {
+			rows, err := NodeAttack(nc)
+			r.Attack = append(r.Attack, rows...)
+			return err
+		}})
 	}
 	return steps
 }

@@ -71,8 +71,11 @@ type geoNode struct {
 	// lie, when set, is the coordinate it sends its superpeer instead of
 	// its own (LieCoord); load is the most its measurements are delayed
 	// by (Load).
-	lie   *coordinate.Coordinate
-	load  time.Duration
+	lie  *coordinate.Coordinate
+	load time.Duration
+	// asked holds, for a liar in the search (LieInSearch), the
+	// candidates each superpeer last named it.
+	asked map[peer.ID][]peer.ID
 	state *node.GeoState // the last the machine reported
 	// The view it was given last (geoView): its cluster, its
 	// superpeer, and its own flag.
@@ -197,6 +200,11 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		s.geoPing(i, p)
 	}
 	for _, p := range rd.Passes {
+		if s.hostile[i].keep {
+			// It keeps what it holds: the pass is never made.
+			s.After(0, func(s *Sim) { s.step(i, node.PassDone{To: p.To, Token: p.Token}) })
+			continue
+		}
 		s.geoPass(i, p)
 	}
 	for _, p := range rd.Attach {
@@ -207,6 +215,9 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		in := node.AttachAsked{RTTs: rd.AttachRTTs[p], Coord: c, Private: rd.AttachPrivate, Flapping: rd.AttachFlapping}
 		if in.RTTs != nil {
 			in.Second = rd.AttachSecond
+			if s.hostile[i].lies {
+				in.RTTs, in.Second = s.lieReport(p, in.RTTs, g.asked[p]), node.PeerRTT{}
+			}
 		}
 		s.geoAttach(i, p, in)
 	}
@@ -261,6 +272,75 @@ func (s *Sim) LieCoord(i int, c *coordinate.Coordinate) {
 	if g := s.nodes[i].geo; g != nil {
 		g.lie = c
 	}
+}
+
+// LieInSearch makes the nodes of liars liars in the search on measured
+// RTTs (overlay/node's geoswap.go), who know one another and every true
+// RTT, and aim to hold superpeer roles: a liar's report to its superpeer
+// s claims, at the ends of what geometric.Swap accepts, that each liar
+// candidate c saves it r(s, c) and each honest one costs it r(s, c), with
+// no next superpeer (which would bound its claimed loss); its RTT to s is
+// raised as far as the claimed saving needs. As
+// geometric.SimConfig.Liars does for the simulator of the placement,
+// without the relocations the node does not make; with KeepTokens, its
+// liar superpeers never give their roles away either.
+func (s *Sim) LieInSearch(liars []int) {
+	if s.hostile == nil {
+		s.hostile = map[int]hostility{}
+	}
+	for _, i := range liars {
+		h := s.hostile[i]
+		h.lies = true
+		s.hostile[i] = h
+	}
+}
+
+// hostility is what a hostile node does (LieInSearch, KeepTokens).
+type hostility struct{ lies, keep bool }
+
+// KeepTokens makes the nodes of keep hostile holders: a token they get
+// they never pass on (their machines' passes, the coordinates' forces'
+// and the search's hand-overs, are not made, and their machines hear that
+// the passes failed).
+func (s *Sim) KeepTokens(keep []int) {
+	if s.hostile == nil {
+		s.hostile = map[int]hostility{}
+	}
+	for _, i := range keep {
+		h := s.hostile[i]
+		h.keep = true
+		s.hostile[i] = h
+	}
+}
+
+// lieReport is a liar's report to superpeer sp, whose candidates were
+// cands, in place of rtts (its RTT to sp, then to each candidate): see
+// LieInSearch. A report that does not match cands is sent as it is.
+func (s *Sim) lieReport(sp peer.ID, rtts []time.Duration, cands []peer.ID) []time.Duration {
+	j, ok := s.indexOf(sp)
+	if !ok || len(rtts) != len(cands)+1 {
+		return rtts
+	}
+	d := make([]time.Duration, len(cands)) // r(sp, c)
+	liar := make([]bool, len(cands))
+	t := rtts[0]
+	for k, c := range cands {
+		if x, ok := s.indexOf(c); ok {
+			d[k], liar[k] = s.rtt(j, x), s.hostile[x].lies
+			if liar[k] {
+				t = max(t, d[k]+time.Nanosecond)
+			}
+		}
+	}
+	out := []time.Duration{t}
+	for k := range cands {
+		if liar[k] {
+			out = append(out, max(t-d[k], time.Nanosecond))
+		} else {
+			out = append(out, t+d[k])
+		}
+	}
+	return out
 }
 
 // Load makes node i a loaded host: every RTT it measures (its pings, and
@@ -509,6 +589,12 @@ func (s *Sim) geoAttach(i int, p peer.ID, in node.AttachAsked) {
 		func(a node.GeoAnswer, ok bool) node.Input {
 			if !ok {
 				return node.AttachDone{To: p, Err: errGeoTimeout}
+			}
+			if g := s.nodes[i].geo; s.hostile[i].lies && a.Yes {
+				if g.asked == nil {
+					g.asked = map[peer.ID][]peer.ID{}
+				}
+				g.asked[p] = slices.Clone(a.Candidates)
 			}
 			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted}
 		})

@@ -131,3 +131,56 @@ func forgedTokensRun(t *testing.T, m *latency.Matrix, attack bool) forgedTokens 
 	r.converged = s.GeoConverged()
 	return r
 }
+
+// TestGeoHostileHolders: nodes that keep every token they get
+// (KeepTokens) hold it to the end, and liars in the search (LieInSearch)
+// send reports that the search acts on: on 60 PlanetLab hosts with S = 6,
+// the same ten nodes hold more roles when they lie than when they are
+// honest. (bench.NodeAttack measures both.)
+func TestGeoHostileHolders(t *testing.T) {
+	m := loadPlanetLab(t)
+	const n, tokens = 60, 6
+	liars := []int{3, 9, 14, 22, 27, 31, 38, 44, 50, 57}
+	run := func(keep, lie bool) (roles int, held, kept map[int]bool) {
+		s := geoSim(t, n, tokens, 1, m)
+		if keep {
+			s.KeepTokens(liars)
+		}
+		if lie {
+			s.LieInSearch(liars)
+		}
+		held, kept = map[int]bool{}, map[int]bool{}
+		s.Every(time.Second, func(s *Sim) {
+			for _, i := range liars {
+				if st := s.GeoState(i); st != nil && st.Token >= 0 {
+					held[i] = true
+				}
+			}
+		})
+		s.Run(4 * time.Minute)
+		for _, i := range liars {
+			if st := s.GeoState(i); st != nil && st.Token >= 0 {
+				kept[i] = true
+				if st.Role == node.RoleSuperpeer {
+					roles++
+				}
+			}
+		}
+		return roles, held, kept
+	}
+	honest, _, _ := run(false, false)
+	_, held, kept := run(true, false)
+	if len(held) == 0 {
+		t.Fatal("no keeper ever held a token: the test shows nothing")
+	}
+	for i := range held {
+		if !kept[i] {
+			t.Errorf("keeper %d held a token and passed it on", i)
+		}
+	}
+	lying, _, _ := run(false, true)
+	t.Logf("ten liars of 60: %d roles honest, %d lying in the search; %d keepers held a token", honest, lying, len(held))
+	if lying <= honest {
+		t.Errorf("lying in the search, the liars hold %d roles, honest %d: the lies do nothing", lying, honest)
+	}
+}

@@ -214,6 +214,9 @@ type Sim struct {
 	ttl   time.Duration
 	epoch uint64 // bumped by every change of who is alive or reachable
 	trace uint64 // FNV-1a of every state change, for replay checks
+	// hostile holds what the hostile nodes do (geo.go: LieInSearch,
+	// KeepTokens); nil reads as none.
+	hostile map[int]hostility
 	// traceBuf is traceOf's buffer.
 	traceBuf []byte
 
