@@ -59,7 +59,13 @@ import (
 // a token pass like any other, vetted (vet) before it is made. A majority
 // of lying members, which could stop a swap before, can now also pin
 // their superpeer's token against the forces; the forces move it on
-// coordinates, which they can lie about too. Cost: per round, a member
+// coordinates, which they can lie about too. Measured in the node
+// simulator (bench.NodeAttack: 100 PlanetLab hosts, S = 10, a fifth of
+// the nodes liars with honest coordinates, 8 seeds): liars that lie in
+// their reports hold 4.8 of the 10 roles at the end, 0.9 when honest;
+// liars that never pass a token they hold, 3.2; both, 5.0; the honest
+// nodes' RTT to their superpeer is 0.98 to 1.25 times that of the honest
+// run. Cost: per round, a member
 // pings at most DefaultSwapCandidates peers and sends one request with
 // its report; the superpeer keeps one report per member, with at most one
 // next superpeer. Relocation between clusters (geometric.Relocate), which
