@@ -65,10 +65,11 @@ import (
 // their reports hold 4.8 of the 10 roles at the end, 0.9 when honest;
 // liars that never pass a token they hold, 3.2; both, 5.0; the honest
 // nodes' RTT to their superpeer is 0.98 to 1.25 times that of the honest
-// run. Cost: per round, a member
-// pings at most DefaultSwapCandidates peers and sends one request with
-// its report; the superpeer keeps one report per member, with at most one
-// next superpeer. Relocation between clusters (geometric.Relocate), which
+// run.
+//
+// Cost: per round, a member pings at most DefaultSwapCandidates peers and
+// sends one request with its report; the superpeer keeps one report per
+// member, with at most one next superpeer. Relocation between clusters (geometric.Relocate), which
 // the simulator runs, needs the superpeers' summaries and is not in the
 // node yet.
 
