@@ -88,7 +88,7 @@ type SimConfig struct {
 	// Liars, when not nil, marks the peers (by index) that lie in the
 	// search on measured RTTs, for the attack benchmarks: each claims
 	// what serves the liars most within what Swap and Summarize accept
-	// (see lie). nil: nobody lies.
+	// (see liars in simlie.go). nil: nobody lies.
 	Liars []bool
 	// Eligible, when not nil, marks the peers that the search may make
 	// superpeers (a candidate of Swap or Summarize must be eligible);

@@ -284,16 +284,7 @@ func (s *Sim) LieCoord(i int, c *coordinate.Coordinate) {
 // geometric.SimConfig.Liars does for the simulator of the placement,
 // without the relocations the node does not make; with KeepTokens, its
 // liar superpeers never give their roles away either.
-func (s *Sim) LieInSearch(liars []int) {
-	if s.hostile == nil {
-		s.hostile = map[int]hostility{}
-	}
-	for _, i := range liars {
-		h := s.hostile[i]
-		h.lies = true
-		s.hostile[i] = h
-	}
-}
+func (s *Sim) LieInSearch(liars []int) { s.makeHostile(liars, func(h *hostility) { h.lies = true }) }
 
 // hostility is what a hostile node does (LieInSearch, KeepTokens).
 type hostility struct{ lies, keep bool }
@@ -302,13 +293,16 @@ type hostility struct{ lies, keep bool }
 // they never pass on (their machines' passes, the coordinates' forces'
 // and the search's hand-overs, are not made, and their machines hear that
 // the passes failed).
-func (s *Sim) KeepTokens(keep []int) {
+func (s *Sim) KeepTokens(keep []int) { s.makeHostile(keep, func(h *hostility) { h.keep = true }) }
+
+// makeHostile sets what the nodes of nodes do.
+func (s *Sim) makeHostile(nodes []int, set func(*hostility)) {
 	if s.hostile == nil {
 		s.hostile = map[int]hostility{}
 	}
-	for _, i := range keep {
+	for _, i := range nodes {
 		h := s.hostile[i]
-		h.keep = true
+		set(&h)
 		s.hostile[i] = h
 	}
 }
