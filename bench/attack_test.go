@@ -131,6 +131,9 @@ func TestGeometricAttack(t *testing.T) {
 // liars honest the row is its own baseline; a liar that keeps its tokens
 // and lies in the search holds more roles than the same node honest.
 func TestNodeAttack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the node simulator starts no goroutine: nothing for the race detector's short run (TestRunQuickAttack runs NodeAttack too)")
+	}
 	rows, err := NodeAttack(NodeAttackConfig{Trials: 1, Seed: 2})
 	if err != nil {
 		t.Fatal(err)
