@@ -239,7 +239,7 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 		return nil, fmt.Errorf("%w: %d Coords for %d peers", ErrConfig, len(coords), n)
 	} else {
 		for i, c := range coords {
-			if err := validate(c, len(coords[0].Vec)); err != nil {
+			if err := validate(c, dimsOf(coords)); err != nil {
 				return nil, fmt.Errorf("%w: Coords[%d]: %w", ErrConfig, i, err)
 			}
 		}
@@ -413,6 +413,11 @@ func Search(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coordi
 	if len(coords) != n {
 		return nil, fmt.Errorf("%w: %d coordinates for %d peers", ErrConfig, len(coords), n)
 	}
+	for i, c := range coords {
+		if err := validate(c, dimsOf(coords)); err != nil {
+			return nil, fmt.Errorf("%w: coordinate %d: %w", ErrConfig, i, err)
+		}
+	}
 	for _, s := range sps {
 		if s < 0 || s >= n {
 			return nil, fmt.Errorf("%w: superpeer %d of %d peers", ErrConfig, s, n)
@@ -456,6 +461,15 @@ func (cfg SimConfig) searchDefaults(n int) (SimConfig, error) {
 		return cfg, fmt.Errorf("%w: %d Liars and %d Eligible for %d peers; want n each, or nil", ErrConfig, len(cfg.Liars), len(cfg.Eligible), n)
 	}
 	return cfg, nil
+}
+
+// dimsOf is the dimensionality of the first coordinate of coords (0 if
+// it is nil, which validate then refuses).
+func dimsOf(coords []*coordinate.Coordinate) int {
+	if len(coords) == 0 || coords[0] == nil {
+		return 0
+	}
+	return len(coords[0].Vec)
 }
 
 // DefaultCoordRounds returns the CoordRounds that Simulate takes for n

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/serf/coordinate"
 )
 
 // planetLabPlacement is the tokens' placement (no search) on PlanetLab
@@ -49,6 +51,16 @@ func TestSearchIsSimulates(t *testing.T) {
 		bad.Config = cfg.Config
 		if _, err := Search(len(tokens.Coords), rtt, tokens.Coords, tokens.Superpeers, bad); !errors.Is(err, ErrConfig) {
 			t.Errorf("Search with %d liars and %d eligible for %d peers: %v, want ErrConfig", len(bad.Liars), len(bad.Eligible), len(tokens.Coords), err)
+		}
+	}
+	for _, cs := range [][]*coordinate.Coordinate{{tokens.Coords[0], nil, tokens.Coords[2]}, {nil, tokens.Coords[1], tokens.Coords[2]}} {
+		if _, err := Search(3, rtt, cs, []int{2}, cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("Search with a nil coordinate: %v, want ErrConfig", err)
+		}
+		c := SimConfig{Coords: cs}
+		c.Tokens = 1
+		if _, err := Simulate(3, rtt, c); !errors.Is(err, ErrConfig) {
+			t.Errorf("Simulate with a nil coordinate: %v, want ErrConfig", err)
 		}
 	}
 	if _, err := Search(3, rtt, tokens.Coords[:3], []int{5}, cfg); !errors.Is(err, ErrConfig) {
