@@ -295,12 +295,14 @@ type hostility struct{ lies, keep bool }
 // the passes failed).
 func (s *Sim) KeepTokens(keep []int) { s.makeHostile(keep, func(h *hostility) { h.keep = true }) }
 
-// makeHostile sets what the nodes of nodes do.
+// makeHostile sets what the nodes of nodes do. A number that is no
+// node's panics, as LieCoord's does, rather than set nothing.
 func (s *Sim) makeHostile(nodes []int, set func(*hostility)) {
 	if s.hostile == nil {
 		s.hostile = map[int]hostility{}
 	}
 	for _, i := range nodes {
+		_ = s.nodes[i]
 		h := s.hostile[i]
 		set(&h)
 		s.hostile[i] = h
