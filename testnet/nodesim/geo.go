@@ -296,13 +296,16 @@ type hostility struct{ lies, keep bool }
 func (s *Sim) KeepTokens(keep []int) { s.makeHostile(keep, func(h *hostility) { h.keep = true }) }
 
 // makeHostile sets what the nodes of nodes do. A number that is no
-// node's panics, as LieCoord's does, rather than set nothing.
+// node's panics, naming it (LieCoord's panics too), rather than set
+// nothing.
 func (s *Sim) makeHostile(nodes []int, set func(*hostility)) {
 	if s.hostile == nil {
 		s.hostile = map[int]hostility{}
 	}
 	for _, i := range nodes {
-		_ = s.nodes[i]
+		if i < 0 || i >= len(s.nodes) {
+			panic(fmt.Sprintf("nodesim: no node %d to make hostile (%d nodes)", i, len(s.nodes)))
+		}
 		h := s.hostile[i]
 		set(&h)
 		s.hostile[i] = h

@@ -1,6 +1,8 @@
 package nodesim
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +184,26 @@ func TestGeoHostileHolders(t *testing.T) {
 	t.Logf("ten liars of 60: %d roles honest, %d lying in the search; %d keepers held a token", honest, lying, len(held))
 	if lying <= honest {
 		t.Errorf("lying in the search, the liars hold %d roles, honest %d: the lies do nothing", lying, honest)
+	}
+}
+
+// TestHostileOutOfRange: KeepTokens and LieInSearch refuse a number that
+// is no node's, with a panic that names it, rather than mark nothing.
+func TestHostileOutOfRange(t *testing.T) {
+	m := loadPlanetLab(t)
+	for name, mark := range map[string]func(*Sim, []int){"KeepTokens": (*Sim).KeepTokens, "LieInSearch": (*Sim).LieInSearch} {
+		for _, i := range []int{-1, 8} {
+			s := geoSim(t, 8, 2, 1, m)
+			func() {
+				defer func() {
+					if r := recover(); r == nil {
+						t.Errorf("%s(%d) of 8 nodes did not panic", name, i)
+					} else if msg := fmt.Sprint(r); !strings.Contains(msg, fmt.Sprintf("no node %d", i)) {
+						t.Errorf("%s(%d): panic %q does not name the node", name, i, msg)
+					}
+				}()
+				mark(s, []int{i})
+			}()
+		}
 	}
 }
