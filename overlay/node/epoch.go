@@ -37,7 +37,8 @@ import (
 //   - a member is eligible when it started MinAge epochs before the
 //     current one: in the epoch it says it started in (Beacon.Since) if it
 //     was in this node's view before this node joined (took its first role:
-//     mayJoin waits for the view to fill), else in the later of that and
+//     mayJoin waits for the view to fill), or in its first view with peers
+//     if it joined alone, else in the later of that and
 //     the epoch before the one this node first saw it in (one epoch of
 //     slack, so that observers who saw a peer arrive on either side of an
 //     epoch's end agree; MinAge makes up for it). (A peer that joins with a
@@ -47,7 +48,8 @@ import (
 //     and a lookup that ends at one is replaced by the eligible member
 //     closest to the target;
 //   - while no member of the cluster is eligible (a network's first MinAge
-//     epochs), the defence does not apply: the target is the cluster key
+//     epochs; a member counts while the node saw it in its view within
+//     MinAge epochs), the defence does not apply: the target is the cluster key
 //     and no member ranks last for its age. A ground ID is then as good as
 //     it was without the defence, until the first members come of age.
 //
@@ -107,14 +109,22 @@ type epochs struct {
 	// active: a member of salt's cluster is eligible, and the defence
 	// applies to it.
 	active bool
+	// known: the node has had a view that held another peer since it
+	// joined. The peers first seen before are believed (aged.old): a node
+	// that took a role while alone in its view believes its first view
+	// with peers, as it would have before it joined
+	// (TestFirstViewAfterJoining).
+	known bool
 }
 
 // aged is what the node knows of a peer's age and chain.
 type aged struct {
+	key   dhtselect.Key
 	first uint64    // the epoch the node first saw it in
-	old   bool      // in the view before the node joined
+	old   bool      // in the view before the node joined (or knew any: known)
 	last  time.Time // last in the view
 	since uint64    // the epoch it says it started in
+	said  bool      // it has announced a beacon (since is a claim)
 	ve    uint64    // its latest chain value checked, for epoch ve
 	v     dhtselect.Salt
 }
@@ -156,18 +166,25 @@ func (ep *epochs) observe(now time.Time) {
 	}
 	ep.begin(now)
 	cur := ep.epoch(now)
+	known := ep.known
 	for _, e := range ep.m.view {
 		if e.ID == ep.m.cfg.Self {
 			continue
 		}
+		ep.known = ep.m.joined
 		a := ep.peers[e.ID]
 		if a == nil {
-			a = &aged{first: cur, old: !ep.m.joined}
+			a = &aged{first: cur, old: !known, key: e.Key}
 			ep.peers[e.ID] = a
 		}
 		a.last = now
 		b := e.Beacon
-		a.since = b.Since
+		if b.Next != 0 {
+			// A beacon (every node that runs the defence announces
+			// Next, the epoch after the current one; a registration
+			// made before the peer's first role has none).
+			a.since, a.said = b.Since, true
+		}
 		switch {
 		case b.Reveal == (dhtselect.Salt{}) || b.Next <= a.ve:
 		case a.ve == 0:
@@ -178,7 +195,7 @@ func (ep *epochs) observe(now time.Time) {
 			a.ve, a.v = b.Next, b.Reveal
 		default:
 			// Another chain: as far as age goes, another peer.
-			*a = aged{first: cur, last: now, since: b.Since, ve: b.Next, v: b.Reveal}
+			*a = aged{first: cur, last: now, since: b.Since, said: true, ve: b.Next, v: b.Reveal, key: e.Key}
 		}
 	}
 	for p, a := range ep.peers {
@@ -197,7 +214,12 @@ func (ep *epochs) sinceOf(p peer.ID, cur uint64) uint64 {
 	switch {
 	case a == nil:
 		return cur
-	case a.old:
+	case a.old && a.said:
+		// A peer that has said nothing yet is as old as the node has
+		// seen it: a beaconless entry is no claim to have started in
+		// epoch 0 (a joiner that believed its peers' silence counted
+		// every peer that had not taken a role yet eligible, and two
+		// nodes each named the other: overlay's TestBannedRedial).
 		return a.since
 	}
 	return max(a.since, a.first-1)
@@ -273,12 +295,18 @@ func (ep *epochs) target(now time.Time, k int, ck dhtselect.Key) dhtselect.Key {
 	// targets together (a forced evaluation moves the next one on).
 	ep.m.evaluateAt(dhtselect.EpochStart(cur+1, ep.cfg.Length))
 	ep.salt.s = ep.vote(cur)
-	ep.active = false
-	for _, p := range ep.m.clusterMembers(k, ck, false) {
-		if ep.eligible(p) {
-			ep.active = true
+	// Active when any peer of the cluster the node has seen in its view
+	// within MinAge epochs is eligible, not only one in the view now: a
+	// member whose registrar changed had a view of itself alone for a
+	// while, dropped the defence, and, closest to the cluster key,
+	// claimed the cluster (the node simulator, 500 ms from its cluster:
+	// TestFarJoinerUnderDefence).
+	ep.active = ep.eligible(ep.m.cfg.Self) && ep.m.selfKey.Cluster(k) == ck
+	for p, a := range ep.peers {
+		if ep.active {
 			break
 		}
+		ep.active = a.key.Cluster(k) == ck && ep.eligible(p)
 	}
 	if !ep.active {
 		return ck

@@ -229,3 +229,73 @@ func TestSaltOfTheMajority(t *testing.T) {
 		t.Fatalf("salt %s, want its own %s against one liar", got.Salt, st.Salt)
 	}
 }
+
+// TestFirstViewAfterJoining: a node that took a role while alone in its
+// view (a joiner whose registrations had not answered yet, found by the
+// node simulator at 500 ms from its cluster, and live on a loaded
+// machine) believes the ages of the peers of the first view that holds
+// any, as it would have before it joined. Had it counted them as new, it
+// would have seen no member eligible for two epochs, kept the defence off,
+// and, with an ID ground against the cluster key, claimed the cluster all
+// along while its members named another.
+func TestFirstViewAfterJoining(t *testing.T) {
+	e0 := dhtselect.EpochOf(t0, testEpoch)
+	g := grind(dhtselect.Key{}, 20000) // the cluster key at S = 1
+	n := newEpochNet(t, string(g), nil)
+	n.run(10*time.Second, nil)
+	if st := n.m.State(); st.Superpeer != g {
+		t.Fatalf("alone, the node names %q superpeer, want itself", st.Superpeer)
+	}
+	n.peers = []*chained{newChained("a", e0-5), newChained("b", e0-5), newChained("c", e0-5)}
+	n.view()
+	served := 0
+	n.run(20*time.Second, func() {
+		if st := n.m.State(); st.Superpeer == g {
+			served++
+		}
+	})
+	for _, p := range n.peers {
+		if !n.m.Eligible(p.id) {
+			t.Errorf("%s, of age and in the node's first view with peers, is not eligible", p.id)
+		}
+	}
+	if sp := n.m.State().Superpeer; sp == g || sp == "" || !n.m.Eligible(sp) {
+		t.Fatalf("superpeer %q after 20 s, want an eligible member", sp)
+	}
+	if served > 5*10 {
+		t.Errorf("the node named itself superpeer in %d ticks after its view filled, want at most a re-evaluation period's 50", served)
+	}
+}
+
+// TestSilentPeerIsNotOld: a peer in the node's view before it joined is
+// believed on its age only once it has said it (its beacon): an entry
+// without one, a registration made before the peer's first role, is no
+// claim to have started in epoch 0. A node that believed it counted a
+// peer that had not joined yet eligible, barred itself, and named the
+// peer, which named the node: two nodes that never agreed (overlay's
+// TestBannedRedial).
+func TestSilentPeerIsNotOld(t *testing.T) {
+	e0 := dhtselect.EpochOf(t0, testEpoch)
+	a := newChained("a", e0-5)
+	n := newEpochNet(t, "h", nil)
+	silent := Member{ID: "z"}
+	step := func() {
+		n.m.Step(n.now, View{Members: []Member{{ID: n.m.cfg.Self}, a.member(n.now), silent}})
+	}
+	step()
+	n.run(10*time.Second, nil)
+	step()
+	if !n.m.Eligible(a.id) {
+		t.Errorf("a, old and in the view before the node joined, is not eligible")
+	}
+	if n.m.Eligible(silent.ID) {
+		t.Errorf("z, which has announced no beacon, is eligible")
+	}
+	// Once it speaks, it is believed as an old peer.
+	z := newChained("z", e0-4)
+	silent = z.member(n.now)
+	step()
+	if !n.m.Eligible(z.id) {
+		t.Errorf("z, old and now announcing since epoch %d, is not eligible", e0-4)
+	}
+}

@@ -1040,7 +1040,45 @@ func (m *Machine) mayJoin(now time.Time) (bool, time.Time) {
 	if m.refreshed {
 		at = m.contact.Add(m.cfg.AnnounceInterval)
 	}
+	if m.speaksOverlay() {
+		// A peer that will answer a registration: its digest is worth
+		// waiting for (digestWait).
+		at = latest(at, m.contact.Add(m.digestWait()))
+	}
 	return !now.Before(at), at
+}
+
+// digestWait is how long a joiner connected to overlay peers waits for
+// its first digest before it joins by the timing rule alone: two
+// joinWaits, 3 s at the default tick. A joiner that took a role an
+// announce interval after its first contact, before any digest, was alone
+// in its view; with the defence against ID grinding it saw no member
+// eligible, and an ID closest to the cluster key claimed the cluster (live
+// at 200 ms announce intervals on a loaded machine: a ground ID named
+// itself superpeer 312 ms after it joined, testnet/attack's
+// TestGroundIDLive in CI; in the node simulator at 500 ms from its
+// cluster, for the two epochs before it came of age: nodesim's
+// TestFarJoinerUnderDefence). There the first digest came 1.1 s after
+// the start, the cluster's roster 0.2 s later.
+func (m *Machine) digestWait() time.Duration { return 2 * m.joinWait() }
+
+// speaksOverlay reports whether a connected routing peer speaks the
+// overlay's protocols.
+func (m *Machine) speaksOverlay() bool {
+	for _, p := range m.routing.Peers {
+		if p.Connected && p.Closer {
+			return true
+		}
+	}
+	return false
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // joinVia: a joiner registers with its cluster before it takes a role.
