@@ -38,18 +38,20 @@ import (
 //     current one: in the epoch it says it started in (Beacon.Since) if it
 //     was in this node's view before this node joined (took its first role:
 //     mayJoin waits for the view to fill), or in its first view with peers
-//     if it joined alone, else in the later of that and
-//     the epoch before the one this node first saw it in (one epoch of
-//     slack, so that observers who saw a peer arrive on either side of an
-//     epoch's end agree; MinAge makes up for it). (A peer that joins with a
-//     node is believed by it: that node disagrees with the older members
-//     on the peer's age for up to MinAge epochs.) A peer that announces
-//     another hash chain is seen anew. An ineligible member ranks last,
-//     and a lookup that ends at one is replaced by the eligible member
-//     closest to the target;
+//     if it joined alone and that view came within believeFor of the join,
+//     else in the later of that and the epoch before the one this node
+//     first saw it in (one epoch of slack, so that observers who saw a
+//     peer arrive on either side of an epoch's end agree; MinAge makes up
+//     for it). (A peer that joins with a node is believed by it: that node
+//     disagrees with the older members on the peer's age for up to MinAge
+//     epochs.) A peer that has announced no beacon yet has said no age,
+//     and counts as first seen. A peer that announces another hash chain
+//     is seen anew. An ineligible member ranks last, and a lookup that
+//     ends at one is replaced by the eligible member closest to the
+//     target;
 //   - while no member of the cluster is eligible (a network's first MinAge
-//     epochs; a member counts while the node saw it in its view within
-//     MinAge epochs), the defence does not apply: the target is the cluster key
+//     epochs; a member that left the view counts for a membership TTL
+//     more), the defence does not apply: the target is the cluster key
 //     and no member ranks last for its age. A ground ID is then as good as
 //     it was without the defence, until the first members come of age.
 //
@@ -109,19 +111,37 @@ type epochs struct {
 	// active: a member of salt's cluster is eligible, and the defence
 	// applies to it.
 	active bool
-	// known: the node has had a view that held another peer since it
-	// joined. The peers first seen before are believed (aged.old): a node
-	// that took a role while alone in its view believes its first view
-	// with peers, as it would have before it joined
-	// (TestFirstViewAfterJoining).
-	known bool
+	// known: the node has had a view that held another peer. A node
+	// that took a role while alone in its view believes the peers of its
+	// first view with any (aged.old), as it would have before it joined,
+	// if that view comes within believeFor of its join
+	// (TestFirstViewAfterJoining); later, a stranger's claim of age is no
+	// more believed by a node that was alone than by one that was not
+	// (TestAloneLongBelievesNoStranger).
+	known  bool
+	joined time.Time // when the node took its first role
+	// lastActive is when the node last saw an eligible member of its
+	// cluster in its view (active).
+	lastActive time.Time
 }
+
+// join notes the node's first role.
+func (ep *epochs) join(now time.Time) {
+	if ep != nil && ep.joined.IsZero() {
+		ep.joined = now
+	}
+}
+
+// believeFor is how long after joining alone a node believes its first
+// view with peers: the wait for a digest (digestWait) and a membership
+// TTL, in which a joiner that took a role before its registrations
+// answered hears them.
+func (ep *epochs) believeFor() time.Duration { return ep.m.digestWait() + ep.m.ttl() }
 
 // aged is what the node knows of a peer's age and chain.
 type aged struct {
-	key   dhtselect.Key
 	first uint64    // the epoch the node first saw it in
-	old   bool      // in the view before the node joined (or knew any: known)
+	old   bool      // in the view before the node joined (or in its first view: known)
 	last  time.Time // last in the view
 	since uint64    // the epoch it says it started in
 	said  bool      // it has announced a beacon (since is a claim)
@@ -166,15 +186,15 @@ func (ep *epochs) observe(now time.Time) {
 	}
 	ep.begin(now)
 	cur := ep.epoch(now)
-	known := ep.known
+	believe := !ep.m.joined || !ep.known && now.Sub(ep.joined) <= ep.believeFor()
 	for _, e := range ep.m.view {
 		if e.ID == ep.m.cfg.Self {
 			continue
 		}
-		ep.known = ep.m.joined
+		ep.known = true
 		a := ep.peers[e.ID]
 		if a == nil {
-			a = &aged{first: cur, old: !known, key: e.Key}
+			a = &aged{first: cur, old: believe}
 			ep.peers[e.ID] = a
 		}
 		a.last = now
@@ -195,7 +215,7 @@ func (ep *epochs) observe(now time.Time) {
 			a.ve, a.v = b.Next, b.Reveal
 		default:
 			// Another chain: as far as age goes, another peer.
-			*a = aged{first: cur, last: now, since: b.Since, said: true, ve: b.Next, v: b.Reveal, key: e.Key}
+			*a = aged{first: cur, last: now, since: b.Since, said: true, ve: b.Next, v: b.Reveal}
 		}
 	}
 	for p, a := range ep.peers {
@@ -268,6 +288,9 @@ func (ep *epochs) target(now time.Time, k int, ck dhtselect.Key) dhtselect.Key {
 	cur := ep.epoch(now)
 	if s := &ep.salt; s.e != cur || s.k != k || s.ck != ck {
 		prev := *s
+		if prev.k != k || prev.ck != ck {
+			ep.lastActive = time.Time{} // another cluster
+		}
 		next := clusterSalt{e: cur, k: k, ck: ck, own: dhtselect.ClusterSalt(ck, k, cur, dhtselect.Salt{})}
 		ep.withheld = ""
 		src := ep.m.state.Superpeer
@@ -295,19 +318,26 @@ func (ep *epochs) target(now time.Time, k int, ck dhtselect.Key) dhtselect.Key {
 	// targets together (a forced evaluation moves the next one on).
 	ep.m.evaluateAt(dhtselect.EpochStart(cur+1, ep.cfg.Length))
 	ep.salt.s = ep.vote(cur)
-	// Active when any peer of the cluster the node has seen in its view
-	// within MinAge epochs is eligible, not only one in the view now: a
-	// member whose registrar changed had a view of itself alone for a
-	// while, dropped the defence, and, closest to the cluster key,
-	// claimed the cluster (the node simulator, 500 ms from its cluster:
-	// TestFarJoinerUnderDefence).
-	ep.active = ep.eligible(ep.m.cfg.Self) && ep.m.selfKey.Cluster(k) == ck
-	for p, a := range ep.peers {
-		if ep.active {
+	// Active when a member of the cluster in the view is eligible, or
+	// was within a membership TTL: a member whose registrar changed had
+	// a view of itself alone for a moment, dropped the defence, and,
+	// closest to the cluster key, claimed the cluster (the node
+	// simulator, 500 ms from its cluster: TestFarJoinerUnderDefence).
+	// Longer would not do: a node that still counted a member that had
+	// left targeted the salted key while a joiner that never saw that
+	// member targeted the cluster key, and each named itself
+	// (TestDepartedMemberKeepsNoDefence).
+	active := false
+	for _, p := range ep.m.clusterMembers(k, ck, false) {
+		if ep.eligible(p) {
+			active = true
 			break
 		}
-		ep.active = a.key.Cluster(k) == ck && ep.eligible(p)
 	}
+	if active {
+		ep.lastActive = now
+	}
+	ep.active = active || !ep.lastActive.IsZero() && now.Sub(ep.lastActive) <= ep.m.ttl()
 	if !ep.active {
 		return ck
 	}

@@ -299,3 +299,67 @@ func TestSilentPeerIsNotOld(t *testing.T) {
 		t.Errorf("z, old and now announcing since epoch %d, is not eligible", e0-4)
 	}
 }
+
+// TestAloneLongBelievesNoStranger: a node believes the claimed age of a
+// peer it saw before it joined, and of the peers of its first view with
+// any when it joined alone and that view came soon after. Not later: a
+// network's founder alone for ten epochs, or a node that joined with
+// peers, counts a newcomer that claims to have started in epoch 0 as
+// first seen now (else an ID ground against the salted target, joined
+// by registering with such a node, would have skipped MinAge).
+func TestAloneLongBelievesNoStranger(t *testing.T) {
+	e0 := dhtselect.EpochOf(t0, testEpoch)
+	t.Run("alone", func(t *testing.T) {
+		n := newEpochNet(t, "h", nil)
+		n.run(10*testEpoch, nil)
+		x := newChained("x", 1)
+		n.peers = []*chained{x}
+		n.view()
+		if n.m.Eligible(x.id) {
+			t.Errorf("x, claiming epoch 1 to a node alone for ten epochs, is eligible at once")
+		}
+	})
+	t.Run("joined with peers", func(t *testing.T) {
+		a := newChained("a", e0-5)
+		n := newEpochNet(t, "h", nil, a)
+		n.run(time.Second, nil)
+		if !n.m.joined {
+			t.Fatal("the node has not joined in a second")
+		}
+		x := newChained("x", 1)
+		n.peers = append(n.peers, x)
+		n.view()
+		if !n.m.Eligible(a.id) {
+			t.Errorf("a, old and in the view before the node joined, is not eligible")
+		}
+		if n.m.Eligible(x.id) {
+			t.Errorf("x, first seen after the node joined with peers and claiming epoch 1, is eligible at once")
+		}
+	})
+}
+
+// TestDepartedMemberKeepsNoDefence: a node keeps the defence on for a
+// membership TTL after the last eligible member left its view (a view
+// that shrank for a moment), not longer. Node A saw an old member X,
+// which left as a ground ID g arrived; g never saw X. Had A counted X
+// for MinAge epochs it would have targeted the salted key while g, with
+// no eligible member in view, targeted the cluster key, and each named
+// itself.
+func TestDepartedMemberKeepsNoDefence(t *testing.T) {
+	e0 := dhtselect.EpochOf(t0, testEpoch)
+	g := grind(dhtselect.Key{}, 20000)
+	x, y := newChained("X", e0-5), newChained("y", e0)
+	na := newEpochNet(t, "A", nil, x, y)
+	na.run(10*time.Second, nil)
+	if !na.m.Eligible(x.id) {
+		t.Fatal("X, old and seen before A joined, is not eligible")
+	}
+	na.peers = []*chained{y, newChained(string(g), e0)} // X leaves, g arrives
+	na.run(30*time.Second, nil)
+	ng := newEpochNet(t, string(g), nil, newChained("A", e0), y)
+	ng.run(30*time.Second, nil)
+	a, gs := na.m.State(), ng.m.State()
+	if a.Superpeer == "" || a.Superpeer != gs.Superpeer {
+		t.Errorf("A names %q superpeer, g names %q: want one", a.Superpeer, gs.Superpeer)
+	}
+}

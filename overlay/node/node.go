@@ -1480,6 +1480,7 @@ func (m *Machine) evaluate(now time.Time, force, fresh bool) {
 			}
 			return // the role stays unknown
 		}
+		m.ep.join(now)
 	}
 	est := m.estimate(m.configured(now))
 	k := m.chooseK(now, est)
