@@ -609,7 +609,7 @@ func (s *Sim) start(i int) {
 	if err != nil {
 		panic(fmt.Sprintf("nodesim: node %d: %v", i, err)) // Config was checked by the first node
 	}
-	n.m, n.alive, n.announced, n.flapping, n.super = m, true, false, false, false
+	n.m, n.alive, n.announced, n.flapping, n.super, n.beacon = m, true, false, false, false, dhtselect.Beacon{} // a restart registers without a beacon, as the live node does
 	n.bootInc, n.dialIn, n.trimAt = 0, nil, 0
 	n.grid, n.tickAt = -1, noEntry
 	s.isUp[i] = true
