@@ -1043,7 +1043,9 @@ func (m *Machine) mayJoin(now time.Time) (bool, time.Time) {
 	if m.speaksOverlay() {
 		// A peer that will answer a registration: its digest is worth
 		// waiting for (digestWait).
-		at = latest(at, m.contact.Add(m.digestWait()))
+		if w := m.contact.Add(m.digestWait()); w.After(at) {
+			at = w
+		}
 	}
 	return !now.Before(at), at
 }
@@ -1071,14 +1073,6 @@ func (m *Machine) speaksOverlay() bool {
 		}
 	}
 	return false
-}
-
-// latest returns the later of a and b.
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // joinVia: a joiner registers with its cluster before it takes a role.
