@@ -197,6 +197,11 @@ func (c *clusterMembership) round(ctx context.Context) {
 			// Before the node has joined: the bootstrap peer's superpeer.
 			err = c.rs.register(rctx, ref.Hint)
 			to = ref.Hint
+		} else {
+			// Before the node has joined, a peer that knows no
+			// superpeer but this node: none serves, and no digest is
+			// coming (the machine's mayJoin).
+			c.n.feed(node.Digest{From: to, Superpeer: ref.Hint})
 		}
 	}
 	if err != nil && !errors.Is(err, errRefused) && ctx.Err() == nil {

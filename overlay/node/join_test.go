@@ -137,3 +137,50 @@ func TestJoinerWithoutElectionJoinsAtOnce(t *testing.T) {
 		t.Errorf("200 ms after the digest: %+v, want the superpeer role (its lookup ends at itself)", m.State())
 	}
 }
+
+// TestJoinerAskedNoSuperpeerWaitsForNoDigest (mayJoin, digestWait): a
+// joiner connected to a peer that speaks the overlay waits two joinWaits
+// (3 s) for a digest, unless that peer, asked, knows no superpeer but the
+// joiner (its lookup ends there: a network starting) or none: then it
+// joins by the timing rule, a refreshed announce interval (200 ms) after
+// its first contact, as no digest is coming. A joiner that waited saw
+// its bootstrap peer campaign against it after two timeouts without a
+// leader, win a timeout later and claim the cluster just after the
+// joiner took it: two superpeers for a round trip (overlay's
+// TestStatusServer, 2 runs in 20).
+func TestJoinerAskedNoSuperpeerWaitsForNoDigest(t *testing.T) {
+	j, _, boot, other := joinPeers()
+	for _, c := range []struct {
+		name    string
+		refusal *Digest
+		joins   bool // within 500 ms of the contact
+	}{
+		{"no answer", nil, false},
+		{"names another superpeer", &Digest{From: boot, Superpeer: other}, false},
+		{"names the joiner", &Digest{From: boot, Superpeer: j}, true},
+		{"names none", &Digest{From: boot}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(string(j))
+			cfg.Election, cfg.Bootstrap = "bully", true
+			cfg.AnnounceInterval, cfg.ReevaluateInterval = 200*time.Millisecond, 200*time.Millisecond
+			m := mustNew(t, cfg)
+			m.Step(t0, View{Members: []Member{{ID: j}}})
+			m.Step(t0, joinRouting(boot))
+			m.Step(t0, Refreshed{})
+			if c.refusal != nil {
+				m.Step(t0, *c.refusal)
+			}
+			now, _ := tick(m, t0, 500*time.Millisecond, joinRouting(boot), j)
+			if joined := m.State().Role != RoleUnknown; joined != c.joins {
+				t.Fatalf("500 ms after the contact: joined %v, want %v", joined, c.joins)
+			}
+			if !c.joins {
+				tick(m, now, 3*time.Second, joinRouting(boot), j)
+				if m.State().Role == RoleUnknown {
+					t.Errorf("3.5 s after the contact: no role, want one (digestWait is 3 s)")
+				}
+			}
+		})
+	}
+}
