@@ -184,3 +184,28 @@ func TestJoinerAskedNoSuperpeerWaitsForNoDigest(t *testing.T) {
 		})
 	}
 }
+
+// TestFloodHoldsNoJoinerBack (speaksOverlay): identities of a flooded
+// address group (admit.go) that speak the overlay are no reason to wait
+// for a digest: a joiner connected only to such a flood joins by the
+// timing rule, a refreshed announce interval after its first contact,
+// not digestWait later.
+func TestFloodHoldsNoJoinerBack(t *testing.T) {
+	cfg := testConfig("j")
+	cfg.Election, cfg.Bootstrap, cfg.MaxPerAddr = "bully", true, DefaultMaxPerAddr
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = 200*time.Millisecond, 200*time.Millisecond
+	m := mustNew(t, cfg)
+	r := Routing{Addrs: map[peer.ID]string{}}
+	for i := range DefaultMaxPerAddr + 1 {
+		p := peer.ID(fmt.Sprintf("sybil-%d", i))
+		r.Peers = append(r.Peers, RoutingPeer{ID: p, Connected: true, Closer: true})
+		r.Addrs[p] = "10.6.6.6"
+	}
+	r.Connected = len(r.Peers)
+	m.Step(t0, View{Members: []Member{{ID: "j"}}})
+	m.Step(t0, r)
+	m.Step(t0, Refreshed{})
+	if tick(m, t0, 500*time.Millisecond, r, "j"); m.State().Role == RoleUnknown {
+		t.Errorf("500 ms after its first contact, with only a flood connected: no role, want one")
+	}
+}

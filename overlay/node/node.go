@@ -1079,10 +1079,11 @@ func (m *Machine) mayJoin(now time.Time) (bool, time.Time) {
 func (m *Machine) digestWait() time.Duration { return 2 * m.joinWait() }
 
 // speaksOverlay reports whether a connected routing peer speaks the
-// overlay's protocols.
+// overlay's protocols, not one of a flooded address group (admit.go): a
+// flood of such identities holds no joiner back.
 func (m *Machine) speaksOverlay() bool {
 	for _, p := range m.routing.Peers {
-		if p.Connected && p.Closer {
+		if p.Connected && p.Closer && !IsRefused(m.refused, p.ID) {
 			return true
 		}
 	}
