@@ -197,10 +197,10 @@ func (c *clusterMembership) round(ctx context.Context) {
 			// Before the node has joined: the bootstrap peer's superpeer.
 			err = c.rs.register(rctx, ref.Hint)
 			to = ref.Hint
-		} else {
-			// Before the node has joined, a peer that knows no
-			// superpeer but this node: none serves, and no digest is
-			// coming (the machine's mayJoin).
+		} else if ref.Hint == c.n.self {
+			// Before the node has joined, a peer that names it its
+			// superpeer: none serves, and no digest is coming (the
+			// machine's mayJoin).
 			c.n.feed(node.Digest{From: to, Superpeer: ref.Hint})
 		}
 	}

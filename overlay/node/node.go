@@ -483,10 +483,12 @@ type Machine struct {
 	lostSPAt time.Time
 	// The peer the node registered with that refused it as no superpeer
 	// and named none but this node (or none), and when: a superpeer does
-	// not register there again for a membership TTL (see registrar), and
-	// a joiner asked such a peer does not wait for a digest (mayJoin).
+	// not register there again for a membership TTL (see registrar).
 	idle   peer.ID
 	idleAt time.Time
+	// When a peer asked before joining last named this node its
+	// superpeer: no digest is coming (mayJoin).
+	namedAt time.Time
 
 	// Quorum: when each peer was last in the view (configured).
 	remembered map[peer.ID]time.Time
@@ -810,10 +812,10 @@ func (m *Machine) takeDigest(now time.Time, d Digest) {
 		m.hint = ""
 	}
 	if d.Size.N == 0 {
-		if !m.joined && (d.Superpeer == "" || d.Superpeer == m.cfg.Self) {
-			// A peer asked before joining knows no superpeer but this
-			// node: no digest is coming from it (see mayJoin).
-			m.idle, m.idleAt, m.kick = d.From, now, true
+		if !m.joined && d.Superpeer == m.cfg.Self {
+			// A peer asked before joining names this node its
+			// superpeer: no digest is coming from it (see mayJoin).
+			m.namedAt, m.kick = now, true
 		}
 		if !m.joined && d.From == m.mate && m.hint == "" {
 			m.mate, m.kick = "", true // the mate knows no superpeer of the cluster: nobody to wait for
@@ -1046,12 +1048,12 @@ func (m *Machine) mayJoin(now time.Time) (bool, time.Time) {
 	if m.refreshed {
 		at = m.contact.Add(m.cfg.AnnounceInterval)
 	}
-	if m.speaksOverlay() && (m.idle == "" || now.Sub(m.idleAt) > m.ttl()) {
+	if m.speaksOverlay() && (m.namedAt.IsZero() || now.Sub(m.namedAt) > m.ttl()) {
 		// A peer that will answer a registration: its digest is worth
-		// waiting for (digestWait), unless the peer asked knows no
-		// superpeer but this node. Then no one serves yet (a network
-		// starting: the bootstrap peer's lookup ends at this joiner),
-		// and a joiner that waited for a digest saw its bootstrap peer,
+		// waiting for (digestWait), unless the peer asked named this
+		// node its superpeer within a membership TTL. Then no one
+		// serves the cluster yet (a network starting: the bootstrap
+		// peer's lookup ends at this joiner), and a joiner that waited for a digest saw its bootstrap peer,
 		// after two failure-detection timeouts without a leader,
 		// campaign against it, win a timeout later, and claim the
 		// cluster just after the joiner took it: two superpeers for a
