@@ -214,11 +214,18 @@ func IsRefused(refused []peer.ID, p peer.ID) bool {
 // connected peer; with it, a connected peer whose group is not flooded)
 // that speaks the overlay's closer protocol.
 func (m *Machine) countsForSize(p RoutingPeer) bool {
-	if p.Connected && p.Closer && !IsRefused(m.refused, p.ID) {
+	if m.speaks(p) {
 		return true // the cheaper test first: most routing peers pass it
 	}
 	_, ok := m.member(p.ID)
 	return ok
+}
+
+// speaks reports whether routing-table peer p is connected and speaks
+// the overlay's closer protocol, and is no identity of a flooded address
+// group.
+func (m *Machine) speaks(p RoutingPeer) bool {
+	return p.Connected && p.Closer && !IsRefused(m.refused, p.ID)
 }
 
 // MayAsk reports whether the lookup may query p, given whether p's
