@@ -154,24 +154,28 @@ func TestJoinerAskedNoSuperpeerWaitsForNoDigest(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		refusal *Digest
-		joins   bool // within 500 ms of the contact
+		early   time.Duration // how long before the contact the refusal came
+		joins   bool          // within 500 ms of the contact
 	}{
-		{"no answer", nil, false},
-		{"names another superpeer", &Digest{From: boot, Superpeer: other}, false},
-		{"names the joiner", &Digest{From: boot, Superpeer: j}, true},
-		{"names none", &Digest{From: boot}, false}, // it may be between superpeers
+		{"no answer", nil, 0, false},
+		{"names another superpeer", &Digest{From: boot, Superpeer: other}, 0, false},
+		{"names the joiner", &Digest{From: boot, Superpeer: j}, 0, true},
+		{"names none", &Digest{From: boot}, 0, false}, // it may be between superpeers
+		// A naming older than a membership TTL (600 ms here) at the
+		// decision no longer tells that nobody serves.
+		{"named the joiner long ago", &Digest{From: boot, Superpeer: j}, time.Second, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(string(j))
 			cfg.Election, cfg.Bootstrap = "bully", true
 			cfg.AnnounceInterval, cfg.ReevaluateInterval = 200*time.Millisecond, 200*time.Millisecond
 			m := mustNew(t, cfg)
+			if c.refusal != nil {
+				m.Step(t0.Add(-c.early), *c.refusal)
+			}
 			m.Step(t0, View{Members: []Member{{ID: j}}})
 			m.Step(t0, joinRouting(boot))
 			m.Step(t0, Refreshed{})
-			if c.refusal != nil {
-				m.Step(t0, *c.refusal)
-			}
 			now, _ := tick(m, t0, 500*time.Millisecond, joinRouting(boot), j)
 			if joined := m.State().Role != RoleUnknown; joined != c.joins {
 				t.Fatalf("500 ms after the contact: joined %v, want %v", joined, c.joins)
