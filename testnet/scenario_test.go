@@ -7,31 +7,36 @@ import (
 	"time"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/internal/bubble"
 )
 
 // runScenario starts a converged net of 16 nodes with two clusters and
-// runs sc on it.
-func runScenario(t *testing.T, cfg Config, sc ScenarioConfig) ScenarioReport {
+// runs sc on it, in a testing/synctest bubble: the links' delays, the
+// intervals and the scenario's times are virtual, so this machine's load
+// does not change them.
+func runScenario(t *testing.T, cfg Config, sc ScenarioConfig) (r ScenarioReport) {
 	t.Helper()
 	cfg.N, cfg.Target, cfg.AnnounceInterval = 16, dhtselect.Target{Superpeers: 2}, time.Second
-	tn := startNet(t, cfg)
-	waitConverged(t, tn, tn.Started())
-	ctx, cancel := context.WithTimeout(context.Background(), convergeBound+2*sc.Duration)
-	defer cancel()
-	r, err := tn.RunScenario(ctx, sc)
-	t.Logf("%+v", r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Orphans != 0 {
-		t.Errorf("%d orphans at the end", r.Orphans)
-	}
-	if r.Coverage <= 0 || r.Coverage > 1 {
-		t.Errorf("coverage %v, want in (0, 1]", r.Coverage)
-	}
-	if got := len(tn.Nodes()); got != 16 {
-		t.Errorf("%d live nodes at the end, want 16", got)
-	}
+	bubble.Test(t, func(t *testing.T) {
+		tn := startConverged(t, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), convergeBound+2*sc.Duration)
+		defer cancel()
+		var err error
+		r, err = tn.RunScenario(ctx, sc)
+		t.Logf("%+v", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Orphans != 0 {
+			t.Errorf("%d orphans at the end", r.Orphans)
+		}
+		if r.Coverage <= 0 || r.Coverage > 1 {
+			t.Errorf("coverage %v, want in (0, 1]", r.Coverage)
+		}
+		if got := len(tn.Nodes()); got != 16 {
+			t.Errorf("%d live nodes at the end, want 16", got)
+		}
+	})
 	return r
 }
 
