@@ -126,10 +126,27 @@ func TestStatusServer(t *testing.T) {
 	}
 
 	// /metrics: the text format, the families present, values as State.
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(httpGet(t, web.URL+"/metrics", "text/plain"))))
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
+	// The node runs on, and its state can change between the State above
+	// and the scrape (the size estimate's source did, under load in make
+	// test's race step): the scrape is compared with a State that held
+	// both before and after it.
+	var fams map[string]*dto.MetricFamily
+	for try := 0; ; try++ {
+		before := b.State()
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err = parser.TextToMetricFamilies(strings.NewReader(string(httpGet(t, web.URL+"/metrics", "text/plain"))))
+		if err != nil {
+			t.Fatalf("/metrics does not parse: %v", err)
+		}
+		if after := b.State(); after.Size == before.Size && after.Role == before.Role && after.K == before.K && after.S == before.S &&
+			slices.Equal(after.Members, before.Members) {
+			st = before
+			break
+		}
+		if try == 20 {
+			t.Fatalf("the node's state changed during each of 20 reads of /metrics")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	value := func(name string, labels ...string) (float64, bool) {
 		f, ok := fams[name]
