@@ -45,94 +45,93 @@ func TestElectionFailover(t *testing.T) {
 			name += "+quorum"
 		}
 		t.Run(name, func(t *testing.T) {
-			bubble.Test(t, func(t *testing.T) {
-				tn := startConverged(t, Config{
-					N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
-					AnnounceInterval: time.Second, Election: v.name, Quorum: v.quorum,
-				})
-
-				victim, former := largestCluster(t, tn, v.name)
-				var watched *overlay.Node
-				for _, n := range tn.Nodes() {
-					if n.ID() == former[len(former)-1] {
-						watched = n
-					}
-				}
-				sub, err := watched.Subscribe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer sub.Close()
-				// A member whose election named the victim must report losing
-				// it; every member must report electing the successor.
-				named := watched.ElectionStats().Leader == victim
-				stopped := time.Now() // Stop takes virtual time: it closes the host
-				if err := tn.Stop(victim); err != nil {
-					t.Fatal(err)
-				}
-				_, as := tn.Expected()
-				want := as[slices.IndexFunc(as, func(a dhtselect.Assignment) bool { return a.ID == former[0] })].Superpeer
-
-				ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
-				defer cancel()
-				_, err = waitFor(ctx, func() error {
-					if !ByRank(v.name) {
-						for _, n := range tn.Nodes() {
-							if n.ID() == former[0] {
-								want = n.State().Superpeer.ID
-							}
-						}
-						if !slices.Contains(former, want) {
-							return fmt.Errorf("%s names %s, not a live former member", former[0].ShortString(), want.ShortString())
-						}
-					}
-					for _, n := range tn.Nodes() {
-						if !slices.Contains(former, n.ID()) {
-							continue
-						}
-						if sp := n.State().Superpeer.ID; sp != want {
-							return fmt.Errorf("%s names superpeer %s, want %s", n.ID().ShortString(), sp.ShortString(), want.ShortString())
-						}
-						if l := n.ElectionStats().Leader; l != want {
-							return fmt.Errorf("%s's election names %s, want %s", n.ID().ShortString(), l.ShortString(), want.ShortString())
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatalf("after superpeer %s stopped: %v", victim.ShortString(), err)
-				}
-				t.Logf("%s: %d former members follow successor %s %v after superpeer %s stopped",
-					name, len(former), want.ShortString(), time.Since(stopped), victim.ShortString())
-				// The watched member's events: it lost the victim (if its
-				// election named it), then elected the successor (possibly
-				// with other leaders and losses in between).
-				lost, elected := !named, false
-				for !elected {
-					select {
-					case evt := <-sub.Out():
-						switch e := evt.(type) {
-						case overlay.EvtSuperpeerLost:
-							lost = lost || e.Superpeer == victim
-						case overlay.EvtSuperpeerElected:
-							elected = lost && e.Superpeer == want
-						}
-					case <-time.After(10 * time.Second):
-						t.Fatalf("%s: no EvtSuperpeerLost(%s) then EvtSuperpeerElected(%s) event (lost seen: %v)",
-							watched.ID().ShortString(), victim.ShortString(), want.ShortString(), lost)
-					}
-				}
-				waitConverged(t, tn, stopped)
-				var sent uint64
-				for _, n := range tn.Nodes() {
-					for _, c := range n.ElectionStats().Sent {
-						sent += c
-					}
-				}
-				if sent == 0 {
-					t.Fatal("no election message was sent")
-				}
+			tn := startNet(t, Config{
+				N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
+				AnnounceInterval: time.Second, Election: v.name, Quorum: v.quorum,
 			})
+			waitConverged(t, tn, tn.Started())
+
+			victim, former := largestCluster(t, tn, v.name)
+			var watched *overlay.Node
+			for _, n := range tn.Nodes() {
+				if n.ID() == former[len(former)-1] {
+					watched = n
+				}
+			}
+			sub, err := watched.Subscribe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			// A member whose election named the victim must report losing
+			// it; every member must report electing the successor.
+			named := watched.ElectionStats().Leader == victim
+			if err := tn.Stop(victim); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			_, as := tn.Expected()
+			want := as[slices.IndexFunc(as, func(a dhtselect.Assignment) bool { return a.ID == former[0] })].Superpeer
+
+			ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+			defer cancel()
+			took, err := waitFor(ctx, func() error {
+				if !ByRank(v.name) {
+					for _, n := range tn.Nodes() {
+						if n.ID() == former[0] {
+							want = n.State().Superpeer.ID
+						}
+					}
+					if !slices.Contains(former, want) {
+						return fmt.Errorf("%s names %s, not a live former member", former[0].ShortString(), want.ShortString())
+					}
+				}
+				for _, n := range tn.Nodes() {
+					if !slices.Contains(former, n.ID()) {
+						continue
+					}
+					if sp := n.State().Superpeer.ID; sp != want {
+						return fmt.Errorf("%s names superpeer %s, want %s", n.ID().ShortString(), sp.ShortString(), want.ShortString())
+					}
+					if l := n.ElectionStats().Leader; l != want {
+						return fmt.Errorf("%s's election names %s, want %s", n.ID().ShortString(), l.ShortString(), want.ShortString())
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("after superpeer %s stopped: %v", victim.ShortString(), err)
+			}
+			t.Logf("%s: %d former members follow successor %s %v after superpeer %s stopped",
+				name, len(former), want.ShortString(), took.Round(time.Millisecond), victim.ShortString())
+			// The watched member's events: it lost the victim (if its
+			// election named it), then elected the successor (possibly
+			// with other leaders and losses in between).
+			lost, elected := !named, false
+			for !elected {
+				select {
+				case evt := <-sub.Out():
+					switch e := evt.(type) {
+					case overlay.EvtSuperpeerLost:
+						lost = lost || e.Superpeer == victim
+					case overlay.EvtSuperpeerElected:
+						elected = lost && e.Superpeer == want
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: no EvtSuperpeerLost(%s) then EvtSuperpeerElected(%s) event (lost seen: %v)",
+						watched.ID().ShortString(), victim.ShortString(), want.ShortString(), lost)
+				}
+			}
+			waitConverged(t, tn, stopped)
+			var sent uint64
+			for _, n := range tn.Nodes() {
+				for _, c := range n.ElectionStats().Sent {
+					sent += c
+				}
+			}
+			if sent == 0 {
+				t.Fatal("no election message was sent")
+			}
 		})
 	}
 }
