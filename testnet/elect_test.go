@@ -12,7 +12,6 @@ import (
 
 	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/dhtselect"
-	"github.com/superpeer/superpeer/internal/bubble"
 	"github.com/superpeer/superpeer/overlay"
 )
 
@@ -246,60 +245,56 @@ func TestGeometricElectionFailover(t *testing.T) {
 		t.Skip("starts 16 libp2p nodes per algorithm")
 	}
 	for _, alg := range classic.Algorithms() {
-		t.Run(alg, func(t *testing.T) { bubble.Test(t, func(t *testing.T) { geometricFailover(t, alg) }) })
-	}
-}
-
-// geometricFailover is one algorithm's run of TestGeometricElectionFailover,
-// in a testing/synctest bubble: the links' delays, the intervals and the
-// bounds are virtual time, so this machine's load does not change them.
-func geometricFailover(t *testing.T, alg string) {
-	tn := startConverged(t, Config{
-		N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
-		AnnounceInterval: time.Second, PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,
-		Election: alg,
-	})
-	var victim overlay.State
-	for _, n := range tn.Nodes() {
-		if s := n.State(); s.Role == overlay.RoleSuperpeer && len(s.Members) > len(victim.Members) {
-			victim = s
-		}
-	}
-	former := slices.DeleteFunc(slices.Clone(victim.Members), func(p peer.ID) bool { return p == victim.Self })
-	if len(former) < 2 {
-		t.Fatalf("largest cluster has %d members besides its superpeer; the test needs two", len(former))
-	}
-	key := overlay.TokenKey("default", victim.Token)
-	rank := classic.XORCloseness{Target: key[:]}
-	want := slices.MaxFunc(former, func(a, b peer.ID) int { return rank.Compare(classic.ID(a), classic.ID(b)) })
-	stopped := time.Now() // Stop takes virtual time: it closes the host
-	if err := tn.Stop(victim.Self); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
-	defer cancel()
-	_, err := waitFor(ctx, func() error {
-		var holders []peer.ID
-		for _, n := range tn.Nodes() {
-			if s := n.State(); s.Token == victim.Token && s.Role == overlay.RoleSuperpeer {
-				holders = append(holders, n.ID())
+		t.Run(alg, func(t *testing.T) {
+			tn := startNet(t, Config{
+				N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
+				AnnounceInterval: time.Second, PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,
+				Election: alg,
+			})
+			waitConverged(t, tn, tn.Started())
+			var victim overlay.State
+			for _, n := range tn.Nodes() {
+				if s := n.State(); s.Role == overlay.RoleSuperpeer && len(s.Members) > len(victim.Members) {
+					victim = s
+				}
 			}
-		}
-		switch {
-		case len(holders) != 1:
-			return fmt.Errorf("%d superpeers hold token %d: %v", len(holders), victim.Token, holders)
-		case ByRank(alg) && holders[0] != want:
-			return fmt.Errorf("%s holds token %d, want the successor %s", holders[0].ShortString(), victim.Token, want.ShortString())
-		case !slices.Contains(former, holders[0]):
-			return fmt.Errorf("%s holds token %d, not a former member", holders[0].ShortString(), victim.Token)
-		}
-		want = holders[0]
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("after superpeer %s stopped: %v", victim.Self.ShortString(), err)
+			former := slices.DeleteFunc(slices.Clone(victim.Members), func(p peer.ID) bool { return p == victim.Self })
+			if len(former) < 2 {
+				t.Fatalf("largest cluster has %d members besides its superpeer; the test needs two", len(former))
+			}
+			key := overlay.TokenKey("default", victim.Token)
+			rank := classic.XORCloseness{Target: key[:]}
+			want := slices.MaxFunc(former, func(a, b peer.ID) int { return rank.Compare(classic.ID(a), classic.ID(b)) })
+			if err := tn.Stop(victim.Self); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+			defer cancel()
+			took, err := waitFor(ctx, func() error {
+				var holders []peer.ID
+				for _, n := range tn.Nodes() {
+					if s := n.State(); s.Token == victim.Token && s.Role == overlay.RoleSuperpeer {
+						holders = append(holders, n.ID())
+					}
+				}
+				switch {
+				case len(holders) != 1:
+					return fmt.Errorf("%d superpeers hold token %d: %v", len(holders), victim.Token, holders)
+				case ByRank(alg) && holders[0] != want:
+					return fmt.Errorf("%s holds token %d, want the successor %s", holders[0].ShortString(), victim.Token, want.ShortString())
+				case !slices.Contains(former, holders[0]):
+					return fmt.Errorf("%s holds token %d, not a former member", holders[0].ShortString(), victim.Token)
+				}
+				want = holders[0]
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("after superpeer %s stopped: %v", victim.Self.ShortString(), err)
+			}
+			t.Logf("%s: successor %s took over token %d %v after superpeer %s stopped",
+				alg, want.ShortString(), victim.Token, took.Round(time.Millisecond), victim.Self.ShortString())
+			waitConverged(t, tn, stopped)
+		})
 	}
-	t.Logf("%s: successor %s took over token %d %v after superpeer %s stopped",
-		alg, want.ShortString(), victim.Token, time.Since(stopped), victim.Self.ShortString())
-	waitConverged(t, tn, stopped)
 }
