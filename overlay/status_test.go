@@ -131,23 +131,17 @@ func TestStatusServer(t *testing.T) {
 	// test's race step): the scrape is compared with a State that held
 	// both before and after it.
 	var fams map[string]*dto.MetricFamily
-	for try := 0; ; try++ {
+	waitFor(t, "a scrape of /metrics during which the node's state held", func() bool {
 		before := b.State()
 		parser := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err = parser.TextToMetricFamilies(strings.NewReader(string(httpGet(t, web.URL+"/metrics", "text/plain"))))
-		if err != nil {
+		if fams, err = parser.TextToMetricFamilies(strings.NewReader(string(httpGet(t, web.URL+"/metrics", "text/plain")))); err != nil {
 			t.Fatalf("/metrics does not parse: %v", err)
 		}
-		if after := b.State(); after.Size == before.Size && after.Role == before.Role && after.K == before.K && after.S == before.S &&
-			slices.Equal(after.Members, before.Members) {
-			st = before
-			break
-		}
-		if try == 20 {
-			t.Fatalf("the node's state changed during each of 20 reads of /metrics")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		after := b.State()
+		st = before
+		return after.Size == before.Size && after.Role == before.Role && after.K == before.K && after.S == before.S &&
+			slices.Equal(after.Members, before.Members)
+	})
 	value := func(name string, labels ...string) (float64, bool) {
 		f, ok := fams[name]
 		if !ok {
