@@ -69,11 +69,15 @@ func (n *Node) handleCloser(s network.Stream) {
 // drops it from an answer), and a member looking up its cluster's key is
 // among the closest to it.
 func (n *Node) closest(key []byte, asker peer.ID) []peer.AddrInfo {
-	ids := n.dht.RoutingTable().NearestPeers(kb.ID(key), closerAnswer+1)
+	return closestIn(n.dht.RoutingTable(), n.host.Peerstore(), key, asker)
+}
+
+func closestIn(rt *kb.RoutingTable, ps peerstore.Peerstore, key []byte, asker peer.ID) []peer.AddrInfo {
+	ids := rt.NearestPeers(kb.ID(key), closerAnswer+1)
 	infos := make([]peer.AddrInfo, 0, closerAnswer)
 	for _, id := range ids {
 		if id != asker && len(infos) < closerAnswer {
-			infos = append(infos, n.host.Peerstore().PeerInfo(id))
+			infos = append(infos, ps.PeerInfo(id))
 		}
 	}
 	return infos
