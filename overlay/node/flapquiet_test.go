@@ -125,3 +125,50 @@ func TestStrangerWaitsForTheLiveLeader(t *testing.T) {
 		t.Fatalf("1.5 timeouts into the second election: superpeer %q, election %+v; want the lookup's answer %q, and the election still running", st.Superpeer, e, stranger)
 	}
 }
+
+// TestFlapperWithoutLeaderStaysQuiet: a node that ranks itself last (it
+// flaps) comes back to mates it hears no leader from. It does not
+// campaign, on its own timeouts or on the loss of its leader: ranked last
+// it can win only when no mate answers its ELECTION, which is also what a
+// mate whose view does not hold it yet does (it drops the message), and
+// its COORDINATOR then took the cluster's superpeer, the one mate whose
+// view held it, from the cluster for a timeout (live, in virtual time:
+// TestFlapScenario's third win, 3 runs in 40 under load). It follows the
+// leader its mates elect. On the old rule it sent an ELECTION to every
+// mate a timeout after it came back.
+func TestFlapperWithoutLeaderStaysQuiet(t *testing.T) {
+	ids := []peer.ID{"a", "b", "c"}
+	dhtselect.SortByKey(ids) // k = 0: the first ranks first
+	self := ids[0]
+	cfg := testConfig(string(self))
+	cfg.Election = "bully"
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
+	cfg.Outages = []time.Time{t0.Add(-20 * time.Second)} // its first outage
+	m := mustNew(t, cfg)
+	var v View
+	for _, id := range ids {
+		v.Members = append(v.Members, Member{ID: id})
+	}
+	m.Step(t0, v)
+	now, _ := tick(m, t0, 3*time.Second, routing(2), self)
+	m.Step(now, Conn{Peer: ids[1], Connected: 0}) // the second outage
+	timeout := m.Election().Timeout
+	now, rds := tick(m, now, 3*timeout, routing(2), self)
+	if e := m.Election(); !slices.Contains(e.Demoted, self) {
+		t.Fatalf("two outages within a minute, and the node does not rank itself last: %+v", e)
+	}
+	for i, rd := range rds {
+		for _, o := range rd.Messages {
+			if o.Msg.Type == classic.MsgElection || o.Msg.Type == classic.MsgCoordinator {
+				t.Fatalf("the flapping node, ranked last among mates, sent %v to %s within 3 timeouts with no leader (ready %d of %d; %+v)", o.Msg.Type, o.Msg.To, i, len(rds), m.Election())
+			}
+		}
+	}
+	if e := m.Election(); e.Leader != "" {
+		t.Fatalf("with no leader heard, the flapping node's election names %q", e.Leader)
+	}
+	m.Step(now, ElectionMessage{Msg: classic.Message{Type: classic.MsgCoordinator, From: classic.ID(ids[1]), To: classic.ID(self), Leader: classic.ID(ids[1])}})
+	if got := m.Election().Leader; got != ids[1] {
+		t.Errorf("after its mate's COORDINATOR, the flapping node's election names %q, want %q", got, ids[1])
+	}
+}
