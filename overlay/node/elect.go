@@ -286,18 +286,22 @@ func (e *elector) idle() int {
 }
 
 // hushed reports whether this node ranks itself last (it flaps, or is
-// private) among other members and follows no election of its own: it
-// cannot win their election while any of them lives, so its machine is
-// not ticked (no timeout makes it campaign) and it does not campaign
-// when it loses its leader; it follows the leader the others elect, whose
-// heartbeat or COORDINATOR reaches it. Campaigning, it won with no OK
-// when the members whose views did not yet hold it after its outage
-// dropped its ELECTION, and its COORDINATOR took the one peer that did
-// hold it, the cluster's superpeer, from the cluster for a timeout
-// (live, in virtual time: TestFlapScenario's third win, 3 runs in 40
-// under load). Alone in its view it is not hushed.
+// private) below a mate that does not: it cannot win their election while
+// that mate lives, so its machine is not ticked (no timeout makes it
+// campaign) and it does not campaign when it loses its leader; it follows
+// the leader the others elect, whose heartbeat or COORDINATOR reaches it.
+// Campaigning, it won with no OK when the mates whose views did not yet
+// hold it after its outage dropped its ELECTION, and its COORDINATOR took
+// the one mate that did hold it, the cluster's superpeer, from the
+// cluster for a timeout (live, in virtual time: TestFlapScenario's third
+// win, 3 runs in 40 under load). Alone in its view, or among mates that
+// all rank last too (a swarm restarted twice, a cluster of private
+// nodes), it is not hushed: the election ranks them as usual.
 func (e *elector) hushed() bool {
-	return e.demoted[e.self] && e.first != e.self && len(e.peers) > 1 && e.state.Leader != classic.ID(e.self)
+	if !e.demoted[e.self] || e.first == e.self || e.state.Leader == classic.ID(e.self) {
+		return false
+	}
+	return slices.ContainsFunc(e.peers, func(p peer.ID) bool { return p != e.self && !e.demoted[p] })
 }
 
 // orphaned and passedOver are tick's conditions for campaigning, which

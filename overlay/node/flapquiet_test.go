@@ -172,3 +172,37 @@ func TestFlapperWithoutLeaderStaysQuiet(t *testing.T) {
 		t.Errorf("after its mate's COORDINATOR, the flapping node's election names %q, want %q", got, ids[1])
 	}
 }
+
+// TestEveryoneFlappingStillElects: when every member ranks last (a swarm
+// restarted twice within a minute), none is hushed: the election ranks
+// them by the key as usual. The second by the key follows the first,
+// which falls silent; a timeout later it campaigns and leads (the third
+// ranks below it). A node hushed among mates that all flap would wait for
+// a leader none of them elects.
+func TestEveryoneFlappingStillElects(t *testing.T) {
+	ids := []peer.ID{"a", "b", "c"}
+	dhtselect.SortByKey(ids) // k = 0: the first ranks first
+	leader, self := ids[0], ids[1]
+	cfg := testConfig(string(self))
+	cfg.Election, cfg.Bootstrap = "bully", true
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
+	cfg.Outages = []time.Time{t0.Add(-20 * time.Second), t0.Add(-10 * time.Second)} // it flaps
+	m := mustNew(t, cfg)
+	var v View
+	for _, id := range ids {
+		v.Members = append(v.Members, Member{ID: id, Flapping: id != self, Superpeer: id == leader})
+	}
+	m.Step(t0, v)
+	m.Step(t0, Refreshed{})
+	now, _ := tick(m, t0, 1500*time.Millisecond, routing(len(ids)), leader)
+	m.Step(now, heartbeat(leader, self))
+	e := m.Election()
+	if len(e.Demoted) != len(ids) || e.Leader != leader {
+		t.Fatalf("before: demoted %v, leader %q; want every member, and %q", e.Demoted, e.Leader, leader)
+	}
+	// The leader falls silent; the node's lookup names it still.
+	_, _ = tick(m, now, 3*e.Timeout, routing(len(ids)), leader)
+	if got := m.Election().Leader; got != self {
+		t.Errorf("3 timeouts after the leader fell silent, every member flapping: election's leader %q, want %q, the next by the key", got, self)
+	}
+}
