@@ -21,24 +21,8 @@ import (
 // leader its mates elected meanwhile. On the old rule it sent an ELECTION
 // to every mate at once.
 func TestFlapperComesBackQuietly(t *testing.T) {
-	ids := []peer.ID{"a", "b", "c"}
-	dhtselect.SortByKey(ids) // k = 0: the first ranks first
+	m, now, ids := flapsAgain(t)
 	self := ids[0]
-	cfg := testConfig(string(self))
-	cfg.Election = "bully"
-	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
-	cfg.Outages = []time.Time{t0.Add(-20 * time.Second)} // its first outage
-	m := mustNew(t, cfg)
-	var v View
-	for _, id := range ids {
-		v.Members = append(v.Members, Member{ID: id})
-	}
-	m.Step(t0, v)
-	now, _ := tick(m, t0, 3*time.Second, routing(2), self)
-	if got := m.Election().Leader; got != self {
-		t.Fatalf("before its outage: election's leader %q, want %q", got, self)
-	}
-	m.Step(now, Conn{Peer: ids[1], Connected: 0}) // the second outage
 	// Its mates elected the next, who beats every half second.
 	var rds []Ready
 	for range 4 {
@@ -60,6 +44,32 @@ func TestFlapperComesBackQuietly(t *testing.T) {
 	if got := m.Election().Leader; got != ids[1] {
 		t.Errorf("the flapping node's election names %q, want its mates' leader %q", got, ids[1])
 	}
+}
+
+// flapsAgain is a bully machine that leads its cluster of three (it is the
+// first by the key, ids[0]) and has had one outage 20 s before t0; at
+// the returned time it has its second (it flaps from then on).
+func flapsAgain(t *testing.T) (*Machine, time.Time, []peer.ID) {
+	t.Helper()
+	ids := []peer.ID{"a", "b", "c"}
+	dhtselect.SortByKey(ids) // k = 0: the first ranks first
+	self := ids[0]
+	cfg := testConfig(string(self))
+	cfg.Election = "bully"
+	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
+	cfg.Outages = []time.Time{t0.Add(-20 * time.Second)} // its first outage
+	m := mustNew(t, cfg)
+	var v View
+	for _, id := range ids {
+		v.Members = append(v.Members, Member{ID: id})
+	}
+	m.Step(t0, v)
+	now, _ := tick(m, t0, 3*time.Second, routing(2), self)
+	if got := m.Election().Leader; got != self {
+		t.Fatalf("before its outage: election's leader %q, want %q", got, self)
+	}
+	m.Step(now, Conn{Peer: ids[1], Connected: 0}) // the second outage
+	return m, now, ids
 }
 
 // TestStrangerWaitsForTheLiveLeader: a follower of a live leader gets an
@@ -137,21 +147,8 @@ func TestStrangerWaitsForTheLiveLeader(t *testing.T) {
 // leader its mates elect. On the old rule it sent an ELECTION to every
 // mate a timeout after it came back.
 func TestFlapperWithoutLeaderStaysQuiet(t *testing.T) {
-	ids := []peer.ID{"a", "b", "c"}
-	dhtselect.SortByKey(ids) // k = 0: the first ranks first
+	m, now, ids := flapsAgain(t)
 	self := ids[0]
-	cfg := testConfig(string(self))
-	cfg.Election = "bully"
-	cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
-	cfg.Outages = []time.Time{t0.Add(-20 * time.Second)} // its first outage
-	m := mustNew(t, cfg)
-	var v View
-	for _, id := range ids {
-		v.Members = append(v.Members, Member{ID: id})
-	}
-	m.Step(t0, v)
-	now, _ := tick(m, t0, 3*time.Second, routing(2), self)
-	m.Step(now, Conn{Peer: ids[1], Connected: 0}) // the second outage
 	timeout := m.Election().Timeout
 	now, rds := tick(m, now, 3*timeout, routing(2), self)
 	if e := m.Election(); !slices.Contains(e.Demoted, self) {
