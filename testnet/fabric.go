@@ -59,10 +59,12 @@ type memFabric struct {
 	mu    sync.Mutex
 	hosts map[int]host.Host // live nodes' hosts
 	nodes map[int]*overlay.Node
+	live  map[int]*liveStreams // live nodes' open streams
 }
 
 func newMemFabric(cfg *Config) *memFabric {
-	return &memFabric{cfg: cfg, mn: mocknet.New(), tr: newTraffic(), hosts: map[int]host.Host{}, nodes: map[int]*overlay.Node{}}
+	return &memFabric{cfg: cfg, mn: mocknet.New(), tr: newTraffic(), hosts: map[int]host.Host{}, nodes: map[int]*overlay.Node{},
+		live: map[int]*liveStreams{}}
 }
 
 func (f *memFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot int) (Member, error) {
@@ -77,6 +79,8 @@ func (f *memFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot in
 		others[j] = o
 	}
 	f.hosts[i] = h
+	live := &liveStreams{}
+	f.live[i] = live
 	f.mu.Unlock()
 	for j := range others {
 		if err := f.mend(i, j); err != nil {
@@ -94,7 +98,7 @@ func (f *memFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot in
 	h.Network().Notify(cm.Notifee())
 	cfg := f.cfg
 	n, err := overlay.New(ctx,
-		overlay.WithHost(countingHost{managedHost{h, cm}, f.tr.node(h.ID())}), overlay.WithTarget(cfg.Target),
+		overlay.WithHost(countingHost{managedHost{h, cm}, f.tr.node(h.ID()), live}), overlay.WithTarget(cfg.Target),
 		overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
 		overlay.WithLogger(cfg.Logger.With("node", i)),
 		overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),
@@ -153,7 +157,7 @@ func (f *memFabric) mend(i, j int) error {
 }
 
 // cut unlinks nodes i and j and cuts their open connections too
-// (unlinking only stops new ones).
+// (unlinking only stops new ones), and their streams (see liveStreams).
 func (f *memFabric) cut(i, j int) error {
 	a, b, err := f.peers(i, j)
 	if err != nil {
@@ -162,7 +166,13 @@ func (f *memFabric) cut(i, j int) error {
 	if len(f.mn.LinksBetweenPeers(a, b)) == 0 {
 		return nil
 	}
-	return errors.Join(f.mn.UnlinkPeers(a, b), f.mn.DisconnectPeers(a, b))
+	err = errors.Join(f.mn.UnlinkPeers(a, b), f.mn.DisconnectPeers(a, b))
+	f.mu.Lock()
+	li, lj := f.live[i], f.live[j]
+	f.mu.Unlock()
+	li.reset(b)
+	lj.reset(a)
+	return err
 }
 
 // kill closes node i. For a crash it cuts every link of the node first,
@@ -190,12 +200,15 @@ func (f *memFabric) kill(i int, graceful bool) error {
 		errs = append(errs, f.cut(i, j))
 	}
 	f.mu.Lock()
+	live := f.live[i]
 	delete(f.hosts, i)
 	delete(f.nodes, i)
+	delete(f.live, i)
 	f.mu.Unlock()
 	if !graceful {
 		errs = append(errs, n.Close())
 	}
+	live.reset("")
 	return errors.Join(errs...)
 }
 
@@ -205,8 +218,8 @@ func (f *memFabric) failed() []error { return nil }
 // close stops every node, concurrently, and the network.
 func (f *memFabric) close() error {
 	f.mu.Lock()
-	nodes := f.nodes
-	f.nodes, f.hosts = map[int]*overlay.Node{}, map[int]host.Host{}
+	nodes, live := f.nodes, f.live
+	f.nodes, f.hosts, f.live = map[int]*overlay.Node{}, map[int]host.Host{}, map[int]*liveStreams{}
 	f.mu.Unlock()
 	var (
 		wg   sync.WaitGroup
@@ -222,5 +235,8 @@ func (f *memFabric) close() error {
 		})
 	}
 	wg.Wait()
+	for _, l := range live {
+		l.reset("")
+	}
 	return errors.Join(append(errs, f.mn.Close())...)
 }
