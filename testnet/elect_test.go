@@ -12,6 +12,7 @@ import (
 
 	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/internal/bubble"
 	"github.com/superpeer/superpeer/overlay"
 )
 
@@ -44,93 +45,94 @@ func TestElectionFailover(t *testing.T) {
 			name += "+quorum"
 		}
 		t.Run(name, func(t *testing.T) {
-			tn := startNet(t, Config{
-				N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
-				AnnounceInterval: time.Second, Election: v.name, Quorum: v.quorum,
-			})
-			waitConverged(t, tn, tn.Started())
+			bubble.Test(t, func(t *testing.T) {
+				tn := startConverged(t, Config{
+					N: 16, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
+					AnnounceInterval: time.Second, Election: v.name, Quorum: v.quorum,
+				})
 
-			victim, former := largestCluster(t, tn, v.name)
-			var watched *overlay.Node
-			for _, n := range tn.Nodes() {
-				if n.ID() == former[len(former)-1] {
-					watched = n
+				victim, former := largestCluster(t, tn, v.name)
+				var watched *overlay.Node
+				for _, n := range tn.Nodes() {
+					if n.ID() == former[len(former)-1] {
+						watched = n
+					}
 				}
-			}
-			sub, err := watched.Subscribe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sub.Close()
-			// A member whose election named the victim must report losing
-			// it; every member must report electing the successor.
-			named := watched.ElectionStats().Leader == victim
-			if err := tn.Stop(victim); err != nil {
-				t.Fatal(err)
-			}
-			stopped := time.Now()
-			_, as := tn.Expected()
-			want := as[slices.IndexFunc(as, func(a dhtselect.Assignment) bool { return a.ID == former[0] })].Superpeer
+				sub, err := watched.Subscribe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sub.Close()
+				// A member whose election named the victim must report losing
+				// it; every member must report electing the successor.
+				named := watched.ElectionStats().Leader == victim
+				stopped := time.Now() // Stop takes virtual time: it closes the host
+				if err := tn.Stop(victim); err != nil {
+					t.Fatal(err)
+				}
+				_, as := tn.Expected()
+				want := as[slices.IndexFunc(as, func(a dhtselect.Assignment) bool { return a.ID == former[0] })].Superpeer
 
-			ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
-			defer cancel()
-			took, err := waitFor(ctx, func() error {
-				if !ByRank(v.name) {
-					for _, n := range tn.Nodes() {
-						if n.ID() == former[0] {
-							want = n.State().Superpeer.ID
+				ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+				defer cancel()
+				_, err = waitFor(ctx, func() error {
+					if !ByRank(v.name) {
+						for _, n := range tn.Nodes() {
+							if n.ID() == former[0] {
+								want = n.State().Superpeer.ID
+							}
+						}
+						if !slices.Contains(former, want) {
+							return fmt.Errorf("%s names %s, not a live former member", former[0].ShortString(), want.ShortString())
 						}
 					}
-					if !slices.Contains(former, want) {
-						return fmt.Errorf("%s names %s, not a live former member", former[0].ShortString(), want.ShortString())
+					for _, n := range tn.Nodes() {
+						if !slices.Contains(former, n.ID()) {
+							continue
+						}
+						if sp := n.State().Superpeer.ID; sp != want {
+							return fmt.Errorf("%s names superpeer %s, want %s", n.ID().ShortString(), sp.ShortString(), want.ShortString())
+						}
+						if l := n.ElectionStats().Leader; l != want {
+							return fmt.Errorf("%s's election names %s, want %s", n.ID().ShortString(), l.ShortString(), want.ShortString())
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("after superpeer %s stopped: %v", victim.ShortString(), err)
+				}
+				t.Logf("%s: %d former members follow successor %s %v after superpeer %s stopped",
+					name, len(former), want.ShortString(), time.Since(stopped), victim.ShortString())
+				// The watched member's events: it lost the victim (if its
+				// election named it), then elected the successor (possibly
+				// with other leaders and losses in between).
+				lost, elected := !named, false
+				for !elected {
+					select {
+					case evt := <-sub.Out():
+						switch e := evt.(type) {
+						case overlay.EvtSuperpeerLost:
+							lost = lost || e.Superpeer == victim
+						case overlay.EvtSuperpeerElected:
+							elected = lost && e.Superpeer == want
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatalf("%s: no EvtSuperpeerLost(%s) then EvtSuperpeerElected(%s) event (lost seen: %v)",
+							watched.ID().ShortString(), victim.ShortString(), want.ShortString(), lost)
 					}
 				}
+				waitConverged(t, tn, stopped)
+				var sent uint64
 				for _, n := range tn.Nodes() {
-					if !slices.Contains(former, n.ID()) {
-						continue
-					}
-					if sp := n.State().Superpeer.ID; sp != want {
-						return fmt.Errorf("%s names superpeer %s, want %s", n.ID().ShortString(), sp.ShortString(), want.ShortString())
-					}
-					if l := n.ElectionStats().Leader; l != want {
-						return fmt.Errorf("%s's election names %s, want %s", n.ID().ShortString(), l.ShortString(), want.ShortString())
+					for _, c := range n.ElectionStats().Sent {
+						sent += c
 					}
 				}
-				return nil
+				if sent == 0 {
+					t.Fatal("no election message was sent")
+				}
 			})
-			if err != nil {
-				t.Fatalf("after superpeer %s stopped: %v", victim.ShortString(), err)
-			}
-			t.Logf("%s: %d former members follow successor %s %v after superpeer %s stopped",
-				name, len(former), want.ShortString(), took.Round(time.Millisecond), victim.ShortString())
-			// The watched member's events: it lost the victim (if its
-			// election named it), then elected the successor (possibly
-			// with other leaders and losses in between).
-			lost, elected := !named, false
-			for !elected {
-				select {
-				case evt := <-sub.Out():
-					switch e := evt.(type) {
-					case overlay.EvtSuperpeerLost:
-						lost = lost || e.Superpeer == victim
-					case overlay.EvtSuperpeerElected:
-						elected = lost && e.Superpeer == want
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("%s: no EvtSuperpeerLost(%s) then EvtSuperpeerElected(%s) event (lost seen: %v)",
-						watched.ID().ShortString(), victim.ShortString(), want.ShortString(), lost)
-				}
-			}
-			waitConverged(t, tn, stopped)
-			var sent uint64
-			for _, n := range tn.Nodes() {
-				for _, c := range n.ElectionStats().Sent {
-					sent += c
-				}
-			}
-			if sent == 0 {
-				t.Fatal("no election message was sent")
-			}
 		})
 	}
 }
@@ -245,56 +247,60 @@ func TestGeometricElectionFailover(t *testing.T) {
 		t.Skip("starts 16 libp2p nodes per algorithm")
 	}
 	for _, alg := range classic.Algorithms() {
-		t.Run(alg, func(t *testing.T) {
-			tn := startNet(t, Config{
-				N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
-				AnnounceInterval: time.Second, PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,
-				Election: alg,
-			})
-			waitConverged(t, tn, tn.Started())
-			var victim overlay.State
-			for _, n := range tn.Nodes() {
-				if s := n.State(); s.Role == overlay.RoleSuperpeer && len(s.Members) > len(victim.Members) {
-					victim = s
-				}
-			}
-			former := slices.DeleteFunc(slices.Clone(victim.Members), func(p peer.ID) bool { return p == victim.Self })
-			if len(former) < 2 {
-				t.Fatalf("largest cluster has %d members besides its superpeer; the test needs two", len(former))
-			}
-			key := overlay.TokenKey("default", victim.Token)
-			rank := classic.XORCloseness{Target: key[:]}
-			want := slices.MaxFunc(former, func(a, b peer.ID) int { return rank.Compare(classic.ID(a), classic.ID(b)) })
-			if err := tn.Stop(victim.Self); err != nil {
-				t.Fatal(err)
-			}
-			stopped := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
-			defer cancel()
-			took, err := waitFor(ctx, func() error {
-				var holders []peer.ID
-				for _, n := range tn.Nodes() {
-					if s := n.State(); s.Token == victim.Token && s.Role == overlay.RoleSuperpeer {
-						holders = append(holders, n.ID())
-					}
-				}
-				switch {
-				case len(holders) != 1:
-					return fmt.Errorf("%d superpeers hold token %d: %v", len(holders), victim.Token, holders)
-				case ByRank(alg) && holders[0] != want:
-					return fmt.Errorf("%s holds token %d, want the successor %s", holders[0].ShortString(), victim.Token, want.ShortString())
-				case !slices.Contains(former, holders[0]):
-					return fmt.Errorf("%s holds token %d, not a former member", holders[0].ShortString(), victim.Token)
-				}
-				want = holders[0]
-				return nil
-			})
-			if err != nil {
-				t.Fatalf("after superpeer %s stopped: %v", victim.Self.ShortString(), err)
-			}
-			t.Logf("%s: successor %s took over token %d %v after superpeer %s stopped",
-				alg, want.ShortString(), victim.Token, took.Round(time.Millisecond), victim.Self.ShortString())
-			waitConverged(t, tn, stopped)
-		})
+		t.Run(alg, func(t *testing.T) { bubble.Test(t, func(t *testing.T) { geometricFailover(t, alg) }) })
 	}
+}
+
+// geometricFailover is one algorithm's run of TestGeometricElectionFailover,
+// in a testing/synctest bubble: the links' delays, the intervals and the
+// bounds are virtual time, so this machine's load does not change them.
+func geometricFailover(t *testing.T, alg string) {
+	tn := startConverged(t, Config{
+		N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 2}, Seed: 1,
+		AnnounceInterval: time.Second, PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,
+		Election: alg,
+	})
+	var victim overlay.State
+	for _, n := range tn.Nodes() {
+		if s := n.State(); s.Role == overlay.RoleSuperpeer && len(s.Members) > len(victim.Members) {
+			victim = s
+		}
+	}
+	former := slices.DeleteFunc(slices.Clone(victim.Members), func(p peer.ID) bool { return p == victim.Self })
+	if len(former) < 2 {
+		t.Fatalf("largest cluster has %d members besides its superpeer; the test needs two", len(former))
+	}
+	key := overlay.TokenKey("default", victim.Token)
+	rank := classic.XORCloseness{Target: key[:]}
+	want := slices.MaxFunc(former, func(a, b peer.ID) int { return rank.Compare(classic.ID(a), classic.ID(b)) })
+	stopped := time.Now() // Stop takes virtual time: it closes the host
+	if err := tn.Stop(victim.Self); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), convergeBound)
+	defer cancel()
+	_, err := waitFor(ctx, func() error {
+		var holders []peer.ID
+		for _, n := range tn.Nodes() {
+			if s := n.State(); s.Token == victim.Token && s.Role == overlay.RoleSuperpeer {
+				holders = append(holders, n.ID())
+			}
+		}
+		switch {
+		case len(holders) != 1:
+			return fmt.Errorf("%d superpeers hold token %d: %v", len(holders), victim.Token, holders)
+		case ByRank(alg) && holders[0] != want:
+			return fmt.Errorf("%s holds token %d, want the successor %s", holders[0].ShortString(), victim.Token, want.ShortString())
+		case !slices.Contains(former, holders[0]):
+			return fmt.Errorf("%s holds token %d, not a former member", holders[0].ShortString(), victim.Token)
+		}
+		want = holders[0]
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("after superpeer %s stopped: %v", victim.Self.ShortString(), err)
+	}
+	t.Logf("%s: successor %s took over token %d %v after superpeer %s stopped",
+		alg, want.ShortString(), victim.Token, time.Since(stopped), victim.Self.ShortString())
+	waitConverged(t, tn, stopped)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/internal/bubble"
 	"github.com/superpeer/superpeer/overlay"
 	"github.com/superpeer/superpeer/testnet/latency"
 )
@@ -250,39 +251,41 @@ func planetLab(t *testing.T) *latency.Matrix {
 // token rounds every 250 ms) to keep the test brief.
 func TestGeometricConvergesAndRepairs(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts 16 libp2p nodes for a minute")
+		t.Skip("starts 16 libp2p nodes")
 	}
-	tn := startNet(t, Config{
-		N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 3}, Seed: 1,
-		Latency: planetLab(t), AnnounceInterval: time.Second,
-		PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,
+	bubble.Test(t, func(t *testing.T) {
+		tn := startNet(t, Config{
+			N: 16, Strategy: StrategyGeometric, Target: dhtselect.Target{Superpeers: 3}, Seed: 1,
+			Latency: planetLab(t), AnnounceInterval: time.Second,
+			PingInterval: 100 * time.Millisecond, TokenInterval: 250 * time.Millisecond,
+		})
+		d := waitConverged(t, tn, tn.Started())
+		r := tn.Report()
+		t.Logf("16 nodes settled in %v: mean RTT to superpeer %.1f ms, largest cluster %d",
+			d, *r.MeanRTTToSuperpeerMS, r.MaxClusterSize)
+		var victim peer.ID
+		supers := 0
+		for _, n := range tn.Nodes() {
+			if n.State().Role == overlay.RoleSuperpeer {
+				supers++
+				victim = n.ID()
+			}
+		}
+		if supers != 3 {
+			t.Fatalf("%d superpeers after convergence, want 3", supers)
+		}
+		stopped := time.Now() // Stop takes virtual time: it closes the host
+		if err := tn.Stop(victim); err != nil {
+			t.Fatal(err)
+		}
+		d = waitConverged(t, tn, stopped)
+		t.Logf("settled again %v after superpeer %s stopped", d, victim.ShortString())
+		for _, n := range tn.Nodes() {
+			if s := n.State(); s.Superpeer.ID == victim {
+				t.Fatalf("%s still names the stopped superpeer", n.ID())
+			}
+		}
 	})
-	d := waitConverged(t, tn, tn.Started())
-	r := tn.Report()
-	t.Logf("16 nodes settled in %v: mean RTT to superpeer %.1f ms, largest cluster %d",
-		d, *r.MeanRTTToSuperpeerMS, r.MaxClusterSize)
-	var victim peer.ID
-	supers := 0
-	for _, n := range tn.Nodes() {
-		if n.State().Role == overlay.RoleSuperpeer {
-			supers++
-			victim = n.ID()
-		}
-	}
-	if supers != 3 {
-		t.Fatalf("%d superpeers after convergence, want 3", supers)
-	}
-	if err := tn.Stop(victim); err != nil {
-		t.Fatal(err)
-	}
-	stopped := time.Now()
-	d = waitConverged(t, tn, stopped)
-	t.Logf("settled again %v after superpeer %s stopped", d, victim.ShortString())
-	for _, n := range tn.Nodes() {
-		if s := n.State(); s.Superpeer.ID == victim {
-			t.Fatalf("%s still names the stopped superpeer", n.ID())
-		}
-	}
 }
 
 // Traffic is counted on both ends of the streams the nodes' hosts open and
