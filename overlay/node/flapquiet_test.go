@@ -203,3 +203,32 @@ func TestEveryoneFlappingStillElects(t *testing.T) {
 		t.Errorf("3 timeouts after the leader fell silent, every member flapping: election's leader %q, want %q, the next by the key", got, self)
 	}
 }
+
+// TestHushedFlapperLeadsOnceItsFlapsAge bounds what hushing costs: a
+// flapping node whose steady mates all fell silent, still in its view
+// (nothing told it they died), waits, but only until its flaps age out
+// of the window (flapWindow after its first outage of the two): it no
+// longer ranks last, is no longer hushed, campaigns, hears no OK and
+// leads. Before the hushed rule it led two timeouts after the silence;
+// this is the rule's price in the rare case where only flapping or
+// private members survive, at most a minute.
+func TestHushedFlapperLeadsOnceItsFlapsAge(t *testing.T) {
+	m, now, ids := flapsAgain(t)
+	self := ids[0]
+	timeout := m.Election().Timeout
+	now, _ = tick(m, now, 3*timeout, routing(2), self)
+	if e := m.Election(); !slices.Contains(e.Demoted, self) || e.Leader == self {
+		t.Fatalf("3 timeouts after its second outage: %+v; want it ranked last and not leading", e)
+	}
+	// The first outage was 20 s before t0, the second at about 3 s: the
+	// window drops the first a minute after it, some 40 s from here.
+	first := t0.Add(-20 * time.Second)
+	now, _ = tick(m, now, first.Add(flapWindow).Sub(now)-timeout, routing(2), self)
+	if e := m.Election(); e.Leader == self {
+		t.Fatalf("a timeout before its flaps age out, its mates silent: %+v; the test wants it still waiting (hushed)", e)
+	}
+	_, _ = tick(m, now, 4*timeout, routing(2), self)
+	if e := m.Election(); slices.Contains(e.Demoted, self) || e.Leader != self {
+		t.Errorf("3 timeouts after its flaps aged out, its mates silent: %+v; want it leading, not ranked last", e)
+	}
+}
