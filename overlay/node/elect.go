@@ -296,9 +296,15 @@ func (e *elector) idle() int {
 // cluster for a timeout (live, in virtual time: TestFlapScenario's third
 // win, 3 runs in 40 under load). Alone in its view, or among mates that
 // all rank last too (a swarm restarted twice, a cluster of private
-// nodes), it is not hushed: the election ranks them as usual.
+// nodes), it is not hushed: the election ranks them as usual. Nor with
+// Quorum: there it cannot win without a majority's votes, which mates
+// that do not hold it refuse, and its machine must tick, since its votes
+// run on the machine's clock (its first lease, its promises): a hushed
+// quorum machine refused every claim for good, and a cluster of two
+// public members and a private one never failed over
+// (TestQuorumFailsOverWithPrivateMate).
 func (e *elector) hushed() bool {
-	if !e.demoted[e.self] || e.first == e.self || e.state.Leader == classic.ID(e.self) {
+	if e.opts.Quorum || !e.demoted[e.self] || e.first == e.self || e.state.Leader == classic.ID(e.self) {
 		return false
 	}
 	return slices.ContainsFunc(e.peers, func(p peer.ID) bool { return p != e.self && !e.demoted[p] })
