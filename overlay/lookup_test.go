@@ -52,6 +52,7 @@ func TestClosestAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rt.Close()
 	ps, err := pstoremem.NewPeerstore()
 	if err != nil {
 		t.Fatal(err)

@@ -175,53 +175,82 @@ func (s *countingStream) ResetWithError(code network.StreamErrorCode) error {
 }
 
 // liveStreams holds a node's streams that it has neither closed nor
-// reset, so that the fabric can reset them when the node stops. A mocknet
-// stream opened while its connection closes joins the connection after
-// the close has reset the connection's streams (mocknet's openStream adds
-// both ends asynchronously), and lives on between its two owners, who
-// see no error: seen as a GossipSub stream whose two ends were still
-// reading at the end of a test, which a synctest bubble fails on ("blocked
-// goroutines remain"). A real transport closes every stream of a closed
-// connection; resetting a stopped node's streams does the same. The
-// methods of a nil *liveStreams do nothing.
+// reset, by remote peer, so that the fabric can reset them when it cuts
+// the node's links or stops the node. A mocknet stream opened while its
+// connection closes joins the connection after the close has reset the
+// connection's streams (mocknet's openStream adds both ends
+// asynchronously), and lives on between its two owners, who see no
+// error: seen as a GossipSub stream whose two ends were still reading at
+// the end of a test, which a synctest bubble fails on ("blocked
+// goroutines remain"), and it could carry messages across a partition. A
+// real transport closes every stream of a closed connection; this does
+// the same. A stream that arrives on a closed connection, or after the
+// node stopped (reset of all), is reset at once. The methods of a nil
+// *liveStreams do nothing.
 type liveStreams struct {
-	mu sync.Mutex
-	m  map[*countingStream]struct{}
+	mu      sync.Mutex
+	by      map[peer.ID]map[*countingStream]struct{}
+	stopped bool
 }
 
 func (l *liveStreams) add(s *countingStream) *countingStream {
-	if l != nil {
-		l.mu.Lock()
-		if l.m == nil {
-			l.m = map[*countingStream]struct{}{}
+	if l == nil {
+		return s
+	}
+	c := s.Conn()
+	l.mu.Lock()
+	late := l.stopped || c.IsClosed()
+	if !late {
+		if l.by == nil {
+			l.by = map[peer.ID]map[*countingStream]struct{}{}
 		}
-		l.m[s] = struct{}{}
-		l.mu.Unlock()
+		p := c.RemotePeer()
+		if l.by[p] == nil {
+			l.by[p] = map[*countingStream]struct{}{}
+		}
+		l.by[p][s] = struct{}{}
+	}
+	l.mu.Unlock()
+	if late {
+		_ = s.Stream.Reset()
 	}
 	return s
 }
 
 func (l *liveStreams) remove(s *countingStream) {
-	if l != nil {
-		l.mu.Lock()
-		delete(l.m, s)
-		l.mu.Unlock()
+	if l == nil {
+		return
 	}
+	p := s.Conn().RemotePeer()
+	l.mu.Lock()
+	delete(l.by[p], s)
+	if len(l.by[p]) == 0 {
+		delete(l.by, p)
+	}
+	l.mu.Unlock()
 }
 
-// reset resets the streams still held to peer p, or all of them when p
-// is empty.
+// reset resets the streams still held to peer p; with p empty, every
+// stream, and every stream added later (the node stopped).
 func (l *liveStreams) reset(p peer.ID) {
 	if l == nil {
 		return
 	}
 	var ss []*countingStream
 	l.mu.Lock()
-	for s := range l.m {
-		if p == "" || s.Conn().RemotePeer() == p {
+	take := func(q peer.ID) {
+		for s := range l.by[q] {
 			ss = append(ss, s)
-			delete(l.m, s)
 		}
+		delete(l.by, q)
+	}
+	if p != "" {
+		take(p)
+	} else {
+		for q := range l.by {
+			take(q)
+		}
+		l.stopped = true
 	}
 	l.mu.Unlock()
 	for _, s := range ss {
