@@ -262,8 +262,9 @@ func (e *elector) idle() int {
 	if e.mach == nil {
 		return math.MaxInt
 	}
+	hushed := e.hushed()
 	n := math.MaxInt
-	if !e.hushed() {
+	if !hushed {
 		im, ok := e.mach.(classic.Idler)
 		if !ok {
 			return 0
@@ -273,7 +274,7 @@ func (e *elector) idle() int {
 	if e.carried > 0 {
 		n = min(n, e.carried-1) // at 0, drain drops the carried leader
 	}
-	if e.hushed() {
+	if hushed {
 		return max(n, 0)
 	}
 	if e.orphaned() {
