@@ -12,6 +12,7 @@ type memberCore struct {
 	role   Role
 	leader ID
 	outbox
+	passive bool // see Passive
 }
 
 func newMemberCore(cfg Config) memberCore {
@@ -180,6 +181,10 @@ func (b *Bully) Campaign() { b.campaign(None) }
 // campaign starts an election; suspect, if not None, is the leader this
 // process doubts (see doubt), named in its ELECTIONs.
 func (b *Bully) campaign(suspect ID) {
+	if b.c.passive {
+		b.forget()
+		return
+	}
 	b.c.role, b.c.leader = Candidate, None
 	b.suspect, b.prodPending = suspect, false
 	b.elapsed = 0
@@ -229,6 +234,10 @@ func (b *Bully) doubt() {
 
 // win makes this process the leader and announces it to everyone.
 func (b *Bully) win() {
+	if b.c.passive {
+		b.forget()
+		return
+	}
 	b.c.role, b.c.leader = Leader, b.c.cfg.ID
 	b.suspect, b.prodPending = None, false
 	b.phase, b.elapsed, b.beat = bullyIdle, 0, 0

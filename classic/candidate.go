@@ -76,6 +76,8 @@ type CandidateElection struct {
 	usurped, announcer ID
 	distrust           map[ID]bool
 
+	passive bool // see Passive
+
 	outbox
 }
 
@@ -139,6 +141,10 @@ func (c *CandidateElection) IsCandidate(id ID) bool { return c.candidates[id] }
 func (c *CandidateElection) Campaign() { c.notice() }
 
 func (c *CandidateElection) notice() {
+	if c.passive {
+		c.forget()
+		return
+	}
 	if c.phase != candIdle {
 		return
 	}
@@ -201,6 +207,10 @@ func (c *CandidateElection) announce() {
 		live = append(live, id)
 	}
 	best := electBest(c.cfg.Rank, live)
+	if c.passive && best == c.cfg.ID {
+		c.forget()
+		return
+	}
 	c.phase, c.replies, c.elapsed = candIdle, nil, 0
 	if best == None {
 		// Nobody answered: wait for the next timeout and try again.
@@ -212,6 +222,15 @@ func (c *CandidateElection) announce() {
 }
 
 // follow makes leader the current leader and ends any failure handling.
+// forget is a passive process's election (see Passive): no leader, and
+// the next announcement that mayFollow allows is followed. A passive
+// process still queries the candidates when an announcement needs it
+// (vouched), as an ordinary process does: the query finds the best live
+// candidate, which a passive one takes only if it is another.
+func (c *CandidateElection) forget() {
+	c.role, c.leader, c.phase, c.replies, c.elapsed = Follower, None, candIdle, nil, 0
+}
+
 func (c *CandidateElection) follow(leader ID) {
 	c.leader, c.phase, c.replies, c.elapsed = leader, candIdle, nil, 0
 	if leader == c.cfg.ID {

@@ -104,8 +104,9 @@ type Echo struct {
 	pending  map[ID]bool
 	children []ID
 	best     echoBest
-	left     int // ticks without progress until the election times out
-	rtx      int // ticks until the next retransmission
+	left     int  // ticks without progress until the election times out
+	rtx      int  // ticks until the next retransmission
+	passive  bool // see Passive
 
 	outbox
 }
@@ -228,6 +229,13 @@ func (e *Echo) self() echoBest { return echoBest{cap: e.capacity, leader: e.cfg.
 
 // Campaign starts a new election with this process as its source.
 func (e *Echo) Campaign() {
+	if e.passive {
+		// See Passive: it stops taking part in the election it was in,
+		// and keeps the leader it knows until the next election that
+		// reaches it decides another.
+		e.active, e.pending = false, nil
+		return
+	}
 	e.raiseSeq(e.maxSeq + 1)
 	e.join(ElectionID{Source: e.cfg.ID, Seq: e.maxSeq}, None)
 }
@@ -389,7 +397,7 @@ func (e *Echo) stepCurrent(m Message) {
 			e.sendResult(m.From)
 		}
 	case MsgCoordinator:
-		if b := (echoBest{cap: m.Capacity, leader: m.Leader}); e.better(e.best, b) {
+		if b := (echoBest{cap: m.Capacity, leader: m.Leader}); !e.passive && e.better(e.best, b) {
 			// The result misses the best of our subtree: our ECHO came too
 			// late (the source had counted us by a stale UNREACHABLE).
 			e.Campaign()
@@ -416,7 +424,7 @@ func (e *Echo) stepHigher(m Message) {
 		// The result of an election we were not part of.
 		b := echoBest{cap: m.Capacity, leader: m.Leader}
 		switch {
-		case e.better(e.self(), b):
+		case !e.passive && e.better(e.self(), b):
 			e.Campaign() // we were not counted, and we beat the winner
 			return
 		case e.active && e.parent == None && !e.answered:

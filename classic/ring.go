@@ -116,6 +116,14 @@ func (r *Ring) Members() []ID { return slices.Clone(r.ring) }
 
 // Campaign starts an election now.
 func (r *Ring) Campaign() {
+	if r.c.passive {
+		// See Passive: it forgets its leader, and relays the others'
+		// elections as usual.
+		r.participating = false
+		r.c.role, r.c.leader = Follower, None
+		r.heard = 0
+		return
+	}
 	self := r.c.cfg.ID
 	r.seq++
 	r.participate()
@@ -161,7 +169,7 @@ func (r *Ring) successor() ID {
 func (r *Ring) sendRing(m Message) {
 	to := r.successor()
 	if to == None {
-		if m.Type == MsgElection { // alone: the only candidate wins
+		if m.Type == MsgElection && !r.c.passive { // alone: the only candidate wins
 			r.participating = false
 			r.c.role, r.c.leader, r.beat = Leader, r.c.cfg.ID, 0
 			if !r.maxOnly {
@@ -213,6 +221,10 @@ func (r *Ring) announce(ids []ID) {
 	}
 	if winner == None {
 		winner = self
+	}
+	if winner == self && r.c.passive {
+		r.Campaign() // see Passive: it forgets its leader
+		return
 	}
 	r.participating = false
 	r.heard, r.beat = 0, 0

@@ -55,6 +55,7 @@ type Stable struct {
 	term    uint64
 	elapsed int // follower: ticks since the leader's heartbeat; leader: since ours
 	now     int
+	passive bool // see Passive
 
 	raisedAt int // tick term last rose (see ceiling)
 	ledSince int // tick this process became leader
@@ -162,6 +163,13 @@ func (s *Stable) Tick() {
 	}
 }
 
+// forget is a passive process's election (see Passive): no leader, and
+// the next heartbeat or COORDINATOR that mayReplace allows is followed
+// without a poll, which is an election.
+func (s *Stable) forget() {
+	s.role, s.leader, s.elapsed = Follower, None, 0
+}
+
 // lose records that the current leader is gone.
 func (s *Stable) lose() {
 	if s.leader != None && s.leader != s.cfg.ID && s.lastFlap[s.leader] != s.term {
@@ -177,6 +185,10 @@ func (s *Stable) heartbeat() {
 }
 
 func (s *Stable) startElection() {
+	if s.passive {
+		s.forget()
+		return
+	}
 	s.role = Candidate
 	s.electTerm = s.term + 1
 	s.left = s.cfg.TimeoutTicks
@@ -213,6 +225,10 @@ func (s *Stable) liveLeader() ID {
 func (s *Stable) finish() {
 	if l := s.liveLeader(); l != None {
 		s.follow(l, s.term)
+		return
+	}
+	if s.passive {
+		s.forget()
 		return
 	}
 	live := []ID{s.cfg.ID}

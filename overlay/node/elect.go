@@ -229,14 +229,11 @@ func (e *elector) tick(now time.Time) {
 	if e.mach == nil {
 		return
 	}
-	hushed := e.hushed()
-	if !hushed {
-		e.mach.Tick()
-	}
+	e.mach.Tick()
 	if e.carried > 0 {
 		e.carried-- // at 0, drain drops the carried leader
 	}
-	if hushed {
+	if e.hushed() {
 		e.orphan, e.differ = 0, 0
 		e.drain()
 		return
@@ -262,19 +259,15 @@ func (e *elector) idle() int {
 	if e.mach == nil {
 		return math.MaxInt
 	}
-	hushed := e.hushed()
-	n := math.MaxInt
-	if !hushed {
-		im, ok := e.mach.(classic.Idler)
-		if !ok {
-			return 0
-		}
-		n = im.Idle()
+	im, ok := e.mach.(classic.Idler)
+	if !ok {
+		return 0
 	}
+	n := im.Idle()
 	if e.carried > 0 {
 		n = min(n, e.carried-1) // at 0, drain drops the carried leader
 	}
-	if hushed {
+	if e.hushed() {
 		return max(n, 0)
 	}
 	if e.orphaned() {
@@ -288,27 +281,39 @@ func (e *elector) idle() int {
 
 // hushed reports whether this node ranks itself last (it flaps, or is
 // private) below a mate that does not: it cannot win their election while
-// that mate lives, so its machine is not ticked (no timeout makes it
-// campaign) and it does not campaign when it loses its leader; it follows
-// the leader the others elect, whose heartbeat or COORDINATOR reaches it.
-// Campaigning, it won with no OK when the mates whose views did not yet
-// hold it after its outage dropped its ELECTION, and its COORDINATOR took
-// the one mate that did hold it, the cluster's superpeer, from the
-// cluster for a timeout (live, in virtual time: TestFlapScenario's third
-// win, 3 runs in 40 under load). Alone in its view, or among mates that
-// all rank last too (a swarm restarted twice, a cluster of private
-// nodes), it is not hushed: the election ranks them as usual. Nor with
-// Quorum: there it cannot win without a majority's votes, which mates
-// that do not hold it refuse, and its machine must tick, since its votes
-// run on the machine's clock (its first lease, its promises): a hushed
-// quorum machine refused every claim for good, and a cluster of two
-// public members and a private one never failed over
-// (TestQuorumFailsOverWithPrivateMate).
+// that mate lives, so its machine is passive (classic.Passive: its clock
+// and failure detector run, it answers and votes, but it starts no
+// election and takes no leadership of its own) and it does not campaign
+// when it loses its leader; it follows the leader the others elect, whose
+// heartbeat or COORDINATOR reaches it. Campaigning, it won with no OK when
+// the mates whose views did not yet hold it after its outage dropped its
+// ELECTION, and its COORDINATOR took the one mate that did hold it, the
+// cluster's superpeer, from the cluster for a timeout (live, in virtual
+// time: TestFlapScenario's third win, 3 runs in 40 under load). Alone in
+// its view, or among mates that all rank last too (a swarm restarted
+// twice, a cluster of private nodes), it is not hushed: the election
+// ranks them as usual. Nor with a machine that cannot be passive:
+// Quorum's, which cannot win without a majority's votes (mates that do
+// not hold it refuse them), and invitation's. A hushed machine used not
+// to be ticked at all, and its stopped clock broke every rule that counts
+// time: with a private member, bully, next-in-line, candidate and stable
+// clusters did not fail over, or the private member did not follow the
+// new leader, until the dead leader left the views; quorum clusters never
+// did (TestFailsOverWithPrivateMate).
 func (e *elector) hushed() bool {
-	if e.opts.Quorum || !e.demoted[e.self] || e.first == e.self || e.state.Leader == classic.ID(e.self) {
+	if _, ok := e.mach.(classic.Passive); !ok || !e.demoted[e.self] || e.first == e.self || e.state.Leader == classic.ID(e.self) {
 		return false
 	}
 	return slices.ContainsFunc(e.peers, func(p peer.ID) bool { return p != e.self && !e.demoted[p] })
+}
+
+// hush makes the machine passive while this node is hushed, and active
+// again when it no longer is: called before the machine's next input
+// (drain, after each, and rebuild).
+func (e *elector) hush() {
+	if p, ok := e.mach.(classic.Passive); ok {
+		p.SetPassive(e.hushed())
+	}
 }
 
 // orphaned and passedOver are tick's conditions for campaigning, which
@@ -328,16 +333,13 @@ func (e *elector) skip(n int, last time.Time) {
 	if e.mach == nil {
 		return
 	}
-	if e.hushed() {
-		if e.carried > 0 {
-			e.carried -= n
-		}
-		e.orphan, e.differ = 0, 0
-		return
-	}
 	e.mach.(classic.Idler).Skip(n)
 	if e.carried > 0 {
 		e.carried -= n
+	}
+	if e.hushed() {
+		e.orphan, e.differ = 0, 0
+		return
 	}
 	e.orphan = counted(e.orphan, e.orphaned(), n)
 	e.differ = counted(e.differ, e.passedOver(), n)
@@ -462,6 +464,7 @@ func (e *elector) drain() {
 			"role", rd.State.Role, "term", rd.State.Term)
 		e.m.moved = true
 	}
+	e.hush()
 }
 
 // deadline bounds one election message: the failure-detection timeout,
@@ -776,6 +779,7 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 		e.state, e.carried, e.unconfirmed = classic.State{}, 0, false
 	}
 	alone := len(members) == 1 || e.first == e.self || !e.led()
+	e.hush()
 	if first && e.lookup == e.self && alone || led || electing {
 		e.mach.Campaign()
 	}

@@ -6,24 +6,37 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/dhtselect"
 )
 
-// TestQuorumFailsOverWithPrivateMate: three quorum bully machines, the
-// last by the key private (it ranks last, below public mates: the hushed
-// rule's case). The leader dies at 20 s; the second, with the private
-// member's vote (two of three), leads within 20 s more, and the private
-// member follows it. With the private member's machine hushed (not
-// ticked), its vote ran on a stopped clock and refused every claim: the
-// survivor was still a candidate 40 s later (found in review).
-func TestQuorumFailsOverWithPrivateMate(t *testing.T) {
+// TestFailsOverWithPrivateMate: three machines of each election, with
+// and without Quorum, the last by the key private (it ranks last, below
+// public mates: the hushed rule's case). The leader dies at 20 s; the
+// second leads within 20 s more, and the private member follows it. With
+// the private member's quorum machine hushed (not ticked), its vote ran
+// on a stopped clock and refused every claim: the survivor was still a
+// candidate 40 s later (found in review).
+func TestFailsOverWithPrivateMate(t *testing.T) {
+	for _, alg := range classic.Algorithms() {
+		for _, quorum := range []bool{false, true} {
+			name := alg
+			if quorum {
+				name += "+quorum"
+			}
+			t.Run(name, func(t *testing.T) { failsOverWithPrivateMate(t, alg, quorum) })
+		}
+	}
+}
+
+func failsOverWithPrivateMate(t *testing.T, alg string, quorum bool) {
 	ids := []peer.ID{"a", "b", "c"}
 	dhtselect.SortByKey(ids) // k = 0: the first ranks first
 	leader, next, priv := ids[0], ids[1], ids[2]
 	ms := map[peer.ID]*Machine{}
 	for _, id := range ids {
 		cfg := testConfig(string(id))
-		cfg.Election, cfg.Quorum = "bully", true
+		cfg.Election, cfg.Quorum = alg, quorum
 		cfg.AnnounceInterval, cfg.ReevaluateInterval = time.Second, time.Second
 		cfg.Private = id == priv
 		ms[id] = mustNew(t, cfg)
@@ -63,7 +76,13 @@ func TestQuorumFailsOverWithPrivateMate(t *testing.T) {
 						again = true
 					}
 					for _, o := range rd.Messages {
-						if to := peer.ID(o.Msg.To); ms[to] != nil && to != dead {
+						switch to := peer.ID(o.Msg.To); {
+						case to == dead:
+							// The driver's send fails: the dead peer's
+							// connection is gone.
+							ms[id].Step(now, SendFailed{To: to, Gen: o.Gen})
+							again = true
+						case ms[to] != nil:
 							ms[to].Step(now, ElectionMessage{Msg: o.Msg})
 							again = true
 						}
