@@ -94,6 +94,7 @@ bench: build
 	$(GO) test ./bench -run '^TestSimLiveVirtual$$' -count=1 -timeout 60m -v -args -simlive.out $(CURDIR)/docs/bench/simlive-virtual.json
 	$(GO) test ./bench -run '^TestGeoLiveVirtual$$' -count=1 -timeout 90m -v -args -geolive.out $(CURDIR)/docs/bench/geolive-virtual.json
 	$(GO) test ./testnet/nodesim -run '^TestGeoLiarCheckVantage$$' -count=1 -timeout 30m -v -args -geoliar
+	$(GO) test ./testnet/nodesim -run '^TestElectionSurvey$$' -count=1 -timeout 30m -v -args -electionsurvey
 	./$(BIN) bench --suite all --out docs/bench --report BENCHMARKS.md --simlive docs/bench/simlive-virtual.json --geolive docs/bench/geolive-virtual.json
 
 fmt-check:
