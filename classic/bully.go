@@ -401,6 +401,11 @@ func (b *Bully) Step(m Message) {
 		if !b.c.above(self, m.From) || !b.asks.receive(m.From, b.now) {
 			return // only lower-ranked processes address us, and no more than they may
 		}
+		if b.c.passive {
+			// It does not stand (see Passive): an OK would hold the
+			// sender back for a COORDINATOR that never comes.
+			return
+		}
 		b.c.send(Message{Type: MsgOK, To: m.From})
 		switch {
 		case b.c.role == Leader:
@@ -443,7 +448,10 @@ func (b *Bully) Step(m Message) {
 		}
 		switch {
 		case !b.c.above(m.From, self):
-			if b.leaderless() {
+			switch {
+			case b.leaderless() && b.c.passive:
+				b.adopt(m.From, m.IDs) // it does not stand (see Passive): it follows
+			case b.leaderless():
 				b.Campaign() // bully back
 			}
 		case b.mayFollow(m.From, true):
@@ -472,7 +480,10 @@ func (b *Bully) Step(m Message) {
 				b.list = b.c.cleanIDs(m.IDs)
 			}
 		case b.c.above(self, m.From):
-			if b.leaderless() {
+			switch {
+			case b.leaderless() && b.c.passive:
+				b.adopt(m.From, m.IDs) // it does not stand (see Passive): it follows
+			case b.leaderless():
 				b.Campaign() // a lower process claims to lead: bully back
 			}
 		case b.mayFollow(m.From, false):

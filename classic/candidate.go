@@ -187,7 +187,7 @@ func (c *CandidateElection) Tick() {
 func (c *CandidateElection) query() {
 	c.phase, c.left = candQuerying, c.cfg.TimeoutTicks
 	c.replies = map[ID]bool{}
-	if c.candidates[c.cfg.ID] {
+	if c.stands() {
 		c.replies[c.cfg.ID] = true
 	}
 	for _, p := range c.cfg.Peers {
@@ -221,17 +221,26 @@ func (c *CandidateElection) announce() {
 	c.follow(best)
 }
 
-// follow makes leader the current leader and ends any failure handling.
-// forget is a passive process's election (see Passive): no leader, and
-// the next announcement that mayFollow allows is followed. A passive
-// process still queries the candidates when an announcement needs it
-// (vouched), as an ordinary process does: the query finds the best live
-// candidate, which a passive one takes only if it is another.
+// forget is a passive process's election and takeover (see Passive): no
+// leader, and the next announcement that mayFollow allows is followed. A
+// passive process still queries the candidates when an announcement
+// needs it (vouched), as an ordinary process does: the query finds the
+// best live candidate, which a passive one takes only if it is another.
 func (c *CandidateElection) forget() {
 	c.role, c.leader, c.phase, c.replies, c.elapsed = Follower, None, candIdle, nil, 0
 }
 
+// stands reports whether this process is a candidate that stands: not a
+// passive one (see Passive), which answers no query, outranks no one, and
+// counts itself among no query's live candidates.
+func (c *CandidateElection) stands() bool { return c.candidates[c.cfg.ID] && !c.passive }
+
+// follow makes leader the current leader and ends any failure handling.
 func (c *CandidateElection) follow(leader ID) {
+	if leader == c.cfg.ID && c.passive {
+		c.forget()
+		return
+	}
 	c.leader, c.phase, c.replies, c.elapsed = leader, candIdle, nil, 0
 	if leader == c.cfg.ID {
 		c.role = Leader
@@ -244,7 +253,7 @@ func (c *CandidateElection) follow(leader ID) {
 // outranks reports whether this process is a candidate that outranks the
 // candidate id, and so must not follow it.
 func (c *CandidateElection) outranks(id ID) bool {
-	return c.candidates[c.cfg.ID] && id != c.cfg.ID && c.cfg.Rank.Compare(c.cfg.ID, id) > 0
+	return c.stands() && id != c.cfg.ID && c.cfg.Rank.Compare(c.cfg.ID, id) > 0
 }
 
 // mayFollow reports whether a COORDINATOR from `from` naming the
@@ -308,7 +317,7 @@ func (c *CandidateElection) missed() bool { return c.elapsed >= c.cfg.missedTick
 // after δ), and its query, which finds the best live candidate, decides.
 func (c *CandidateElection) vouched(l ID) bool {
 	for _, p := range c.cfg.Peers {
-		if c.candidates[p] && p != c.leader && p != l && c.cfg.Rank.Compare(p, l) > 0 {
+		if c.candidates[p] && p != c.leader && p != l && (p != c.cfg.ID || c.stands()) && c.cfg.Rank.Compare(p, l) > 0 {
 			if c.phase != candQuerying {
 				c.role = Candidate
 				c.query()
@@ -352,6 +361,10 @@ func (c *CandidateElection) heir(l ID) ID {
 // takeOver announces this candidate as leader to everyone and leads
 // (bully-back: it heard a lower-ranked candidate lead).
 func (c *CandidateElection) takeOver() {
+	if c.passive {
+		c.forget() // see Passive
+		return
+	}
 	c.broadcast(Message{Type: MsgCoordinator, Leader: c.cfg.ID})
 	c.follow(c.cfg.ID)
 }
@@ -409,7 +422,7 @@ func (c *CandidateElection) Step(m Message) {
 			c.follow(m.Leader)
 		}
 	case MsgQuery:
-		if c.candidates[c.cfg.ID] {
+		if c.stands() {
 			c.send(Message{Type: MsgQueryReply, To: m.From, Leader: c.leader})
 		}
 	case MsgQueryReply:

@@ -247,6 +247,9 @@ func (e *Echo) join(id ElectionID, parent ID) {
 	e.active, e.answered = true, false
 	e.children = nil
 	e.best = e.self()
+	if e.passive {
+		e.best = echoBest{} // it relays, and does not stand (see Passive)
+	}
 	e.left, e.rtx = e.timeout, e.rtxTimeout
 	e.pending = map[ID]bool{}
 	for _, nb := range e.neighbours {
@@ -284,6 +287,9 @@ func (e *Echo) sendResult(nb ID) {
 
 // decide adopts the result of the current election and passes it down the tree.
 func (e *Echo) decide(b echoBest) {
+	if e.passive && b.leader == e.cfg.ID {
+		b = echoBest{} // see Passive
+	}
 	e.active = false
 	e.leader, e.leaderCap, e.term = b.leader, b.cap, e.cur.Seq
 	for _, c := range e.children {
@@ -427,7 +433,7 @@ func (e *Echo) stepHigher(m Message) {
 		case !e.passive && e.better(e.self(), b):
 			e.Campaign() // we were not counted, and we beat the winner
 			return
-		case e.active && e.parent == None && !e.answered:
+		case !e.passive && e.active && e.parent == None && !e.answered:
 			// Our own campaign turned out lower than an election already
 			// decided: run it again above that one, or it would be lost
 			// and the processes only it reached would never merge.

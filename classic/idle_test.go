@@ -20,7 +20,9 @@ import (
 // did something must be one that Idle did not count idle. The twins
 // skip most ticks (checked), so the test would fail on an Idle that
 // counts a heartbeat, a timeout or a bully prod as idle, or on a Skip
-// whose counters differ from the ticks'.
+// whose counters differ from the ticks'. With passive, every process but
+// the highest starts passive (Passive), and processes are made passive or
+// active at random.
 func TestIdleSkipEqualsTicks(t *testing.T) {
 	mk := map[string]func(id ID, ids []ID) Machine{}
 	for _, name := range Algorithms() {
@@ -45,24 +47,26 @@ func TestIdleSkipEqualsTicks(t *testing.T) {
 		}
 	}
 	for name, f := range mk {
-		t.Run(name, func(t *testing.T) {
-			var skipped, ticks, acted int
-			for seed := range uint64(20) {
-				s, k, a := idleTwins(t, seed, f)
-				skipped, ticks, acted = skipped+s, ticks+k, acted+a
-			}
-			// Heartbeats every 2 ticks of 10: most ticks of a follower are idle.
-			if skipped < ticks/2 || acted == 0 {
-				t.Fatalf("%d ticks jumped of %d, %d acted: the twins did not skip", skipped, ticks, acted)
-			}
-		})
+		for _, passive := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/passive=%v", name, passive), func(t *testing.T) {
+				var skipped, ticks, acted int
+				for seed := range uint64(20) {
+					s, k, a := idleTwins(t, seed, f, passive)
+					skipped, ticks, acted = skipped+s, ticks+k, acted+a
+				}
+				// Heartbeats every 2 ticks of 10: most ticks of a follower are idle.
+				if skipped < ticks/2 || acted == 0 {
+					t.Fatalf("%d ticks jumped of %d, %d acted: the twins did not skip", skipped, ticks, acted)
+				}
+			})
+		}
 	}
 }
 
 // idleTwins runs one seeded cluster (see TestIdleSkipEqualsTicks) and
 // returns the ticks the twins made up at once (within Idle), all the
 // ticks, and those that acted.
-func idleTwins(t *testing.T, seed uint64, mk func(id ID, ids []ID) Machine) (skipped, ticks, acted int) {
+func idleTwins(t *testing.T, seed uint64, mk func(id ID, ids []ID) Machine, passive bool) (skipped, ticks, acted int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 42))
 	ids := tnIDs(5)
@@ -77,6 +81,10 @@ func idleTwins(t *testing.T, seed uint64, mk func(id ID, ids []ID) Machine) (ski
 	ps := map[ID]*proc{}
 	fresh := func(id ID) *proc {
 		p := &proc{ref: mk(id, ids), twin: mk(id, ids)}
+		if passive && id != ids[len(ids)-1] {
+			p.ref.(Passive).SetPassive(true)
+			p.twin.(Passive).SetPassive(true)
+		}
 		p.idle = p.twin.(Idler).Idle()
 		return p
 	}
@@ -122,6 +130,10 @@ func idleTwins(t *testing.T, seed uint64, mk func(id ID, ids []ID) Machine) (ski
 		}
 		if id := ids[rng.IntN(len(ids))]; rng.IntN(30) == 0 && !ps[id].down {
 			input(id, round, Machine.Campaign)
+		}
+		if id := ids[rng.IntN(len(ids))]; passive && rng.IntN(20) == 0 && !ps[id].down {
+			on := rng.IntN(2) == 0
+			input(id, round, func(m Machine) { m.(Passive).SetPassive(on) })
 		}
 		// The messages of the round before.
 		msgs := inflight

@@ -2,13 +2,23 @@ package classic
 
 // Passive is implemented by the machines that can take part in their
 // cluster's elections without standing in them. A passive process runs
-// its clock and its failure detector as usual, answers and relays the
-// others' messages, and votes; but where it would start an election of its
-// own (its leader's timeout, Campaign, a lower member's ELECTION, a lower
-// member's claim to bully back) or take the leadership (a bully election
-// that no one above answered, a next-in-line takeover, a poll that found
-// no live leader), it only forgets its leader, so that it follows whichever
-// member the others elect next.
+// its clock and its failure detector as usual, answers, relays and votes;
+// but it is never its own leader. Where it would start an election of its
+// own (its leader's timeout, Campaign, a lower member's claim to bully
+// back) or take the leadership (a bully election no one above answered, a
+// next-in-line or candidate takeover), it only forgets its leader, so that
+// it follows whichever member the others elect next; and it puts itself
+// forward in no election: bully answers no ELECTION with OK (an OK would
+// hold the sender back for a COORDINATOR that never comes), ring and
+// ring-max relay the election without adding themselves, echo relays with
+// no candidate of its own, and stable polls (a leaderless stable process
+// asks them all, rather than take one member's word for the leader) but
+// names any other live member, never itself. A result of the others that
+// names it anyway is not followed. Echo keeps the leader it knows until
+// an election that reaches it decides another.
+//
+// This holds whatever the passive process's rank: TestPassive runs it
+// lowest and highest.
 //
 // A driver makes a process passive when it cannot win while some other
 // member lives (the overlay: a node that flaps, or is private, below a

@@ -302,6 +302,13 @@ func (r *Ring) stepMax(m Message) {
 		r.participate()
 		r.best, r.elapsed = mx, 0
 		r.forwardElection(m)
+	case r.c.passive: // a lower max, which a passive process does not replace (see Passive)
+		if r.participating && r.c.above(r.best, mx) {
+			return
+		}
+		r.participate()
+		r.best, r.elapsed = mx, 0
+		r.forwardElection(m)
 	default: // a lower max: replace it with mine, unless I already took part
 		if r.participating {
 			return
@@ -336,7 +343,9 @@ func (r *Ring) stepList(m Message) {
 	}
 	r.participate()
 	r.elapsed = 0
-	m.IDs = append(slices.Clone(m.IDs), self)
+	if !r.c.passive { // a passive process relays, and does not stand (see Passive)
+		m.IDs = append(slices.Clone(m.IDs), self)
+	}
 	r.forwardElection(m)
 }
 
@@ -381,7 +390,7 @@ func (r *Ring) stepCoordinator(m Message) {
 		// the leader reports either: a forged one without the leader
 		// made it campaign.
 		r.heartbeat()
-	case r.c.above(self, m.Leader):
+	case r.c.above(self, m.Leader) && !r.c.passive:
 		r.Campaign() // I was skipped and outrank the winner
 	default:
 		r.follow(m.Leader)
@@ -450,6 +459,10 @@ func (r *Ring) stepHeartbeat(m Message) {
 		if !r.maxOnly && m.IDs != nil {
 			r.ring = r.c.cleanIDs(m.IDs)
 		}
+	case r.c.above(self, m.From) && r.c.passive:
+		if r.c.leader == None {
+			r.follow(m.From) // it does not stand (see Passive): it follows
+		}
 	case r.c.above(self, m.From):
 		r.Campaign() // a lower process claims to lead
 	case r.c.leader == None || r.c.role == Leader || r.c.above(m.From, r.c.leader):
@@ -461,6 +474,10 @@ func (r *Ring) stepHeartbeat(m Message) {
 }
 
 func (r *Ring) follow(leader ID) {
+	if leader == r.c.cfg.ID && r.c.passive {
+		r.Campaign() // see Passive: it forgets its leader
+		return
+	}
 	r.participating = false
 	r.heard, r.beat = 0, 0
 	r.c.leader = leader

@@ -163,11 +163,13 @@ func (s *Stable) Tick() {
 	}
 }
 
-// forget is a passive process's election (see Passive): no leader, and
-// the next heartbeat or COORDINATOR that mayReplace allows is followed
-// without a poll, which is an election.
+// forget is what a passive process does where the others' election, or
+// a member's word, would make it lead (see Passive): it follows no one,
+// and its next poll (which names any other live member, never itself)
+// finds the leader.
 func (s *Stable) forget() {
 	s.role, s.leader, s.elapsed = Follower, None, 0
+	s.votes, s.named = nil, nil
 }
 
 // lose records that the current leader is gone.
@@ -185,10 +187,6 @@ func (s *Stable) heartbeat() {
 }
 
 func (s *Stable) startElection() {
-	if s.passive {
-		s.forget()
-		return
-	}
 	s.role = Candidate
 	s.electTerm = s.term + 1
 	s.left = s.cfg.TimeoutTicks
@@ -227,13 +225,16 @@ func (s *Stable) finish() {
 		s.follow(l, s.term)
 		return
 	}
-	if s.passive {
-		s.forget()
-		return
-	}
 	live := []ID{s.cfg.ID}
+	if s.passive {
+		live = nil // see Passive: it polls, but does not stand
+	}
 	for id := range s.votes {
 		live = append(live, id)
+	}
+	if len(live) == 0 {
+		s.forget()
+		return
 	}
 	stable := slices.DeleteFunc(slices.Clone(live), func(id ID) bool { return s.flaps[id] >= s.maxFlaps })
 	if len(stable) == 0 {
@@ -248,6 +249,11 @@ func (s *Stable) finish() {
 func (s *Stable) follow(leader ID, term uint64) {
 	if term > s.term {
 		s.raisedAt = s.now
+	}
+	if leader == s.cfg.ID && s.passive {
+		s.term = max(s.term, term)
+		s.forget() // see Passive
+		return
 	}
 	s.leader, s.term = leader, term
 	s.votes, s.named = nil, nil

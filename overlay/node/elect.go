@@ -964,9 +964,7 @@ func (e *elector) lost(now time.Time, p peer.ID, connected int) {
 	// had just been rebuilt for a joiner named the dead superpeer for
 	// 1.5 s, the others for 75 ms).
 	e.carried = 0
-	if !e.hushed() {
-		e.mach.Campaign()
-	}
+	e.mach.Campaign() // a passive machine (hushed) forgets the leader, or polls (stable)
 	e.drain()
 }
 
