@@ -282,10 +282,10 @@ func (e *elector) idle() int {
 // hushed reports whether this node ranks itself last (it flaps, or is
 // private) below a mate that does not: it cannot win their election while
 // that mate lives, so its machine is passive (classic.Passive: its clock
-// and failure detector run, it answers and votes, but it starts no
-// election and takes no leadership of its own) and it does not campaign
-// when it loses its leader; it follows the leader the others elect, whose
-// heartbeat or COORDINATOR reaches it. Campaigning, it won with no OK when
+// and failure detector run, it answers and votes, but it is never its own
+// leader and puts itself forward in no election) and it does not campaign
+// when its leader's election runs out (tick); it follows the leader the
+// others elect, whose heartbeat or COORDINATOR reaches it. Campaigning, it won with no OK when
 // the mates whose views did not yet hold it after its outage dropped its
 // ELECTION, and its COORDINATOR took the one mate that did hold it, the
 // cluster's superpeer, from the cluster for a timeout (live, in virtual
