@@ -176,6 +176,16 @@ type Reconfigurer interface {
 	Reconfigure(cfg Config) error
 }
 
+// Relayer is implemented by the machines whose messages are passed on
+// from process to process (Ring, both variants): Relays reports whether
+// m, from a process that is not a member of this one's configuration,
+// passes on an election of a member, which the machine takes (Step) as it
+// would from a member. A driver that drops the messages of non-members
+// lets these through.
+type Relayer interface {
+	Relays(m Message) bool
+}
+
 // Ready is a machine's output since the previous call.
 type Ready struct {
 	Messages []Message

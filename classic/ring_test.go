@@ -407,3 +407,35 @@ func TestRingForgedResultsDoNotSilenceTheLeader(t *testing.T) {
 		n.wantState("under the forged results", "4", Leader, "4")
 	})
 }
+
+// TestRingRelays: a ring process takes an ELECTION or COORDINATOR of a
+// member's election passed on by a process that is not its member (views
+// differ: see Relays), and nothing else from one.
+func TestRingRelays(t *testing.T) {
+	ids := tnSplit("1 2 3")
+	for _, maxOnly := range []bool{false, true} {
+		r := tnNewRing(t, "2", ids, maxOnly)
+		relay := Message{Type: MsgElection, From: "9", To: "2", Election: ElectionID{Source: "3", Seq: 1}, Leader: "3", IDs: []ID{"3"}}
+		for _, c := range []struct {
+			m    Message
+			want bool
+		}{
+			{relay, true},
+			{func() Message { m := relay; m.Type = MsgCoordinator; return m }(), true},
+			{func() Message { m := relay; m.Election.Source = "8"; return m }(), false},
+			{func() Message { m := relay; m.Type = MsgHeartbeat; return m }(), false},
+			{func() Message { m := relay; m.From = "2"; return m }(), false},
+			{func() Message { m := relay; m.To = "1"; return m }(), false},
+		} {
+			if got := r.Relays(c.m); got != c.want {
+				t.Errorf("maxOnly=%v: Relays(%s) = %v, want %v", maxOnly, tnFmtLong(c.m), got, c.want)
+			}
+		}
+		// Taken as from a member: it takes part and passes it on.
+		r.Step(relay)
+		rd := r.Ready()
+		if rd.State.Role != Candidate || len(rd.Messages) != 1 || rd.Messages[0].Type != MsgElection {
+			t.Errorf("maxOnly=%v: after a relayed ELECTION: %+v, sent %s", maxOnly, rd.State, tnFmtLongs(rd.Messages))
+		}
+	}
+}

@@ -530,11 +530,20 @@ func (e *elector) spend(to peer.ID) bool {
 	return true
 }
 
-// step takes an election message from a member of the cluster.
+// step takes an election message from a member of the cluster, or one
+// that a non-member passes on of a member's election (classic.Relayer:
+// ring; see Ring.Relays).
 func (e *elector) step(_ time.Time, msg classic.Message) {
-	if e.mach == nil || !slices.Contains(e.peers, peer.ID(msg.From)) || msg.Type == classic.MsgUnreachable {
+	if e.mach == nil || msg.Type == classic.MsgUnreachable {
 		e.dropped++
 		return
+	}
+	if !slices.Contains(e.peers, peer.ID(msg.From)) {
+		msg.To = classic.ID(e.self)
+		if r, ok := e.mach.(classic.Relayer); !ok || !r.Relays(msg) {
+			e.dropped++
+			return
+		}
 	}
 	if peer.ID(msg.From) == e.cutOff {
 		e.cutOff = "" // back: its connection was lost, not the peer
