@@ -449,7 +449,7 @@ func (b *Bully) Step(m Message) {
 		switch {
 		case !b.c.above(m.From, self):
 			switch {
-			case b.leaderless() && b.c.passive:
+			case b.c.passive && b.lowerMayLead(m.From):
 				b.adopt(m.From, m.IDs) // it does not stand (see Passive): it follows
 			case b.leaderless():
 				b.Campaign() // bully back
@@ -481,7 +481,7 @@ func (b *Bully) Step(m Message) {
 			}
 		case b.c.above(self, m.From):
 			switch {
-			case b.leaderless() && b.c.passive:
+			case b.c.passive && b.lowerMayLead(m.From):
 				b.adopt(m.From, m.IDs) // it does not stand (see Passive): it follows
 			case b.leaderless():
 				b.Campaign() // a lower process claims to lead: bully back
@@ -490,6 +490,16 @@ func (b *Bully) Step(m Message) {
 			b.adopt(m.From, m.IDs)
 		}
 	}
+}
+
+// lowerMayLead reports whether a passive process follows p, a member
+// below it that claims to lead (an active one would bully back): when it
+// has no leader, or p outranks the one it follows, as any process follows
+// a claimant above its leader (mayFollow). Not over a leader above p: a
+// member that claimed to lead while the passive process had none held it
+// against the live leader's every heartbeat (found in review).
+func (b *Bully) lowerMayLead(p ID) bool {
+	return b.leaderless() || b.c.role == Follower && b.c.leader != None && b.c.above(p, b.c.leader)
 }
 
 // leaderless reports whether this process knows no live leader and runs

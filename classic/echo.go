@@ -440,6 +440,9 @@ func (e *Echo) stepHigher(m Message) {
 			e.Campaign()
 			return
 		}
+		if e.passive && b.leader == e.cfg.ID {
+			b = echoBest{} // see Passive
+		}
 		e.cur, e.parent, e.children = m.Election, None, nil
 		e.active, e.answered, e.pending = false, true, nil
 		e.leader, e.leaderCap, e.term = b.leader, b.cap, m.Election.Seq

@@ -426,8 +426,8 @@ func (r *Ring) validResult(m Message) bool {
 	if len(m.IDs) == 0 {
 		return m.Leader == m.Election.Source
 	}
-	if r.participating && !slices.Contains(m.IDs, r.c.cfg.ID) {
-		return false // not the election we took part in
+	if r.participating && !r.c.passive && !slices.Contains(m.IDs, r.c.cfg.ID) {
+		return false // not the election we took part in (a passive process adds itself to none)
 	}
 	return electBest(r.c.cfg.Rank, m.IDs) == m.Leader
 }
@@ -475,8 +475,11 @@ func (r *Ring) stepHeartbeat(m Message) {
 			r.ring = r.c.cleanIDs(m.IDs)
 		}
 	case r.c.above(self, m.From) && r.c.passive:
-		if r.c.leader == None {
-			r.follow(m.From) // it does not stand (see Passive): it follows
+		// It does not stand (see Passive): it follows a claimant below
+		// it when it has no leader, or over a leader the claimant
+		// outranks (not over one above it: found in review).
+		if r.c.leader == None || r.c.above(m.From, r.c.leader) {
+			r.follow(m.From)
 		}
 	case r.c.above(self, m.From):
 		r.Campaign() // a lower process claims to lead

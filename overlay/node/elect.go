@@ -282,7 +282,7 @@ func (e *elector) idle() int {
 // hushed reports whether this node ranks itself last (it flaps, or is
 // private) below a mate that does not: it cannot win their election while
 // that mate lives, so its machine is passive (classic.Passive: its clock
-// and failure detector run, it answers and votes, but it is never its own
+// and failure detector run, it relays and votes, but it is never its own
 // leader and puts itself forward in no election) and it does not campaign
 // when its leader's election runs out (tick); it follows the leader the
 // others elect, whose heartbeat or COORDINATOR reaches it. Campaigning, it won with no OK when
