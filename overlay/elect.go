@@ -77,7 +77,8 @@ func (n *Node) writeElection(ctx context.Context, to peer.ID, m classic.Message,
 }
 
 // handleElection reads one election message and gives it to the machine,
-// which drops it unless it comes from a member of the cluster. The sender
+// which drops it unless it comes from a member of the cluster (or relays
+// a member's ring election: overlay/node's relayer). The sender
 // is the stream's remote peer; a message that does not decode is refused.
 func (n *Node) handleElection(s network.Stream) {
 	defer s.Close()
@@ -151,7 +152,7 @@ type ElectionStats = node.ElectionStatus
 
 // ElectionStats returns the node's election state and counters (zero when
 // it runs no election). Dropped counts the messages the machine dropped
-// (from non-members) and those that did not decode.
+// (from non-members, but ring relays) and those that did not decode.
 func (n *Node) ElectionStats() ElectionStats {
 	n.mu.RLock()
 	st := n.election

@@ -209,6 +209,17 @@ func IsRefused(refused []peer.ID, p peer.ID) bool {
 	return ok
 }
 
+// admitted reports whether p would count as a member if it were one (see
+// admit): without the address accounting, any peer; with it, a peer seen
+// on a connection, of no flooded address group.
+func (m *Machine) admitted(p peer.ID) bool {
+	if m.cfg.MaxPerAddr <= 0 || m.cfg.Geometric {
+		return true
+	}
+	g, ok := m.routing.Addrs[p]
+	return ok && g != "" && !IsRefused(m.refused, p)
+}
+
 // countsForSize reports whether a routing-table peer counts for the size
 // estimate: a member that counts, or (without the address accounting, a
 // connected peer; with it, a connected peer whose group is not flooded)
