@@ -498,6 +498,48 @@ func tnMust[M any](t testing.TB) func(M, error) M {
 	}
 }
 
+// faults runs ticks ticks of random faults drawn from rng, one delivery
+// round per tick: processes crash, recover (made by mk, sometimes
+// campaigning), get isolated and healed, messages are lost and random
+// processes campaign; after each tick, each (when not nil) is called with
+// its number. Then the faults stop: no loss, every process healed.
+func (n *tnet) faults(rng *rand.Rand, ticks int, mk func(id ID) Machine, each func(i int)) {
+	ids := n.ids
+	for i := range ticks {
+		id := ids[rng.IntN(len(ids))]
+		switch rng.IntN(20) {
+		case 0:
+			if len(n.live()) > 1 {
+				n.crash(id)
+			}
+		case 1:
+			if n.crashed[id] {
+				n.restart(id, mk(id))
+				if rng.IntN(2) == 0 {
+					n.campaign(id)
+				}
+			}
+		case 2:
+			n.dropNext(func(Message) bool { return true })
+		case 3:
+			if !n.crashed[id] {
+				n.campaign(id)
+			}
+		case 4:
+			n.isolate(id)
+		case 5:
+			n.heal(id)
+		}
+		n.tick()
+		n.round()
+		if each != nil {
+			each(i)
+		}
+	}
+	n.drops = nil
+	n.heal()
+}
+
 // tnChaos runs seeded random faults on clusters of 3 to 9 processes made by
 // mk: for 200 ticks, processes crash, recover (sometimes campaigning), get
 // isolated and healed, messages are lost and random processes campaign, with
@@ -510,36 +552,7 @@ func tnChaos(t *testing.T, seeds int, unreachable bool, mk func(t testing.TB, id
 			ids := tnIDs(3 + int(seed%7))
 			n := newTnet(t, ids, func(id ID) Machine { return mk(t, id, ids) })
 			n.unreachable = unreachable
-			for range 200 {
-				id := ids[rng.IntN(len(ids))]
-				switch rng.IntN(20) {
-				case 0:
-					if len(n.live()) > 1 {
-						n.crash(id)
-					}
-				case 1:
-					if n.crashed[id] {
-						n.restart(id, mk(t, id, ids))
-						if rng.IntN(2) == 0 {
-							n.campaign(id)
-						}
-					}
-				case 2:
-					n.dropNext(func(Message) bool { return true })
-				case 3:
-					if !n.crashed[id] {
-						n.campaign(id)
-					}
-				case 4:
-					n.isolate(id)
-				case 5:
-					n.heal(id)
-				}
-				n.tick()
-				n.round()
-			}
-			n.drops = nil
-			n.heal()
+			n.faults(rng, 200, func(id ID) Machine { return mk(t, id, ids) }, nil)
 			n.run(200)
 			live := n.live()
 			n.wantLeader("200 ticks after the faults", live[len(live)-1])

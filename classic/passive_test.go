@@ -332,37 +332,7 @@ func TestPassiveChaos(t *testing.T) {
 						}
 					}
 				}
-				for i := range 200 {
-					id := ids[rng.IntN(len(ids))]
-					switch rng.IntN(20) {
-					case 0:
-						if len(n.live()) > 1 {
-							n.crash(id)
-						}
-					case 1:
-						if n.crashed[id] {
-							n.restart(id, mk(id))
-							if rng.IntN(2) == 0 {
-								n.campaign(id)
-							}
-						}
-					case 2:
-						n.dropNext(func(Message) bool { return true })
-					case 3:
-						if !n.crashed[id] {
-							n.campaign(id)
-						}
-					case 4:
-						n.isolate(id)
-					case 5:
-						n.heal(id)
-					}
-					n.tick()
-					n.round()
-					check(fmt.Sprint("chaos tick ", i))
-				}
-				n.drops = nil
-				n.heal()
+				n.faults(rng, 200, mk, func(i int) { check(fmt.Sprint("chaos tick ", i)) })
 				var act []ID
 				for _, id := range n.live() {
 					if !passive[id] {

@@ -62,7 +62,7 @@ func TestElectionSurvey(t *testing.T) {
 					}
 					s.RunFor(20 * time.Second)
 				}
-				wins := flapLargest(s, 4)
+				wins, _ := flapLargest(s, 4)
 				s.RunFor(time.Minute)
 				s.Churn(0.1, 2*time.Minute, o)
 				s.RunFor(30 * time.Second)
@@ -91,8 +91,9 @@ func TestElectionSurvey(t *testing.T) {
 
 // flapLargest cuts the superpeer of the largest cluster off for 5 s and
 // back for 5 s, times times, and returns how often its mates named it
-// again after naming another.
-func flapLargest(s *Sim, times int) int {
+// again after naming another (wins), and how often the superpeer they
+// name changed.
+func flapLargest(s *Sim, times int) (wins, changes int) {
 	sizes := map[string][]int{}
 	for i := range s.N() {
 		if s.Alive(i) {
@@ -108,9 +109,10 @@ func flapLargest(s *Sim, times int) int {
 	}
 	x, _ := s.Index(peerID(flapper))
 	mates := slices.DeleteFunc(sizes[flapper], func(i int) bool { return i == x })
-	wins, last, on := 0, named(s, mates), true
+	last, on := named(s, mates), true
 	s.Every(100*time.Millisecond, func(s *Sim) {
 		if now := named(s, mates); on && now != last {
+			changes++
 			if now == flapper {
 				wins++
 			}
@@ -124,5 +126,5 @@ func flapLargest(s *Sim, times int) int {
 		s.RunFor(5 * time.Second)
 	}
 	on = false
-	return wins
+	return wins, changes
 }
