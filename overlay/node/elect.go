@@ -286,12 +286,13 @@ func (e *elector) idle() int {
 // that mate lives, so its machine is passive (classic.Passive: its clock
 // and failure detector run, it relays and votes, but it is never its own
 // leader and puts itself forward in no election) and it does not campaign
-// when its leader's election runs out (tick); it follows the leader the
-// others elect, whose heartbeat or COORDINATOR reaches it. Campaigning, it won with no OK when
-// the mates whose views did not yet hold it after its outage dropped its
-// ELECTION, and its COORDINATOR took the one mate that did hold it, the
-// cluster's superpeer, from the cluster for a timeout (live, in virtual
-// time: TestFlapScenario's third win, 3 runs in 40 under load). Alone in
+// when it has had no leader for a while (tick); it follows the leader the
+// others elect, whose heartbeat or COORDINATOR reaches it. Campaigning,
+// it won with no OK when the mates whose views did not yet hold it after
+// its outage dropped its ELECTION, and its COORDINATOR took the one mate
+// that did hold it, the cluster's superpeer, from the cluster for a
+// timeout (live, in virtual time: TestFlapScenario's third win, 3 runs in
+// 40 under load). Alone in
 // its view, or among mates that all rank last too (a swarm restarted
 // twice, a cluster of private nodes), it is not hushed: the election
 // ranks them as usual. Nor with a machine that cannot be passive:
