@@ -96,14 +96,27 @@ func TestGroundIDLive(t *testing.T) {
 	})
 	var attackers []Ground
 	for _, target := range []dhtselect.Key{st.ClusterKey, salted} {
-		g, err := Grind(ctx, target, 5000)
-		if err != nil {
-			t.Fatal(err)
+		// The best of 5000 keys beats 5 random honest ones but about one
+		// time in 1000 (once in a make test: the attack needs the
+		// closest key, not 5000 tries): grind on, 5000 more at a time.
+		closest := func(g Ground) bool {
+			return !slices.ContainsFunc(honest, func(n *overlay.Node) bool {
+				return !dhtselect.Closer(g.KadID, dhtselect.KeyOf(n.ID()), target)
+			})
 		}
-		for _, n := range honest {
-			if !dhtselect.Closer(g.KadID, dhtselect.KeyOf(n.ID()), target) {
-				t.Fatalf("the ground key (%d tries) is not closer to %s than %s", g.Tries, target, n.ID())
+		var g Ground
+		tries := 0
+		for round := 0; round < 10 && (g.Key == nil || !closest(g)); round++ {
+			more, err := Grind(ctx, target, 5000)
+			if err != nil {
+				t.Fatal(err)
 			}
+			if tries += more.Tries; g.Key == nil || dhtselect.Closer(more.KadID, g.KadID, target) {
+				g = more
+			}
+		}
+		if !closest(g) {
+			t.Fatalf("the ground key (%d tries) is not closer to %s than every honest node's", tries, target)
 		}
 		attackers = append(attackers, g)
 	}
