@@ -285,11 +285,18 @@ func (e *Echo) sendResult(nb ID) {
 	e.send(Message{Type: MsgCoordinator, To: nb, Election: e.cur, Leader: e.leader, Capacity: e.leaderCap})
 }
 
+// taken is result b as this process adopts it: none, where it names a
+// passive process itself (see Passive).
+func (e *Echo) taken(b echoBest) echoBest {
+	if e.passive && b.leader == e.cfg.ID {
+		return echoBest{}
+	}
+	return b
+}
+
 // decide adopts the result of the current election and passes it down the tree.
 func (e *Echo) decide(b echoBest) {
-	if e.passive && b.leader == e.cfg.ID {
-		b = echoBest{} // see Passive
-	}
+	b = e.taken(b)
 	e.active = false
 	e.leader, e.leaderCap, e.term = b.leader, b.cap, e.cur.Seq
 	for _, c := range e.children {
@@ -440,9 +447,7 @@ func (e *Echo) stepHigher(m Message) {
 			e.Campaign()
 			return
 		}
-		if e.passive && b.leader == e.cfg.ID {
-			b = echoBest{} // see Passive
-		}
+		b = e.taken(b)
 		e.cur, e.parent, e.children = m.Election, None, nil
 		e.active, e.answered, e.pending = false, true, nil
 		e.leader, e.leaderCap, e.term = b.leader, b.cap, m.Election.Seq

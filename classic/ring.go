@@ -117,11 +117,7 @@ func (r *Ring) Members() []ID { return slices.Clone(r.ring) }
 // Campaign starts an election now.
 func (r *Ring) Campaign() {
 	if r.c.passive {
-		// See Passive: it forgets its leader, and relays the others'
-		// elections as usual.
-		r.participating = false
-		r.c.role, r.c.leader = Follower, None
-		r.heard = 0
+		r.forget()
 		return
 	}
 	self := r.c.cfg.ID
@@ -223,7 +219,7 @@ func (r *Ring) announce(ids []ID) {
 		winner = self
 	}
 	if winner == self && r.c.passive {
-		r.Campaign() // see Passive: it forgets its leader
+		r.forget()
 		return
 	}
 	r.participating = false
@@ -310,16 +306,9 @@ func (r *Ring) stepMax(m Message) {
 		if r.participating && r.best == self {
 			r.announce([]ID{self}) // my ID went all the way round
 		}
-	case r.c.above(mx, self):
+	case r.c.above(mx, self) || r.c.passive: // a passive process replaces no lower max (see Passive)
 		if r.participating && r.c.above(r.best, mx) {
 			return // I already forwarded a higher max
-		}
-		r.participate()
-		r.best, r.elapsed = mx, 0
-		r.forwardElection(m)
-	case r.c.passive: // a lower max, which a passive process does not replace (see Passive)
-		if r.participating && r.c.above(r.best, mx) {
-			return
 		}
 		r.participate()
 		r.best, r.elapsed = mx, 0
@@ -491,9 +480,18 @@ func (r *Ring) stepHeartbeat(m Message) {
 	}
 }
 
+// forget is a passive process's campaign, and what it does where a result
+// names itself (see Passive): it forgets its leader, and relays the
+// others' elections as usual.
+func (r *Ring) forget() {
+	r.participating = false
+	r.c.role, r.c.leader = Follower, None
+	r.heard = 0
+}
+
 func (r *Ring) follow(leader ID) {
 	if leader == r.c.cfg.ID && r.c.passive {
-		r.Campaign() // see Passive: it forgets its leader
+		r.forget()
 		return
 	}
 	r.participating = false
