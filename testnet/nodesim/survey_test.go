@@ -37,6 +37,9 @@ func TestElectionSurvey(t *testing.T) {
 	if !*electionSurvey {
 		t.Skip("a report: -args -electionsurvey (make bench)")
 	}
+	if *electionSurveySeeds < 1 {
+		t.Fatalf("-electionsurvey.seeds %d: want 1 or more", *electionSurveySeeds)
+	}
 	const n = 64
 	served := func(s *Sim) bool { x := s.Take(); return x.Live > 0 && x.Covered == x.Live && x.Split == 0 }
 	started := func(s *Sim) bool { return s.Take().Live == n && served(s) }
