@@ -70,6 +70,7 @@ func New(name string, cfg Config, opts Options) (Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("election %q with quorum: %w", name, err)
 	}
+	q.fresh = func(c Config) (Machine, error) { return newInner(name, c, opts) }
 	return q, nil
 }
 

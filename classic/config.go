@@ -24,6 +24,9 @@ var (
 	ErrBadNeighbours = errors.New("classic: bad neighbour set")
 	// ErrBadOption reports an option value out of range.
 	ErrBadOption = errors.New("classic: bad option")
+	// ErrRebuild reports a change that a machine cannot take in place
+	// (Reconfigurer): the driver builds a new machine instead.
+	ErrRebuild = errors.New("classic: the change needs a new machine")
 )
 
 // Defaults applied by every constructor when a tick field of Config is zero.

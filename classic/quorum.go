@@ -2,6 +2,7 @@ package classic
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -128,12 +129,22 @@ type Quorum struct {
 	backed     map[ID]int     // member -> send tick of the latest round it granted
 	nextRound  int            // tick of the next round
 	bumped     bool           // this claim was started by a refusal
+	// standing: the claim of a leader whose inner machine Reconfigure
+	// built afresh stands while that machine campaigns (see pull).
+	standing bool
 
 	flooders []ID // the inner machine's, until Ready
 	outbox
+
+	// fresh builds an inner machine for a new configuration (Reconfigure),
+	// when the inner machine is no Reconfigurer; nil: it cannot.
+	fresh func(Config) (Machine, error)
 }
 
-var _ Machine = (*Quorum)(nil)
+var (
+	_ Machine      = (*Quorum)(nil)
+	_ Reconfigurer = (*Quorum)(nil)
+)
 
 // HardState is what a Quorum process must keep across restarts: the highest
 // term it has seen and whom it voted for in that term.
@@ -177,6 +188,101 @@ func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
 	q.startGuard = q.lease + PromiseMargin
 	q.pull()
 	return q, nil
+}
+
+// Reconfigure takes a new configuration of the same cluster and keeps the
+// term, the vote, the promises and the claim: a member that joins or
+// leaves the cluster costs it no election. A machine built afresh for the
+// new members would grant no claimant for its first lease (see Quorum),
+// and when every member rebuilt its machine for a departed member, at
+// their own times, their first leases refused the leader's claims in
+// turn: a cluster of 10 went unserved for 10 to 20 s, 150 s after one
+// member crashed (the node's quorumMemory; BENCHMARKS.md, Election).
+//
+// It takes only a change of at most one member, added or removed, with
+// the same TimeoutTicks, and returns ErrRebuild otherwise:
+//
+//   - Processes take a change at their own times, so a claimant may count
+//     a majority of the old members while another counts one of the new.
+//     Two such majorities of configurations one member apart share a
+//     process, and a process backs one claimant at a time (its promise,
+//     kept here), so there is still one Leader at a time. Of
+//     configurations two members apart they need not (11 members and 9:
+//     6 + 5 grants from 11 processes).
+//   - A promise made for the old lease must outlast every lease it backs.
+//
+// The lease it holds is counted again over the new members. The inner
+// machine is reconfigured in place when it is a Reconfigurer; otherwise
+// one is built for cfg (Quorum from New: the same algorithm and options),
+// and it campaigns at once if the old one led or was electing, as a
+// driver does with a machine it rebuilds. A leader's claim then stands
+// while its new inner machine campaigns, and stops if that machine
+// follows another or gives up: a candidate election waits and queries
+// for longer than a lease, and its cluster lost its leader for a moment
+// at every change of members. A Quorum from NewQuorum around
+// a machine that is no Reconfigurer returns ErrRebuild, and so does one
+// whose options (echo's neighbours, the candidates) do not fit cfg. It returns
+// ErrBadID when cfg.ID is not this process, and the constructor's errors
+// for a bad cfg; on any error the machine is unchanged. A nil cfg.Rand
+// keeps the current source.
+func (q *Quorum) Reconfigure(cfg Config) error {
+	if cfg.ID != q.cfg.ID {
+		return fmt.Errorf("%w: Quorum.Reconfigure: Config.ID %q is not this process %q; build a new machine instead", ErrBadID, cfg.ID, q.cfg.ID)
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = q.cfg.Rand
+	}
+	cfg, err := electConfig(cfg, "Quorum.Reconfigure", true)
+	if err != nil {
+		return err
+	}
+	if cfg.TimeoutTicks != q.lease {
+		return fmt.Errorf("%w: Quorum.Reconfigure: TimeoutTicks %d, was %d: the promises made for the old lease must outlast every lease", ErrRebuild, cfg.TimeoutTicks, q.lease)
+	}
+	changed := 0
+	for _, p := range cfg.Peers {
+		if !q.members[p] {
+			changed++
+		}
+	}
+	changed += len(q.members) - (len(cfg.Peers) - changed) // the members gone
+	if changed > 1 {
+		return fmt.Errorf("%w: Quorum.Reconfigure: %d members changed; the majorities of two configurations share a process only when they are at most one member apart", ErrRebuild, changed)
+	}
+	inner := q.inner
+	if r, ok := inner.(Reconfigurer); ok {
+		if err := r.Reconfigure(cfg); err != nil {
+			return err
+		}
+	} else {
+		if q.fresh == nil {
+			return fmt.Errorf("%w: Quorum.Reconfigure: the inner machine is no Reconfigurer", ErrRebuild)
+		}
+		if inner, err = q.fresh(cfg); err != nil {
+			// The options given to New do not fit cfg (echo's neighbours,
+			// the candidates): a new machine needs new options.
+			return fmt.Errorf("%w: Quorum.Reconfigure: %w", ErrRebuild, err)
+		}
+		if q.innerSt.Role == Leader || q.innerSt.Role == Candidate {
+			inner.Campaign()
+		}
+		q.standing = q.claiming && q.innerSt.Role == Leader
+	}
+	q.cfg, q.inner, q.outbox.peers = cfg, inner, cfg.Peers
+	q.members = make(map[ID]bool, len(cfg.Peers))
+	for _, p := range cfg.Peers {
+		q.members[p] = true
+	}
+	q.majority = len(cfg.Peers)/2 + 1
+	gone := func(p ID, _ int) bool { return !q.members[p] }
+	maps.DeleteFunc(q.reported, func(p ID, _ uint64) bool { return !q.members[p] })
+	if q.backed != nil {
+		maps.DeleteFunc(q.backed, gone)
+		q.held, q.heldUntil = 0, 0
+		q.count()
+	}
+	q.pull()
+	return nil
 }
 
 // PromiseMargin, in ticks, is added to every promise: the ticks of two
@@ -305,10 +411,13 @@ func (q *Quorum) pull() {
 	q.msgs = append(q.msgs, rd.Messages...)
 	q.flooders = append(q.flooders, rd.Flooders...)
 	q.innerSt = rd.State
+	if rd.State.Role != Candidate {
+		q.standing = false
+	}
 	switch {
 	case rd.State.Role == Leader && !q.claiming:
 		q.startClaim()
-	case rd.State.Role != Leader && q.claiming:
+	case rd.State.Role != Leader && q.claiming && !q.standing:
 		q.stopClaim() // our followers' promises run out within a lease
 	}
 }

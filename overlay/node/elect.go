@@ -2,6 +2,7 @@ package node
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -897,12 +898,23 @@ func (e *elector) reconfigure(k int, key dhtselect.Key, members []peer.ID) bool 
 		return false
 	}
 	cfg := e.config(key, members) // Rand nil: the machine keeps its own
+	lease := 0
+	if q, ok := e.mach.(*classic.Quorum); ok && e.state.Leader == classic.ID(e.self) {
+		// A Quorum keeps its promises, and the lease they back, but its
+		// inner machine may be built afresh and campaign (stable polls,
+		// a candidate waits): this node stands as leader for that lease,
+		// as rebuild carries it, rather than drop the cluster meanwhile.
+		lease = q.LeaseLeft()
+	}
 	if err := r.Reconfigure(cfg); err != nil {
-		e.m.note(slog.LevelWarn, "election: reconfigure", "err", err)
+		if !errors.Is(err, classic.ErrRebuild) {
+			e.m.note(slog.LevelWarn, "election: reconfigure", "err", err)
+		}
 		return false
 	}
 	e.peers, e.timeout = slices.Clone(members), cfg.TimeoutTicks
 	e.differ, e.orphan = 0, 0
+	e.carried = max(e.carried, lease)
 	e.drain()
 	return true
 }
