@@ -351,7 +351,12 @@ func (c *fuzzCheck) ready(rd classic.Ready, m classic.Machine) {
 		if hs.Vote != classic.None && !c.member(hs.Vote) {
 			c.fail("votes for %q, not a member", hs.Vote)
 		}
-		if hs.Vote != classic.None {
+		if v, ok := c.votes[hs.Term]; ok && hs.Vote == c.self && v != c.self && !c.member(v) {
+			// It voted in this term for a member that has left since
+			// (Reconfigure): the vote is its own now, which grants no one
+			// else in the term (the member back included) and is no claim.
+			c.votes[hs.Term] = c.self
+		} else if hs.Vote != classic.None {
 			// A vote for itself is a claim, even one that no message
 			// shows (a cluster of one).
 			if hs.Vote == c.self {

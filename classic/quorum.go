@@ -24,7 +24,9 @@ import (
 //     claimant not to grant anyone else for the lease (TimeoutTicks) plus two
 //     ticks, counted from the grant.
 //   - The claimant is Leader while a majority of members (itself included)
-//     granted a round it sent less than a lease ago. Since its lease counts
+//     granted a round it sent less than a lease ago: its own lease, or the
+//     granter's if shorter (a grant carries the granter's TimeoutTicks in
+//     Capacity, since members' leases may differ). Since its lease counts
 //     from sending and each promise from receiving (plus a margin for the
 //     phase of the ticks), every promise outlasts the lease it backs.
 //   - A process refuses any other claim with CLAIM_ACK{Term: its term,
@@ -126,12 +128,13 @@ type Quorum struct {
 	heldUntil  int            // tick when that majority's lease runs out
 	round      uint64         // last round sent
 	sentAt     map[uint64]int // round -> tick sent, for the rounds of a lease
-	backed     map[ID]int     // member -> send tick of the latest round it granted
+	backed     map[ID]grant   // member -> the latest round it granted
 	nextRound  int            // tick of the next round
 	bumped     bool           // this claim was started by a refusal
-	// standing: the claim of a leader whose inner machine Reconfigure
-	// built afresh stands while that machine campaigns (see pull).
-	standing bool
+	// standUntil: the claim of a leader whose inner machine Reconfigure
+	// built afresh stands while that machine campaigns, until this tick
+	// at most (see pull).
+	standUntil int
 
 	flooders []ID // the inner machine's, until Ready
 	outbox
@@ -145,6 +148,11 @@ var (
 	_ Machine      = (*Quorum)(nil)
 	_ Reconfigurer = (*Quorum)(nil)
 )
+
+// grant is a member's grant of a claim round: the tick the round was sent,
+// and the lease the member promised (its TimeoutTicks, which CLAIM_ACK
+// carries in Capacity; this process's own for a member that sends none).
+type grant struct{ at, lease int }
 
 // HardState is what a Quorum process must keep across restarts: the highest
 // term it has seen and whom it voted for in that term.
@@ -199,8 +207,8 @@ func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
 // turn: a cluster of 10 went unserved for 10 to 20 s, 150 s after one
 // member crashed (the node's quorumMemory; BENCHMARKS.md, Election).
 //
-// It takes only a change of at most one member, added or removed, with
-// the same TimeoutTicks, and returns ErrRebuild otherwise:
+// It takes only a change of at most one member, added or removed, and
+// returns ErrRebuild otherwise:
 //
 //   - Processes take a change at their own times, so a claimant may count
 //     a majority of the old members while another counts one of the new.
@@ -208,18 +216,31 @@ func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
 //     process, and a process backs one claimant at a time (its promise,
 //     kept here), so there is still one Leader at a time. Of
 //     configurations two members apart they need not (11 members and 9:
-//     6 + 5 grants from 11 processes).
-//   - A promise made for the old lease must outlast every lease it backs.
+//     6 + 5 grants from 11 processes). This is checked per process only:
+//     one that takes two changes one after the other while another has
+//     taken neither is two apart from it, and two leaders can then lead
+//     at once, whether the processes took the changes in place or built
+//     new machines (found in review: 0 at {0..4} and 1, 2 at {0, 1, 2},
+//     partitioned {1, 2} | {0, 3, 4}). One at a time across the cluster,
+//     as Raft commits each change before the next, would need a
+//     configuration version in CLAIM; the node's members take changes as
+//     their views do, and a member leaves an electorate only after
+//     quorumMemory unseen.
+//   - A new TimeoutTicks is taken as well: a promise already made keeps
+//     its length, and a claim counts each grant for no longer than the
+//     lease its granter promised (see count).
 //
 // The lease it holds is counted again over the new members. The inner
 // machine is reconfigured in place when it is a Reconfigurer; otherwise
 // one is built for cfg (Quorum from New: the same algorithm and options),
 // and it campaigns at once if the old one led or was electing, as a
 // driver does with a machine it rebuilds. A leader's claim then stands
-// while its new inner machine campaigns, and stops if that machine
-// follows another or gives up: a candidate election waits and queries
-// for longer than a lease, and its cluster lost its leader for a moment
-// at every change of members. A Quorum from NewQuorum around
+// while its new inner machine campaigns, two leases at most, and stops if
+// that machine follows another or gives up: a candidate election waits
+// and queries for longer than a lease, and its cluster lost its leader
+// for a moment at every change of members. A vote for a member that has
+// left becomes this process's own (no other grant in its term), and a
+// promise to it still binds until it runs out, but names no leader. A Quorum from NewQuorum around
 // a machine that is no Reconfigurer returns ErrRebuild, and so does one
 // whose options (echo's neighbours, the candidates) do not fit cfg. It returns
 // ErrBadID when cfg.ID is not this process, and the constructor's errors
@@ -235,9 +256,6 @@ func (q *Quorum) Reconfigure(cfg Config) error {
 	cfg, err := electConfig(cfg, "Quorum.Reconfigure", true)
 	if err != nil {
 		return err
-	}
-	if cfg.TimeoutTicks != q.lease {
-		return fmt.Errorf("%w: Quorum.Reconfigure: TimeoutTicks %d, was %d: the promises made for the old lease must outlast every lease", ErrRebuild, cfg.TimeoutTicks, q.lease)
 	}
 	changed := 0
 	for _, p := range cfg.Peers {
@@ -266,7 +284,10 @@ func (q *Quorum) Reconfigure(cfg Config) error {
 		if q.innerSt.Role == Leader || q.innerSt.Role == Candidate {
 			inner.Campaign()
 		}
-		q.standing = q.claiming && q.innerSt.Role == Leader
+		q.standUntil = 0
+		if q.claiming && q.innerSt.Role == Leader {
+			q.standUntil = q.now + 2*cfg.TimeoutTicks
+		}
 	}
 	q.cfg, q.inner, q.outbox.peers = cfg, inner, cfg.Peers
 	q.members = make(map[ID]bool, len(cfg.Peers))
@@ -274,7 +295,14 @@ func (q *Quorum) Reconfigure(cfg Config) error {
 		q.members[p] = true
 	}
 	q.majority = len(cfg.Peers)/2 + 1
-	gone := func(p ID, _ int) bool { return !q.members[p] }
+	q.lease = cfg.TimeoutTicks
+	if q.vote != None && !q.members[q.vote] {
+		// As the node keeps a stored vote for a peer no longer a member:
+		// its own, so that it grants no one else in this term, and a
+		// restart with this HardState is one of the new members'.
+		q.vote = q.cfg.ID
+	}
+	gone := func(p ID, _ grant) bool { return !q.members[p] }
 	maps.DeleteFunc(q.reported, func(p ID, _ uint64) bool { return !q.members[p] })
 	if q.backed != nil {
 		maps.DeleteFunc(q.backed, gone)
@@ -411,13 +439,13 @@ func (q *Quorum) pull() {
 	q.msgs = append(q.msgs, rd.Messages...)
 	q.flooders = append(q.flooders, rd.Flooders...)
 	q.innerSt = rd.State
-	if rd.State.Role != Candidate {
-		q.standing = false
+	if rd.State.Role != Candidate || q.now >= q.standUntil {
+		q.standUntil = 0
 	}
 	switch {
 	case rd.State.Role == Leader && !q.claiming:
 		q.startClaim()
-	case rd.State.Role != Leader && q.claiming && !q.standing:
+	case rd.State.Role != Leader && q.claiming && q.standUntil == 0:
 		q.stopClaim() // our followers' promises run out within a lease
 	}
 }
@@ -455,7 +483,7 @@ func (q *Quorum) claimAbove(want uint64) {
 	q.bumped = false
 	q.vote, q.claimTerm = q.cfg.ID, q.term
 	q.claiming, q.claimStart, q.round = true, q.now, 0
-	q.sentAt, q.backed = map[uint64]int{}, map[ID]int{}
+	q.sentAt, q.backed = map[uint64]int{}, map[ID]grant{}
 	q.sendRound()
 }
 
@@ -463,7 +491,7 @@ func (q *Quorum) claimAbove(want uint64) {
 func (q *Quorum) sendRound() {
 	q.round++
 	q.sentAt[q.round] = q.now
-	q.backed[q.cfg.ID] = q.now
+	q.backed[q.cfg.ID] = grant{q.now, q.lease}
 	q.count()
 	q.promisedTo, q.promiseUntil = q.cfg.ID, q.now+q.lease+PromiseMargin
 	for r, at := range q.sentAt {
@@ -490,19 +518,24 @@ func (q *Quorum) LeaseLeft() int {
 // leading reports whether a majority backs a term of ours now.
 func (q *Quorum) leading() bool { return q.claiming && q.held != 0 && q.now < q.heldUntil }
 
-// count updates the lease from the grants of the current term: it lasts a
-// lease from the oldest round among the majority's latest grants.
+// count updates the lease from the grants of the current term: each grant
+// backs the claim from its round's send tick for the shorter of this
+// process's lease and the one its granter promised, and the claim holds
+// while a majority's do. Members' leases differ (the node derives each
+// one's from its own RTTs); counted on this process's own lease alone, a
+// claimant with a lease of 20 ticks led on promises of 12, and another
+// claimant led beside it once they ran out (TestQuorumLeasesDiffer).
 func (q *Quorum) count() {
-	ats := make([]int, 0, len(q.backed))
-	for _, at := range q.backed {
-		ats = append(ats, at)
+	untils := make([]int, 0, len(q.backed))
+	for _, g := range q.backed {
+		untils = append(untils, g.at+min(g.lease, q.lease))
 	}
-	if len(ats) < q.majority {
+	if len(untils) < q.majority {
 		return
 	}
-	slices.Sort(ats)
-	slices.Reverse(ats)
-	if until := ats[q.majority-1] + q.lease; until > q.now {
+	slices.Sort(untils)
+	slices.Reverse(untils)
+	if until := untils[q.majority-1]; until > q.now {
 		q.held, q.heldUntil = q.claimTerm, until
 	}
 }
@@ -518,6 +551,12 @@ func (q *Quorum) stepClaim(m Message) {
 		case q.now < q.promiseUntil:
 			bound = q.promisedTo
 		case q.now < q.startGuard:
+			bound = q.cfg.ID
+		}
+		if bound != None && !q.members[bound] {
+			// Bound to a member that has left (Reconfigure): the promise
+			// holds, and the refusal names this process, as in its first
+			// lease, rather than a peer that is no member.
 			bound = q.cfg.ID
 		}
 		if bound == m.From {
@@ -536,7 +575,7 @@ func (q *Quorum) stepClaim(m Message) {
 	q.raise(m.Term)
 	q.vote = m.From
 	q.promisedTo, q.promiseUntil = m.From, q.now+q.lease+PromiseMargin
-	q.send(Message{Type: MsgClaimAck, To: m.From, Term: m.Term, Leader: m.From, Election: m.Election})
+	q.send(Message{Type: MsgClaimAck, To: m.From, Term: m.Term, Leader: m.From, Election: m.Election, Capacity: uint64(q.lease)})
 }
 
 func (q *Quorum) stepAck(m Message) {
@@ -547,8 +586,12 @@ func (q *Quorum) stepAck(m Message) {
 	}
 	switch {
 	case m.Term == q.claimTerm && m.Leader == q.cfg.ID:
-		if at, ok := q.sentAt[m.Election.Seq]; ok && at > q.backed[m.From] {
-			q.backed[m.From] = at
+		if at, ok := q.sentAt[m.Election.Seq]; ok && at > q.backed[m.From].at {
+			lease := q.lease // a granter that names no lease (an older version)
+			if m.Capacity > 0 {
+				lease = int(min(m.Capacity, uint64(q.lease)))
+			}
+			q.backed[m.From] = grant{at, lease}
 			q.count()
 		}
 	case m.Leader == None && m.Term >= q.claimTerm && m.Term < q.ceiling() &&
@@ -572,7 +615,9 @@ func (q *Quorum) state() State {
 	switch {
 	case q.leading():
 		return State{Role: Leader, Leader: q.cfg.ID, Term: q.held}
-	case q.promisedTo != None && q.promisedTo != q.cfg.ID && q.now < q.promiseUntil:
+	case q.promisedTo != None && q.promisedTo != q.cfg.ID && q.now < q.promiseUntil && q.members[q.promisedTo]:
+		// (A promise to a member that has left still binds, see free, but
+		// names no leader.)
 		return State{Role: Follower, Leader: q.promisedTo, Term: q.term}
 	case q.claiming || q.innerSt.Role == Candidate:
 		return State{Role: Candidate, Term: q.term}

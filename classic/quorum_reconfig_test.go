@@ -13,10 +13,16 @@ import (
 // becomes a vote for id, as the node keeps it (the term stays).
 func tnQuorumOf(t testing.TB, algo string, id ID, ids []ID, hs HardState) Machine {
 	t.Helper()
-	if hs.Vote != None && !slices.Contains(ids, hs.Vote) {
-		hs.Vote = id
+	return tnQuorumLease(t, algo, tnCfg(id, slices.Clone(ids)), hs)
+}
+
+// tnQuorumLease is tnQuorumOf for the configuration cfg.
+func tnQuorumLease(t testing.TB, algo string, cfg Config, hs HardState) Machine {
+	t.Helper()
+	if hs.Vote != None && !slices.Contains(cfg.Peers, hs.Vote) {
+		hs.Vote = cfg.ID
 	}
-	return tnMust[Machine](t)(New(algo, tnCfg(id, slices.Clone(ids)), Options{Quorum: true, HardState: hs}))
+	return tnMust[Machine](t)(New(algo, cfg, Options{Quorum: true, HardState: hs}))
 }
 
 // reconfigureOrRebuild gives id the members ids as a driver does: in place
@@ -24,10 +30,17 @@ func tnQuorumOf(t testing.TB, algo string, id ID, ids []ID, hs HardState) Machin
 // with the stored HardState. It reports whether it was in place.
 func (n *tnet) reconfigureOrRebuild(algo string, id ID, ids []ID) bool {
 	n.t.Helper()
+	return n.reconfigureCfg(algo, tnCfg(id, slices.Clone(ids)))
+}
+
+// reconfigureCfg is reconfigureOrRebuild with the configuration cfg.
+func (n *tnet) reconfigureCfg(algo string, cfg Config) bool {
+	n.t.Helper()
+	id, ids := cfg.ID, cfg.Peers
 	m := n.nodes[id]
 	err := ErrRebuild
 	if r, ok := m.(Reconfigurer); ok {
-		err = r.Reconfigure(tnCfg(id, slices.Clone(ids)))
+		err = r.Reconfigure(cfg)
 	}
 	if err == nil {
 		n.collect(id)
@@ -40,7 +53,7 @@ func (n *tnet) reconfigureOrRebuild(algo string, id ID, ids []ID) bool {
 	if q, ok := m.(*Quorum); ok {
 		hs = q.HardState()
 	}
-	n.nodes[id] = tnQuorumOf(n.t, algo, id, ids, hs)
+	n.nodes[id] = tnQuorumLease(n.t, algo, cfg, hs)
 	n.collect(id)
 	return false
 }
@@ -124,8 +137,9 @@ func TestQuorumReconfigureKeepsLeader(t *testing.T) {
 }
 
 // What Reconfigure refuses, leaving the machine as it was: a change of two
-// members or more, or of the lease (ErrRebuild: the driver builds a new
-// machine), another process's ID (ErrBadID), a bad config. And a Quorum
+// members or more (ErrRebuild: the driver builds a new machine), another
+// process's ID (ErrBadID), a bad config; and what it takes, a member less
+// and a new lease. And a Quorum
 // around a machine it cannot rebuild (NewQuorum) takes a change only when
 // that machine is a Reconfigurer.
 func TestQuorumReconfigureRefuses(t *testing.T) {
@@ -139,8 +153,6 @@ func TestQuorumReconfigureRefuses(t *testing.T) {
 	}{
 		{"two members gone", tnCfg("4", tnSplit("2 3 4")), ErrRebuild},
 		{"one gone, one new", tnCfg("4", tnSplit("1 2 3 4 5")), ErrRebuild},
-		{"a longer lease", Config{ID: "4", Peers: ids, HeartbeatTicks: 2, TimeoutTicks: 12}, ErrRebuild},
-		{"a shorter lease", Config{ID: "4", Peers: ids, HeartbeatTicks: 2, TimeoutTicks: 8}, ErrRebuild},
 		{"another process", tnCfg("3", ids), ErrBadID},
 		{"not a member", tnCfg("4", tnSplit("0 1 2 3")), ErrBadID},
 	} {
@@ -153,6 +165,9 @@ func TestQuorumReconfigureRefuses(t *testing.T) {
 	}
 	if err := q.Reconfigure(tnCfg("4", tnSplit("1 2 3 4"))); err != nil || q.majority != 3 {
 		t.Errorf("one member gone: %v, majority %d; want taken, majority 3", err, q.majority)
+	}
+	if err := q.Reconfigure(Config{ID: "4", Peers: tnSplit("1 2 3 4"), HeartbeatTicks: 2, TimeoutTicks: 14}); err != nil || q.lease != 14 {
+		t.Errorf("a longer lease: %v, lease %d; want taken, 14", err, q.lease)
 	}
 	bare := tnMust[*Quorum](t)(NewQuorum(tnCfg("4", ids), tnMust[*Bully](t)(NewBully(tnCfg("4", ids))), HardState{}))
 	if err := bare.Reconfigure(tnCfg("4", tnSplit("1 2 3 4"))); !errors.Is(err, ErrRebuild) {
@@ -175,8 +190,10 @@ func TestQuorumReconfigureRefuses(t *testing.T) {
 // members), are cut off and healed, messages are lost and processes
 // campaign. At every tick at most one process is Leader: the majorities
 // of two configurations one change apart share a process, which backs one
-// claimant at a time. Then, with the faults over, the live members elect
-// one leader that all of them follow.
+// claimant at a time. Each process takes a lease of its own (6 to 16
+// ticks) with each change, as the node derives its timeout from its own
+// RTTs. Then, with the faults over, the live members elect one leader
+// that all of them follow.
 func TestQuorumReconfigureChaos(t *testing.T) {
 	for _, algo := range []string{"bully", "ring", "stable", "candidate", "invitation"} {
 		for seed := range uint64(30) {
@@ -185,6 +202,9 @@ func TestQuorumReconfigureChaos(t *testing.T) {
 				universe := tnIDs(9)
 				configs := [][]ID{universe[:3+int(seed%4)]}
 				at := map[ID]int{} // the configuration each process took last
+				cfgOf := func(id ID, ids []ID) Config {
+					return Config{ID: id, Peers: slices.Clone(ids), HeartbeatTicks: 2, TimeoutTicks: 6 + rng.IntN(11)}
+				}
 				var n *tnet
 				fresh := func(id ID) Machine {
 					var hs HardState
@@ -192,7 +212,7 @@ func TestQuorumReconfigureChaos(t *testing.T) {
 						hs = q.HardState()
 					}
 					if c := configs[at[id]]; slices.Contains(c, id) {
-						return tnQuorumOf(t, algo, id, c, hs)
+						return tnQuorumLease(t, algo, cfgOf(id, c), hs)
 					}
 					return tnPassive{}
 				}
@@ -224,9 +244,9 @@ func TestQuorumReconfigureChaos(t *testing.T) {
 						return // it restarts with c; or it left, and runs on
 					}
 					if _, ok := n.nodes[id].(*Quorum); ok {
-						n.reconfigureOrRebuild(algo, id, c)
+						n.reconfigureCfg(algo, cfgOf(id, c))
 					} else {
-						n.nodes[id] = tnQuorumOf(t, algo, id, c, HardState{}) // a newcomer
+						n.nodes[id] = tnQuorumLease(t, algo, cfgOf(id, c), HardState{}) // a newcomer
 					}
 				}
 				n.faults(rng, 300, fresh, func(i int) {
@@ -272,5 +292,129 @@ func TestQuorumReconfigureChaos(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// tnLeads is an inner machine that says Leader while *on (the inner
+// election's decision, taken at once), and nothing else.
+type tnLeads struct {
+	id ID
+	on *bool
+}
+
+func (tnLeads) Step(Message) {}
+func (tnLeads) Tick()        {}
+func (tnLeads) Campaign()    {}
+func (l tnLeads) Ready() Ready {
+	if *l.on {
+		return Ready{State: State{Role: Leader, Leader: l.id}}
+	}
+	return Ready{}
+}
+
+// Members may have different leases (the node derives each one's timeout
+// from its own RTTs, and a ring's from its size): a claimant counts a
+// follower's grant for no longer than the lease that follower promised
+// (CLAIM_ACK's Capacity), so a claimant with the longer lease is never
+// Leader beside another that the followers backed once their shorter
+// promises ran out. Before, the claimant counted its own lease of 20
+// ticks on promises of 12 (10 + PromiseMargin), and two processes led at
+// once for 7 ticks.
+func TestQuorumLeasesDiffer(t *testing.T) {
+	ids := tnIDs(3)
+	lease := map[ID]int{"0": 10, "1": 10, "2": 20}
+	on := map[ID]*bool{"0": new(bool), "1": new(bool), "2": new(bool)}
+	*on["2"] = true
+	n := newTnet(t, ids, func(id ID) Machine {
+		cfg := Config{ID: id, Peers: ids, HeartbeatTicks: 2, TimeoutTicks: lease[id]}
+		return tnMust[*Quorum](t)(NewQuorum(cfg, tnLeads{id, on[id]}, HardState{}))
+	})
+	n.runUntil(100, "2 leading", func() bool { return n.agree("2") })
+	n.isolate("2")
+	*on["1"] = true // 1's inner election now names it
+	n.collect("1")
+	for i := range 60 {
+		n.run(1)
+		if n.state("2").Role == Leader && n.state("1").Role == Leader {
+			t.Fatalf("tick %d after 2 was cut off: 1 and 2 lead at once; states: %s", i, n.states())
+		}
+	}
+	if n.state("1").Role != Leader {
+		t.Fatalf("1 does not lead the majority side: %s", n.states())
+	}
+}
+
+// A member that leaves after this process voted for it and promised it
+// (found in review, and by FuzzMachine): the promise still binds until it
+// runs out, but the state names no one outside the cluster, a refusal
+// names this process rather than the departed one, and the vote becomes
+// this process's own, so that a restart with the stored HardState is one
+// of the new members' and grants no one else in that term.
+func TestQuorumVoteForDepartedMember(t *testing.T) {
+	ids := tnIDs(5)
+	q := tnQuorumOf(t, "bully", "0", ids, HardState{}).(*Quorum)
+	for range 13 {
+		q.Tick() // past the first lease
+	}
+	q.Ready()
+	q.Step(Message{Type: MsgClaim, From: "3", To: "0", Term: 1, Election: ElectionID{Source: "3", Seq: 1}})
+	if st := q.Ready().State; st.Leader != "3" {
+		t.Fatalf("state %+v after 3's claim, want following 3", st)
+	}
+	left := tnSplit("0 1 2 4")
+	if err := q.Reconfigure(tnCfg("0", left)); err != nil {
+		t.Fatal(err)
+	}
+	hs := q.HardState()
+	if hs != (HardState{Term: 1, Vote: "0"}) {
+		t.Errorf("HardState %+v after 3 left, want term 1 voted for 0", hs)
+	}
+	q.Step(Message{Type: MsgClaim, From: "1", To: "0", Term: 2, Election: ElectionID{Source: "1", Seq: 1}})
+	rd := q.Ready()
+	if rd.State.Leader != None {
+		t.Errorf("state %+v names a member that left", rd.State)
+	}
+	acks := slices.DeleteFunc(slices.Clone(rd.Messages), func(m Message) bool { return m.Type != MsgClaimAck })
+	if len(acks) != 1 || acks[0].Leader != "0" {
+		t.Errorf("answer to 1's claim while bound to 3: %v, want one refusal naming 0", tnFmtLongs(acks))
+	}
+	if _, err := NewQuorum(tnCfg("0", left), tnMust[*Bully](t)(NewBully(tnCfg("0", left))), hs); err != nil {
+		t.Errorf("restart with the stored HardState: %v", err)
+	}
+}
+
+// A grant from a member that has left counts no more: 4 claims among
+// {1, 2, 3, 4} with 3's grant alone (two of four, no majority); with 3
+// gone, the majority of {1, 2, 4} is two, which 3's stale grant would have
+// made.
+func TestQuorumGrantOfDepartedMember(t *testing.T) {
+	ids := tnSplit("1 2 3 4")
+	q := tnQuorumOf(t, "bully", "4", ids, HardState{}).(*Quorum)
+	for range 13 {
+		q.Tick()
+	}
+	q.Ready()
+	q.Campaign() // 4 ranks highest: its bully leads, and Quorum claims
+	var claim Message
+	for i := 0; i < 20 && claim.Type != MsgClaim; i++ {
+		for _, m := range q.Ready().Messages {
+			if m.Type == MsgClaim && m.To == "3" {
+				claim = m
+			}
+		}
+		q.Tick()
+	}
+	if claim.Type != MsgClaim {
+		t.Fatal("no CLAIM to 3")
+	}
+	q.Step(Message{Type: MsgClaimAck, From: "3", To: "4", Term: claim.Term, Leader: "4", Election: claim.Election, Capacity: 10})
+	if st := q.Ready().State; st.Role == Leader {
+		t.Fatalf("leads on 2 of 4: %+v", st)
+	}
+	if err := q.Reconfigure(tnCfg("4", tnSplit("1 2 4"))); err != nil {
+		t.Fatal(err)
+	}
+	if st := q.Ready().State; st.Role == Leader {
+		t.Errorf("leads {1, 2, 4} on the grant of 3, which left: %+v", st)
 	}
 }

@@ -907,9 +907,11 @@ func (e *elector) reconfigure(k int, key dhtselect.Key, members []peer.ID) bool 
 		lease = q.LeaseLeft()
 	}
 	if err := r.Reconfigure(cfg); err != nil {
-		if !errors.Is(err, classic.ErrRebuild) {
-			e.m.note(slog.LevelWarn, "election: reconfigure", "err", err)
+		level := slog.LevelWarn
+		if errors.Is(err, classic.ErrRebuild) {
+			level = slog.LevelDebug // a change the machine does not take in place
 		}
+		e.m.note(level, "election: reconfigure", "err", err)
 		return false
 	}
 	e.peers, e.timeout = slices.Clone(members), cfg.TimeoutTicks
