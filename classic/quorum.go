@@ -503,6 +503,18 @@ func (q *Quorum) sendRound() {
 	q.broadcast(Message{Type: MsgClaim, Term: q.claimTerm, Election: ElectionID{Source: q.cfg.ID, Seq: q.round}})
 }
 
+// PromiseLeft returns the ticks until the promise this process made last
+// runs out (to a claimant, or to itself while claiming), 0 when none
+// holds.
+func (q *Quorum) PromiseLeft() int { return max(q.promiseUntil-q.now, 0) }
+
+// Hold makes the process grant no claimant, itself included, for the next
+// ticks ticks at least, as in its first lease. A driver that replaces a
+// machine (a new cluster, two members changed) passes the old machine's
+// PromiseLeft: the new one's first lease is its own lease, and a promise
+// made for a longer one would outlast it.
+func (q *Quorum) Hold(ticks int) { q.startGuard = max(q.startGuard, q.now+ticks) }
+
 // LeaseLeft returns the ticks until the lease that makes this process
 // Leader runs out, 0 when it is not Leader. A driver that replaces the
 // machine (a new member set) may go on reporting this process as leader
@@ -574,7 +586,15 @@ func (q *Quorum) stepClaim(m Message) {
 	}
 	q.raise(m.Term)
 	q.vote = m.From
-	q.promisedTo, q.promiseUntil = m.From, q.now+q.lease+PromiseMargin
+	until := q.now + q.lease + PromiseMargin
+	if q.promisedTo == m.From && q.promiseUntil > until {
+		// A promise made for a longer lease (Reconfigure shortened it)
+		// keeps its length: the claimant counts the grants it acked for
+		// that lease until it hears of the shorter one, which a lost ack
+		// may never tell it (found in review: two leaders at once).
+		until = q.promiseUntil
+	}
+	q.promisedTo, q.promiseUntil = m.From, until
 	q.send(Message{Type: MsgClaimAck, To: m.From, Term: m.Term, Leader: m.From, Election: m.Election, Capacity: uint64(q.lease)})
 }
 

@@ -418,3 +418,115 @@ func TestQuorumGrantOfDepartedMember(t *testing.T) {
 		t.Errorf("leads {1, 2, 4} on the grant of 3, which left: %+v", st)
 	}
 }
+
+// tnLeadsR is tnLeads that takes any configuration in place.
+type tnLeadsR struct{ tnLeads }
+
+func (tnLeadsR) Reconfigure(Config) error { return nil }
+
+// A follower whose lease Reconfigure shortened keeps the longer promise
+// it renews to the same claimant: the claimant counted the grants acked
+// for the longer lease, and the ack that would tell it of the shorter one
+// may be lost. Found in review: the renewal cut the promise to the new
+// lease, and 0 led beside 2 once 2 was cut off, 8 ticks into 2's lease.
+func TestQuorumShortenedLeaseKeepsPromise(t *testing.T) {
+	ids := tnIDs(3)
+	on := map[ID]*bool{"0": new(bool), "1": new(bool), "2": new(bool)}
+	*on["2"] = true
+	cfg := func(id ID, lease int) Config {
+		return Config{ID: id, Peers: ids, HeartbeatTicks: 2, TimeoutTicks: lease}
+	}
+	n := newTnet(t, ids, func(id ID) Machine {
+		return tnMust[*Quorum](t)(NewQuorum(cfg(id, 20), tnLeadsR{tnLeads{id, on[id]}}, HardState{}))
+	})
+	n.runUntil(100, "2 leading", func() bool { return n.agree("2") })
+	n.run(1)
+	for _, id := range []ID{"0", "1"} {
+		if err := n.nodes[id].(*Quorum).Reconfigure(cfg(id, 8)); err != nil {
+			t.Fatal(err)
+		}
+		n.collect(id)
+	}
+	// The followers' acks to 2 are lost; one more round of 2's reaches
+	// them, and then 2 is cut off.
+	n.cut[[2]ID{"0", "2"}], n.cut[[2]ID{"1", "2"}] = true, true
+	n.run(2)
+	n.isolate("2")
+	*on["0"] = true
+	n.collect("0")
+	for i := range 40 {
+		n.run(1)
+		if n.state("2").Role == Leader && n.state("0").Role == Leader {
+			t.Fatalf("tick %d after 2 was cut off: 0 and 2 lead at once; 2's lease left %d; states: %s", i, n.nodes["2"].(*Quorum).LeaseLeft(), n.states())
+		}
+	}
+	if n.state("0").Role != Leader {
+		t.Fatalf("0 does not lead the majority side: %s", n.states())
+	}
+}
+
+// tnStuck is an inner machine that campaigns for ever.
+type tnStuck struct{}
+
+func (tnStuck) Step(Message) {}
+func (tnStuck) Tick()        {}
+func (tnStuck) Campaign()    {}
+func (tnStuck) Ready() Ready { return Ready{State: State{Role: Candidate}} }
+
+// A leader's claim stands while the inner machine Reconfigure built for
+// it campaigns, for two leases at most: one whose election never ends
+// does not keep the leader leading for ever.
+func TestQuorumStandingClaimEnds(t *testing.T) {
+	ids := tnIDs(3)
+	on := map[ID]*bool{"0": new(bool), "1": new(bool), "2": new(bool)}
+	*on["2"] = true
+	n := newTnet(t, ids, func(id ID) Machine {
+		return tnMust[*Quorum](t)(NewQuorum(tnCfg(id, ids), tnLeads{id, on[id]}, HardState{}))
+	})
+	n.runUntil(100, "2 leading", func() bool { return n.agree("2") })
+	q := n.nodes["2"].(*Quorum)
+	q.fresh = func(Config) (Machine, error) { return tnStuck{}, nil }
+	if err := q.Reconfigure(tnCfg("2", ids)); err != nil {
+		t.Fatal(err)
+	}
+	lease := q.lease
+	for i := range 4 * lease {
+		n.run(1)
+		switch leads := n.state("2").Role == Leader; {
+		case i < lease && !leads:
+			t.Fatalf("tick %d: 2 stopped leading while its new inner machine campaigns: %s", i, n.states())
+		case i >= 3*lease+PromiseMargin && leads:
+			t.Fatalf("tick %d: 2 still leads, its inner machine campaigning since the change: %s", i, n.states())
+		}
+	}
+}
+
+// Hold keeps a new machine from granting for a promise its predecessor
+// made for a longer lease than the new machine's first lease covers.
+func TestQuorumHold(t *testing.T) {
+	ids := tnSplit("a b c")
+	old := tnMust[*Quorum](t)(NewQuorum(Config{ID: "c", Peers: ids, HeartbeatTicks: 2, TimeoutTicks: 30}, tnPassive{}, HardState{}))
+	for range 33 {
+		old.Tick()
+	}
+	old.Ready()
+	old.Step(Message{Type: MsgClaim, From: "a", To: "c", Term: 1, Election: ElectionID{Source: "a", Seq: 1}})
+	if l := old.PromiseLeft(); l != 32 {
+		t.Fatalf("PromiseLeft %d after a grant, want the lease 30 + %d", l, PromiseMargin)
+	}
+	q := tnMust[*Quorum](t)(NewQuorum(Config{ID: "c", Peers: ids, HeartbeatTicks: 2, TimeoutTicks: 10}, tnPassive{}, old.HardState()))
+	q.Hold(old.PromiseLeft())
+	for i := range 40 {
+		q.Step(Message{Type: MsgClaim, From: "b", To: "c", Term: 2, Election: ElectionID{Source: "b", Seq: uint64(i + 1)}})
+		granted := q.HardState().Vote == "b"
+		if granted && i < 32 {
+			t.Fatalf("granted b %d ticks after the replacement, within the old promise to a (32)", i)
+		}
+		if granted {
+			return
+		}
+		q.Tick()
+		q.Ready()
+	}
+	t.Fatal("never granted b after the old promise ran out")
+}

@@ -756,6 +756,9 @@ func (e *elector) rebuild(k int, key dhtselect.Key, members []peer.ID) error {
 	if err != nil {
 		return fmt.Errorf("election: %w", err)
 	}
+	if q, ok := mach.(*classic.Quorum); ok && oldQ != nil {
+		q.Hold(oldQ.PromiseLeft()) // a promise made for a longer lease runs out first
+	}
 	e.mach, e.k, e.key, e.peers, e.timeout = mach, k, key, slices.Clone(members), cfg.TimeoutTicks
 	e.gen++
 	// The new machine knows no leader yet. The old one's leader, if it is
