@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/overlay/node"
 )
 
@@ -31,15 +30,7 @@ func TestQuorumOneKAfterCrashes(t *testing.T) {
 	}
 	for _, alg := range []string{"echo", "ring"} {
 		t.Run(alg, func(t *testing.T) {
-			s, err := New(Config{N: 64, Seed: 1, Stagger: 5 * time.Second,
-				Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: alg, Quorum: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			settled := func(s *Sim) bool { x := s.Take(); return x.Live == 64 && x.Covered == x.Live && x.Split == 0 }
-			if !s.RunUntil(settled, 100*time.Millisecond, 4*time.Minute) {
-				t.Fatal("not settled within 4 virtual minutes")
-			}
+			s := settledQuorum64(t, alg)
 			for range 3 {
 				for i := range s.N() {
 					if s.Alive(i) && s.State(i).Role == node.RoleSuperpeer {

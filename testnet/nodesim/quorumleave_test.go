@@ -24,15 +24,7 @@ func TestQuorumMemberLeaves(t *testing.T) {
 	}
 	for _, alg := range []string{"bully", "candidate", "stable"} {
 		t.Run(alg, func(t *testing.T) {
-			s, err := New(Config{N: 64, Seed: 1, Stagger: 5 * time.Second,
-				Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: alg, Quorum: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			settled := func(s *Sim) bool { x := s.Take(); return x.Live == 64 && x.Covered == x.Live && x.Split == 0 }
-			if !s.RunUntil(settled, 100*time.Millisecond, 4*time.Minute) {
-				t.Fatal("not settled within 4 virtual minutes")
-			}
+			s := settledQuorum64(t, alg)
 			s.RunFor(30 * time.Second)
 			crashed := -1
 			for i := range s.N() {
@@ -64,4 +56,21 @@ func TestQuorumMemberLeaves(t *testing.T) {
 			}
 		})
 	}
+}
+
+// settledQuorum64 starts 64 node machines under alg with Quorum, S = 8
+// (on the threshold of k = 3), seed 1, starts spread over 5 s, and runs
+// them until every node is served and no cluster is claimed twice.
+func settledQuorum64(t *testing.T, alg string) *Sim {
+	t.Helper()
+	s, err := New(Config{N: 64, Seed: 1, Stagger: 5 * time.Second,
+		Node: node.Config{Target: dhtselect.Target{Fraction: 0.125}, Election: alg, Quorum: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled := func(s *Sim) bool { x := s.Take(); return x.Live == 64 && x.Covered == x.Live && x.Split == 0 }
+	if !s.RunUntil(settled, 100*time.Millisecond, 4*time.Minute) {
+		t.Fatal("not settled within 4 virtual minutes")
+	}
+	return s
 }
