@@ -46,6 +46,20 @@ const maxTerm = math.MaxUint64 / 2
 // is shorter (Bully.missed, CandidateElection.missed).
 func (c Config) missedTicks() int { return min(2*c.HeartbeatTicks, c.TimeoutTicks/2) }
 
+// reconfigConfig checks cfg, a new configuration for the process that cur
+// configures (Reconfigurer), as its constructor would: the same ID
+// (ErrBadID otherwise: a new machine is built for another process), a nil
+// Rand keeps cur's source, and the defaults apply.
+func reconfigConfig(cur, cfg Config, algo string) (Config, error) {
+	if cfg.ID != cur.ID {
+		return cfg, fmt.Errorf("%w: %s: Config.ID %q is not this process %q; build a new machine instead", ErrBadID, algo, cfg.ID, cur.ID)
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = cur.Rand
+	}
+	return electConfig(cfg, algo, true)
+}
+
 // electConfig validates cfg for the algorithm named algo, fills in defaults
 // (Rank, Rand, tick counts) and returns the completed copy. When heartbeats is
 // true the algorithm uses HeartbeatTicks and TimeoutTicks must exceed it.

@@ -1,7 +1,6 @@
 package classic
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 )
@@ -105,13 +104,7 @@ func NewInvitation(cfg Config) (*Invitation, error) {
 // cfg, and ErrBadID when cfg.ID is not this process; the machine is then
 // unchanged.
 func (iv *Invitation) Reconfigure(cfg Config) error {
-	if cfg.ID != iv.cfg.ID {
-		return fmt.Errorf("%w: Invitation.Reconfigure: Config.ID %q is not this process %q; build a new machine instead", ErrBadID, cfg.ID, iv.cfg.ID)
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = iv.cfg.Rand
-	}
-	cfg, err := electConfig(cfg, "Invitation.Reconfigure", true)
+	cfg, err := reconfigConfig(iv.cfg, cfg, "Invitation.Reconfigure")
 	if err != nil {
 		return err
 	}

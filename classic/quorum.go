@@ -178,21 +178,14 @@ func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
 	if hs.Vote != None && !slices.Contains(cfg.Peers, hs.Vote) {
 		return nil, fmt.Errorf("%w: quorum: HardState.Vote %q is not one of Config.Peers", ErrBadID, hs.Vote)
 	}
-	members := make(map[ID]bool, len(cfg.Peers))
-	for _, p := range cfg.Peers {
-		members[p] = true
-	}
 	q := &Quorum{
-		cfg:      cfg,
-		members:  members,
 		inner:    inner,
-		majority: len(cfg.Peers)/2 + 1,
-		lease:    cfg.TimeoutTicks,
 		term:     hs.Term,
 		vote:     hs.Vote,
 		reported: map[ID]uint64{},
 		outbox:   newOutbox(cfg),
 	}
+	q.configure(cfg)
 	q.startGuard = q.lease + PromiseMargin
 	q.pull()
 	return q, nil
@@ -240,20 +233,15 @@ func NewQuorum(cfg Config, inner Machine, hs HardState) (*Quorum, error) {
 // and queries for longer than a lease, and its cluster lost its leader
 // for a moment at every change of members. A vote for a member that has
 // left becomes this process's own (no other grant in its term), and a
-// promise to it still binds until it runs out, but names no leader. A Quorum from NewQuorum around
-// a machine that is no Reconfigurer returns ErrRebuild, and so does one
-// whose options (echo's neighbours, the candidates) do not fit cfg. It returns
-// ErrBadID when cfg.ID is not this process, and the constructor's errors
-// for a bad cfg; on any error the machine is unchanged. A nil cfg.Rand
-// keeps the current source.
+// promise to it still binds until it runs out, but names no leader.
+//
+// A Quorum from NewQuorum around a machine that is no Reconfigurer
+// returns ErrRebuild, and so does one whose options (echo's neighbours,
+// the candidates) do not fit cfg. It returns ErrBadID when cfg.ID is not
+// this process, and the constructor's errors for a bad cfg; on any error
+// the machine is unchanged. A nil cfg.Rand keeps the current source.
 func (q *Quorum) Reconfigure(cfg Config) error {
-	if cfg.ID != q.cfg.ID {
-		return fmt.Errorf("%w: Quorum.Reconfigure: Config.ID %q is not this process %q; build a new machine instead", ErrBadID, cfg.ID, q.cfg.ID)
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = q.cfg.Rand
-	}
-	cfg, err := electConfig(cfg, "Quorum.Reconfigure", true)
+	cfg, err := reconfigConfig(q.cfg, cfg, "Quorum.Reconfigure")
 	if err != nil {
 		return err
 	}
@@ -289,28 +277,34 @@ func (q *Quorum) Reconfigure(cfg Config) error {
 			q.standUntil = q.now + 2*cfg.TimeoutTicks
 		}
 	}
-	q.cfg, q.inner, q.outbox.peers = cfg, inner, cfg.Peers
-	q.members = make(map[ID]bool, len(cfg.Peers))
-	for _, p := range cfg.Peers {
-		q.members[p] = true
-	}
-	q.majority = len(cfg.Peers)/2 + 1
-	q.lease = cfg.TimeoutTicks
+	q.inner = inner
+	q.configure(cfg)
 	if q.vote != None && !q.members[q.vote] {
 		// As the node keeps a stored vote for a peer no longer a member:
 		// its own, so that it grants no one else in this term, and a
 		// restart with this HardState is one of the new members'.
 		q.vote = q.cfg.ID
 	}
-	gone := func(p ID, _ grant) bool { return !q.members[p] }
 	maps.DeleteFunc(q.reported, func(p ID, _ uint64) bool { return !q.members[p] })
 	if q.backed != nil {
-		maps.DeleteFunc(q.backed, gone)
+		maps.DeleteFunc(q.backed, func(p ID, _ grant) bool { return !q.members[p] })
 		q.held, q.heldUntil = 0, 0
 		q.count()
 	}
 	q.pull()
 	return nil
+}
+
+// configure takes cfg's members, majority and lease (NewQuorum,
+// Reconfigure).
+func (q *Quorum) configure(cfg Config) {
+	q.cfg, q.outbox.peers = cfg, cfg.Peers
+	q.members = make(map[ID]bool, len(cfg.Peers))
+	for _, p := range cfg.Peers {
+		q.members[p] = true
+	}
+	q.majority = len(cfg.Peers)/2 + 1
+	q.lease = cfg.TimeoutTicks
 }
 
 // PromiseMargin, in ticks, is added to every promise: the ticks of two
