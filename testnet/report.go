@@ -195,8 +195,16 @@ func (t *Net) Report() Report {
 	if geo && t.cfg.Latency != nil {
 		r.CoordError = t.coordError(nodes)
 	}
+	byID := map[peer.ID]Member{}
+	for _, n := range nodes {
+		byID[n.ID()] = n
+	}
 	for _, m := range t.Check() {
-		r.Mismatches = append(r.Mismatches, m.String())
+		line := m.String()
+		if n, ok := byID[m.Node]; ok {
+			line += t.electionNote(n)
+		}
+		r.Mismatches = append(r.Mismatches, line)
 	}
 	return r
 }

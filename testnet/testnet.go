@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -599,6 +600,30 @@ func (t *Net) Check() []Mismatch {
 		}
 	}
 	return out
+}
+
+// electionNote is what a report's mismatch adds of the node's election,
+// so that a run that did not converge says why (the lookup's answer, the
+// election's leader, role and term, the peers the node bans): the report
+// is all that a failed test in CI prints.
+func (t *Net) electionNote(n Member) string {
+	var parts []string
+	if e := n.ElectionStats(); e.Algorithm != "" {
+		parts = append(parts, fmt.Sprintf("lookup %s, election leader %s, %s, term %d", e.Lookup.ShortString(), e.Leader.ShortString(), e.Role, e.Term))
+	}
+	var banned []peer.ID
+	if p, err := t.Process(n.ID()); err == nil {
+		banned = p.Banned
+	} else if bn, ok := n.(interface{ Banned() []peer.ID }); ok {
+		banned = bn.Banned()
+	}
+	if len(banned) > 0 {
+		parts = append(parts, fmt.Sprintf("bans %v", banned))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // checkGeometric checks the geometric strategy's end state, which has no

@@ -379,3 +379,35 @@ func TestTrafficCounted(t *testing.T) {
 		}
 	}
 }
+
+// fakeMember is a Member with a fixed state, election and bans.
+type fakeMember struct {
+	id     peer.ID
+	e      overlay.ElectionStats
+	banned []peer.ID
+}
+
+func (f fakeMember) ID() peer.ID                          { return f.id }
+func (f fakeMember) State() overlay.State                 { return overlay.State{Self: f.id} }
+func (f fakeMember) ElectionStats() overlay.ElectionStats { return f.e }
+func (f fakeMember) Banned() []peer.ID                    { return f.banned }
+
+// A report's mismatch says what the node's election and lookup say, and
+// whom it bans: a run that did not converge in CI prints only its report
+// (TestProcsPartitionQuorum once left two members without a superpeer for
+// six minutes, and its report could not tell why).
+func TestElectionNote(t *testing.T) {
+	a, b, c := peer.ID("a-peer"), peer.ID("b-peer"), peer.ID("c-peer")
+	var tn Net
+	got := tn.electionNote(fakeMember{id: a, e: overlay.ElectionStats{Algorithm: "bully", Lookup: b, Leader: c, Role: "candidate", Term: 7}, banned: []peer.ID{c}})
+	want := fmt.Sprintf(" (lookup %s, election leader %s, candidate, term 7, bans [%s])", b.ShortString(), c.ShortString(), c)
+	if got != want {
+		t.Errorf("with an election: %q, want %q", got, want)
+	}
+	if got := tn.electionNote(fakeMember{id: a}); got != "" {
+		t.Errorf("without an election or bans: %q, want nothing", got)
+	}
+	if got, want := tn.electionNote(fakeMember{id: a, banned: []peer.ID{b}}), fmt.Sprintf(" (bans [%s])", b); got != want {
+		t.Errorf("bans alone: %q, want %q", got, want)
+	}
+}
