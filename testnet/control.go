@@ -55,6 +55,9 @@ type controlReport struct {
 	Goroutines int      `json:"goroutines"`
 	Banned     []string `json:"banned,omitempty"`
 	CPUMicros  int64    `json:"cpu_us,omitempty"`
+	// Membership is the node's cluster-scoped membership (DHT strategy),
+	// for a report's mismatches (electionNote).
+	Membership *overlay.MembershipStatus `json:"membership,omitempty"`
 }
 
 // reportCPUStep is how much CPU time makes a report due by itself: a
@@ -220,7 +223,7 @@ func report(ctx context.Context, n *overlay.Node, b *Blocker, out io.Writer) err
 	var last *controlReport
 	for {
 		ws, we := toWire(n.State(), n.ElectionStats())
-		rep := controlReport{Addrs: n.Host().Addrs(), State: ws, Election: we, Goroutines: runtime.NumGoroutine()}
+		rep := controlReport{Addrs: n.Host().Addrs(), State: ws, Election: we, Goroutines: runtime.NumGoroutine(), Membership: n.MembershipStatus()}
 		for _, p := range n.Banned() {
 			rep.Banned = append(rep.Banned, p.String())
 		}

@@ -82,6 +82,14 @@ func (p *proc) ElectionStats() overlay.ElectionStats {
 	return p.stats
 }
 
+// MembershipStatus is the node's membership as of its last report (nil
+// without the DHT strategy's).
+func (p *proc) MembershipStatus() *overlay.MembershipStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.report.Membership
+}
+
 // failure returns why the process exited unexpectedly, or nil.
 func (p *proc) failure() error {
 	p.mu.Lock()

@@ -604,12 +604,25 @@ func (t *Net) Check() []Mismatch {
 
 // electionNote is what a report's mismatch adds of the node's election,
 // so that a run that did not converge says why (the lookup's answer, the
-// election's leader, role and term, the peers the node bans): the report
-// is all that a failed test in CI prints.
+// election's leader, role and term, its registrar and registrations, the
+// peers the node bans): the report is all that a failed test in CI
+// prints.
 func (t *Net) electionNote(n Member) string {
 	var parts []string
 	if e := n.ElectionStats(); e.Algorithm != "" {
 		parts = append(parts, fmt.Sprintf("lookup %s, election leader %s, %s, term %d", e.Lookup.ShortString(), e.Leader.ShortString(), e.Role, e.Term))
+	}
+	if ms, ok := n.(interface {
+		MembershipStatus() *overlay.MembershipStatus
+	}); ok {
+		if m := ms.MembershipStatus(); m != nil {
+			reg := m.Registrar
+			if len(reg) > 6 {
+				reg = reg[len(reg)-6:] // as peer.ID's ShortString
+			}
+			parts = append(parts, fmt.Sprintf("registrar %q, serving %v, registry %d, roster %d, registrations sent %v, answered %v",
+				reg, m.Serving, m.Registry, m.Roster, m.Sent, m.Received))
+		}
 	}
 	var banned []peer.ID
 	if p, err := t.Process(n.ID()); err == nil {

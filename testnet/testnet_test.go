@@ -384,13 +384,15 @@ func TestTrafficCounted(t *testing.T) {
 type fakeMember struct {
 	id     peer.ID
 	e      overlay.ElectionStats
+	m      *overlay.MembershipStatus
 	banned []peer.ID
 }
 
-func (f fakeMember) ID() peer.ID                          { return f.id }
-func (f fakeMember) State() overlay.State                 { return overlay.State{Self: f.id} }
-func (f fakeMember) ElectionStats() overlay.ElectionStats { return f.e }
-func (f fakeMember) Banned() []peer.ID                    { return f.banned }
+func (f fakeMember) ID() peer.ID                                 { return f.id }
+func (f fakeMember) State() overlay.State                        { return overlay.State{Self: f.id} }
+func (f fakeMember) ElectionStats() overlay.ElectionStats        { return f.e }
+func (f fakeMember) Banned() []peer.ID                           { return f.banned }
+func (f fakeMember) MembershipStatus() *overlay.MembershipStatus { return f.m }
 
 // A report's mismatch says what the node's election and lookup say, and
 // whom it bans: a run that did not converge in CI prints only its report
@@ -409,5 +411,10 @@ func TestElectionNote(t *testing.T) {
 	}
 	if got, want := tn.electionNote(fakeMember{id: a, banned: []peer.ID{b}}), fmt.Sprintf(" (bans [%s])", b); got != want {
 		t.Errorf("bans alone: %q, want %q", got, want)
+	}
+	m := &overlay.MembershipStatus{Registrar: "12D3KooWMPRaRU9u7ddt8Vv7pifbHkdFuS9k4yS8ocDDJ1jjDEaC", Roster: 5, Sent: map[string]uint64{"not_superpeer": 3}}
+	want = ` (registrar "jjDEaC", serving false, registry 0, roster 5, registrations sent map[not_superpeer:3], answered map[])`
+	if got := tn.electionNote(fakeMember{id: a, m: m}); got != want {
+		t.Errorf("with a membership: %q, want %q", got, want)
 	}
 }
