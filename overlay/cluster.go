@@ -256,10 +256,11 @@ func (c *clusterMembership) askAround(ctx context.Context) peer.ID {
 }
 
 // follow is what the loop says after every Ready: whom to register with,
-// whether the node serves its cluster (with its state), and its
-// superpeer. It starts or stops serving and the backbone, and asks for a
-// registration when the registrar changed.
-func (c *clusterMembership) follow(ctx context.Context, to peer.ID, serves bool, st node.State, term uint64, refused []peer.ID) {
+// whether the node serves its cluster (with its state), and whom it names
+// to the peers that register while it does not (node.Machine.Hint). It
+// starts or stops serving and the backbone, and asks for a registration
+// when the registrar changed.
+func (c *clusterMembership) follow(ctx context.Context, to peer.ID, serves bool, st node.State, hint peer.ID, term uint64, refused []peer.ID) {
 	c.mu.Lock()
 	changed := to != c.to
 	c.to = to
@@ -272,10 +273,10 @@ func (c *clusterMembership) follow(ctx context.Context, to peer.ID, serves bool,
 		}
 		c.publish(ctx, st, term)
 	} else if wasServing {
-		c.reg.stopServing(st.Superpeer)
+		c.reg.stopServing(hint)
 		c.leaveBackbone(ctx)
 	} else {
-		c.reg.stopServing(st.Superpeer)
+		c.reg.stopServing(hint)
 	}
 	if changed && to != "" {
 		notify(c.kick) // a new registrar: a superpeer's is another claimer of its cluster

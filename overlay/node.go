@@ -627,7 +627,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 		n.geo.carryOut(ctx, rd.Geo)
 	}
 	if n.cm != nil {
-		n.cm.follow(ctx, n.m.Registrar(), n.m.Serves(), rd.State, n.m.Election().Term, n.m.Refused())
+		n.cm.follow(ctx, n.m.Registrar(), n.m.Serves(), rd.State, n.m.Hint(), n.m.Election().Term, n.m.Refused())
 	}
 }
 

@@ -41,7 +41,8 @@ import (
 //     nothing when the superpeer holds it already (a refresh: the stream's
 //     peer is authenticated, so its liveness needs no record);
 //   - response, a frameRoster: a status byte, then
-//   - for regNotSuperpeer: the superpeer this node follows, as a hint
+//   - for regNotSuperpeer: the superpeer this node follows, or without
+//     one the peer its lookup ended at (node.Machine.Hint), as a hint
 //     (uvarint length and the ID's bytes; length 0: none known);
 //   - for every other status: the digest (uvarint k, the 32-byte cluster
 //     key, uvarint N of the size estimate, uvarint length and the

@@ -132,7 +132,7 @@ func (s *Sim) registered(t, i, inc int) {
 	var roster []int
 	var hint peer.ID
 	if !n.m.Serves() {
-		hint = n.state.Superpeer // a refusal names the superpeer it knows
+		hint = n.m.Hint() // a refusal names the superpeer it knows, or its lookup's end
 	}
 	if n.m.Serves() && m.key.Cluster(n.state.K) == n.state.ClusterKey {
 		_, had := n.sc.registry[i]
