@@ -195,18 +195,26 @@ func (t *Net) Report() Report {
 	if geo && t.cfg.Latency != nil {
 		r.CoordError = t.coordError(nodes)
 	}
+	r.Mismatches = t.mismatchLines(nodes, t.Check())
+	return r
+}
+
+// mismatchLines are the report's lines for ms: each with what the node
+// says of its election and membership (electionNote).
+func (t *Net) mismatchLines(nodes []indexedNode, ms []Mismatch) []string {
 	byID := map[peer.ID]Member{}
 	for _, n := range nodes {
-		byID[n.ID()] = n
+		byID[n.ID()] = n.Member // the node itself: electionNote asks it for more than a Member's methods
 	}
-	for _, m := range t.Check() {
+	var out []string
+	for _, m := range ms {
 		line := m.String()
 		if n, ok := byID[m.Node]; ok {
 			line += t.electionNote(n)
 		}
-		r.Mismatches = append(r.Mismatches, line)
+		out = append(out, line)
 	}
-	return r
+	return out
 }
 
 // WriteTable prints the report as a readable table of clusters.

@@ -417,4 +417,10 @@ func TestElectionNote(t *testing.T) {
 	if got := tn.electionNote(fakeMember{id: a, m: m}); got != want {
 		t.Errorf("with a membership: %q, want %q", got, want)
 	}
+	// The report's lines: its nodes are indexedNodes, whose methods are
+	// a Member's alone; the note asks the node itself.
+	lines := tn.mismatchLines([]indexedNode{{0, fakeMember{id: b}}, {1, fakeMember{id: a, m: m}}}, []Mismatch{{a, "superpeer none"}, {What: "a failure"}})
+	if wantLines := []string{a.ShortString() + ": superpeer none" + want, "a failure"}; !slices.Equal(lines, wantLines) {
+		t.Errorf("report lines %q, want %q", lines, wantLines)
+	}
 }
