@@ -219,12 +219,12 @@ func (s regStatus) slug() string {
 	return strings.ReplaceAll(s.String(), " ", "_")
 }
 
-// membershipStatus is the cluster-scoped membership's status, or nil
-// with the geometric strategy.
 // MembershipStatus is Status's Membership alone, without the rest of the
 // status (a testnet's node process reports it every 50 ms).
 func (n *Node) MembershipStatus() *MembershipStatus { return n.membershipStatus() }
 
+// membershipStatus is the cluster-scoped membership's status, or nil
+// with the geometric strategy.
 func (n *Node) membershipStatus() *MembershipStatus {
 	c := n.cm
 	if c == nil {

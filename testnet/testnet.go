@@ -616,11 +616,11 @@ func (t *Net) electionNote(n Member) string {
 		MembershipStatus() *overlay.MembershipStatus
 	}); ok {
 		if m := ms.MembershipStatus(); m != nil {
-			reg := m.Registrar
-			if len(reg) > 6 {
-				reg = reg[len(reg)-6:] // as peer.ID's ShortString
+			reg := m.Registrar // as the lookup and the leader are shown, if it decodes
+			if p, err := peer.Decode(reg); err == nil {
+				reg = p.ShortString()
 			}
-			parts = append(parts, fmt.Sprintf("registrar %q, serving %v, registry %d, roster %d, registrations sent %v, answered %v",
+			parts = append(parts, fmt.Sprintf("registrar %s, serving %v, registry %d, roster %d, registrations sent %v, answered %v",
 				reg, m.Serving, m.Registry, m.Roster, m.Sent, m.Received))
 		}
 	}
@@ -631,7 +631,11 @@ func (t *Net) electionNote(n Member) string {
 		banned = bn.Banned()
 	}
 	if len(banned) > 0 {
-		parts = append(parts, fmt.Sprintf("bans %v", banned))
+		short := make([]string, len(banned))
+		for i, p := range banned {
+			short[i] = p.ShortString()
+		}
+		parts = append(parts, "bans "+strings.Join(short, " "))
 	}
 	if len(parts) == 0 {
 		return ""

@@ -402,18 +402,18 @@ func TestElectionNote(t *testing.T) {
 	a, b, c := peer.ID("a-peer"), peer.ID("b-peer"), peer.ID("c-peer")
 	var tn Net
 	got := tn.electionNote(fakeMember{id: a, e: overlay.ElectionStats{Algorithm: "bully", Lookup: b, Leader: c, Role: "candidate", Term: 7}, banned: []peer.ID{c}})
-	want := fmt.Sprintf(" (lookup %s, election leader %s, candidate, term 7, bans [%s])", b.ShortString(), c.ShortString(), c)
+	want := fmt.Sprintf(" (lookup %s, election leader %s, candidate, term 7, bans %s)", b.ShortString(), c.ShortString(), c.ShortString())
 	if got != want {
 		t.Errorf("with an election: %q, want %q", got, want)
 	}
 	if got := tn.electionNote(fakeMember{id: a}); got != "" {
 		t.Errorf("without an election or bans: %q, want nothing", got)
 	}
-	if got, want := tn.electionNote(fakeMember{id: a, banned: []peer.ID{b}}), fmt.Sprintf(" (bans [%s])", b); got != want {
+	if got, want := tn.electionNote(fakeMember{id: a, banned: []peer.ID{b}}), fmt.Sprintf(" (bans %s)", b.ShortString()); got != want {
 		t.Errorf("bans alone: %q, want %q", got, want)
 	}
 	m := &overlay.MembershipStatus{Registrar: "12D3KooWMPRaRU9u7ddt8Vv7pifbHkdFuS9k4yS8ocDDJ1jjDEaC", Roster: 5, Sent: map[string]uint64{"not_superpeer": 3}}
-	want = ` (registrar "jjDEaC", serving false, registry 0, roster 5, registrations sent map[not_superpeer:3], answered map[])`
+	want = ` (registrar <peer.ID 12*jjDEaC>, serving false, registry 0, roster 5, registrations sent map[not_superpeer:3], answered map[])`
 	if got := tn.electionNote(fakeMember{id: a, m: m}); got != want {
 		t.Errorf("with a membership: %q, want %q", got, want)
 	}
