@@ -45,7 +45,9 @@ type Report struct {
 	CoordError *float64        `json:"coord_median_relative_error,omitempty"`
 	Nodes      []NodeReport    `json:"nodes"`
 	Clusters   []ClusterReport `json:"clusters"`
-	Mismatches []string        `json:"mismatches,omitempty"`
+	// Mismatches are the nodes that disagree with the expected answer,
+	// each with what it says of its lookup, election, membership and bans.
+	Mismatches []string `json:"mismatches,omitempty"`
 	// Scenario is what a fault scenario measured (peer testnet --scenario).
 	Scenario *ScenarioReport `json:"scenario,omitempty"`
 	// Baseline, with a latency matrix, judges the run's superpeers against
