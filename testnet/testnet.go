@@ -602,6 +602,23 @@ func (t *Net) Check() []Mismatch {
 	return out
 }
 
+// What electionNote asks a node for beyond a Member's methods. Both
+// fabrics' members have the first, an in-process node the second (a
+// process's bans come from its report, Net.Process); the assertions keep a
+// rename from silently emptying the notes.
+type (
+	membershipReporter interface {
+		MembershipStatus() *overlay.MembershipStatus
+	}
+	banReporter interface{ Banned() []peer.ID }
+)
+
+var (
+	_ membershipReporter = (*overlay.Node)(nil)
+	_ membershipReporter = (*proc)(nil)
+	_ banReporter        = (*overlay.Node)(nil)
+)
+
 // electionNote is what a report's mismatch adds of the node's election,
 // so that a run that did not converge says why (the lookup's answer, the
 // election's leader, role and term, its registrar and registrations, the
@@ -612,9 +629,7 @@ func (t *Net) electionNote(n Member) string {
 	if e := n.ElectionStats(); e.Algorithm != "" {
 		parts = append(parts, fmt.Sprintf("lookup %s, election leader %s, %s, term %d", e.Lookup.ShortString(), e.Leader.ShortString(), e.Role, e.Term))
 	}
-	if ms, ok := n.(interface {
-		MembershipStatus() *overlay.MembershipStatus
-	}); ok {
+	if ms, ok := n.(membershipReporter); ok {
 		if m := ms.MembershipStatus(); m != nil {
 			reg := m.Registrar // as the lookup and the leader are shown, if it decodes
 			if p, err := peer.Decode(reg); err == nil {
@@ -627,7 +642,7 @@ func (t *Net) electionNote(n Member) string {
 	var banned []peer.ID
 	if p, err := t.Process(n.ID()); err == nil {
 		banned = p.Banned
-	} else if bn, ok := n.(interface{ Banned() []peer.ID }); ok {
+	} else if bn, ok := n.(banReporter); ok {
 		banned = bn.Banned()
 	}
 	if len(banned) > 0 {
