@@ -6,7 +6,12 @@ import (
 	"net/netip"
 
 	"github.com/libp2p/go-libp2p"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/quicreuse"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	webrtc "github.com/libp2p/go-libp2p/p2p/transport/webrtc"
+	"github.com/libp2p/go-libp2p/p2p/transport/websocket"
+	webtransport "github.com/libp2p/go-libp2p/p2p/transport/webtransport"
 	netroute "github.com/libp2p/go-netroute"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -122,6 +127,45 @@ func quicOptions(listen []ma.Multiaddr, g *guard) libp2p.Option {
 			}))
 	}
 	return libp2p.QUICReuse(quicreuse.NewConnManager, opts...)
+}
+
+// transportOptions are go-libp2p's default transports (TCP, QUIC,
+// WebSocket, WebTransport, WebRTC; TCP and WebSocket in a private
+// network) with one change when the host listens on one loopback address
+// other than 127.0.0.1 (loopbackSourceIP): TCP dials its loopback peers
+// from that address, with an ephemeral port. The default TCP dialer
+// binds the listen address and port (reuseport), and when that bind
+// fails it dials again from the kernel's choice, 127.0.0.1 for a
+// loopback destination. The bind fails whenever the 4-tuple is taken:
+// when two nodes dial each other at once, each from its listen port to
+// the other's, or a second connection between them is dialed. Node
+// processes on one machine (testnet --procs) would then show 127.0.0.1
+// to each other, one group for all their identities, and a registrar
+// refuses a member as crowded beyond MaxPerAddr
+// (TestLoopbackRedialKeepsSource). A TCP dial to an address other than
+// loopback is then a plain dial: such a host does not bind its listen
+// port for outgoing TCP, which only hole punching through a NAT needs.
+// Nil, and so go-libp2p's defaults, for every other host.
+func transportOptions(listen []ma.Multiaddr, private bool) []libp2p.Option {
+	src := loopbackSourceIP(listen)
+	if src == nil {
+		return nil
+	}
+	pinned := func(raddr ma.Multiaddr) (tcp.ContextDialer, error) {
+		if ip, err := manet.ToIP(raddr); err == nil && ip.IsLoopback() && ip.To4() != nil {
+			return &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}}, nil
+		}
+		return &net.Dialer{}, nil
+	}
+	tcpt := libp2p.Transport(tcp.NewTCPTransport, tcp.WithDialerForAddr(pinned))
+	if private {
+		return []libp2p.Option{tcpt, libp2p.Transport(websocket.New)}
+	}
+	return []libp2p.Option{tcpt,
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Transport(websocket.New),
+		libp2p.Transport(webtransport.New),
+		libp2p.Transport(webrtc.New)}
 }
 
 // loopbackSourceIP is the one IPv4 loopback address other than 127.0.0.1

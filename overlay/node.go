@@ -279,6 +279,7 @@ func newHost(cfg Config, g *guard) (host.Host, error) {
 	opts := append([]libp2p.Option{libp2p.Identity(key), libp2p.ListenAddrs(cfg.ListenAddrs...)}, natOptions(cfg)...)
 	opts = append(opts, res...)
 	opts = append(opts, quicOptions(cfg.ListenAddrs, g))
+	opts = append(opts, transportOptions(cfg.ListenAddrs, len(cfg.PSK) > 0)...)
 	gate := banGate{g: g, next: cfg.Gater}
 	if len(cfg.Allow) > 0 {
 		self, err := peer.IDFromPrivateKey(key)

@@ -140,8 +140,8 @@ func (f *procFabric) args(i int, keyFile, dataDir string, boot []ma.Multiaddr) [
 // all of 127/8 to the loopback interface): the nodes count the identities
 // each address shows (overlay's MaxPerAddr), and processes that all
 // listened on 127.0.0.1 would show one address with every identity. Node
-// processes dial from their listening address over TCP (reuseport) and,
-// with overlay's quicOptions, over QUIC. 127.0.0.1 stays the
+// processes dial from their listening address over TCP (overlay's
+// transportOptions) and QUIC (quicOptions). 127.0.0.1 stays the
 // attackers' (testnet/attack). Elsewhere than on Linux (macOS configures
 // 127.0.0.1 alone) every node is on 127.0.0.1, and a testnet of more
 // than overlay's DefaultMaxPerAddr + 1 processes does not converge.
