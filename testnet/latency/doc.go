@@ -46,8 +46,14 @@
 // values look like and how to say so. The PlanetLab matrices have medians
 // of 130-140 ms; the same values in seconds read as milliseconds give
 // 0.13 ms, and in microseconds 134,000 ms. A network whose median RTT is
-// truly under 1 ms (one data centre) cannot be loaded from a file. Parse
-// and ParseIn take values as written, for matrices written in code.
+// truly under 1 ms (one data centre, one host) loads when the file's own
+// header states its unit and its values as written are at least 1 in it:
+// microseconds ("# unit: us"), down to a median of MinStatedMedian (1 µs).
+// A caller's unit alone (peer's --latency-unit us) does not do: the
+// PlanetLab matrix read as microseconds has the same median as a data
+// centre's. Values under 1 stated as milliseconds (0.13) are refused: they
+// are more likely seconds with the wrong header. Parse and ParseIn take
+// values as written, for matrices written in code.
 //
 // Malformed input gives a *ParseError naming the line and column (the 1-based
 // position of the value in its row) and wrapping one of the sentinel errors

@@ -212,6 +212,19 @@ const (
 	MaxMedian = 10 * time.Second
 )
 
+// MinStatedMedian bounds the median RTT that Load accepts below MinMedian
+// from a file whose own header states its unit: a network in one data
+// centre or on one host, whose RTTs are tens to hundreds of microseconds.
+// Below MinMedian the median as written must also be at least 1 in the
+// stated unit: values of 0.134 stated as milliseconds are more likely
+// mislabelled seconds than RTTs of a data centre, which would be written
+// in microseconds. A unit named by the caller alone (LoadIn's, peer's
+// --latency-unit) does not do: the PlanetLab matrix, in milliseconds,
+// read as microseconds has a median of 134 µs too, and a wrong flag for
+// someone else's file is a likelier mistake than a wrong header written
+// with the data.
+const MinStatedMedian = time.Microsecond
+
 // ImplausibleError reports a file whose median RTT, read in Unit, lies
 // outside [MinMedian, MaxMedian]. It wraps ErrImplausible.
 type ImplausibleError struct {
@@ -224,6 +237,8 @@ type ImplausibleError struct {
 	// Likely is the unit in which the median would be plausible, or 0 if
 	// none is.
 	Likely Unit
+	// Stated is whether the file's own header named Unit.
+	Stated bool
 }
 
 // Error says what is wrong and how to fix it.
@@ -242,6 +257,9 @@ func (e *ImplausibleError) Error() string {
 	}
 	fmt.Fprintf(&b, ": the values look like %s; if they are, begin the file with the line \"# unit: %s\" (or pass --latency-unit %s to peer)",
 		e.Likely.long(), e.Likely, e.Likely)
+	if e.Median < MinMedian && e.Median >= MinStatedMedian && e.Unit != Microsecond {
+		b.WriteString("; if they are RTTs under 1ms, write them in microseconds, with the line \"# unit: us\" at the file's head")
+	}
 	return b.String()
 }
 
@@ -259,14 +277,17 @@ func Load(path string) (*Matrix, error) { return LoadIn(path, 0) }
 // a *ParseError carrying the file name. Unlike Parse, LoadIn also judges
 // the values: a matrix whose median measured RTT, read in its unit, lies
 // outside [MinMedian, MaxMedian] is refused with an *ImplausibleError that
-// names the unit the values look like.
+// names the unit the values look like; but a median under MinMedian is
+// accepted from a file whose own header states its unit, down to
+// MinStatedMedian, when its values as written are at least 1 (RTTs of one
+// data centre, written in microseconds).
 func LoadIn(path string, u Unit) (*Matrix, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("latency: %w", err)
 	}
 	defer f.Close()
-	m, u, err := parse(f, u)
+	m, u, stated, err := parse(f, u)
 	if err != nil {
 		var pe *ParseError
 		if errors.As(err, &pe) {
@@ -279,7 +300,10 @@ func LoadIn(path string, u Unit) (*Matrix, error) {
 	if med == 0 || (med >= MinMedian && med <= MaxMedian) { // 0: nothing measured, nothing to judge
 		return m, nil
 	}
-	e := &ImplausibleError{File: path, Unit: u, Median: med}
+	if stated && med >= MinStatedMedian && med < MinMedian && med >= time.Duration(u) {
+		return m, nil // sub-millisecond RTTs in the unit the file states
+	}
+	e := &ImplausibleError{File: path, Unit: u, Median: med, Stated: stated}
 	for _, x := range units {
 		// The same numbers read in x.u.
 		if d := time.Duration(float64(med) / float64(u) * float64(x.u)); x.u != u && d >= MinMedian && d <= MaxMedian {
@@ -302,14 +326,15 @@ func Parse(r io.Reader) (*Matrix, error) { return ParseIn(r, 0) }
 // a test may hold nanoseconds. Files should go through Load, which also
 // checks that the values look like RTTs in their unit.
 func ParseIn(r io.Reader, u Unit) (*Matrix, error) {
-	m, _, err := parse(r, u)
+	m, _, _, err := parse(r, u)
 	return m, err
 }
 
-// parse is ParseIn; it also returns the unit the values were read in.
-func parse(r io.Reader, u Unit) (*Matrix, Unit, error) {
+// parse is ParseIn; it also returns the unit the values were read in and
+// whether the file's header named it.
+func parse(r io.Reader, u Unit) (*Matrix, Unit, bool, error) {
 	if u != 0 && !u.valid() {
-		return nil, 0, fmt.Errorf("latency: %w %v: want Second, Millisecond or Microsecond", ErrUnit, u)
+		return nil, 0, false, fmt.Errorf("latency: %w %v: want Second, Millisecond or Microsecond", ErrUnit, u)
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<30)
@@ -320,6 +345,7 @@ func parse(r io.Reader, u Unit) (*Matrix, Unit, error) {
 		line   int
 		fields []string
 		header Unit // from a "# unit:" line
+		stated bool // the header named the unit
 	)
 	for sc.Scan() {
 		line++
@@ -331,13 +357,13 @@ func parse(r io.Reader, u Unit) (*Matrix, Unit, error) {
 			hu, err := ParseUnit(h)
 			switch {
 			case err != nil:
-				return nil, 0, &ParseError{Line: line, Err: ErrUnit, Text: h, Hint: "want \"# unit: s\", \"# unit: ms\" or \"# unit: us\""}
+				return nil, 0, false, &ParseError{Line: line, Err: ErrUnit, Text: h, Hint: "want \"# unit: s\", \"# unit: ms\" or \"# unit: us\""}
 			case n >= 0:
-				return nil, 0, &ParseError{Line: line, Err: ErrUnit, Hint: "a \"# unit:\" header must come before the first row"}
+				return nil, 0, false, &ParseError{Line: line, Err: ErrUnit, Hint: "a \"# unit:\" header must come before the first row"}
 			case header != 0 && hu != header:
-				return nil, 0, &ParseError{Line: line, Err: ErrUnit, Text: h, Hint: fmt.Sprintf("a second header, the first said %v", header)}
+				return nil, 0, false, &ParseError{Line: line, Err: ErrUnit, Text: h, Hint: fmt.Sprintf("a second header, the first said %v", header)}
 			case u != 0 && hu != u:
-				return nil, 0, &ParseError{Line: line, Err: ErrUnit, Text: h,
+				return nil, 0, false, &ParseError{Line: line, Err: ErrUnit, Text: h,
 					Hint: fmt.Sprintf("the header says the values are in %s, but they are to be read in %s: drop one or make them agree", hu.long(), u.long())}
 			}
 			header = hu
@@ -350,12 +376,13 @@ func parse(r io.Reader, u Unit) (*Matrix, Unit, error) {
 		if n < 0 {
 			n = len(fields)
 			raw = make([]time.Duration, 0, n*n)
+			stated = header != 0
 			if u == 0 {
 				u = cmp.Or(header, Millisecond)
 			}
 		}
 		if rows == n {
-			return nil, 0, &ParseError{Line: line, Err: ErrNotSquare,
+			return nil, 0, false, &ParseError{Line: line, Err: ErrNotSquare,
 				Hint: fmt.Sprintf("found more than %d rows, but each row has %d values", n, n)}
 		}
 		if len(fields) != n {
@@ -365,29 +392,29 @@ func parse(r io.Reader, u Unit) (*Matrix, Unit, error) {
 			if len(fields) > n {
 				pe.Text = fields[n]
 			}
-			return nil, 0, pe
+			return nil, 0, false, pe
 		}
 		for j, f := range fields {
 			d, err := parseValue(f, u)
 			if err != nil {
 				err.Line, err.Column = line, j+1
-				return nil, 0, err
+				return nil, 0, false, err
 			}
 			raw = append(raw, d)
 		}
 		rows++
 	}
 	if err := sc.Err(); err != nil {
-		return nil, 0, fmt.Errorf("latency: reading input: %w", err)
+		return nil, 0, false, fmt.Errorf("latency: reading input: %w", err)
 	}
 	if n < 0 {
-		return nil, 0, &ParseError{Line: line, Err: ErrEmpty, Hint: "want one row of RTTs per line"}
+		return nil, 0, false, &ParseError{Line: line, Err: ErrEmpty, Hint: "want one row of RTTs per line"}
 	}
 	if rows != n {
-		return nil, 0, &ParseError{Line: line, Err: ErrNotSquare,
+		return nil, 0, false, &ParseError{Line: line, Err: ErrNotSquare,
 			Hint: fmt.Sprintf("found %d rows of %d values; an N-host matrix has N rows of N values", rows, n)}
 	}
-	return fromRaw(n, raw), u, nil
+	return fromRaw(n, raw), u, stated, nil
 }
 
 // unitHeader returns the unit named by a "# unit: X" line (any case, any

@@ -2,6 +2,7 @@ package latency
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -459,5 +460,68 @@ func TestUnitErrors(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		wantRTT(t, m, 0, 1, 500*time.Microsecond, true)
+	}
+}
+
+// TestLoadStatedSubMillisecond: RTTs of one data centre (a median of
+// about 400 µs) load from a file whose header states microseconds; not
+// when only the caller says so (TestLoadUnits: the PlanetLab matrix in
+// milliseconds read as microseconds looks the same), nor as milliseconds
+// written under 1, refused with an error that says how to write them.
+// Without a unit they read as milliseconds, 400 ms, which is plausible:
+// the one mistake the check cannot see.
+func TestLoadStatedSubMillisecond(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, head string, scale float64) string {
+		var b strings.Builder
+		b.WriteString(head)
+		const n = 6
+		for i := range n {
+			for j := range n {
+				v := 0.0
+				if i != j {
+					v = float64(300+20*(i+j)) * scale
+				}
+				fmt.Fprintf(&b, "%g ", v)
+			}
+			b.WriteString("\n")
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	check := func(m *Matrix, err error, what string) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if rtt, ok := m.RTT(0, 1); !ok || rtt != 320*time.Microsecond {
+			t.Errorf("%s: RTT(0, 1) = %v, %v; want 320µs", what, rtt, ok)
+		}
+	}
+	us := write("us.txt", "# unit: us\n", 1)
+	m, err := Load(us)
+	check(m, err, "header us")
+	m, err = LoadIn(us, Microsecond)
+	check(m, err, "header us, LoadIn(us)")
+	bare := write("bare.txt", "", 1)
+	if _, err := LoadIn(bare, Microsecond); !errors.Is(err, ErrImplausible) {
+		t.Errorf("LoadIn(no header, us) = %v, want ErrImplausible", err)
+	}
+	if m, err := Load(bare); err != nil || m.Stats().Median < 300*time.Millisecond {
+		t.Errorf("Load(no unit) = %v; want the values read as milliseconds", err)
+	}
+	ms := write("ms.txt", "# unit: ms\n", 0.001)
+	_, err = Load(ms)
+	var ie *ImplausibleError
+	if !errors.As(err, &ie) || !ie.Stated || ie.Unit != Millisecond || !strings.Contains(err.Error(), "# unit: us") {
+		t.Errorf("Load(0.3 stated as ms) = %v, want an *ImplausibleError that says to write microseconds", err)
+	}
+	// Under a microsecond, even in microseconds, is no RTT.
+	tiny := write("tiny.txt", "# unit: us\n", 0.001)
+	if _, err := Load(tiny); !errors.Is(err, ErrImplausible) {
+		t.Errorf("Load(0.3 µs) = %v, want ErrImplausible", err)
 	}
 }
