@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -60,6 +61,25 @@ type Config struct {
 	// placement live in virtual time and in the node simulator): the
 	// selection suite adds them.
 	GeoLiveVirtual []GeoLiveRow
+	// Network, when set, is the selection suite's network in place of
+	// PlanetLab and the synthetic one (FromMatrix makes one of an RTT
+	// matrix), with Superpeers its values of S: by default SelectionS of
+	// its size.
+	Network    *Network
+	Superpeers []int
+}
+
+// SelectionS is the selection suite's values of S on a network of n
+// hosts: about 2, 5 and 10 % of them (10, 25 and 49 on PlanetLab's 490),
+// at least 1, each once.
+func SelectionS(n int) []int {
+	var out []int
+	for _, f := range []float64{0.02, 0.05, 0.1} {
+		if s := max(1, int(math.Round(f*float64(n)))); s <= n && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // step is one unit of a run, shown as one step of the progress.
@@ -82,6 +102,19 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	if !cfg.Sim && !cfg.Live {
 		return nil, fmt.Errorf("%w: neither the simulator's nor the live half chosen", ErrBench)
+	}
+	if cfg.Network == nil && len(cfg.Superpeers) > 0 {
+		return nil, fmt.Errorf("%w: values of S without a network of their own", ErrBench)
+	}
+	if nw := cfg.Network; nw != nil {
+		if !slices.Equal(cfg.Suites, []string{SuiteSelection}) || !cfg.Sim {
+			return nil, fmt.Errorf("%w: a network of its own is for the selection suite's simulator half", ErrBench)
+		}
+		for _, s := range cfg.Superpeers {
+			if s < 1 || s > nw.N() {
+				return nil, fmt.Errorf("%w: S = %d superpeers among the %d hosts of %s; want 1 <= S <= %d", ErrBench, s, nw.N(), nw.Name, nw.N())
+			}
+		}
 	}
 	res := &Results{Command: cfg.Command, Machine: ThisMachine(), StartedAt: time.Now().UTC().Truncate(time.Second),
 		Suites: cfg.Suites, Sim: cfg.Sim, Live: cfg.Live, Seed: cfg.Seed, Quick: cfg.Quick}
@@ -129,6 +162,13 @@ func suiteSteps(suite string, cfg Config) []step {
 		cases := []netCase{{"PlanetLab", PlanetLab, []int{10, 25, 49}}, {"synthetic 10,000", synthetic(10000), []int{100}}}
 		if cfg.Quick {
 			cases = []netCase{{"PlanetLab", PlanetLab, []int{10}}, {"synthetic 1,000", synthetic(1000), []int{10}}}
+		}
+		if nw := cfg.Network; nw != nil {
+			sizes := cfg.Superpeers
+			if len(sizes) == 0 {
+				sizes = SelectionS(nw.N())
+			}
+			cases = []netCase{{nw.Name, func() (*Network, error) { return nw, nil }, sizes}}
 		}
 		if len(cfg.GeoLiveVirtual) > 0 {
 			steps = append(steps, step{"selection: geometric live in virtual time (rows of TestGeoLiveVirtual)", func(_ context.Context, r *Results) error {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/superpeer/superpeer/testnet/latency"
 )
 
 // Bad configurations of Run name the problem.
@@ -82,5 +85,65 @@ func TestLogSlope(t *testing.T) {
 	writeTrafficGrowth(&w, []LiveScaleRow{{N: 32, Converged: true, Ordinary: 300, SuperpeerPerMember: 40}, {N: 256, Converged: false}, {N: 128, Converged: true, Ordinary: 600, SuperpeerPerMember: 160}})
 	if got := w.String(); !strings.Contains(got, "from 300 B/s at n = 32 to 600 B/s at n = 128, about n^0.50") || !strings.Contains(got, "from 40 to 160 B/s, about n^1.00") {
 		t.Errorf("growth statement: %q", got)
+	}
+}
+
+// The selection suite runs on a network of the caller's (peer bench
+// --latency) for the values of S given, or for SelectionS of its size; a
+// network for another suite, or values of S out of range or without a
+// network, are refused.
+func TestRunOwnNetwork(t *testing.T) {
+	if got := SelectionS(490); !slices.Equal(got, []int{10, 25, 49}) {
+		t.Errorf("SelectionS(490) = %v, want PlanetLab's 10, 25, 49", got)
+	}
+	if got := SelectionS(20); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("SelectionS(20) = %v, want 1, 2", got)
+	}
+	path, err := findPlanetLab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := latency.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := make([]int, 100)
+	for i := range hosts {
+		hosts[i] = 3 * i
+	}
+	nw, err := FromMatrix("every third", m.Sub(hosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		supers []int
+		want   []int
+	}{{nil, []int{2, 5, 10}}, {[]int{7}, []int{7}}} {
+		r, err := Run(context.Background(), Config{Suites: []string{SuiteSelection}, Sim: true, Seed: 1, Network: nw, Superpeers: c.supers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for _, row := range r.Selection {
+			if row.Network != "every third" {
+				t.Errorf("a row on %q", row.Network)
+			}
+			if !slices.Contains(got, row.TargetS) {
+				got = append(got, row.TargetS)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Superpeers %v: rows for S = %v, want %v", c.supers, got, c.want)
+		}
+	}
+	for _, c := range []Config{
+		{Suites: []string{SuiteSelection, SuiteElection}, Sim: true, Network: nw},
+		{Suites: []string{SuiteSelection}, Live: true, Network: nw},
+		{Suites: []string{SuiteSelection}, Sim: true, Network: nw, Superpeers: []int{101}},
+		{Suites: []string{SuiteSelection}, Sim: true, Superpeers: []int{5}},
+	} {
+		if _, err := Run(context.Background(), c); !errors.Is(err, ErrBench) {
+			t.Errorf("Run(suites %v, S %v, network %v) = %v, want ErrBench", c.Suites, c.Superpeers, c.Network != nil, err)
+		}
 	}
 }

@@ -31,6 +31,9 @@ func newBenchCmd() *cobra.Command {
 		noPlots   bool
 		showProgr bool
 		liveSizes []int
+		latFile   string
+		latUnit   string
+		supers    []int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -61,8 +64,13 @@ measured in the same run:
 --sim runs only the simulator's parts, --live only the live testnet's;
 the default runs both. Tables go to standard output (one JSON document with
 --json); results.json and PNG plots go to --out; --report writes a
-Markdown report (make bench writes BENCHMARKS.md).`,
+Markdown report (make bench writes BENCHMARKS.md).
+
+With --latency FILE (an RTT matrix, as peer testnet reads it) the selection
+suite runs on that network instead, for --superpeers values of S (default
+about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 		Example: `  peer bench --suite election --sim
+  peer bench --latency king.txt --superpeers 20,50
   peer bench --suite all --out docs/bench --report BENCHMARKS.md
   peer bench --suite scale --live --json`,
 		Args: cobra.NoArgs,
@@ -73,6 +81,29 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 			suites, err := parseSuites(suite)
 			if err != nil {
 				return err
+			}
+			fs := cmd.Flags()
+			m, err := loadLatency(fs, latFile, latUnit)
+			if err != nil {
+				return err
+			}
+			var nw *bench.Network
+			switch {
+			case m != nil:
+				if fs.Changed("suite") && (len(suites) != 1 || suites[0] != bench.SuiteSelection) || liveOnly {
+					return fmt.Errorf("--latency: for the selection suite's simulator half only (--suite selection --sim)")
+				}
+				suites, simOnly = []string{bench.SuiteSelection}, true
+				if nw, err = bench.FromMatrix(filepath.Base(latFile), m); err != nil {
+					return fmt.Errorf("--latency: %w", err)
+				}
+				for _, s := range supers {
+					if s < 1 || s > nw.N() {
+						return fmt.Errorf("--superpeers %d: want 1 to %d, the hosts of %s", s, nw.N(), latFile)
+					}
+				}
+			case len(supers) > 0:
+				return fmt.Errorf("--superpeers: for a --latency network only")
 			}
 			if out == "" {
 				return fmt.Errorf("--out: want a folder for results.json and the plots")
@@ -113,7 +144,7 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 			res, runErr := bench.Run(cmd.Context(), bench.Config{
 				Suites: suites, Sim: !liveOnly, Live: !simOnly, Seed: seed, Quick: quick, LiveSizes: liveSizes,
 				Command: "peer " + strings.Join(os.Args[1:], " "), Progress: prog, Exec: exe,
-				SimLiveVirtual: virtual, GeoLiveVirtual: geoVirtual,
+				SimLiveVirtual: virtual, GeoLiveVirtual: geoVirtual, Network: nw, Superpeers: supers,
 			})
 			prog.finish()
 			if res == nil {
@@ -161,6 +192,9 @@ Markdown report (make bench writes BENCHMARKS.md).`,
 	fs.BoolVar(&noPlots, "no-plots", false, "skip the PNG plots")
 	fs.BoolVar(&showProgr, "progress", true, "show progress on standard error")
 	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	fs.StringVar(&latFile, "latency", "", "run the selection suite on this RTT matrix (tab- or space-separated, in milliseconds or --latency-unit) instead of PlanetLab and the synthetic network")
+	fs.StringVar(&latUnit, "latency-unit", "ms", `unit of the --latency file's values: s, ms or us (default: what a first line "# unit: s" in the file says, else ms)`)
+	fs.IntSliceVar(&supers, "superpeers", nil, "the values of S on the --latency network, comma-separated (default about 2, 5 and 10 % of its hosts)")
 	return cmd
 }
 

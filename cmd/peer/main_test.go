@@ -143,6 +143,11 @@ func TestBadInput(t *testing.T) {
 		badInput{[]string{"testnet", "-n", "2", "--latency", seconds, "--latency-unit", "us"}, "look like seconds"},
 		badInput{[]string{"testnet", "-n", "2", "--latency", matrix, "--latency-unit", "sec"}, `--latency-unit: bad unit "sec": want s, ms or us`},
 		badInput{[]string{"testnet", "-n", "2", "--latency-unit", "s"}, "for a --latency file only"},
+		badInput{[]string{"bench", "--latency", matrix, "--suite", "election"}, "for the selection suite's simulator half only"},
+		badInput{[]string{"bench", "--latency", matrix, "--live"}, "for the selection suite's simulator half only"},
+		badInput{[]string{"bench", "--latency", matrix, "--superpeers", "3"}, "--superpeers 3: want 1 to 2"},
+		badInput{[]string{"bench", "--superpeers", "3"}, "for a --latency network only"},
+		badInput{[]string{"bench", "--latency", seconds}, "look like seconds"},
 		// Read in seconds it loads, and the command goes on to refuse
 		// --procs.
 		badInput{[]string{"testnet", "--procs", "-n", "2", "--latency", seconds, "--latency-unit", "s"}, "loopback"})
