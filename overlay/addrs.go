@@ -131,31 +131,31 @@ func quicOptions(listen []ma.Multiaddr, g *guard) libp2p.Option {
 
 // transportOptions are go-libp2p's default transports (TCP, QUIC,
 // WebSocket, WebTransport, WebRTC; TCP and WebSocket in a private
-// network) with one change when the host listens on one loopback address
-// other than 127.0.0.1 (loopbackSourceIP): TCP dials its loopback peers
-// from that address, with an ephemeral port. The default TCP dialer
-// binds the listen address and port (reuseport), and when that bind
-// fails it dials again from the kernel's choice, 127.0.0.1 for a
-// loopback destination. The bind fails whenever the 4-tuple is taken:
-// when two nodes dial each other at once, each from its listen port to
-// the other's, or a second connection between them is dialed. Node
-// processes on one machine (testnet --procs) would then show 127.0.0.1
-// to each other, one group for all their identities, and a registrar
-// refuses a member as crowded beyond MaxPerAddr
-// (TestLoopbackRedialKeepsSource). A TCP dial to an address other than
-// loopback is then a plain dial: such a host does not bind its listen
-// port for outgoing TCP, which only hole punching through a NAT needs.
-// Nil, and so go-libp2p's defaults, for every other host.
+// network) with one change for a host that listens on loopback only, on
+// one address other than 127.0.0.1 (loopbackSourceIP): TCP dials from
+// that address, with an ephemeral port. The default TCP dialer binds the
+// listen address and port (reuseport), and when that bind fails it dials
+// again from the kernel's choice, 127.0.0.1 for a loopback destination.
+// The bind fails whenever the 4-tuple is taken: when two nodes dial each
+// other at once, each from its listen port to the other's, or a second
+// connection between them is dialed. Node processes on one machine
+// (testnet --procs) would then show 127.0.0.1 to each other, one group
+// for all their identities, and a registrar refuses a member as crowded
+// beyond MaxPerAddr (TestLoopbackRedialKeepsSource). A host that also
+// listens elsewhere keeps go-libp2p's dialer, and with it the listen
+// port as the source of its TCP dials to the world, which what its peers
+// observe of its address and hole punching through a NAT rely on. Nil,
+// and so go-libp2p's defaults, for every host but the loopback-only one.
 func transportOptions(listen []ma.Multiaddr, private bool) []libp2p.Option {
 	src := loopbackSourceIP(listen)
-	if src == nil {
+	if src == nil || !allLoopback(listen) {
 		return nil
 	}
 	pinned := func(raddr ma.Multiaddr) (tcp.ContextDialer, error) {
 		if ip, err := manet.ToIP(raddr); err == nil && ip.IsLoopback() && ip.To4() != nil {
 			return &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}}, nil
 		}
-		return &net.Dialer{}, nil
+		return &net.Dialer{}, nil // not reachable from loopback anyway
 	}
 	tcpt := libp2p.Transport(tcp.NewTCPTransport, tcp.WithDialerForAddr(pinned))
 	if private {
@@ -166,6 +166,17 @@ func transportOptions(listen []ma.Multiaddr, private bool) []libp2p.Option {
 		libp2p.Transport(websocket.New),
 		libp2p.Transport(webtransport.New),
 		libp2p.Transport(webrtc.New)}
+}
+
+// allLoopback reports whether every address of listen is a loopback
+// address.
+func allLoopback(listen []ma.Multiaddr) bool {
+	for _, a := range listen {
+		if ip, err := manet.ToIP(a); err != nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // loopbackSourceIP is the one IPv4 loopback address other than 127.0.0.1
