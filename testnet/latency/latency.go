@@ -241,7 +241,11 @@ type ImplausibleError struct {
 	Stated bool
 }
 
-// Error says what is wrong and how to fix it.
+// Error says what is wrong and how to fix it: the unit the values look
+// like, and how to say so (a header to begin the file with, or to change
+// when the file has one); and for a median under MinMedian that would be
+// a plausible RTT of one data centre, how to load it (microseconds, stated
+// in the file's header).
 func (e *ImplausibleError) Error() string {
 	var b strings.Builder
 	v := strconv.FormatFloat(float64(e.Median)/float64(e.Unit), 'g', 4, 64)
@@ -251,14 +255,23 @@ func (e *ImplausibleError) Error() string {
 	} else {
 		fmt.Fprintf(&b, "above %v", MaxMedian)
 	}
-	if e.Likely == 0 {
+	switch {
+	case e.Likely == 0:
 		fmt.Fprintf(&b, ", and would be in no unit between s and us: check the file (want one RTT per pair, with a median between %v and %v)", MinMedian, MaxMedian)
-		return b.String()
+	case e.Stated:
+		fmt.Fprintf(&b, ": the values look like %s; if they are, make the file's header \"# unit: %s\"", e.Likely.long(), e.Likely)
+	default:
+		fmt.Fprintf(&b, ": the values look like %s; if they are, begin the file with the line \"# unit: %s\" (or pass --latency-unit %s to peer)",
+			e.Likely.long(), e.Likely, e.Likely)
 	}
-	fmt.Fprintf(&b, ": the values look like %s; if they are, begin the file with the line \"# unit: %s\" (or pass --latency-unit %s to peer)",
-		e.Likely.long(), e.Likely, e.Likely)
-	if e.Median < MinMedian && e.Median >= MinStatedMedian && e.Unit != Microsecond {
-		b.WriteString("; if they are RTTs under 1ms, write them in microseconds, with the line \"# unit: us\" at the file's head")
+	if e.Median >= MinStatedMedian && e.Median < MinMedian {
+		us := strconv.FormatFloat(float64(e.Median)/float64(time.Microsecond), 'g', 4, 64)
+		switch {
+		case e.Unit == Microsecond && !e.Stated:
+			b.WriteString("; if they are RTTs under 1ms in microseconds, say so in the file: begin it with the line \"# unit: us\" (a unit passed alone does not do under 1ms)")
+		case e.Unit != Microsecond:
+			fmt.Fprintf(&b, "; if they are RTTs under 1ms, write them in microseconds (the median would read %s), with \"# unit: us\" as the file's header", us)
+		}
 	}
 	return b.String()
 }

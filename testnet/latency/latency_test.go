@@ -507,8 +507,8 @@ func TestLoadStatedSubMillisecond(t *testing.T) {
 	m, err = LoadIn(us, Microsecond)
 	check(m, err, "header us, LoadIn(us)")
 	bare := write("bare.txt", "", 1)
-	if _, err := LoadIn(bare, Microsecond); !errors.Is(err, ErrImplausible) {
-		t.Errorf("LoadIn(no header, us) = %v, want ErrImplausible", err)
+	if _, err := LoadIn(bare, Microsecond); !errors.Is(err, ErrImplausible) || !strings.Contains(err.Error(), `begin it with the line "# unit: us"`) {
+		t.Errorf("LoadIn(no header, us) = %v, want ErrImplausible that says to state the unit in the file", err)
 	}
 	if m, err := Load(bare); err != nil || m.Stats().Median < 300*time.Millisecond {
 		t.Errorf("Load(no unit) = %v; want the values read as milliseconds", err)
@@ -516,8 +516,9 @@ func TestLoadStatedSubMillisecond(t *testing.T) {
 	ms := write("ms.txt", "# unit: ms\n", 0.001)
 	_, err = Load(ms)
 	var ie *ImplausibleError
-	if !errors.As(err, &ie) || !ie.Stated || ie.Unit != Millisecond || !strings.Contains(err.Error(), "# unit: us") {
-		t.Errorf("Load(0.3 stated as ms) = %v, want an *ImplausibleError that says to write microseconds", err)
+	if !errors.As(err, &ie) || !ie.Stated || ie.Unit != Millisecond || !strings.Contains(err.Error(), "write them in microseconds") ||
+		!strings.Contains(err.Error(), `make the file's header "# unit: s"`) || strings.Contains(err.Error(), "--latency-unit") {
+		t.Errorf("Load(0.3 stated as ms) = %v, want an *ImplausibleError that says to change the header or write microseconds", err)
 	}
 	// Under a microsecond, even in microseconds, is no RTT.
 	tiny := write("tiny.txt", "# unit: us\n", 0.001)
