@@ -110,6 +110,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		if !slices.Equal(cfg.Suites, []string{SuiteSelection}) || !cfg.Sim {
 			return nil, fmt.Errorf("%w: a network of its own is for the selection suite's simulator half", ErrBench)
 		}
+		if len(cfg.GeoLiveVirtual) > 0 {
+			return nil, fmt.Errorf("%w: rows of PlanetLab's live placement (GeoLiveVirtual) with a network of its own", ErrBench)
+		}
 		for _, s := range cfg.Superpeers {
 			if s < 1 || s > nw.N() {
 				return nil, fmt.Errorf("%w: S = %d superpeers among the %d hosts of %s; want 1 <= S <= %d", ErrBench, s, nw.N(), nw.Name, nw.N())
@@ -164,7 +167,7 @@ func suiteSteps(suite string, cfg Config) []step {
 			cases = []netCase{{"PlanetLab", PlanetLab, []int{10}}, {"synthetic 1,000", synthetic(1000), []int{10}}}
 		}
 		if nw := cfg.Network; nw != nil {
-			sizes := cfg.Superpeers
+			sizes := slices.Compact(slices.Sorted(slices.Values(cfg.Superpeers)))
 			if len(sizes) == 0 {
 				sizes = SelectionS(nw.N())
 			}

@@ -118,7 +118,7 @@ func TestRunOwnNetwork(t *testing.T) {
 	for _, c := range []struct {
 		supers []int
 		want   []int
-	}{{nil, []int{2, 5, 10}}, {[]int{7}, []int{7}}} {
+	}{{nil, []int{2, 5, 10}}, {[]int{7, 3, 7}, []int{3, 7}}} {
 		r, err := Run(context.Background(), Config{Suites: []string{SuiteSelection}, Sim: true, Seed: 1, Network: nw, Superpeers: c.supers})
 		if err != nil {
 			t.Fatal(err)
@@ -141,6 +141,7 @@ func TestRunOwnNetwork(t *testing.T) {
 		{Suites: []string{SuiteSelection}, Live: true, Network: nw},
 		{Suites: []string{SuiteSelection}, Sim: true, Network: nw, Superpeers: []int{101}},
 		{Suites: []string{SuiteSelection}, Sim: true, Superpeers: []int{5}},
+		{Suites: []string{SuiteSelection}, Sim: true, Network: nw, GeoLiveVirtual: []GeoLiveRow{{}}},
 	} {
 		if _, err := Run(context.Background(), c); !errors.Is(err, ErrBench) {
 			t.Errorf("Run(suites %v, S %v, network %v) = %v, want ErrBench", c.Suites, c.Superpeers, c.Network != nil, err)

@@ -93,6 +93,11 @@ about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 				if fs.Changed("suite") && (len(suites) != 1 || suites[0] != bench.SuiteSelection) || liveOnly {
 					return fmt.Errorf("--latency: for the selection suite's simulator half only (--suite selection --sim)")
 				}
+				for _, f := range []string{"geolive", "simlive", "live-sizes", "quick"} {
+					if fs.Changed(f) {
+						return fmt.Errorf("--%s: not with --latency, which runs the selection suite on that network alone", f)
+					}
+				}
 				suites, simOnly = []string{bench.SuiteSelection}, true
 				if nw, err = bench.FromMatrix(filepath.Base(latFile), m); err != nil {
 					return fmt.Errorf("--latency: %w", err)
@@ -192,7 +197,7 @@ about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 	fs.BoolVar(&noPlots, "no-plots", false, "skip the PNG plots")
 	fs.BoolVar(&showProgr, "progress", true, "show progress on standard error")
 	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
-	fs.StringVar(&latFile, "latency", "", "run the selection suite on this RTT matrix (tab- or space-separated, in milliseconds or --latency-unit) instead of PlanetLab and the synthetic network")
+	fs.StringVar(&latFile, "latency", "", `run the selection suite on this RTT matrix instead of PlanetLab and the synthetic network (as peer testnet reads it: tab- or space-separated, in milliseconds unless a first line "# unit: s" (or us) or --latency-unit says otherwise)`)
 	fs.StringVar(&latUnit, "latency-unit", "ms", `unit of the --latency file's values: s, ms or us (default: what a first line "# unit: s" in the file says, else ms)`)
 	fs.IntSliceVar(&supers, "superpeers", nil, "the values of S on the --latency network, comma-separated (default about 2, 5 and 10 % of its hosts)")
 	return cmd

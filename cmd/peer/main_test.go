@@ -147,6 +147,7 @@ func TestBadInput(t *testing.T) {
 		badInput{[]string{"bench", "--latency", matrix, "--live"}, "for the selection suite's simulator half only"},
 		badInput{[]string{"bench", "--latency", matrix, "--superpeers", "3"}, "--superpeers 3: want 1 to 2"},
 		badInput{[]string{"bench", "--superpeers", "3"}, "for a --latency network only"},
+		badInput{[]string{"bench", "--latency", matrix, "--quick"}, "--quick: not with --latency"},
 		badInput{[]string{"bench", "--latency", seconds}, "look like seconds"},
 		// Read in seconds it loads, and the command goes on to refuse
 		// --procs.
