@@ -100,14 +100,7 @@ func TestGeoSimSweep(t *testing.T) {
 	if errA != nil || errB != nil || a < 1 || b < a {
 		t.Fatalf("-geosweep.seeds %q: want from-to, 1 <= from <= to", *geoSweep)
 	}
-	path, err := findPlanetLab()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := latency.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := planetLabMatrix(t)
 	cfg := GeoLiveConfig{N: *geoSweepN, S: *geoSweepS, Duration: 5 * time.Minute}
 	hosts := make([]int, cfg.N)
 	for i := range hosts {

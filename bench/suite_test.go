@@ -60,6 +60,20 @@ func TestRunQuickSim(t *testing.T) {
 	}
 }
 
+// planetLabMatrix is the PlanetLab matrix (PlanetLabFile).
+func planetLabMatrix(t *testing.T) *latency.Matrix {
+	t.Helper()
+	path, err := findPlanetLab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := latency.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // recorder is a Progress that counts.
 type recorder struct {
 	total int
@@ -99,14 +113,7 @@ func TestRunOwnNetwork(t *testing.T) {
 	if got := SelectionS(20); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("SelectionS(20) = %v, want 1, 2", got)
 	}
-	path, err := findPlanetLab()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := latency.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := planetLabMatrix(t)
 	hosts := make([]int, 100)
 	for i := range hosts {
 		hosts[i] = 3 * i
