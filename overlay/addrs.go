@@ -110,7 +110,8 @@ func (n *Node) speaksCloser(p peer.ID) bool {
 // quicOptions build the QUIC transport's sockets: each one a
 // penaltyConn of g (quicgate.go). And they make a host that listens on
 // one loopback address other than 127.0.0.1 dial its loopback peers over
-// QUIC from that address, as TCP (reuseport) does already. Without that,
+// QUIC from that address, as TCP does (reuseport, and transportOptions
+// for a host on loopback alone). Without that,
 // QUIC dials from 127.0.0.1, the kernel's choice, and node processes on
 // one machine, each on its own loopback address (testnet --procs), would
 // all show one address to each other: more identities than MaxPerAddr.
