@@ -313,8 +313,10 @@ func LoadIn(path string, u Unit) (*Matrix, error) {
 	if med == 0 || (med >= MinMedian && med <= MaxMedian) { // 0: nothing measured, nothing to judge
 		return m, nil
 	}
-	if stated && med >= MinStatedMedian && med < MinMedian && med >= time.Duration(u) {
-		return m, nil // sub-millisecond RTTs in the unit the file states
+	// Sub-millisecond RTTs in the unit the file states: only microseconds
+	// can write them as values of at least 1.
+	if stated && u == Microsecond && med >= MinStatedMedian && med < MinMedian {
+		return m, nil
 	}
 	e := &ImplausibleError{File: path, Unit: u, Median: med, Stated: stated}
 	for _, x := range units {
