@@ -66,8 +66,11 @@ type controlReport struct {
 const reportCPUStep = time.Millisecond
 
 // wireState and wireElection carry overlay.State and overlay.ElectionStats
-// (the fields a Net reads) with peer IDs as text, empty for none (peer.ID's
-// own JSON refuses an empty ID).
+// (every field but the superpeer's addresses: TestReportRoundTrip) with
+// peer IDs as text, empty for none (peer.ID's own JSON refuses an empty
+// ID). A field left out reads as zero in the parent, silently: the
+// election's Demoted once was, and a procs scenario counted a flapping
+// superpeer, passed over by design, as a 46 s disagreement.
 type wireState struct {
 	Self, Superpeer, Prefix string
 	Role                    overlay.Role
@@ -75,26 +78,32 @@ type wireState struct {
 	ClusterKey              dhtselect.Key
 	Members                 []string
 	Size                    dhtselect.Estimate
+	Evaluations             uint64
 	Lookups, Queries        uint64
 	Coord                   *coordinate.Coordinate
 }
 
 type wireElection struct {
-	Algorithm, Lookup, Leader, Role string
-	Term, Dropped                   uint64
-	Timeout                         time.Duration
-	Sent                            map[string]uint64
+	Algorithm, Lookup, First, Leader, Role string
+	Term                                   uint64
+	Demoted                                []string
+	Timeout                                time.Duration
+	Sent                                   map[string]uint64
+	Dropped, Throttled, Flooded            uint64
 }
 
 func toWire(s overlay.State, e overlay.ElectionStats) (wireState, wireElection) {
 	ws := wireState{Self: idText(s.Self), Superpeer: idText(s.Superpeer.ID), Prefix: s.Prefix, Role: s.Role,
 		S: s.S, K: s.K, Token: s.Token, ClusterKey: s.ClusterKey, Size: s.Size,
-		Lookups: s.Lookups, Queries: s.Queries, Coord: s.Coord}
+		Evaluations: s.Evaluations, Lookups: s.Lookups, Queries: s.Queries, Coord: s.Coord}
 	for _, m := range s.Members {
 		ws.Members = append(ws.Members, m.String())
 	}
-	we := wireElection{Algorithm: e.Algorithm, Lookup: idText(e.Lookup), Leader: idText(e.Leader), Role: e.Role,
-		Term: e.Term, Dropped: e.Dropped, Timeout: e.Timeout, Sent: e.Sent}
+	we := wireElection{Algorithm: e.Algorithm, Lookup: idText(e.Lookup), First: idText(e.First), Leader: idText(e.Leader), Role: e.Role,
+		Term: e.Term, Timeout: e.Timeout, Sent: e.Sent, Dropped: e.Dropped, Throttled: e.Throttled, Flooded: e.Flooded}
+	for _, p := range e.Demoted {
+		we.Demoted = append(we.Demoted, p.String())
+	}
 	return ws, we
 }
 
@@ -111,12 +120,15 @@ func (r controlReport) decode() (overlay.State, overlay.ElectionStats, error) {
 	ws, we := r.State, r.Election
 	s := overlay.State{Self: id(ws.Self), Superpeer: peer.AddrInfo{ID: id(ws.Superpeer)}, Prefix: ws.Prefix, Role: ws.Role,
 		S: ws.S, K: ws.K, Token: ws.Token, ClusterKey: ws.ClusterKey, Size: ws.Size,
-		Lookups: ws.Lookups, Queries: ws.Queries, Coord: ws.Coord}
+		Evaluations: ws.Evaluations, Lookups: ws.Lookups, Queries: ws.Queries, Coord: ws.Coord}
 	for _, m := range ws.Members {
 		s.Members = append(s.Members, id(m))
 	}
-	e := overlay.ElectionStats{Algorithm: we.Algorithm, Lookup: id(we.Lookup), Leader: id(we.Leader), Role: we.Role,
-		Term: we.Term, Dropped: we.Dropped, Timeout: we.Timeout, Sent: we.Sent}
+	e := overlay.ElectionStats{Algorithm: we.Algorithm, Lookup: id(we.Lookup), First: id(we.First), Leader: id(we.Leader), Role: we.Role,
+		Term: we.Term, Timeout: we.Timeout, Sent: we.Sent, Dropped: we.Dropped, Throttled: we.Throttled, Flooded: we.Flooded}
+	for _, p := range we.Demoted {
+		e.Demoted = append(e.Demoted, id(p))
+	}
 	return s, e, errors.Join(errs...)
 }
 

@@ -33,10 +33,20 @@ func TestReportRoundTrip(t *testing.T) {
 		{
 			overlay.State{Self: a, Role: overlay.RoleSuperpeer, S: 4, K: 2, ClusterKey: dhtselect.KeyOf(a), Prefix: "01",
 				Superpeer: peer.AddrInfo{ID: a}, Members: []peer.ID{a, b}, Size: dhtselect.Estimate{N: 9, Source: "membership"},
-				Lookups: 3, Queries: 7, Coord: coordinate.NewCoordinate(coordinate.DefaultConfig()), Token: -1},
-			overlay.ElectionStats{Algorithm: "bully", Lookup: a, Leader: b, Role: "leader", Term: 2, Timeout: 1500 * time.Millisecond,
-				Sent: map[string]uint64{"OK": 3}, Dropped: 1},
+				Evaluations: 5, Lookups: 3, Queries: 7, Coord: coordinate.NewCoordinate(coordinate.DefaultConfig()), Token: -1},
+			overlay.ElectionStats{Algorithm: "bully", Lookup: a, First: b, Leader: b, Role: "leader", Term: 2, Demoted: []peer.ID{a, b},
+				Timeout: 1500 * time.Millisecond, Sent: map[string]uint64{"OK": 3}, Dropped: 1, Throttled: 4, Flooded: 6},
 		},
+	}
+	// The second case sets every field, so that one added to either type
+	// and not carried fails the round trip rather than read as zero.
+	for _, v := range []any{cases[1].s, cases[1].e} {
+		rv := reflect.ValueOf(v)
+		for i := range rv.NumField() {
+			if rv.Field(i).IsZero() {
+				t.Errorf("%T.%s is not set in the full case", v, rv.Type().Field(i).Name)
+			}
+		}
 	}
 	for _, c := range cases {
 		ws, we := toWire(c.s, c.e)
