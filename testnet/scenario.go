@@ -119,8 +119,10 @@ type ScenarioReport struct {
 	Coverage float64 `json:"coverage"`
 	// DisagreeMS is the longest time a live peer's DHT lookup and its
 	// cluster's election named different live superpeers, both naming
-	// one (0 without elections). Stable and invitation keep a live leader
-	// by design, so with them it may last.
+	// one (0 without elections), but for a lookup answer that the peer's
+	// election, or its own, ranks last (a flapping or private node, which
+	// the election passes over by design). Stable and invitation keep a
+	// live leader by design, so with them it may last.
 	DisagreeMS float64 `json:"disagree_ms"`
 	// DetectionTimeoutMS is the largest failure-detection timeout of the
 	// live nodes' elections at the end (0 without elections): the unit in
@@ -178,6 +180,19 @@ func (o *observer) run(ctx context.Context) {
 	}
 }
 
+// disagrees reports whether a peer's lookup and election (e) name
+// different live superpeers, both naming one, as the node simulator
+// counts it (nodesim's Observer): not when the lookup's answer is ranked
+// last, by the peer's election or by its own (host quality: private or
+// flapping), which the election passes over by design. elections are
+// every live node's.
+func disagrees(e overlay.ElectionStats, live map[peer.ID]bool, elections map[peer.ID]overlay.ElectionStats) bool {
+	if !live[e.Lookup] || !live[e.Leader] || e.Lookup == e.Leader {
+		return false
+	}
+	return !slices.Contains(e.Demoted, e.Lookup) && !slices.Contains(elections[e.Lookup].Demoted, e.Lookup)
+}
+
 // sample looks at every live node once.
 func (o *observer) sample() {
 	nodes := o.t.Members()
@@ -201,7 +216,7 @@ func (o *observer) sample() {
 	if o.differ == nil {
 		o.differ = map[peer.ID]time.Time{}
 	}
-	differs := func(e overlay.ElectionStats) bool { return live[e.Lookup] && live[e.Leader] && e.Lookup != e.Leader }
+	differs := func(e overlay.ElectionStats) bool { return disagrees(e, live, elections) }
 	for p, since := range o.differ { // a stopped node's entry ends here too
 		if !differs(elections[p]) {
 			o.disagree = max(o.disagree, now.Sub(since))

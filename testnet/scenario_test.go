@@ -2,12 +2,16 @@ package testnet
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/internal/bubble"
+	"github.com/superpeer/superpeer/overlay"
 )
 
 // runScenarioVirtual is runScenario in a testing/synctest bubble: the
@@ -191,4 +195,34 @@ func loneSeed(t *testing.T, n int) uint64 {
 	}
 	t.Fatalf("no seed below 1000 puts %d keys in %d clusters", n, n)
 	return 0
+}
+
+// disagrees counts a lookup and an election that name different live
+// superpeers, but not a lookup answer ranked last by the peer's election
+// or by its own (a flapping node: TestFlap's), nor a dead one.
+func TestDisagrees(t *testing.T) {
+	a, b, c := peer.ID("a"), peer.ID("b"), peer.ID("c")
+	live := map[peer.ID]bool{a: true, b: true}
+	elections := map[peer.ID]overlay.ElectionStats{a: {}, b: {}}
+	for _, tc := range []struct {
+		name  string
+		e     overlay.ElectionStats
+		flaps bool // b ranks itself last
+		want  bool
+	}{
+		{"agree", overlay.ElectionStats{Lookup: a, Leader: a}, false, false},
+		{"differ", overlay.ElectionStats{Lookup: b, Leader: a}, false, true},
+		{"dead lookup", overlay.ElectionStats{Lookup: c, Leader: a}, false, false},
+		{"no leader", overlay.ElectionStats{Lookup: b}, false, false},
+		{"lookup demoted here", overlay.ElectionStats{Lookup: b, Leader: a, Demoted: []peer.ID{b}}, false, false},
+		{"lookup ranks itself last", overlay.ElectionStats{Lookup: b, Leader: a}, true, false},
+	} {
+		el := maps.Clone(elections)
+		if tc.flaps {
+			el[b] = overlay.ElectionStats{Demoted: []peer.ID{b}}
+		}
+		if got := disagrees(tc.e, live, el); got != tc.want {
+			t.Errorf("%s: disagrees = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
