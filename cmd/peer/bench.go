@@ -113,6 +113,9 @@ about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 			if out == "" {
 				return fmt.Errorf("--out: want a folder for results.json and the plots")
 			}
+			if m != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), latencyNote(latFile, m))
+			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
@@ -197,8 +200,8 @@ about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 	fs.BoolVar(&noPlots, "no-plots", false, "skip the PNG plots")
 	fs.BoolVar(&showProgr, "progress", true, "show progress on standard error")
 	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
-	fs.StringVar(&latFile, "latency", "", `run the selection suite on this RTT matrix instead of PlanetLab and the synthetic network (as peer testnet reads it: tab- or space-separated, in milliseconds unless a first line "# unit: s" (or us) or --latency-unit says otherwise)`)
-	fs.StringVar(&latUnit, "latency-unit", "ms", `unit of the --latency file's values: s, ms or us (default: what a first line "# unit: s" in the file says, else ms)`)
+	fs.StringVar(&latFile, "latency", "", `run the selection suite on this RTT matrix instead of PlanetLab and the synthetic network (as peer testnet reads it: tab- or space-separated, in milliseconds unless a header line "# unit: s" (or us) before the first row or --latency-unit says otherwise)`)
+	fs.StringVar(&latUnit, "latency-unit", "ms", `unit of the --latency file's values: s, ms or us (default: what a "# unit: s" header line in the file says, else ms)`)
 	fs.IntSliceVar(&supers, "superpeers", nil, "the values of S on the --latency network, comma-separated (default about 2, 5 and 10 % of its hosts)")
 	return cmd
 }

@@ -60,7 +60,7 @@ gater refusing the other side.
 With --latency FILE (a matrix of RTTs, such as the PlanetLab data), node i
 gets row i and every link delays by half the pair's RTT each way; the report
 then gives each node's RTT to its superpeer. The values are in milliseconds
-unless the file's first line says "# unit: s" (or us), or --latency-unit
+unless a header line of the file says "# unit: s" (or us), or --latency-unit
 does; a matrix whose median RTT is under 1 ms or over 10 s in its unit is
 refused as written in another unit, but for RTTs under 1 ms written in
 microseconds in a file whose first line says "# unit: us" (one data
@@ -148,6 +148,9 @@ with the run's status).`,
 					return fmt.Errorf("--procs: cannot find this program to start node processes: %w", err)
 				}
 			}
+			if lat != nil {
+				fmt.Fprintln(prog.above(os.Stderr), latencyNote(latFile, lat))
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			cfg := testnet.Config{N: n, Strategy: strategy, Target: target, Seed: seed, Latency: lat, Logger: log,
@@ -215,7 +218,7 @@ with the run's status).`,
 	fs.DurationVar(&timeout, "timeout", 0, "give up when not converged after this long (default 2m, 5m with --procs, 10m with --strategy geometric, plus twice a scenario's --duration)")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of a table")
 	fs.StringVar(&latFile, "latency", "", "RTT matrix file (tab- or space-separated, in milliseconds or --latency-unit); node i gets row i")
-	fs.StringVar(&latUnit, "latency-unit", "ms", `unit of the --latency file's values: s, ms or us (default: what a first line "# unit: s" in the file says, else ms)`)
+	fs.StringVar(&latUnit, "latency-unit", "ms", `unit of the --latency file's values: s, ms or us (default: what a "# unit: s" header line in the file says, else ms)`)
 	ef.register(fs)
 	fs.StringVar(&scenario, "scenario", "", "after converging, run a fault scenario and report what it measured: "+strings.Join(testnet.Scenarios(), ", "))
 	fs.IntVar(&kills, "kills", 1, "kill-superpeer: how many superpeers to stop, one after another")
@@ -234,7 +237,8 @@ with the run's status).`,
 
 // loadLatency reads the --latency matrix, in --latency-unit when the flag is
 // set and otherwise in the unit its header names (or milliseconds). It
-// returns nil without --latency.
+// returns nil without --latency. The command shows latencyNote once its
+// flags are checked.
 func loadLatency(fs *pflag.FlagSet, file, unit string) (*latency.Matrix, error) {
 	var u latency.Unit // the file's header, or ms
 	if fs.Changed("latency-unit") {
@@ -254,6 +258,26 @@ func loadLatency(fs *pflag.FlagSet, file, unit string) (*latency.Matrix, error) 
 		return nil, fmt.Errorf("--latency: %w", err)
 	}
 	return m, nil
+}
+
+// latencyNote says what was read from a --latency file: its size, the unit
+// its values were read in and where that came from, and its median RTT. A
+// file in another unit may still look like RTTs (microseconds of a data
+// centre read as milliseconds), so the user sees what was taken.
+func latencyNote(file string, m *latency.Matrix) string {
+	u, from := m.Unit()
+	var why string
+	switch from {
+	case latency.UnitHeader:
+		why = "its header says so"
+	case latency.UnitCaller:
+		why = "--latency-unit"
+	default:
+		why = "the default: no \"# unit:\" header"
+	}
+	st := m.Stats()
+	return fmt.Sprintf("latency: %s: %d hosts, values read in %v (%s), median RTT %v, %d of %d pairs missing",
+		file, st.N, u, why, st.Median, st.Missing, st.Pairs)
 }
 
 // manyNodes readies this process to run many nodes: it trades memory
@@ -343,10 +367,6 @@ func startCPUProfile(path string) (stop func(), err error) {
 // baseline judges the run's superpeers against random and k-median
 // placements on the same rows of the matrix (bench.Baseline).
 func baseline(r testnet.Report, lat *latency.Matrix, seed uint64) (*testnet.PlacementBaseline, error) {
-	full, err := lat.FillMissing()
-	if err != nil {
-		return nil, err
-	}
 	var sps []int
 	n := 0
 	for _, nd := range r.Nodes {
@@ -357,6 +377,10 @@ func baseline(r testnet.Report, lat *latency.Matrix, seed uint64) (*testnet.Plac
 	}
 	if len(sps) == 0 {
 		return nil, nil
+	}
+	full, err := lat.FillMissingAmong(n) // the rows of the nodes alone: cheap on a large matrix
+	if err != nil {
+		return nil, err
 	}
 	placed, random, km, err := bench.Baseline(full, n, sps, 0, seed)
 	if err != nil {

@@ -101,7 +101,7 @@ func TestParseErrors(t *testing.T) {
 		{"negative", "# c\n0 1\n-2.5 0\n", ErrNegative, 3, 1, `"-2.5"`},
 		{"too large", "0 1e300\n1 0\n", ErrTooLarge, 1, 2, ""},
 		{"too few rows", "0 1 2\n1 0 2\n", ErrNotSquare, 2, 0, "2 rows of 3 values"},
-		{"too many rows", "0 1\n1 0\n1 1\n", ErrNotSquare, 3, 0, "more than 2 rows"},
+		{"too many rows", "0 1\n1 0\n1 1\n", ErrNotSquare, 3, 0, "more rows than the 2 values"},
 		{"empty", "\n# nothing\n  \n", ErrEmpty, 3, 0, ""},
 	}
 	for _, c := range cases {
@@ -524,5 +524,124 @@ func TestLoadStatedSubMillisecond(t *testing.T) {
 	tiny := write("tiny.txt", "# unit: us\n", 0.001)
 	if _, err := Load(tiny); !errors.Is(err, ErrImplausible) {
 		t.Errorf("Load(0.3 µs) = %v, want ErrImplausible", err)
+	}
+}
+
+// TestParseForeignFormats: files written by other tools, as an audit of
+// the loader made them: the unit headers their authors write are read,
+// and the mistakes are refused with a hint that names them, where they
+// used to load silently wrong (host labels read as RTTs, a near-miss unit
+// header skipped as a comment) or be refused with a misleading error.
+func TestParseForeignFormats(t *testing.T) {
+	const body = "0 0.3 0.4 0.5\n0.3 0 0.6 0.7\n0.4 0.6 0 0.8\n0.5 0.7 0.8 0\n"
+	for _, c := range []struct {
+		name, in string
+		rtt01    time.Duration // when it loads
+		err      error
+		hint     string
+	}{
+		{"double hash", "## unit: s\n" + body, 300 * ms, nil, ""},
+		{"units", "# units: s\n" + body, 300 * ms, nil, ""},
+		{"equals", "# Unit = s\n" + body, 300 * ms, nil, ""},
+		{"greek mu", "# unit: μs\n0 300 400 500\n300 0 600 700\n400 600 0 800\n500 700 800 0\n", 300 * time.Microsecond, nil, ""},
+		{"unit in prose, no header", "# RTTs; unit is seconds\n" + body, 0, ErrUnit, "no unit header"},
+		{"unit in prose after a header", "# unit: s\n# RTTs; unit is seconds\n" + body, 300 * ms, nil, ""},
+		{"a word that contains unit", "# community data\n" + body, 300 * time.Microsecond, nil, ""},
+		{"label row and column", "0 1 2 3 4\n1 0 10.5 11 12\n2 10.5 0 13 14\n3 11 13 0 15\n4 12 14 15 0\n", 0, ErrLabels, "host labels"},
+		{"label row and column, sparse IDs", "0 6012 6023 10342 11021\n6012 0 10.5 11 12\n6023 10.5 0 13 14\n10342 11 13 0 15\n11021 12 14 15 0\n", 0, ErrLabels, "host labels"},
+		{"label column, no diagonal", "1 101 102 103\n2 110 112 113\n3 120 121 123\n4 130 131 132\n", 0, ErrLabels, "host labels"},
+		{"whole RTTs that increase", "0 10 20 35\n10 0 12 14\n20 12 0 16\n35 14 16 0\n", 10 * ms, nil, ""},
+		{"empty tab cell", "0\t110\t\t40\n110\t0\t30\t20\n", 0, ErrRagged, "two tabs in a row"},
+		{"decimal comma", "0\t110,5\n110,5\t0\n", 0, ErrNotNumber, "decimal comma"},
+		{"lone CR", "0 1\r1 0\r", 0, ErrEncoding, "lone CR"},
+		{"UTF-16", "\xff\xfe0\x00 \x001\x00\n", 0, ErrEncoding, "UTF-16"},
+		{"overflow", "0 1e309\n1 0\n", 0, ErrTooLarge, ""},
+		{"hexadecimal", "0 0x1p4\n0x1p4 0\n", 0, ErrNotNumber, "decimal"},
+		{"underscore", "0 1_000\n1_000 0\n", 0, ErrNotNumber, "decimal"},
+		{"lower triangle", "0\n10 0\n20 30 0\n", 0, ErrRagged, "lower triangle"},
+		{"upper triangle", "0 10 20\n0 30\n0\n", 0, ErrRagged, "upper triangle"},
+		{"count first", "3\n0 10 20\n10 0 30\n20 30 0\n", 0, ErrRagged, "count of hosts"},
+		{"header row", "1 2 3\n0 10 20\n10 0 30\n20 30 0\n", 0, ErrNotSquare, "header row"},
+		{"label column", "1 0 10 20\n2 10 0 30\n3 20 30 0\n", 0, ErrNotSquare, "first column of host labels"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := Parse(strings.NewReader(c.in))
+			if c.err == nil {
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				if rtt, ok := m.RTT(0, 1); !ok || rtt != c.rtt01 {
+					t.Errorf("RTT(0, 1) = %v, %v; want %v", rtt, ok, c.rtt01)
+				}
+				return
+			}
+			if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.hint) {
+				t.Errorf("Parse = %v; want %v saying %q", err, c.err, c.hint)
+			}
+		})
+	}
+}
+
+// TestUnitSource: a parsed matrix says what unit it was read in and where
+// that came from, and a unit the caller gave alone that looks wrong is
+// answered with advice that works with the flag (change it), not advice
+// that conflicts with it (a header).
+func TestUnitSource(t *testing.T) {
+	const body = "0 130 140\n130 0 150\n140 150 0\n"
+	for _, c := range []struct {
+		in   string
+		u    Unit
+		want Unit
+		from UnitFrom
+	}{
+		{body, 0, Millisecond, UnitDefault},
+		{body, Millisecond, Millisecond, UnitCaller},
+		{"# unit: ms\n" + body, 0, Millisecond, UnitHeader},
+		{"# unit: ms\n" + body, Millisecond, Millisecond, UnitHeader},
+	} {
+		m, err := ParseIn(strings.NewReader(c.in), c.u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u, from := m.Unit(); u != c.want || from != c.from {
+			t.Errorf("ParseIn(%q, %v).Unit() = %v, %v; want %v, %v", c.in[:8], c.u, u, from, c.want, c.from)
+		}
+	}
+	if u, from := Constant(3, ms).Unit(); u != 0 || from != "" {
+		t.Errorf("Constant's Unit() = %v, %q; want none", u, from)
+	}
+	p := filepath.Join(t.TempDir(), "ms.txt")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadIn(p, Second)
+	var ie *ImplausibleError
+	if !errors.As(err, &ie) || !ie.Given || ie.Stated || !strings.Contains(err.Error(), "pass --latency-unit ms instead") {
+		t.Errorf("LoadIn(ms file, s) = %v; want an *ImplausibleError advising --latency-unit ms", err)
+	}
+}
+
+// TestFillMissingAmong fills the pairs among the first hosts alone,
+// through every host, and leaves the others missing.
+func TestFillMissingAmong(t *testing.T) {
+	m := mustParse(t, "0 -1 10 -1\n-1 0 20 -1\n10 20 0 5\n-1 -1 5 0\n")
+	f, err := m.FillMissingAmong(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRTT(t, f, 0, 1, 30*ms, true) // through host 2
+	if _, ok := f.RTT(0, 3); ok {
+		t.Error("RTT(0, 3) filled, though host 3 is not among the first 2")
+	}
+	if f.Missing() != m.Missing()-1 {
+		t.Errorf("Missing() = %d, want %d", f.Missing(), m.Missing()-1)
+	}
+	full, err := m.FillMissing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRTT(t, full, 0, 3, 15*ms, true)
+	if full.Missing() != 0 {
+		t.Errorf("FillMissing left %d pairs missing", full.Missing())
 	}
 }
