@@ -335,3 +335,75 @@ func TestUnseenMatesAskedFor(t *testing.T) {
 		}
 	}
 }
+
+// TestGhostClaimers: backbone summaries under fresh keys ground into a
+// cluster, published by a hostile peer and never seen on a connection,
+// neither enter the cluster's electorate nor take the place of a real
+// other claimer as the registrar (a hostile-peer audit: under bully with
+// quorum the ghosts left a lone superpeer without a majority, so without
+// its role, for as long as they were published; without quorum it sent
+// them 353 election messages in a minute). A ghost that is the only other
+// claimer is still the registrar: registering is how a real claimer not
+// seen yet gets connected.
+func TestGhostClaimers(t *testing.T) {
+	for _, quorum := range []bool{false, true} {
+		cfg := testConfig("a")
+		cfg.MaxPerAddr = DefaultMaxPerAddr
+		cfg.Election, cfg.Quorum = "bully", quorum
+		m := mustNew(t, cfg)
+		r := Routing{Addrs: map[peer.ID]string{}}
+		m.Step(t0, r)
+		m.Step(t0, view("a"))
+		now, _ := tick(m, t0, 3*time.Second, r, "a")
+		if st := m.State(); st.Role != RoleSuperpeer {
+			t.Fatalf("quorum %v: alone, role %v", quorum, st.Role)
+		}
+		ss := []Summary{{Superpeer: "a", K: 0, Size: 1}}
+		var ghosts []peer.ID
+		for i := range 3 {
+			p := peer.ID(fmt.Sprintf("ghost-%d", i))
+			ghosts = append(ghosts, p)
+			ss = append(ss, Summary{Superpeer: p, K: 0, ClusterKey: dhtselect.KeyOf(p).Cluster(0), Size: 1})
+		}
+		m.Step(now, Backbone{Summaries: ss})
+		sent, lost := 0, 0
+		for end := now.Add(60 * time.Second); now.Before(end); now = now.Add(100 * time.Millisecond) {
+			if m.Due(now) {
+				m.Step(now, r)
+			}
+			m.Tick(now)
+			rd := m.Ready()
+			for _, l := range rd.Lookups {
+				m.Step(now, LookupDone{Key: l.Key, Superpeer: "a", Queries: 1})
+			}
+			for _, o := range rd.Messages {
+				sent++
+				m.Step(now, SendFailed{To: peer.ID(o.Msg.To), Gen: o.Gen}) // a ghost has no host
+			}
+			if m.State().Role != RoleSuperpeer {
+				lost++
+			}
+			if int(now.Sub(t0)/(100*time.Millisecond))%50 == 0 {
+				m.Step(now, Backbone{Summaries: ss}) // republished every announce interval
+			}
+		}
+		if lost > 0 || sent > 0 {
+			t.Errorf("quorum %v: without its role %d ticks of 600, %d election messages sent to ghosts; want none", quorum, lost, sent)
+		}
+		if slices.ContainsFunc(m.el.peers, func(p peer.ID) bool { return slices.Contains(ghosts, p) }) {
+			t.Errorf("quorum %v: electorate %v holds ghosts", quorum, m.el.peers)
+		}
+		if reg := m.Registrar(); !slices.Contains(ghosts, reg) {
+			t.Errorf("quorum %v: registrar %q; want a ghost, the only other claimer (registering connects a real one)", quorum, reg)
+		}
+		// A real other claimer, seen on a connection, is the registrar
+		// whatever the ghosts' keys.
+		real := peer.ID("real")
+		r.Addrs = map[peer.ID]string{real: "10.0.0.9"}
+		m.Step(now, r)
+		m.Step(now, Backbone{Summaries: append(slices.Clone(ss), Summary{Superpeer: real, K: 0, ClusterKey: dhtselect.KeyOf(real).Cluster(0), Size: 1})})
+		if reg := m.Registrar(); reg != real {
+			t.Errorf("quorum %v: registrar %q with a connected claimer; want %q", quorum, reg, real)
+		}
+	}
+}

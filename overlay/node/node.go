@@ -598,10 +598,24 @@ func (m *Machine) registrar() peer.ID {
 	case m.cfg.Geometric:
 		return ""
 	case m.state.Role == RoleSuperpeer:
+		// A claimer seen on a connection first (admitted): anyone may
+		// publish a summary under a fresh key ground into this cluster,
+		// and such a ghost, first in the order, took the place of the
+		// real other claimer (a hostile-peer audit). One not seen yet
+		// still does when no other is: registering there is what
+		// connects the two.
+		var unseen peer.ID
 		for _, p := range m.backbone.claimers(m.state.K, m.state.ClusterKey) {
-			if p != m.cfg.Self {
+			switch {
+			case p == m.cfg.Self:
+			case m.admitted(p):
 				return p
+			case unseen == "":
+				unseen = p
 			}
+		}
+		if unseen != "" {
+			return unseen
 		}
 		if p := m.lastLookup; m.lastValid && p != "" && p != m.cfg.Self && dhtselect.KeyOf(p).Cluster(m.state.K) == m.state.ClusterKey &&
 			(p != m.idle || m.now.Sub(m.idleAt) > m.ttl()) {
@@ -1626,12 +1640,20 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup, current, registrar peer.ID) []peer.ID {
 	var extra []peer.ID
 	for _, p := range []peer.ID{lookup, current, registrar} {
-		if p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck && !IsRefused(m.refused, p) {
+		if p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck && !IsRefused(m.refused, p) &&
+			(p != registrar || p == lookup || p == current || m.admitted(p)) { // a registrar may be a backbone claimer not seen yet (below)
 			extra = append(extra, p)
 		}
 	}
 	for _, p := range m.backbone.claimers(k, ck) {
-		if p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && !IsRefused(m.refused, p) {
+		// Only a claimer seen on a connection (admitted): a summary
+		// proves a signature, not a host, and ghost claimers that
+		// anyone may publish under fresh keys left a quorum cluster
+		// without a majority, so without a superpeer, for as long as
+		// they were published (a hostile-peer audit: 3 ghosts, 20 s).
+		// A real claimer is connected soon: the registrar is one
+		// (registrar), and registering connects them.
+		if p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && m.admitted(p) {
 			extra = append(extra, p)
 		}
 	}
