@@ -2,10 +2,12 @@ package overlay
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 
 	"github.com/superpeer/superpeer/overlay/node"
 )
@@ -49,23 +51,31 @@ func (n *Node) refresh(ctx context.Context, r node.Refresh) {
 }
 
 // dialBootstrap dials the bootstrap peers not connected, and returns how
-// many are connected.
+// many are connected and, once identified, of this network (foreign).
 func (n *Node) dialBootstrap(ctx context.Context) int {
 	ok := 0
 	for _, b := range n.cfg.Bootstrap {
 		if b.ID == n.self {
 			continue
 		}
-		if n.host.Network().Connectedness(b.ID) == network.Connected {
-			ok++
-			continue
+		if n.host.Network().Connectedness(b.ID) != network.Connected {
+			dctx, cancel := context.WithTimeout(ctx, n.cfg.QueryTimeout)
+			err := n.host.Connect(dctx, b)
+			if err == nil {
+				n.identified(dctx, b.ID)
+			}
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					n.log.Warn("bootstrap peer unreachable, will retry", "bootstrap", b.ID, "addrs", b.Addrs, "err", err) // when again is the machine's redial pacer's to say
+				}
+				continue
+			}
 		}
-		dctx, cancel := context.WithTimeout(ctx, n.cfg.QueryTimeout)
-		err := n.host.Connect(dctx, b)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				n.log.Warn("bootstrap peer unreachable, will retry", "bootstrap", b.ID, "addrs", b.Addrs, "err", err) // when again is the machine's redial pacer's to say
+		if n.foreign(b.ID) {
+			if _, warned := n.foreignBoot.LoadOrStore(b.ID, true); !warned {
+				n.log.Warn("bootstrap peer is no node of this network: it speaks neither its DHT nor its closer protocol (a public IPFS node, or a node of another --network?); this node will not find the swarm through it",
+					"bootstrap", b.ID, "network", n.cfg.Network, "want", dhtProtocol(n.cfg.Network))
 			}
 			continue
 		}
@@ -77,15 +87,45 @@ func (n *Node) dialBootstrap(ctx context.Context) int {
 	return ok
 }
 
+// identified waits, until ctx ends, for identify to finish on the
+// connection to p, so that p's protocols are known (foreign).
+func (n *Node) identified(ctx context.Context, p peer.ID) {
+	h, ok := n.host.(interface{ IDService() identify.IDService })
+	conns := n.host.Network().ConnsToPeer(p)
+	if !ok || h.IDService() == nil || len(conns) == 0 {
+		return
+	}
+	select {
+	case <-h.IDService().IdentifyWait(conns[0]):
+	case <-ctx.Done():
+	}
+}
+
+// foreign reports whether p, identified, speaks neither the overlay's DHT
+// nor its closer protocol: no node of this network, though it may be a
+// libp2p peer like any other (a public IPFS node, a node of another
+// network name). Two nodes given such a bootstrap peer connected to it,
+// found their private routing tables empty, and each served the whole key
+// space alone, without a word (an interoperability audit). A peer not
+// identified yet (no protocols known) is not foreign.
+func (n *Node) foreign(p peer.ID) bool {
+	ps, err := n.host.Peerstore().GetProtocols(p)
+	if err != nil || len(ps) == 0 {
+		return false
+	}
+	return !slices.Contains(ps, dhtProtocol(n.cfg.Network)) && !slices.Contains(ps, n.closerProto)
+}
+
 // bootstrapConnected reports whether a bootstrap peer other than this node
-// is connected (true when it has no other bootstrap peer, or none).
+// is connected and not foreign (true when it has no other bootstrap peer,
+// or none).
 func (n *Node) bootstrapConnected() bool {
 	others := false
 	for _, b := range n.cfg.Bootstrap {
 		if b.ID == n.self {
 			continue
 		}
-		if n.host.Network().Connectedness(b.ID) == network.Connected {
+		if n.host.Network().Connectedness(b.ID) == network.Connected && !n.foreign(b.ID) {
 			return true
 		}
 		others = true

@@ -79,6 +79,7 @@ type Node struct {
 	self        peer.ID
 	selfKey     dhtselect.Key
 	closerProto protocol.ID
+	foreignBoot sync.Map      // bootstrap peer IDs found foreign and warned of (bootstrap.go)
 	electProto  protocol.ID   // the election protocol, when Config.Election is set
 	hard        *hardStore    // the quorum's durable state (Config.DataDir), or nil
 	outages     *outageStore  // the node\'s own outages (Config.DataDir, with an election), or nil
