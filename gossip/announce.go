@@ -128,11 +128,15 @@ func DecodeAnnouncement(from peer.ID, data []byte) (Announcement, error) {
 		return Announcement{}, err
 	}
 	for _, s := range w.Addrs {
-		addr, err := ma.NewMultiaddr(s)
-		if err != nil {
-			return Announcement{}, fmt.Errorf("%w: address %q: %v", ErrBadAnnouncement, s, err)
+		// An address this side cannot parse is skipped, not the whole
+		// announcement: other implementations list transports that
+		// go-multiaddr does not know (rust-libp2p's /x-parity-ws,
+		// js-libp2p's /p2p-websocket-star), and refusing their
+		// announcements struck and then banned them (an
+		// interoperability audit). kad-dht skips them too.
+		if addr, err := ma.NewMultiaddr(s); err == nil {
+			a.Addrs = append(a.Addrs, addr)
 		}
-		a.Addrs = append(a.Addrs, addr)
 	}
 	return a, nil
 }

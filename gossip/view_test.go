@@ -57,7 +57,6 @@ func TestDecodeRejects(t *testing.T) {
 		"negative k":      []byte(`{"v":2,"k":-1,"cluster":"` + good.ClusterKey.String() + `"}`),
 		"huge k":          []byte(`{"v":2,"k":300,"cluster":"` + good.ClusterKey.String() + `"}`),
 		"bad cluster hex": []byte(`{"v":2,"k":3,"cluster":"zz"}`),
-		"bad address":     []byte(`{"v":2,"k":3,"cluster":"` + good.ClusterKey.String() + `","addrs":["/nope"]}`),
 		"forged cluster":  forgedData,
 		"oversized":       make([]byte, MaxAnnouncementSize+1),
 	}
