@@ -6,6 +6,7 @@ import (
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
@@ -88,18 +89,33 @@ func (n *Node) rendezvousLoop(ctx context.Context) {
 // DHT.
 const rendezvousTimeout = 30 * time.Second
 
+// rendezvousLimit bounds the peers one search asks the public DHT for, and
+// rendezvousEnough the overlay peers it connects to: bootstrap peers
+// enough for the private DHT to find the rest.
+const (
+	rendezvousLimit  = 32
+	rendezvousEnough = 8
+)
+
 // findOverlayPeers connects to the peers advertised under ns and returns
-// how many other peers it is connected to among them.
+// how many other peers it is connected to among them: it asks for at most
+// rendezvousLimit, and stops at rendezvousEnough. They are the overlay's
+// bootstrap peers, and a few do; every node searching every interval
+// asked for, and dialled, every peer of the overlay, O(N) dials a minute
+// each (an interoperability audit).
 func (n *Node) findOverlayPeers(ctx context.Context, disc *drouting.RoutingDiscovery, ns string) int {
 	fctx, cancel := context.WithTimeout(ctx, rendezvousTimeout)
 	defer cancel()
-	ch, err := disc.FindPeers(fctx, ns)
+	ch, err := disc.FindPeers(fctx, ns, discovery.Limit(rendezvousLimit))
 	if err != nil {
 		n.log.Debug("rendezvous: search failed", "namespace", ns, "err", err)
 		return 0
 	}
 	found := 0
 	for p := range ch {
+		if found == rendezvousEnough {
+			break // cancel ends the search
+		}
 		if p.ID == n.self || len(p.Addrs) == 0 {
 			continue
 		}
