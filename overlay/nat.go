@@ -145,7 +145,7 @@ func (n *Node) startRelay() {
 	if n.nat.service != nil {
 		return
 	}
-	r, err := relay.New(n.host)
+	r, err := relay.New(n.host, relay.WithACL(overlayOnly{n}))
 	if err != nil {
 		n.log.Warn("relay service", "err", err)
 		return
@@ -153,6 +153,22 @@ func (n *Node) startRelay() {
 	n.nat.service = r
 	n.log.Info("relay service started")
 }
+
+// overlayOnly is the relay's ACL: reservations for the overlay's peers
+// alone (those whose protocols, as identify reported them, include the
+// overlay's closer protocol), so that the public network's peers do not
+// take the reservations the cluster's private members need (128, 8 an IP:
+// an interoperability audit found the relay open to every public peer).
+// Anyone may connect through the relay to a peer that holds a
+// reservation, as the private member's announced circuit address means
+// (TestPrivateNeverSuperpeer dials one from a plain host). A peer can
+// claim a protocol it does not serve: this keeps out the public network
+// at large, not a determined stranger, whom the relay's own limits bound.
+type overlayOnly struct{ n *Node }
+
+func (a overlayOnly) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.n.speaksCloser(p) }
+
+func (overlayOnly) AllowConnect(peer.ID, ma.Multiaddr, peer.ID) bool { return true }
 
 func (n *Node) stopRelay() {
 	n.nat.mu.Lock()

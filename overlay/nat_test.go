@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer/superpeer/dhtselect"
@@ -100,6 +101,12 @@ func TestPrivateNeverSuperpeer(t *testing.T) {
 			defer cancel()
 			if err := d.Connect(dctx, peer.AddrInfo{ID: c.ID(), Addrs: []ma.Multiaddr{circuit}}); err != nil {
 				t.Fatalf("connect to c through %s: %v", circuit, err)
+			}
+			// A peer of no overlay (d speaks none of its protocols) gets
+			// no reservation at a's relay: the slots are the cluster's
+			// private members'.
+			if _, err := client.Reserve(dctx, d, peer.AddrInfo{ID: a.ID(), Addrs: a.host.Addrs()}); err == nil {
+				t.Error("a plain host reserved a slot at the superpeer's relay")
 			}
 			// The control: b runs no relay (it is no superpeer), so the
 			// same kind of address through b fails.
