@@ -426,8 +426,28 @@ func (n *Node) disconnected(nw network.Network, c network.Conn) {
 	n.route.gen.Add(1)
 	p := c.RemotePeer()
 	if nw.Connectedness(p) != network.Connected {
-		n.feed(node.Conn{Peer: p, Connected: len(nw.Peers())})
+		n.feed(node.Conn{Peer: p, Connected: n.overlayPeers(nw)})
 	}
+}
+
+// overlayPeers counts the peers the host is connected to that may be the
+// overlay's: all of them, but with Config.Public those identified as
+// foreign (the public DHT's peers). Host quality takes no connection left
+// for an outage of the node's own, and in public mode the connections to
+// the public network hid an outage of every overlay connection (an
+// interoperability audit).
+func (n *Node) overlayPeers(nw network.Network) int {
+	ps := nw.Peers()
+	if !n.cfg.Public {
+		return len(ps)
+	}
+	c := 0
+	for _, p := range ps {
+		if !n.foreign(p) {
+			c++
+		}
+	}
+	return c
 }
 
 // Reevaluate asks the node to re-evaluate its role now rather than at the

@@ -94,4 +94,11 @@ func TestPublicRendezvous(t *testing.T) {
 			t.Errorf("%s: empty public routing table", n.ID().ShortString())
 		}
 	}
+	// Host quality counts the overlay's peers alone: the other network's
+	// peer, connected to public peers only, has none (an outage of its
+	// own, if it had had some).
+	nw := other.host.Network()
+	if got, all := other.overlayPeers(nw), len(nw.Peers()); got != 0 || all == 0 {
+		t.Errorf("the other network's peer: %d overlay peers of %d connected; want 0 of some", got, all)
+	}
 }
