@@ -68,6 +68,11 @@ import (
 // frame). A cut page's version is its last item's, so the member's next
 // request (a delta since that version) takes up exactly where the page
 // ended, also when the roster changed in between.
+// The member trusts its registrar no more than the registrar trusts it:
+// it takes at most maxRoundEntries entries and removals and maxPages
+// pages in one registration and strikes a registrar that sends more (a
+// hostile registrar once cost a member 5 s of CPU a round with 256 pages
+// of one valid record repeated).
 //
 // The registry (the superpeer's end) trusts nothing a member says because
 // it joined: the sealed record must open (signature, size, payload) and
@@ -189,9 +194,21 @@ const (
 	// from its last answer (the steady rounds, the pages), and are free.
 	snapBurst       = 3
 	snapPerInterval = 1
-	// maxPages bounds the pages of one registration: a roster of
-	// maxRoster entries of the largest size fills about 200.
-	maxPages = 256
+	// maxRoundEntries bounds the entries and removals a member takes in
+	// one registration, over all its pages. A superpeer's answer lists
+	// each peer of its roster (at most maxRoster, the member's own entry
+	// left out) or of its removals (at most maxGone) once, and again only
+	// when it changed while the member paged; a registrar that sends more
+	// is struck and the round ends. Without the bound a registrar could
+	// send maxPages pages of valid records (its own, repeated), each one
+	// a signature check for the member: 256 pages of some 215 each, 5 s
+	// of CPU a round, every announce interval.
+	maxRoundEntries = maxRoster + maxGone
+	// maxPages bounds the pages of one registration, and a registrar that
+	// sends more is struck: maxRoundEntries entries of the largest size
+	// (gossip.MaxSealedSize; 5 a page) fill about 410
+	// (TestRegisterBoundsAgree).
+	maxPages = 512
 	// maxSource bounds the digest's size-estimate source.
 	maxSource = 32
 )
@@ -1027,6 +1044,9 @@ type registrar struct {
 	now   func() time.Time
 	max   int
 	sem   chan struct{} // one registration at a time
+	// open opens a roster entry: gossip.OpenAnnouncement, its signature
+	// check the cost of an entry (tests count the calls).
+	open func([]byte) (gossip.Announcement, error)
 
 	mu      sync.Mutex
 	ann     *gossip.Announcement // the node's announcement, as set
@@ -1068,6 +1088,7 @@ type registrar struct {
 func newRegistrar(n *Node, interval time.Duration) *registrar {
 	return &registrar{
 		n: n, proto: registerProtocol(n.cfg.Network), ttl: 3 * interval, now: time.Now, max: maxRoster, sem: make(chan struct{}, 1),
+		open:    gossip.OpenAnnouncement,
 		limiter: rate.NewLimiter(rate.Every(interval/regPerInterval), regBurst), view: gossip.NewView(3 * interval),
 		changes: make(chan struct{}, 1), answers: map[regStatus]uint64{},
 	}
@@ -1156,6 +1177,7 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 		return ctx.Err()
 	}
 	defer func() { <-r.sem }()
+	taken := 0 // the entries and removals of the round's pages
 	for range maxPages {
 		r.mu.Lock()
 		if sp != r.sp {
@@ -1192,7 +1214,15 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 		r.answers[rep.status]++
 		r.bytesOut += uint64(frameLen(req))
 		r.bytesIn += uint64(frameLen(resp))
-		more, strike, err := r.applyLocked(sp, rep, rec)
+		var more bool
+		var strike error
+		if taken += len(rep.entries) + len(rep.removed); taken > maxRoundEntries {
+			// Refused before a record is opened: the page is not applied.
+			strike = fmt.Errorf("%w: register: %s sent more than %d roster entries and removals in one registration", errWire, sp, maxRoundEntries)
+			err = strike
+		} else {
+			more, strike, err = r.applyLocked(sp, rep, rec)
+		}
 		r.mu.Unlock()
 		if strike != nil {
 			r.n.guard.refuse(r.n, "register", sp, strike)
@@ -1201,7 +1231,9 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 			return err
 		}
 	}
-	return fmt.Errorf("%w: register: more than %d pages", errWire, maxPages)
+	err := fmt.Errorf("%w: register: %s sent more than %d pages", errWire, sp, maxPages)
+	r.n.guard.refuse(r.n, "register", sp, err)
+	return err
 }
 
 // frameLen is the length on the wire of a frame of payload p.
@@ -1262,7 +1294,7 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	now := r.now()
 	dropped := 0
 	for _, b := range rep.entries {
-		a, err := gossip.OpenAnnouncement(b)
+		a, err := r.open(b)
 		switch {
 		case err != nil, a.ID != sp && !rep.digest.in(a.ID):
 			dropped++
