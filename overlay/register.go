@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,9 +71,10 @@ import (
 // ended, also when the roster changed in between.
 // The member trusts its registrar no more than the registrar trusts it:
 // it takes at most maxRoundEntries entries and removals and maxPages
-// pages in one registration and strikes a registrar that sends more (a
-// hostile registrar once cost a member 5 s of CPU a round with 256 pages
-// of one valid record repeated).
+// pages in one registration and strikes a registrar that sends more, and
+// an entry whose bytes its view holds already it passes over without a
+// signature check (a hostile registrar once cost a member 5 s of CPU a
+// round with 256 pages of one valid record repeated).
 //
 // The registry (the superpeer's end) trusts nothing a member says because
 // it joined: the sealed record must open (signature, size, payload) and
@@ -1058,6 +1060,12 @@ type registrar struct {
 	rid     uint64
 	ver     uint64
 	view    *gossip.View
+	// held indexes the records the view holds by their sealed bytes'
+	// SHA-256 (heldOf the other way), so that an entry the view holds
+	// already, byte for byte, is passed over before its signature is
+	// checked: taking it again changes nothing (a stale Apply).
+	held   map[[sha256.Size]byte]peer.ID
+	heldOf map[peer.ID][sha256.Size]byte
 	// former are the entries of the rosters held before (another
 	// superpeer's, or removed from this one's), each until the TTL after
 	// it was last held: the view is the cluster's peers heard of within
@@ -1294,6 +1302,10 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	now := r.now()
 	dropped := 0
 	for _, b := range rep.entries {
+		sum := sha256.Sum256(b)
+		if r.holdsLocked(sum) || bytes.Equal(b, r.sealed) {
+			continue // the view holds it, or it is ours: nothing to check
+		}
 		a, err := r.open(b)
 		switch {
 		case err != nil, a.ID != sp && !rep.digest.in(a.ID):
@@ -1303,7 +1315,7 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 			r.byeLocked(a.ID, now)
 			_, was := r.former[a.ID]
 			delete(r.former, a.ID)
-			if r.view.Remove(a.ID) || was {
+			if r.removeLocked(a.ID) || was {
 				notify(r.changes)
 			}
 		case r.view.Len() >= r.max && !r.has(a.ID):
@@ -1311,7 +1323,11 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		default:
 			delete(r.former, a.ID)
 			delete(r.byes, a.ID)
-			if _, changed := r.view.Apply(a, now); changed {
+			accepted, changed := r.view.Apply(a, now)
+			if accepted {
+				r.holdLocked(a.ID, sum)
+			}
+			if changed {
 				notify(r.changes)
 			}
 		}
@@ -1321,7 +1337,7 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		// once: only the rosters the node no longer hears are kept.
 		_, was := r.former[p]
 		delete(r.former, p)
-		if r.view.Remove(p) || was {
+		if r.removeLocked(p) || was {
 			notify(r.changes)
 		}
 	}
@@ -1369,6 +1385,35 @@ func (r *registrar) has(p peer.ID) bool {
 	return ok
 }
 
+// holdsLocked reports whether the view holds the record whose sealed
+// bytes' SHA-256 is sum.
+func (r *registrar) holdsLocked(sum [sha256.Size]byte) bool {
+	p, ok := r.held[sum]
+	return ok && r.heldOf[p] == sum && r.has(p)
+}
+
+// holdLocked notes that the view holds p's record, sealed bytes of
+// SHA-256 sum, in place of any p had.
+func (r *registrar) holdLocked(p peer.ID, sum [sha256.Size]byte) {
+	if r.held == nil {
+		r.held, r.heldOf = map[[sha256.Size]byte]peer.ID{}, map[peer.ID][sha256.Size]byte{}
+	}
+	if old, ok := r.heldOf[p]; ok {
+		delete(r.held, old)
+	}
+	r.held[sum], r.heldOf[p] = p, sum
+}
+
+// removeLocked takes p out of the view, and reports whether it was
+// there.
+func (r *registrar) removeLocked(p peer.ID) bool {
+	if old, ok := r.heldOf[p]; ok {
+		delete(r.held, old)
+		delete(r.heldOf, p)
+	}
+	return r.view.Remove(p)
+}
+
 // formerEntry is an entry of a roster held before, and when it leaves
 // the view.
 type formerEntry struct {
@@ -1385,6 +1430,7 @@ func (r *registrar) retireLocked() {
 		r.keepLocked(e, now)
 	}
 	r.view = gossip.NewView(r.ttl)
+	r.held, r.heldOf = nil, nil
 }
 
 // keepLocked keeps e among the former entries until the TTL from now, at
@@ -1511,7 +1557,7 @@ func (r *registrar) superpeerLeft(from peer.ID, sealed []byte) bool {
 	if r.sp != from {
 		return false
 	}
-	r.view.Remove(from)
+	r.removeLocked(from)
 	delete(r.former, from)
 	r.byeLocked(from, r.now())
 	notify(r.changes)
