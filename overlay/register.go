@@ -74,7 +74,10 @@ import (
 // pages in one registration and strikes a registrar that sends more, and
 // an entry whose bytes its view holds already it passes over without a
 // signature check (a hostile registrar once cost a member 5 s of CPU a
-// round with 256 pages of one valid record repeated).
+// round with 256 pages of one valid record repeated). It passes over a
+// record older than what it holds of its peer, in its roster, a former
+// one or a goodbye (registrar.staleLocked), so that a registrar cannot
+// replay a peer's old goodbye or old flags over newer ones.
 //
 // The registry (the superpeer's end) trusts nothing a member says because
 // it joined: the sealed record must open (signature, size, payload) and
@@ -1075,9 +1078,10 @@ type registrar struct {
 	// member of a partial roster elected itself when the new superpeer
 	// failed in turn).
 	former map[peer.ID]formerEntry
-	// byes are the peers whose goodbye the superpeer passed on, and when
-	// it came: each for the TTL, at most maxRoster (Left).
-	byes    map[peer.ID]time.Time
+	// byes are the peers whose goodbye the superpeer passed on, when it
+	// came and its sequence number: each for the TTL, at most maxRoster
+	// (Left).
+	byes    map[peer.ID]goodbyeHeard
 	dig     clusterDigest
 	hasDig  bool
 	changes chan struct{}
@@ -1311,8 +1315,9 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		case err != nil, a.ID != sp && !rep.digest.in(a.ID):
 			dropped++
 		case a.ID == r.n.self: // ours: we know it first-hand
+		case r.staleLocked(a): // an old record, replayed or lagging: we hold newer
 		case a.Leaving: // a removal, which the bound need not hold back
-			r.byeLocked(a.ID, now)
+			r.byeLocked(a.ID, a.Seq, now)
 			_, was := r.former[a.ID]
 			delete(r.former, a.ID)
 			if r.removeLocked(a.ID) || was {
@@ -1348,27 +1353,62 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	return rep.more, nil, nil
 }
 
-// byeLocked notes p's goodbye at now, keeping at most maxRoster of them
-// (those past the TTL go first, then the oldest).
-func (r *registrar) byeLocked(p peer.ID, now time.Time) {
+// goodbyeHeard is a goodbye the superpeer passed on: when it came, and
+// its sequence number.
+type goodbyeHeard struct {
+	at  time.Time
+	seq uint64
+}
+
+// byeLocked notes p's goodbye numbered seq at now, keeping at most
+// maxRoster of them (those past the TTL go first, then the oldest).
+func (r *registrar) byeLocked(p peer.ID, seq uint64, now time.Time) {
 	if r.byes == nil {
-		r.byes = map[peer.ID]time.Time{}
+		r.byes = map[peer.ID]goodbyeHeard{}
 	}
-	for q, at := range r.byes {
-		if now.Sub(at) > r.ttl {
+	for q, b := range r.byes {
+		if now.Sub(b.at) > r.ttl {
 			delete(r.byes, q)
 		}
 	}
 	for len(r.byes) >= r.max {
 		var oldest peer.ID
-		for q, at := range r.byes {
-			if oldest == "" || at.Before(r.byes[oldest]) {
+		for q, b := range r.byes {
+			if oldest == "" || b.at.Before(r.byes[oldest].at) {
 				oldest = q
 			}
 		}
 		delete(r.byes, oldest)
 	}
-	r.byes[p] = now
+	r.byes[p] = goodbyeHeard{at: now, seq: max(seq, r.byes[p].seq)}
+}
+
+// staleLocked reports whether a (opened) is older than what the member
+// holds of its peer: its record in the roster or in a former roster
+// (a goodbye as old as either, a record older), or its goodbye (a record
+// as old, a goodbye older). The roster's view orders the records it
+// holds, but a goodbye removes its peer from it, sequence number and
+// all, and a new roster (a snapshot, another superpeer) starts a view
+// with none: a hostile registrar could so replay a peer's old goodbye
+// into the roster that holds its newer record, or its old record (an
+// old Private or Flapping) into a new roster. A sequence number the
+// member opened is a floor for good, since a peer's only grow; the
+// member keeps them as long as it keeps the entries (the former ones
+// and the goodbyes for the TTL). Not a strike: an honest registrar can
+// lag behind what the member heard from another.
+func (r *registrar) staleLocked(a gossip.Announcement) bool {
+	var held uint64
+	if e, ok := r.view.Get(a.ID); ok {
+		held = e.Seq
+	}
+	if f, ok := r.former[a.ID]; ok {
+		held = max(held, f.e.Seq)
+	}
+	bye, left := r.byes[a.ID]
+	if a.Leaving {
+		return held != 0 && a.Seq <= held || left && a.Seq < bye.seq
+	}
+	return a.Seq < held || left && a.Seq <= bye.seq
 }
 
 // left reports whether the superpeer passed on p's goodbye within the
@@ -1376,8 +1416,8 @@ func (r *registrar) byeLocked(p peer.ID, now time.Time) {
 func (r *registrar) left(p peer.ID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	at, ok := r.byes[p]
-	return ok && r.now().Sub(at) <= r.ttl && !r.has(p)
+	b, ok := r.byes[p]
+	return ok && r.now().Sub(b.at) <= r.ttl && !r.has(p)
 }
 
 func (r *registrar) has(p peer.ID) bool {
@@ -1559,7 +1599,7 @@ func (r *registrar) superpeerLeft(from peer.ID, sealed []byte) bool {
 	}
 	r.removeLocked(from)
 	delete(r.former, from)
-	r.byeLocked(from, r.now())
+	r.byeLocked(from, a.Seq, r.now())
 	notify(r.changes)
 	return true
 }

@@ -638,6 +638,72 @@ func TestRegisterBoundsAgree(t *testing.T) {
 	}
 }
 
+// A hostile registrar replays an honest peer's old signed records: a
+// goodbye it said before it restarted, and its record from before that,
+// which said Private. A member takes neither over what it holds newer:
+// in the roster it holds (the goodbye used to take the peer out, and
+// make it count as left), nor in a new roster after a snapshot (a new
+// view has no sequence numbers of its own; the member's former roster
+// has, and the old Private record used to replace the new one there).
+// An honest registrar can lag behind what a member heard elsewhere, so
+// a stale record is passed over, not struck.
+func TestRegisterReplayedRecords(t *testing.T) {
+	keys := keysByDistance(t, 2)
+	h, a := newRegPeer(t, keys[0]), newRegPeer(t, keys[1])
+	h.announce(t, 0, true)
+	a.announce(t, 0, false)
+	pk, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := peer.IDFromPrivateKey(pk)
+	seal := func(seq uint64, private, leaving bool) []byte {
+		b, err := gossip.SealAnnouncement(gossip.Announcement{ID: p, K: 0, ClusterKey: dhtselect.KeyOf(p).Cluster(0), Seq: seq,
+			Private: private, Leaving: leaving}, pk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	private, bye, fresh := seal(10, true, false), seal(11, false, true), seal(12, false, false)
+	dig := clusterDigest{K: 0, ClusterKey: dhtselect.KeyOf(h.n.self).Cluster(0), Size: dhtselect.Estimate{N: 9, Source: "lies"}}
+	var next atomic.Pointer[regReply]
+	h.n.host.SetStreamHandler(registerProtocol("test"), func(s network.Stream) {
+		defer s.Close()
+		if _, err := readStreamFrame(s, frameRegister); err != nil {
+			return
+		}
+		_ = writeFrame(s, frameRoster, appendReply(nil, *next.Load()))
+	})
+	round := func(rep regReply) {
+		t.Helper()
+		next.Store(&rep)
+		if _, err := a.register(t, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		i := slices.IndexFunc(a.rar.members(), func(m node.Member) bool { return m.ID == p })
+		if i < 0 || a.rar.members()[i].Private || a.rar.left(p) {
+			t.Errorf("%s: p in a's roster %v, private %v, left %v; want it there, not private, not left",
+				when, i >= 0, i >= 0 && a.rar.members()[i].Private, a.rar.left(p))
+		}
+	}
+	own := h.rar.local()
+	round(regReply{status: regSnapshot, digest: dig, rid: 7, ver: 1, entries: [][]byte{own, fresh}})
+	check("the fresh record")
+	round(regReply{status: regDelta, digest: dig, rid: 7, ver: 2, entries: [][]byte{bye}})
+	check("the old goodbye replayed into the roster")
+	round(regReply{status: regSnapshot, digest: dig, rid: 8, ver: 1, entries: [][]byte{own, private}})
+	check("the old private record in a new roster")
+	round(regReply{status: regDelta, digest: dig, rid: 8, ver: 2, entries: [][]byte{bye}})
+	check("the old goodbye in the new roster")
+	if n := a.n.guard.strikesOf(h.n.self); n != 0 {
+		t.Errorf("%d strikes for stale records, want 0", n)
+	}
+}
+
 // Pages: with pages of a few entries, a member gets the whole roster
 // across several pages (snapshot, then deltas), and later changes, again
 // across pages, also when the roster changes between two pages.
