@@ -111,6 +111,10 @@ type table[T any] struct {
 	spec *feedSpec[T]
 	ttl  time.Duration
 	recs map[peer.ID]record[T]
+	// live counts the records of recs that are live (tombstones not), shown
+	// or not: with sweptOnly, those shown. Every change of recs goes through
+	// set and del, which keep it.
+	live int
 	// sweptOnly: a live record counts (is shown, and is live when a new
 	// value is compared with it) until sweep deletes it, whatever its age,
 	// so that sweep's keep may hold records past the TTL; the time its
@@ -121,6 +125,25 @@ type table[T any] struct {
 
 func newTable[T any](spec *feedSpec[T], ttl time.Duration) *table[T] {
 	return &table[T]{spec: spec, ttl: ttl, recs: make(map[peer.ID]record[T])}
+}
+
+// set stores r as origin's record, keeping the count of live ones.
+func (t *table[T]) set(origin peer.ID, r record[T]) {
+	if old, ok := t.recs[origin]; ok && old.live {
+		t.live--
+	}
+	if r.live {
+		t.live++
+	}
+	t.recs[origin] = r
+}
+
+// del deletes origin's record, keeping the count of live ones.
+func (t *table[T]) del(origin peer.ID) {
+	if old, ok := t.recs[origin]; ok && old.live {
+		t.live--
+	}
+	delete(t.recs, origin)
 }
 
 // stale reports whether a message numbered seq from origin is not newer than
@@ -140,7 +163,7 @@ func (t *table[T]) apply(origin peer.ID, v T, now time.Time) (accepted, changed 
 	}
 	old, ok := t.recs[origin]
 	live := t.spec.live(v)
-	t.recs[origin] = record[T]{val: v, seq: seq, seen: now, live: live}
+	t.set(origin, record[T]{val: v, seq: seq, seen: now, live: live})
 	wasLive := ok && t.shown(old, now)
 	return true, wasLive != live || (live && !t.spec.same(old.val, v))
 }
@@ -151,7 +174,7 @@ func (t *table[T]) apply(origin peer.ID, v T, now time.Time) (accepted, changed 
 func (t *table[T]) put(origin peer.ID, v T, now time.Time) (changed bool) {
 	old, ok := t.recs[origin]
 	live := t.spec.live(v)
-	t.recs[origin] = record[T]{val: v, seq: old.seq, seen: now, live: live}
+	t.set(origin, record[T]{val: v, seq: old.seq, seen: now, live: live})
 	wasLive := ok && t.shown(old, now)
 	return wasLive != live || (live && !t.spec.same(old.val, v))
 }
@@ -164,7 +187,7 @@ func (t *table[T]) remove(origin peer.ID) bool {
 		return false
 	}
 	r.live = false
-	t.recs[origin] = r
+	t.set(origin, r)
 	return true
 }
 
@@ -173,7 +196,7 @@ func (t *table[T]) remove(origin peer.ID) bool {
 // value.
 func (t *table[T]) drop(origin peer.ID) bool {
 	r, ok := t.recs[origin]
-	delete(t.recs, origin)
+	t.del(origin)
 	return ok && r.live
 }
 
@@ -237,9 +260,9 @@ func (t *table[T]) sweep(now time.Time, keep func(peer.ID) bool) []peer.ID {
 		switch {
 		case !t.expired(r, now):
 		case !r.live:
-			delete(t.recs, id)
+			t.del(id)
 		case keep == nil || !keep(id):
-			delete(t.recs, id)
+			t.del(id)
 			gone = append(gone, id)
 		}
 	}

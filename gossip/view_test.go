@@ -3,6 +3,7 @@ package gossip
 import (
 	"crypto/sha256"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -157,5 +158,50 @@ func TestAnnouncementGoodbyeRoundTrip(t *testing.T) {
 	b, err := DecodeAnnouncement(id, data)
 	if err != nil || !b.Leaving {
 		t.Errorf("decoded %+v, %v; want a goodbye", b, err)
+	}
+}
+
+// Len keeps a count of the live records rather than walking the table:
+// after every one of many random changes, through each path that changes
+// the table (Apply, goodbyes, Remove, Expire with and without keep, and
+// the feed's own put and remove), it equals a walk of the table.
+func TestViewLenCountsLive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20, 26))
+	v := NewView(10 * time.Second)
+	ids := make([]peer.ID, 12)
+	for i := range ids {
+		ids[i] = fakeID(t, byte(i))
+	}
+	t0 := time.Unix(1000, 0)
+	now := t0
+	for step := range 5000 {
+		id := ids[rng.IntN(len(ids))]
+		a := announcement(t, id, 2, uint64(rng.IntN(40)))
+		switch op := rng.IntN(8); op {
+		case 0, 1, 2:
+			v.Apply(a, now)
+		case 3:
+			a.Leaving = true
+			v.Apply(a, now)
+		case 4:
+			v.Remove(id)
+		case 5:
+			keep := func(p peer.ID) bool { return p[len(p)-1]%2 == 0 }
+			if rng.IntN(2) == 0 {
+				keep = nil
+			}
+			v.Expire(now, keep)
+		case 6:
+			a.Leaving = rng.IntN(3) == 0
+			v.t.put(id, a, now)
+		case 7:
+			v.t.remove(id)
+		}
+		now = now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		walked := 0
+		v.t.records(anyTime, func(peer.ID, record[Announcement]) { walked++ })
+		if v.Len() != walked || len(v.Entries()) != walked {
+			t.Fatalf("step %d: Len %d, a walk of the table %d, Entries %d", step, v.Len(), walked, len(v.Entries()))
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -68,6 +69,15 @@ import (
 // frame). A cut page's version is its last item's, so the member's next
 // request (a delta since that version) takes up exactly where the page
 // ended, also when the roster changed in between.
+// The member trusts its registrar no more than the registrar trusts it:
+// it takes at most maxRoundEntries entries and removals and maxPages
+// pages in one registration and strikes a registrar that sends more, and
+// an entry whose bytes its view holds already it passes over without a
+// signature check (a hostile registrar once cost a member 5 s of CPU a
+// round with 256 pages of one valid record repeated). It passes over a
+// record older than what it holds of its peer, in its roster, a former
+// one or a goodbye (registrar.staleLocked), so that a registrar cannot
+// replay a peer's old goodbye or old flags over newer ones.
 //
 // The registry (the superpeer's end) trusts nothing a member says because
 // it joined: the sealed record must open (signature, size, payload) and
@@ -189,9 +199,21 @@ const (
 	// from its last answer (the steady rounds, the pages), and are free.
 	snapBurst       = 3
 	snapPerInterval = 1
-	// maxPages bounds the pages of one registration: a roster of
-	// maxRoster entries of the largest size fills about 200.
-	maxPages = 256
+	// maxRoundEntries bounds the entries and removals a member takes in
+	// one registration, over all its pages. A superpeer's answer lists
+	// each peer of its roster (at most maxRoster, the member's own entry
+	// left out) or of its removals (at most maxGone) once, and again only
+	// when it changed while the member paged; a registrar that sends more
+	// is struck and the round ends. Without the bound a registrar could
+	// send maxPages pages of valid records (its own, repeated), each one
+	// a signature check for the member: 256 pages of some 215 each, 5 s
+	// of CPU a round, every announce interval.
+	maxRoundEntries = maxRoster + maxGone
+	// maxPages bounds the pages of one registration, and a registrar that
+	// sends more is struck: maxRoundEntries entries of the largest size
+	// (gossip.MaxSealedSize; 5 a page) fill about 410
+	// (TestRegisterBoundsAgree).
+	maxPages = 512
 	// maxSource bounds the digest's size-estimate source.
 	maxSource = 32
 )
@@ -1027,6 +1049,9 @@ type registrar struct {
 	now   func() time.Time
 	max   int
 	sem   chan struct{} // one registration at a time
+	// open opens a roster entry: gossip.OpenAnnouncement, its signature
+	// check the cost of an entry (tests count the calls).
+	open func([]byte) (gossip.Announcement, error)
 
 	mu      sync.Mutex
 	ann     *gossip.Announcement // the node's announcement, as set
@@ -1038,6 +1063,12 @@ type registrar struct {
 	rid     uint64
 	ver     uint64
 	view    *gossip.View
+	// held indexes the records the view holds by their sealed bytes'
+	// SHA-256 (heldOf the other way), so that an entry the view holds
+	// already, byte for byte, is passed over before its signature is
+	// checked: taking it again changes nothing (a stale Apply).
+	held   map[[sha256.Size]byte]peer.ID
+	heldOf map[peer.ID][sha256.Size]byte
 	// former are the entries of the rosters held before (another
 	// superpeer's, or removed from this one's), each until the TTL after
 	// it was last held: the view is the cluster's peers heard of within
@@ -1047,9 +1078,10 @@ type registrar struct {
 	// member of a partial roster elected itself when the new superpeer
 	// failed in turn).
 	former map[peer.ID]formerEntry
-	// byes are the peers whose goodbye the superpeer passed on, and when
-	// it came: each for the TTL, at most maxRoster (Left).
-	byes    map[peer.ID]time.Time
+	// byes are the peers whose goodbye the superpeer passed on, when it
+	// came and its sequence number: each for the TTL, at most maxRoster
+	// (Left).
+	byes    map[peer.ID]goodbyeHeard
 	dig     clusterDigest
 	hasDig  bool
 	changes chan struct{}
@@ -1068,6 +1100,7 @@ type registrar struct {
 func newRegistrar(n *Node, interval time.Duration) *registrar {
 	return &registrar{
 		n: n, proto: registerProtocol(n.cfg.Network), ttl: 3 * interval, now: time.Now, max: maxRoster, sem: make(chan struct{}, 1),
+		open:    gossip.OpenAnnouncement,
 		limiter: rate.NewLimiter(rate.Every(interval/regPerInterval), regBurst), view: gossip.NewView(3 * interval),
 		changes: make(chan struct{}, 1), answers: map[regStatus]uint64{},
 	}
@@ -1156,6 +1189,7 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 		return ctx.Err()
 	}
 	defer func() { <-r.sem }()
+	taken := 0 // the entries and removals of the round's pages
 	for range maxPages {
 		r.mu.Lock()
 		if sp != r.sp {
@@ -1192,7 +1226,15 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 		r.answers[rep.status]++
 		r.bytesOut += uint64(frameLen(req))
 		r.bytesIn += uint64(frameLen(resp))
-		more, strike, err := r.applyLocked(sp, rep, rec)
+		var more bool
+		var strike error
+		if taken += len(rep.entries) + len(rep.removed); taken > maxRoundEntries {
+			// Refused before a record is opened: the page is not applied.
+			strike = fmt.Errorf("%w: register: %s sent more than %d roster entries and removals in one registration", errWire, sp, maxRoundEntries)
+			err = strike
+		} else {
+			more, strike, err = r.applyLocked(sp, rep, rec)
+		}
 		r.mu.Unlock()
 		if strike != nil {
 			r.n.guard.refuse(r.n, "register", sp, strike)
@@ -1201,7 +1243,9 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 			return err
 		}
 	}
-	return fmt.Errorf("%w: register: more than %d pages", errWire, maxPages)
+	err := fmt.Errorf("%w: register: %s sent more than %d pages", errWire, sp, maxPages)
+	r.n.guard.refuse(r.n, "register", sp, err)
+	return err
 }
 
 // frameLen is the length on the wire of a frame of payload p.
@@ -1262,16 +1306,21 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	now := r.now()
 	dropped := 0
 	for _, b := range rep.entries {
-		a, err := gossip.OpenAnnouncement(b)
+		sum := sha256.Sum256(b)
+		if r.holdsLocked(sum) || bytes.Equal(b, r.sealed) {
+			continue // the view holds it, or it is ours: nothing to check
+		}
+		a, err := r.open(b)
 		switch {
 		case err != nil, a.ID != sp && !rep.digest.in(a.ID):
 			dropped++
 		case a.ID == r.n.self: // ours: we know it first-hand
+		case r.staleLocked(a): // an old record, replayed or lagging: we hold newer
 		case a.Leaving: // a removal, which the bound need not hold back
-			r.byeLocked(a.ID, now)
+			r.byeLocked(a.ID, a.Seq, now)
 			_, was := r.former[a.ID]
 			delete(r.former, a.ID)
-			if r.view.Remove(a.ID) || was {
+			if r.removeLocked(a.ID) || was {
 				notify(r.changes)
 			}
 		case r.view.Len() >= r.max && !r.has(a.ID):
@@ -1279,7 +1328,11 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		default:
 			delete(r.former, a.ID)
 			delete(r.byes, a.ID)
-			if _, changed := r.view.Apply(a, now); changed {
+			accepted, changed := r.view.Apply(a, now)
+			if accepted {
+				r.holdLocked(a.ID, sum)
+			}
+			if changed {
 				notify(r.changes)
 			}
 		}
@@ -1289,7 +1342,7 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		// once: only the rosters the node no longer hears are kept.
 		_, was := r.former[p]
 		delete(r.former, p)
-		if r.view.Remove(p) || was {
+		if r.removeLocked(p) || was {
 			notify(r.changes)
 		}
 	}
@@ -1300,27 +1353,62 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	return rep.more, nil, nil
 }
 
-// byeLocked notes p's goodbye at now, keeping at most maxRoster of them
-// (those past the TTL go first, then the oldest).
-func (r *registrar) byeLocked(p peer.ID, now time.Time) {
+// goodbyeHeard is a goodbye the superpeer passed on: when it came, and
+// its sequence number.
+type goodbyeHeard struct {
+	at  time.Time
+	seq uint64
+}
+
+// byeLocked notes p's goodbye numbered seq at now, keeping at most
+// maxRoster of them (those past the TTL go first, then the oldest).
+func (r *registrar) byeLocked(p peer.ID, seq uint64, now time.Time) {
 	if r.byes == nil {
-		r.byes = map[peer.ID]time.Time{}
+		r.byes = map[peer.ID]goodbyeHeard{}
 	}
-	for q, at := range r.byes {
-		if now.Sub(at) > r.ttl {
+	for q, b := range r.byes {
+		if now.Sub(b.at) > r.ttl {
 			delete(r.byes, q)
 		}
 	}
 	for len(r.byes) >= r.max {
 		var oldest peer.ID
-		for q, at := range r.byes {
-			if oldest == "" || at.Before(r.byes[oldest]) {
+		for q, b := range r.byes {
+			if oldest == "" || b.at.Before(r.byes[oldest].at) {
 				oldest = q
 			}
 		}
 		delete(r.byes, oldest)
 	}
-	r.byes[p] = now
+	r.byes[p] = goodbyeHeard{at: now, seq: max(seq, r.byes[p].seq)}
+}
+
+// staleLocked reports whether a (opened) is older than what the member
+// holds of its peer: its record in the roster or in a former roster
+// (a goodbye as old as either, a record older), or its goodbye (a record
+// as old, a goodbye older). The roster's view orders the records it
+// holds, but a goodbye removes its peer from it, sequence number and
+// all, and a new roster (a snapshot, another superpeer) starts a view
+// with none: a hostile registrar could so replay a peer's old goodbye
+// into the roster that holds its newer record, or its old record (an
+// old Private or Flapping) into a new roster. A sequence number the
+// member opened is a floor for good, since a peer's only grow; the
+// member keeps them as long as it keeps the entries (the former ones
+// and the goodbyes for the TTL). Not a strike: an honest registrar can
+// lag behind what the member heard from another.
+func (r *registrar) staleLocked(a gossip.Announcement) bool {
+	var held uint64
+	if e, ok := r.view.Get(a.ID); ok {
+		held = e.Seq
+	}
+	if f, ok := r.former[a.ID]; ok {
+		held = max(held, f.e.Seq)
+	}
+	bye, left := r.byes[a.ID]
+	if a.Leaving {
+		return held != 0 && a.Seq <= held || left && a.Seq < bye.seq
+	}
+	return a.Seq < held || left && a.Seq <= bye.seq
 }
 
 // left reports whether the superpeer passed on p's goodbye within the
@@ -1328,13 +1416,42 @@ func (r *registrar) byeLocked(p peer.ID, now time.Time) {
 func (r *registrar) left(p peer.ID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	at, ok := r.byes[p]
-	return ok && r.now().Sub(at) <= r.ttl && !r.has(p)
+	b, ok := r.byes[p]
+	return ok && r.now().Sub(b.at) <= r.ttl && !r.has(p)
 }
 
 func (r *registrar) has(p peer.ID) bool {
 	_, ok := r.view.Get(p)
 	return ok
+}
+
+// holdsLocked reports whether the view holds the record whose sealed
+// bytes' SHA-256 is sum.
+func (r *registrar) holdsLocked(sum [sha256.Size]byte) bool {
+	p, ok := r.held[sum]
+	return ok && r.heldOf[p] == sum && r.has(p)
+}
+
+// holdLocked notes that the view holds p's record, sealed bytes of
+// SHA-256 sum, in place of any p had.
+func (r *registrar) holdLocked(p peer.ID, sum [sha256.Size]byte) {
+	if r.held == nil {
+		r.held, r.heldOf = map[[sha256.Size]byte]peer.ID{}, map[peer.ID][sha256.Size]byte{}
+	}
+	if old, ok := r.heldOf[p]; ok {
+		delete(r.held, old)
+	}
+	r.held[sum], r.heldOf[p] = p, sum
+}
+
+// removeLocked takes p out of the view, and reports whether it was
+// there.
+func (r *registrar) removeLocked(p peer.ID) bool {
+	if old, ok := r.heldOf[p]; ok {
+		delete(r.held, old)
+		delete(r.heldOf, p)
+	}
+	return r.view.Remove(p)
 }
 
 // formerEntry is an entry of a roster held before, and when it leaves
@@ -1353,6 +1470,7 @@ func (r *registrar) retireLocked() {
 		r.keepLocked(e, now)
 	}
 	r.view = gossip.NewView(r.ttl)
+	r.held, r.heldOf = nil, nil
 }
 
 // keepLocked keeps e among the former entries until the TTL from now, at
@@ -1479,9 +1597,9 @@ func (r *registrar) superpeerLeft(from peer.ID, sealed []byte) bool {
 	if r.sp != from {
 		return false
 	}
-	r.view.Remove(from)
+	r.removeLocked(from)
 	delete(r.former, from)
-	r.byeLocked(from, r.now())
+	r.byeLocked(from, a.Seq, r.now())
 	notify(r.changes)
 	return true
 }

@@ -3,6 +3,7 @@ package overlay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -460,6 +461,246 @@ func TestRegisterHostileSuperpeer(t *testing.T) {
 	}
 	if n := a.n.guard.strikesOf(h.n.self); n != 1 {
 		t.Errorf("%d strikes against the hostile superpeer, want 1", n)
+	}
+}
+
+// hostilePages is a hostile registrar's answer to one registration,
+// page by page: a snapshot page, then pages of the ghosts' records
+// (sealed by throwaway keys, in the cluster at k = 0), then pages of
+// rep repeated, maxPages in all, each page cut ("more"). It serves them
+// in order whatever the requests say, and counts the requests and the
+// entries it sent.
+type hostilePages struct {
+	pages             [][]byte
+	perPage           int // rep's copies in each of its pages
+	requests, entries atomic.Int64
+	counts            []int // the entries of each page
+}
+
+func newHostilePages(t *testing.T, dig clusterDigest, ghosts int, rep []byte) *hostilePages {
+	t.Helper()
+	hp := &hostilePages{}
+	page := func(es [][]byte) []byte {
+		return appendReply(nil, regReply{status: regDelta, digest: dig, rid: 7, ver: uint64(len(hp.pages) + 1), more: true, entries: es})
+	}
+	add := func(es [][]byte) {
+		hp.pages = append(hp.pages, page(es))
+		hp.counts = append(hp.counts, len(es))
+	}
+	hp.pages = append(hp.pages, appendReply(nil, regReply{status: regSnapshot, digest: dig, rid: 7, ver: 1, more: true}))
+	hp.counts = append(hp.counts, 0)
+	var cur [][]byte
+	for range ghosts {
+		sk, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := peer.IDFromPrivateKey(sk)
+		g, err := gossip.SealAnnouncement(gossip.Announcement{ID: id, K: 0, ClusterKey: dhtselect.KeyOf(id).Cluster(0), Seq: 1}, sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page(append(cur, g))) > rosterPage {
+			add(cur)
+			cur = nil
+		}
+		cur = append(cur, g)
+	}
+	add(cur)
+	cur = nil
+	for len(page(append(cur, rep))) <= rosterPage {
+		cur = append(cur, rep)
+	}
+	hp.perPage = len(cur)
+	for len(hp.pages) < maxPages {
+		add(cur)
+	}
+	return hp
+}
+
+func (hp *hostilePages) handle(s network.Stream) {
+	defer s.Close()
+	if _, err := readStreamFrame(s, frameRegister); err != nil {
+		return
+	}
+	i := int(hp.requests.Add(1)) - 1
+	if i >= len(hp.pages) {
+		_ = s.Reset()
+		return
+	}
+	hp.entries.Add(int64(hp.counts[i]))
+	_ = writeFrame(s, frameRoster, hp.pages[i])
+}
+
+// A hostile registrar answers one registration with maxPages pages:
+// after a first fill of ghost identities of the cluster (a full view),
+// pages full of one valid record (its own) repeated. The member used to
+// take all of them: 256 requests and 54,773 signature checks (and, per
+// entry, a count of its view that walked the table), about 5 s of CPU a
+// round, a round every announce interval, without a strike. Now a record
+// the view holds already is not opened again, a round takes at most
+// maxRoundEntries entries, and the registrar that sends more is struck.
+func TestRegisterHostilePages(t *testing.T) {
+	keys := keysByDistance(t, 2)
+	h, a := newRegPeer(t, keys[0]), newRegPeer(t, keys[1])
+	h.announce(t, 0, true)
+	a.announce(t, 0, false)
+	dig := clusterDigest{K: 0, ClusterKey: dhtselect.KeyOf(h.n.self).Cluster(0), Size: dhtselect.Estimate{N: 9, Source: "lies"}}
+	hp := newHostilePages(t, dig, maxRoster-1, h.rar.local())
+	h.n.host.SetStreamHandler(registerProtocol("test"), hp.handle)
+	opens := 0
+	a.rar.open = func(b []byte) (gossip.Announcement, error) {
+		opens++ // under a.rar.mu, in register's goroutine
+		return gossip.OpenAnnouncement(b)
+	}
+	_, err := a.register(t, h)
+	requests, sent, strikes := hp.requests.Load(), hp.entries.Load(), a.n.guard.strikesOf(h.n.self)
+	t.Logf("one registration: %d requests, %d entries sent (%d a page of the repeated record), %d opened; %d strikes; err %v",
+		requests, sent, hp.perPage, opens, strikes, err)
+	if !errors.Is(err, errWire) {
+		t.Errorf("register: %v, want errWire (too many entries)", err)
+	}
+	if opens > maxRoster {
+		t.Errorf("%d records opened, want at most %d: each ghost and the repeated record once", opens, maxRoster)
+	}
+	if limit := int64(maxRoster + maxGone + hp.perPage); sent > limit {
+		t.Errorf("the member asked for %d entries, want at most %d (a round's bound and one page)", sent, limit)
+	}
+	if strikes != 1 {
+		t.Errorf("%d strikes against the hostile registrar, want 1", strikes)
+	}
+	if got := len(a.rar.members()); got != maxRoster+1 {
+		t.Errorf("a's roster holds %d, want %d (the ghosts, the registrar and a)", got, maxRoster+1)
+	}
+}
+
+// A registrar that keeps cutting its pages, with nothing in them, is
+// struck when the registration passes maxPages (it used to end the
+// round without a strike, every announce interval).
+func TestRegisterEndlessPages(t *testing.T) {
+	keys := keysByDistance(t, 2)
+	h, a := newRegPeer(t, keys[0]), newRegPeer(t, keys[1])
+	h.announce(t, 0, true)
+	a.announce(t, 0, false)
+	dig := clusterDigest{K: 0, ClusterKey: dhtselect.KeyOf(h.n.self).Cluster(0), Size: dhtselect.Estimate{N: 9, Source: "lies"}}
+	var requests atomic.Int64
+	h.n.host.SetStreamHandler(registerProtocol("test"), func(s network.Stream) {
+		defer s.Close()
+		if _, err := readStreamFrame(s, frameRegister); err != nil {
+			return
+		}
+		i := requests.Add(1)
+		_ = writeFrame(s, frameRoster, appendReply(nil, regReply{status: regSnapshot, digest: dig, rid: 7, ver: uint64(i), more: true}))
+	})
+	_, err := a.register(t, h)
+	if !errors.Is(err, errWire) {
+		t.Errorf("register: %v, want errWire (too many pages)", err)
+	}
+	if n := requests.Load(); n != maxPages {
+		t.Errorf("%d requests, want maxPages (%d)", n, maxPages)
+	}
+	if n := a.n.guard.strikesOf(h.n.self); n != 1 {
+		t.Errorf("%d strikes against the registrar, want 1", n)
+	}
+}
+
+// The bounds of a registration agree: an honest superpeer's answer of
+// maxRoundEntries entries of the largest size (its roster and its
+// removals' goodbyes) fits in maxPages pages, so that a member strikes
+// no honest superpeer for its pages.
+func TestRegisterBoundsAgree(t *testing.T) {
+	ps := regPeers(t, 1)
+	s := ps[0]
+	s.serve(t, 0)
+	big := make([]byte, gossip.MaxSealedSize)
+	s.reg.mu.Lock()
+	for i := range maxRoundEntries {
+		p := peer.ID(fmt.Sprintf("peer %d", i))
+		s.reg.entries[p] = &rosterEntry{sealed: big, ver: uint64(i + 1)}
+	}
+	s.reg.version = maxRoundEntries
+	pages := 0
+	for ver := uint64(0); ; pages++ {
+		rep := s.reg.replyLocked("member", s.reg.rid, ver)
+		if len(appendReply(nil, rep)) > rosterPage {
+			t.Fatalf("page %d: %d bytes, more than a page", pages, len(appendReply(nil, rep)))
+		}
+		if !rep.more {
+			pages++
+			break
+		}
+		ver = rep.ver
+	}
+	s.reg.mu.Unlock()
+	t.Logf("%d entries of %d bytes: %d pages", maxRoundEntries, len(big), pages)
+	if pages > maxPages {
+		t.Errorf("%d entries of the largest size take %d pages, more than maxPages (%d)", maxRoundEntries, pages, maxPages)
+	}
+}
+
+// A hostile registrar replays an honest peer's old signed records: a
+// goodbye it said before it restarted, and its record from before that,
+// which said Private. A member takes neither over what it holds newer:
+// in the roster it holds (the goodbye used to take the peer out, and
+// make it count as left), nor in a new roster after a snapshot (a new
+// view has no sequence numbers of its own; the member's former roster
+// has, and the old Private record used to replace the new one there).
+// An honest registrar can lag behind what a member heard elsewhere, so
+// a stale record is passed over, not struck.
+func TestRegisterReplayedRecords(t *testing.T) {
+	keys := keysByDistance(t, 2)
+	h, a := newRegPeer(t, keys[0]), newRegPeer(t, keys[1])
+	h.announce(t, 0, true)
+	a.announce(t, 0, false)
+	pk, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := peer.IDFromPrivateKey(pk)
+	seal := func(seq uint64, private, leaving bool) []byte {
+		b, err := gossip.SealAnnouncement(gossip.Announcement{ID: p, K: 0, ClusterKey: dhtselect.KeyOf(p).Cluster(0), Seq: seq,
+			Private: private, Leaving: leaving}, pk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	private, bye, fresh := seal(10, true, false), seal(11, false, true), seal(12, false, false)
+	dig := clusterDigest{K: 0, ClusterKey: dhtselect.KeyOf(h.n.self).Cluster(0), Size: dhtselect.Estimate{N: 9, Source: "lies"}}
+	var next atomic.Pointer[regReply]
+	h.n.host.SetStreamHandler(registerProtocol("test"), func(s network.Stream) {
+		defer s.Close()
+		if _, err := readStreamFrame(s, frameRegister); err != nil {
+			return
+		}
+		_ = writeFrame(s, frameRoster, appendReply(nil, *next.Load()))
+	})
+	round := func(rep regReply) {
+		t.Helper()
+		next.Store(&rep)
+		if _, err := a.register(t, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		i := slices.IndexFunc(a.rar.members(), func(m node.Member) bool { return m.ID == p })
+		if i < 0 || a.rar.members()[i].Private || a.rar.left(p) {
+			t.Errorf("%s: p in a's roster %v, private %v, left %v; want it there, not private, not left",
+				when, i >= 0, i >= 0 && a.rar.members()[i].Private, a.rar.left(p))
+		}
+	}
+	own := h.rar.local()
+	round(regReply{status: regSnapshot, digest: dig, rid: 7, ver: 1, entries: [][]byte{own, fresh}})
+	check("the fresh record")
+	round(regReply{status: regDelta, digest: dig, rid: 7, ver: 2, entries: [][]byte{bye}})
+	check("the old goodbye replayed into the roster")
+	round(regReply{status: regSnapshot, digest: dig, rid: 8, ver: 1, entries: [][]byte{own, private}})
+	check("the old private record in a new roster")
+	round(regReply{status: regDelta, digest: dig, rid: 8, ver: 2, entries: [][]byte{bye}})
+	check("the old goodbye in the new roster")
+	if n := a.n.guard.strikesOf(h.n.self); n != 0 {
+		t.Errorf("%d strikes for stale records, want 0", n)
 	}
 }
 

@@ -84,7 +84,7 @@ func (s RegStatus) refusal() bool {
 const (
 	maxFrameLen = 64 << 10 // a frame's length: version, type and payload
 	maxSource   = 32       // the digest's source
-	maxPages    = 256      // pages of one registration
+	maxPages    = 512      // pages of one registration
 )
 
 // RegisterProtocol is the register protocol of the overlay on a network.
