@@ -1,6 +1,8 @@
 package gossip
 
 import (
+	"errors"
+	"strings"
 	"testing"
 )
 
@@ -21,5 +23,28 @@ func TestDecodeSkipsUnknownAddrs(t *testing.T) {
 	}
 	if len(a.Addrs) != 1 || a.Addrs[0].String() != "/ip4/1.2.3.4/tcp/4001" {
 		t.Errorf("addresses %v, want the one that parses", a.Addrs)
+	}
+}
+
+// TestElectionTag: an announcement carries the election its peer runs,
+// and a tag that is too long or not of a-z, 0-9, '-' and '+' is refused.
+func TestElectionTag(t *testing.T) {
+	id := fakeID(t, 1)
+	a := announcement(t, id, 3, 1)
+	a.Election = "bully+quorum"
+	data, err := a.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DecodeAnnouncement(id, data)
+	if err != nil || b.Election != "bully+quorum" {
+		t.Fatalf("round trip: %q, %v; want bully+quorum", b.Election, err)
+	}
+	for _, bad := range []string{"Bully", "bully quorum", strings.Repeat("x", maxElectionTag+1), "ring\n"} {
+		a.Election = bad
+		data, _ := a.Encode()
+		if _, err := DecodeAnnouncement(id, data); !errors.Is(err, ErrBadAnnouncement) {
+			t.Errorf("election %q: err = %v, want ErrBadAnnouncement", bad, err)
+		}
 	}
 }

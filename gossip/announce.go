@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -56,7 +57,16 @@ type Announcement struct {
 	// Beacon.Cluster is not encoded: it is the peer's key masked to
 	// Beacon.K, as ClusterKey is.
 	Beacon dhtselect.Beacon
+	// Election names the cluster election the peer runs: the algorithm
+	// ("bully", ...), with "+quorum" when it runs with term and majority,
+	// or "none"; empty from a peer that does not say (an older build).
+	// Peers that run another election than a node's own are no electors
+	// of its cluster (node.Member.Election).
+	Election string
 }
+
+// maxElectionTag bounds Announcement.Election.
+const maxElectionTag = 32
 
 type wireAnnouncement struct {
 	V         int      `json:"v"`
@@ -74,12 +84,13 @@ type wireAnnouncement struct {
 	SaltEpoch uint64   `json:"salt_epoch,omitempty"`
 	SaltK     int      `json:"salt_k,omitempty"`
 	Salt      string   `json:"salt,omitempty"`
+	Election  string   `json:"election,omitempty"`
 }
 
 // Encode serialises a for the wire.
 func (a Announcement) Encode() ([]byte, error) {
 	w := wireAnnouncement{V: AnnouncementVersion, Seq: a.Seq, Superpeer: a.Superpeer, K: a.K, Cluster: a.ClusterKey.String(), Leaving: a.Leaving, Private: a.Private,
-		Flapping: a.Flapping}
+		Flapping: a.Flapping, Election: a.Election}
 	if b := a.Beacon; b != (dhtselect.Beacon{}) {
 		w.Since, w.Next, w.SaltEpoch, w.SaltK = b.Since, b.Next, b.SaltEpoch, b.K
 		if b.Reveal != (dhtselect.Salt{}) {
@@ -122,8 +133,11 @@ func DecodeAnnouncement(from peer.ID, data []byte) (Announcement, error) {
 	if want := dhtselect.KeyOf(from).Cluster(w.K); ck != want {
 		return Announcement{}, fmt.Errorf("%w: cluster key %s does not belong to %s at k = %d", ErrBadAnnouncement, ck, from, w.K)
 	}
+	if !validElectionTag(w.Election) {
+		return Announcement{}, fmt.Errorf("%w: election %q: want at most %d of a-z, 0-9, '-' and '+'", ErrBadAnnouncement, w.Election, maxElectionTag)
+	}
 	a := Announcement{ID: from, Seq: w.Seq, Superpeer: w.Superpeer, K: w.K, ClusterKey: ck, Leaving: w.Leaving, Private: w.Private,
-		Flapping: w.Flapping}
+		Flapping: w.Flapping, Election: w.Election}
 	if a.Beacon, err = decodeBeacon(from, w); err != nil {
 		return Announcement{}, err
 	}
@@ -139,6 +153,13 @@ func DecodeAnnouncement(from peer.ID, data []byte) (Announcement, error) {
 		}
 	}
 	return a, nil
+}
+
+// validElectionTag reports whether s may be an Announcement.Election.
+func validElectionTag(s string) bool {
+	return len(s) <= maxElectionTag && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '+')
+	}) < 0
 }
 
 // decodeBeacon checks and returns the beacon of w, sent by from: the

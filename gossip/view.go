@@ -67,7 +67,7 @@ func (v *View) Apply(a Announcement, now time.Time) (accepted, changed bool) {
 // sameSaying reports whether two announcements of a peer say the same:
 // role, cluster, reachability and addresses (a mere refresh is no change).
 func sameSaying(a, b Announcement) bool {
-	return a.Superpeer == b.Superpeer && a.K == b.K && a.ClusterKey == b.ClusterKey && a.Private == b.Private && a.Flapping == b.Flapping && a.Beacon == b.Beacon && sameAddrs(a, b)
+	return a.Superpeer == b.Superpeer && a.K == b.K && a.ClusterKey == b.ClusterKey && a.Private == b.Private && a.Flapping == b.Flapping && a.Beacon == b.Beacon && a.Election == b.Election && sameAddrs(a, b)
 }
 
 func sameAddrs(a, b Announcement) bool {

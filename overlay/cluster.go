@@ -98,7 +98,8 @@ func (c *clusterMembership) start(ctx context.Context) {
 	// Until the machine announces its first role, the node registers as
 	// a peer of the whole key space (k = 0): enough to be answered with
 	// a digest.
-	if err := c.rs.setLocal(gossip.Announcement{ID: c.n.self, Addrs: c.n.addrs(), ClusterKey: c.n.selfKey.Cluster(0), Private: c.n.Private()}); err != nil {
+	if err := c.rs.setLocal(gossip.Announcement{ID: c.n.self, Addrs: c.n.addrs(), ClusterKey: c.n.selfKey.Cluster(0), Private: c.n.Private(),
+		Election: node.ElectionTag(c.n.cfg.Election, c.n.cfg.Quorum)}); err != nil {
 		c.n.log.Warn("register", "err", err)
 	}
 	c.n.host.SetStreamHandler(c.reg.proto(), c.reg.handle)

@@ -564,7 +564,7 @@ func (n *Node) view() node.View {
 	for _, e := range n.members.Entries() {
 		if !n.guard.Banned(e.ID) {
 			v.Members = append(v.Members, node.Member{ID: e.ID, Superpeer: e.Superpeer, Private: e.Private, Flapping: e.Flapping,
-				RTT: n.rtt(e.ID), Beacon: e.Beacon})
+				RTT: n.rtt(e.ID), Beacon: e.Beacon, Election: e.Election})
 		}
 	}
 	return v
@@ -640,7 +640,7 @@ func (n *Node) carryOut(ctx context.Context, rd node.Ready) {
 	if a := rd.Announce; a != nil {
 		if err := n.members.SetLocal(ctx, gossip.Announcement{
 			ID: n.self, Addrs: n.addrs(), Superpeer: a.Superpeer, K: a.K, ClusterKey: a.ClusterKey, Private: a.Private,
-			Flapping: a.Flapping, Beacon: a.Beacon,
+			Flapping: a.Flapping, Beacon: a.Beacon, Election: node.ElectionTag(n.cfg.Election, n.cfg.Quorum),
 		}); err != nil && ctx.Err() == nil {
 			n.log.Warn("announce", "err", err)
 		}

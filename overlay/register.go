@@ -597,7 +597,7 @@ func toMembers(n *Node, es []gossip.Entry) []node.Member {
 	for _, e := range es {
 		if !n.guard.Banned(e.ID) {
 			out = append(out, node.Member{ID: e.ID, Key: dhtselect.KeyOf(e.ID), Superpeer: e.Superpeer, Private: e.Private,
-				Flapping: e.Flapping, Beacon: e.Beacon})
+				Flapping: e.Flapping, Beacon: e.Beacon, Election: e.Election})
 		}
 	}
 	return out

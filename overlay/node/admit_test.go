@@ -407,3 +407,28 @@ func TestGhostClaimers(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherElectionNoElector: a member that says it runs another election
+// than this node's (or none) is no elector of its cluster; one that says
+// nothing (an older build) is.
+func TestOtherElectionNoElector(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.Election, cfg.Quorum = "bully", true
+	m := mustNew(t, cfg)
+	v := View{Members: []Member{
+		{ID: "a", Election: "bully+quorum"}, {ID: "b", Election: "bully+quorum"}, {ID: "c", Election: "none"},
+		{ID: "d"}, {ID: "e", Election: "bully"},
+	}}
+	m.Step(t0, Routing{})
+	m.Step(t0, v)
+	got := m.sameElection([]peer.ID{"a", "b", "c", "d", "e"})
+	if want := []peer.ID{"a", "b", "d"}; !slices.Equal(got, want) {
+		t.Errorf("sameElection = %v, want %v", got, want)
+	}
+	if len(m.otherElection) != 2 {
+		t.Errorf("warned of %v, want c and e", m.otherElection)
+	}
+	if ElectionTag("", true) != "none" || ElectionTag("ring", false) != "ring" || ElectionTag("ring", true) != "ring+quorum" {
+		t.Error("ElectionTag")
+	}
+}

@@ -278,6 +278,23 @@ type Member struct {
 	// Beacon is what the peer announced for the defence against ID
 	// grinding (epoch.go).
 	Beacon dhtselect.Beacon
+	// Election is the election the peer says it runs (ElectionTag), or
+	// empty when it does not say. A member that says another than this
+	// node's own is no elector here (electorate).
+	Election string
+}
+
+// ElectionTag names an election configuration as nodes announce it: the
+// algorithm, with "+quorum" when it runs with term and majority, or
+// "none" without an election.
+func ElectionTag(algorithm string, quorum bool) string {
+	switch {
+	case algorithm == "":
+		return "none"
+	case quorum:
+		return algorithm + "+quorum"
+	}
+	return algorithm
 }
 
 // Routing is the DHT routing table's view, given before an evaluation
@@ -431,6 +448,9 @@ type Machine struct {
 	view    []Member  // the view that counts (admit.go), sorted by ID
 	refused []peer.ID // identities of flooded address groups, sorted
 	routing Routing
+	// otherElection: the members warned of as running another election
+	// (sameElection), with what they said.
+	otherElection map[peer.ID]string
 	// routingKeys are the routing peers' keys, in the order of
 	// routing.Peers (keysOf).
 	routingKeys  []dhtselect.Key
@@ -1638,6 +1658,7 @@ func (m *Machine) finish(now time.Time, est dhtselect.Estimate, members []peer.I
 // views of the cluster only, and without this, 48 of 64 nodes claimed a
 // superpeer role).
 func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup, current, registrar peer.ID) []peer.ID {
+	members = m.sameElection(members)
 	var extra []peer.ID
 	for _, p := range []peer.ID{lookup, current, registrar} {
 		if p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck && !IsRefused(m.refused, p) &&
@@ -1664,6 +1685,51 @@ func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup,
 	dhtselect.SortByKey(out)
 	return out
 }
+
+// sameElection leaves out of members those that say they run another
+// election than this node's (Member.Election; one that says nothing, an
+// older build, stays), and warns once of each. Nodes of one network
+// configured differently never settled, and nothing said why: under
+// bully with quorum, members that ran no election counted in the
+// electorate and no majority could form (an interoperability audit: 3
+// of 6 nodes with --election bully --quorum, 24 s without a superpeer).
+// A member that runs none cannot vote; one that runs another algorithm
+// speaks messages this one's machine does not read.
+func (m *Machine) sameElection(members []peer.ID) []peer.ID {
+	own := ElectionTag(m.cfg.Election, m.cfg.Quorum)
+	var out []peer.ID
+	for i, p := range members {
+		e, ok := m.member(p)
+		if !ok || p == m.cfg.Self || e.Election == "" || e.Election == own {
+			if out != nil {
+				out = append(out, p)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]peer.ID, 0, len(members)), members[:i]...)
+		}
+		if m.otherElection[p] != e.Election {
+			if m.otherElection == nil {
+				m.otherElection = map[peer.ID]string{}
+			}
+			if len(m.otherElection) >= maxOtherElection {
+				clear(m.otherElection)
+			}
+			m.otherElection[p] = e.Election
+			m.note(slog.LevelError, "election: a cluster-mate runs another election, and is no elector here: every node of a network must run the same --election (and --quorum)",
+				"peer", p, "theirs", e.Election, "ours", own)
+		}
+	}
+	if out == nil {
+		return members
+	}
+	return out
+}
+
+// maxOtherElection bounds the peers Machine.otherElection remembers
+// having warned of.
+const maxOtherElection = 256
 
 // rankedLast returns the peers among ids that rank last by what they
 // announce: private ones (this node when it is), and those that announce
