@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -149,7 +150,24 @@ var summarySpec = feedSpec[Summary]{
 	urgent: func(old *Summary, s Summary) bool {
 		return old == nil || old.K != s.K || old.Term != s.Term || s.Leaving
 	},
+	// Anyone may publish a summary under a fresh key, and every one of
+	// them was held (a hostile-peer audit: 3,474 at once from one
+	// publisher): a cluster holds at most maxClaimers live summaries of
+	// new origins (an honest one has one claimer, two in a hand-over or a
+	// split), and the backbone maxSummaries origins (the superpeers of a
+	// swarm of a million at S = N/16, with room). Past them a new origin's
+	// summary is ignored until older ones go (their TTL): a flood can
+	// hide a new superpeer meanwhile, but cannot exhaust memory.
+	slot:       func(s Summary) string { return strconv.Itoa(s.K) + "/" + s.ClusterKey.String() },
+	perSlot:    maxClaimers,
+	maxOrigins: maxSummaries,
 }
+
+// maxClaimers and maxSummaries bound what a Backbone holds (summarySpec).
+const (
+	maxClaimers  = 8
+	maxSummaries = 1 << 16
+)
 
 // BackboneConfig configures a Backbone.
 type BackboneConfig struct {

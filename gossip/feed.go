@@ -51,6 +51,13 @@ type feedSpec[T any] struct {
 	// urgent reports whether a change from old (nil: none) to v is published
 	// at once even within the feed's minimum gap.
 	urgent func(old *T, v T) bool
+	// slot, when set, names the slot a live value takes, and perSlot
+	// bounds the live values of new origins per slot; maxOrigins, when
+	// above zero, bounds the origins held (tombstones included): a
+	// message from a new origin past either bound is ignored (full).
+	slot       func(v T) string
+	perSlot    int
+	maxOrigins int
 }
 
 // feedConfig configures a feed.
@@ -115,6 +122,8 @@ type table[T any] struct {
 	// or not: with sweptOnly, those shown. Every change of recs goes through
 	// set and del, which keep it.
 	live int
+	// slots counts the live records per spec.slot (nil without one).
+	slots map[string]int
 	// sweptOnly: a live record counts (is shown, and is live when a new
 	// value is compared with it) until sweep deletes it, whatever its age,
 	// so that sweep's keep may hold records past the TTL; the time its
@@ -124,26 +133,56 @@ type table[T any] struct {
 }
 
 func newTable[T any](spec *feedSpec[T], ttl time.Duration) *table[T] {
-	return &table[T]{spec: spec, ttl: ttl, recs: make(map[peer.ID]record[T])}
+	t := &table[T]{spec: spec, ttl: ttl, recs: make(map[peer.ID]record[T])}
+	if spec.slot != nil {
+		t.slots = map[string]int{}
+	}
+	return t
 }
 
-// set stores r as origin's record, keeping the count of live ones.
+// set stores r as origin's record, keeping the counts of live ones.
 func (t *table[T]) set(origin peer.ID, r record[T]) {
 	if old, ok := t.recs[origin]; ok && old.live {
-		t.live--
+		t.count(old.val, -1)
 	}
 	if r.live {
-		t.live++
+		t.count(r.val, 1)
 	}
 	t.recs[origin] = r
 }
 
-// del deletes origin's record, keeping the count of live ones.
+// del deletes origin's record, keeping the counts of live ones.
 func (t *table[T]) del(origin peer.ID) {
 	if old, ok := t.recs[origin]; ok && old.live {
-		t.live--
+		t.count(old.val, -1)
 	}
 	delete(t.recs, origin)
+}
+
+// count adds d to the live records, and to v's slot's.
+func (t *table[T]) count(v T, d int) {
+	t.live += d
+	if t.slots == nil {
+		return
+	}
+	s := t.spec.slot(v)
+	if t.slots[s] += d; t.slots[s] <= 0 {
+		delete(t.slots, s)
+	}
+}
+
+// full reports whether v from origin would pass the table's bounds
+// (feedSpec.maxOrigins, perSlot): origin is new, and the table holds
+// maxOrigins origins, or v is live and its slot holds perSlot live values.
+// An origin already held is never full: its records come and go with it.
+func (t *table[T]) full(origin peer.ID, v T) bool {
+	if _, ok := t.recs[origin]; ok {
+		return false
+	}
+	if t.spec.maxOrigins > 0 && len(t.recs) >= t.spec.maxOrigins {
+		return true
+	}
+	return t.slots != nil && t.spec.live(v) && t.slots[t.spec.slot(v)] >= t.spec.perSlot
 }
 
 // stale reports whether a message numbered seq from origin is not newer than
@@ -158,7 +197,7 @@ func (t *table[T]) stale(origin peer.ID, seq uint64) bool {
 // changed (an entry appeared, went, or differs by more than a refresh).
 func (t *table[T]) apply(origin peer.ID, v T, now time.Time) (accepted, changed bool) {
 	seq := t.spec.seq(v)
-	if t.stale(origin, seq) {
+	if t.stale(origin, seq) || t.full(origin, v) {
 		return false, false
 	}
 	old, ok := t.recs[origin]
@@ -372,7 +411,7 @@ func (f *feed[T]) validate(_ context.Context, from peer.ID, msg *pubsub.Message)
 		return pubsub.ValidationReject
 	}
 	f.mu.Lock()
-	stale := f.tab.stale(origin, f.spec.seq(v))
+	stale := f.tab.stale(origin, f.spec.seq(v)) || f.tab.full(origin, v)
 	f.mu.Unlock()
 	if stale {
 		f.n.ignored.Add(1)
