@@ -266,6 +266,18 @@ type guard struct {
 	pace      *rate.Limiter        // the refusals that take refusalPace (banGate)
 	refused   map[[2]string]uint64 // {protocol, reason} -> count
 	bans      uint64
+	// now is the clock of the strikes, bans and penalties: time.Now when
+	// nil; tests set it (under mu) to move time by hand. The per-peer
+	// rates (rate.Limiter) keep the real clock.
+	now func() time.Time
+}
+
+// clock is the guard's time now; g.mu is held.
+func (g *guard) clock() time.Time {
+	if g.now != nil {
+		return g.now()
+	}
+	return time.Now()
 }
 
 // An address's penalty: no inbound connection from it is accepted until
@@ -339,7 +351,7 @@ func (g *guard) penalised(ip netip.Addr) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p, ok := g.penalties[ip]
-	if !ok || time.Now().After(p.until) {
+	if !ok || g.clock().After(p.until) {
 		return false
 	}
 	g.countLocked("accept", "banned")
@@ -352,7 +364,7 @@ func (g *guard) penalised(ip netip.Addr) bool {
 func (g *guard) secured(d network.Direction, p peer.ID, a ma.Multiaddr) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := time.Now()
+	now := g.clock()
 	if !g.bannedLocked(p, now) {
 		return true
 	}
@@ -386,7 +398,7 @@ func (g *guard) countLocked(proto, why string) {
 func (g *guard) admit(p peer.ID) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.bannedLocked(p, time.Now()) {
+	if g.bannedLocked(p, g.clock()) {
 		return errBanned
 	}
 	if g.rates == nil {
@@ -454,7 +466,7 @@ func (g *guard) bannedLocked(p peer.ID, now time.Time) bool {
 func (g *guard) Banned(p peer.ID) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.bannedLocked(p, time.Now())
+	return g.bannedLocked(p, g.clock())
 }
 
 // refuse counts and logs a refused message from p, and strikes p (a
@@ -469,8 +481,8 @@ func (g *guard) Banned(p peer.ID) bool {
 // could not rejoin for the ban's ten minutes).
 func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 	why := reason(err)
-	now := time.Now()
 	g.mu.Lock()
+	now := g.clock()
 	if g.strikes == nil {
 		g.strikes, g.banned = map[peer.ID][]time.Time{}, map[peer.ID]time.Time{}
 	}
