@@ -266,6 +266,8 @@ type guard struct {
 	pace      *rate.Limiter        // the refusals that take refusalPace (banGate)
 	refused   map[[2]string]uint64 // {protocol, reason} -> count
 	bans      uint64
+	// The sizes of strikes and banned after their last prune.
+	strikesKept, bansKept int
 	// now is the clock of the strikes, bans and penalties: time.Now when
 	// nil; tests set it (under mu) to move time by hand. The per-peer
 	// rates (rate.Limiter) keep the real clock.
@@ -498,6 +500,9 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 		}
 		return
 	}
+	if _, ok := g.strikes[p]; !ok {
+		g.strikes = prune(g.strikes, &g.strikesKept, func(s []time.Time) bool { return now.Sub(s[len(s)-1]) > banWindow })
+	}
 	s := append(g.strikes[p], now)
 	for len(s) > 0 && now.Sub(s[0]) > banWindow {
 		s = s[1:]
@@ -505,6 +510,7 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 	g.strikes[p] = s
 	ban := len(s) >= banStrikes && !g.bannedLocked(p, now)
 	if ban {
+		g.banned = prune(g.banned, &g.bansKept, now.After)
 		g.banned[p] = now.Add(banFor)
 		g.bans++
 		delete(g.strikes, p)
@@ -524,6 +530,35 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 		n.log.Warn("banned a peer that kept sending bad messages", "peer", p, "strikes", banStrikes, "for", banFor)
 		_ = n.host.Network().ClosePeer(p)
 	}
+}
+
+// pruneMin is the size below which the guard's strike and ban maps are
+// not pruned.
+const pruneMin = 1024
+
+// prune returns m without the entries that no longer count (stale), once
+// m, about to take a new identity, has grown to twice its size after the
+// last prune (*kept, which it updates) and to pruneMin at least; else m.
+// Each prune visits at most twice the entries added since the one before,
+// so its cost per new identity is constant; and m holds at most twice the
+// identities that still count (struck within banWindow, banned until
+// later) or pruneMin, not every identity ever struck or banned: before,
+// an identity's strikes were trimmed only when it struck again and a ban
+// cleared only when its peer was checked again, and 200,000 identities
+// struck once each were all kept, 134 bytes each (hostile-peer audit).
+// The survivors go to a new map: Go's maps do not shrink.
+func prune[V any](m map[peer.ID]V, kept *int, stale func(V) bool) map[peer.ID]V {
+	if len(m) < max(2**kept, pruneMin) {
+		return m
+	}
+	out := make(map[peer.ID]V, len(m)/2)
+	for p, v := range m {
+		if !stale(v) {
+			out[p] = v
+		}
+	}
+	*kept = len(out)
+	return out
 }
 
 // Refused returns the counts of refused messages by protocol and reason,
