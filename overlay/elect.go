@@ -11,6 +11,7 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -152,7 +153,8 @@ type ElectionStats = node.ElectionStatus
 
 // ElectionStats returns the node's election state and counters (zero when
 // it runs no election). Dropped counts the messages the machine dropped
-// (from non-members, but ring relays) and those that did not decode.
+// (from non-members, but ring relays), those that did not decode, and
+// those the machine's inbox refused (maxInbox, maxInboxBytes).
 func (n *Node) ElectionStats() ElectionStats {
 	n.mu.RLock()
 	st := n.election
@@ -175,37 +177,93 @@ func (n *Node) electionDetection() time.Duration {
 
 // inbox is the machine's queue of inputs: push never blocks (a stream
 // handler or a connection notifee must not wait for the loop). Election
-// messages, which strangers send, are refused once maxInbox inputs wait;
-// the node's own inputs (lookup answers, failed sends, connections, join
-// signals) are always taken: they come at the rate of its own actions,
-// and a lost LookupDone would leave the machine waiting for it for good.
+// messages, which strangers send, are refused once maxInbox inputs wait,
+// or once the election messages waiting would hold more than
+// maxInboxBytes; the node's own inputs (lookup answers, failed sends,
+// connections, join signals) are always taken: they come at the rate of
+// their own actions, and a lost LookupDone would leave the machine
+// waiting for it for good.
 type inbox struct {
 	mu     sync.Mutex
 	items  []node.Input
+	bytes  int // what the election messages in items hold (electionSize)
 	signal chan struct{}
 }
 
 // maxInbox bounds the inputs waiting for the loop: far more than a
 // healthy loop ever has (it takes them all at each turn), and a bound on
-// the memory a flood of messages can take.
+// the memory a flood of small messages can take.
 const maxInbox = 1 << 14
 
-func (b *inbox) push(in node.Input) bool {
+// maxInboxBytes bounds the memory of the election messages waiting for
+// the loop. The count alone did not: a message may be a 64 KiB frame
+// (maxElectionFrame), whose resource-manager reservation ends once it is
+// decoded, before it waits here, and those of non-members are dropped
+// only in the loop, so a stalled loop could hold 16,384 of them, each
+// about 120 KB once decoded (1637 peer IDs: measured 119,785 bytes of
+// heap), 2 GB outside the node's memory budget (hostile-peer audit). The
+// decoded messages are not the resource manager's (they outlive their
+// stream's scope, and a host the node does not build may not define a
+// service); they are among the memory the budget leaves unaccounted
+// (limits.go: 64 MiB, of which an idle node takes about 40), and 8 MiB
+// of it is theirs. That is 64 of the largest frame, some 80 of the
+// largest honest message (a ring's ID list of 1400 peers, about 100 KB
+// decoded), where a healthy loop has at most a few waiting at once; and
+// more than maxInbox small messages take (about 300 bytes each, 5 MiB),
+// so that for them the count stays the bound.
+const maxInboxBytes = 8 << 20
+
+// The refusals of an election message by the inbox.
+var (
+	errInboxFull  = fmt.Errorf("overlay: the machine's inbox holds %d inputs", maxInbox)
+	errInboxBytes = fmt.Errorf("overlay: the election messages in the machine's inbox would hold more than %d bytes", maxInboxBytes)
+)
+
+// electionSize is the memory an election message holds while it waits in
+// the inbox, near enough and not below: the input (boxed in an
+// interface), each string's bytes and 16 more (its allocation's
+// rounding), and the ID list's string headers.
+func electionSize(m classic.Message) int {
+	size := int(unsafe.Sizeof(node.ElectionMessage{})) + 16 + cap(m.IDs)*int(unsafe.Sizeof(classic.ID("")))
+	for _, id := range [...]classic.ID{m.From, m.To, m.Leader, m.Election.Source} {
+		if id != "" {
+			size += len(id) + 16
+		}
+	}
+	for _, id := range m.IDs {
+		size += len(id) + 16
+	}
+	return size
+}
+
+// push queues in; an election message over maxInbox or maxInboxBytes is
+// refused (the error says which), and is not queued.
+func (b *inbox) push(in node.Input) error {
 	b.mu.Lock()
-	_, wire := in.(node.ElectionMessage)
-	ok := !wire || len(b.items) < maxInbox
-	if ok {
+	var err error
+	if e, wire := in.(node.ElectionMessage); wire {
+		size := electionSize(e.Msg)
+		switch {
+		case len(b.items) >= maxInbox:
+			err = errInboxFull
+		case b.bytes+size > maxInboxBytes:
+			err = errInboxBytes
+		default:
+			b.bytes += size
+		}
+	}
+	if err == nil {
 		b.items = append(b.items, in)
 	}
 	b.mu.Unlock()
 	notify(b.signal)
-	return ok
+	return err
 }
 
 func (b *inbox) take() []node.Input {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	items := b.items
-	b.items = nil
+	b.items, b.bytes = nil, 0
 	return items
 }

@@ -29,7 +29,9 @@ import (
 //
 //   - unaccounted, 64 MiB: the Go runtime, the routing table, the peer
 //     store, GossipSub's state, the goroutines and structures of the
-//     connections and streams (an idle node takes about 40 MiB);
+//     connections and streams (an idle node takes about 40 MiB), and the
+//     decoded election messages waiting for the loop (at most
+//     maxInboxBytes, 8 MiB: elect.go);
 //   - the rest, B - 64 MiB, is the resource manager's system memory: what
 //     it accounts, which is every stream's receive window (yamux reserves
 //     256 KiB for each stream as it opens, the most a peer may send it

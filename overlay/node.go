@@ -108,7 +108,8 @@ type Node struct {
 	closed   atomic.Bool
 	// awaiting is set while awaitRefresh waits for a refresh to complete.
 	awaiting atomic.Bool
-	// electDropped counts election messages that did not decode.
+	// electDropped counts election messages that did not decode or that
+	// the inbox refused.
 	electDropped atomic.Uint64
 	route        routeCache // the machine's Routing, while nothing changed (routing.go)
 
@@ -456,9 +457,9 @@ func (n *Node) Reevaluate() { n.feed(node.Reevaluate{}) }
 
 // feed queues an input for the machine; it never blocks.
 func (n *Node) feed(in node.Input) {
-	if !n.inbox.push(in) {
+	if err := n.inbox.push(in); err != nil {
 		n.electDropped.Add(1)
-		n.log.Warn("node machine: election message dropped, the inbox is full")
+		n.log.Warn("node machine: election message dropped, the inbox is full", "err", err)
 	}
 }
 

@@ -266,6 +266,20 @@ type guard struct {
 	pace      *rate.Limiter        // the refusals that take refusalPace (banGate)
 	refused   map[[2]string]uint64 // {protocol, reason} -> count
 	bans      uint64
+	// The sizes of strikes and banned after their last prune.
+	strikesKept, bansKept int
+	// now is the clock of the strikes, bans and penalties: time.Now when
+	// nil; tests set it (under mu) to move time by hand. The per-peer
+	// rates (rate.Limiter) keep the real clock.
+	now func() time.Time
+}
+
+// clock is the guard's time now; g.mu is held.
+func (g *guard) clock() time.Time {
+	if g.now != nil {
+		return g.now()
+	}
+	return time.Now()
 }
 
 // An address's penalty: no inbound connection from it is accepted until
@@ -339,7 +353,7 @@ func (g *guard) penalised(ip netip.Addr) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p, ok := g.penalties[ip]
-	if !ok || time.Now().After(p.until) {
+	if !ok || g.clock().After(p.until) {
 		return false
 	}
 	g.countLocked("accept", "banned")
@@ -352,7 +366,7 @@ func (g *guard) penalised(ip netip.Addr) bool {
 func (g *guard) secured(d network.Direction, p peer.ID, a ma.Multiaddr) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := time.Now()
+	now := g.clock()
 	if !g.bannedLocked(p, now) {
 		return true
 	}
@@ -386,7 +400,7 @@ func (g *guard) countLocked(proto, why string) {
 func (g *guard) admit(p peer.ID) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.bannedLocked(p, time.Now()) {
+	if g.bannedLocked(p, g.clock()) {
 		return errBanned
 	}
 	if g.rates == nil {
@@ -454,7 +468,7 @@ func (g *guard) bannedLocked(p peer.ID, now time.Time) bool {
 func (g *guard) Banned(p peer.ID) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.bannedLocked(p, time.Now())
+	return g.bannedLocked(p, g.clock())
 }
 
 // refuse counts and logs a refused message from p, and strikes p (a
@@ -469,8 +483,8 @@ func (g *guard) Banned(p peer.ID) bool {
 // could not rejoin for the ban's ten minutes).
 func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 	why := reason(err)
-	now := time.Now()
 	g.mu.Lock()
+	now := g.clock()
 	if g.strikes == nil {
 		g.strikes, g.banned = map[peer.ID][]time.Time{}, map[peer.ID]time.Time{}
 	}
@@ -486,6 +500,9 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 		}
 		return
 	}
+	if _, ok := g.strikes[p]; !ok {
+		g.strikes = prune(g.strikes, &g.strikesKept, func(s []time.Time) bool { return now.Sub(s[len(s)-1]) > banWindow })
+	}
 	s := append(g.strikes[p], now)
 	for len(s) > 0 && now.Sub(s[0]) > banWindow {
 		s = s[1:]
@@ -493,6 +510,7 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 	g.strikes[p] = s
 	ban := len(s) >= banStrikes && !g.bannedLocked(p, now)
 	if ban {
+		g.banned = prune(g.banned, &g.bansKept, now.After)
 		g.banned[p] = now.Add(banFor)
 		g.bans++
 		delete(g.strikes, p)
@@ -512,6 +530,35 @@ func (g *guard) refuse(n *Node, proto string, p peer.ID, err error) {
 		n.log.Warn("banned a peer that kept sending bad messages", "peer", p, "strikes", banStrikes, "for", banFor)
 		_ = n.host.Network().ClosePeer(p)
 	}
+}
+
+// pruneMin is the size below which the guard's strike and ban maps are
+// not pruned.
+const pruneMin = 1024
+
+// prune returns m without the entries that no longer count (stale), once
+// m, about to take a new identity, has grown to twice its size after the
+// last prune (*kept, which it updates) and to pruneMin at least; else m.
+// Each prune visits at most twice the entries added since the one before,
+// so its cost per new identity is constant; and m holds at most twice the
+// identities that still count (struck within banWindow, banned until
+// later) or pruneMin, not every identity ever struck or banned: before,
+// an identity's strikes were trimmed only when it struck again and a ban
+// cleared only when its peer was checked again, and 200,000 identities
+// struck once each were all kept, 134 bytes each (hostile-peer audit).
+// The survivors go to a new map: Go's maps do not shrink.
+func prune[V any](m map[peer.ID]V, kept *int, stale func(V) bool) map[peer.ID]V {
+	if len(m) < max(2**kept, pruneMin) {
+		return m
+	}
+	out := make(map[peer.ID]V, len(m)/2)
+	for p, v := range m {
+		if !stale(v) {
+			out[p] = v
+		}
+	}
+	*kept = len(out)
+	return out
 }
 
 // Refused returns the counts of refused messages by protocol and reason,
