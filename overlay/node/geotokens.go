@@ -363,10 +363,6 @@ func (c *chains) tip() (TokenPos, bool) {
 	return cur, on == len(c.cs)
 }
 
-// follow returns the end of the chain of passes from cur among cs (see
-// chains.follow).
-func follow(cur TokenPos, cs []TokenPos) TokenPos { return newChains(cs).follow(cur) }
-
 // chainTip returns the tip of cs when all its reports lie on one chain of
 // passes from the lowest (see chains.tip).
 func chainTip(cs []TokenPos) (TokenPos, bool) { return newChains(cs).tip() }
