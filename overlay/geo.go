@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
@@ -149,6 +150,9 @@ type geo struct {
 	vouchProto              protocol.ID
 	tokens                  int             // S: token numbers at or above are refused
 	ctx                     context.Context // the node's run context
+	// believed is the set of token holders the machine believed at its
+	// last feed (Machine.TokenHolders), for the feed's Protect.
+	believed atomic.Pointer[map[peer.ID]bool]
 }
 
 func (n *Node) startGeo(ctx context.Context) error {
@@ -167,9 +171,14 @@ func (n *Node) startGeo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The feed keeps S tokens' reports, a few each; when a token's room
+	// is full, the holders the machine believes and the passes they (or
+	// this node) signed get in before anyone else (hostile-peer audit,
+	// finding B: a flood of reports under fresh keys was all kept, and
+	// all of it went to the machine with every feed).
 	g.feed, err = gossip.JoinGeo(ps, n.self, gossip.GeoConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, MinGap: n.cfg.AnnounceInterval, Logger: n.log,
-		Rejected: n.gossipRejected("geo"),
+		Rejected: n.gossipRejected("geo"), Tokens: n.cfg.Target.Superpeers, Protect: g.protect,
 	})
 	if err != nil {
 		return err
@@ -180,6 +189,28 @@ func (n *Node) startGeo(ctx context.Context) error {
 	n.host.SetStreamHandler(coordPingProtocol(n.cfg.Network), n.handleCoordPing)
 	n.geo = g
 	return nil
+}
+
+// protect names the token reports the feed keeps first (gossip's
+// GeoConfig.Protect): those of a holder the machine believes, or of a pass
+// that one, or this node, signed.
+func (g *geo) protect(holder, giver peer.ID) bool {
+	if giver == g.n.self {
+		return true
+	}
+	b := g.believed.Load()
+	return b != nil && ((*b)[holder] || giver != "" && (*b)[giver])
+}
+
+// stepFeed steps the machine with feed and notes the holders it then
+// believes (protect); on the node's loop.
+func (g *geo) stepFeed(m *node.Machine, now time.Time, feed node.GeoFeed) {
+	m.Step(now, feed)
+	b := map[peer.ID]bool{}
+	for _, p := range m.TokenHolders() {
+		b[p] = true
+	}
+	g.believed.Store(&b)
 }
 
 // input is what gossip says now, for the machine.
@@ -691,7 +722,7 @@ func (g *geo) handleAttach(s network.Stream) {
 		feed := g.input()
 		if !g.n.do(g.ctx, func(m *node.Machine) {
 			now := time.Now()
-			m.Step(now, feed)
+			g.stepFeed(m, now, feed)
 			m.Step(now, in)
 			ans = m.GeoAnswer()
 		}) || !ans.Yes {

@@ -414,6 +414,21 @@ func (m *Machine) TokenClaimsIgnored() uint64 {
 	return m.geo.ignored
 }
 
+// TokenHolders returns the holders of the token claims the machine
+// believes now (its own included), sorted: the reports the driver keeps
+// first when a token's reports fill their room (gossip.GeoConfig.Protect).
+func (m *Machine) TokenHolders() []peer.ID {
+	if m.geo == nil {
+		return nil
+	}
+	var out []peer.ID
+	for _, tp := range m.geo.feed.Tokens {
+		out = append(out, tp.Holder)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // TokenPassesForged counts the token passes refused as forgeries.
 func (m *Machine) TokenPassesForged() uint64 {
 	if m.geo == nil {
