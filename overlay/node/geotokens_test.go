@@ -343,3 +343,24 @@ func TestGeoGhostChain(t *testing.T) {
 		}
 	}
 }
+
+// TokenHolders are the holders of the claims the machine believes: the
+// driver keeps their reports first (gossip.GeoConfig.Protect).
+func TestGeoTokenHolders(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("c", 2))
+	d.coords["c"] = at(t, 0)
+	d.feed = GeoFeed{Tokens: []TokenPos{
+		{Holder: "b", Token: tok(1, 1<<32), Coord: at(t, 0.03)},
+		{Holder: "a", Token: tok(0, 3), Coord: at(t, 0.02), Giver: "k"},
+		{Holder: "z", Token: tok(0, 4), Coord: at(t, 0.02), Giver: "y"},
+	}}
+	d.step(d.feed)
+	if got := d.m.TokenHolders(); !slices.Equal(got, []peer.ID{"b"}) {
+		t.Errorf("holders %v, want b alone (a's and z's claims on token 0 conflict)", got)
+	}
+	d.feed.Tokens = d.feed.Tokens[:2]
+	d.step(d.feed)
+	if got := d.m.TokenHolders(); !slices.Equal(got, []peer.ID{"a", "b"}) {
+		t.Errorf("holders %v, want a and b", got)
+	}
+}
