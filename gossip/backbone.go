@@ -253,7 +253,7 @@ func JoinBackbone(ps *pubsub.PubSub, self peer.ID, cfg BackboneConfig) (*Backbon
 	if err != nil {
 		return nil, err
 	}
-	if b.feed, err = joinFeed(ps, fc, &summarySpec); err != nil {
+	if b.feed, err = joinFeed(ps, fc, &summarySpec, nil); err != nil {
 		return nil, err
 	}
 	return b, nil

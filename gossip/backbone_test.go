@@ -106,7 +106,7 @@ func offlineBackbone(t *testing.T, self peer.ID, cfg BackboneConfig) (*Backbone,
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.feed = newFeed(fc, &summarySpec)
+	b.feed = newFeed(fc, &summarySpec, nil)
 	return b, clk
 }
 

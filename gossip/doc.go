@@ -21,6 +21,10 @@
 // malformed payloads, unknown versions and coordinates that fail
 // geometric.Valid (NaN, infinite or absurd components, the wrong
 // dimension), and ignores stale ones; the sender is the signed origin.
+// Only holders should publish, but anyone can: the reports kept are
+// bounded, a few per token of the network's S (GeoConfig.Tokens,
+// PerToken), and a flood under fresh keys evicts none that count
+// (GeoConfig.Protect names the ones kept first).
 //
 // The backbone topic (Backbone, JoinBackbone) is the superpeers' own: only
 // superpeers join it, and each publishes a summary of its cluster (k, size,

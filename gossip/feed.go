@@ -58,7 +58,30 @@ type feedSpec[T any] struct {
 	slot       func(v T) string
 	perSlot    int
 	maxOrigins int
+	// group, when set, puts a value in a group (a token's number) whose
+	// records a feed's limit bounds (see limit): unlike slot's bound, one
+	// that makes room for what the limit protects.
+	group func(v T) int
 }
+
+// limit bounds a table's records by group (feedSpec.group): values of a
+// group at or above groups are refused (0: none is), and a group holds at
+// most per records. When a group is full, a record that no longer counts
+// (a tombstone, or older than the TTL) makes room for any newcomer; a
+// record that counts makes room only for a newcomer that protect names,
+// and only when protect does not name it (the newest of those goes
+// first). So a flood of values under origins made for it fills the room
+// left and no more: it evicts nothing that counts, and what protect names
+// (the holders a node believes, and the passes they signed) still gets
+// in. The local peer's own value is never refused.
+type limit[T any] struct {
+	groups, per int
+	protect     func(origin peer.ID, v T) bool // nil: none
+}
+
+// refuses reports whether a value of group g is refused outright: the
+// group is out of range.
+func (l *limit[T]) refuses(g int) bool { return g < 0 || l.groups > 0 && g >= l.groups }
 
 // feedConfig configures a feed.
 type feedConfig struct {
@@ -92,14 +115,19 @@ type FeedStats struct {
 	// encoding or values), and of messages without a signed origin.
 	Rejected uint64
 	// Ignored is the number of stale messages (sequence number not above
-	// the last accepted from their origin) and of our own messages relayed
-	// back by others.
+	// the last accepted from their origin), of our own messages relayed
+	// back by others, and the Crowded ones.
 	Ignored uint64
+	// Crowded is the number of messages ignored because the table had no
+	// room for them: the spec's bounds (the backbone's summaries of a
+	// cluster, the origins held) or a limit's (a token number out of
+	// range, or a token whose reports fill its room).
+	Crowded uint64
 	// Published is the number of messages this peer published.
 	Published uint64
 }
 
-type feedCounters struct{ accepted, rejected, ignored, published atomic.Uint64 }
+type feedCounters struct{ accepted, rejected, ignored, crowded, published atomic.Uint64 }
 
 // record is the latest value heard from one origin.
 type record[T any] struct {
@@ -110,6 +138,9 @@ type record[T any] struct {
 	// token, Forget, or our own Set(nil)) and the record stays only to order
 	// later messages, until it expires.
 	live bool
+	// first is when the record's origin first had a value of its group
+	// (limit: the newest give way first).
+	first time.Time
 }
 
 // table is the pure state of a feed: the latest record of every origin. It
@@ -130,6 +161,12 @@ type table[T any] struct {
 	// readers pass does not matter then. Otherwise a record older than the
 	// TTL is hidden at once, before sweep deletes it.
 	sweptOnly bool
+	// lim, when set (with spec.group), bounds the records of each group;
+	// groups indexes the origins by the group of their records, and self
+	// is the local peer, whose value it never refuses.
+	lim    *limit[T]
+	groups map[int]map[peer.ID]struct{}
+	self   peer.ID
 }
 
 func newTable[T any](spec *feedSpec[T], ttl time.Duration) *table[T] {
@@ -140,21 +177,33 @@ func newTable[T any](spec *feedSpec[T], ttl time.Duration) *table[T] {
 	return t
 }
 
-// set stores r as origin's record, keeping the counts of live ones.
+// set stores r as origin's record, keeping the counts of live ones and,
+// under a limit, the index of groups and the time the origin first had a
+// value of r's group.
 func (t *table[T]) set(origin peer.ID, r record[T]) {
-	if old, ok := t.recs[origin]; ok && old.live {
+	old, ok := t.recs[origin]
+	if ok && old.live {
 		t.count(old.val, -1)
 	}
 	if r.live {
 		t.count(r.val, 1)
 	}
+	if t.limited() {
+		r = t.index(origin, old, ok, r)
+	}
 	t.recs[origin] = r
 }
 
-// del deletes origin's record, keeping the counts of live ones.
+// del deletes origin's record, keeping the counts of live ones and the
+// index of groups.
 func (t *table[T]) del(origin peer.ID) {
-	if old, ok := t.recs[origin]; ok && old.live {
-		t.count(old.val, -1)
+	if old, ok := t.recs[origin]; ok {
+		if old.live {
+			t.count(old.val, -1)
+		}
+		if t.limited() {
+			t.unindex(origin, old)
+		}
 	}
 	delete(t.recs, origin)
 }
@@ -185,6 +234,86 @@ func (t *table[T]) full(origin peer.ID, v T) bool {
 	return t.slots != nil && t.spec.live(v) && t.slots[t.spec.slot(v)] >= t.spec.perSlot
 }
 
+// limited reports whether the table bounds its records by group.
+func (t *table[T]) limited() bool { return t.lim != nil && t.spec.group != nil }
+
+// index files origin's new record r (its old one, if it had one: had) in
+// its group, and returns r with the time the origin first had a value of
+// that group.
+func (t *table[T]) index(origin peer.ID, old record[T], had bool, r record[T]) record[T] {
+	g := t.spec.group(r.val)
+	if had && t.spec.group(old.val) == g {
+		r.first = old.first
+		return r
+	}
+	if had {
+		t.unindex(origin, old)
+	}
+	if t.groups == nil {
+		t.groups = map[int]map[peer.ID]struct{}{}
+	}
+	if t.groups[g] == nil {
+		t.groups[g] = map[peer.ID]struct{}{}
+	}
+	t.groups[g][origin] = struct{}{}
+	if r.first.IsZero() {
+		r.first = r.seen
+	}
+	return r
+}
+
+func (t *table[T]) unindex(origin peer.ID, r record[T]) {
+	g := t.spec.group(r.val)
+	delete(t.groups[g], origin)
+	if len(t.groups[g]) == 0 {
+		delete(t.groups, g)
+	}
+}
+
+// room reports whether v from origin may be kept at time now under the
+// table's limit (see limit), and the record that must go to make room
+// for it, if one must ("": none).
+func (t *table[T]) room(origin peer.ID, v T, now time.Time) (victim peer.ID, ok bool) {
+	if !t.limited() || origin == t.self {
+		return "", true
+	}
+	g := t.spec.group(v)
+	if t.lim.refuses(g) {
+		return "", false
+	}
+	if old, ok := t.recs[origin]; ok && t.spec.group(old.val) == g {
+		return "", true // its own record: a refresh, or a withdrawal
+	}
+	members := t.groups[g]
+	if len(members) < t.lim.per {
+		return "", true
+	}
+	protected := func(id peer.ID, v T) bool { return t.lim.protect != nil && t.lim.protect(id, v) }
+	// A record that no longer counts goes first, the least recently seen;
+	// else, for a newcomer protect names, the newest of those it does not.
+	var dead, newest peer.ID
+	for id := range members {
+		r := t.recs[id]
+		switch {
+		case !t.shown(r, now):
+			if dead == "" || r.seen.Before(t.recs[dead].seen) || r.seen.Equal(t.recs[dead].seen) && id < dead {
+				dead = id
+			}
+		case !protected(id, r.val):
+			if newest == "" || r.first.After(t.recs[newest].first) || r.first.Equal(t.recs[newest].first) && id > newest {
+				newest = id
+			}
+		}
+	}
+	switch {
+	case dead != "":
+		return dead, true
+	case newest != "" && t.spec.live(v) && protected(origin, v):
+		return newest, true
+	}
+	return "", false
+}
+
 // stale reports whether a message numbered seq from origin is not newer than
 // the last one accepted from it.
 func (t *table[T]) stale(origin peer.ID, seq uint64) bool {
@@ -200,11 +329,29 @@ func (t *table[T]) apply(origin peer.ID, v T, now time.Time) (accepted, changed 
 	if t.stale(origin, seq) || t.full(origin, v) {
 		return false, false
 	}
+	victim, ok := t.room(origin, v, now)
+	if !ok {
+		return false, false
+	}
+	if victim != "" {
+		changed = t.shown(t.recs[victim], now)
+		t.del(victim)
+	}
 	old, ok := t.recs[origin]
 	live := t.spec.live(v)
 	t.set(origin, record[T]{val: v, seq: seq, seen: now, live: live})
 	wasLive := ok && t.shown(old, now)
-	return true, wasLive != live || (live && !t.spec.same(old.val, v))
+	return true, changed || wasLive != live || (live && !t.spec.same(old.val, v))
+}
+
+// admits reports whether apply would take v from origin at time now: not
+// stale, and within the spec's bounds (full) and the limit (room).
+func (t *table[T]) admits(origin peer.ID, v T, now time.Time) (stale, crowded bool) {
+	if t.stale(origin, t.spec.seq(v)) {
+		return true, false
+	}
+	_, ok := t.room(origin, v, now)
+	return false, !ok || t.full(origin, v)
 }
 
 // put sets origin's value without the staleness check and without changing
@@ -333,17 +480,18 @@ type feed[T any] struct {
 	done   sync.WaitGroup
 }
 
-// newFeed returns a feed that is not attached to any topic.
-func newFeed[T any](cfg feedConfig, spec *feedSpec[T]) *feed[T] {
+// newFeed returns a feed that is not attached to any topic, whose table
+// lim bounds (nil: none).
+func newFeed[T any](cfg feedConfig, spec *feedSpec[T], lim *limit[T]) *feed[T] {
 	tab := newTable(spec, cfg.ttl)
-	tab.sweptOnly = cfg.sweptOnly
+	tab.sweptOnly, tab.lim, tab.self = cfg.sweptOnly, lim, cfg.self
 	return &feed[T]{cfg: cfg, spec: spec, tab: tab, kick: make(chan struct{}, 1)}
 }
 
 // joinFeed joins cfg.topic on ps with the feed's validator and starts its
-// receive and republish loops.
-func joinFeed[T any](ps *pubsub.PubSub, cfg feedConfig, spec *feedSpec[T]) (*feed[T], error) {
-	f := newFeed(cfg, spec)
+// receive and republish loops; lim bounds its table (nil: none).
+func joinFeed[T any](ps *pubsub.PubSub, cfg feedConfig, spec *feedSpec[T], lim *limit[T]) (*feed[T], error) {
+	f := newFeed(cfg, spec, lim)
 	f.ps = ps
 	topic, sub, err := subscribe(ps, cfg.topic, f.validate)
 	if err != nil {
@@ -411,10 +559,13 @@ func (f *feed[T]) validate(_ context.Context, from peer.ID, msg *pubsub.Message)
 		return pubsub.ValidationReject
 	}
 	f.mu.Lock()
-	stale := f.tab.stale(origin, f.spec.seq(v)) || f.tab.full(origin, v)
+	stale, crowded := f.tab.admits(origin, v, f.cfg.now())
 	f.mu.Unlock()
-	if stale {
+	if stale || crowded {
 		f.n.ignored.Add(1)
+		if crowded {
+			f.n.crowded.Add(1)
+		}
 		return pubsub.ValidationIgnore
 	}
 	f.n.accepted.Add(1)
@@ -631,7 +782,7 @@ func (f *feed[T]) forget(p peer.ID) bool {
 
 func (f *feed[T]) stats() FeedStats {
 	return FeedStats{Accepted: f.n.accepted.Load(), Rejected: f.n.rejected.Load(), Ignored: f.n.ignored.Load(),
-		Published: f.n.published.Load()}
+		Crowded: f.n.crowded.Load(), Published: f.n.published.Load()}
 }
 
 // close stops the loops and leaves the topic.

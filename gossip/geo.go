@@ -317,6 +317,7 @@ var tokenSpec = feedSpec[TokenPos]{
 	urgent: func(old *TokenPos, t TokenPos) bool {
 		return old == nil || old.Token != t.Token || old.Superpeer != t.Superpeer || t.Released
 	},
+	group: func(t TokenPos) int { return t.Token.Num },
 }
 
 // GeoConfig configures a Geo.
@@ -344,7 +345,30 @@ type GeoConfig struct {
 	// Rejected, when set, is told of every rejected payload and the peer
 	// that sent it to us (see MembershipConfig.Rejected).
 	Rejected func(from peer.ID, err error)
+
+	// The bound on the reports kept (hostile-peer audit, finding B: anyone
+	// may publish on the tokens topic, under as many keys as it makes, and
+	// every report was kept for the TTL, and handed to the node machine
+	// with every feed). Tokens is the network's token count S: a report
+	// of a token numbered at or above it is ignored (0: MaxTokens).
+	// PerToken is the most reports of one token kept (0:
+	// DefaultPerToken); an honest token has its holder's, and for a TTL
+	// those of a holder that passed it on or crashed. When a token's
+	// reports fill its room, a report from a new origin is ignored, unless
+	// a kept one no longer counts (withdrawn or expired), or Protect names
+	// the new one (its holder and the giver of its link, "" for none) and
+	// not some kept one, which then makes room (the newest first): a flood
+	// under fresh keys fills the room left and evicts nothing, and the
+	// holders the node believes and the passes they signed still get in.
+	// Nil Protect names none.
+	Tokens   int
+	PerToken int
+	Protect  func(holder, giver peer.ID) bool
 }
+
+// DefaultPerToken is the most reports of one token a Geo keeps by default
+// (GeoConfig.PerToken).
+const DefaultPerToken = 8
 
 func (cfg GeoConfig) withDefaults() (GeoConfig, error) {
 	if cfg.Network == "" {
@@ -362,6 +386,15 @@ func (cfg GeoConfig) withDefaults() (GeoConfig, error) {
 	if cfg.MinGap == 0 {
 		cfg.MinGap = cfg.Interval / 4
 	}
+	if cfg.Tokens < 0 || cfg.Tokens > MaxTokens || cfg.PerToken < 0 {
+		return cfg, fmt.Errorf("%w: %d tokens and %d reports a token, want [0, %d] and >= 0", ErrBadConfig, cfg.Tokens, cfg.PerToken, MaxTokens)
+	}
+	if cfg.Tokens == 0 {
+		cfg.Tokens = MaxTokens
+	}
+	if cfg.PerToken == 0 {
+		cfg.PerToken = DefaultPerToken
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -373,7 +406,8 @@ func (cfg GeoConfig) withDefaults() (GeoConfig, error) {
 
 // Geo keeps, from the token topic of one overlay, the latest report of
 // every token holder, and publishes this peer's own. Only holders publish
-// (S of them), so what a peer hears grows with S, not with the swarm.
+// (S of them), so what a peer hears grows with S, not with the swarm; what
+// it keeps is bounded so even when others publish (GeoConfig.PerToken).
 // Coordinates are not gossiped otherwise: a node learns those of its
 // cluster from its superpeer (overlay/node's geocoords.go), and the token
 // reports carry the holders'.
@@ -381,6 +415,7 @@ type Geo struct {
 	cfg     GeoConfig
 	self    peer.ID
 	tokens  *feed[TokenPos]
+	lim     *limit[TokenPos] // the bound on the reports kept
 	changes chan struct{}
 }
 
@@ -394,6 +429,10 @@ func newGeo(self peer.ID, cfg GeoConfig) (*Geo, feedConfig, error) {
 		return nil, feedConfig{}, fmt.Errorf("%w: empty local peer ID", ErrBadConfig)
 	}
 	g := &Geo{cfg: cfg, self: self, changes: make(chan struct{}, 1)}
+	g.lim = &limit[TokenPos]{groups: cfg.Tokens, per: cfg.PerToken}
+	if protect := cfg.Protect; protect != nil {
+		g.lim.protect = func(origin peer.ID, t TokenPos) bool { return protect(origin, t.Giver) }
+	}
 	fc := feedConfig{
 		self: self, interval: cfg.Interval, ttl: cfg.TTL, minGap: cfg.MinGap,
 		now: cfg.Now, log: cfg.Logger, changed: g.notify, rejected: cfg.Rejected,
@@ -412,7 +451,7 @@ func JoinGeo(ps *pubsub.PubSub, self peer.ID, cfg GeoConfig) (*Geo, error) {
 		return nil, err
 	}
 	fc.topic = TokenTopic(g.cfg.Network)
-	if g.tokens, err = joinFeed(ps, fc, &tokenSpec); err != nil {
+	if g.tokens, err = joinFeed(ps, fc, &tokenSpec, g.lim); err != nil {
 		return nil, err
 	}
 	return g, nil

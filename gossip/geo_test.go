@@ -220,7 +220,7 @@ func offlineGeo(t *testing.T, self peer.ID, minGap time.Duration) (*Geo, *clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.tokens = newFeed(fc, &tokenSpec)
+	g.tokens = newFeed(fc, &tokenSpec, g.lim)
 	return g, clk
 }
 
@@ -536,7 +536,7 @@ func runCoordFeed(t *testing.T, self peer.ID, cfg GeoConfig) (*Geo, *feed[TokenP
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFeed(fc, &tokenSpec)
+	f := newFeed(fc, &tokenSpec, g.lim)
 	g.tokens = f
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel

@@ -64,7 +64,7 @@ func JoinMembership(ps *pubsub.PubSub, self peer.ID, cfg MembershipConfig) (*Mem
 	if err != nil {
 		return nil, err
 	}
-	f, err := joinFeed(ps, fc, &announcementSpec)
+	f, err := joinFeed(ps, fc, &announcementSpec, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func offlineMembership(t *testing.T, self peer.ID, cfg MembershipConfig) *Member
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.attach(newFeed(fc, &announcementSpec))
+	m.attach(newFeed(fc, &announcementSpec, nil))
 	return m
 }
 

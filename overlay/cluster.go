@@ -589,7 +589,7 @@ func (c *clusterMembership) Stats() gossip.FeedStats {
 
 func addStats(a, b gossip.FeedStats) gossip.FeedStats {
 	return gossip.FeedStats{Accepted: a.Accepted + b.Accepted, Rejected: a.Rejected + b.Rejected, Ignored: a.Ignored + b.Ignored,
-		Published: a.Published + b.Published}
+		Crowded: a.Crowded + b.Crowded, Published: a.Published + b.Published}
 }
 
 // proto is the register protocol of the registry's network.

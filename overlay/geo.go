@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
@@ -89,7 +91,8 @@ import (
 //   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
 //     (the peer checked), answered by a frameAnswer of 8 bytes (the RTT
 //     this node measures to it, nanoseconds, big-endian: the machine's,
-//     or a ping's): a vantage point of another node's liar check
+//     or a ping's for a holder the machine believes, within its budget;
+//     0: none): a vantage point of another node's liar check
 //     (overlay/node's geovet.go).
 
 // Strategies of superpeer selection.
@@ -147,6 +150,9 @@ type geo struct {
 	vouchProto              protocol.ID
 	tokens                  int             // S: token numbers at or above are refused
 	ctx                     context.Context // the node's run context
+	// believed is the set of token holders the machine believed at its
+	// last feed (Machine.TokenHolders), for the feed's Protect.
+	believed atomic.Pointer[map[peer.ID]bool]
 }
 
 func (n *Node) startGeo(ctx context.Context) error {
@@ -165,9 +171,14 @@ func (n *Node) startGeo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The feed keeps S tokens' reports, a few each; when a token's room
+	// is full, the holders the machine believes and the passes they (or
+	// this node) signed get in before anyone else (hostile-peer audit,
+	// finding B: a flood of reports under fresh keys was all kept, and
+	// all of it went to the machine with every feed).
 	g.feed, err = gossip.JoinGeo(ps, n.self, gossip.GeoConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, MinGap: n.cfg.AnnounceInterval, Logger: n.log,
-		Rejected: n.gossipRejected("geo"),
+		Rejected: n.gossipRejected("geo"), Tokens: n.cfg.Target.Superpeers, Protect: g.protect,
 	})
 	if err != nil {
 		return err
@@ -178,6 +189,28 @@ func (n *Node) startGeo(ctx context.Context) error {
 	n.host.SetStreamHandler(coordPingProtocol(n.cfg.Network), n.handleCoordPing)
 	n.geo = g
 	return nil
+}
+
+// protect names the token reports the feed keeps first (gossip's
+// GeoConfig.Protect): those of a holder the machine believes, or of a pass
+// that one, or this node, signed.
+func (g *geo) protect(holder, giver peer.ID) bool {
+	if giver == g.n.self {
+		return true
+	}
+	b := g.believed.Load()
+	return b != nil && ((*b)[holder] || giver != "" && (*b)[giver])
+}
+
+// stepFeed steps the machine with feed and notes the holders it then
+// believes (protect); on the node's loop.
+func (g *geo) stepFeed(m *node.Machine, now time.Time, feed node.GeoFeed) {
+	m.Step(now, feed)
+	b := map[peer.ID]bool{}
+	for _, p := range m.TokenHolders() {
+		b[p] = true
+	}
+	g.believed.Store(&b)
 }
 
 // input is what gossip says now, for the machine.
@@ -240,6 +273,10 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 	}
 }
 
+// errNoVouch is a vantage point's answer of no RTT (zero): it keeps none
+// for the peer asked about and measured none. No check, and no blame.
+var errNoVouch = errors.New("overlay: the vantage point has no RTT to the peer")
+
 // requestVouch asks v.To for the RTT it measures to v.Of.
 func (g *geo) requestVouch(ctx context.Context, v node.VouchRequest) (time.Duration, error) {
 	resp, err := g.n.request(ctx, v.To, g.vouchProto, frameVouch, []byte(v.Of), frameAnswer)
@@ -252,15 +289,22 @@ func (g *geo) requestVouch(ctx context.Context, v node.VouchRequest) (time.Durat
 		return 0, err
 	}
 	rtt := time.Duration(binary.BigEndian.Uint64(resp))
-	if rtt <= 0 || rtt > geometric.MaxRTT {
+	if rtt == 0 {
+		return 0, errNoVouch
+	}
+	if rtt < 0 || rtt > geometric.MaxRTT {
 		return 0, fmt.Errorf("%w: vouch answer of %v", errWire, rtt)
 	}
 	return rtt, nil
 }
 
 // handleVouch answers a vantage point's question: the RTT this node
-// measures to a peer (node.VouchAsked: the machine's, or with none a ping,
-// the least of three, as a sample's), 8 bytes of nanoseconds, big-endian.
+// measures to a peer, 8 bytes of nanoseconds, big-endian; zero when it has
+// none. The machine decides (node.VouchAsked): the RTT it keeps, or, for
+// a token holder it believes and within its budget, a ping (the least of
+// three, as a sample's); a stranger's request never makes the node open a
+// stream to the peer it names (hostile-peer audit, finding A: it did, one
+// per request, and the peer named banned the node for the rate).
 func (g *geo) handleVouch(s network.Stream) {
 	g.n.serve(s, "vouch", frameVouch, func(req []byte, from peer.ID) (frameType, []byte, error) {
 		of, err := peer.IDFromBytes(req)
@@ -272,12 +316,12 @@ func (g *geo) handleVouch(s network.Stream) {
 			return 0, nil, fmt.Errorf("%w: stopping", errLimit)
 		}
 		rtt := ans.RTT
-		if rtt <= 0 {
+		if rtt <= 0 && ans.Measure {
 			if rtt, _, err = g.ping(g.ctx, of); err != nil {
-				return 0, nil, fmt.Errorf("%w: ping %s: %v", errLimit, of, err)
+				rtt = 0 // none: the asker counts no check
 			}
 		}
-		return frameAnswer, binary.BigEndian.AppendUint64(nil, uint64(rtt)), nil
+		return frameAnswer, binary.BigEndian.AppendUint64(nil, uint64(max(rtt, 0))), nil
 	})
 }
 
@@ -678,7 +722,7 @@ func (g *geo) handleAttach(s network.Stream) {
 		feed := g.input()
 		if !g.n.do(g.ctx, func(m *node.Machine) {
 			now := time.Now()
-			m.Step(now, feed)
+			g.stepFeed(m, now, feed)
 			m.Step(now, in)
 			ans = m.GeoAnswer()
 		}) || !ans.Yes {

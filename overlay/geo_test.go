@@ -415,3 +415,23 @@ func TestGeometricForgedTokensLive(t *testing.T) {
 		t.Error("not settled after the attack")
 	}
 }
+
+// The token feed's Protect (hostile-peer audit, finding B): the reports
+// kept first when a token's room is full are those of the holders the
+// machine believed at its last feed, and the passes they or this node
+// signed; a ghost's report, or a pass a ghost signed, is not.
+func TestGeoProtect(t *testing.T) {
+	g := &geo{n: &Node{self: "s"}}
+	if g.protect("a", "") || !g.protect("k", "s") {
+		t.Fatal("before any feed: want only this node's passes protected")
+	}
+	g.believed.Store(&map[peer.ID]bool{"a": true, "s": true})
+	for _, c := range []struct {
+		holder, giver peer.ID
+		want          bool
+	}{{"a", "", true}, {"k", "a", true}, {"k", "s", true}, {"x", "", false}, {"y", "x", false}, {"y", "", false}} {
+		if got := g.protect(c.holder, c.giver); got != c.want {
+			t.Errorf("protect(%s, %q) = %v, want %v", c.holder, c.giver, got, c.want)
+		}
+	}
+}

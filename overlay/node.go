@@ -533,7 +533,7 @@ func (n *Node) tick(now time.Time) {
 		n.m.Step(now, n.links(sp))
 	}
 	if n.geo != nil && n.m.GeoDue(now) {
-		n.m.Step(now, n.geo.input())
+		n.geo.stepFeed(n.m, now, n.geo.input())
 	}
 	n.m.Tick(now)
 }

@@ -670,7 +670,7 @@ var (
 	descBans        = metricDesc("peers_banned_total", "Peers banned for sending bad messages.")
 	descDistrusted  = metricDesc("coordinates_distrusted_total", "Claimed coordinates that disagreed with the RTT measured to the peer, so no token went to it (geometric strategy).")
 	descChecked     = metricDesc("coordinates_checked_total", "Claimed coordinates checked against the RTTs measured to the peer before a token pass: the denominator of coordinates_distrusted_total (geometric strategy).")
-	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics (DHT strategy: backbone; geometric: membership, coord, token), by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer).", "topic", "decision")
+	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics (DHT strategy: backbone; geometric: membership, coord, token), by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer; crowded: ignored for want of room, a cluster's summaries or a token's reports being full).", "topic", "decision")
 )
 
 // Describe sends every descriptor the collector may use.
@@ -762,7 +762,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for topic, fs := range feeds {
 		counter(descGossip, fs.Accepted, topic, "accepted")
 		counter(descGossip, fs.Rejected, topic, "rejected")
-		counter(descGossip, fs.Ignored, topic, "ignored")
+		counter(descGossip, fs.Ignored-fs.Crowded, topic, "ignored")
+		counter(descGossip, fs.Crowded, topic, "crowded")
 	}
 }
 

@@ -247,7 +247,10 @@ type GeoLeave struct{}
 // VouchAsked: From asks for the RTT this node measures to Of (a vantage
 // point of From's liar check). The answer is GeoAnswer.RTT, read right
 // after the Step: the RTT the machine keeps for Of, or zero when it has
-// none, and the driver then measures one (a ping, the least of three).
+// none. With none, GeoAnswer.Measure says whether the driver measures one
+// (a ping, the least of three) for the answer; otherwise the answer is
+// zero, none (geovet.go's vouchAsked: only for a holder the machine
+// believes, within a budget).
 type VouchAsked struct{ From, Of peer.ID }
 
 // VouchDone answers a VouchRequest: the RTT From measures to Of, or the
@@ -346,7 +349,9 @@ type GeoState struct {
 // sender cannot have held the token: see offered): the driver strikes the
 // sender.
 //
-// RTT is the answer to VouchAsked. Candidates, with a yes to an attach
+// RTT is the answer to VouchAsked, and Measure, when RTT is zero, that
+// the driver measures one for the answer (else it answers none).
+// Candidates, with a yes to an attach
 // request, are the peers the superpeer asks its members to measure
 // (geoswap.go), Coords the coordinates of some of its members
 // (coords.go), and Demoted the peers of Cluster, sorted, that said they
@@ -361,6 +366,7 @@ type GeoAnswer struct {
 	Demoted    []peer.ID
 	Forged     error
 	RTT        time.Duration
+	Measure    bool
 }
 
 type geoMachine struct {
@@ -423,6 +429,12 @@ type geoMachine struct {
 	distrustN  uint64
 	vetN       uint64 // claims checked (the denominator of distrustN)
 	overruled  uint64 // checks in which this node's own found the claim implausible and the others did not
+	// The measurements this node made for other holders' liar checks
+	// (geovet.go's vouchAsked): when it last measured each peer for
+	// one, and for each holder that asked; the measurements granted and
+	// the requests answered with none (no RTT kept, no measurement).
+	vouchOf, vouchBy       map[peer.ID]time.Time
+	vouchMeasured, vouchNo uint64
 
 	// The token claims (geotokens.go): every live report of the feed, the
 	// holder of each token this node believes, the pass that gave this
@@ -560,7 +572,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{},
 		clusterToken: -1, distrusted: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
 		known: map[int]TokenPos{}, superseded: map[int]superseded{}, ignSeen: map[claimKey]bool{},
-		pings: map[peer.ID]*pendingPing{},
+		pings: map[peer.ID]*pendingPing{}, vouchOf: map[peer.ID]time.Time{}, vouchBy: map[peer.ID]time.Time{},
 	}
 	g.memberCoord, g.mateCoord = map[peer.ID]*coordinate.Coordinate{}, map[peer.ID]heardCoord{}
 	return g, nil
@@ -715,7 +727,7 @@ func (g *geoMachine) step(now time.Time, in Input) {
 	case GeoLeave:
 		g.carryOut(now, g.holder.Leave(), nil)
 	case VouchAsked:
-		g.answer = GeoAnswer{RTT: g.rtt[in.Of]}
+		g.vouchAsked(now, in)
 	case VouchDone:
 		g.vouchDone(now, in)
 	}

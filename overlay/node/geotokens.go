@@ -38,7 +38,8 @@ import (
 //     expired) believes the claims only when they form one chain of links
 //     (each report's giver the holder of the one before, with a lower
 //     counter), at its tip: a lone report, or a stale report and the
-//     passes that followed it. Claims that conflict (two chains, or a
+//     passes that followed it; at most maxChain links, as the chain it
+//     follows from K (chains: ghost chains under throwaway keys). Claims that conflict (two chains, or a
 //     placement beside another report) are all ignored until they do not:
 //     a joiner believes no forger, though a forger can keep it from
 //     believing anyone about that token while the conflict lasts.
@@ -164,14 +165,15 @@ func (g *geoMachine) believe(num int, cs []TokenPos) (TokenPos, bool) {
 				start, live = cs[i], true
 			}
 		}
+		ch := newChains(cs)
 		if live {
-			if cur := follow(start, cs); cur.Holder != g.self() {
+			if cur := ch.follow(start); cur.Holder != g.self() {
 				return cur, true
 			}
 		}
 		if sp, ok := g.superseded[num]; ok && k.Holder != g.self() {
 			if i := slices.IndexFunc(cs, sp.lineage); i >= 0 {
-				return follow(cs[i], cs), true
+				return ch.follow(cs[i]), true
 			}
 		}
 		// Nothing older than what this node knew counts.
@@ -285,40 +287,85 @@ func (g *geoMachine) yieldsTo(c TokenPos) bool {
 	return a < b || a == b && c.Holder < g.self()
 }
 
-// next returns the index in cs of the report that cur's holder provably
-// passed the token to (its link signed by cur's holder, a higher
-// counter), or -1.
-func next(cur TokenPos, cs []TokenPos) int {
-	return slices.IndexFunc(cs, func(c TokenPos) bool {
-		return c.Giver == cur.Holder && c.Holder != cur.Holder && c.Token.Seq > cur.Token.Seq
-	})
+// maxChain is the most passes the machine follows from one claim, and
+// one less than the most claims on a token it believes as one chain from
+// none it knew. A holder passes its token at most once a MinHold (ten
+// token intervals, unless it leaves or hands it over) and a report lives
+// three announce intervals, so an honest chain of live reports is a few
+// links long.
+const maxChain = 32
+
+// chains indexes the claims on one token by giver, so that following a
+// chain of passes costs the claims on the chain, not all the claims on
+// the token at every link (hostile-peer audit, finding B: anyone can
+// publish on the tokens topic under throwaway keys, and a chain of ghost
+// reports, each link signed by the ghost before, listed against its
+// order, made a scan per link quadratic: 8,000 claims took 100 ms a
+// resolve, on the node's loop, once per attach request).
+type chains struct {
+	cs      []TokenPos
+	byGiver map[peer.ID][]int // indices into cs, in cs's order
+	looked  int               // claims examined (the tests count them)
 }
 
-// follow returns the end of the chain of passes from cur among cs.
-func follow(cur TokenPos, cs []TokenPos) TokenPos {
-	for i := next(cur, cs); i >= 0; i = next(cur, cs) {
-		cur = cs[i] // the counter rises at every step: the chain ends
+func newChains(cs []TokenPos) *chains {
+	c := &chains{cs: cs, byGiver: map[peer.ID][]int{}}
+	for i, tp := range cs {
+		if tp.Giver != "" {
+			c.byGiver[tp.Giver] = append(c.byGiver[tp.Giver], i)
+		}
+	}
+	return c
+}
+
+// next returns the index in cs of the report that cur's holder provably
+// passed the token to (its link signed by cur's holder, a higher
+// counter), the first in cs's order, or -1.
+func (c *chains) next(cur TokenPos) int {
+	for _, i := range c.byGiver[cur.Holder] {
+		c.looked++
+		if x := c.cs[i]; x.Holder != cur.Holder && x.Token.Seq > cur.Token.Seq {
+			return i
+		}
+	}
+	return -1
+}
+
+// follow returns the end of the chain of passes from cur, or the claim
+// maxChain passes on when the chain is longer (the counter rises at every
+// step: the chain ends).
+func (c *chains) follow(cur TokenPos) TokenPos {
+	for range maxChain {
+		i := c.next(cur)
+		if i < 0 {
+			break
+		}
+		cur = c.cs[i]
 	}
 	return cur
 }
 
-// chainTip returns the tip of cs when all its reports lie on one chain of
-// passes (see next) from the lowest, and false when they conflict or there
-// are none.
-func chainTip(cs []TokenPos) (TokenPos, bool) {
-	if len(cs) == 0 {
+// tip returns the tip of the claims when all of them lie on one chain of
+// passes (see next) from the lowest, and false when they conflict, are
+// more than such a chain can be (maxChain passes), or there are none.
+func (c *chains) tip() (TokenPos, bool) {
+	if len(c.cs) == 0 || len(c.cs) > maxChain+1 {
 		return TokenPos{}, false
 	}
-	cur := slices.MinFunc(cs, func(a, b TokenPos) int {
+	cur := slices.MinFunc(c.cs, func(a, b TokenPos) int {
 		return cmp.Or(cmp.Compare(a.Token.Seq, b.Token.Seq), cmp.Compare(a.Holder, b.Holder))
 	})
 	on := 1
-	for i := next(cur, cs); i >= 0; i = next(cur, cs) {
-		cur = cs[i]
+	for i := c.next(cur); i >= 0; i = c.next(cur) {
+		cur = c.cs[i]
 		on++
 	}
-	return cur, on == len(cs)
+	return cur, on == len(c.cs)
 }
+
+// chainTip returns the tip of cs when all its reports lie on one chain of
+// passes from the lowest (see chains.tip).
+func chainTip(cs []TokenPos) (TokenPos, bool) { return newChains(cs).tip() }
 
 // ignore counts a claim not believed, once.
 func (g *geoMachine) ignore(c TokenPos) {
@@ -365,6 +412,21 @@ func (m *Machine) TokenClaimsIgnored() uint64 {
 		return 0
 	}
 	return m.geo.ignored
+}
+
+// TokenHolders returns the holders of the token claims the machine
+// believes now (its own included), sorted: the reports the driver keeps
+// first when a token's reports fill their room (gossip.GeoConfig.Protect).
+func (m *Machine) TokenHolders() []peer.ID {
+	if m.geo == nil {
+		return nil
+	}
+	var out []peer.ID
+	for _, tp := range m.geo.feed.Tokens {
+		out = append(out, tp.Holder)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // TokenPassesForged counts the token passes refused as forgeries.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -258,5 +259,108 @@ func TestGeoTokenSuperseded(t *testing.T) {
 	e.feed.Tokens = []TokenPos{rep("k", 3, "j")}
 	if h, _ := believed(e, 0); h != "k" {
 		t.Fatalf("believes %s, want k, which the placement superseded", h)
+	}
+}
+
+// ghostChain is n reports of token 0 under throwaway keys, each passed by
+// the one before (its link signed by it) at a rising counter from seq, the
+// first by giver ("": a placement), listed against the chain's order as
+// the hostile-peer audit listed them (finding B): a scan of the claims
+// for each link then reads to the end.
+func ghostChain(t *testing.T, n int, giver peer.ID, seq uint64) []TokenPos {
+	co := at(t, 0.02)
+	cs := make([]TokenPos, n)
+	for i := range n {
+		c := TokenPos{Holder: peer.ID(fmt.Sprintf("g%05d", i)), Token: tok(0, seq+uint64(i)), Coord: co, Giver: giver}
+		if i > 0 {
+			c.Giver = peer.ID(fmt.Sprintf("g%05d", i-1))
+		}
+		cs[n-1-i] = c
+	}
+	return cs
+}
+
+// Ghost chains (hostile-peer audit, finding B). A node that knows no
+// holder of a token believes the tip of the claims on it only when they
+// form one chain of at most maxChain passes: the audit's 2,000 ghosts
+// chained from a placement are believed no more (on the code before, the
+// joiner believed the last ghost, and resolving the claims read 2,001,000
+// of them; 32,004,000 for 8,000, 100 ms a resolve). A node that knows the
+// holder follows the passes it signed for maxChain links at most. The
+// work is counted in claims examined: at most one per claim on the token.
+func TestGeoGhostChain(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("c", 1))
+	d.coords["c"] = at(t, 0)
+	d.feed = GeoFeed{Tokens: ghostChain(t, 2000, "", 1<<32)}
+	if h, s := believed(d, 0); h != "" {
+		t.Fatalf("a joiner believes %s at %d of a chain of 2,000 ghosts, want nobody", string(h), s)
+	}
+	if n := d.m.TokenClaimsIgnored(); n != 2000 {
+		t.Errorf("%d claims ignored, want the 2,000", n)
+	}
+	// A chain as long as the machine follows is still one chain.
+	j := newGeoDriver(t, geoTestConfig("c", 1))
+	j.coords["c"] = at(t, 0)
+	j.feed = GeoFeed{Tokens: ghostChain(t, maxChain+1, "", 1<<32)}
+	if h, _ := believed(j, 0); h != peer.ID(fmt.Sprintf("g%05d", maxChain)) {
+		t.Fatalf("believes %q of a chain of %d claims, want its tip", string(h), maxChain+1)
+	}
+
+	// c knows a at 3; a's pass to g00000 starts a chain of 8,000.
+	k := newGeoDriver(t, geoTestConfig("c", 1))
+	k.coords["c"] = at(t, 0)
+	a := TokenPos{Holder: "a", Token: tok(0, 3), Coord: at(t, 0.02), Giver: "k"}
+	k.feed = GeoFeed{Tokens: []TokenPos{a}}
+	if h, _ := believed(k, 0); h != "a" {
+		t.Fatalf("believes %q, want a (a lone report)", h)
+	}
+	k.feed.Tokens = append(ghostChain(t, 8000, "a", 4), a)
+	if h, s := believed(k, 0); h != peer.ID(fmt.Sprintf("g%05d", maxChain-1)) || s != 3+maxChain {
+		t.Fatalf("believes %s at %d, want the claim %d passes from a's", string(h), s, maxChain)
+	}
+
+	for _, n := range []int{500, 2000, 8000} {
+		cs := ghostChain(t, n, "", 1<<32)
+		ch := newChains(cs)
+		if _, ok := ch.tip(); ok || ch.looked > n {
+			t.Errorf("%d ghosts: one chain %v, %d claims examined; want no chain, at most %d", n, ok, ch.looked, n)
+		}
+		cs = append(ghostChain(t, n, "a", 4), a)
+		ch = newChains(cs)
+		if tip := ch.follow(a); tip.Token.Seq != 3+maxChain || ch.looked > n {
+			t.Errorf("%d ghosts from a: followed to %d, %d claims examined; want %d passes, at most %d", n, tip.Token.Seq-3, ch.looked, maxChain, n)
+		}
+		// A giver that signed n links, all below its counter, and then
+		// one pass: the chain from it reads each link once.
+		fan := make([]TokenPos, 0, n+1)
+		for i := range n {
+			fan = append(fan, TokenPos{Holder: peer.ID(fmt.Sprintf("f%05d", i)), Token: tok(0, 2), Giver: "a"})
+		}
+		fan = append(fan, TokenPos{Holder: "b", Token: tok(0, 4), Giver: "a"}, a)
+		ch = newChains(fan)
+		if tip := ch.follow(a); tip.Holder != "b" || ch.looked > n+1 {
+			t.Errorf("a's %d stale links and its pass to b: followed to %s, %d claims examined; want b, at most %d", n, string(tip.Holder), ch.looked, n+1)
+		}
+	}
+}
+
+// TokenHolders are the holders of the claims the machine believes: the
+// driver keeps their reports first (gossip.GeoConfig.Protect).
+func TestGeoTokenHolders(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("c", 2))
+	d.coords["c"] = at(t, 0)
+	d.feed = GeoFeed{Tokens: []TokenPos{
+		{Holder: "b", Token: tok(1, 1<<32), Coord: at(t, 0.03)},
+		{Holder: "a", Token: tok(0, 3), Coord: at(t, 0.02), Giver: "k"},
+		{Holder: "z", Token: tok(0, 4), Coord: at(t, 0.02), Giver: "y"},
+	}}
+	d.step(d.feed)
+	if got := d.m.TokenHolders(); !slices.Equal(got, []peer.ID{"b"}) {
+		t.Errorf("holders %v, want b alone (a's and z's claims on token 0 conflict)", got)
+	}
+	d.feed.Tokens = d.feed.Tokens[:2]
+	d.step(d.feed)
+	if got := d.m.TokenHolders(); !slices.Equal(got, []peer.ID{"a", "b"}) {
+		t.Errorf("holders %v, want a and b", got)
 	}
 }

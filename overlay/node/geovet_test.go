@@ -77,3 +77,57 @@ func TestGeoVetVantagePoints(t *testing.T) {
 		})
 	}
 }
+
+// A vantage point's answers (vouchAsked; hostile-peer audit, finding A:
+// a stranger's request made the live node ping the peer named, one ping
+// per request, and the peer named banned it for the rate). It answers
+// anyone with the RTT it keeps; it measures one only for a holder it
+// believes, at most once a ping interval for each peer asked about and
+// for each holder asking, and vouchBudget times in all; else it answers
+// none.
+func TestGeoVouchBudget(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("v", 6))
+	var holders []TokenPos
+	for i := range 6 {
+		holders = append(holders, TokenPos{Holder: peer.ID(fmt.Sprintf("h%d", i+1)), Token: tok(i, 1), Coord: at(t, float64(i)/100)})
+	}
+	d.feed = GeoFeed{Tokens: holders}
+	d.step(d.feed)
+	ask := func(from, of peer.ID) GeoAnswer {
+		d.step(VouchAsked{From: from, Of: of})
+		return d.m.GeoAnswer()
+	}
+	for i := range 300 {
+		if a := ask(peer.ID(fmt.Sprintf("z%d", i%3)), "x"); a.Measure || a.RTT != 0 {
+			t.Fatalf("a stranger's request %d: %+v, want none and no measurement", i, a)
+		}
+	}
+	if m, n := d.m.VouchAnswers(); m != 0 || n != 300 {
+		t.Fatalf("%d measured, %d answered with none; want 0 and 300", m, n)
+	}
+	d.m.geo.rtt["k"] = 30 * ms
+	if a := ask("z0", "k"); a.RTT != 30*ms || a.Measure {
+		t.Errorf("a stranger asked of a peer measured: %+v, want the 30 ms kept", a)
+	}
+	for _, c := range []struct {
+		from, of peer.ID
+		measure  bool
+	}{
+		{"h1", "x", true},
+		{"h1", "y", false}, // h1 had its measurement this interval
+		{"h2", "x", false}, // x was measured this interval
+		{"h2", "y", true},
+		{"h3", "w1", true},
+		{"h4", "w2", true},
+		{"h5", "w3", false}, // the budget: 4 an interval
+		{"v", "x1", false},  // not a holder it believes (itself)
+	} {
+		if a := ask(c.from, c.of); a.Measure != c.measure {
+			t.Errorf("%s asks of %s: measure %v, want %v", c.from, c.of, a.Measure, c.measure)
+		}
+	}
+	d.now = d.now.Add(time.Second) // a ping interval on
+	if a := ask("h2", "x"); !a.Measure {
+		t.Error("h2 asks of x a ping interval later: no measurement")
+	}
+}

@@ -33,6 +33,10 @@ const (
 // peer that is down or unreachable.
 var errGeoTimeout = errors.New("nodesim: no answer (timeout)")
 
+// errNoVouch is a vantage point's answer of no RTT: it keeps none for the
+// peer asked about and does not measure one (overlay/node's vouchAsked).
+var errNoVouch = errors.New("nodesim: no RTT kept, none measured")
+
 // fillGeo fills the geometric settings left zero as the live node does
 // (overlay.New and overlay's geoConfig).
 func (c *Config) fillGeo() error {
@@ -228,7 +232,8 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 
 // geoVouch carries out a request for the RTT a peer measures to another
 // (see geoRequest): its machine answers with the RTT it keeps (VouchAsked),
-// or, with none, the oracle measures one as the live node's ping does.
+// or, with none and when the machine says so, the oracle measures one as
+// the live node's ping does.
 func (s *Sim) geoVouch(i int, v node.VouchRequest) {
 	var rtt time.Duration
 	var err error
@@ -245,13 +250,18 @@ func (s *Sim) geoVouch(i int, v node.VouchRequest) {
 }
 
 // vouch is node j's answer to from's question: the RTT it measures to of
-// (its machine's, or a ping by the oracle: the matrix RTT and the least of
-// three jitters), or an error when of does not answer it.
+// (its machine's, or, when the machine says to measure one, a ping by the
+// oracle: the matrix RTT and the least of three jitters), or an error
+// when it has none or of does not answer it.
 func (s *Sim) vouch(j int, of, from peer.ID) (time.Duration, error) {
 	m := s.nodes[j].m
 	m.Step(s.wall(), node.VouchAsked{From: from, Of: of})
-	if rtt := m.GeoAnswer().RTT; rtt > 0 {
-		return rtt, nil
+	a := m.GeoAnswer()
+	if a.RTT > 0 {
+		return a.RTT, nil
+	}
+	if !a.Measure {
+		return 0, errNoVouch
 	}
 	k, ok := s.indexOf(of)
 	if !ok || !s.up(j, k) {
