@@ -69,6 +69,11 @@ func (n *Node) handleCloser(s network.Stream) {
 // drops it from an answer), and a member looking up its cluster's key is
 // among the closest to it.
 func (n *Node) closest(key []byte, asker peer.ID) []peer.AddrInfo {
+	select {
+	case <-n.dhtUp:
+	default:
+		return nil // the DHT is starting: its table is empty
+	}
 	return closestIn(n.dht.RoutingTable(), n.host.Peerstore(), key, asker)
 }
 
