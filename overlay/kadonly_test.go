@@ -3,6 +3,7 @@ package overlay
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -48,9 +49,10 @@ func grindKey(t *testing.T, bit byte) crypto.PrivKey {
 // the network "default") and nothing else of the overlay for each key,
 // host i on 127.3.0.(i+2) (one address each, so that no address counts
 // as flooded), connected to every peer of boot; closed with the test.
-func kadOnlyHosts(t *testing.T, keys []crypto.PrivKey, boot []peer.AddrInfo) []peer.ID {
+// It returns their IDs and addresses.
+func kadOnlyHosts(t *testing.T, keys []crypto.PrivKey, boot []peer.AddrInfo) []peer.AddrInfo {
 	t.Helper()
-	var ids []peer.ID
+	var out []peer.AddrInfo
 	for i, sk := range keys {
 		h, err := libp2p.New(libp2p.Identity(sk), libp2p.ListenAddrStrings(fmt.Sprintf("/ip4/127.3.0.%d/tcp/0", i+2)))
 		if err != nil {
@@ -68,9 +70,17 @@ func kadOnlyHosts(t *testing.T, keys []crypto.PrivKey, boot []peer.AddrInfo) []p
 				t.Fatal(err)
 			}
 		}
-		ids = append(ids, h.ID())
+		out = append(out, peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()})
 	}
-	return ids
+	return out
+}
+
+func infoIDs(infos []peer.AddrInfo) []peer.ID {
+	out := make([]peer.ID, len(infos))
+	for i, ai := range infos {
+		out[i] = ai.ID
+	}
+	return out
 }
 
 // TestKadOnlyPeersNearClusterKey: four overlay nodes, one cluster
@@ -127,7 +137,7 @@ func TestKadOnlyPeersNearClusterKey(t *testing.T) {
 	for i := range kadKeys {
 		kadKeys[i] = grindKey(t, 0)
 	}
-	kad := kadOnlyHosts(t, kadKeys, infos(nodes))
+	kad := infoIDs(kadOnlyHosts(t, kadKeys, infos(nodes)))
 	kadProto := protocol.ID("/superpeer/default/kad/1.0.0")
 	waitFor(t, "every node to have identified every kad-only host", func() bool {
 		for _, nd := range nodes {
@@ -192,7 +202,7 @@ func TestKadOnlyPeerHeardInAQuery(t *testing.T) {
 	t.Cleanup(func() { od.Close(); oh.Close() })
 	oh.SetStreamHandler(closerProtocol("default"), func(s network.Stream) { s.Reset() })
 	o := peer.AddrInfo{ID: oh.ID(), Addrs: oh.Addrs()}
-	kad := kadOnlyHosts(t, []crypto.PrivKey{grindKey(t, 0)}, []peer.AddrInfo{o})[0]
+	kad := kadOnlyHosts(t, []crypto.PrivKey{grindKey(t, 0)}, []peer.AddrInfo{o})[0].ID
 	waitFor(t, "the kad-only host in o's table", func() bool { return od.RoutingTable().Find(kad) != "" })
 	if err := nd.Host().Connect(context.Background(), o); err != nil {
 		t.Fatal(err)
@@ -217,5 +227,45 @@ func TestKadOnlyPeerHeardInAQuery(t *testing.T) {
 	}
 	if nd.dht.RoutingTable().Find(o.ID) == "" {
 		t.Error("o, which speaks the closer protocol, left the node's routing table")
+	}
+}
+
+// TestKadOnlyBootstrapIntroduces: a bootstrap peer that speaks only the
+// overlay's DHT prefix still introduces the nodes given it alone: it is
+// admitted to their routing tables (as a configured bootstrap peer),
+// their refreshes find each other through it, and they count two and
+// name one superpeer. Refused like any such host, it left each node
+// alone with an empty table, each its own superpeer. No lookup asks it
+// and no closer answer names it.
+func TestKadOnlyBootstrapIntroduces(t *testing.T) {
+	failed := &queryFailures{byPeer: map[string]int{}}
+	kad := kadOnlyHosts(t, []crypto.PrivKey{grindKey(t, 0)}, nil)[0]
+	var nodes []*Node
+	for i := range 2 {
+		nd, err := New(context.Background(), WithListenAddrs(ma.StringCast(fmt.Sprintf("/ip4/127.1.0.%d/tcp/0", i+2))),
+			WithIntervals(200*time.Millisecond, 200*time.Millisecond), WithLogger(slog.New(failed)),
+			WithTarget(dhtselect.Target{Superpeers: 1}), WithBootstrap(kad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes = append(nodes, nd)
+	}
+	waitFor(t, "the two nodes to count each other and name one superpeer", func() bool {
+		a, b := nodes[0].State(), nodes[1].State()
+		return a.Size.N == 2 && b.Size.N == 2 && a.Superpeer.ID != "" && a.Superpeer.ID == b.Superpeer.ID
+	})
+	for i, nd := range nodes {
+		if nd.dht.RoutingTable().Find(kad.ID) == "" {
+			t.Errorf("node %d: the bootstrap peer is not in its routing table", i)
+		}
+		for _, ai := range nd.closest(make([]byte, 32), "") {
+			if ai.ID == kad.ID {
+				t.Errorf("node %d: a closer answer names the bootstrap peer", i)
+			}
+		}
+	}
+	if n := failed.of(kad.ID); n > 0 {
+		t.Errorf("lookups asked the bootstrap peer %d times", n)
 	}
 }

@@ -9,7 +9,8 @@ import (
 
 // The overlay's routing table holds overlay peers only: peers whose
 // protocols, as identify put them in the peerstore, include the overlay's
-// closer protocol (speaksCloser).
+// closer protocol (speaksCloser), and the configured bootstrap peers
+// (dhtOptions).
 //
 // kad-dht takes into its table any peer that speaks its protocol, here
 // the overlay's DHT prefix (/superpeer/<network>/kad/1.0.0). A host that
@@ -41,17 +42,22 @@ import (
 //     peer from a table that holds one (an older build's) would put it
 //     back. The one check every addition passes is kbucket's diversity
 //     filter (RoutingTable.TryAddPeer), whose policy is ours to give
-//     (closerOnly). A query dials and waits for identify (BasicHost's
+//     (tablePolicy). A query dials and waits for identify (BasicHost's
 //     Connect) before it asks, so the protocols are known then as well;
 //     a peer whose identify has not completed is refused, and added when
 //     it completes (the first way).
 //
-// Nothing of the overlay needs a peer outside it in that table: the
-// public DHT (public.go) is a separate DHT with a table of its own, and
-// the bootstrap peers are overlay nodes (a bootstrap peer that speaks
-// only the overlay's DHT prefix no longer enters the table, so it no
-// longer introduces overlay peers to each other through the DHT's
-// refresh). The overlay's own protocols that start late (GossipSub,
+// One thing of the overlay needs a peer outside it in that table: a
+// bootstrap peer that runs only kad-dht with the overlay's prefix (or
+// another build) introduces the nodes that dial it to each other only
+// through the DHT's refresh, which starts from the table; refused, it
+// left two nodes bootstrapped from it alone, each its own superpeer
+// (TestKadOnlyBootstrapIntroduces). The peers the operator configured
+// (Config.Bootstrap) are therefore admitted whatever they speak: a few,
+// chosen, and the lookups and closer answers pass over them all the same
+// (lookup.go: they ask and name only peers that speak the closer
+// protocol). The public DHT (public.go) is a separate DHT with a table
+// of its own. The overlay's own protocols that start late (GossipSub,
 // started when a node first serves) play no part: the closer protocol
 // is registered before the DHT's (start), so that any identify that shows
 // a node's DHT protocol shows its closer protocol too.
@@ -59,29 +65,35 @@ import (
 // dhtOptions are the private DHT's filters of its routing table (see
 // above).
 func (n *Node) dhtOptions() []dht.Option {
+	boot := make(map[peer.ID]bool, len(n.cfg.Bootstrap))
+	for _, b := range n.cfg.Bootstrap {
+		boot[b.ID] = true
+	}
+	admits := func(p peer.ID) bool { return boot[p] || n.speaksCloser(p) }
 	return []dht.Option{
-		dht.RoutingTableFilter(func(_ any, p peer.ID) bool { return n.speaksCloser(p) }),
-		dht.RoutingTablePeerDiversityFilter(closerOnly{speaks: n.speaksCloser}),
+		dht.RoutingTableFilter(func(_ any, p peer.ID) bool { return admits(p) }),
+		dht.RoutingTablePeerDiversityFilter(tablePolicy{admits: admits}),
 	}
 }
 
-// closerOnly is kbucket's diversity-filter policy that admits a peer to
-// the routing table when it speaks the overlay's closer protocol, and
-// has no rule on addresses. kbucket's filter groups a peer's addresses
-// by IP and asks Allow once per address (and refuses a peer with no
-// address it can parse as IP, a DNS one say): PeerAddresses gives it one
-// placeholder address, so that Allow is asked once per peer whatever the
-// peer's addresses are. Increment and Decrement keep no counts.
-type closerOnly struct {
-	speaks func(peer.ID) bool
+// tablePolicy is kbucket's diversity-filter policy that admits a peer to
+// the routing table when admits says so (it speaks the overlay's closer
+// protocol, or is a bootstrap peer), and has no rule on addresses.
+// kbucket's filter groups a peer's addresses by IP and asks Allow once
+// per address (and refuses a peer with no address it can parse as IP, a
+// DNS one say): PeerAddresses gives it one placeholder address, so that
+// Allow is asked once per peer whatever the peer's addresses are.
+// Increment and Decrement keep no counts.
+type tablePolicy struct {
+	admits func(peer.ID) bool
 }
 
-var _ peerdiversity.PeerIPGroupFilter = closerOnly{}
+var _ peerdiversity.PeerIPGroupFilter = tablePolicy{}
 
-// anyIP is closerOnly's placeholder address of every peer.
+// anyIP is tablePolicy's placeholder address of every peer.
 var anyIP = []ma.Multiaddr{ma.StringCast("/ip4/0.0.0.0")}
 
-func (f closerOnly) Allow(g peerdiversity.PeerGroupInfo) bool { return f.speaks(g.Id) }
-func (closerOnly) Increment(peerdiversity.PeerGroupInfo)      {}
-func (closerOnly) Decrement(peerdiversity.PeerGroupInfo)      {}
-func (closerOnly) PeerAddresses(peer.ID) []ma.Multiaddr       { return anyIP }
+func (f tablePolicy) Allow(g peerdiversity.PeerGroupInfo) bool { return f.admits(g.Id) }
+func (tablePolicy) Increment(peerdiversity.PeerGroupInfo)      {}
+func (tablePolicy) Decrement(peerdiversity.PeerGroupInfo)      {}
+func (tablePolicy) PeerAddresses(peer.ID) []ma.Multiaddr       { return anyIP }
