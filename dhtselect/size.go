@@ -30,9 +30,11 @@ type SizeInputs struct {
 	// Routing holds the keys of the peers in the routing table.
 	Routing []Key
 	// Uncounted holds the keys of the peers in the routing table that do
-	// not count (refused: an address flooded with identities). They are
-	// no part of the estimate, but they took room in the buckets: a table
-	// whose buckets they fill does not hold every peer met.
+	// not count (refused: an address flooded with identities; not the
+	// overlay's: no closer protocol and no membership; not connected).
+	// They are no part of the estimate, but they took room in the
+	// buckets: a table whose buckets they fill does not hold every peer
+	// met.
 	Uncounted []Key
 	// Kad is kad-dht's estimate, valid when KadOK.
 	Kad   float64

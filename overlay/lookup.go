@@ -65,22 +65,62 @@ func (n *Node) handleCloser(s network.Stream) {
 }
 
 // closest returns the closerAnswer peers of the routing table closest to
-// key, with their addresses, less the asker: it knows itself (the lookup
-// drops it from an answer), and a member looking up its cluster's key is
-// among the closest to it.
+// key that speak the closer protocol, with their addresses, less the
+// asker: it knows itself (the lookup drops it from an answer), and a
+// member looking up its cluster's key is among the closest to it.
 func (n *Node) closest(key []byte, asker peer.ID) []peer.AddrInfo {
-	return closestIn(n.dht.RoutingTable(), n.host.Peerstore(), key, asker)
+	select {
+	case <-n.dhtUp:
+	default:
+		return nil // the DHT is starting: its table is empty
+	}
+	return closestIn(n.dht.RoutingTable(), n.host.Peerstore(), n.closerProto, key, asker)
 }
 
-func closestIn(rt *kb.RoutingTable, ps peerstore.Peerstore, key []byte, asker peer.ID) []peer.AddrInfo {
-	ids := rt.NearestPeers(kb.ID(key), closerAnswer+1)
-	infos := make([]peer.AddrInfo, 0, closerAnswer)
-	for _, id := range ids {
-		if id != asker && len(infos) < closerAnswer {
-			infos = append(infos, ps.PeerInfo(id))
+// closestIn is closest over table rt and peerstore ps, for the closer
+// protocol proto. The table takes only peers that speak it (table.go),
+// but a peer is asked what it knows: an answer that named a peer that
+// cannot answer in turn (a host that speaks only the overlay's DHT
+// prefix) cost the asker a place among the lookup's closest, and an
+// answer of such peers alone ended its lookup (the interoperability
+// audit). So the answer is of peers that speak it, and still full when
+// the table holds others.
+func closestIn(rt *kb.RoutingTable, ps peerstore.Peerstore, proto protocol.ID, key []byte, asker peer.ID) []peer.AddrInfo {
+	ids := nearestWhere(rt, key, closerAnswer, func(p peer.ID) bool {
+		if p == asker {
+			return false
 		}
+		sp, err := ps.SupportsProtocols(p, proto)
+		return err == nil && len(sp) > 0
+	})
+	infos := make([]peer.AddrInfo, len(ids))
+	for i, id := range ids {
+		infos[i] = ps.PeerInfo(id)
 	}
 	return infos
+}
+
+// nearestWhere returns the count peers of rt nearest to key for which ok
+// holds (fewer if the table holds fewer), nearest first. It asks the
+// table for count peers, and for twice as many each time some of those
+// fail ok, until it has count or has seen the whole table: in the common
+// case, where they all pass, one ask of count.
+func nearestWhere(rt *kb.RoutingTable, key []byte, count int, ok func(peer.ID) bool) []peer.ID {
+	out := make([]peer.ID, 0, count)
+	for want := count; ; want *= 2 {
+		ids := rt.NearestPeers(kb.ID(key), want)
+		out = out[:0]
+		for _, p := range ids {
+			if ok(p) {
+				if out = append(out, p); len(out) == count {
+					return out
+				}
+			}
+		}
+		if len(ids) < want {
+			return out // the whole table
+		}
+	}
 }
 
 func writeInfos(w io.Writer, infos []peer.AddrInfo) error {
@@ -183,12 +223,6 @@ func (n *Node) queryCloser(ctx context.Context, p peer.ID, target dhtselect.Key)
 	return infos, err
 }
 
-type queryResult struct {
-	p     peer.ID
-	infos []peer.AddrInfo
-	err   error
-}
-
 // lookup finds the live peer closest to the request's key by an iterative
 // lookup over the routing tables of the overlay's DHT (dhtselect.Lookup
 // drives it). It returns that peer (possibly this node, unless SkipSelf:
@@ -197,59 +231,42 @@ type queryResult struct {
 // as failed without a query; so does one the machine's request may not ask
 // (node.LookupRequest.MayAsk: one of a flooded address, or one that
 // neither is a member nor speaks the closer protocol, such as a host that
-// speaks only the overlay's DHT prefix).
+// speaks only the overlay's DHT prefix). The seeds are the BucketSize
+// peers of the routing table nearest to the key that it may ask: seeds
+// taken as the nearest peers whatever they were, then skipped, were
+// replaced by none, and with BucketSize hosts that speak only the DHT
+// prefix nearer to the key than the cluster's superpeer every seed was
+// skipped and the lookup ended at the node itself (the interoperability
+// audit). The table takes no such host any more (table.go), but a peer
+// of it may still be one to skip: one that left, is banned, or shares a
+// flooded address.
 func (n *Node) lookup(ctx context.Context, req node.LookupRequest) (peer.ID, int, error) {
 	target, skipSelf := req.Key, req.SkipSelf
 	self := n.host.ID()
-	seeds := n.dht.RoutingTable().NearestPeers(kb.ID(target[:]), dhtselect.BucketSize)
+	mayAsk := func(p peer.ID) bool {
+		// It said goodbye: it is gone, and a query to it would only wait
+		// for QueryTimeout. Or it is banned (wire.go): it may be no
+		// superpeer. Or the machine may not ask it.
+		return !n.members.Left(p) && !n.guard.Banned(p) && req.MayAsk(p, n.speaksCloser(p))
+	}
+	seeds := nearestWhere(n.dht.RoutingTable(), target[:], dhtselect.BucketSize, mayAsk)
 	l := dhtselect.NewLookup(target, self, seeds, dhtselect.Resiliency, lookupAlpha)
-	results := make(chan queryResult)
-	inflight, queries := 0, 0
-	for !l.Done() {
-		skipped := false
-		for _, p := range l.Next() {
-			if n.members.Left(p) || n.guard.Banned(p) || !req.MayAsk(p, n.speaksCloser(p)) {
-				// It said goodbye: it is gone, and a query to it
-				// would only wait for QueryTimeout. Or it is banned
-				// (wire.go): it may be no superpeer. Or the machine
-				// may not ask it.
-				l.Failed(p)
-				skipped = true
-				continue
-			}
-			inflight++
-			queries++
-			go func() {
-				infos, err := n.queryCloser(ctx, p, target)
-				results <- queryResult{p, infos, err}
-			}()
+	queries := walk(ctx, l, mayAsk, func(ctx context.Context, p peer.ID) ([]peer.ID, error) {
+		infos, err := n.queryCloser(ctx, p, target)
+		if err != nil {
+			n.log.Debug("lookup: query failed", "peer", p, "err", err)
+			return nil, err
 		}
-		if inflight == 0 && skipped {
-			continue // ask Next again, without the peers that left
-		}
-		if inflight == 0 {
-			break // nothing in flight and nothing to ask: Done must hold
-		}
-		r := <-results
-		inflight--
-		if r.err != nil {
-			l.Failed(r.p)
-			n.log.Debug("lookup: query failed", "peer", r.p, "err", r.err)
-			continue
-		}
-		ids := make([]peer.ID, 0, len(r.infos))
-		for _, ai := range r.infos {
+		ids := make([]peer.ID, 0, len(infos))
+		for _, ai := range infos {
 			if ai.ID == self {
 				continue
 			}
 			n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
 			ids = append(ids, ai.ID)
 		}
-		l.Answered(r.p, ids)
-	}
-	for ; inflight > 0; inflight-- {
-		<-results
-	}
+		return ids, nil
+	})
 	if err := ctx.Err(); err != nil {
 		return "", queries, err
 	}
@@ -259,6 +276,57 @@ func (n *Node) lookup(ctx context.Context, req node.LookupRequest) (peer.ID, int
 		}
 	}
 	return "", queries, errNoReachable
+}
+
+type queryResult struct {
+	p   peer.ID
+	ids []peer.ID
+	err error
+}
+
+// walk runs lookup l to its end: it queries (query, in a goroutine of
+// its own each, lookupAlpha at most in flight as l allows) the peers
+// l.Next names that mayAsk allows, and counts the others as failed
+// without a query: one that l handed out and that is neither answered
+// nor failed keeps one of its places in flight for good, and the lookup
+// ends early (TestWalkSkips). It returns the number of queries sent, and
+// returns once none is in flight.
+func walk(ctx context.Context, l *dhtselect.Lookup, mayAsk func(peer.ID) bool, query func(context.Context, peer.ID) ([]peer.ID, error)) int {
+	results := make(chan queryResult)
+	inflight, queries := 0, 0
+	for !l.Done() {
+		skipped := false
+		for _, p := range l.Next() {
+			if !mayAsk(p) {
+				l.Failed(p)
+				skipped = true
+				continue
+			}
+			inflight++
+			queries++
+			go func() {
+				ids, err := query(ctx, p)
+				results <- queryResult{p, ids, err}
+			}()
+		}
+		if inflight == 0 && skipped {
+			continue // ask Next again, without the peers skipped
+		}
+		if inflight == 0 {
+			break // nothing in flight and nothing to ask: Done must hold
+		}
+		r := <-results
+		inflight--
+		if r.err != nil {
+			l.Failed(r.p)
+			continue
+		}
+		l.Answered(r.p, r.ids)
+	}
+	for ; inflight > 0; inflight-- {
+		<-results
+	}
+	return queries
 }
 
 // errNoReachable: a private node (see nat.go) found no other peer.

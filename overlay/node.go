@@ -71,6 +71,7 @@ type Node struct {
 	log         *slog.Logger
 	host        host.Host
 	dht         *dht.IpfsDHT
+	dhtUp       chan struct{}      // closed once dht is set
 	members     membership         // the global topic (geometric) or cm (DHT)
 	cm          *clusterMembership // the DHT strategy's cluster-scoped membership (cluster.go)
 	nat         natState
@@ -307,14 +308,22 @@ func (n *Node) start(ctx context.Context) error {
 		n.state.Token = -1
 	}
 	var err error
+	// The closer protocol before the DHT's: the routing tables take only
+	// peers that speak it (table.go), so a node must never show its DHT
+	// protocol without it. It answers with no peers until the DHT is up.
+	n.dhtUp = make(chan struct{})
+	n.host.SetStreamHandler(n.closerProto, n.handleCloser)
 	n.dht, err = dht.New(framedHost{Host: n.host, n: n, name: "dht", max: maxDHTMessage},
-		dht.Mode(dhtMode(n.cfg.Reachability)),
-		dht.ProtocolPrefix(protocol.ID("/superpeer/"+n.cfg.Network)),
-		dht.BootstrapPeers(n.cfg.Bootstrap...),
+		append([]dht.Option{
+			dht.Mode(dhtMode(n.cfg.Reachability)),
+			dht.ProtocolPrefix(protocol.ID("/superpeer/" + n.cfg.Network)),
+			dht.BootstrapPeers(n.cfg.Bootstrap...),
+		}, n.dhtOptions()...)...,
 	)
 	if err != nil {
 		return fmt.Errorf("overlay: dht: %w", err)
 	}
+	close(n.dhtUp)
 	if n.cfg.Strategy == StrategyGeometric {
 		n.members = newGeoMembership(n) // its cluster, no global topic (geomembership.go)
 	} else {
@@ -334,7 +343,6 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startMachine(); err != nil {
 		return err
 	}
-	n.host.SetStreamHandler(n.closerProto, n.handleCloser)
 	if n.cfg.Election != "" {
 		n.electProto = electionProtocol(n.cfg.Network)
 		n.host.SetStreamHandler(n.electProto, n.handleElection)

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -335,10 +336,11 @@ func (c *queryFailures) of(p peer.ID) int {
 }
 
 // TestDHTOnlyPeerNotCounted (finding 9): a host that speaks only the
-// overlay's DHT prefix joins a swarm of 3 and enters their routing tables;
-// over ten evaluations of each node it counts in no size estimate, and no
-// lookup asks it (the filed symptom: every lookup did, and failed with
-// "protocols not supported").
+// overlay's DHT prefix joins a swarm of 3; over ten evaluations of each
+// node it counts in no size estimate, no lookup asks it (the filed
+// symptom: every lookup did, and failed with "protocols not supported"),
+// and it is in no node's routing table (table.go: it entered them all,
+// until the tables took only peers that speak the closer protocol).
 func TestDHTOnlyPeerNotCounted(t *testing.T) {
 	failed := &queryFailures{byPeer: map[string]int{}}
 	nodes := honestLoopback(t, 3, WithTarget(dhtselect.Target{Superpeers: 2}), WithLogger(slog.New(failed)))
@@ -347,9 +349,10 @@ func TestDHTOnlyPeerNotCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { kad.Close() })
-	waitFor(t, "the DHT-only host in every routing table", func() bool {
+	kadProto := protocol.ID("/superpeer/default/kad/1.0.0")
+	waitFor(t, "every node to have identified the DHT-only host", func() bool {
 		for _, nd := range nodes {
-			if nd.dht.RoutingTable().Find(kad.Host.ID()) == "" {
+			if ps, err := nd.Host().Peerstore().SupportsProtocols(kad.Host.ID(), kadProto); err != nil || len(ps) == 0 {
 				return false
 			}
 		}
@@ -375,5 +378,10 @@ func TestDHTOnlyPeerNotCounted(t *testing.T) {
 	})
 	if n := failed.of(kad.Host.ID()); n > 0 {
 		t.Errorf("lookups asked the DHT-only host %d times", n)
+	}
+	for i, nd := range nodes {
+		if nd.dht.RoutingTable().Find(kad.Host.ID()) != "" {
+			t.Errorf("node %d: the DHT-only host is in its routing table", i)
+		}
 	}
 }

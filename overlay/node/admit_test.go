@@ -203,6 +203,41 @@ func TestNonMembersNotCounted(t *testing.T) {
 	}
 }
 
+// TestUncountedPeersTakeRoom: routing-table peers that do not count
+// still took their slots in the table's buckets. Three peers count; the
+// table holds 20 more that speak only the overlay's DHT prefix (Closer
+// false), all in the bucket of common prefix length 0 with the node's
+// key, which they fill: the table does not hold every peer met, and the
+// estimate is not the table's count taken as exact (it was 4,
+// SourceRouting: dhtselect.EstimateSize counted only the refused as
+// taking room). The view holds the node alone, so that the membership
+// does not decide the estimate first.
+func TestUncountedPeersTakeRoom(t *testing.T) {
+	for _, limit := range []int{0, DefaultMaxPerAddr} {
+		cfg := sybilConfig()
+		cfg.MaxPerAddr = limit
+		m := mustNew(t, cfg)
+		_, r := sybilNet(0)
+		self := dhtselect.KeyOf("a")
+		for i := range dhtselect.BucketSize {
+			p := peer.ID(fmt.Sprintf("kad-%02d", i))
+			k := dhtselect.KeyOf(p)
+			k[0] = k[0]&0x7f | ^self[0]&0x80 // first bit unlike the node's
+			r.Peers = append(r.Peers, RoutingPeer{ID: p, Connected: true, Key: k})
+			r.Addrs[p] = fmt.Sprintf("10.1.0.%d", i)
+		}
+		r.Connected = len(r.Addrs)
+		st := evaluated(t, m, view("a"), r, "a")
+		if st.Size.Source == dhtselect.SourceRouting {
+			t.Errorf("limit %d: estimate %d from the routing table, taken as exact, with a bucket full of peers that do not count",
+				limit, st.Size.N)
+		}
+		if st.Size.N < 4 {
+			t.Errorf("limit %d: estimate %d (%s), below the 4 the table counts", limit, st.Size.N, st.Size.Source)
+		}
+	}
+}
+
 func TestAddrGroup(t *testing.T) {
 	for _, c := range []struct{ ip, want string }{
 		{"127.0.0.1", "127.0.0.1"},

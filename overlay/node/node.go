@@ -1370,16 +1370,20 @@ func (m *Machine) ownEstimateOf(known int) dhtselect.Estimate {
 	buf := keyBufs.Get().(*[]dhtselect.Key)
 	in := dhtselect.SizeInputs{Self: m.selfKey, Members: known, Kad: m.routing.Kad, KadOK: m.routing.KadOK, Routing: *buf}
 	for i, p := range m.routing.Peers {
-		switch {
-		case m.countsForSize(p):
+		if m.countsForSize(p) {
 			in.Routing = append(in.Routing, m.keyOf(i))
-		case IsRefused(m.refused, p.ID):
-			// Sybils crowd the buckets: without them the table looked
-			// as if it held every peer (found by the node simulator:
-			// 40 identities from one address left 24 honest peers
-			// estimating 15 to 19 for 20 s, at two values of k).
-			in.Uncounted = append(in.Uncounted, m.keyOf(i))
+			continue
 		}
+		// A peer that does not count took its bucket slot all the
+		// same: without them the table looked as if it held every
+		// peer. Sybils crowd the buckets (found by the node simulator:
+		// 40 identities from one address left 24 honest peers
+		// estimating 15 to 19 for 20 s, at two values of k), and so
+		// did hosts that speak only the overlay's DHT prefix, which
+		// were left out of both lists (the interoperability audit; the
+		// live table takes none of them now, overlay/table.go), and
+		// so do peers not connected.
+		in.Uncounted = append(in.Uncounted, m.keyOf(i))
 	}
 	// The peers that count and the node itself exist: the floor of
 	// every estimate. The summaries count registrations, and undercount

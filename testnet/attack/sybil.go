@@ -275,7 +275,8 @@ func (s *Sybils) Close() error {
 // DHTOnly is issue 19's finding 9: a host that speaks only the overlay's
 // DHT protocol (kad-dht with the overlay's prefix, server mode), no
 // membership topic, no closer protocol. The overlay's routing tables
-// take it in; it must count for nothing.
+// took it in; now they refuse it (overlay/table.go), and it must count
+// for nothing.
 type DHTOnly struct {
 	Host host.Host
 	DHT  *dht.IpfsDHT
