@@ -174,11 +174,13 @@ func readInfos(r *bufio.Reader) ([]peer.AddrInfo, error) {
 			if err != nil {
 				return nil, err
 			}
-			a, err := ma.NewMultiaddrBytes(ab)
-			if err != nil {
-				return nil, fmt.Errorf("%w: address: %v", errWire, err)
+			// An address of a protocol go-multiaddr does not know (another
+			// implementation's transport) is skipped, not the answer, as
+			// an announcement's is (gossip.DecodeAnnouncement): refusing
+			// the answer struck its sender.
+			if a, err := ma.NewMultiaddrBytes(ab); err == nil {
+				ai.Addrs = append(ai.Addrs, a)
 			}
-			ai.Addrs = append(ai.Addrs, a)
 		}
 		infos = append(infos, ai)
 	}

@@ -1,7 +1,10 @@
 package overlay
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -182,5 +185,30 @@ func TestWalkSkips(t *testing.T) {
 	}
 	if !l.Done() {
 		t.Error("the walk returned before the lookup was done")
+	}
+}
+
+// TestReadInfosSkipsUnknownAddrs: a closer answer that lists an address
+// go-multiaddr cannot parse (another implementation's transport) keeps
+// the peer and its other addresses; the whole answer was refused, a
+// strike against its sender (an interoperability audit).
+func TestReadInfosSkipsUnknownAddrs(t *testing.T) {
+	id := keysByDistance(t, 1)[0]
+	pid, err := peer.IDFromPrivateKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := ma.StringCast("/ip4/192.0.2.1/tcp/4001")
+	buf := binary.AppendUvarint(nil, 1)
+	buf = appendField(buf, []byte(pid))
+	buf = binary.AppendUvarint(buf, 2)
+	buf = appendField(buf, []byte{0xff, 0xff, 0x03, 0x01}) // no protocol of that code
+	buf = appendField(buf, good.Bytes())
+	infos, err := readInfos(bufio.NewReader(bytes.NewReader(buf)))
+	if err != nil {
+		t.Fatalf("readInfos: %v", err)
+	}
+	if len(infos) != 1 || infos[0].ID != pid || len(infos[0].Addrs) != 1 || !infos[0].Addrs[0].Equal(good) {
+		t.Errorf("infos %v, want %s with %s alone", infos, pid, good)
 	}
 }
