@@ -203,8 +203,9 @@ type GhostConfig struct {
 	// at most Window RPCs deep each; past that, it waits for their
 	// streams to drain).
 	MaxRate float64
-	// Window is how many RPCs may wait per backbone peer; zero means 24
-	// (go-libp2p-pubsub's queue is 32 deep, and drops what does not fit).
+	// Window is how many RPCs may wait in the queue to any backbone peer;
+	// zero means 24 (go-libp2p-pubsub's queues are 32 deep, and drop what
+	// does not fit).
 	Window int
 	// Options are the publisher host's (NewHost's) options.
 	Options []libp2p.Option
@@ -213,7 +214,7 @@ type GhostConfig struct {
 // GhostStats counts what a GhostPublisher did: summaries Published, the
 // RPCs to backbone peers Sent (queued) and Dropped (the queue was full),
 // the Rounds over all ghosts, and the Stalls (waits for a queue that did
-// not drain within a 100 ms, after which it publishes regardless).
+// not drain within 100 ms, after which it publishes regardless).
 type GhostStats struct {
 	Published, Sent, Dropped, Rounds, Stalls uint64
 }
@@ -307,12 +308,10 @@ func (p *GhostPublisher) run(ctx, outer context.Context) {
 			size = p.cfg.Size
 		}
 		for _, g := range p.ghosts {
-			peers := len(p.topic.ListPeers())
-			for peers == 0 && ctx.Err() == nil {
+			for len(p.topic.ListPeers()) == 0 && ctx.Err() == nil {
 				sleepCtx(ctx, 100*time.Millisecond) // the superpeers' subscriptions are not known yet
-				peers = len(p.topic.ListPeers())
 			}
-			if !p.flow.wait(ctx, p.cfg.Window*peers, 100*time.Millisecond) {
+			if !p.flow.wait(ctx, p.cfg.Window, 100*time.Millisecond) {
 				p.stalls.Add(1)
 			}
 			if p.cfg.MaxRate > 0 {
@@ -366,7 +365,11 @@ func (p *GhostPublisher) Close() error {
 // GhostSize) and publishes their summaries from one host connected to the
 // victim and the swarm's nodes, as fast as they take them, until ctx
 // ends.
-func GhostBackbone(ctx context.Context, t Target) error {
+func GhostBackbone(ctx context.Context, t Target) error { return ghostBackbone(ctx, t, nil) }
+
+// ghostBackbone is GhostBackbone; started, when set, is given the
+// publisher once it publishes (a test reads its Stats).
+func ghostBackbone(ctx context.Context, t Target, started func(*GhostPublisher)) error {
 	ks := []int{0, 1, 2, 3, 4}
 	kctx, stop := context.WithTimeout(ctx, 15*time.Second)
 	k, err := victimK(kctx, t)
@@ -402,6 +405,9 @@ func GhostBackbone(ctx context.Context, t Target) error {
 		}
 		return err
 	}
+	if started != nil {
+		started(p)
+	}
 	<-ctx.Done()
 	return p.Close()
 }
@@ -432,38 +438,43 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// flowTracer is a pubsub.RawTracer that counts the RPCs queued to peers
-// (SendRPC), written (SendRPCCompleted) and dropped for a full queue
-// (DropRPC): queued minus written is what waits in the queues.
+// flowTracer is a pubsub.RawTracer that counts, per peer, the RPCs
+// queued to it (SendRPC) and not written yet (SendRPCCompleted), and in
+// all the RPCs queued and those dropped for a full queue (DropRPC).
 type flowTracer struct {
-	sent, completed, dropped atomic.Uint64
-	// lost is what wait wrote off: RPCs queued to a peer whose stream went
-	// away, which will never complete.
-	lost atomic.Uint64
+	sent, dropped atomic.Uint64
+
+	mu    sync.Mutex
+	queue map[peer.ID]int
 }
 
-// queued is the number of RPCs waiting in the queues.
-func (f *flowTracer) queued() uint64 {
-	done := f.completed.Load() + f.lost.Load()
-	if s := f.sent.Load(); s > done {
-		return s - done
+// deepest is the longest queue, in RPCs.
+func (f *flowTracer) deepest() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, q := range f.queue {
+		n = max(n, q)
 	}
-	return 0
+	return n
 }
 
-// wait blocks until fewer than limit RPCs wait, and reports true; or,
-// when none was written for stall, writes the waiting ones off as lost
-// and reports false.
+// wait blocks until every peer's queue is shorter than limit, and
+// reports true; or, when none of them got shorter for stall (a stream
+// that went away without the peer leaving), writes the queues off and
+// reports false.
 func (f *flowTracer) wait(ctx context.Context, limit int, stall time.Duration) bool {
-	last, since := f.completed.Load(), time.Now()
-	for f.queued() >= uint64(max(limit, 1)) {
+	last, since := f.deepest(), time.Now()
+	for d := last; d >= max(limit, 1); d = f.deepest() {
 		if ctx.Err() != nil {
 			return true
 		}
-		if c := f.completed.Load(); c != last {
-			last, since = c, time.Now()
+		if d < last {
+			last, since = d, time.Now()
 		} else if time.Since(since) > stall {
-			f.lost.Add(f.queued())
+			f.mu.Lock()
+			clear(f.queue)
+			f.mu.Unlock()
 			return false
 		}
 		time.Sleep(time.Millisecond)
@@ -471,25 +482,41 @@ func (f *flowTracer) wait(ctx context.Context, limit int, stall time.Duration) b
 	return true
 }
 
+func (f *flowTracer) add(p peer.ID, d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.queue == nil {
+		f.queue = map[peer.ID]int{}
+	}
+	if f.queue[p] += d; f.queue[p] <= 0 {
+		delete(f.queue, p)
+	}
+}
+
 var _ pubsub.RawTracer = (*flowTracer)(nil)
 
-func (f *flowTracer) SendRPC(*pubsub.RPC, peer.ID) { f.sent.Add(1) }
-func (f *flowTracer) SendRPCCompleted(*pubsub.RPC, peer.ID, time.Duration) {
-	f.completed.Add(1)
+func (f *flowTracer) SendRPC(_ *pubsub.RPC, p peer.ID) {
+	f.sent.Add(1)
+	f.add(p, 1)
 }
-func (f *flowTracer) DropRPC(*pubsub.RPC, peer.ID)             { f.dropped.Add(1) }
-func (f *flowTracer) OnNewOutboundStream(peer.ID, protocol.ID) {}
-func (f *flowTracer) OnClosedOutboundStream(peer.ID)           {}
-func (f *flowTracer) AddPeer(peer.ID, protocol.ID)             {}
-func (f *flowTracer) RemovePeer(peer.ID)                       {}
-func (f *flowTracer) Join(string)                              {}
-func (f *flowTracer) Leave(string)                             {}
-func (f *flowTracer) Graft(peer.ID, string)                    {}
-func (f *flowTracer) Prune(peer.ID, string)                    {}
-func (f *flowTracer) ValidateMessage(*pubsub.Message)          {}
-func (f *flowTracer) DeliverMessage(*pubsub.Message)           {}
-func (f *flowTracer) RejectMessage(*pubsub.Message, string)    {}
-func (f *flowTracer) DuplicateMessage(*pubsub.Message)         {}
-func (f *flowTracer) ThrottlePeer(peer.ID)                     {}
-func (f *flowTracer) RecvRPC(*pubsub.RPC)                      {}
-func (f *flowTracer) UndeliverableMessage(*pubsub.Message)     {}
+func (f *flowTracer) SendRPCCompleted(_ *pubsub.RPC, p peer.ID, _ time.Duration) { f.add(p, -1) }
+func (f *flowTracer) DropRPC(*pubsub.RPC, peer.ID)                               { f.dropped.Add(1) }
+func (f *flowTracer) OnNewOutboundStream(peer.ID, protocol.ID)                   {}
+func (f *flowTracer) OnClosedOutboundStream(peer.ID)                             {}
+func (f *flowTracer) AddPeer(peer.ID, protocol.ID)                               {}
+func (f *flowTracer) RemovePeer(p peer.ID) {
+	f.mu.Lock()
+	delete(f.queue, p)
+	f.mu.Unlock()
+}
+func (f *flowTracer) Join(string)                           {}
+func (f *flowTracer) Leave(string)                          {}
+func (f *flowTracer) Graft(peer.ID, string)                 {}
+func (f *flowTracer) Prune(peer.ID, string)                 {}
+func (f *flowTracer) ValidateMessage(*pubsub.Message)       {}
+func (f *flowTracer) DeliverMessage(*pubsub.Message)        {}
+func (f *flowTracer) RejectMessage(*pubsub.Message, string) {}
+func (f *flowTracer) DuplicateMessage(*pubsub.Message)      {}
+func (f *flowTracer) ThrottlePeer(peer.ID)                  {}
+func (f *flowTracer) RecvRPC(*pubsub.RPC)                   {}
+func (f *flowTracer) UndeliverableMessage(*pubsub.Message)  {}

@@ -183,18 +183,19 @@ func TestTokenBucket(t *testing.T) {
 	}
 }
 
-// TestFlowTracer: what waits in the queues is what was queued and not
-// written; wait returns once it is below the limit, and writes off what
-// was queued to a stream that writes nothing more.
+// TestFlowTracer: a peer's queue is what was queued to it and not
+// written; wait returns once every queue is below the limit, and writes
+// off the queues when none of them drains.
 func TestFlowTracer(t *testing.T) {
 	var f flowTracer
 	for range 5 {
-		f.SendRPC(nil, "")
+		f.SendRPC(nil, "a")
 	}
-	f.SendRPCCompleted(nil, "", 0)
-	f.DropRPC(nil, "")
-	if q := f.queued(); q != 4 {
-		t.Fatalf("queued %d, want 4", q)
+	f.SendRPC(nil, "b")
+	f.SendRPCCompleted(nil, "a", 0)
+	f.DropRPC(nil, "a")
+	if d := f.deepest(); d != 4 || f.sent.Load() != 6 || f.dropped.Load() != 1 {
+		t.Fatalf("deepest %d, sent %d, dropped %d; want 4, 6, 1", d, f.sent.Load(), f.dropped.Load())
 	}
 	ctx := context.Background()
 	if !f.wait(ctx, 5, time.Second) {
@@ -203,20 +204,24 @@ func TestFlowTracer(t *testing.T) {
 	go func() {
 		for range 2 {
 			time.Sleep(5 * time.Millisecond)
-			f.SendRPCCompleted(nil, "", 0)
+			f.SendRPCCompleted(nil, "a", 0)
 		}
 	}()
 	if !f.wait(ctx, 3, time.Minute) { // the minute bounds a hang
 		t.Error("wait for a queue that drains: false")
 	}
-	if q := f.queued(); q >= 3 {
-		t.Errorf("after wait, %d queued; want below 3", q)
+	if d := f.deepest(); d >= 3 {
+		t.Errorf("after wait, a queue of %d; want below 3", d)
+	}
+	f.RemovePeer("a")
+	if d := f.deepest(); d != 1 {
+		t.Errorf("a gone, the deepest queue is %d; want b's 1", d)
 	}
 	if f.wait(ctx, 1, 10*time.Millisecond) {
 		t.Error("wait for a stalled queue: true")
 	}
-	if q := f.queued(); q != 0 {
-		t.Errorf("after a stall, %d queued; want 0 (written off)", q)
+	if d := f.deepest(); d != 0 {
+		t.Errorf("after a stall, a queue of %d; want 0 (written off)", d)
 	}
 }
 
