@@ -47,6 +47,7 @@ func All() []Attack {
 		{Name: "dht-stall", Finding: "stalled kad-dht streams, 4 fresh identities a second (finding 6)", Run: DHTStall},
 		{Name: "election-memory", Finding: "190 KiB election messages from no member and stalled election streams, fresh identities (finding 6)", Run: ElectionMemory},
 		{Name: "subscriptions", Finding: "800,000 GossipSub subscriptions a second from 2 fresh identities (finding 6)", Run: Subscriptions},
+		{Name: "ghost-backbone", Finding: "backbone summaries under keys no host holds, signed by one publisher as fast as the superpeers take them: 7 ground into the victim's cluster, 8 in every cluster at k+1, each claiming 2^20 members (hostile-peer audit)", Run: GhostBackbone},
 		{Name: "banned-redial", Finding: "a banned client redialling as fast as it can (finding 8)", Run: BannedRedial},
 	}
 }
