@@ -20,22 +20,10 @@ import (
 )
 
 // keyWhere draws Ed25519 keys until one's Kademlia key has a first byte
-// for which ok holds.
+// for which ok holds (seededKeyWhere from the system's randomness).
 func keyWhere(t *testing.T, ok func(first byte) bool) crypto.PrivKey {
 	t.Helper()
-	for {
-		k, _, err := crypto.GenerateEd25519Key(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := peer.IDFromPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok(dhtselect.KeyOf(id)[0]) {
-			return k
-		}
-	}
+	return seededKeyWhere(t, nil, ok)
 }
 
 // waitFor polls cond every 20 ms until it holds; the minute is a bound
