@@ -451,11 +451,6 @@ type Machine struct {
 	// otherElection: the members warned of as running another election
 	// (sameElection), with what they said.
 	otherElection map[peer.ID]string
-	// The backbone's estimate from the summaries that count, for inputs
-	// version bbEstVer (backboneEstimate).
-	bbEst    dhtselect.Estimate
-	bbEstOK  bool
-	bbEstVer uint64
 	// routingKeys are the routing peers' keys, in the order of
 	// routing.Peers (keysOf).
 	routingKeys  []dhtselect.Key
@@ -1291,7 +1286,7 @@ func (m *Machine) estimate(known int) dhtselect.Estimate {
 		// clusters left in the backbone kept everyone's estimate partial
 		// and 8 % low).
 		// The estimate is computed once per backbone (backboneTable).
-		if est, ok := m.backboneEstimate(); ok && own.Within(est.N) && (est.Source == dhtselect.SourceBackbone || !own.Exact() || est.N > 2*own.N) {
+		if est, ok := m.backbone.estimate(); ok && own.Within(est.N) && (est.Source == dhtselect.SourceBackbone || !own.Exact() || est.N > 2*own.N) {
 			est.N = max(est.N, m.floor)
 			est = m.heldEstimate(est)
 			m.agreed, m.agreedAt = est, m.now
@@ -1350,37 +1345,6 @@ func (m *Machine) heldEstimate(est dhtselect.Estimate) dhtselect.Estimate {
 	}
 	m.recent = append(slices.Clip(r), heard{m.now, est})
 	return m.recent[0].est
-}
-
-// backboneEstimate is the backbone's estimate of the network's size
-// (dhtselect.EstimateFromClusters): of every summary without the address
-// accounting (the simulator, the geometric strategy), and with it of the
-// node's own and those of superpeers it has seen on a connection
-// (admitted). A summary proves a signature, not a host: ghost summaries
-// under fresh keys, 8 a cluster at k+1 each claiming 2^20 members, made
-// the working k theirs and their sum the estimate, and under --fraction
-// 0.5 moved k from 1 to 21, every node serving a cluster of one (the live
-// ghost-backbone attack). A superpeer is connected to its backbone mesh
-// and to many others, not to all: the summaries it has seen cover some
-// clusters, and the estimate is then a partial one, extrapolated
-// (dhtselect's SourceBackbonePartial). Computed again only when the
-// backbone, the view or the routing table changed (sizeVer).
-func (m *Machine) backboneEstimate() (dhtselect.Estimate, bool) {
-	if m.cfg.MaxPerAddr <= 0 || m.cfg.Geometric {
-		return m.backbone.estimate()
-	}
-	if m.bbEstVer == m.sizeVer && m.sizeVer != 0 {
-		return m.bbEst, m.bbEstOK
-	}
-	var cs []dhtselect.ClusterSize
-	for _, b := range m.backbone.summaries() {
-		if b.Superpeer == m.cfg.Self || m.admitted(b.Superpeer) {
-			cs = append(cs, dhtselect.ClusterSize{K: b.K, Key: b.ClusterKey, Size: b.Size})
-		}
-	}
-	m.bbEst, m.bbEstOK = dhtselect.EstimateFromClusters(cs)
-	m.bbEstVer = m.sizeVer
-	return m.bbEst, m.bbEstOK
 }
 
 // ownEstimate is the node's own estimate of the network's size, from its
