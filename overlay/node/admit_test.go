@@ -467,3 +467,46 @@ func TestOtherElectionNoElector(t *testing.T) {
 		t.Error("ElectionTag")
 	}
 }
+
+// TestGhostSummariesNoEstimate: the backbone's estimate is at most twice
+// what the node's own summary and those of superpeers seen on a
+// connection say, so ghosts do not make it: summaries under fresh keys, 8
+// a cluster at k+1 each claiming 2^20 members, made the working k theirs
+// and moved k from 1 to 21 under --fraction 0.5 (the live ghost-backbone
+// attack). Without the address accounting (the simulator) every summary
+// counts, as before.
+func TestGhostSummariesNoEstimate(t *testing.T) {
+	half := func(bit byte, prefix string) peer.ID {
+		for i := 0; ; i++ {
+			p := peer.ID(fmt.Sprintf("%s-%d", prefix, i))
+			if dhtselect.KeyOf(p)[0]>>7 == bit {
+				return p
+			}
+		}
+	}
+	self, other := half(0, "self"), half(1, "other")
+	ss := []Summary{
+		{Superpeer: self, K: 1, ClusterKey: dhtselect.KeyOf(self).Cluster(1), Size: 2},
+		{Superpeer: other, K: 1, ClusterKey: dhtselect.KeyOf(other).Cluster(1), Size: 2},
+	}
+	for i := range 32 {
+		g := peer.ID(fmt.Sprintf("ghost-%d", i))
+		ss = append(ss, Summary{Superpeer: g, K: 2, ClusterKey: dhtselect.KeyOf(g).Cluster(2), Size: 1 << 20})
+	}
+	for _, accounting := range []bool{true, false} {
+		cfg := testConfig(string(self))
+		if accounting {
+			cfg.MaxPerAddr = DefaultMaxPerAddr
+		}
+		m := mustNew(t, cfg)
+		m.Step(t0, Routing{Addrs: map[peer.ID]string{other: "10.0.0.2"}})
+		m.Step(t0, Backbone{Summaries: ss})
+		est, ok := m.backboneEstimate(dhtselect.Estimate{N: 2, Source: dhtselect.SourceRouting})
+		switch {
+		case accounting && (!ok || est.N != 4 || est.Source != dhtselect.SourceBackbone):
+			t.Errorf("with the accounting: estimate %+v, %v; want 4 from the backbone, the ghosts left out", est, ok)
+		case !accounting && (!ok || est.N < 1<<20):
+			t.Errorf("without the accounting: estimate %+v, %v; want the ghosts' (every summary counts)", est, ok)
+		}
+	}
+}
