@@ -796,17 +796,7 @@ func TestGeoOnePublicationPerInterval(t *testing.T) {
 // recipient or another pass, and a link signed by the claimer itself; it
 // accepts a good one and names its giver.
 func TestTokenLink(t *testing.T) {
-	key := func(i byte) (crypto.PrivKey, peer.ID) {
-		sk, _, err := crypto.GenerateEd25519Key(mrand.NewChaCha8([32]byte{i}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := peer.IDFromPrivateKey(sk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sk, id
-	}
+	key := func(i byte) (crypto.PrivKey, peer.ID) { return seededKey(t, i) }
 	giverKey, giver := key(1)
 	holderKey, holder := key(2)
 	_, other := key(3)
@@ -859,4 +849,19 @@ func TestTokenLink(t *testing.T) {
 			t.Errorf("UnmarshalLink(%v): err = %v, want ErrBadGeo", b, err)
 		}
 	}
+}
+
+// seededKey is the Ed25519 key drawn from a ChaCha8 source seeded with i,
+// and its peer ID.
+func seededKey(t *testing.T, i byte) (crypto.PrivKey, peer.ID) {
+	t.Helper()
+	sk, _, err := crypto.GenerateEd25519Key(mrand.NewChaCha8([32]byte{i}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPrivateKey(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sk, id
 }

@@ -3,7 +3,6 @@ package gossip
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	mrand "math/rand/v2"
 	"testing"
 	"time"
 
@@ -93,17 +92,7 @@ func TestGeoReportsBounded(t *testing.T) {
 // signed to k gets in all the same, in place of the newest ghost; and the
 // report of one whose giver no one believes does not.
 func TestGeoProtectedReports(t *testing.T) {
-	key := func(i byte) (crypto.PrivKey, peer.ID) {
-		sk, _, err := crypto.GenerateEd25519Key(mrand.NewChaCha8([32]byte{i}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := peer.IDFromPrivateKey(sk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sk, id
-	}
+	key := func(i byte) (crypto.PrivKey, peer.ID) { return seededKey(t, i) }
 	self := fakeID(t, 1)
 	aKey, a := key(1)
 	zKey, _ := key(3)
