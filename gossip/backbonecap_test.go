@@ -61,3 +61,26 @@ func TestBackboneBounded(t *testing.T) {
 		t.Errorf("a new origin past maxSummaries: %v, want ignored", r)
 	}
 }
+
+// TestBackboneBoundedMoves: an origin held elsewhere that moves its
+// summary into a full cluster is ignored as a new one would be, or a
+// fresh key that first claimed another cluster took a full one's place
+// with its next summary (review); one already in the cluster updates.
+func TestBackboneBoundedMoves(t *testing.T) {
+	bb, _ := offlineBackbone(t, fakeID(t, 0), BackboneConfig{MinGap: -1})
+	for i := range maxClaimers {
+		if r := offer(bb.feed, fakeID(t, byte(i+1)), summaryMsg(t, Summary{K: 0, Size: 1, Seq: 1})); r != pubsub.ValidationAccept {
+			t.Fatalf("claimer %d: %v", i+1, r)
+		}
+	}
+	mover := fakeID(t, 100)
+	if r := offer(bb.feed, mover, summaryMsg(t, Summary{K: 7, Size: 1, Seq: 1})); r != pubsub.ValidationAccept {
+		t.Fatalf("a claimer elsewhere: %v", r)
+	}
+	if r := offer(bb.feed, mover, summaryMsg(t, Summary{K: 0, Size: 1, Seq: 2})); r != pubsub.ValidationIgnore {
+		t.Errorf("a move into the full cluster: %v, want ignored", r)
+	}
+	if r := offer(bb.feed, fakeID(t, 1), summaryMsg(t, Summary{K: 0, Size: 3, Seq: 2})); r != pubsub.ValidationAccept {
+		t.Errorf("an update in the full cluster: %v, want accepted", r)
+	}
+}

@@ -222,16 +222,25 @@ func (t *table[T]) count(v T, d int) {
 
 // full reports whether v from origin would pass the table's bounds
 // (feedSpec.maxOrigins, perSlot): origin is new, and the table holds
-// maxOrigins origins, or v is live and its slot holds perSlot live values.
-// An origin already held is never full: its records come and go with it.
+// maxOrigins origins; or v is live and its slot holds perSlot live values,
+// unless v's origin holds a live value in that slot already. An origin
+// held counts against maxOrigins already, but a live value it moves into
+// a slot counts against perSlot: otherwise a fresh key that first sent a
+// value elsewhere (or a withdrawn one) took a full slot with its next
+// (review).
 func (t *table[T]) full(origin peer.ID, v T) bool {
-	if _, ok := t.recs[origin]; ok {
-		return false
-	}
-	if t.spec.maxOrigins > 0 && len(t.recs) >= t.spec.maxOrigins {
+	old, held := t.recs[origin]
+	if !held && t.spec.maxOrigins > 0 && len(t.recs) >= t.spec.maxOrigins {
 		return true
 	}
-	return t.slots != nil && t.spec.live(v) && t.slots[t.spec.slot(v)] >= t.spec.perSlot
+	if t.slots == nil || !t.spec.live(v) {
+		return false
+	}
+	s := t.spec.slot(v)
+	if held && old.live && t.spec.slot(old.val) == s {
+		return false
+	}
+	return t.slots[s] >= t.spec.perSlot
 }
 
 // limited reports whether the table bounds its records by group.
