@@ -510,3 +510,18 @@ func TestGhostSummariesNoEstimate(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherElectionNotExtra: a member that runs another election does not
+// come back into the electorate as the lookup's answer, the current
+// superpeer or the registrar (review: it did, past sameElection).
+func TestOtherElectionNotExtra(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.Election, cfg.Quorum = "bully", true
+	m := mustNew(t, cfg)
+	m.Step(t0, Routing{})
+	m.Step(t0, View{Members: []Member{{ID: "a", Election: "bully+quorum"}, {ID: "b", Election: "none"}}})
+	ck := dhtselect.KeyOf("b").Cluster(0)
+	if got := m.electorate(0, ck, []peer.ID{"a", "b"}, "b", "b", "b"); slices.Contains(got, "b") {
+		t.Errorf("electorate %v holds b, which runs no election", got)
+	}
+}

@@ -1722,7 +1722,7 @@ func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup,
 	members = m.sameElection(members)
 	var extra []peer.ID
 	for _, p := range []peer.ID{lookup, current, registrar} {
-		if p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck && !IsRefused(m.refused, p) &&
+		if _, other := m.runsOther(p); !other && p != "" && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && dhtselect.KeyOf(p).Cluster(k) == ck && !IsRefused(m.refused, p) &&
 			(p != registrar || p == lookup || p == current || m.admitted(p)) { // a registrar may be a backbone claimer not seen yet (below)
 			extra = append(extra, p)
 		}
@@ -1735,7 +1735,7 @@ func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup,
 		// they were published (a hostile-peer audit: 3 ghosts, 20 s).
 		// A real claimer is connected soon: the registrar is one
 		// (registrar), and registering connects them.
-		if p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && m.admitted(p) {
+		if _, other := m.runsOther(p); !other && p != m.cfg.Self && !slices.Contains(members, p) && !slices.Contains(extra, p) && m.admitted(p) {
 			extra = append(extra, p)
 		}
 	}
@@ -1760,8 +1760,8 @@ func (m *Machine) sameElection(members []peer.ID) []peer.ID {
 	own := ElectionTag(m.cfg.Election, m.cfg.Quorum)
 	var out []peer.ID
 	for i, p := range members {
-		e, ok := m.member(p)
-		if !ok || p == m.cfg.Self || e.Election == "" || e.Election == own {
+		theirs, other := m.runsOther(p)
+		if !other {
 			if out != nil {
 				out = append(out, p)
 			}
@@ -1770,22 +1770,32 @@ func (m *Machine) sameElection(members []peer.ID) []peer.ID {
 		if out == nil {
 			out = append(make([]peer.ID, 0, len(members)), members[:i]...)
 		}
-		if m.otherElection[p] != e.Election {
+		if m.otherElection[p] != theirs {
 			if m.otherElection == nil {
 				m.otherElection = map[peer.ID]string{}
 			}
 			if len(m.otherElection) >= maxOtherElection {
 				clear(m.otherElection)
 			}
-			m.otherElection[p] = e.Election
+			m.otherElection[p] = theirs
 			m.note(slog.LevelError, "election: a cluster-mate runs another election, and is no elector here: every node of a network must run the same --election (and --quorum)",
-				"peer", p, "theirs", e.Election, "ours", own)
+				"peer", p, "theirs", theirs, "ours", own)
 		}
 	}
 	if out == nil {
 		return members
 	}
 	return out
+}
+
+// runsOther reports whether p is a member of the view that says it runs
+// another election than this node's, and which.
+func (m *Machine) runsOther(p peer.ID) (string, bool) {
+	e, ok := m.member(p)
+	if !ok || p == m.cfg.Self || e.Election == "" || e.Election == ElectionTag(m.cfg.Election, m.cfg.Quorum) {
+		return "", false
+	}
+	return e.Election, true
 }
 
 // maxOtherElection bounds the peers Machine.otherElection remembers
