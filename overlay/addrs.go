@@ -16,6 +16,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
@@ -102,9 +104,12 @@ func (n *Node) connect(ctx context.Context, peers []peer.ID) {
 
 // speaksCloser reports whether p's protocols, as identify put them in the
 // peerstore, include the overlay's closer protocol.
-func (n *Node) speaksCloser(p peer.ID) bool {
-	ps, err := n.host.Peerstore().SupportsProtocols(p, n.closerProto)
-	return err == nil && len(ps) > 0
+func (n *Node) speaksCloser(p peer.ID) bool { return supports(n.host.Peerstore(), p, n.closerProto) }
+
+// supports reports whether p's protocols in ps include proto.
+func supports(ps peerstore.Peerstore, p peer.ID, proto protocol.ID) bool {
+	sp, err := ps.SupportsProtocols(p, proto)
+	return err == nil && len(sp) > 0
 }
 
 // quicOptions build the QUIC transport's sockets: each one a

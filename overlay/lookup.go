@@ -87,11 +87,7 @@ func (n *Node) closest(key []byte, asker peer.ID) []peer.AddrInfo {
 // the table holds others.
 func closestIn(rt *kb.RoutingTable, ps peerstore.Peerstore, proto protocol.ID, key []byte, asker peer.ID) []peer.AddrInfo {
 	ids := nearestWhere(rt, key, closerAnswer, func(p peer.ID) bool {
-		if p == asker {
-			return false
-		}
-		sp, err := ps.SupportsProtocols(p, proto)
-		return err == nil && len(sp) > 0
+		return p != asker && supports(ps, p, proto)
 	})
 	infos := make([]peer.AddrInfo, len(ids))
 	for i, id := range ids {

@@ -166,7 +166,11 @@ func (n *Node) startRelay() {
 // at large, not a determined stranger, whom the relay's own limits bound.
 type overlayOnly struct{ n *Node }
 
-func (a overlayOnly) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.n.speaksCloser(p) }
+// AllowReserve refuses a peer identified as foreign; one whose identify has
+// not completed yet is let in, since a private member may ask as soon as
+// its own identify of the relay has finished, and a refusal puts the relay
+// on the member's backoff (review).
+func (a overlayOnly) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return !a.n.foreign(p) }
 
 func (overlayOnly) AllowConnect(peer.ID, ma.Multiaddr, peer.ID) bool { return true }
 

@@ -113,9 +113,6 @@ func (n *Node) findOverlayPeers(ctx context.Context, disc *drouting.RoutingDisco
 	}
 	found := 0
 	for p := range ch {
-		if found == rendezvousEnough {
-			break // cancel ends the search
-		}
 		if p.ID == n.self || len(p.Addrs) == 0 {
 			continue
 		}
@@ -128,7 +125,9 @@ func (n *Node) findOverlayPeers(ctx context.Context, disc *drouting.RoutingDisco
 				continue
 			}
 		}
-		found++
+		if found++; found == rendezvousEnough {
+			break // cancel ends the search
+		}
 	}
 	if found > 0 {
 		n.log.Info("rendezvous: connected to overlay peers", "namespace", ns, "count", found)
