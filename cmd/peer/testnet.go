@@ -63,7 +63,7 @@ then gives each node's RTT to its superpeer. The values are in milliseconds
 unless a header line of the file says "# unit: s" (or us), or --latency-unit
 does; a matrix whose median RTT is under 1 ms or over 10 s in its unit is
 refused as written in another unit, but for RTTs under 1 ms written in
-microseconds in a file whose first line says "# unit: us" (one data
+microseconds in a file whose header says "# unit: us" (one data
 centre; in process, scheduling delay of that size blurs them).
 
 While it runs, a line on standard error shows the progress (the step, the

@@ -442,7 +442,7 @@ func parse(r io.Reader, u Unit) (*Matrix, Unit, bool, error) {
 			}
 			continue
 		}
-		if n < 0 && header == 0 && near > 0 {
+		if n < 0 && header == 0 && !given && near > 0 {
 			// A header the author meant, in a form unitHeader does not
 			// read: skipped as a comment, it would leave the values in
 			// milliseconds, silently.
@@ -639,7 +639,7 @@ func parseValue(f string, u Unit) (time.Duration, *ParseError) {
 	if err == nil && strings.ContainsAny(f, "_xXpP") {
 		err = strconv.ErrSyntax // hexadecimal or underscores: Go's syntax, not a data file's
 	}
-	if math.IsInf(v, 0) && errors.Is(err, strconv.ErrRange) {
+	if math.IsInf(v, 1) && errors.Is(err, strconv.ErrRange) {
 		return 0, &ParseError{Text: f, Err: ErrTooLarge, Hint: fmt.Sprintf("want an RTT in %s, below about 73 years", u.long())}
 	}
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {

@@ -556,6 +556,7 @@ func TestParseForeignFormats(t *testing.T) {
 		{"lone CR", "0 1\r1 0\r", 0, ErrEncoding, "lone CR"},
 		{"UTF-16", "\xff\xfe0\x00 \x001\x00\n", 0, ErrEncoding, "UTF-16"},
 		{"overflow", "0 1e309\n1 0\n", 0, ErrTooLarge, ""},
+		{"negative overflow", "0 -1e309\n1 0\n", 0, ErrNotNumber, ""},
 		{"hexadecimal", "0 0x1p4\n0x1p4 0\n", 0, ErrNotNumber, "decimal"},
 		{"underscore", "0 1_000\n1_000 0\n", 0, ErrNotNumber, "decimal"},
 		{"lower triangle", "0\n10 0\n20 30 0\n", 0, ErrRagged, "lower triangle"},
@@ -606,6 +607,13 @@ func TestUnitSource(t *testing.T) {
 		if u, from := m.Unit(); u != c.want || from != c.from {
 			t.Errorf("ParseIn(%q, %v).Unit() = %v, %v; want %v, %v", c.in[:8], c.u, u, from, c.want, c.from)
 		}
+	}
+	// A comment that names a unit refuses a file without a header only
+	// when the caller gave none either.
+	if m, err := ParseIn(strings.NewReader("# RTTs, unit us\n"+body), Microsecond); err != nil {
+		t.Errorf("a comment naming a unit, with the caller's: %v", err)
+	} else if u, from := m.Unit(); u != Microsecond || from != UnitCaller {
+		t.Errorf("Unit() = %v, %v; want us from the caller", u, from)
 	}
 	if u, from := Constant(3, ms).Unit(); u != 0 || from != "" {
 		t.Errorf("Constant's Unit() = %v, %q; want none", u, from)
