@@ -156,8 +156,9 @@ var summarySpec = feedSpec[Summary]{
 	// new origins (an honest one has one claimer, two in a hand-over or a
 	// split), and the backbone maxSummaries origins (the superpeers of a
 	// swarm of a million at S = N/16, with room). Past them a new origin's
-	// summary is ignored until older ones go (their TTL): a flood can
-	// hide a new superpeer meanwhile, but cannot exhaust memory.
+	// summary is ignored until older ones go (their TTL), unless the node
+	// can vouch for it (BackboneConfig.Vouch): a flood can hide a new
+	// superpeer the node has not met, but cannot exhaust memory.
 	slot:       func(s Summary) string { return strconv.Itoa(s.K) + "/" + s.ClusterKey.String() },
 	perSlot:    maxClaimers,
 	maxOrigins: maxSummaries,
@@ -197,6 +198,13 @@ type BackboneConfig struct {
 	// Rejected, when set, is told of every rejected summary and the peer
 	// that sent it to us (see MembershipConfig.Rejected).
 	Rejected func(from peer.ID, err error)
+	// Vouch, when set, names the superpeers this node can vouch for (the
+	// overlay: connected, or in its routing table). A cluster holds at
+	// most 8 live summaries of new origins (see summarySpec); when it is
+	// full, the summary of an origin Vouch names takes the place of one
+	// whose origin it does not name, so that a flood of summaries under
+	// fresh keys cannot keep out a superpeer the node knows of.
+	Vouch func(origin peer.ID) bool
 }
 
 // Backbone keeps, from the backbone topic of one overlay, the latest
@@ -238,7 +246,7 @@ func newBackbone(self peer.ID, cfg BackboneConfig) (*Backbone, feedConfig, error
 	b := &Backbone{now: cfg.Now, changes: make(chan struct{}, 1)}
 	fc := feedConfig{
 		topic: BackboneTopic(cfg.Network), self: self, interval: cfg.Interval, ttl: cfg.TTL, minGap: cfg.MinGap,
-		now: cfg.Now, log: cfg.Logger, changed: b.notify, rejected: cfg.Rejected, refuse: cfg.Refuse,
+		now: cfg.Now, log: cfg.Logger, changed: b.notify, rejected: cfg.Rejected, refuse: cfg.Refuse, vouch: cfg.Vouch,
 	}
 	return b, fc, nil
 }

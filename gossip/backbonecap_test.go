@@ -3,6 +3,7 @@ package gossip
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -82,5 +83,72 @@ func TestBackboneBoundedMoves(t *testing.T) {
 	}
 	if r := offer(bb.feed, fakeID(t, 1), summaryMsg(t, Summary{K: 0, Size: 3, Seq: 2})); r != pubsub.ValidationAccept {
 		t.Errorf("an update in the full cluster: %v, want accepted", r)
+	}
+}
+
+// TestBackboneVouchedDisplacesGhosts: a cluster full of summaries under
+// fresh keys (ghosts, refreshed so that they never expire) still takes the
+// summary of a superpeer the node can vouch for (BackboneConfig.Vouch), in
+// place of the latest refreshed ghost; a newcomer it cannot vouch for is
+// still ignored, and a vouched-for summary never displaces another: with
+// the cluster full of them a ninth is ignored too. Before Vouch, the
+// ghosts kept a superpeer the node was connected to off its backbone for
+// as long as they were republished (hostile-peer audit's open item).
+func TestBackboneVouchedDisplacesGhosts(t *testing.T) {
+	vouched := map[peer.ID]bool{}
+	bb, clk := offlineBackbone(t, fakeID(t, 0), BackboneConfig{MinGap: -1, Vouch: func(p peer.ID) bool { return vouched[p] }})
+	ghosts := make([]peer.ID, maxClaimers)
+	for i := range ghosts {
+		ghosts[i] = fakeID(t, byte(i+1))
+		clk.advance(time.Millisecond)
+		if r := offer(bb.feed, ghosts[i], summaryMsg(t, Summary{K: 0, Size: 1 << 20, Seq: 1})); r != pubsub.ValidationAccept {
+			t.Fatalf("ghost %d: %v", i+1, r)
+		}
+	}
+	stranger := fakeID(t, 100)
+	if r := offer(bb.feed, stranger, summaryMsg(t, Summary{K: 0, Size: 3, Seq: 1})); r != pubsub.ValidationIgnore {
+		t.Fatalf("a stranger in the full cluster: %v, want ignored", r)
+	}
+	// Ghost 3 refreshed last: it makes room.
+	clk.advance(time.Millisecond)
+	if r := offer(bb.feed, ghosts[2], summaryMsg(t, Summary{K: 0, Size: 1 << 20, Seq: 2})); r != pubsub.ValidationAccept {
+		t.Fatalf("a ghost's refresh: %v", r)
+	}
+	real := fakeID(t, 101)
+	vouched[real] = true
+	clk.advance(time.Millisecond)
+	if r := offer(bb.feed, real, summaryMsg(t, Summary{K: 0, Size: 12, Seq: 1})); r != pubsub.ValidationAccept {
+		t.Fatalf("a vouched-for superpeer in the full cluster: %v, want accepted", r)
+	}
+	if _, ok := bb.Get(real); !ok {
+		t.Fatal("the vouched-for superpeer's summary is not held")
+	}
+	if _, ok := bb.Get(ghosts[2]); ok {
+		t.Error("the latest refreshed ghost is still held")
+	}
+	if n := len(bb.Summaries()); n != maxClaimers {
+		t.Errorf("%d summaries held, want %d", n, maxClaimers)
+	}
+	// Vouched-for summaries fill the cluster: then a ninth is ignored.
+	for i := range maxClaimers - 1 {
+		p := fakeID(t, byte(110+i))
+		vouched[p] = true
+		clk.advance(time.Millisecond)
+		if r := offer(bb.feed, p, summaryMsg(t, Summary{K: 0, Size: 12, Seq: 1})); r != pubsub.ValidationAccept {
+			t.Fatalf("vouched-for superpeer %d: %v", i+2, r)
+		}
+	}
+	for _, g := range ghosts {
+		if _, ok := bb.Get(g); ok {
+			t.Errorf("ghost %s still held with %d vouched-for summaries in its cluster", g, maxClaimers)
+		}
+	}
+	ninth := fakeID(t, 120)
+	vouched[ninth] = true
+	if r := offer(bb.feed, ninth, summaryMsg(t, Summary{K: 0, Size: 12, Seq: 1})); r != pubsub.ValidationIgnore {
+		t.Errorf("a ninth vouched-for superpeer in a cluster full of them: %v, want ignored", r)
+	}
+	if st := bb.Stats(); st.Rejected != 0 {
+		t.Errorf("%d rejected: a full cluster must ignore, not reject", st.Rejected)
 	}
 }

@@ -97,6 +97,9 @@ type feedConfig struct {
 	// refuse, when set, names origins whose messages are ignored before
 	// they are decoded (MembershipConfig.Refuse).
 	refuse func(origin peer.ID) bool
+	// vouch, when set, names origins a full slot makes room for
+	// (BackboneConfig.Vouch, table.full).
+	vouch func(origin peer.ID) bool
 	// keep, when set, names origins whose records outlive the TTL: the
 	// republish loop's expiry passes them over (MembershipConfig.Connected).
 	keep func(origin peer.ID) bool
@@ -167,6 +170,9 @@ type table[T any] struct {
 	lim    *limit[T]
 	groups map[int]map[peer.ID]struct{}
 	self   peer.ID
+	// vouch, when set, names the origins a full slot makes room for (see
+	// full): peers the node can vouch for.
+	vouch func(origin peer.ID) bool
 }
 
 func newTable[T any](spec *feedSpec[T], ttl time.Duration) *table[T] {
@@ -227,20 +233,37 @@ func (t *table[T]) count(v T, d int) {
 // held counts against maxOrigins already, but a live value it moves into
 // a slot counts against perSlot: otherwise a fresh key that first sent a
 // value elsewhere (or a withdrawn one) took a full slot with its next
-// (review).
-func (t *table[T]) full(origin peer.ID, v T) bool {
+// (review). A full slot still takes the value of an origin that vouch
+// names, in place of the latest refreshed of the slot's values whose
+// origins vouch does not name (victim): a flood under fresh keys then
+// fills a slot only until a peer the node can vouch for comes.
+func (t *table[T]) full(origin peer.ID, v T) (victim peer.ID, full bool) {
 	old, held := t.recs[origin]
 	if !held && t.spec.maxOrigins > 0 && len(t.recs) >= t.spec.maxOrigins {
-		return true
+		return "", true
 	}
 	if t.slots == nil || !t.spec.live(v) {
-		return false
+		return "", false
 	}
 	s := t.spec.slot(v)
 	if held && old.live && t.spec.slot(old.val) == s {
-		return false
+		return "", false
 	}
-	return t.slots[s] >= t.spec.perSlot
+	if t.slots[s] < t.spec.perSlot {
+		return "", false
+	}
+	if t.vouch == nil || !t.vouch(origin) {
+		return "", true
+	}
+	for id, r := range t.recs {
+		if !r.live || t.spec.slot(r.val) != s || id == t.self || t.vouch(id) {
+			continue
+		}
+		if victim == "" || r.seen.After(t.recs[victim].seen) || r.seen.Equal(t.recs[victim].seen) && id > victim {
+			victim = id
+		}
+	}
+	return victim, victim == ""
 }
 
 // limited reports whether the table bounds its records by group.
@@ -335,16 +358,22 @@ func (t *table[T]) stale(origin peer.ID, seq uint64) bool {
 // changed (an entry appeared, went, or differs by more than a refresh).
 func (t *table[T]) apply(origin peer.ID, v T, now time.Time) (accepted, changed bool) {
 	seq := t.spec.seq(v)
-	if t.stale(origin, seq) || t.full(origin, v) {
+	if t.stale(origin, seq) {
+		return false, false
+	}
+	crowding, full := t.full(origin, v)
+	if full {
 		return false, false
 	}
 	victim, ok := t.room(origin, v, now)
 	if !ok {
 		return false, false
 	}
-	if victim != "" {
-		changed = t.shown(t.recs[victim], now)
-		t.del(victim)
+	for _, id := range [...]peer.ID{crowding, victim} {
+		if _, held := t.recs[id]; held && id != "" {
+			changed = t.shown(t.recs[id], now) || changed
+			t.del(id)
+		}
 	}
 	old, ok := t.recs[origin]
 	live := t.spec.live(v)
@@ -360,7 +389,8 @@ func (t *table[T]) admits(origin peer.ID, v T, now time.Time) (stale, crowded bo
 		return true, false
 	}
 	_, ok := t.room(origin, v, now)
-	return false, !ok || t.full(origin, v)
+	_, full := t.full(origin, v)
+	return false, !ok || full
 }
 
 // put sets origin's value without the staleness check and without changing
@@ -493,7 +523,7 @@ type feed[T any] struct {
 // lim bounds (nil: none).
 func newFeed[T any](cfg feedConfig, spec *feedSpec[T], lim *limit[T]) *feed[T] {
 	tab := newTable(spec, cfg.ttl)
-	tab.sweptOnly, tab.lim, tab.self = cfg.sweptOnly, lim, cfg.self
+	tab.sweptOnly, tab.lim, tab.self, tab.vouch = cfg.sweptOnly, lim, cfg.self, cfg.vouch
 	return &feed[T]{cfg: cfg, spec: spec, tab: tab, kick: make(chan struct{}, 1)}
 }
 

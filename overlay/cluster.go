@@ -284,6 +284,15 @@ func (c *clusterMembership) follow(ctx context.Context, to peer.ID, serves bool,
 	}
 }
 
+// vouches reports whether the node can vouch for superpeer p, whose
+// summary a cluster full of summaries under fresh keys then still takes
+// (gossip.BackboneConfig.Vouch): p is connected, or in the DHT's routing
+// table (which takes only closer-speaking peers, table.go). A ghost
+// summary's key is neither.
+func (n *Node) vouches(p peer.ID) bool {
+	return n.host.Network().Connectedness(p) == network.Connected || n.dht.RoutingTable().Find(p) != ""
+}
+
 // publish puts the cluster's summary on the backbone, joining it first.
 func (c *clusterMembership) publish(ctx context.Context, st node.State, term uint64) {
 	c.mu.Lock()
@@ -300,7 +309,7 @@ func (c *clusterMembership) publish(ctx context.Context, st node.State, term uin
 		}
 		bb, err = gossip.JoinBackbone(ps, c.n.self, gossip.BackboneConfig{
 			Network: c.n.cfg.Network, Interval: c.n.cfg.AnnounceInterval, Logger: c.n.log,
-			Refuse: c.n.guard.Banned, Rejected: c.n.gossipRejected("backbone"),
+			Refuse: c.n.guard.Banned, Rejected: c.n.gossipRejected("backbone"), Vouch: c.n.vouches,
 		})
 		if err != nil {
 			c.n.log.Warn("backbone", "err", err)
