@@ -95,6 +95,25 @@ const emptyTail = 1e-6
 // (BenchmarkEstimateFromClusters): a caller computes it when the
 // summaries change, at most once per tick, not per message.
 func EstimateFromClusters(cs []ClusterSize) (Estimate, bool) {
+	return estimateFromClusters(cs, true)
+}
+
+// SampleEstimate estimates the number of peers in the network from the
+// summaries of a sample of its clusters (those a node can vouch for, say)
+// as EstimateFromClusters does, but it extrapolates from however little
+// of the key space they cover, where EstimateFromClusters refuses below
+// half: the clusters heard are taken for a sample of the non-empty ones,
+// always (where EstimateFromClusters may take the missing for empty
+// clusters). It is a rough figure, for a bound rather than an estimate to
+// act on (TestSampleEstimate). It reports false only when there are no
+// summaries to use.
+func SampleEstimate(cs []ClusterSize) (Estimate, bool) {
+	return estimateFromClusters(cs, false)
+}
+
+// estimateFromClusters is EstimateFromClusters, which refuses (strict)
+// below half the estimate heard, and SampleEstimate, which does not.
+func estimateFromClusters(cs []ClusterSize, strict bool) (Estimate, bool) {
 	k, ok := workingK(cs)
 	if !ok {
 		return Estimate{}, false
@@ -146,10 +165,10 @@ func EstimateFromClusters(cs []ClusterSize) (Estimate, bool) {
 		return Estimate{N: int(math.Round(sum)), Source: SourceBackbone}, true
 	}
 	n := sum
-	if missing := clusters - covered; missing > emptyBound(expectedEmpty(clusters, sum)) {
+	if missing := clusters - covered; !strict || missing > emptyBound(expectedEmpty(clusters, sum)) {
 		n = extrapolate(sum, covered, clusters)
 	}
-	if sum < n/2 {
+	if strict && sum < n/2 {
 		return Estimate{}, false
 	}
 	return Estimate{N: int(math.Round(n)), Source: SourceBackbonePartial}, true
