@@ -1062,6 +1062,7 @@ type registrar struct {
 	sent    []byte        // the record sp last took
 	rid     uint64
 	ver     uint64
+	heard   time.Time // the last answer of sp that was applied
 	view    *gossip.View
 	// held indexes the records the view holds by their sealed bytes'
 	// SHA-256 (heldOf the other way), so that an entry the view holds
@@ -1193,7 +1194,7 @@ func (r *registrar) round(ctx context.Context, sp peer.ID, force bool) error {
 	for range maxPages {
 		r.mu.Lock()
 		if sp != r.sp {
-			r.retireLocked()
+			r.retireLocked(r.now())
 			r.sp, r.sent, r.rid, r.ver, r.hasDig = sp, nil, 0, 0, false
 		}
 		rec := r.sealed
@@ -1273,7 +1274,23 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 			r.dig, r.hasDig = rep.digest, true
 		}
 		if rep.status != regTooSoon {
-			r.sent = nil // it does not hold our record (any more)
+			// It does not hold our record (any more), and we hear its
+			// roster no more: its changes from now on are not sent to
+			// us. The entries are former ones, until the TTL after the
+			// roster was last heard, as a silent superpeer's would be
+			// were it replaced; the next answer is a snapshot. Before,
+			// the roster stayed as it was for as long as the refusals
+			// went on: a member refused as in the wrong cluster for
+			// 6.5 s (its superpeer's k had moved) kept showing the
+			// sybils its superpeer had taken in, before it found their
+			// address flooded, and removed 100 ms later (the live
+			// TestSybilFlood, 1 run in 8 under load).
+			r.sent = nil
+			if r.rid != 0 {
+				r.retireLocked(r.heard)
+				r.rid, r.ver = 0, 0
+				notify(r.changes)
+			}
 		}
 		return false, nil, &registerRefused{Why: rep.status, Hint: rep.hint}
 	}
@@ -1293,7 +1310,7 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 		if len(rep.entries) > 0 {
 			notify(r.changes)
 		}
-		r.retireLocked()
+		r.retireLocked(r.now())
 	}
 	if !r.hasDig || rep.digest != r.dig {
 		notify(r.changes)
@@ -1304,6 +1321,7 @@ func (r *registrar) applyLocked(sp peer.ID, rep regReply, rec []byte) (more bool
 	}
 	r.rounds++
 	now := r.now()
+	r.heard = now
 	dropped := 0
 	for _, b := range rep.entries {
 		sum := sha256.Sum256(b)
@@ -1462,24 +1480,24 @@ type formerEntry struct {
 }
 
 // retireLocked moves the roster's entries to the former ones (a new
-// superpeer, or a snapshot that replaces the roster) and starts an empty
+// superpeer, or a snapshot that replaces the roster), each until the TTL
+// after heard (when the roster was last heard of), and starts an empty
 // roster.
-func (r *registrar) retireLocked() {
-	now := r.now()
+func (r *registrar) retireLocked(heard time.Time) {
 	for _, e := range r.view.Entries() {
-		r.keepLocked(e, now)
+		r.keepLocked(e, heard)
 	}
 	r.view = gossip.NewView(r.ttl)
 	r.held, r.heldOf = nil, nil
 }
 
-// keepLocked keeps e among the former entries until the TTL from now, at
-// most maxRoster of them (the oldest go first).
-func (r *registrar) keepLocked(e gossip.Entry, now time.Time) {
+// keepLocked keeps e among the former entries until the TTL after heard,
+// at most maxRoster of them (the oldest go first).
+func (r *registrar) keepLocked(e gossip.Entry, heard time.Time) {
 	if r.former == nil {
 		r.former = map[peer.ID]formerEntry{}
 	}
-	r.former[e.ID] = formerEntry{e: e, until: now.Add(r.ttl)}
+	r.former[e.ID] = formerEntry{e: e, until: heard.Add(r.ttl)}
 	for len(r.former) > r.max {
 		var oldest peer.ID
 		for p, f := range r.former {

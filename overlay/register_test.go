@@ -924,6 +924,73 @@ func TestRegisterFormerRoster(t *testing.T) {
 	}
 }
 
+// A member whose superpeer refuses it (here: the superpeer's k moved, and
+// the member is not in its cluster at the new k) hears its roster no
+// more: the roster's entries stay as former ones until the TTL after the
+// superpeer's last answer, and then leave the member's view, whatever
+// the refusals that follow; the next answer taken is a snapshot. Before,
+// the member kept the roster as it was for as long as it was refused,
+// with the peers the superpeer had removed since (the live
+// TestSybilFlood: sybils taken in before their address was found
+// flooded, and removed 100 ms later, stayed in a refused member's view
+// for 6.5 s).
+func TestRegisterRefusedRosterAges(t *testing.T) {
+	ps := regPeers(t, 3)
+	s, a, b := ps[0], ps[1], ps[2]
+	var mu sync.Mutex
+	now := time.Now()
+	a.rar.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s.serve(t, 0)
+	for _, p := range []*regPeer{a, b, a} {
+		p.announce(t, 0, false)
+		if _, err := p.register(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, b)) {
+		t.Fatalf("a's roster %v, want %v", got, sorted(s, a, b))
+	}
+	// s removes b (as it does the identities of a group it finds
+	// crowded), and its k moves to one at which a is not in its cluster.
+	s.reg.mu.Lock()
+	s.reg.view.Remove(b.n.self)
+	s.reg.removeLocked(b.n.self)
+	s.reg.mu.Unlock()
+	k := 1
+	for sk, ak := dhtselect.KeyOf(s.n.self), dhtselect.KeyOf(a.n.self); sk.Cluster(k) == ak.Cluster(k); k++ {
+	}
+	s.serve(t, k)
+	advance(regInterval)
+	for i := range 2 { // at 1 and 2 intervals after s's last answer
+		if st, err := a.register(t, s); st != regWrongCluster {
+			t.Fatalf("round %d of a with s at k = %d: %v, %v; want %v", i, k, st, err, regWrongCluster)
+		}
+		if i == 0 && !signalled(a.rar.changed()) {
+			t.Error("the first refusal did not signal a change of the roster")
+		}
+		// The roster was last heard one interval before the first
+		// refusal: its entries are former ones until the TTL after.
+		if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a, b)) {
+			t.Fatalf("a's view %v at %v after s's last answer, want %v", got, time.Duration(i+1)*regInterval, sorted(s, a, b))
+		}
+		advance(regInterval)
+	}
+	if st, err := a.register(t, s); st != regWrongCluster {
+		t.Fatalf("a's last round with s at k = %d: %v, %v; want %v", k, st, err, regWrongCluster)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(a)) {
+		t.Errorf("a's view %v at the TTL after s's last answer, refused since, want %v (a alone)", got, sorted(a))
+	}
+	s.serve(t, 0)
+	if st, err := a.register(t, s); err != nil || st != regSnapshot {
+		t.Errorf("a with s serving its cluster again: %v, %v; want a snapshot", st, err)
+	}
+	if got := ids(a.rar.members()); !slices.Equal(got, sorted(s, a)) {
+		t.Errorf("a's roster %v, want %v", got, sorted(s, a))
+	}
+}
+
 // The identities per address group (MaxPerAddr, here 2): a third
 // identity from one group makes the group crowded, its two members leave
 // the roster and every identity of it is refused (regCrowded, no strike)
