@@ -387,9 +387,16 @@ func (n *Node) overview() Overview {
 	o.Clusters = append(o.Clusters, own)
 
 	if n.geo == nil {
-		// The other clusters: the membership view's peers, by announced
-		// cluster (with the scoped membership the view is the node's
-		// cluster, and the others come from the backbone).
+		// The other clusters: the membership view's peers, by the
+		// cluster their keys are in at the node's k (with the scoped
+		// membership the view is the node's cluster, and the others come
+		// from the backbone). Not by the cluster a peer's record
+		// announces: a record from before a change of k (a peer that has
+		// not announced again yet, or a former roster's entry) drew its
+		// peer, a member of the node's cluster, as a cluster of its own
+		// "with no superpeer" (a member's overview in make test, under
+		// the race detector: the whole key space at k = 0, beside its
+		// own cluster at k = 1).
 		type key struct {
 			k   int
 			key dhtselect.Key
@@ -397,7 +404,7 @@ func (n *Node) overview() Overview {
 		byCluster := map[key]*ClusterView{}
 		claims := map[key][]peer.ID{}
 		for _, e := range entries {
-			c := key{e.K, e.ClusterKey}
+			c := key{st.K, dhtselect.KeyOf(e.ID).Cluster(st.K)}
 			id := DHTClusterID(c.k, c.key)
 			if id == own.ID {
 				continue
