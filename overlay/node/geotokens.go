@@ -39,7 +39,10 @@ import (
 //     (each report's giver the holder of the one before, with a lower
 //     counter), at its tip: a lone report, or a stale report and the
 //     passes that followed it; at most maxChain links, as the chain it
-//     follows from K (chains: ghost chains under throwaway keys). Claims that conflict (two chains, or a
+//     follows from K (chains: ghost chains under throwaway keys). A
+//     duplicate of the placement it knew K by, at K's counter, counts as
+//     such a claim, not as an older one: K gave the token up to it
+//     (yieldsTo) or is gone. Claims that conflict (two chains, or a
 //     placement beside another report) are all ignored until they do not:
 //     a joiner believes no forger, though a forger can keep it from
 //     believing anyone about that token while the conflict lasts.
@@ -176,8 +179,13 @@ func (g *geoMachine) believe(num int, cs []TokenPos) (TokenPos, bool) {
 				return ch.follow(cs[i]), true
 			}
 		}
-		// Nothing older than what this node knew counts.
-		cs = slices.DeleteFunc(slices.Clone(cs), func(c TokenPos) bool { return c.Token.Seq <= k.Token.Seq && c.Holder != k.Holder })
+		// Nothing older than what this node knew counts. A duplicate of
+		// the placement it knew, at the same counter, is no older: the
+		// holder it knew gave the token up to it (yieldsTo) or is gone.
+		cs = slices.DeleteFunc(slices.Clone(cs), func(c TokenPos) bool {
+			sibling := c.Token == k.Token && c.Token.Passes() == 0
+			return c.Token.Seq <= k.Token.Seq && c.Holder != k.Holder && !sibling
+		})
 	}
 	return chainTip(cs)
 }

@@ -188,6 +188,52 @@ func TestGeoDuplicatePlacement(t *testing.T) {
 	}
 }
 
+// A third peer that believed one of two duplicates of a placement (two
+// members of a sponsor's cluster took the same re-homed token; the one
+// with the larger Score gives it up) believes the other once the first's
+// report is gone, and takes a pass from it. (It believed nobody before,
+// for good: the other's claim, at the counter it knew, counted as older;
+// in nodesim, 100 PlanetLab hosts 100-199, S = 10, seed 1, the holder of
+// such a token was refused every pass for a minute.) A claim at that
+// counter beside the first's live report is not believed, nor is a pass
+// at it from another holder's chain.
+func TestGeoDuplicatePlacementThirdPeer(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("c", 1))
+	d.coords["c"] = at(t, 0)
+	placed := geometric.Rehomed(0, 0)
+	co := at(t, 0.02)
+	rep := func(holder string, tk geometric.Token, giver string) TokenPos {
+		return TokenPos{Holder: peer.ID(holder), Token: tk, Coord: co, Giver: peer.ID(giver)}
+	}
+	d.feed = GeoFeed{Tokens: []TokenPos{rep("a", placed, "")}}
+	if h, _ := believed(d, 0); h != "a" {
+		t.Fatalf("believes %q, want a (a lone placement)", h)
+	}
+	d.feed.Tokens = []TokenPos{rep("a", placed, ""), rep("b", placed, "")}
+	if h, _ := believed(d, 0); h != "a" {
+		t.Fatalf("believes %q beside a's live report, want still a", h)
+	}
+	d.feed.Tokens = []TokenPos{rep("b", placed, "")} // a gave it up
+	if h, s := believed(d, 0); h != "b" || s != placed.Seq {
+		t.Fatalf("believes %q at %d after a gave the placement up, want b at %d", h, s, placed.Seq)
+	}
+	d.step(TokenOffered{From: "b", Token: geometric.Token{Num: 0, Seq: placed.Seq + 1}, Link: []byte("b's link")})
+	if !d.m.GeoAnswer().Yes {
+		t.Errorf("refused b's pass: %+v", d.m.GeoAnswer())
+	}
+	// A pass at the placement's counter is no placement: not a sibling.
+	d2 := newGeoDriver(t, geoTestConfig("c", 1))
+	d2.coords["c"] = at(t, 0)
+	d2.feed = GeoFeed{Tokens: []TokenPos{rep("a", geometric.Token{Num: 0, Seq: placed.Seq + 1}, "k")}}
+	if h, _ := believed(d2, 0); h != "a" {
+		t.Fatalf("believes %q, want a", h)
+	}
+	d2.feed.Tokens = []TokenPos{rep("z", geometric.Token{Num: 0, Seq: placed.Seq + 1}, "y")}
+	if h, _ := believed(d2, 0); h != "" {
+		t.Errorf("believes %q, want nobody: z's claim is at the counter c knew, from another chain", h)
+	}
+}
+
 // A placement supersedes the holder a node believed (a side of a
 // partition re-homed the token): when that holder's report is heard again
 // (the partition healed), the node believes it again once the placement's
