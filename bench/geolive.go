@@ -86,10 +86,13 @@ const GeoLiveEarly = time.Minute
 type GeoLiveSide struct {
 	MeanMs, IdealMs float64
 	Superpeers      int
-	Unattached      int
-	CoordError      float64
-	SettleS         float64
-	Settled         bool
+	// Empty counts the superpeers that no node names as its superpeer
+	// but themselves.
+	Empty      int
+	Unattached int
+	CoordError float64
+	SettleS    float64
+	Settled    bool
 	// RolesS is when the set of superpeers last changed (SettleS counts
 	// the attachments too).
 	RolesS float64
@@ -219,6 +222,17 @@ func geoLiveFigures(m *latency.Matrix, superpeer []int, coords []*coordinate.Coo
 		}
 	}
 	side.Superpeers, side.MeanMs = len(sps), stats.Mean(rtts)
+	served := map[int]bool{}
+	for i, s := range superpeer {
+		if s >= 0 && s != i {
+			served[s] = true
+		}
+	}
+	for _, s := range sps {
+		if !served[s] {
+			side.Empty++
+		}
+	}
 	if len(sps) > 0 {
 		if ideal, _, _, err := Baseline(m, len(superpeer), sps, 0, 1); err == nil {
 			side.IdealMs = ideal.Mean

@@ -77,7 +77,17 @@ var (
 	geoSweepHold   = flag.Duration("geosweep.minhold", 0, "TestGeoSimSweep: the tokens' MinHold (0: nodesim's, a snapshot period)")
 	geoSweepN      = flag.Int("geosweep.n", 100, "TestGeoSimSweep: nodes, on the first N PlanetLab hosts")
 	geoSweepS      = flag.Int("geosweep.s", 10, "TestGeoSimSweep: superpeers (tokens)")
+	geoSweepFirst  = flag.Int("geosweep.first", 0, "TestGeoSimSweep: the first of the N PlanetLab hosts (they are consecutive)")
 )
+
+// firstHosts returns 0, 1, ..., n-1.
+func firstHosts(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
 
 // TestGeoSimSweep is issue 21's cheap measure: the simulator's side of
 // GeoLive alone (100 PlanetLab hosts, S = 10, or -geosweep.n and -s; 300 s, the node machines in
@@ -103,11 +113,14 @@ func TestGeoSimSweep(t *testing.T) {
 	m := planetLabMatrix(t)
 	cfg := GeoLiveConfig{N: *geoSweepN, S: *geoSweepS, Duration: 5 * time.Minute}
 	hosts := make([]int, cfg.N)
+	if *geoSweepFirst < 0 || *geoSweepFirst+cfg.N > m.N() {
+		t.Fatalf("-geosweep.first %d: want 0 to %d for %d nodes", *geoSweepFirst, m.N()-cfg.N, cfg.N)
+	}
 	for i := range hosts {
-		hosts[i] = i
+		hosts[i] = *geoSweepFirst + i
 	}
 	sub := m.Sub(hosts)
-	_, random, offline, err := Baseline(sub, cfg.N, hosts[:cfg.S], 0, 1)
+	_, random, offline, err := Baseline(sub, cfg.N, firstHosts(cfg.S), 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +158,8 @@ func TestGeoSimSweep(t *testing.T) {
 	loR, hiR, loS, hiS := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	above, late := 0, 0
 	for i, s := range out {
-		fmt.Fprintf(os.Stderr, "seed %d: settled %v at %.0f s (roles %.0f), %.1f ms = %.3f random %.3f offline, at 60 s %.1f ms (%.2f random) err %.3f, final err %.3f, swaps %d, sp %d unatt %d\n",
-			a+i, s.Settled, s.SettleS, s.RolesS, s.MeanMs, s.MeanMs/random.Mean, s.MeanMs/offline.Mean, s.EarlyMs, s.EarlyMs/random.Mean, s.EarlyCoordError, s.CoordError, s.Swaps, s.Superpeers, s.Unattached)
+		fmt.Fprintf(os.Stderr, "seed %d: settled %v at %.0f s (roles %.0f), %.1f ms = %.3f random %.3f offline, at 60 s %.1f ms (%.2f random) err %.3f, final err %.3f, swaps %d, sp %d (%d empty) unatt %d\n",
+			a+i, s.Settled, s.SettleS, s.RolesS, s.MeanMs, s.MeanMs/random.Mean, s.MeanMs/offline.Mean, s.EarlyMs, s.EarlyMs/random.Mean, s.EarlyCoordError, s.CoordError, s.Swaps, s.Superpeers, s.Empty, s.Unattached)
 		r := s.MeanMs / random.Mean
 		sumR += r
 		sumS += s.SettleS
