@@ -253,6 +253,10 @@ func (h *Holder) Holding() (Token, bool) { return h.token, h.held }
 // token.
 func (h *Holder) Superpeer() bool { return h.super }
 
+// Since returns when the holder took the token it holds (received,
+// placed or taken over), and whether it holds one.
+func (h *Holder) Since() (time.Time, bool) { return h.since, h.held }
+
 // Position returns the report to gossip about the token this peer holds, or
 // false when it holds none (or has no coordinate yet).
 func (h *Holder) Position() (Position, bool) {

@@ -573,7 +573,10 @@ func TestGeoAnswers(t *testing.T) {
 	}
 	d.run(10 * time.Second)
 	ask("p1")
-	d.run(6 * time.Second) // p2 silent for 16 s
+	// p2 silent for 16.5 s: past the TTL (15 s), and past the attachment
+	// round that expires it, a jittered token interval (at most 1.25 s)
+	// later.
+	d.run(6500 * ms)
 	if a := ask("p3"); !a.Yes || !slices.Equal(a.Cluster, []peer.ID{"s", "p1", "p3"}) {
 		t.Fatalf("p3 after p2 expired: %+v", a)
 	}
@@ -590,7 +593,8 @@ func TestGeoAnswers(t *testing.T) {
 	}
 }
 
-// The samples: the first 30 every PingInterval/5, then every PingInterval;
+// The samples: the first fastSamples (150) every PingInterval/5, then
+// every PingInterval;
 // a superpeer whose RTT is not measured is pinged first; the RTT is
 // filtered and the coordinate published.
 func TestGeoSamples(t *testing.T) {
@@ -602,13 +606,13 @@ func TestGeoSamples(t *testing.T) {
 	if len(d.pings) != 1 || d.pings[0] != "s1" {
 		t.Fatalf("first pings %v, want the superpeer s1", d.pings)
 	}
-	d.run(6*time.Second - 250*ms)
-	if n := len(d.pings); n < 29 || n > 31 {
-		t.Errorf("%d pings in the first 6 s, want 30", n)
+	d.run(30*time.Second - 250*ms)
+	if n := len(d.pings); n < 149 || n > 151 {
+		t.Errorf("%d pings in the first 30 s, want 150", n)
 	}
 	d.run(10 * time.Second)
-	if n := len(d.pings); n < 38 || n > 42 {
-		t.Errorf("%d pings in 16 s, want 30 then one a second", n)
+	if n := len(d.pings); n < 158 || n > 162 {
+		t.Errorf("%d pings in 40 s, want 150 then one a second", n)
 	}
 	if d.m.geo.rtt["s1"] != 40*ms {
 		t.Errorf("RTT kept for s1: %v, want 40 ms", d.m.geo.rtt["s1"])

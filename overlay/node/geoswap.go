@@ -17,7 +17,8 @@ import (
 // superpeer then asks its members which of a few candidates of its
 // cluster would serve them better, by the RTTs they measure:
 //
-//   - A superpeer that has held its token, promoted, for swapWarm starts
+//   - A superpeer that has held its token for swapWarm (since it took
+//     it, the dwell before its promotion included) starts
 //     a search round (searchRound, at its attachment rounds): up to
 //     GeoConfig.SwapCandidates members, the most central by coordinate
 //     and not tried yet (geometric.Candidates), which it pings itself, and names
@@ -97,8 +98,10 @@ type swapSearch struct {
 }
 
 // swapWarm is how long a superpeer holds its token before it searches:
-// one snapshot period, in which the coordinates' forces move it if they
-// will.
+// one snapshot period from when it took it, MinHold, after which the
+// coordinates' forces move it if they will. (Counted from its promotion,
+// a dwell later, it held every search back by the dwell: five token
+// intervals per token placed or moved by the forces.)
 func (g *geoMachine) swapWarm() time.Duration { return SnapshotTicks * g.cfg.TokenInterval }
 
 // swapWait is how long a search round waits for its reports at most: a
@@ -122,7 +125,8 @@ func (g *geoMachine) searchRound(now time.Time) {
 	}
 	s := g.search
 	if s == nil || s.token != tok {
-		s = &swapSearch{token: tok, since: now, tried: map[peer.ID]bool{}}
+		since, _ := g.holder.Since()
+		s = &swapSearch{token: tok, since: since, tried: map[peer.ID]bool{}}
 		g.search = s
 	}
 	warm := g.swapWarm()
