@@ -103,10 +103,12 @@ const DefaultVantage = 3
 // 390-489, with the search's warm-up counted from the token's taking:
 // 70.2/72.9/66.9/64.2 s → 63.4/60.0/59.2/59.6 s, at 0.651/0.572/0.691/0.655
 // → 0.650/0.563/0.693/0.639 of random placement's mean RTT). Live in
-// virtual time (100 PlanetLab hosts, four draws each) it settled at 60.8 s
-// on the mean instead of 99.5 s, but placed worse: 0.682 of random
-// instead of 0.629 (BENCHMARKS.md). The cost: five pings a second for the
-// first 30 s of a node, one a second after.
+// virtual time (100 PlanetLab hosts, six draws each) it settled at 62.0 s
+// on the mean instead of 93.0 s, but placed worse: 0.700 of random
+// instead of 0.640, one draw above 0.75. The loss is the earlier search's
+// (swapWarm): with it alone, four draws placed at 0.685 (BENCHMARKS.md).
+// The cost of the samples: five pings a second for the first 30 s of a
+// node, one a second after.
 const (
 	geoWarmups  = 10
 	fastSamples = 150
