@@ -123,6 +123,13 @@ type Bully struct {
 	elapsed int // ticks in the current phase
 	heard   int // follower: ticks since the leader was last heard
 	beat    int // leader: ticks since the last heartbeat
+	now     int // ticks since the machine started
+	prodded int // tick of the last election a lower member's ELECTION started over a live leader
+	// See doubt: whether a lower member's ELECTION came while the leader
+	// this process followed when its running election began on a
+	// suspicion (suspect) was heard. (The counters that Idle reads come
+	// first, in one cache line.)
+	prodPending bool
 
 	// Next-in-line failover (see NextInLine); unused when failover is false.
 	failover bool
@@ -141,14 +148,10 @@ type Bully struct {
 
 	// See doubt: the leader this process followed when its running
 	// election began on a suspicion (a timeout, a prod), not on news of
-	// its loss; and whether a lower member's ELECTION came while that
-	// leader was heard.
-	suspect     ID
-	prodPending bool
+	// its loss (and prodPending above).
+	suspect ID
 
-	now     int  // ticks since the machine started
-	prodded int  // tick of the last election a lower member's ELECTION started over a live leader
-	asks    asks // ELECTIONs this process may send and receive (see flood.go)
+	asks asks // ELECTIONs this process may send and receive (see flood.go)
 }
 
 var _ Machine = (*Bully)(nil)

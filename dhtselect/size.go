@@ -1,6 +1,7 @@
 package dhtselect
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 )
@@ -162,25 +163,51 @@ func fullBucket(self Key, keys, more []Key) bool {
 // spacingEstimate fits d_i ≈ i/N to the distances of the BucketSize keys
 // closest to self.
 func spacingEstimate(self Key, keys []Key) int {
-	// The BucketSize smallest distances, in order: kept by insertion,
-	// since most keys of a table are farther than the nearest BucketSize
-	// (a sort of every distance was most of an evaluation's cost in the
-	// node simulator at 100,000 nodes).
-	var near [BucketSize]float64
-	n := 0
-	for _, k := range keys {
-		f := Xor(self, k).Fraction()
+	near, n := spacingNear(self, keys)
+	return spacingFit(near[:n], len(keys))
+}
+
+// spacingNear returns the BucketSize smallest distances from self to keys
+// (Xor(self, k).Fraction()), in order, and how many there are. They are
+// kept by insertion, since most keys of a table are farther than the
+// nearest BucketSize (a sort of every distance was most of an
+// evaluation's cost in the node simulator at 100,000 nodes); and the keys
+// are visited from the last, since a routing table lists its buckets from
+// the farthest: once BucketSize are kept, a key whose distance's first 64
+// bits are not below those of the farthest kept is passed over without
+// its Fraction (which those bits give, and which cannot be smaller: it is
+// monotone in them). The order of the visit does not change the
+// distances kept.
+func spacingNear(self Key, keys []Key) (near [BucketSize]float64, n int) {
+	var top [BucketSize]uint64 // the first 64 bits of each distance kept
+	s := binary.BigEndian.Uint64(self[:8])
+	for i := len(keys) - 1; i >= 0; i-- {
+		x := s ^ binary.BigEndian.Uint64(keys[i][:8])
+		if n == BucketSize && x >= top[n-1] {
+			continue
+		}
+		f := fraction64(x)
 		if n == BucketSize && f >= near[n-1] {
 			continue
 		}
-		i := min(n, BucketSize-1)
-		for ; i > 0 && near[i-1] > f; i-- {
-			near[i] = near[i-1]
+		j := min(n, BucketSize-1)
+		for ; j > 0 && near[j-1] > f; j-- {
+			near[j], top[j] = near[j-1], top[j-1]
 		}
-		near[i] = f
+		near[j], top[j] = f, x
 		n = min(n+1, BucketSize)
 	}
-	return spacingFit(near[:n], len(keys))
+	return near, n
+}
+
+// fraction64 is Key.Fraction of a key whose first eight bytes are x (big
+// endian), computed alike.
+func fraction64(x uint64) float64 {
+	var f float64
+	for i := 7; i >= 0; i-- {
+		f = (f + float64(byte(x>>(56-8*i)))) / 256
+	}
+	return f
 }
 
 // spacingFit fits d_i ≈ i/N to the sorted distances near, of count keys

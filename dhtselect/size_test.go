@@ -1,6 +1,7 @@
 package dhtselect
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -70,6 +71,57 @@ func TestSpacingEstimateKeepsTheNearest(t *testing.T) {
 		}
 		if got, want := spacingEstimate(self, keys), bySort(self, keys); got != want {
 			t.Fatalf("trial %d, %d keys: %d, want %d", trial, len(keys), got, want)
+		}
+	}
+}
+
+// TestSpacingNearExact: the distances spacingNear keeps are, bit for bit,
+// the BucketSize smallest Fractions of the keys' distances in order, for
+// keys in a routing table's order (its buckets from the farthest), in a
+// random order, and with keys that share their first 64 bits or more
+// (whose Fractions are equal); and fraction64 is Key.Fraction.
+func TestSpacingNearExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for trial := range 3000 {
+		self := randomKey(rng)
+		keys := make([]Key, rng.IntN(300))
+		for i := range keys {
+			keys[i] = randomKey(rng, self)
+			switch r := rng.IntN(10); {
+			case i > 0 && r == 0:
+				keys[i] = keys[rng.IntN(i)]
+			case i > 0 && r == 1:
+				keys[i] = keys[rng.IntN(i)]
+				keys[i][8+rng.IntN(24)] ^= byte(1 + rng.IntN(255)) // the same first 64 bits
+			case r == 2:
+				copy(keys[i][:4+rng.IntN(5)], self[:]) // near self
+			}
+		}
+		if trial%2 == 0 {
+			// A routing table's order: the farthest first.
+			slices.SortFunc(keys, func(a, b Key) int {
+				if Closer(a, b, self) {
+					return 1
+				}
+				if Closer(b, a, self) {
+					return -1
+				}
+				return 0
+			})
+		}
+		d := make([]float64, len(keys))
+		for i, k := range keys {
+			x := Xor(self, k)
+			d[i] = x.Fraction()
+			if f := fraction64(binary.BigEndian.Uint64(x[:8])); f != d[i] {
+				t.Fatalf("fraction64 = %v, Fraction %v", f, d[i])
+			}
+		}
+		slices.Sort(d)
+		want := d[:min(len(d), BucketSize)]
+		near, n := spacingNear(self, keys)
+		if !slices.Equal(near[:n], want) {
+			t.Fatalf("trial %d, %d keys: kept %v, want %v", trial, len(keys), near[:n], want)
 		}
 	}
 }

@@ -228,8 +228,7 @@ func (m *Machine) countsForSize(p RoutingPeer) bool {
 	if m.speaks(p) {
 		return true // the cheaper test first: most routing peers pass it
 	}
-	_, ok := m.member(p.ID)
-	return ok
+	return m.memberOf(p.ID) != nil
 }
 
 // speaks reports whether routing-table peer p is connected and speaks

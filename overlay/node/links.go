@@ -103,11 +103,15 @@ const (
 
 // links is the machine's part that decides them.
 type links struct {
+	at      time.Time // the next Links is due; zero: at once
+	quiet   bool      // attached at the last Links: the next is due when that changes (see LinksDue)
+	quietSP peer.ID   // the superpeer it was attached to
+	// Ready's part.
+	dial    bool
+	refresh Refresh
+
 	retry     time.Duration
 	pace      redialPacer
-	at        time.Time // the next Links is due; zero: at once
-	quiet     bool      // attached at the last Links: the next is due when that changes (see LinksDue)
-	quietSP   peer.ID   // the superpeer it was attached to
 	dialling  bool      // a Dial was asked for, and not answered
 	joinAsked bool      // the first refresh was asked for
 	lonely    bool      // alone since the table's last refresh
@@ -115,9 +119,6 @@ type links struct {
 	table     int       // the routing table's size at the last Links
 	allAt     time.Time // the last RefreshAll was asked for then
 	allOwed   bool      // a RefreshAll is owed (asked for within refreshAllGap of the last)
-	// Ready's part.
-	dial    bool
-	refresh Refresh
 }
 
 func newLinks(retry time.Duration) links {

@@ -67,14 +67,14 @@ func (m *Machine) Skip(n int, last time.Time) {
 	if n <= 0 {
 		return
 	}
-	period := m.cfg.ElectionTick
+	period := m.tick
 	t := last.Add(-time.Duration(n-1) * period) // the first
 	for n > 0 {
 		k := n
 		if e := m.el; e != nil && !e.nextTick.IsZero() {
 			k = min(k, e.idle())
 		}
-		if !m.cfg.Geometric && !m.inflight {
+		if !m.geometric && !m.inflight {
 			at := m.nextEval
 			if !m.settleAt.IsZero() {
 				at = earliest(at, m.settleAt)

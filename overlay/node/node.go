@@ -440,6 +440,34 @@ const (
 // Step and Tick, that reports through Ready. It is not safe for concurrent
 // use: the driver calls it from one loop.
 type Machine struct {
+	// First what most Steps, Ticks and Readys read, in three cache lines
+	// (a driver of many machines, the node simulator, finds few of them
+	// in the cache).
+	now        time.Time     // of the Step or Tick under way
+	nextEval   time.Time     // the next forced evaluation
+	el         *elector      // nil without an election
+	geo        *geoMachine   // nil without the geometric strategy
+	settleAt   time.Time     // a view change's evaluation, zero if none pending
+	tick       time.Duration // cfg.ElectionTick
+	geometric  bool          // cfg.Geometric
+	begun      bool          // the first input came
+	kick       bool          // a forced evaluation at the end of this Step or Tick
+	moved      bool          // the election's leader changed: evaluate at once
+	inflight   bool          // a lookup runs
+	lastValid  bool          // lastLookup answers (lookupK, lookupKey, lookupMembers)
+	changed    bool
+	joined     bool
+	ep         *epochs // nil without the defence against ID grinding
+	lastLookup peer.ID
+	state      State
+	// Ready's pending parts.
+	readyMembers []peer.ID // Ready's copy of state.Members
+	lookupReqs   []LookupRequest
+	connect      []peer.ID
+	announce     *Announcement
+	notes        []Note
+	links        links // dials and refreshes (links.go; its first line is read by every NextTick)
+
 	cfg     Config
 	selfKey dhtselect.Key
 
@@ -453,10 +481,14 @@ type Machine struct {
 	otherElection map[peer.ID]string
 	// The estimate of the summaries the node can vouch for, for inputs
 	// version bbSeenVer (backboneEstimate).
-	bbSeen    dhtselect.Estimate
-	bbSeenOK  bool
-	bbSample  int // dhtselect.SampleEstimate of the same summaries (0: none)
-	bbSeenVer uint64
+	bbSeen     dhtselect.Estimate
+	bbSeenOK   bool
+	bbSample   int // dhtselect.SampleEstimate of the same summaries (0: none)
+	bbSeenVer  uint64
+	claimCache claimCache // claimersOf's
+	// viewFlags' answer, for the view of inputs version flagsVer.
+	flagsVer                         uint64
+	flagsOK, otherInView, lastInView bool
 	// routingKeys are the routing peers' keys, in the order of
 	// routing.Peers (keysOf).
 	routingKeys  []dhtselect.Key
@@ -470,14 +502,9 @@ type Machine struct {
 	ownKnown   int
 	refreshed  bool
 	rendezvous int
-	links      links // dials and refreshes (links.go)
 	private    bool
 
-	begun bool      // the first input came
-	now   time.Time // of the Step or Tick under way
-
 	// Joining.
-	joined  bool
 	contact time.Time // first evaluation with a connection (mayJoin)
 	// A joiner's cluster-mate to register with before it takes a role
 	// (joinVia), its key, whether one was looked for in a refreshed
@@ -520,31 +547,12 @@ type Machine struct {
 	remembered map[peer.ID]time.Time
 
 	// Evaluation.
-	nextEval         time.Time // the next forced evaluation
-	settleAt         time.Time // a view change's evaluation, zero if none pending
-	kick             bool      // a forced evaluation at the end of this Step or Tick
-	moved            bool      // the election\'s leader changed: evaluate at once
-	inflight         bool      // a lookup runs
-	lastValid        bool      // lastLookup answers (lookupK, lookupKey, lookupMembers)
-	lastLookup       peer.ID
 	lookupK          int
 	lookupKey        dhtselect.Key
 	lookupMembers    []peer.ID
 	lookups, queries uint64
-	state            State
-	changed          bool
-	readyMembers     []peer.ID // Ready's copy of state.Members
 
-	el  *elector    // nil without an election
-	geo *geoMachine // nil without the geometric strategy
-	ep  *epochs     // nil without the defence against ID grinding
-
-	// Ready's pending parts.
-	lookupReqs []LookupRequest
-	connect    []peer.ID
-	asked      map[peer.ID]time.Time // when each of connect was asked for (unseen)
-	announce   *Announcement
-	notes      []Note
+	asked map[peer.ID]time.Time // when each of connect was asked for (unseen)
 }
 
 // New returns a machine for cfg.
@@ -553,7 +561,7 @@ func New(cfg Config) (*Machine, error) {
 		return nil, err
 	}
 	m := &Machine{
-		cfg: cfg, selfKey: dhtselect.KeyOf(cfg.Self), private: cfg.Private,
+		cfg: cfg, tick: cfg.ElectionTick, geometric: cfg.Geometric, selfKey: dhtselect.KeyOf(cfg.Self), private: cfg.Private,
 		remembered: map[peer.ID]time.Time{}, links: newLinks(cfg.BootstrapRetry),
 	}
 	if cfg.Election != "" {
@@ -621,7 +629,7 @@ func (m *Machine) Registrar() peer.ID {
 // 6 flaps).
 func (m *Machine) registrar() peer.ID {
 	switch {
-	case m.cfg.Geometric:
+	case m.geometric:
 		return ""
 	case m.state.Role == RoleSuperpeer:
 		// A claimer seen on a connection first (admitted): anyone may
@@ -631,7 +639,7 @@ func (m *Machine) registrar() peer.ID {
 		// still does when no other is: registering there is what
 		// connects the two.
 		var unseen peer.ID
-		for _, p := range m.backbone.claimers(m.state.K, m.state.ClusterKey) {
+		for _, p := range m.claimersOf(m.state.K, m.state.ClusterKey) {
 			switch {
 			case p == m.cfg.Self:
 			case m.admitted(p):
@@ -702,7 +710,7 @@ func (m *Machine) Hint() peer.ID {
 // registrations are the electorate it needs to be elected).
 func (m *Machine) Serves() bool {
 	switch {
-	case m.cfg.Geometric || !m.joined:
+	case m.geometric || !m.joined:
 		return false
 	case m.state.Size.N == 0:
 		// No state committed yet (a lookup that named this node, and an
@@ -725,7 +733,7 @@ func (m *Machine) Private() bool { return m.private }
 // Due reports whether Tick(now) will evaluate: the driver then gives a
 // fresh Routing first.
 func (m *Machine) Due(now time.Time) bool {
-	if m.cfg.Geometric || m.inflight {
+	if m.geometric || m.inflight {
 		return false
 	}
 	return !now.Before(m.nextEval) || !m.settleAt.IsZero() && !now.Before(m.settleAt)
@@ -829,7 +837,7 @@ func (m *Machine) Step(now time.Time, in Input) {
 // expiring, the backbone's summaries arriving), and are evaluated at most
 // once per settle period.
 func (m *Machine) settle(now time.Time) {
-	if !m.cfg.Geometric && m.settleAt.IsZero() {
+	if !m.geometric && m.settleAt.IsZero() {
 		m.settleAt = now.Add(m.cfg.ReevaluateInterval / 4)
 	}
 }
@@ -845,7 +853,7 @@ func (m *Machine) settle(now time.Time) {
 // swarm started lost its majority, and its members, and itself, kept its
 // digest of k = 0 for good).
 func (m *Machine) takeDigest(now time.Time, d Digest) {
-	if m.cfg.Geometric || d.From == m.cfg.Self || d.From == "" || d.K < 0 || d.K > dhtselect.KeyBits || d.Size.N < 0 {
+	if m.geometric || d.From == m.cfg.Self || d.From == "" || d.K < 0 || d.K > dhtselect.KeyBits || d.Size.N < 0 {
 		return
 	}
 	if d.From == m.registrar() {
@@ -901,11 +909,31 @@ func (m *Machine) takeDigest(now time.Time, d Digest) {
 	}
 }
 
+// claimersOf is m.backbone.claimers(k, ck), kept for the last backbone
+// and cluster asked about: a superpeer's registrar asks every time the
+// driver asks for it (the node simulator: after each input).
+func (m *Machine) claimersOf(k int, ck dhtselect.Key) []peer.ID {
+	c := &m.claimCache
+	if c.table != m.backbone || c.k != k || c.key != ck || !c.ok {
+		*c = claimCache{table: m.backbone, k: k, key: ck, ok: true, claimers: m.backbone.claimers(k, ck)}
+	}
+	return c.claimers
+}
+
+// claimCache is claimersOf's.
+type claimCache struct {
+	table    *backboneTable
+	k        int
+	key      dhtselect.Key
+	ok       bool
+	claimers []peer.ID
+}
+
 // claimers are the other superpeers that claim the node's cluster on
 // the backbone.
 func (m *Machine) claimers() []peer.ID {
 	var out []peer.ID
-	for _, p := range m.backbone.claimers(m.state.K, m.state.ClusterKey) {
+	for _, p := range m.claimersOf(m.state.K, m.state.ClusterKey) {
 		if p != m.cfg.Self {
 			out = append(out, p)
 		}
@@ -923,7 +951,7 @@ func (m *Machine) Tick(now time.Time) {
 	if m.geo != nil {
 		m.geo.tick(now)
 	}
-	if !m.cfg.Geometric && !m.inflight {
+	if !m.geometric && !m.inflight {
 		switch {
 		case !now.Before(m.nextEval):
 			m.evaluate(now, true, false)
@@ -949,7 +977,7 @@ func (m *Machine) begin(now time.Time) {
 
 // evaluateAt makes an evaluation due at t at the latest.
 func (m *Machine) evaluateAt(t time.Time) {
-	if !m.cfg.Geometric && t.Before(m.nextEval) {
+	if !m.geometric && t.Before(m.nextEval) {
 		m.nextEval = t
 	}
 }
@@ -971,7 +999,7 @@ func (m *Machine) kicked(now time.Time) {
 		// came back (a flapping superpeer's return).
 		m.moved, m.kick = false, true
 		switch {
-		case m.cfg.Geometric:
+		case m.geometric:
 			m.kickGeo()
 		case m.joined && !m.inflight && m.lastValid:
 			m.evaluate(now, false, false)
@@ -988,7 +1016,7 @@ func (m *Machine) kicked(now time.Time) {
 		return
 	}
 	m.kick = false
-	if m.cfg.Geometric {
+	if m.geometric {
 		m.kickGeo()
 		return
 	}
@@ -1046,11 +1074,40 @@ func (m *Machine) setView(members []Member) {
 
 // member returns p's entry in the view.
 func (m *Machine) member(p peer.ID) (Member, bool) {
+	if e := m.memberOf(p); e != nil {
+		return *e, true
+	}
+	return Member{}, false
+}
+
+// memberOf is member without the copy (an entry is some 200 bytes): nil
+// when p is not in the view.
+func (m *Machine) memberOf(p peer.ID) *Member {
 	i, ok := slices.BinarySearchFunc(m.view, p, func(e Member, p peer.ID) int { return cmp.Compare(e.ID, p) })
 	if !ok {
-		return Member{}, false
+		return nil
 	}
-	return m.view[i], true
+	return &m.view[i]
+}
+
+// viewFlags reports whether a member of the view other than this node
+// runs another election (see runsOther), and whether one says it is
+// private or flaps (see rankedLast): found once per view (admit bumps
+// sizeVer for every view), so that an evaluation need not look each
+// member up in it when none does, as none does in most clusters.
+func (m *Machine) viewFlags() (other, last bool) {
+	if !m.flagsOK || m.flagsVer != m.sizeVer {
+		own := ElectionTag(m.cfg.Election, m.cfg.Quorum)
+		m.otherInView, m.lastInView = false, false
+		for i := range m.view {
+			if e := &m.view[i]; e.ID != m.cfg.Self {
+				m.otherInView = m.otherInView || e.Election != "" && e.Election != own
+				m.lastInView = m.lastInView || e.Private || e.Flapping
+			}
+		}
+		m.flagsVer, m.flagsOK = m.sizeVer, true
+	}
+	return m.otherInView, m.lastInView
 }
 
 // mayJoin reports whether a node that has not evaluated yet may take a
@@ -1382,7 +1439,7 @@ func (m *Machine) heldEstimate(est dhtselect.Estimate) dhtselect.Estimate {
 // the backbone, the view or the routing table changed (sizeVer).
 func (m *Machine) backboneEstimate(own dhtselect.Estimate) (dhtselect.Estimate, bool) {
 	all, ok := m.backbone.estimate()
-	if !ok || m.cfg.MaxPerAddr <= 0 || m.cfg.Geometric {
+	if !ok || m.cfg.MaxPerAddr <= 0 || m.geometric {
 		return all, ok
 	}
 	if m.bbSeenVer != m.sizeVer || m.sizeVer == 0 {
@@ -1466,6 +1523,16 @@ func (m *Machine) ownEstimateOf(known int) dhtselect.Estimate {
 // keyBufs are buffers of keys for ownEstimateOf and clusterMembers (a
 // performance detail: an evaluation would allocate them).
 var keyBufs = sync.Pool{New: func() any { return new([]dhtselect.Key) }}
+
+// HoldsRouting reports whether peers is the routing table the machine
+// holds: the Peers of the last Routing it took (one that says the same as
+// the table it holds is not taken). A driver that reuses the memory of
+// the tables it gives (the node simulator) must not write into that one:
+// the machine takes a table given again as the same at once (samePeers).
+func (m *Machine) HoldsRouting(peers []RoutingPeer) bool {
+	h := m.routing.Peers
+	return len(h) > 0 && len(peers) > 0 && &h[0] == &peers[0]
+}
 
 // sameRouting reports whether a and b say the same (a routing table with
 // address groups is taken as new: the driver's map may have changed).
@@ -1577,7 +1644,7 @@ func (m *Machine) chooseK(now time.Time, est dhtselect.Estimate) int {
 		m.lowerSince = time.Time{}
 		return k
 	}
-	if m.cfg.Geometric || m.state.Role == RoleUnknown || k >= m.state.K {
+	if m.geometric || m.state.Role == RoleUnknown || k >= m.state.K {
 		m.lowerSince = time.Time{}
 		return k
 	}
@@ -1736,7 +1803,7 @@ func (m *Machine) electorate(k int, ck dhtselect.Key, members []peer.ID, lookup,
 			extra = append(extra, p)
 		}
 	}
-	for _, p := range m.backbone.claimers(k, ck) {
+	for _, p := range m.claimersOf(k, ck) {
 		// Only a claimer seen on a connection (admitted): a summary
 		// proves a signature, not a host, and ghost claimers that
 		// anyone may publish under fresh keys left a quorum cluster
@@ -1800,8 +1867,11 @@ func (m *Machine) sameElection(members []peer.ID) []peer.ID {
 // runsOther reports whether p is a member of the view that says it runs
 // another election than this node's, and which.
 func (m *Machine) runsOther(p peer.ID) (string, bool) {
-	e, ok := m.member(p)
-	if !ok || p == m.cfg.Self || e.Election == "" || e.Election == ElectionTag(m.cfg.Election, m.cfg.Quorum) {
+	if other, _ := m.viewFlags(); !other || p == m.cfg.Self {
+		return "", false // no member runs another
+	}
+	e := m.memberOf(p)
+	if e == nil || e.Election == "" || e.Election == ElectionTag(m.cfg.Election, m.cfg.Quorum) {
 		return "", false
 	}
 	return e.Election, true
@@ -1817,8 +1887,9 @@ const maxOtherElection = 256
 // announcement, as the cluster's roster says: geoMachine.demotes).
 func (m *Machine) rankedLast(ids []peer.ID) map[peer.ID]bool {
 	out := map[peer.ID]bool{}
+	_, last := m.viewFlags() // (without it, no member of the view is private or flaps)
 	for _, p := range ids {
-		if e, _ := m.member(p); p == m.cfg.Self && m.private || p != m.cfg.Self && (e.Private || e.Flapping) || m.ep.barred(p) ||
+		if p == m.cfg.Self && m.private || last && p != m.cfg.Self && m.privateOrFlapping(p) || m.ep.barred(p) ||
 			m.geo != nil && m.geo.demotes(p) {
 			out[p] = true
 		}
@@ -1828,8 +1899,17 @@ func (m *Machine) rankedLast(ids []peer.ID) map[peer.ID]bool {
 
 // rtt is the RTT the view gives for p (0 when unknown).
 func (m *Machine) rtt(p peer.ID) time.Duration {
-	e, _ := m.member(p)
-	return e.RTT
+	if e := m.memberOf(p); e != nil {
+		return e.RTT
+	}
+	return 0
+}
+
+// privateOrFlapping reports whether p's entry in the view says it is
+// private or flaps.
+func (m *Machine) privateOrFlapping(p peer.ID) bool {
+	e := m.memberOf(p)
+	return e != nil && (e.Private || e.Flapping)
 }
 
 // HardState returns every cluster's quorum state (nil without Quorum).
