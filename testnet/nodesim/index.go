@@ -1,11 +1,14 @@
 package nodesim
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/dhtselect"
+	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // The simulator's indexes: what its oracles (closest, routingTable,
@@ -22,7 +25,8 @@ import (
 //     lookup meets it and dropped when it no longer holds (a node becomes a
 //     ghost again only by going down or through regroup, which add it).
 //   - live: a Fenwick tree of the live nodes by index (Churn's draw).
-//   - queue: the events' heap moves 24-byte entries, not the events.
+//   - queue: the events' heap moves 24-byte entries, not the events,
+//     and the events wait in 40 bytes, their payloads apart.
 //   - rev: for each node, the nodes that may hold it among their contacts,
 //     and fol, the nodes that named it as their superpeer (the peers its
 //     crash tells). Entries are checked against the contacts and states
@@ -161,7 +165,7 @@ func (s *Sim) named(i int) {
 	x := s.idx
 	sp := -1
 	if id := s.nodes[i].state.Superpeer; id != "" {
-		if j, ok := s.index[id]; ok {
+		if j, ok := s.indexOf(id); ok {
 			sp = j
 		}
 	}
@@ -229,11 +233,62 @@ func (s *Sim) followers(i int) []int {
 
 // queue is a heap (heapArity) of the events by (time, sequence); the
 // events stay in a slab, and the heap moves only their time, sequence
-// and place in it (an event is some 250 bytes).
+// and place in it. The slab holds each event's small part (qEvent: the
+// 40 bytes that every kind uses); an election message, a lookup's key,
+// an action and a registration's answer, which only their kinds carry,
+// wait in slabs of their own (an event is some 330 bytes, most of it
+// empty: a tick, a third of the events, read six cache lines of it).
 type queue struct {
 	h    []qEntry
-	slab []event
+	slab []qEvent
 	free []int32
+	msgs slab[classic.Message]
+	keys slab[dhtselect.Key]
+	fns  slab[func(*Sim)]
+	regs slab[regAnswer]
+}
+
+// qEvent is an event in the queue but for its time and sequence (in its
+// qEntry) and its payload (in the slab of its kind, at pay).
+type qEvent struct {
+	gen                    uint64
+	stamp                  time.Duration
+	node, inc, other, comp int32
+	pay                    int32
+	kind                   evKind
+}
+
+// regAnswer is an evRegistered's payload.
+type regAnswer struct {
+	ids    []int
+	digest node.Digest
+}
+
+// slab holds values by index, reusing the freed places.
+type slab[T any] struct {
+	v    []T
+	free []int32
+}
+
+func (s *slab[T]) put(x T) int32 {
+	if f := len(s.free); f > 0 {
+		k := s.free[f-1]
+		s.free = s.free[:f-1]
+		s.v[k] = x
+		return k
+	}
+	s.v = append(s.v, x)
+	return int32(len(s.v) - 1)
+}
+
+// take returns the value at k and frees its place (letting what it
+// refers to go).
+func (s *slab[T]) take(k int32) T {
+	x := s.v[k]
+	var zero T
+	s.v[k] = zero
+	s.free = append(s.free, k)
+	return x
 }
 
 // heapArity is the queue's: a 4-ary heap is half as deep as a binary
@@ -251,14 +306,34 @@ type qEntry struct {
 
 func (a qEntry) before(b qEntry) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
 
+// small32 is x as an int32, which holds every node index, incarnation
+// and side.
+func small32(x int) int32 {
+	if int(int32(x)) != x {
+		panic(fmt.Sprintf("nodesim: %d does not fit an event", x))
+	}
+	return int32(x)
+}
+
 func (q *queue) push(e event) {
+	qe := qEvent{gen: e.gen, stamp: e.stamp, node: small32(e.node), inc: small32(e.inc), other: small32(e.other), comp: small32(e.comp), kind: e.kind}
+	switch e.kind {
+	case evDeliver:
+		qe.pay = q.msgs.put(e.msg)
+	case evLookup:
+		qe.pay = q.keys.put(e.key)
+	case evAction:
+		qe.pay = q.fns.put(e.fn)
+	case evRegistered:
+		qe.pay = q.regs.put(regAnswer{ids: e.ids, digest: e.digest})
+	}
 	var slot int32
 	if f := len(q.free); f > 0 {
 		slot, q.free = q.free[f-1], q.free[:f-1]
-		q.slab[slot] = e
+		q.slab[slot] = qe
 	} else {
 		slot = int32(len(q.slab))
-		q.slab = append(q.slab, e)
+		q.slab = append(q.slab, qe)
 	}
 	h := append(q.h, qEntry{e.at, e.seq, slot})
 	k := len(h) - 1
@@ -302,9 +377,20 @@ func (q *queue) pop() event {
 		h[k] = last
 	}
 	q.h = h
-	e := q.slab[top.slot]
-	q.slab[top.slot] = event{} // let its message and action go
+	qe := q.slab[top.slot]
 	q.free = append(q.free, top.slot)
+	e := event{at: top.at, seq: top.seq, kind: qe.kind, node: int(qe.node), inc: int(qe.inc), other: int(qe.other), gen: qe.gen, stamp: qe.stamp, comp: int(qe.comp)}
+	switch qe.kind {
+	case evDeliver:
+		e.msg = q.msgs.take(qe.pay)
+	case evLookup:
+		e.key = q.keys.take(qe.pay)
+	case evAction:
+		e.fn = q.fns.take(qe.pay)
+	case evRegistered:
+		r := q.regs.take(qe.pay)
+		e.ids, e.digest = r.ids, r.digest
+	}
 	return e
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/overlay/node"
 )
@@ -309,4 +311,38 @@ func TestOraclesAsScanned(t *testing.T) {
 		}
 		t.Logf("config %d: %d lookups checked, %d nodes", c, lookups, s.N())
 	}
+}
+
+// TestIndexOf: indexOf, which reads the index out of an ID that nodeID
+// gave, answers as the index map does, for the nodes' own IDs, IDs that
+// no node has, and IDs added (AddID), of nodeID's form or not, before and
+// after.
+func TestIndexOf(t *testing.T) {
+	s, err := New(Config{N: 30, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		ids := []peer.ID{"", "n", "n0000030", "n0000036", "n9999999", "n000000a", "n-000001", "\xff0000001", "n00000031"}
+		for i := range s.N() {
+			ids = append(ids, s.ID(i), nodeID(i))
+		}
+		for _, id := range ids {
+			want, wok := s.index[id]
+			if got, ok := s.indexOf(id); got != want || ok != wok {
+				t.Errorf("indexOf(%q) = %d, %v; the map says %d, %v", id, got, ok, want, wok)
+			}
+		}
+	}
+	check()
+	for _, id := range []peer.ID{"x1", "n0000031", "n00000031", "n00000a1", "m0000004", "n1234567"} {
+		if _, err := s.AddID(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !s.customIDs {
+		t.Fatal("AddID gave node 30 its own ID: nothing tested")
+	}
+	check()
 }

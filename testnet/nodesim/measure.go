@@ -42,6 +42,9 @@ func (x Sample) Orphans() int { return x.Joined - x.Covered }
 
 // Take samples the network now.
 func (s *Sim) Take() Sample {
+	if !s.cfg.Node.Geometric {
+		return s.takeDense()
+	}
 	x := Sample{At: s.now}
 	type cluster struct {
 		k   int
@@ -76,6 +79,77 @@ func (s *Sim) Take() Sample {
 	return x
 }
 
+// obsNode is what the Observer reads of a node, kept dense (Sim.obs)
+// so that a sample, which visits every node ten times a virtual second,
+// reads one array rather than every node's state and machine: its
+// state's role, k and cluster key (carryOut), and whether its machine's
+// Elected named two peers after its last input (electSplit; no tick
+// that the driver skipped changes them: Machine.Skip makes only idle
+// ones).
+type obsNode struct {
+	key        dhtselect.Key
+	k          int
+	role       node.Role
+	electSplit bool
+}
+
+// obsState notes node i's state for the Observer.
+func (s *Sim) obsState(i int, st *node.State) {
+	o := &s.obs[i]
+	o.key, o.k, o.role = st.ClusterKey, st.K, st.Role
+}
+
+// obsElected notes what node i's machine names, after an input.
+func (s *Sim) obsElected(i int) {
+	lookup, leader := s.nodes[i].m.Elected()
+	s.obs[i].electSplit = lookup != leader
+}
+
+// obsCluster is a cluster's claim count in takeDense.
+type obsCluster struct {
+	k   int
+	key dhtselect.Key
+}
+
+// takeDense is Take with the DHT strategy, from the dense copies (obs,
+// isUp, comp, and the superpeers' indexes idx.names): what Covered
+// reads of each node's state, read alike.
+func (s *Sim) takeDense() Sample {
+	x := Sample{At: s.now}
+	if s.claims == nil {
+		s.claims = map[obsCluster]int{}
+	}
+	claims := s.claims
+	clear(claims)
+	names := s.idx.names
+	for i, up := range s.isUp {
+		if !up {
+			continue
+		}
+		x.Live++
+		o := &s.obs[i]
+		if o.role == node.RoleUnknown {
+			continue
+		}
+		x.Joined++
+		// Covered: a known superpeer (its index; -1 for none), alive,
+		// reachable, claiming the role, in the same cluster.
+		if j := names[i]; j >= 0 && s.isUp[j] && s.comp[i] == s.comp[j] {
+			if p := &s.obs[j]; p.role == node.RoleSuperpeer && p.k == o.k && p.key == o.key {
+				x.Covered++
+			}
+		}
+		if o.role == node.RoleSuperpeer {
+			x.Claimers++
+			c := obsCluster{o.k, o.key}
+			if claims[c]++; claims[c] == 2 {
+				x.Split++
+			}
+		}
+	}
+	return x
+}
+
 // Observer samples the network every Period and follows the failover of
 // every crashed superpeer.
 type Observer struct {
@@ -95,7 +169,7 @@ type Observer struct {
 	// and a settle period to reach its mates).
 	Disagree time.Duration
 	pending  []failover
-	differ   map[int]time.Duration // since when node i's lookup and election differ
+	since    []time.Duration // since when node i's lookup and election differ (notDiffering: they do not)
 }
 
 type failover struct {
@@ -105,7 +179,7 @@ type failover struct {
 
 // Observe starts sampling s every period; it returns the observer.
 func (s *Sim) Observe(period time.Duration) *Observer {
-	o := &Observer{Period: period, differ: map[int]time.Duration{}}
+	o := &Observer{Period: period}
 	s.Every(period, func(s *Sim) { o.sample(s) })
 	return o
 }
@@ -134,34 +208,44 @@ func (o *Observer) disagreement(s *Sim) {
 		j, ok := s.indexOf(p)
 		return ok && s.nodes[j].alive && s.nodes[j].state.Role != node.RoleUnknown
 	}
+	dense := !s.cfg.Node.Geometric
+	for len(o.since) < len(s.isUp) {
+		o.since = append(o.since, notDiffering)
+	}
 	for i, up := range s.isUp {
+		since := o.since[i]
 		if !up {
 			// (isUp is n.alive, dense: the dead are not visited.) A dead
 			// node differs no more.
-			if since, was := o.differ[i]; was {
+			if since != notDiffering {
 				o.Disagree = max(o.Disagree, s.now-since)
-				delete(o.differ, i)
+				o.since[i] = notDiffering
 			}
 			continue
 		}
-		n := s.nodes[i]
 		differs := false
-		if n.alive {
+		if !dense || s.obs[i].electSplit {
+			// (With the DHT strategy, a machine whose lookup and leader
+			// are the same, as most are, is not visited.)
+			n := s.nodes[i]
 			lookup, leader := n.m.Elected()
 			differs = lookup != leader && joined(lookup) && joined(leader) && !n.m.Demotes(lookup) && !s.ranksItselfLast(lookup)
 		}
-		since, was := o.differ[i]
 		switch {
-		case differs && !was:
-			o.differ[i] = s.now
-		case was:
+		case differs && since == notDiffering:
+			o.since[i] = s.now
+		case since != notDiffering:
 			o.Disagree = max(o.Disagree, s.now-since)
 			if !differs {
-				delete(o.differ, i)
+				o.since[i] = notDiffering
 			}
 		}
 	}
 }
+
+// notDiffering is Observer.since's entry for a node whose lookup and
+// election do not differ.
+const notDiffering = time.Duration(-1 << 63)
 
 // ranksItselfLast reports whether p's own election ranks it last.
 func (s *Sim) ranksItselfLast(p peer.ID) bool {

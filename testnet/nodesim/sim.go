@@ -150,41 +150,11 @@ func (c *Config) fill() error {
 
 // simNode is one node: its machine and what the simulator knows of it.
 type simNode struct {
-	id          peer.ID
-	idText      string // id.String(), once the trace has needed it
-	key         dhtselect.Key
-	m           *node.Machine
-	alive       bool
-	crashedAt   time.Duration // when it last crashed (not stopped): its peers stay connected to it for ConnLoss
-	inc         int           // incarnation: bumped by every start
-	started     time.Duration // of this incarnation
-	announced   bool          // has announced since it started
-	flapping    bool          // its last announcement said it flaps,
-	super       bool          // and that it is a superpeer
-	heardFlap   bool          // what the views say of it
-	heardSup    bool
-	beacon      dhtselect.Beacon                    // its last announcement's beacon (epoch defence),
-	heardBcn    dhtselect.Beacon                    // and the views'
-	refreshAt   time.Duration                       // when its routing-table refresh completes
-	bootInc     int                                 // the incarnation of its bootstrap peer its dial reached (links.go)
-	dialIn      []dialIn                            // a bootstrap peer's: the connections of the dials it got, oldest first (trim)
-	trimAt      time.Duration                       // its next trim is due (0: none)
-	viewAt      time.Duration                       // when it last got a view
-	hard        map[dhtselect.Key]classic.HardState // its disk: quorum state,
-	outages     []time.Time                         // and its own outages
-	state       node.State
-	routing     []int
-	lastRouting []node.RoutingPeer // the routing table last given to the machine (routingOf)
-	// routingOf's answer, lastRouting and rtConn connected, holds while
-	// rtVer (bumped when a peer of its table goes up or down) and the
-	// simulator's rtAll (bumped by a regroup) are those it was made at,
-	// rtMade, and the refresh has not completed since (rtEarly).
-	rtVer, rtMade, rtAll uint64
-	rtConn               int
-	rtEarly, rtOK        bool
-	contacts             contactSet // peer -> last election message either way
-	geo                  *geoNode   // the geometric strategy's part (geo.go)
-	sc                   scoped     // the cluster-scoped membership (scoped.go)
+	// First what every tick and input reads (see next.go), in three
+	// cache lines: most events find their node out of the cache.
+	m     *node.Machine
+	inc   int // incarnation: bumped by every start
+	alive bool
 	// Ticks when due (next.go): the node's next tick not yet made or
 	// skipped (-1 before its first is drawn), and its pending tick event.
 	grid    time.Duration
@@ -193,6 +163,40 @@ type simNode struct {
 	// The first tick of its incarnation: when, and its seq.
 	firstAt  time.Duration
 	firstSeq uint64
+	viewAt   time.Duration // when it last got a view
+	id       peer.ID
+	state    node.State
+	sc       scoped     // the cluster-scoped membership (scoped.go)
+	contacts contactSet // peer -> last election message either way
+
+	idText      string // id.String(), once the trace has needed it
+	key         dhtselect.Key
+	crashedAt   time.Duration // when it last crashed (not stopped): its peers stay connected to it for ConnLoss
+	started     time.Duration // of this incarnation
+	announced   bool          // has announced since it started
+	flapping    bool          // its last announcement said it flaps,
+	super       bool          // and that it is a superpeer
+	heardFlap   bool          // what the views say of it
+	heardSup    bool
+	refreshAt   time.Duration                       // when its routing-table refresh completes
+	bootInc     int                                 // the incarnation of its bootstrap peer its dial reached (links.go)
+	dialIn      []dialIn                            // a bootstrap peer's: the connections of the dials it got, oldest first (trim)
+	trimAt      time.Duration                       // its next trim is due (0: none)
+	hard        map[dhtselect.Key]classic.HardState // its disk: quorum state,
+	outages     []time.Time                         // and its own outages
+	routing     []int
+	lastRouting []node.RoutingPeer // the routing table last given to the machine (routingOf)
+	rtHeld      []node.RoutingPeer // the one the machine holds (givenRouting)
+	// routingOf's answer, lastRouting and rtConn connected, holds while
+	// rtVer (bumped when a peer of its table goes up or down) and the
+	// simulator's rtAll (bumped by a regroup) are those it was made at,
+	// rtMade, and the refresh has not completed since (rtEarly).
+	rtVer, rtMade, rtAll uint64
+	rtConn               int
+	rtEarly, rtOK        bool
+	geo                  *geoNode         // the geometric strategy's part (geo.go)
+	beacon               dhtselect.Beacon // its last announcement's beacon (epoch defence),
+	heardBcn             dhtselect.Beacon // and the views'
 }
 
 // component is a side of a partition: who its peers see in their views.
@@ -235,13 +239,20 @@ type Sim struct {
 
 	lookupCache map[lookupKey]lookupAnswer
 	index       map[peer.ID]int
+	customIDs   bool               // a node's ID is not nodeID's (AddID; indexOf)
 	idx         *simIndex          // the oracles' indexes (index.go)
 	addrs       map[peer.ID]string // with Node.MaxPerAddr: each node's address group
 	stats       Stats
+	// obs is what the Observer reads of each node (measure.go), claims
+	// Take's count of each cluster's claimers.
+	obs    []obsNode
+	claims map[obsCluster]int
 
 	// The cluster-scoped membership (scoped.go): the superpeers, and the
 	// backbone's version, its pending change, and its lists by component.
 	sps map[int]bool
+	// rtFree are routing tables to reuse (routingBuf).
+	rtFree [][]node.RoutingPeer
 	// rtUsers are, for each node, the nodes whose routing tables hold it
 	// (routingOf's cache), and rtAll is bumped by every regroup.
 	rtUsers [][]int32
@@ -372,6 +383,9 @@ func (s *Sim) addNode(at time.Duration) int { return s.addNodeID(at, nodeID(len(
 func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 	i := len(s.nodes)
 	s.nodes = append(s.nodes, &simNode{id: id, key: dhtselect.KeyOf(id), hard: map[dhtselect.Key]classic.HardState{}})
+	if id != nodeID(i) {
+		s.customIDs = true // indexOf checks the ID it reads the index from
+	}
 	s.index[id] = i
 	s.idx.added(i, s.nodes[i].key)
 	if s.cfg.Node.MaxPerAddr > 0 {
@@ -385,6 +399,7 @@ func (s *Sim) addNodeID(at time.Duration, id peer.ID) int {
 	}
 	s.comp = append(s.comp, 0)
 	s.isUp = append(s.isUp, false)
+	s.obs = append(s.obs, obsNode{})
 	s.rtUsers = append(s.rtUsers, nil)
 	s.regBy = append(s.regBy, nil)
 	s.push(event{at: at, kind: evStart, node: i})
@@ -618,6 +633,7 @@ func (s *Sim) start(i int) {
 	n.started = s.now
 	n.viewAt = -s.cfg.ViewPeriod
 	n.state = node.State{}
+	s.obsState(i, &n.state)
 	n.contacts = contactSet{}
 	if cfg.Geometric {
 		s.geoStart(i)
@@ -682,7 +698,11 @@ func (s *Sim) down(i int, graceful bool) {
 	// most of the heap after churn (a 10,000-node run grew by 44 MB per
 	// 1,000 nodes crashed; a 100,000-node run through 10 minutes at 10 %
 	// a minute ended with a live heap of 17 GB).
-	n.m, n.lastRouting, n.rtOK = nil, nil, false
+	if !sameTable(n.rtHeld, n.lastRouting) {
+		s.freeRouting(n.rtHeld)
+	}
+	s.freeRouting(n.lastRouting)
+	n.m, n.lastRouting, n.rtHeld, n.rtOK = nil, nil, nil, false
 }
 
 // Restart starts a crashed node again with the same ID and its disk (the
@@ -856,7 +876,9 @@ func (s *Sim) tick(i int) {
 		s.geoView(i) // cluster-scoped, as the live node's (geo.go)
 	}
 	if n.m.Due(now) {
-		n.m.Step(now, s.routingOf(i))
+		r := s.routingOf(i)
+		n.m.Step(now, r)
+		s.givenRouting(n, r.Peers)
 	}
 	if sp, ok := n.m.LinksDue(now); ok {
 		n.m.Step(now, s.linksOf(i, sp))
@@ -999,10 +1021,32 @@ func (s *Sim) linksOf(i int, sp peer.ID) node.Links {
 	return l
 }
 
-// indexOf returns the index of the node with ID id.
+// indexOf returns the index of the node with ID id: at once for an ID
+// that nodeID gave (the index is in it), else from the index map (which
+// names the last node given an ID: AddID gives none twice).
 func (s *Sim) indexOf(id peer.ID) (int, bool) {
+	if i, ok := nodeIndex(id); ok && i < len(s.nodes) && (!s.customIDs || s.nodes[i].id == id) {
+		return i, true // (without an ID of AddID's, node i's ID is nodeID(i), which id is)
+	}
 	i, ok := s.index[id]
 	return i, ok
+}
+
+// nodeIndex is the index that nodeID wrote into id, if it has nodeID's
+// form.
+func nodeIndex(id peer.ID) (int, bool) {
+	if len(id) != 8 || id[0] != 'n' {
+		return 0, false
+	}
+	i := 0
+	for k := 1; k < 8; k++ {
+		c := id[k] - '0'
+		if c > 9 {
+			return 0, false
+		}
+		i = i*10 + int(c)
+	}
+	return i, true
 }
 
 // routingOf is node i's routing table: before its refresh completes, only
@@ -1055,19 +1099,79 @@ func (s *Sim) buildRouting(i int, r node.Routing, early bool) (node.Routing, boo
 	if shape {
 		// The same peers, some connected or not since: the last table
 		// with that changed (the peers' IDs and keys not read again).
-		r.Peers = slices.Clone(last)
+		r.Peers = append(s.routingBuf(len(last)), last...)
 		for k, j := range table {
 			r.Peers[k].Connected = s.isUp[j] && s.reachable(i, j)
 		}
-		n.lastRouting = r.Peers
+		s.setLastRouting(n, r.Peers)
 		return r, true
 	}
-	r.Peers = make([]node.RoutingPeer, len(table))
+	r.Peers = s.routingBuf(len(table))[:len(table)]
 	for k, j := range table {
 		r.Peers[k] = node.RoutingPeer{ID: s.nodes[j].id, Connected: s.isUp[j] && s.reachable(i, j), Closer: true, Key: s.nodes[j].key}
 	}
-	n.lastRouting = r.Peers
+	s.setLastRouting(n, r.Peers)
 	return r, true
+}
+
+// The routing tables' memory is reused (they were a third of what the
+// simulator allocated): a table that is neither a node's lastRouting
+// nor the one its machine holds (rtHeld: node.Machine.HoldsRouting, the
+// last it took) goes to rtFree, and a new table takes its place there.
+// The machine compares a table it is given with the one it holds, and
+// takes it as the same when it is that one (samePeers): a table it
+// holds, or may be given again, is never written to.
+
+// routingBuf is an empty table with room for n peers: a free one, or a
+// new one with room for a few more (the tables' sizes differ by a few
+// peers, and a free table then fits more of them).
+func (s *Sim) routingBuf(n int) []node.RoutingPeer {
+	for k := len(s.rtFree) - 1; k >= 0 && k >= len(s.rtFree)-16; k-- {
+		if b := s.rtFree[k]; cap(b) >= n {
+			s.rtFree[k] = s.rtFree[len(s.rtFree)-1]
+			s.rtFree = s.rtFree[:len(s.rtFree)-1]
+			return b[:0]
+		}
+	}
+	if n >= 16 {
+		n = (n + 63) &^ 63
+	}
+	return make([]node.RoutingPeer, 0, n)
+}
+
+// freeRouting gives table t back (a small one, a joiner's first, goes
+// to the garbage collector, as does one that finds the pool full).
+func (s *Sim) freeRouting(t []node.RoutingPeer) {
+	if cap(t) >= 16 && len(s.rtFree) < 256 {
+		clear(t[:cap(t)]) // let its IDs go
+		s.rtFree = append(s.rtFree, t[:0])
+	}
+}
+
+// sameTable reports whether a and b are one table (the same memory).
+func sameTable(a, b []node.RoutingPeer) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
+}
+
+// setLastRouting makes t node n's lastRouting, and frees the one before
+// unless its machine holds it.
+func (s *Sim) setLastRouting(n *simNode, t []node.RoutingPeer) {
+	if old := n.lastRouting; !sameTable(old, t) && !sameTable(old, n.rtHeld) {
+		s.freeRouting(old)
+	}
+	n.lastRouting = t
+}
+
+// givenRouting notes that node n's machine was given the table t: if it
+// took it, the one it held before is freed, unless it is lastRouting.
+func (s *Sim) givenRouting(n *simNode, t []node.RoutingPeer) {
+	if sameTable(t, n.rtHeld) || !n.m.HoldsRouting(t) {
+		return
+	}
+	if old := n.rtHeld; !sameTable(old, n.lastRouting) {
+		s.freeRouting(old)
+	}
+	n.rtHeld = t
 }
 
 // carryOut does what node i's machine asks.
@@ -1088,6 +1192,7 @@ func (s *Sim) carryOut(i int) {
 	if rd.Outages != nil {
 		n.outages = rd.Outages
 	}
+	s.obsElected(i)
 	for _, o := range rd.Messages {
 		s.send(i, o)
 	}
@@ -1119,6 +1224,7 @@ func (s *Sim) carryOut(i int) {
 	if rd.StateChanged {
 		prev := n.state
 		n.state = rd.State
+		s.obsState(i, &n.state)
 		s.named(i)
 		if s.scopedMode() {
 			s.scopedChanged(i, prev)
