@@ -122,6 +122,10 @@ func FuzzDecodeTokenPos(f *testing.F) {
 	f.Add(byte(0), []byte(`{"v":2,"seq":1,"num":0,"capacity":1,"coord":{"vec":[1e400,0,0,0,0,0,0,0]}}`))
 	f.Add(byte(0), []byte(`{"v":2,"seq":1,"num":0,"capacity":1,"coord":{"vec":[0,0,0,0,0,0,0]}}`))
 	f.Add(byte(0), []byte(`{"v":2,"seq":1,"num":0,"capacity":1,"coord":null} {}`))
+	sum := tp
+	sum.Summary = &geometric.ClusterSummary{Members: 1, Cost: 3 * time.Millisecond, Remove: time.Millisecond, Candidate: geometric.ID(fuzzOrigin(1)), Gain: 2 * time.Millisecond}
+	f.Add(byte(0), mustEncode(f, sum.Encode))
+	f.Add(byte(0), []byte(`{"v":2,"seq":1,"num":0,"capacity":1,"coord":{"vec":[0,0,0,0,0,0,0,0]},"summary":{"members":2,"cost_us":-1,"cand":"x"}}`))
 	f.Fuzz(func(t *testing.T, who byte, data []byte) {
 		origin := fuzzOrigin(who)
 		p, err := DecodeTokenPos(origin, data)
@@ -142,6 +146,9 @@ func FuzzDecodeTokenPos(f *testing.F) {
 			t.Fatalf("accepted a position without a coordinate: %+v", p)
 		case p.Coord != nil && geometric.Valid(p.Coord) != nil:
 			t.Fatalf("accepted an invalid coordinate %+v: %v", p.Coord, geometric.Valid(p.Coord))
+		case p.Summary != nil && (p.Summary.Superpeer != geometric.ID(origin) || p.Summary.Members < 0 || p.Summary.Members > p.Capacity ||
+			p.Summary.Cost < 0 || p.Summary.Remove < 0 || p.Summary.Gain < 0 || max(p.Summary.Cost, p.Summary.Remove, p.Summary.Gain) > MaxSummaryRTT):
+			t.Fatalf("accepted summary %+v of capacity %d from %s", p.Summary, p.Capacity, origin)
 		}
 		b, err := p.Encode()
 		if err != nil {
@@ -152,8 +159,9 @@ func FuzzDecodeTokenPos(f *testing.F) {
 			t.Fatalf("the encoding %s of an accepted position does not decode: %v", b, err)
 		}
 		c1, c2 := p.Coord, p2.Coord
-		p.Coord, p2.Coord = nil, nil
-		if p != p2 || !sameCoord(c1, c2) || c1 != nil && c1.Error != c2.Error {
+		s1, s2 := p.Summary, p2.Summary
+		p.Coord, p2.Coord, p.Summary, p2.Summary = nil, nil, nil, nil
+		if p != p2 || !sameCoord(c1, c2) || c1 != nil && c1.Error != c2.Error || !sameSummary(s1, s2) {
 			t.Fatalf("round trip changed the position\nfirst  %+v %+v\nsecond %+v %+v", p, c1, p2, c2)
 		}
 	})

@@ -72,6 +72,59 @@ type TokenPos struct {
 	// Giver is the peer that signed Link, as the decoder verified it; it
 	// is not encoded ("" without a link).
 	Giver peer.ID
+	// Summary is a superpeer's summary of its cluster, for relocation
+	// (overlay/node's georelocate.go), nil if none. Its Superpeer is not
+	// encoded: it is the Holder. Members lies in [0, Capacity], the
+	// durations in [0, MaxSummaryRTT], Candidate is a peer ID or "".
+	Summary *geometric.ClusterSummary
+}
+
+// MaxSummaryRTT bounds each duration of a cluster summary on the wire
+// (TokenPos.Summary): a sum of up to MaxTokens-capacity RTTs of a few
+// hundred milliseconds is far below it.
+const MaxSummaryRTT = time.Hour
+
+// wireClusterSummary is a cluster summary on the wire; durations in
+// microseconds, the candidate as its peer ID's string.
+type wireClusterSummary struct {
+	Members   int    `json:"members"`
+	Cost      int64  `json:"cost_us"`
+	Remove    int64  `json:"remove_us"`
+	Full      bool   `json:"full,omitempty"`
+	Candidate string `json:"cand,omitempty"`
+	Gain      int64  `json:"gain_us"`
+}
+
+func clusterSummaryToWire(s *geometric.ClusterSummary) *wireClusterSummary {
+	if s == nil {
+		return nil
+	}
+	w := &wireClusterSummary{Members: s.Members, Cost: s.Cost.Microseconds(), Remove: s.Remove.Microseconds(), Full: s.Full, Gain: s.Gain.Microseconds()}
+	if s.Candidate != "" {
+		w.Candidate = peer.ID(s.Candidate).String()
+	}
+	return w
+}
+
+func clusterSummaryFromWire(w *wireClusterSummary, holder peer.ID) (*geometric.ClusterSummary, error) {
+	if w == nil {
+		return nil, nil
+	}
+	s := &geometric.ClusterSummary{Superpeer: geometric.ID(holder), Members: w.Members, Full: w.Full,
+		Cost: time.Duration(w.Cost) * time.Microsecond, Remove: time.Duration(w.Remove) * time.Microsecond, Gain: time.Duration(w.Gain) * time.Microsecond}
+	for _, us := range []int64{w.Cost, w.Remove, w.Gain} {
+		if us < 0 || us > MaxSummaryRTT.Microseconds() {
+			return nil, fmt.Errorf("%w: summary duration %d µs out of [0, %v]", ErrBadGeo, us, MaxSummaryRTT)
+		}
+	}
+	if w.Candidate != "" {
+		c, err := peer.Decode(w.Candidate)
+		if err != nil {
+			return nil, fmt.Errorf("%w: summary candidate: %v", ErrBadGeo, err)
+		}
+		s.Candidate = geometric.ID(c)
+	}
+	return s, nil
 }
 
 // TokenLink is a token pass's proof: the giver's public key and its
@@ -172,16 +225,17 @@ type wireCoord struct {
 }
 
 type wireToken struct {
-	V         int        `json:"v"`
-	Seq       uint64     `json:"seq"`
-	Num       int        `json:"num"`
-	TokenSeq  uint64     `json:"tseq"`
-	Coord     *wireCoord `json:"coord,omitempty"`
-	Superpeer bool       `json:"superpeer,omitempty"`
-	Load      int        `json:"load"`
-	Capacity  int        `json:"capacity"`
-	Released  bool       `json:"released,omitempty"`
-	Link      *TokenLink `json:"link,omitempty"`
+	V         int                 `json:"v"`
+	Seq       uint64              `json:"seq"`
+	Num       int                 `json:"num"`
+	TokenSeq  uint64              `json:"tseq"`
+	Coord     *wireCoord          `json:"coord,omitempty"`
+	Superpeer bool                `json:"superpeer,omitempty"`
+	Load      int                 `json:"load"`
+	Capacity  int                 `json:"capacity"`
+	Released  bool                `json:"released,omitempty"`
+	Link      *TokenLink          `json:"link,omitempty"`
+	Summary   *wireClusterSummary `json:"summary,omitempty"`
 }
 
 func toWire(c *coordinate.Coordinate) *wireCoord {
@@ -244,6 +298,16 @@ func (t TokenPos) check() error {
 	if t.Link == nil && t.Token.Passes() > 0 && !t.Released {
 		return fmt.Errorf("%w: token %d %d passes after its placement, without the giver's link", ErrBadGeo, t.Token.Num, t.Token.Passes())
 	}
+	if sum := t.Summary; sum != nil {
+		if sum.Members < 0 || sum.Members > t.Capacity {
+			return fmt.Errorf("%w: summary of %d members out of [0, capacity %d]", ErrBadGeo, sum.Members, t.Capacity)
+		}
+		for _, d := range []time.Duration{sum.Cost, sum.Remove, sum.Gain} {
+			if d < 0 || d > MaxSummaryRTT {
+				return fmt.Errorf("%w: summary duration %v out of [0, %v]", ErrBadGeo, d, MaxSummaryRTT)
+			}
+		}
+	}
 	if t.Coord == nil && t.Released {
 		return nil
 	}
@@ -259,6 +323,7 @@ func (t TokenPos) Encode() ([]byte, error) {
 	return json.Marshal(wireToken{
 		V: GeoVersion, Seq: t.Seq, Num: t.Token.Num, TokenSeq: t.Token.Seq, Coord: toWire(t.Coord),
 		Superpeer: t.Superpeer, Load: t.Load, Capacity: t.Capacity, Released: t.Released, Link: t.Link,
+		Summary: clusterSummaryToWire(t.Summary),
 	})
 }
 
@@ -277,9 +342,13 @@ func DecodeTokenPos(origin peer.ID, data []byte) (TokenPos, error) {
 	if err := decodeWire(data, &w); err != nil {
 		return TokenPos{}, err
 	}
+	sum, err := clusterSummaryFromWire(w.Summary, origin)
+	if err != nil {
+		return TokenPos{}, err
+	}
 	t := TokenPos{
 		Holder: origin, Seq: w.Seq, Token: geometric.Token{Num: w.Num, Seq: w.TokenSeq}, Coord: fromWire(w.Coord),
-		Superpeer: w.Superpeer, Load: w.Load, Capacity: w.Capacity, Released: w.Released, Link: w.Link,
+		Superpeer: w.Superpeer, Load: w.Load, Capacity: w.Capacity, Released: w.Released, Link: w.Link, Summary: sum,
 	}
 	if err := t.check(); err != nil {
 		return TokenPos{}, err
@@ -292,6 +361,13 @@ func DecodeTokenPos(origin peer.ID, data []byte) (TokenPos, error) {
 		t.Giver = giver
 	}
 	return t, nil
+}
+
+func sameSummary(a, b *geometric.ClusterSummary) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 func sameCoord(a, b *coordinate.Coordinate) bool {
@@ -310,7 +386,7 @@ var tokenSpec = feedSpec[TokenPos]{
 	live:   func(t TokenPos) bool { return !t.Released },
 	same: func(a, b TokenPos) bool {
 		return a.Token == b.Token && a.Superpeer == b.Superpeer && a.Load == b.Load && a.Capacity == b.Capacity &&
-			a.Released == b.Released && sameCoord(a.Coord, b.Coord) && a.Giver == b.Giver
+			a.Released == b.Released && sameCoord(a.Coord, b.Coord) && a.Giver == b.Giver && sameSummary(a.Summary, b.Summary)
 	},
 	// A new token, a promotion and a release go out at once; load and
 	// coordinate updates may wait for the minimum gap.

@@ -71,6 +71,71 @@ func TestTokenPosRoundTrip(t *testing.T) {
 	}
 }
 
+// TestTokenPosSummary: a superpeer's cluster summary goes through the
+// wire with its holder as its superpeer, microsecond durations and the
+// candidate's peer ID; a summary out of range is refused on both sides,
+// and a report without one decodes as before.
+func TestTokenPosSummary(t *testing.T) {
+	id, cand := fakeID(t, 1), fakeID(t, 2)
+	sum := &geometric.ClusterSummary{Members: 3, Cost: 90 * time.Millisecond, Remove: 12345 * time.Microsecond, Full: true,
+		Candidate: geometric.ID(cand), Gain: 40 * time.Millisecond}
+	tp := TokenPos{Token: geometric.Token{Num: 1}, Coord: coordAt(0.01), Superpeer: true, Load: 3, Capacity: 4, Summary: sum}
+	data, err := tp.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeTokenPos(id, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *sum
+	want.Superpeer = geometric.ID(id)
+	if got.Summary == nil || *got.Summary != want {
+		t.Fatalf("summary %+v, want %+v", got.Summary, want)
+	}
+	if !tokenSpec.same(got, TokenPos{Holder: id, Token: tp.Token, Coord: tp.Coord, Superpeer: true, Load: 3, Capacity: 4, Summary: &want}) {
+		t.Error("an unchanged summary counts as a change")
+	}
+	other := want
+	other.Gain++
+	if tokenSpec.same(got, TokenPos{Holder: id, Token: tp.Token, Coord: tp.Coord, Superpeer: true, Load: 3, Capacity: 4, Summary: &other}) {
+		t.Error("a changed summary does not count as a change: it would not be republished")
+	}
+	for name, bad := range map[string]geometric.ClusterSummary{
+		"members above capacity": {Members: 5},
+		"negative members":       {Members: -1},
+		"negative cost":          {Cost: -time.Millisecond},
+		"remove too long":        {Remove: MaxSummaryRTT + time.Microsecond},
+		"negative gain":          {Gain: -1},
+	} {
+		tp.Summary = &bad
+		if _, err := tp.Encode(); !errors.Is(err, ErrBadGeo) {
+			t.Errorf("encode %s: err = %v, want ErrBadGeo", name, err)
+		}
+	}
+	tok := func(sum string) []byte {
+		return []byte(`{"v":2,"seq":1,"num":0,"capacity":4,"load":2,"coord":` + goodCoordJSON + `,"summary":` + sum + `}`)
+	}
+	for name, data := range map[string][]byte{
+		"members above capacity": tok(`{"members":5,"cost_us":1,"remove_us":1,"gain_us":1}`),
+		"negative remove":        tok(`{"members":1,"cost_us":1,"remove_us":-1,"gain_us":1}`),
+		"gain too long":          tok(fmt.Sprintf(`{"members":1,"cost_us":1,"remove_us":1,"gain_us":%d}`, MaxSummaryRTT.Microseconds()+1)),
+		"bad candidate":          tok(`{"members":1,"cost_us":1,"remove_us":1,"gain_us":1,"cand":"not a peer"}`),
+		"not an object":          tok(`[1]`),
+	} {
+		if _, err := DecodeTokenPos(id, data); !errors.Is(err, ErrBadGeo) {
+			t.Errorf("decode %s: err = %v, want ErrBadGeo", name, err)
+		}
+	}
+	if got, err := DecodeTokenPos(id, tok(`{"members":2,"cost_us":1000,"remove_us":0,"gain_us":3}`)); err != nil || got.Summary == nil ||
+		got.Summary.Cost != time.Millisecond || got.Summary.Candidate != "" {
+		t.Fatalf("the good summary of these cases: %+v, %v", got.Summary, err)
+	}
+	if got, err := DecodeTokenPos(id, rawCoord(1, goodCoordJSON)); err != nil || got.Summary != nil {
+		t.Fatalf("a report without a summary: %+v, %v", got.Summary, err)
+	}
+}
+
 // TestDecodeCoordRejects: a token report whose holder's coordinate is
 // malformed or out of range is rejected.
 func TestDecodeCoordRejects(t *testing.T) {
