@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"flag"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -130,11 +131,17 @@ func TestGeometricAttack(t *testing.T) {
 // Liars in the live node's placement (NodeAttack, one seed): with the
 // liars honest the row is its own baseline; a liar that keeps its tokens
 // and lies in the search holds more roles than the same node honest.
+var (
+	nodeAttackTrials = flag.Int("nodeattack.trials", 1, "TestNodeAttack: seeds, from -nodeattack.seed")
+	nodeAttackSeed   = flag.Uint64("nodeattack.seed", 2, "TestNodeAttack: the first seed")
+	nodeAttackReloc  = flag.Bool("nodeattack.relocate", false, "TestNodeAttack: turn on the relocation between clusters")
+)
+
 func TestNodeAttack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the node simulator starts no goroutine: nothing for the race detector's short run (TestRunQuickAttack runs NodeAttack too)")
 	}
-	rows, err := NodeAttack(NodeAttackConfig{Trials: 1, Seed: 2})
+	rows, err := NodeAttack(NodeAttackConfig{Trials: *nodeAttackTrials, Seed: *nodeAttackSeed, Relocate: *nodeAttackReloc})
 	if err != nil {
 		t.Fatal(err)
 	}

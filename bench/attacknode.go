@@ -33,6 +33,10 @@ type NodeAttackConfig struct {
 	Seed   uint64
 	// Duration is how long each run lasts. Zero: 300 s.
 	Duration time.Duration
+	// Relocate turns on the relocation between clusters
+	// (node.GeoConfig.Relocate), whose summaries liars that lie in the
+	// search lie in too (nodesim's LieInSearch).
+	Relocate bool
 }
 
 // NodeAttack measures what liars gain from the live node's geometric
@@ -116,7 +120,7 @@ func NodeAttack(cfg NodeAttackConfig) ([]AttackRow, error) {
 func nodeAttackRun(m *latency.Matrix, cfg NodeAttackConfig, seed uint64, hostility string, liars []int) (sps, attach []int, err error) {
 	s, err := nodesim.New(nodesim.Config{N: cfg.N, Seed: seed, Stagger: time.Second, Latency: m,
 		Node: node.Config{Geometric: true, AnnounceInterval: 5 * time.Second,
-			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: geometric.Config{Tokens: cfg.S}}}})
+			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: geometric.Config{Tokens: cfg.S}, Relocate: cfg.Relocate}}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -75,6 +75,9 @@ type GeoLiveConfig struct {
 	// SimTrace, when set, sees the simulator's side every second of
 	// virtual time: what each node names.
 	SimTrace func(seed uint64, at time.Duration, m *latency.Matrix, superpeer []int)
+	// Relocate turns on the relocation between clusters on both sides
+	// (node.GeoConfig.Relocate).
+	Relocate bool
 }
 
 // GeoLiveEarly is when GeoLive takes its early figures (GeoLiveSide's
@@ -279,7 +282,7 @@ func geoLiveSim(cfg GeoLiveConfig, m *latency.Matrix) (side GeoLiveSide) {
 	defer func() { side.WallS = time.Since(start).Seconds() }()
 	s, err := nodesim.New(nodesim.Config{N: cfg.N, Seed: cfg.Seed, Stagger: time.Second, Latency: m,
 		Node: node.Config{Geometric: true, AnnounceInterval: 5 * time.Second,
-			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: tokens}}})
+			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: tokens, Relocate: cfg.Relocate}}})
 	if err != nil {
 		side.Error = err.Error()
 		return side
@@ -333,7 +336,8 @@ func geoLiveLive(ctx context.Context, cfg GeoLiveConfig, m *latency.Matrix) (sid
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration+10*time.Minute)
 	defer cancel()
 	tn, err := testnet.Start(ctx, testnet.Config{N: cfg.N, Strategy: testnet.StrategyGeometric, Target: dhtselect.Target{Superpeers: cfg.S},
-		Seed: cfg.Seed, Latency: m, AnnounceInterval: 5 * time.Second, PingInterval: time.Second, TokenInterval: time.Second, Logger: cfg.Logger})
+		Seed: cfg.Seed, Latency: m, AnnounceInterval: 5 * time.Second, PingInterval: time.Second, TokenInterval: time.Second, Logger: cfg.Logger,
+		GeoRelocate: cfg.Relocate})
 	if err != nil {
 		side.Error = err.Error()
 		return side

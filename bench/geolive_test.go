@@ -78,6 +78,7 @@ var (
 	geoSweepN      = flag.Int("geosweep.n", 100, "TestGeoSimSweep: nodes, on the first N PlanetLab hosts")
 	geoSweepS      = flag.Int("geosweep.s", 10, "TestGeoSimSweep: superpeers (tokens)")
 	geoSweepFirst  = flag.Int("geosweep.first", 0, "TestGeoSimSweep: the first of the N PlanetLab hosts (they are consecutive)")
+	geoSweepReloc  = flag.Bool("geosweep.relocate", false, "TestGeoSimSweep: turn on the relocation between clusters (node.GeoConfig.Relocate)")
 )
 
 // firstHosts returns 0, 1, ..., n-1.
@@ -111,7 +112,7 @@ func TestGeoSimSweep(t *testing.T) {
 		t.Fatalf("-geosweep.seeds %q: want from-to, 1 <= from <= to", *geoSweep)
 	}
 	m := planetLabMatrix(t)
-	cfg := GeoLiveConfig{N: *geoSweepN, S: *geoSweepS, Duration: 5 * time.Minute}
+	cfg := GeoLiveConfig{N: *geoSweepN, S: *geoSweepS, Duration: 5 * time.Minute, Relocate: *geoSweepReloc}
 	hosts := make([]int, cfg.N)
 	if *geoSweepFirst < 0 || *geoSweepFirst+cfg.N > m.N() {
 		t.Fatalf("-geosweep.first %d: want 0 to %d for %d nodes", *geoSweepFirst, m.N()-cfg.N, cfg.N)

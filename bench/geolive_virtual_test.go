@@ -12,13 +12,14 @@ import (
 )
 
 var (
-	geoliveOut  = flag.String("geolive.out", "", "TestGeoLiveVirtual: run it, and write its row as JSON to this file (make bench: peer bench --geolive)")
-	geoliveDur  = flag.Duration("geolive.duration", 5*time.Minute, "TestGeoLiveVirtual: the virtual time each side runs")
-	geoliveN    = flag.Int("geolive.n", 100, "TestGeoLiveVirtual: nodes, on the first N PlanetLab hosts (490 at most)")
-	geoliveS    = flag.Int("geolive.s", 10, "TestGeoLiveVirtual: superpeers (tokens)")
-	geoliveSim  = flag.Int("geolive.simseeds", 8, "TestGeoLiveVirtual: seeds of the simulator's side")
-	geoliveSeed = flag.Uint64("geolive.seed", 1, "TestGeoLiveVirtual: the seed of the live side's keys, and the simulator's first")
-	geoliveLog  = flag.String("geolive.log", "", "TestGeoLiveVirtual: write the live nodes' notes, debug level up, as JSON lines to this file")
+	geoliveOut   = flag.String("geolive.out", "", "TestGeoLiveVirtual: run it, and write its row as JSON to this file (make bench: peer bench --geolive)")
+	geoliveDur   = flag.Duration("geolive.duration", 5*time.Minute, "TestGeoLiveVirtual: the virtual time each side runs")
+	geoliveN     = flag.Int("geolive.n", 100, "TestGeoLiveVirtual: nodes, on the first N PlanetLab hosts (490 at most)")
+	geoliveS     = flag.Int("geolive.s", 10, "TestGeoLiveVirtual: superpeers (tokens)")
+	geoliveSim   = flag.Int("geolive.simseeds", 8, "TestGeoLiveVirtual: seeds of the simulator's side")
+	geoliveSeed  = flag.Uint64("geolive.seed", 1, "TestGeoLiveVirtual: the seed of the live side's keys, and the simulator's first")
+	geoliveLog   = flag.String("geolive.log", "", "TestGeoLiveVirtual: write the live nodes' notes, debug level up, as JSON lines to this file")
+	geoliveReloc = flag.Bool("geolive.relocate", false, "TestGeoLiveVirtual: turn on the relocation between clusters on both sides")
 )
 
 // TestGeoLiveVirtual: geometric placement on 100 PlanetLab hosts with
@@ -32,7 +33,7 @@ func TestGeoLiveVirtual(t *testing.T) {
 	if *geoliveOut == "" {
 		t.Skip("100 live nodes for minutes of virtual time: run with -geolive.out FILE")
 	}
-	cfg := GeoLiveConfig{N: *geoliveN, S: *geoliveS, SimSeeds: *geoliveSim, Seed: *geoliveSeed, Duration: *geoliveDur,
+	cfg := GeoLiveConfig{N: *geoliveN, S: *geoliveS, SimSeeds: *geoliveSim, Seed: *geoliveSeed, Duration: *geoliveDur, Relocate: *geoliveReloc,
 		InBubble: inBubble(t),
 		Progress: func(s string) { fmt.Fprintln(os.Stderr, s) }}
 	if *geoliveLog != "" {

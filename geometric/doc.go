@@ -175,10 +175,10 @@
 // take Simulate's margin (SimSwapConfig: 0.05 ms plus 0.1 %, the
 // simulator's RTTs being exact); with the live node's (DefaultSwapConfig,
 // 0.5 ms plus 2 %) S = 49 comes to 1.06 to 1.12. The node machine
-// (overlay/node's geoswap.go) runs Swap, with DefaultSwapConfig and
-// without next superpeers or outsiders in its reports; Relocate, which
-// needs the superpeers to exchange summaries, runs only in Simulate so
-// far.
+// (overlay/node's geoswap.go) runs Swap, with DefaultSwapConfig, its
+// members' reports naming their next superpeers but without outsiders;
+// and Summarize and Relocate (georelocate.go), each superpeer publishing
+// its summary with its token report and deciding for its own token.
 //
 // # Simulation
 //

@@ -139,7 +139,7 @@ func geoConfig(cfg Config) (node.GeoConfig, error) {
 		return node.GeoConfig{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return node.GeoConfig{Network: cfg.Network, Tokens: g, Coords: geometric.DefaultCoordConfig(),
-		PingInterval: cfg.PingInterval, TokenInterval: cfg.TokenInterval}, nil
+		PingInterval: cfg.PingInterval, TokenInterval: cfg.TokenInterval, Relocate: cfg.GeoRelocate}, nil
 }
 
 // geo is the geometric strategy's I/O.
@@ -218,7 +218,7 @@ func (g *geo) input() node.GeoFeed {
 	in := node.GeoFeed{Connected: g.n.host.Network().Peers()}
 	for _, tp := range g.feed.Reports() {
 		in.Tokens = append(in.Tokens, node.TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: tp.Superpeer, Load: tp.Load,
-			Giver: tp.Giver})
+			Giver: tp.Giver, Summary: tp.Summary})
 	}
 	return in
 }
@@ -333,7 +333,7 @@ func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 			err = g.feed.SetToken(ctx, nil)
 		} else {
 			tp := &gossip.TokenPos{Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer,
-				Load: r.Load, Capacity: r.Capacity, Released: r.Released}
+				Load: r.Load, Capacity: r.Capacity, Released: r.Released, Summary: r.Summary}
 			if len(r.Link) > 0 {
 				tp.Link, err = gossip.UnmarshalLink(r.Link)
 			}

@@ -128,6 +128,11 @@ type Config struct {
 	// snapshot of the coordinates) and Cooling 4 passes; see geo.go and
 	// overlay/node's geo.go.
 	Geometric geometric.Config
+	// GeoRelocate turns on the relocation of tokens between clusters
+	// (node.GeoConfig.Relocate): closer to the offline optimum, but only
+	// for swarms whose superpeers trust one another, since a liar
+	// superpeer draws tokens to its fellow liars with it. Off by default.
+	GeoRelocate bool
 	// PingInterval is the period of RTT measurements that fit the
 	// coordinate (geometric strategy). Default 1 s.
 	PingInterval time.Duration
@@ -427,6 +432,12 @@ func WithBootstrapRetry(d time.Duration) Option {
 // StrategyGeometric).
 func WithStrategy(name string) Option {
 	return func(c *Config) error { c.Strategy = name; return nil }
+}
+
+// WithGeoRelocate turns the relocation of tokens between clusters on or
+// off (Config.GeoRelocate).
+func WithGeoRelocate(on bool) Option {
+	return func(c *Config) error { c.GeoRelocate = on; return nil }
 }
 
 // WithGeometric tunes the geometric strategy and sets its ping and token

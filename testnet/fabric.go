@@ -101,7 +101,7 @@ func (f *memFabric) start(ctx context.Context, i int, sk crypto.PrivKey, boot in
 		overlay.WithHost(countingHost{managedHost{h, cm}, f.tr.node(h.ID()), live}), overlay.WithTarget(cfg.Target),
 		overlay.WithIntervals(cfg.AnnounceInterval, cfg.ReevaluateInterval),
 		overlay.WithLogger(cfg.Logger.With("node", i)),
-		overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval),
+		overlay.WithStrategy(cfg.Strategy), overlay.WithGeometric(cfg.Geometric, cfg.PingInterval, cfg.TokenInterval), overlay.WithGeoRelocate(cfg.GeoRelocate),
 		overlay.WithElection(cfg.Election, cfg.Quorum), overlay.WithIgnoreFlaps(cfg.IgnoreFlaps),
 		overlay.WithBootstrap(bootInfo...),
 	)

@@ -38,6 +38,9 @@ type Config struct {
 	// machine; zero means the node's defaults (1 s and 1 s).
 	Geometric                   geometric.Config
 	PingInterval, TokenInterval time.Duration
+	// GeoRelocate turns on the relocation between clusters
+	// (overlay.Config.GeoRelocate).
+	GeoRelocate bool
 	// Target is the superpeer target.
 	Target dhtselect.Target
 	// Seed derives the peer keys.

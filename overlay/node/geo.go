@@ -83,6 +83,13 @@ type GeoConfig struct {
 	// DefaultSwapCandidates. Zero means DefaultSwapCandidates; negative,
 	// no search: the placement of the coordinates alone.
 	SwapCandidates int
+	// Relocate turns on the relocation between clusters
+	// (georelocate.go): superpeers publish summaries of their clusters
+	// and move tokens by them. Off by default: a superpeer's summary is a
+	// claim that no receiver can check, and liar superpeers draw the
+	// other superpeers' tokens to their fellow liars with it. For swarms
+	// whose superpeers trust one another (one operator's nodes).
+	Relocate bool
 }
 
 // DefaultVantage is the default GeoConfig.Vantage.
@@ -177,6 +184,9 @@ type TokenPos struct {
 	Superpeer bool
 	Load      int
 	Giver     peer.ID
+	// Summary is the holder's summary of its cluster, for relocation
+	// (georelocate.go), nil if none; its Superpeer is not read.
+	Summary *geometric.ClusterSummary
 }
 
 // PingDone answers a ping the machine asked for (GeoReady.Pings): the RTT
@@ -346,6 +356,9 @@ type TokenReport struct {
 	Released  bool
 	Giver     peer.ID
 	Link      []byte
+	// Summary is a superpeer's summary of its cluster (georelocate.go),
+	// nil if it has none yet.
+	Summary *geometric.ClusterSummary
 }
 
 // GeoState is the node's state with the geometric strategy.
@@ -485,6 +498,11 @@ type geoMachine struct {
 	swapSent bool
 	early    time.Time
 	swaps    uint64
+	// summary is the superpeer's last summary of its cluster, published
+	// with its token (georelocate.go); relocations counts the hand-overs
+	// to other clusters' members.
+	summary     *geometric.ClusterSummary
+	relocations uint64
 
 	// movedTo is the mate of its cluster that took over the token of
 	// the lost holder movedFrom, as its claim says, when this node's own
@@ -1121,6 +1139,10 @@ func (g *geoMachine) publishToken() {
 			Load: min(len(g.members), g.tc.Capacity), Capacity: g.tc.Capacity}
 		if pos.Token.Passes() > 0 {
 			r.Giver, r.Link = g.giver, g.link
+		}
+		if r.Superpeer && g.summary != nil {
+			sum := *g.summary
+			r.Summary = &sum
 		}
 		g.out.Tokens = append(g.out.Tokens, r)
 	case was:

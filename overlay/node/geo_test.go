@@ -802,7 +802,12 @@ func FuzzGeo(f *testing.F) {
 			case 0:
 				f := GeoFeed{Connected: ids[:int(op>>4)%len(ids)]}
 				if op&16 != 0 {
-					f.Tokens = append(f.Tokens, TokenPos{Holder: "b", Token: geometric.Token{Num: 0, Seq: uint64(k)}, Coord: coords["b"], Superpeer: op&32 != 0})
+					tp := TokenPos{Holder: "b", Token: geometric.Token{Num: 0, Seq: uint64(k)}, Coord: coords["b"], Superpeer: op&32 != 0, Load: 2}
+					if op&64 != 0 {
+						// A summary that asks for a relocation to c.
+						tp.Summary = &geometric.ClusterSummary{Members: 2, Cost: time.Second, Remove: time.Second, Candidate: "c", Gain: time.Second}
+					}
+					f.Tokens = append(f.Tokens, tp)
 				}
 				m.Step(now, f)
 			case 1:

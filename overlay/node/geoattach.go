@@ -71,7 +71,7 @@ func (g *geoMachine) startAttach(now time.Time) {
 		g.attachEnd(now)
 		return
 	}
-	g.search = nil
+	g.search, g.summary = nil, nil
 	clear(g.members) // no longer a superpeer: nobody is attached
 	clear(g.memberCoord)
 	clear(g.memberDemoted)

@@ -70,9 +70,10 @@ import (
 //
 // Cost: per round, a member pings at most DefaultSwapCandidates peers and
 // sends one request with its report; the superpeer keeps one report per
-// member, with at most one next superpeer. Relocation between clusters (geometric.Relocate), which
-// the simulator runs, needs the superpeers' summaries and is not in the
-// node yet.
+// member, with at most one next superpeer. With GeoConfig.Relocate, once
+// the search is done with the central candidates, its rounds alternate
+// with summary rounds for the relocation between clusters
+// (georelocate.go).
 
 // DefaultSwapCandidates is the default GeoConfig.SwapCandidates, and the
 // most a member measures per round: 8, as in the simulator
@@ -95,6 +96,16 @@ type swapSearch struct {
 	reports map[peer.ID]geometric.SwapReport
 	told    map[peer.ID]bool // members answered with cands: only their reports are about them
 	tried   map[peer.ID]bool
+	// summary says the round in flight judges outlying candidates for the
+	// cluster's summary (georelocate.go), not central ones for a swap;
+	// exhausted, that no central candidate is left to try; and last are
+	// the last summary round's candidates and reports, which a round on
+	// the same candidates starts from (a member reports once per list).
+	summary, exhausted bool
+	quiet              int    // summary rounds in a row that moved no token (summaryRounds)
+	heard              uint64 // the other clusters' summaries at the last one (heardSummaries)
+	last               []peer.ID
+	lastReports        map[peer.ID]geometric.SwapReport
 }
 
 // swapWarm is how long a superpeer holds its token before it searches:
@@ -117,7 +128,7 @@ func (g *geoMachine) swapWait() time.Duration {
 func (g *geoMachine) searchRound(now time.Time) {
 	tok, held := g.holder.Holding()
 	if !held || !g.holder.Superpeer() || g.cfg.SwapCandidates < 0 {
-		g.search = nil
+		g.search, g.summary = nil, nil
 		return
 	}
 	if g.pass != nil {
@@ -127,16 +138,19 @@ func (g *geoMachine) searchRound(now time.Time) {
 	if s == nil || s.token != tok {
 		since, _ := g.holder.Since()
 		s = &swapSearch{token: tok, since: since, tried: map[peer.ID]bool{}}
-		g.search = s
+		g.search, g.summary = s, nil
 	}
 	warm := g.swapWarm()
 	if tok.Passes() >= geometric.Settled {
 		warm = g.m.cfg.AnnounceInterval // handed over: the forces do not move it
 	}
-	if now.Sub(s.since) < warm {
-		return
+	if now.Sub(s.since) < warm || len(g.members) == 0 && now.Sub(s.since) < warm+g.attachTTL() {
+		return // (a superpeer without members: not before its members had time to attach)
 	}
-	if len(s.cands) == 0 {
+	if s.started.IsZero() && s.quiet >= summaryRounds && s.heard != heardSummaries(g.feedSummaries()) {
+		s.quiet = 0 // other clusters' summaries changed: summarise again
+	}
+	if s.started.IsZero() {
 		var ps []geometric.Peer
 		for p := range g.members {
 			if c, ok := g.memberCoord[p]; ok {
@@ -145,16 +159,40 @@ func (g *geoMachine) searchRound(now time.Time) {
 		}
 		slices.SortFunc(ps, func(a, b geometric.Peer) int { return cmp.Compare(a.ID, b.ID) })
 		k := min(cmp.Or(g.cfg.SwapCandidates, DefaultSwapCandidates), DefaultSwapCandidates)
-		for _, c := range geometric.Candidates(geometric.ID(g.self()), ps, k, func(id geometric.ID) bool { return s.tried[peer.ID(id)] }) {
+		var cands []geometric.ID
+		due := g.summaryDue(s)
+		if !due {
+			cands = geometric.Candidates(geometric.ID(g.self()), ps, k, func(id geometric.ID) bool { return s.tried[peer.ID(id)] })
+			s.exhausted = len(cands) == 0
+			due = s.exhausted && g.summaryDue(s)
+			if s.exhausted && !due {
+				return // no candidate left, and no summary due (summaryRounds)
+			}
+		}
+		s.summary = due
+		if s.summary {
+			cands = g.outlying(ps, k)
+		}
+		for _, c := range cands {
 			s.cands = append(s.cands, peer.ID(c))
 			if g.rtt[peer.ID(c)] <= 0 {
 				g.ping(peer.ID(c)).measure = true
 			}
 		}
 		s.started, s.reports, s.told = now, map[peer.ID]geometric.SwapReport{}, map[peer.ID]bool{}
-		return
+		if s.summary && slices.Equal(s.cands, s.last) {
+			for p, r := range s.lastReports {
+				if _, member := g.members[p]; member {
+					s.reports[p], s.told[p] = r, true
+				}
+			}
+		}
+		if len(g.members) > 0 {
+			return
+		}
+		// No member: nobody to wait for.
 	}
-	if 2*len(s.reports) <= len(g.members) && now.Sub(s.started) < g.swapWait() {
+	if (len(g.members) > 0 || !s.summary) && 2*len(s.reports) <= len(g.members) && now.Sub(s.started) < g.swapWait() {
 		return
 	}
 	started := s.started
@@ -162,7 +200,9 @@ func (g *geoMachine) searchRound(now time.Time) {
 	own := make([]time.Duration, len(s.cands))
 	for i, c := range s.cands {
 		cands[i], own[i] = geometric.ID(c), g.rtt[c]
-		s.tried[c] = true
+		if !s.summary {
+			s.tried[c] = true
+		}
 	}
 	reports := make([]geometric.SwapReport, 0, len(s.reports))
 	for _, p := range slices.Sorted(maps.Keys(s.reports)) {
@@ -171,7 +211,14 @@ func (g *geoMachine) searchRound(now time.Time) {
 		}
 	}
 	told := len(s.told)
-	s.cands, s.reports, s.told = nil, nil, nil
+	if s.summary {
+		s.last, s.lastReports = s.cands, s.reports
+	}
+	s.cands, s.reports, s.told, s.started = nil, nil, nil, time.Time{}
+	if s.summary {
+		g.summarize(now, tok, cands, own, reports)
+		return
+	}
 	d, ok, err := geometric.Swap(swapConfig(tok), geometric.ID(g.self()), cands, own, reports, len(g.members))
 	g.note(slog.LevelDebug, "geometric: search round ended", "token", tok.Num, "members", len(g.members), "told", told,
 		"reports", len(reports), "took", now.Sub(started), "swap", ok, "error", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -290,10 +291,11 @@ func (s *Sim) LieCoord(i int, c *coordinate.Coordinate) {
 // s claims, at the ends of what geometric.Swap accepts, that each liar
 // candidate c saves it r(s, c) and each honest one costs it r(s, c), with
 // no next superpeer (which would bound its claimed loss); its RTT to s is
-// raised as far as the claimed saving needs. As
-// geometric.SimConfig.Liars does for the simulator of the placement,
-// without the relocations the node does not make; with KeepTokens, its
-// liar superpeers never give their roles away either.
+// raised as far as the claimed saving needs. A liar superpeer's summary
+// of its cluster claims the most it can for a fellow liar (lieSummary).
+// As geometric.SimConfig.Liars does for the simulator of the placement;
+// with KeepTokens, its liar superpeers never give their roles away
+// either.
 func (s *Sim) LieInSearch(liars []int) { s.makeHostile(liars, func(h *hostility) { h.lies = true }) }
 
 // hostility is what a hostile node does (LieInSearch, KeepTokens).
@@ -320,6 +322,24 @@ func (s *Sim) makeHostile(nodes []int, set func(*hostility)) {
 		set(&h)
 		s.hostile[i] = h
 	}
+}
+
+// lieSummary is a liar superpeer's summary of its cluster (node's
+// georelocate.go), in place of its own: the most that the wire lets it
+// claim (gossip.MaxSummaryRTT) as the gain of a second superpeer at a
+// fellow liar that holds no token, and as the cost of its own removal,
+// so that honest superpeers relocate their tokens to liars and never
+// take its own.
+func (s *Sim) lieSummary(i int) *geometric.ClusterSummary {
+	const most = time.Hour // gossip.MaxSummaryRTT
+	sum := &geometric.ClusterSummary{Superpeer: geometric.ID(s.nodes[i].id), Remove: most, Cost: most}
+	for _, j := range slices.Sorted(maps.Keys(s.hostile)) {
+		if g := s.nodes[j].geo; j != i && s.hostile[j].lies && s.nodes[j].alive && g != nil && g.own == nil {
+			sum.Candidate, sum.Gain = geometric.ID(s.nodes[j].id), most
+			break
+		}
+	}
+	return sum
 }
 
 // lieReport is a liar's report to superpeer sp, whose candidates were
@@ -367,6 +387,9 @@ func (s *Sim) Load(i int, d time.Duration) {
 // (one TTL after it was last republished), a release takes it out at once.
 func (s *Sim) publishToken(i int, r node.TokenReport) {
 	g := s.nodes[i].geo
+	if r.Summary != nil && s.hostile[i].lies {
+		r.Summary = s.lieSummary(i)
+	}
 	g.own = &r
 	if r.None || r.Released {
 		g.own = nil
@@ -414,7 +437,7 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 		}
 		if j != i && len(g.forged) > 0 && s.up(i, j) {
 			for _, r := range g.forged {
-				tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver})
+				tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver, Summary: r.Summary})
 			}
 		}
 		r := g.heardTok
@@ -426,7 +449,7 @@ func (s *Sim) geoFeed(i int) node.GeoFeed {
 		if r == nil {
 			continue
 		}
-		tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver})
+		tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver, Summary: r.Summary})
 	}
 	slices.SortStableFunc(tokens, func(a, b node.TokenPos) int {
 		return cmp.Or(cmp.Compare(a.Token.Num, b.Token.Num), cmp.Compare(a.Holder, b.Holder))
