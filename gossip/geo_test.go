@@ -42,32 +42,35 @@ func rawCoord(seq uint64, coordJSON string) []byte {
 
 const goodCoordJSON = `{"vec":[0.01,0,0,0,0,0,0,0],"error":1.5,"adjustment":0,"height":0.00001}`
 
+// tokenRoundTrip encodes tp and decodes it from origin.
+func tokenRoundTrip(t *testing.T, origin peer.ID, tp TokenPos) TokenPos {
+	t.Helper()
+	data, err := tp.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeTokenPos(origin, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func TestTokenPosRoundTrip(t *testing.T) {
 	id := fakeID(t, 1)
 	tp := TokenPos{
 		Holder: id, Seq: 7, Token: geometric.Token{Num: MaxTokens - 1, Seq: 1 << 60}, Coord: coordAt(-0.02),
 		Superpeer: true, Load: 3, Capacity: 3,
 	}
-	data, err := tp.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := DecodeTokenPos(id, data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := tokenRoundTrip(t, id, tp)
 	if got.Holder != id || got.Seq != 7 || got.Token != tp.Token || !sameCoord(got.Coord, tp.Coord) ||
 		!got.Superpeer || got.Load != 3 || got.Capacity != 3 || got.Released {
 		t.Fatalf("round trip changed the position: %+v -> %+v", tp, got)
 	}
 	// A release may leave the coordinate out.
 	rel := TokenPos{Token: geometric.Token{Num: 2, Seq: 9}, Capacity: 1, Released: true}
-	data, err = rel.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := DecodeTokenPos(id, data); err != nil || !got.Released || got.Coord != nil || got.Token != rel.Token {
-		t.Fatalf("release round trip: %+v, %v", got, err)
+	if got := tokenRoundTrip(t, id, rel); !got.Released || got.Coord != nil || got.Token != rel.Token {
+		t.Fatalf("release round trip: %+v", got)
 	}
 }
 
@@ -80,14 +83,7 @@ func TestTokenPosSummary(t *testing.T) {
 	sum := &geometric.ClusterSummary{Members: 3, Cost: 90 * time.Millisecond, Remove: 12345 * time.Microsecond, Full: true,
 		Candidate: geometric.ID(cand), Gain: 40 * time.Millisecond}
 	tp := TokenPos{Token: geometric.Token{Num: 1}, Coord: coordAt(0.01), Superpeer: true, Load: 3, Capacity: 4, Summary: sum}
-	data, err := tp.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := DecodeTokenPos(id, data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := tokenRoundTrip(t, id, tp)
 	want := *sum
 	want.Superpeer = geometric.ID(id)
 	if got.Summary == nil || *got.Summary != want {
