@@ -126,12 +126,13 @@ const (
 )
 
 type elector struct {
-	// First what every tick, idle count and Ready reads, in three cache
-	// lines (see Machine).
+	// First what every tick, idle count, message and Ready reads, in the
+	// first cache lines (see Machine).
 	m           *Machine
 	nextTick    time.Time
 	period      time.Duration
 	mach        classic.Machine // nil until the first cluster is known
+	peers       []peer.ID       // the members (step looks every message's sender up in them)
 	state       classic.State
 	timeout     int  // TimeoutTicks of mach
 	differ      int  // ticks the lookup has named us while the election named another
@@ -154,8 +155,7 @@ type elector struct {
 	k            int
 	key          dhtselect.Key
 	target       dhtselect.Key // the rank's: key, or its salted target (epoch.go)
-	peers        []peer.ID
-	gen          uint64 // incremented with every new machine
+	gen          uint64        // incremented with every new machine
 	hard         map[dhtselect.Key]classic.HardState
 	outages      []time.Time                // when this node lost all its connections, within flapWindow
 	demoted      map[peer.ID]bool           // flapping and private members, ranked last (host quality)

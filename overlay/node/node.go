@@ -440,9 +440,9 @@ const (
 // Step and Tick, that reports through Ready. It is not safe for concurrent
 // use: the driver calls it from one loop.
 type Machine struct {
-	// First what most Steps, Ticks and Readys read, in three cache lines
-	// (a driver of many machines, the node simulator, finds few of them
-	// in the cache).
+	// First what most Steps, Ticks and Readys read, in the first cache
+	// lines (a driver of many machines, the node simulator, finds few of
+	// them in the cache).
 	now        time.Time     // of the Step or Tick under way
 	nextEval   time.Time     // the next forced evaluation
 	el         *elector      // nil without an election
