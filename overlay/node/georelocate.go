@@ -1,9 +1,6 @@
 package node
 
 import (
-	"cmp"
-	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"time"
@@ -73,9 +70,9 @@ func (g *geoMachine) summaryDue(s *swapSearch) bool {
 }
 
 // summaryRounds is how many summary rounds in a row that move no token a
-// superpeer makes before it stops (until its token moves, and its search
-// starts over). Without the bound a superpeer summarised its cluster
-// every other round for good, its members measuring the candidates each
+// superpeer makes before it stops, until the superpeers it hears
+// summaries from change (summarySources) or its token moves. Without the
+// bound a superpeer summarised its cluster every other round for good, its members measuring the candidates each
 // time, and late relocations on gains that had grown slowly kept the
 // placement moving for minutes (nodesim, PlanetLab hosts 390-489, S = 10,
 // seed 15: the last relocation at 281 s).
@@ -102,7 +99,7 @@ func (g *geoMachine) summarize(now time.Time, tok geometric.Token, cands []geome
 	g.publishToken()
 	others := g.feedSummaries()
 	if s := g.search; s != nil {
-		if h := heardSummaries(others); h != s.heard {
+		if h := summarySources(others); !slices.Equal(h, s.heard) {
 			s.heard, s.quiet = h, 0
 		}
 	}
@@ -134,18 +131,19 @@ func (g *geoMachine) summarize(now time.Time, tok geometric.Token, cands []geome
 	})
 }
 
-// heardSummaries is a fingerprint of the superpeers that summaries come
-// from. A superpeer new or gone (a hand-over, a relocation, a crash) is
-// news that a relocation may follow; the gains and candidates are not:
-// they move a little with every round's measurements (nodesim, PlanetLab
-// hosts 390-489, seed 14: with the candidates in the fingerprint, the
-// superpeers summarised for good and the last relocation came at 284 s).
-func heardSummaries(sums []geometric.ClusterSummary) uint64 {
-	h := fnv.New64a()
-	for _, s := range slices.SortedFunc(slices.Values(sums), func(a, b geometric.ClusterSummary) int { return cmp.Compare(a.Superpeer, b.Superpeer) }) {
-		fmt.Fprintf(h, "%s\x00", s.Superpeer)
+// summarySources are the superpeers that summaries come from, sorted. A
+// superpeer new or gone (a hand-over, a relocation, a crash) is news that
+// a relocation may follow; the gains and candidates are not: they move a
+// little with every round's measurements (nodesim, PlanetLab hosts
+// 390-489, seed 14: with the candidates counted as news, the superpeers
+// summarised for good and the last relocation came at 284 s).
+func summarySources(sums []geometric.ClusterSummary) []geometric.ID {
+	ids := make([]geometric.ID, len(sums))
+	for i, s := range sums {
+		ids[i] = s.Superpeer
 	}
-	return h.Sum64()
+	slices.Sort(ids)
+	return ids
 }
 
 // room is how many more ordinary peers superpeer p takes, by its last

@@ -102,8 +102,8 @@ type swapSearch struct {
 	// the last summary round's candidates and reports, which a round on
 	// the same candidates starts from (a member reports once per list).
 	summary, exhausted bool
-	quiet              int    // summary rounds in a row that moved no token (summaryRounds)
-	heard              uint64 // the other clusters' summaries at the last one (heardSummaries)
+	quiet              int            // summary rounds in a row that moved no token (summaryRounds)
+	heard              []geometric.ID // the superpeers summaries came from at the last one (summarySources)
 	last               []peer.ID
 	lastReports        map[peer.ID]geometric.SwapReport
 }
@@ -147,7 +147,7 @@ func (g *geoMachine) searchRound(now time.Time) {
 	if now.Sub(s.since) < warm || len(g.members) == 0 && now.Sub(s.since) < warm+g.attachTTL() {
 		return // (a superpeer without members: not before its members had time to attach)
 	}
-	if s.started.IsZero() && s.quiet >= summaryRounds && s.heard != heardSummaries(g.feedSummaries()) {
+	if s.started.IsZero() && s.quiet >= summaryRounds && !slices.Equal(s.heard, summarySources(g.feedSummaries())) {
 		s.quiet = 0 // other clusters' summaries changed: summarise again
 	}
 	if s.started.IsZero() {
