@@ -3,6 +3,8 @@ package node
 import (
 	"math"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // A driver of many machines (the node simulator) need not tick each every
@@ -104,4 +106,69 @@ func ticksBefore(t, at time.Time, period time.Duration) int {
 		return math.MaxInt32
 	}
 	return int((d + period - 1) / period)
+}
+
+// BackboneQuiet reports whether Step(now, b) would change nothing but the
+// backbone table the machine holds, whenever it comes before the
+// machine's next input or Tick: the other claimers of its cluster are
+// those of the table it holds (no kick, and Registrar stays), a settled
+// evaluation is already due (settle does nothing), and nothing else reads
+// the summaries before an input or a Tick does (no identities per
+// address: admit reads them; an evaluation reads them only in a Tick or
+// a Step). A driver of many machines may then give b later, just before
+// the machine's next input or Tick, at the time it was heard (and make up
+// the ticks skipped before and after it with Skip): the machine decides
+// exactly as if it had been given b then. The live driver gives every
+// backbone at once and does not use it.
+func (m *Machine) BackboneQuiet(b Backbone) bool {
+	if m.geometric || !m.begun || m.cfg.MaxPerAddr > 0 || m.settleAt.IsZero() || m.kick || m.moved {
+		return false
+	}
+	return sameOthers(m.claimersOf(m.state.K, m.state.ClusterKey), tableOf(b).claimers(m.state.K, m.state.ClusterKey), m.cfg.Self)
+}
+
+// sameOthers reports whether a and b list the same peers but self, in
+// the same order (slices.Equal of what claimers makes of each).
+func sameOthers(a, b []peer.ID, self peer.ID) bool {
+	i, j := 0, 0
+	for {
+		for i < len(a) && a[i] == self {
+			i++
+		}
+		for j < len(b) && b[j] == self {
+			j++
+		}
+		if i == len(a) || j == len(b) {
+			return i == len(a) && j == len(b)
+		}
+		if a[i] != b[j] {
+			return false
+		}
+		i, j = i+1, j+1
+	}
+}
+
+// RegistrarAt is what Registrar says at now, no earlier than the
+// machine's last input or Tick, if no input comes before: the hint it
+// follows and a claimer it found idle are followed for a membership TTL
+// each, so it changes with time alone.
+func (m *Machine) RegistrarAt(now time.Time) peer.ID {
+	was := m.now
+	m.now = now
+	r := m.Registrar()
+	m.now = was
+	return r
+}
+
+// Quiet reports whether Ready would ask nothing of the driver: no state
+// change, message, lookup, dial, refresh, announcement, note or election
+// event to carry out (with the DHT strategy). A driver of many machines
+// may then leave Ready uncalled: what a later Ready returns is the same.
+func (m *Machine) Quiet() bool {
+	if m.changed || m.readyMembers == nil || m.geo != nil || len(m.lookupReqs) > 0 || len(m.connect) > 0 || m.announce != nil ||
+		len(m.notes) > 0 || m.links.dial || m.links.refresh != RefreshNone {
+		return false
+	}
+	e := m.el
+	return e == nil || len(e.out) == 0 && len(e.events) == 0 && !e.hardOut && !e.outOut && len(e.flooders) == 0
 }

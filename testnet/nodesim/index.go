@@ -302,9 +302,27 @@ type qEntry struct {
 	at   time.Duration
 	seq  uint64
 	slot int32
+	// pri orders the events of one node at one tick (the same time and
+	// seq): the backbone's flip, then its first hearing, then the tick,
+	// whatever the order of their pushes (a tick not due is not made:
+	// idleTick).
+	pri uint8
 }
 
-func (a qEntry) before(b qEntry) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
+func (a qEntry) before(b qEntry) bool {
+	return a.at < b.at || a.at == b.at && (a.seq < b.seq || a.seq == b.seq && a.pri < b.pri)
+}
+
+// priOf is an event's pri: see qEntry.
+func priOf(k evKind) uint8 {
+	switch k {
+	case evBackbone:
+		return 0
+	case evHearing:
+		return 1
+	}
+	return 2
+}
 
 // small32 is x as an int32, which holds every node index, incarnation
 // and side.
@@ -335,7 +353,7 @@ func (q *queue) push(e event) {
 		slot = int32(len(q.slab))
 		q.slab = append(q.slab, qe)
 	}
-	h := append(q.h, qEntry{e.at, e.seq, slot})
+	h := append(q.h, qEntry{e.at, e.seq, slot, priOf(e.kind)})
 	k := len(h) - 1
 	x := h[k]
 	for k > 0 {

@@ -62,7 +62,10 @@ type scoped struct {
 	bbComp     int                   // and the component and count of summary changes it held (bbList.cum)
 	bbCum      uint64
 	bbHeard    bool
-	rc         rosterCache // rosterOf's
+	// Backbones heard but not yet given (see deferHearing): the newest
+	// version's, and one heard before it, given first.
+	bbPend, bbPrev bbPending
+	rc             rosterCache // rosterOf's
 	// A serving node's: a node in its registry went down or to another
 	// side since rosterOf last built the roster (its next view may drop
 	// it: see due).
@@ -282,21 +285,10 @@ func (s *Sim) scopedView(i int) {
 	}
 	if n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion {
 		n.sc.bbVer = s.bbVersion
+		s.undefer(n) // heard now, not later
 		bb := s.backboneOf(i)
 		in := s.bbCache[s.comp[i]].in
-		s.stats.Backbones++
-		s.stats.Summaries += uint64(len(bb))
-		// What a backbone that carries each summary when it changes
-		// (the live GossipSub topic) delivers: the summaries changed
-		// since the list this superpeer last got, or the whole list the
-		// first time (and after a partition rebuilt the lists).
-		cum := s.bbCache[s.comp[i]].cum
-		if n.sc.bbHeard && n.sc.bbComp == s.comp[i] && n.sc.bbCum <= cum {
-			s.stats.SummaryChanges += cum - n.sc.bbCum
-		} else {
-			s.stats.SummaryChanges += uint64(len(bb))
-		}
-		n.sc.bbHeard, n.sc.bbComp, n.sc.bbCum = true, s.comp[i], cum
+		s.countHeard(n, s.comp[i], s.bbCache[s.comp[i]].cum, len(bb))
 		n.m.Step(now, in)
 		s.carryOut(i)
 		if reg := n.m.Registrar(); reg != n.sc.regWith {
@@ -326,6 +318,125 @@ func (s *Sim) scopedView(i int) {
 	}
 }
 
+// countHeard counts a backbone's delivery to node n: the list of
+// component comp, of size summaries, cum changes in (bbList.cum).
+func (s *Sim) countHeard(n *simNode, comp int, cum uint64, size int) {
+	s.stats.Backbones++
+	s.stats.Summaries += uint64(size)
+	// What a backbone that carries each summary when it changes (the
+	// live GossipSub topic) delivers: the summaries changed since the
+	// list this superpeer last got, or the whole list the first time
+	// (and after a partition rebuilt the lists).
+	if n.sc.bbHeard && n.sc.bbComp == comp && n.sc.bbCum <= cum {
+		s.stats.SummaryChanges += cum - n.sc.bbCum
+	} else {
+		s.stats.SummaryChanges += uint64(size)
+	}
+	n.sc.bbHeard, n.sc.bbComp, n.sc.bbCum = true, comp, cum
+}
+
+// A superpeer hears the backbone's new version at its first tick after
+// the version's flip (scopedView), and most often that tick does nothing
+// else: Step(Backbone) only replaces the machine's table (no other
+// claimer of its cluster came or went, and a settled evaluation is
+// already due: node.Machine.BackboneQuiet), and nothing else falls due
+// (due without the backbone, Due, LinksDue). Such a tick is not made:
+// the simulator notes the version as heard at that tick (bbPending), and
+// gives it to the machine just before its next input or tick, at the
+// time of the tick it was heard at, between the ticks it makes up
+// (sync). The machine decides exactly as when ticked then: nothing reads
+// the table in between. At a backbone every 200 ms, that is most of a
+// superpeer's ticks while a large swarm churns.
+
+// bbPending is a backbone version heard by a superpeer and not yet given
+// to its machine.
+type bbPending struct {
+	ver  uint64        // the version (0: none)
+	at   time.Duration // the tick it is heard at
+	in   node.Backbone // what the machine is given
+	comp int           // and what countHeard counts of it
+	cum  uint64
+	size int
+}
+
+// heardBy reports whether node i's tick at g has passed: before now, or
+// now and before the event under way.
+func (s *Sim) heardBy(i int, g time.Duration) bool {
+	return g < s.now || g == s.now && s.tickSeq(i, g) < s.cur
+}
+
+// deferHearing decides, for superpeer i whose machine has not heard the
+// backbone's version and whose next tick is due at d for everything else,
+// whether that version is heard at its next tick without the tick being
+// made (see bbPending); it reports whether it is.
+func (s *Sim) deferHearing(i int, d time.Duration) bool {
+	n := s.nodes[i]
+	g := s.gridFrom(i, s.now)
+	if g == s.now && n.tickAt != g && s.tickSeq(i, g) < s.cur {
+		g += s.cfg.Node.ElectionTick
+	}
+	at := s.wallAt(g)
+	b, made := s.bbCache[s.comp[i]]
+	if made = made && b.ver == s.bbVersion; !made || !s.lazyHearing() || d <= g || n.tickAt < g || s.bbDirty && g >= s.bbAt {
+		s.undefer(n) // its tick at g hears it
+		return false
+	}
+	if _, links := n.m.LinksDue(at); links || n.m.Due(at) || n.m.RegistrarAt(at) != n.sc.regWith {
+		s.undefer(n)
+		return false
+	}
+	bb := s.backboneOf(i)
+	c := s.bbCache[s.comp[i]]
+	if !n.m.BackboneQuiet(c.in) {
+		s.undefer(n)
+		return false
+	}
+	if pd := n.sc.bbPend; pd.ver != 0 && pd.ver != s.bbVersion && !s.heardBy(i, pd.at) {
+		n.sc.bbPend = bbPending{} // the tick it waited for hears this version instead
+	}
+	if pd := n.sc.bbPend; pd.ver != 0 && pd.ver != s.bbVersion {
+		// An older version heard and not given yet: given first. One
+		// older still, heard and not given either, need not be: nothing
+		// read the table in between.
+		if n.sc.bbPrev.ver != 0 {
+			s.countHeard(n, n.sc.bbPrev.comp, n.sc.bbPrev.cum, n.sc.bbPrev.size)
+		}
+		n.sc.bbPrev = pd
+	}
+	n.sc.bbPend = bbPending{ver: s.bbVersion, at: g, in: c.in, comp: s.comp[i], cum: c.cum, size: len(bb)}
+	return true
+}
+
+// undefer takes back node n's hearing of the backbone's version at a
+// tick to come (deferHearing): that tick hears it, or no tick does.
+func (s *Sim) undefer(n *simNode) {
+	if n.sc.bbPend.ver == s.bbVersion {
+		n.sc.bbPend, n.sc.bbPrev = n.sc.bbPrev, bbPending{}
+	}
+}
+
+// dropHearings forgets node i's backbones heard and not given, when its
+// machine goes: those heard are counted.
+func (s *Sim) dropHearings(i int) {
+	n := s.nodes[i]
+	for _, pd := range []*bbPending{&n.sc.bbPrev, &n.sc.bbPend} {
+		if pd.ver != 0 && s.heardBy(i, pd.at) {
+			s.countHeard(n, pd.comp, pd.cum, pd.size)
+		}
+		*pd = bbPending{}
+	}
+}
+
+// giveHeard gives node i's machine the backbone p it heard at p.at (see
+// bbPending).
+func (s *Sim) giveHeard(i int, p *bbPending) {
+	n := s.nodes[i]
+	s.countHeard(n, p.comp, p.cum, p.size)
+	n.sc.bbVer = max(n.sc.bbVer, p.ver)
+	n.m.Step(s.wallAt(p.at), p.in)
+	*p = bbPending{}
+}
+
 // backboneChanged notes a change of what the superpeers hear on the
 // backbone: they hear it a gossip delay after the first change since
 // they last heard it.
@@ -344,10 +455,70 @@ func (s *Sim) backboneHeard(but int) {
 	if !s.sparse() {
 		return
 	}
+	if s.lazyHearing() {
+		if b := s.nodes[max(but, 0)]; but < 0 || b.state.Role != node.RoleSuperpeer || b.sc.bbVer == s.bbVersion {
+			// The list is made at the first superpeer's tick that hears
+			// it (backboneOf), and until then no superpeer's hearing is
+			// put off (deferHearing); then each superpeer is scheduled.
+			s.nextHearing()
+			return
+		}
+		s.backboneOf(but) // the tick under way hears it: the list is made now
+	}
 	for j := range s.sps {
 		if j != but {
 			s.schedule(j)
 		}
+	}
+}
+
+// lazyHearing reports whether superpeers may hear the backbone without a
+// tick of their own (deferHearing): when every node is on one side (the
+// lists are made per side).
+func (s *Sim) lazyHearing() bool { return !s.plain && len(s.comps) == 1 }
+
+// nextHearing pushes the event of the first tick of a superpeer that
+// will hear the backbone's new version (firstHearing), after the event
+// under way.
+func (s *Sim) nextHearing() {
+	best, at, seq := -1, noEntry, uint64(0)
+	for j := range s.sps {
+		n := s.nodes[j]
+		if !n.alive || n.grid < 0 || n.state.Role != node.RoleSuperpeer || n.sc.bbVer == s.bbVersion {
+			continue
+		}
+		g := s.gridFrom(j, s.now)
+		if g == s.now && n.tickAt != g && s.tickSeq(j, g) < s.cur {
+			g += s.cfg.Node.ElectionTick
+		}
+		if q := s.tickSeq(j, g); g < at || g == at && q < seq {
+			best, at, seq = j, g, q
+		}
+	}
+	if best >= 0 {
+		s.q.push(event{at: at, seq: seq, kind: evHearing, node: best, inc: s.nodes[best].inc, gen: s.bbVersion})
+	}
+}
+
+// firstHearing is the tick of the first superpeer to hear the backbone's
+// new version, as when every superpeer ticks then: the list is made now,
+// and every superpeer is scheduled to hear it (deferHearing). If that
+// superpeer went down or stopped serving since, or has heard it, the
+// next one's tick is.
+func (s *Sim) firstHearing(e event) {
+	if e.gen != s.bbVersion {
+		return // a newer version flipped before any superpeer heard this one
+	}
+	c := s.comp[e.node]
+	if b, ok := s.bbCache[c]; s.lazyHearing() && (!ok || b.ver != s.bbVersion) {
+		if n := s.nodes[e.node]; !s.live(e) || n.state.Role != node.RoleSuperpeer || n.sc.bbVer == s.bbVersion {
+			s.nextHearing()
+			return
+		}
+		s.backboneOf(e.node)
+	}
+	for j := range s.sps {
+		s.schedule(j)
 	}
 }
 

@@ -429,6 +429,7 @@ const (
 	evRegistered
 	evBackbone
 	evDialled
+	evHearing
 )
 
 type event struct {
@@ -610,6 +611,8 @@ func (s *Sim) process(e event) {
 		s.answered(e)
 	case evBackbone:
 		s.flipBackbone(e)
+	case evHearing:
+		s.firstHearing(e)
 	}
 }
 
@@ -674,6 +677,7 @@ func (s *Sim) down(i int, graceful bool) {
 		return
 	}
 	s.geoDown(i, graceful)
+	s.dropHearings(i)
 	n.alive, s.isUp[i] = false, false
 	s.upChanged(i)
 	s.registryDown(i)
@@ -816,6 +820,11 @@ func (s *Sim) regroup(side []int) {
 	s.epoch++
 	s.rtAll++
 	for j, n := range s.nodes {
+		if n.sc.bbPend.ver == s.bbVersion && !s.heardBy(j, n.sc.bbPend.at) {
+			// Not heard yet: its tick hears its side's list.
+			s.undefer(n)
+			s.schedule(j)
+		}
 		if len(n.sc.registry) > 0 {
 			n.sc.regDown = true
 			s.schedule(j)
@@ -1177,6 +1186,16 @@ func (s *Sim) givenRouting(n *simNode, t []node.RoutingPeer) {
 // carryOut does what node i's machine asks.
 func (s *Sim) carryOut(i int) {
 	n := s.nodes[i]
+	if n.geo == nil && n.m.Quiet() {
+		// Nothing to carry out (most inputs and ticks): what Ready
+		// would return is the state it has.
+		if s.Watch != nil {
+			s.Watch(s.now, i, node.Ready{State: n.state})
+		}
+		s.obsElected(i)
+		s.schedule(i)
+		return
+	}
 	rd := n.m.Ready()
 	if s.Watch != nil {
 		s.Watch(s.now, i, rd)
@@ -1524,10 +1543,36 @@ func (s *Sim) ticked(e event) {
 	if e.gen != n.tickGen {
 		return // moved forward since
 	}
+	if g, idle := s.idleTick(e.node); idle {
+		// Not due any more (an input moved what it waited for on): the
+		// tick would only count, and is made up with the others.
+		n.tickAt = noEntry
+		s.pushTick(e.node, g)
+		return
+	}
 	s.sync(e.node)
 	n.grid, n.tickAt = s.now+s.cfg.Node.ElectionTick, noEntry
 	s.tick(e.node)
 	s.schedule(e.node)
+}
+
+// idleTick reports whether node i's tick now would only count: it is not
+// due (see due), nor is an evaluation or its links (which a tick gives a
+// fresh routing table or links while a lookup is under way: NextTick
+// leaves those out); and if so, its next tick that would not.
+func (s *Sim) idleTick(i int) (time.Duration, bool) {
+	if s.plain {
+		return 0, false
+	}
+	d := s.due(i)
+	if d <= s.now {
+		return 0, false
+	}
+	n, now := s.nodes[i], s.wall()
+	if _, links := n.m.LinksDue(now); links || n.m.Due(now) {
+		return 0, false
+	}
+	return s.gridFrom(i, d), true
 }
 
 // sync makes node i's machine make up the ticks of its grid before now
@@ -1546,8 +1591,33 @@ func (s *Sim) sync(i int) {
 		return
 	}
 	last := n.grid + (k-1)*p
-	n.m.Skip(int(k), s.wallAt(last))
+	t := n.grid // the first tick not made yet
+	if n.sc.bbPrev.ver != 0 || n.sc.bbPend.ver != 0 {
+		t = s.giveHeardTo(i, t, last, &n.sc.bbPrev)
+		t = s.giveHeardTo(i, t, last, &n.sc.bbPend)
+	}
+	n.m.Skip(int((last-t)/p+1), s.wallAt(last))
 	n.grid += k * p
+}
+
+// giveHeardTo gives node i's machine the backbone pd it heard at a tick
+// not made (deferHearing), if that tick is among those sync makes up, t
+// to last: the ticks before it are made first, and those from it on
+// after. It returns the first tick not made yet.
+func (s *Sim) giveHeardTo(i int, t, last time.Duration, pd *bbPending) time.Duration {
+	if pd.ver == 0 || pd.at > last {
+		return t
+	}
+	if pd.at < t {
+		panic(fmt.Sprintf("nodesim: node %d heard the backbone at %v, before its ticks made up from %v", i, pd.at, t))
+	}
+	p := s.cfg.Node.ElectionTick
+	if c := (pd.at - t) / p; c > 0 {
+		s.nodes[i].m.Skip(int(c), s.wallAt(pd.at-p))
+	}
+	at := pd.at
+	s.giveHeard(i, pd)
+	return at
 }
 
 func (s *Sim) wallAt(t time.Duration) time.Time { return Epoch.Add(t) }
@@ -1591,11 +1661,17 @@ func (s *Sim) schedule(i int) {
 func (s *Sim) due(i int) time.Duration {
 	n := s.nodes[i]
 	serves := n.m.Serves() || n.state.Role == node.RoleSuperpeer
-	if serves && (s.plain || n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion) {
-		return 0 // a backbone to hear
+	if serves && s.plain {
+		return 0
+	}
+	hear := n.state.Role == node.RoleSuperpeer && n.sc.bbVer != s.bbVersion
+	if pd := n.sc.bbPend; pd.ver == s.bbVersion && s.heardBy(i, pd.at) {
+		hear = false // heard, and given at its next input or tick
+	} else if !hear {
+		s.undefer(n) // no longer a superpeer: it will not hear it
 	}
 	d := n.sc.regAt
-	if reg := n.m.Registrar(); n.state.Role == node.RoleUnknown && reg != n.sc.regWith {
+	if n.state.Role == node.RoleUnknown && n.m.Registrar() != n.sc.regWith {
 		d = 0 // a joiner's new registrar: registerDue registers at once
 	}
 	if t := n.m.NextTick(); t.IsZero() {
@@ -1614,6 +1690,9 @@ func (s *Sim) due(i int) time.Duration {
 	}
 	if v != noEntry {
 		d = min(d, max(v, n.viewAt+s.cfg.ViewPeriod))
+	}
+	if hear && !s.deferHearing(i, d) {
+		return 0 // a backbone to hear
 	}
 	return d
 }
