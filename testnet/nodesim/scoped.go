@@ -381,7 +381,9 @@ func (s *Sim) deferHearing(i int, d time.Duration) bool {
 		s.undefer(n) // its tick at g hears it
 		return false
 	}
-	if _, links := n.m.LinksDue(at); links || n.m.Due(at) || n.m.RegistrarAt(at) != n.sc.regWith {
+	// (d > g: NextTick is after g, and so are the next evaluation and
+	// Links: Due and LinksDue are false at g.)
+	if n.m.RegistrarAt(at) != n.sc.regWith {
 		s.undefer(n)
 		return false
 	}

@@ -160,6 +160,11 @@ type simNode struct {
 	grid    time.Duration
 	tickAt  time.Duration
 	tickGen uint64
+	// What due last read of its machine (NextTick, Serves), while ntOK:
+	// until the machine is next stepped, ticked or made to skip ticks.
+	ntAt     time.Time
+	ntServes bool
+	ntOK     bool
 	// The first tick of its incarnation: when, and its seq.
 	firstAt  time.Duration
 	firstSeq uint64
@@ -629,7 +634,7 @@ func (s *Sim) start(i int) {
 	}
 	n.m, n.alive, n.announced, n.flapping, n.super, n.beacon = m, true, false, false, false, dhtselect.Beacon{} // a restart registers without a beacon, as the live node does
 	n.bootInc, n.dialIn, n.trimAt = 0, nil, 0
-	n.grid, n.tickAt = -1, noEntry
+	n.grid, n.tickAt, n.ntOK = -1, noEntry, false
 	s.isUp[i] = true
 	s.upChanged(i)
 	n.inc++
@@ -1186,6 +1191,7 @@ func (s *Sim) givenRouting(n *simNode, t []node.RoutingPeer) {
 // carryOut does what node i's machine asks.
 func (s *Sim) carryOut(i int) {
 	n := s.nodes[i]
+	n.ntOK = false // stepped or ticked
 	if n.geo == nil && n.m.Quiet() {
 		// Nothing to carry out (most inputs and ticks): what Ready
 		// would return is the state it has.
@@ -1557,9 +1563,7 @@ func (s *Sim) ticked(e event) {
 }
 
 // idleTick reports whether node i's tick now would only count: it is not
-// due (see due), nor is an evaluation or its links (which a tick gives a
-// fresh routing table or links while a lookup is under way: NextTick
-// leaves those out); and if so, its next tick that would not.
+// due (see due); and if so, its next tick that would not.
 func (s *Sim) idleTick(i int) (time.Duration, bool) {
 	if s.plain {
 		return 0, false
@@ -1568,10 +1572,8 @@ func (s *Sim) idleTick(i int) (time.Duration, bool) {
 	if d <= s.now {
 		return 0, false
 	}
-	n, now := s.nodes[i], s.wall()
-	if _, links := n.m.LinksDue(now); links || n.m.Due(now) {
-		return 0, false
-	}
+	// (NextTick is after now, and so are the next evaluation and Links:
+	// Due and LinksDue are false.)
 	return s.gridFrom(i, d), true
 }
 
@@ -1591,6 +1593,7 @@ func (s *Sim) sync(i int) {
 		return
 	}
 	last := n.grid + (k-1)*p
+	n.ntOK = false
 	t := n.grid // the first tick not made yet
 	if n.sc.bbPrev.ver != 0 || n.sc.bbPend.ver != 0 {
 		t = s.giveHeardTo(i, t, last, &n.sc.bbPrev)
@@ -1660,7 +1663,10 @@ func (s *Sim) schedule(i int) {
 // the backbone has a version it has not heard.
 func (s *Sim) due(i int) time.Duration {
 	n := s.nodes[i]
-	serves := n.m.Serves() || n.state.Role == node.RoleSuperpeer
+	if !n.ntOK {
+		n.ntAt, n.ntServes, n.ntOK = n.m.NextTick(), n.m.Serves(), true
+	}
+	serves := n.ntServes || n.state.Role == node.RoleSuperpeer
 	if serves && s.plain {
 		return 0
 	}
@@ -1674,7 +1680,7 @@ func (s *Sim) due(i int) time.Duration {
 	if n.state.Role == node.RoleUnknown && n.m.Registrar() != n.sc.regWith {
 		d = 0 // a joiner's new registrar: registerDue registers at once
 	}
-	if t := n.m.NextTick(); t.IsZero() {
+	if t := n.ntAt; t.IsZero() {
 		d = 0
 	} else {
 		d = min(d, t.Sub(Epoch))
