@@ -109,22 +109,30 @@ func ticksBefore(t, at time.Time, period time.Duration) int {
 }
 
 // BackboneQuiet reports whether Step(now, b) would change nothing but the
-// backbone table the machine holds, whenever it comes before the
-// machine's next input or Tick: the other claimers of its cluster are
-// those of the table it holds (no kick, and Registrar stays), a settled
-// evaluation is already due (settle does nothing), and nothing else reads
-// the summaries before an input or a Tick does (no identities per
-// address: admit reads them; an evaluation reads them only in a Tick or
-// a Step). A driver of many machines may then give b later, just before
-// the machine's next input or Tick, at the time it was heard (and make up
-// the ticks skipped before and after it with Skip): the machine decides
-// exactly as if it had been given b then. The live driver gives every
-// backbone at once and does not use it.
-func (m *Machine) BackboneQuiet(b Backbone) bool {
-	if m.geometric || !m.begun || m.cfg.MaxPerAddr > 0 || m.settleAt.IsZero() || m.kick || m.moved {
-		return false
+// backbone table the machine holds and the time of its settled
+// evaluation, whenever it comes before the machine's next input or Tick:
+// the other claimers of its cluster are those of the table it holds (no
+// kick, and Registrar stays), and nothing else reads the summaries
+// before an input or a Tick does (no identities per address: admit reads
+// them; an evaluation reads them only in a Tick or a Step). A driver of
+// many machines may then give b later, just before the machine's next
+// input or Tick, at the time it was heard (and make up the ticks skipped
+// before and after it with Skip): the machine decides exactly as if it
+// had been given b then. Until it does, next is when NextTick would be
+// due for the settled evaluation the Step makes due (zero for none: one
+// was due already, or a lookup is under way). The live driver gives
+// every backbone at once and does not use it.
+func (m *Machine) BackboneQuiet(now time.Time, b Backbone) (next time.Time, ok bool) {
+	if m.geometric || !m.begun || m.cfg.MaxPerAddr > 0 || m.kick || m.moved {
+		return time.Time{}, false
 	}
-	return sameOthers(m.claimersOf(m.state.K, m.state.ClusterKey), tableOf(b).claimers(m.state.K, m.state.ClusterKey), m.cfg.Self)
+	if !sameOthers(m.claimersOf(m.state.K, m.state.ClusterKey), tableOf(b).claimers(m.state.K, m.state.ClusterKey), m.cfg.Self) {
+		return time.Time{}, false
+	}
+	if m.settleAt.IsZero() && !m.inflight {
+		next = now.Add(m.cfg.ReevaluateInterval / 4) // settle's
+	}
+	return next, true
 }
 
 // sameOthers reports whether a and b list the same peers but self, in

@@ -337,10 +337,10 @@ func (s *Sim) countHeard(n *simNode, comp int, cum uint64, size int) {
 
 // A superpeer hears the backbone's new version at its first tick after
 // the version's flip (scopedView), and most often that tick does nothing
-// else: Step(Backbone) only replaces the machine's table (no other
-// claimer of its cluster came or went, and a settled evaluation is
-// already due: node.Machine.BackboneQuiet), and nothing else falls due
-// (due without the backbone, Due, LinksDue). Such a tick is not made:
+// else: Step(Backbone) only replaces the machine's table and makes a
+// settled evaluation due if none was (no other claimer of its cluster
+// came or went: node.Machine.BackboneQuiet), and nothing else falls due
+// (due without the backbone: Due and LinksDue neither). Such a tick is not made:
 // the simulator notes the version as heard at that tick (bbPending), and
 // gives it to the machine just before its next input or tick, at the
 // time of the tick it was heard at, between the ticks it makes up
@@ -351,12 +351,15 @@ func (s *Sim) countHeard(n *simNode, comp int, cum uint64, size int) {
 // bbPending is a backbone version heard by a superpeer and not yet given
 // to its machine.
 type bbPending struct {
-	ver  uint64        // the version (0: none)
-	at   time.Duration // the tick it is heard at
-	in   node.Backbone // what the machine is given
-	comp int           // and what countHeard counts of it
-	cum  uint64
-	size int
+	ver uint64        // the version (0: none)
+	at  time.Duration // the tick it is heard at
+	// settle is when the settled evaluation it makes due falls due (see
+	// node.Machine.BackboneQuiet; noEntry for none): due counts it.
+	settle time.Duration
+	in     node.Backbone // what the machine is given
+	comp   int           // and what countHeard counts of it
+	cum    uint64
+	size   int
 }
 
 // heardBy reports whether node i's tick at g has passed: before now, or
@@ -389,23 +392,35 @@ func (s *Sim) deferHearing(i int, d time.Duration) bool {
 	}
 	bb := s.backboneOf(i)
 	c := s.bbCache[s.comp[i]]
-	if !n.m.BackboneQuiet(c.in) {
+	next, quiet := n.m.BackboneQuiet(at, c.in)
+	if !quiet {
 		s.undefer(n)
 		return false
 	}
 	if pd := n.sc.bbPend; pd.ver != 0 && pd.ver != s.bbVersion && !s.heardBy(i, pd.at) {
 		n.sc.bbPend = bbPending{} // the tick it waited for hears this version instead
 	}
+	older := n.sc.bbPrev.ver != 0 && n.sc.bbPrev.settle != noEntry
 	if pd := n.sc.bbPend; pd.ver != 0 && pd.ver != s.bbVersion {
 		// An older version heard and not given yet: given first. One
-		// older still, heard and not given either, need not be: nothing
-		// read the table in between.
+		// older still, heard and not given either, need not be (nothing
+		// read the table in between), unless it made an evaluation due.
+		if older {
+			s.undefer(n)
+			return false
+		}
 		if n.sc.bbPrev.ver != 0 {
 			s.countHeard(n, n.sc.bbPrev.comp, n.sc.bbPrev.cum, n.sc.bbPrev.size)
 		}
 		n.sc.bbPrev = pd
+		older = pd.settle != noEntry
 	}
-	n.sc.bbPend = bbPending{ver: s.bbVersion, at: g, in: c.in, comp: s.comp[i], cum: c.cum, size: len(bb)}
+	settle := noEntry
+	if !next.IsZero() && !older {
+		// (After an older one that did, this one makes none due.)
+		settle = next.Sub(Epoch)
+	}
+	n.sc.bbPend = bbPending{ver: s.bbVersion, at: g, settle: settle, in: c.in, comp: s.comp[i], cum: c.cum, size: len(bb)}
 	return true
 }
 

@@ -1697,8 +1697,16 @@ func (s *Sim) due(i int) time.Duration {
 	if v != noEntry {
 		d = min(d, max(v, n.viewAt+s.cfg.ViewPeriod))
 	}
-	if hear && !s.deferHearing(i, d) {
-		return 0 // a backbone to hear
+	for _, pd := range [2]*bbPending{&n.sc.bbPrev, &n.sc.bbPend} {
+		if pd.ver != 0 && pd.ver != s.bbVersion || pd.ver == s.bbVersion && !hear {
+			d = min(d, pd.settle) // a settled evaluation a backbone not given yet makes due
+		}
+	}
+	if hear {
+		if !s.deferHearing(i, d) {
+			return 0 // a backbone to hear
+		}
+		d = min(d, n.sc.bbPend.settle)
 	}
 	return d
 }
