@@ -13,7 +13,11 @@
 //     machine's NextTick, a registration or a view to give, a backbone
 //     to hear) and has the machine make up the skipped ticks before
 //     each input (node.Machine.Skip): the decisions are those of a tick
-//     every ElectionTick (sim.go's "ticks when due").
+//     every ElectionTick (sim.go's "ticks when due"). A tick whose only
+//     work is a superpeer's hearing of the backbone, which changes no
+//     decision then (node.Machine.BackboneQuiet), is not made either: the
+//     backbone is given at the next input or tick, at the time it was
+//     heard (scoped.go's bbPending).
 //   - Election messages travel for half the RTT between the two nodes'
 //     hosts in a latency.Matrix (plus a uniform jitter), and are lost with
 //     probability Loss. One to a crashed node, or across a partition, comes
