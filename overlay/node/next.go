@@ -130,7 +130,7 @@ func (m *Machine) BackboneQuiet(now time.Time, b Backbone) (next time.Time, ok b
 		return time.Time{}, false
 	}
 	if m.settleAt.IsZero() && !m.inflight {
-		next = now.Add(m.cfg.ReevaluateInterval / 4) // settle's
+		next = now.Add(m.settlePeriod())
 	}
 	return next, true
 }

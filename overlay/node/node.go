@@ -838,9 +838,13 @@ func (m *Machine) Step(now time.Time, in Input) {
 // once per settle period.
 func (m *Machine) settle(now time.Time) {
 	if !m.geometric && m.settleAt.IsZero() {
-		m.settleAt = now.Add(m.cfg.ReevaluateInterval / 4)
+		m.settleAt = now.Add(m.settlePeriod())
 	}
 }
+
+// settlePeriod is settle's period: a quarter of the re-evaluation
+// interval.
+func (m *Machine) settlePeriod() time.Duration { return m.cfg.ReevaluateInterval / 4 }
 
 // takeDigest takes a registration's answer: before the node joined, any
 // peer's, as the hint that gives it k (it evaluates at once); after,
