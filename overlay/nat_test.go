@@ -104,7 +104,15 @@ func TestPrivateNeverSuperpeer(t *testing.T) {
 			}
 			// A peer of no overlay (d speaks none of its protocols) gets
 			// no reservation at a's relay: the slots are the cluster's
-			// private members'.
+			// private members'. The relay refuses a peer identified as
+			// foreign and lets in one not identified yet (overlayOnly), so
+			// the request waits until a has identified d: under make
+			// test's load a's identify of d once came after it, and d got
+			// a slot.
+			waitFor(t, "a to identify d", func() bool {
+				ps, err := a.host.Peerstore().GetProtocols(d.ID())
+				return err == nil && len(ps) > 0
+			})
 			if _, err := client.Reserve(dctx, d, peer.AddrInfo{ID: a.ID(), Addrs: a.host.Addrs()}); err == nil {
 				t.Error("a plain host reserved a slot at the superpeer's relay")
 			}
