@@ -374,10 +374,7 @@ func (s *Sim) heardBy(i int, g time.Duration) bool {
 // made (see bbPending); it reports whether it is.
 func (s *Sim) deferHearing(i int, d time.Duration) bool {
 	n := s.nodes[i]
-	g := s.gridFrom(i, s.now)
-	if g == s.now && n.tickAt != g && s.tickSeq(i, g) < s.cur {
-		g += s.cfg.Node.ElectionTick
-	}
+	g := s.tickFrom(i, s.now)
 	at := s.wallAt(g)
 	b, made := s.bbCache[s.comp[i]]
 	if made = made && b.ver == s.bbVersion; !made || !s.lazyHearing() || d <= g || n.tickAt < g || s.bbDirty && g >= s.bbAt {
@@ -504,10 +501,7 @@ func (s *Sim) nextHearing() {
 		if !n.alive || n.grid < 0 || n.state.Role != node.RoleSuperpeer || n.sc.bbVer == s.bbVersion {
 			continue
 		}
-		g := s.gridFrom(j, s.now)
-		if g == s.now && n.tickAt != g && s.tickSeq(j, g) < s.cur {
-			g += s.cfg.Node.ElectionTick
-		}
+		g := s.tickFrom(j, s.now)
 		if q := s.tickSeq(j, g); g < at || g == at && q < seq {
 			best, at, seq = j, g, q
 		}

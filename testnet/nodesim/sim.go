@@ -1635,6 +1635,16 @@ func (s *Sim) gridFrom(i int, t time.Duration) time.Duration {
 	return n.grid + (t-n.grid+p-1)/p*p
 }
 
+// tickFrom is node i's first tick at or after t that has not run: its
+// tick now has, if it would have run before the event under way.
+func (s *Sim) tickFrom(i int, t time.Duration) time.Duration {
+	g := s.gridFrom(i, t)
+	if g == s.now && s.nodes[i].tickAt != g && s.tickSeq(i, g) < s.cur {
+		g += s.cfg.Node.ElectionTick
+	}
+	return g
+}
+
 // schedule makes node i's next tick the first at or after it is due
 // (unless one is sooner).
 func (s *Sim) schedule(i int) {
@@ -1646,11 +1656,7 @@ func (s *Sim) schedule(i int) {
 	if d >= noEntry/2 {
 		return
 	}
-	g := s.gridFrom(i, max(d, s.now))
-	if g == s.now && n.tickAt != g && s.tickSeq(i, g) < s.cur {
-		g += s.cfg.Node.ElectionTick // its tick now would have run before this event
-	}
-	if g < n.tickAt {
+	if g := s.tickFrom(i, max(d, s.now)); g < n.tickAt {
 		s.pushTick(i, g)
 	}
 }
