@@ -84,23 +84,26 @@ func TestTraceText(t *testing.T) {
 }
 
 // TestQueueOrder: the queue gives its events back by time, then
-// sequence, however they were pushed and popped in between.
+// sequence, however they were pushed and popped in between: in one
+// bucket of its calendar, across its ring, and past it.
 func TestQueueOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var q queue
 	var want []qEntry
 	popped := 0
+	var now time.Duration
 	check := func() {
 		slices.SortFunc(want, func(a, b qEntry) int {
-			if a.before(b) {
+			if a.before(&b) {
 				return -1
 			}
-			if b.before(a) {
+			if b.before(&a) {
 				return 1
 			}
 			return 0
 		})
 		e := q.pop()
+		now = e.at
 		if e.at != want[0].at || e.seq != want[0].seq {
 			t.Fatalf("pop %d: (%v, %d), want (%v, %d)", popped, e.at, e.seq, want[0].at, want[0].seq)
 		}
@@ -108,7 +111,18 @@ func TestQueueOrder(t *testing.T) {
 		popped++
 	}
 	for k := range 5000 {
-		e := event{at: time.Duration(rng.IntN(300)), seq: rng.Uint64N(1 << 40), node: k}
+		// Ties in one bucket, and times across the ring and past it.
+		at := now + time.Duration(rng.IntN(300))
+		switch rng.IntN(4) {
+		case 0:
+			at = now + time.Duration(rng.Int64N(int64(3*time.Second)))
+		case 1:
+			at = now + time.Duration(rng.Int64N(int64(30*time.Millisecond)))
+		}
+		if rng.IntN(5) == 0 {
+			q.first() // as Run peeks: the calendar may move past now
+		}
+		e := event{at: at, seq: rng.Uint64N(1 << 40), node: k}
 		q.push(e)
 		want = append(want, qEntry{at: e.at, seq: e.seq})
 		if rng.IntN(3) == 0 {
@@ -118,7 +132,7 @@ func TestQueueOrder(t *testing.T) {
 	for len(want) > 0 {
 		check()
 	}
-	if popped != 5000 || len(q.h) != 0 {
-		t.Errorf("%d popped, %d left", popped, len(q.h))
+	if popped != 5000 || q.len() != 0 || q.first() {
+		t.Errorf("%d popped, %d left", popped, q.len())
 	}
 }

@@ -1,14 +1,11 @@
 package nodesim
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"time"
 
-	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/dhtselect"
-	"github.com/superpeer/superpeer/overlay/node"
 )
 
 // The simulator's indexes: what its oracles (closest, routingTable,
@@ -25,8 +22,8 @@ import (
 //     lookup meets it and dropped when it no longer holds (a node becomes a
 //     ghost again only by going down or through regroup, which add it).
 //   - live: a Fenwick tree of the live nodes by index (Churn's draw).
-//   - queue: the events' heap moves 24-byte entries, not the events,
-//     and the events wait in 40 bytes, their payloads apart.
+//   - queue: a calendar of the events' small parts, their payloads apart
+//     (queue.go).
 //   - rev: for each node, the nodes that may hold it among their contacts,
 //     and fol, the nodes that named it as their superpeer (the peers its
 //     crash tells). Entries are checked against the contacts and states
@@ -227,189 +224,6 @@ func (s *Sim) followers(i int) []int {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// ---- the event queue ----
-
-// queue is a heap (heapArity) of the events by (time, sequence); the
-// events stay in a slab, and the heap moves only their time, sequence
-// and place in it. The slab holds each event's small part (qEvent: the
-// 40 bytes that every kind uses); an election message, a lookup's key,
-// an action and a registration's answer, which only their kinds carry,
-// wait in slabs of their own (an event is some 330 bytes, most of it
-// empty: a tick, a third of the events, read six cache lines of it).
-type queue struct {
-	h    []qEntry
-	slab []qEvent
-	free []int32
-	msgs slab[classic.Message]
-	keys slab[dhtselect.Key]
-	fns  slab[func(*Sim)]
-	regs slab[regAnswer]
-}
-
-// qEvent is an event in the queue but for its time and sequence (in its
-// qEntry) and its payload (in the slab of its kind, at pay).
-type qEvent struct {
-	gen                    uint64
-	stamp                  time.Duration
-	node, inc, other, comp int32
-	pay                    int32
-	kind                   evKind
-}
-
-// regAnswer is an evRegistered's payload.
-type regAnswer struct {
-	ids    []int
-	digest node.Digest
-}
-
-// slab holds values by index, reusing the freed places.
-type slab[T any] struct {
-	v    []T
-	free []int32
-}
-
-func (s *slab[T]) put(x T) int32 {
-	if f := len(s.free); f > 0 {
-		k := s.free[f-1]
-		s.free = s.free[:f-1]
-		s.v[k] = x
-		return k
-	}
-	s.v = append(s.v, x)
-	return int32(len(s.v) - 1)
-}
-
-// take returns the value at k and frees its place (letting what it
-// refers to go).
-func (s *slab[T]) take(k int32) T {
-	x := s.v[k]
-	var zero T
-	s.v[k] = zero
-	s.free = append(s.free, k)
-	return x
-}
-
-// heapArity is the queue's: a 4-ary heap is half as deep as a binary
-// one, and a node's children share a cache line. The order is the same:
-// (time, sequence) is unique but for the events of one node at one tick
-// (its tick, stale ones, the backbone's flip), whose order does not
-// matter (TestFastDecidesAsPlain).
-const heapArity = 4
-
-type qEntry struct {
-	at   time.Duration
-	seq  uint64
-	slot int32
-	// pri orders the events of one node at one tick (the same time and
-	// seq): the backbone's flip, then its first hearing, then the tick,
-	// whatever the order of their pushes (a tick not due is not made:
-	// idleTick).
-	pri uint8
-}
-
-func (a qEntry) before(b qEntry) bool {
-	return a.at < b.at || a.at == b.at && (a.seq < b.seq || a.seq == b.seq && a.pri < b.pri)
-}
-
-// priOf is an event's pri: see qEntry.
-func priOf(k evKind) uint8 {
-	switch k {
-	case evBackbone:
-		return 0
-	case evHearing:
-		return 1
-	}
-	return 2
-}
-
-// small32 is x as an int32, which holds every node index, incarnation
-// and side.
-func small32(x int) int32 {
-	if int(int32(x)) != x {
-		panic(fmt.Sprintf("nodesim: %d does not fit an event", x))
-	}
-	return int32(x)
-}
-
-func (q *queue) push(e event) {
-	qe := qEvent{gen: e.gen, stamp: e.stamp, node: small32(e.node), inc: small32(e.inc), other: small32(e.other), comp: small32(e.comp), kind: e.kind}
-	switch e.kind {
-	case evDeliver:
-		qe.pay = q.msgs.put(e.msg)
-	case evLookup:
-		qe.pay = q.keys.put(e.key)
-	case evAction:
-		qe.pay = q.fns.put(e.fn)
-	case evRegistered:
-		qe.pay = q.regs.put(regAnswer{ids: e.ids, digest: e.digest})
-	}
-	var slot int32
-	if f := len(q.free); f > 0 {
-		slot, q.free = q.free[f-1], q.free[:f-1]
-		q.slab[slot] = qe
-	} else {
-		slot = int32(len(q.slab))
-		q.slab = append(q.slab, qe)
-	}
-	h := append(q.h, qEntry{e.at, e.seq, slot, priOf(e.kind)})
-	k := len(h) - 1
-	x := h[k]
-	for k > 0 {
-		p := (k - 1) / heapArity
-		if !x.before(h[p]) {
-			break
-		}
-		h[k] = h[p]
-		k = p
-	}
-	h[k] = x
-	q.h = h
-}
-
-// pop takes the first event out (the queue is not empty).
-func (q *queue) pop() event {
-	h := q.h
-	top := h[0]
-	last := h[len(h)-1]
-	h = h[:len(h)-1]
-	if n := len(h); n > 0 {
-		k := 0
-		for {
-			c := heapArity*k + 1
-			if c >= n {
-				break
-			}
-			for d, end := c+1, min(c+heapArity, n); d < end; d++ {
-				if h[d].before(h[c]) {
-					c = d
-				}
-			}
-			if !h[c].before(last) {
-				break
-			}
-			h[k] = h[c]
-			k = c
-		}
-		h[k] = last
-	}
-	q.h = h
-	qe := q.slab[top.slot]
-	q.free = append(q.free, top.slot)
-	e := event{at: top.at, seq: top.seq, kind: qe.kind, node: int(qe.node), inc: int(qe.inc), other: int(qe.other), gen: qe.gen, stamp: qe.stamp, comp: int(qe.comp)}
-	switch qe.kind {
-	case evDeliver:
-		e.msg = q.msgs.take(qe.pay)
-	case evLookup:
-		e.key = q.keys.take(qe.pay)
-	case evAction:
-		e.fn = q.fns.take(qe.pay)
-	case evRegistered:
-		r := q.regs.take(qe.pay)
-		e.ids, e.digest = r.ids, r.digest
-	}
-	return e
 }
 
 // ---- a crit-bit trie of node indices by key ----

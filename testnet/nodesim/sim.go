@@ -508,7 +508,7 @@ func (s *Sim) Every(d time.Duration, f func(*Sim)) {
 
 // Run processes events until virtual time until.
 func (s *Sim) Run(until time.Duration) {
-	for len(s.q.h) > 0 && s.q.h[0].at <= until {
+	for s.q.first() && s.q.peek() <= until {
 		e := s.q.pop()
 		s.now, s.cur = e.at, e.seq
 		s.stats.Events++
