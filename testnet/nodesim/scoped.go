@@ -600,43 +600,56 @@ func (s *Sim) backboneOf(i int) []node.Summary {
 	if b, ok := s.bbCache[c]; ok && b.ver == s.bbVersion {
 		return b.list
 	}
-	var out []node.Summary
+	type entry struct {
+		sum node.Summary
+		j   int32
+	}
+	es := make([]entry, 0, len(s.sps))
 	for _, j := range slices.Sorted(maps.Keys(s.sps)) {
 		if o := s.nodes[j]; o.alive && s.comp[j] == c && o.state.Role == node.RoleSuperpeer {
-			out = append(out, node.Summary{Superpeer: o.id, K: o.state.K, ClusterKey: o.state.ClusterKey, Size: len(o.state.Members)})
+			es = append(es, entry{node.Summary{Superpeer: o.id, K: o.state.K, ClusterKey: o.state.ClusterKey, Size: len(o.state.Members)}, int32(j)})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b node.Summary) int { return cmp.Compare(string(a.ClusterKey[:]), string(b.ClusterKey[:])) })
+	slices.SortStableFunc(es, func(a, b entry) int { return cmp.Compare(string(a.sum.ClusterKey[:]), string(b.sum.ClusterKey[:])) })
+	out, idx := make([]node.Summary, len(es)), make([]int32, len(es))
+	for k, e := range es {
+		out[k], idx[k] = e.sum, e.j
+	}
 	if s.bbCache == nil {
 		s.bbCache = map[int]bbList{}
 	}
 	prev := s.bbCache[c]
-	s.bbCache[c] = bbList{ver: s.bbVersion, list: out, in: node.NewBackbone(out), cum: prev.cum + summaryChanges(prev.list, out)}
+	if len(s.bbPos) < len(s.nodes) {
+		s.bbPos = make([]int32, len(s.nodes))
+	}
+	s.bbCache[c] = bbList{ver: s.bbVersion, list: out, idx: idx, in: node.NewBackbone(out), cum: prev.cum + summaryChanges(prev.list, prev.idx, out, idx, s.bbPos)}
 	return out
 }
 
 // summaryChanges counts the summaries of b that are not in a as they are
 // (new or changed), and those of a that b has no more: both sorted by
-// cluster key, then as listed (by superpeer).
-func summaryChanges(a, b []node.Summary) uint64 {
-	old := make(map[node.Summary]bool, len(a))
-	for _, x := range a {
-		old[x] = true
+// cluster key, then as listed (by superpeer); ai and bi are their
+// superpeers' indices (one summary per superpeer in each). pos, zero
+// for every node, has a place for each and is left zero.
+func summaryChanges(a []node.Summary, ai []int32, b []node.Summary, bi []int32, pos []int32) uint64 {
+	for k, j := range ai {
+		pos[j] = int32(k + 1)
 	}
 	var c uint64
-	for _, x := range b {
-		if !old[x] {
-			c++
+	for k, j := range bi {
+		p := pos[j]
+		if p <= 0 || a[p-1] != b[k] {
+			c++ // new or changed
+		}
+		if p > 0 {
+			pos[j] = -1 // still there
 		}
 	}
-	gone := make(map[string]bool, len(b))
-	for _, x := range b {
-		gone[string(x.Superpeer)] = true
-	}
-	for _, x := range a {
-		if !gone[string(x.Superpeer)] {
-			c++
+	for _, j := range ai {
+		if pos[j] != -1 {
+			c++ // gone
 		}
+		pos[j] = 0
 	}
 	return c
 }
@@ -649,6 +662,7 @@ func summaryChanges(a, b []node.Summary) uint64 {
 type bbList struct {
 	ver  uint64
 	list []node.Summary
+	idx  []int32 // the node of each summary
 	in   node.Backbone
 	cum  uint64
 }

@@ -155,6 +155,10 @@ type simNode struct {
 	m     *node.Machine
 	inc   int // incarnation: bumped by every start
 	alive bool
+	// The peers it exchanged an election message with, and when last:
+	// every message puts both ends, the other end usually out of the
+	// cache (with alive, in the same line as it).
+	contacts contactSet
 	// Ticks when due (next.go): the node's next tick not yet made or
 	// skipped (-1 before its first is drawn), and its pending tick event.
 	grid    time.Duration
@@ -171,8 +175,7 @@ type simNode struct {
 	viewAt   time.Duration // when it last got a view
 	id       peer.ID
 	state    node.State
-	sc       scoped     // the cluster-scoped membership (scoped.go)
-	contacts contactSet // peer -> last election message either way
+	sc       scoped // the cluster-scoped membership (scoped.go)
 
 	idText      string // id.String(), once the trace has needed it
 	key         dhtselect.Key
@@ -269,6 +272,7 @@ type Sim struct {
 	bbDirty   bool
 	bbAt      time.Duration
 	bbCache   map[int]bbList
+	bbPos     []int32 // summaryChanges's, for each node
 
 	// Ticks when due (next.go): everyTick ticks every node every
 	// ElectionTick instead (the driver before it, kept for the geometric
