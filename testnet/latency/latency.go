@@ -742,6 +742,38 @@ func (m *Matrix) Sub(hosts []int) *Matrix {
 	return out
 }
 
+// Scale returns a copy of m with every measured RTT multiplied by f (a
+// missing pair stays missing): the same network's shape at another scale,
+// a data centre's (f of 0.01) or a satellite link's (f of 10), with which
+// a caller checks that what it measures does not depend on the scale of
+// one data set. An RTT that f would bring below a microsecond is a
+// microsecond (a zero would read as missing). It panics if f is not
+// positive and finite.
+func (m *Matrix) Scale(f float64) *Matrix {
+	if !(f > 0) || math.IsInf(f, 0) {
+		panic(fmt.Sprintf("latency: Scale(%v): want a positive finite factor", f))
+	}
+	out := &Matrix{n: m.n, nMissing: m.nMissing, constant: scaled(m.constant, f)}
+	if m.rtt != nil {
+		out.rtt = make([]time.Duration, len(m.rtt))
+		for i, d := range m.rtt {
+			if d != missing && d != 0 {
+				d = scaled(d, f)
+			}
+			out.rtt[i] = d
+		}
+	}
+	return out
+}
+
+// scaled is d times f, at least a microsecond when d is positive.
+func scaled(d time.Duration, f float64) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return max(time.Duration(float64(d)*f), time.Microsecond)
+}
+
 // FillMissing returns a copy of m in which every missing pair {i, j} holds an
 // estimate: the shortest two-hop path min over k of RTT(i,k)+RTT(k,j) through
 // measured pairs, or, when no such path exists, the median measured RTT. It

@@ -3,6 +3,7 @@ package latency
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -216,6 +217,32 @@ func TestSub(t *testing.T) {
 	wantRTT(t, s, 1, 3, 1*ms, true)
 	if s.Missing() != 2 {
 		t.Errorf("Missing = %d, want 2 (pairs {0,3} and {2,3})", s.Missing())
+	}
+}
+
+func TestScale(t *testing.T) {
+	m := mustParse(t, "0 10 2\n10 0 -1\n2 -1 0\n")
+	s := m.Scale(0.25)
+	wantRTT(t, s, 0, 1, 2500*time.Microsecond, true)
+	wantRTT(t, s, 0, 2, 500*time.Microsecond, true)
+	wantRTT(t, s, 1, 2, 0, false) // missing stays missing
+	if s.Missing() != 1 {
+		t.Errorf("Missing = %d, want 1", s.Missing())
+	}
+	wantRTT(t, m, 0, 1, 10*ms, true) // m itself unchanged
+	wantRTT(t, m.Scale(1e-9), 0, 2, time.Microsecond, true)
+	dup := m.Sub([]int{0, 0}).Scale(3)
+	wantRTT(t, dup, 0, 1, 0, true) // two copies of a host stay 0 apart
+	wantRTT(t, Constant(3, 4*ms).Scale(10), 0, 2, 40*ms, true)
+	for _, f := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Scale(%v) did not panic", f)
+				}
+			}()
+			m.Scale(f)
+		}()
 	}
 }
 
