@@ -127,6 +127,75 @@ func DefaultConfig() Config {
 	}
 }
 
+// ScaleReference is the scale of the network that the lengths of Config,
+// SwapConfig and Tolerance are stated for: a median RTT of 100 ms. The
+// defaults were chosen on PlanetLab, whose pairs have a median RTT of
+// 134 ms, and whose nodes keep RTTs (to their cluster, the superpeers
+// and a few others) of 40 to 280 ms, with a median of 80 to 120 ms
+// (overlay/node, at 1 to 5 minutes). On a network of another scale the
+// same lengths mean something else: on PlanetLab's RTTs divided by 100 (a
+// data centre's), a 5 ms margin stopped every token and every change of
+// superpeer, and a 3 ms Range pushed the tokens to the edges, so the node
+// placed its superpeers at 2.16 times random placement's mean RTT, where
+// scaled it places them at 0.64 (TestGeoSimSweep, see BENCHMARKS.md).
+const ScaleReference = 100 * time.Millisecond
+
+// ScaleFor returns the factor the lengths apply at on a network whose
+// typical RTT is l: the power of four nearest to l/ScaleReference (1 from
+// 50 to 200 ms), within 4^-9 and 4^3 (0.4 µs's scale and 6.4 s's). Steps of
+// four, not two: the nodes of one network keep RTTs of different
+// medians (PlanetLab's from 20 to 360 ms), and with steps of two a third
+// of them took other margins than the defaults' (TestGeoSimSweep on
+// PlanetLab: settled 6 s later). 1 for l of zero or less (nothing
+// measured yet).
+func ScaleFor(l time.Duration) float64 {
+	if l <= 0 {
+		return 1
+	}
+	e := math.Round(math.Log2(float64(l)/float64(ScaleReference)) / 2)
+	return math.Exp2(2 * min(max(e, -9), 3))
+}
+
+// Rescale returns the scale for a network whose typical RTT is now l,
+// given the scale cur taken before: cur while l stays within 4^¾ (2.8
+// times) of cur·ScaleReference, a quarter of a step past the rounding
+// point, so that a node whose RTTs sit at a boundary does not change its
+// margins at every sample; else ScaleFor(l). A cur of zero or less, or l
+// of zero or less, gives ScaleFor(l).
+func Rescale(cur float64, l time.Duration) float64 {
+	if cur <= 0 || l <= 0 {
+		return ScaleFor(l)
+	}
+	if math.Abs(math.Log2(float64(l)/float64(ScaleReference))-math.Log2(cur)) <= 1.5 {
+		return cur
+	}
+	return ScaleFor(l)
+}
+
+// Scaled returns c with its lengths, Range, Softening, Margin and
+// PromotedMargin, multiplied by f: the same dynamics on a network whose
+// RTTs are all f times those c was set for. (The energy is a sum of RTTs
+// and of ρ²/(r+ε), the force dimensionless, so with the lengths scaled
+// every decision on the scaled network is the one on the original.)
+// f of zero, below zero or not finite leaves c as it is. Each length
+// stays at least a nanosecond where it was positive.
+func (c Config) Scaled(f float64) Config {
+	if f == 1 || !(f > 0) || math.IsInf(f, 0) {
+		return c
+	}
+	c.Range, c.Softening = scaleLength(c.Range, f), scaleLength(c.Softening, f)
+	c.Margin, c.PromotedMargin = scaleLength(c.Margin, f), scaleLength(c.PromotedMargin, f)
+	return c
+}
+
+// scaleLength is d times f, at least a nanosecond when d is positive.
+func scaleLength(d time.Duration, f float64) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return max(time.Duration(float64(d)*f), 1)
+}
+
 // withDefaults fills zero fields from DefaultConfig and validates the rest.
 func (c Config) withDefaults() (Config, error) {
 	d := DefaultConfig()

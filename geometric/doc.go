@@ -94,6 +94,18 @@
 // and −2 % for S = 10, 25 and 50, within the spread between seeds (single
 // seeds from −32 % to +25 %, −7 % to +10 % and −14 % to +13 %).
 //
+// The scale. U is a sum of RTTs and of ρ²/(r+ε), and F is dimensionless,
+// so the law is the same on a network whose RTTs are all f times
+// another's once ρ, ε and the margins are f times theirs too
+// (Config.Scaled, Holder.SetScale; TestScaleInvariance). The defaults are
+// stated for a network of PlanetLab's scale (ScaleReference); taken as
+// they are on a data centre's, whose RTTs are a hundredth of PlanetLab's,
+// the repulsion dominates the pull and a pass must gain more than a
+// cluster's whole cost: the node placed its superpeers at 2.2 times
+// random placement's mean RTT there. Simulate scales them by ScaleFor of
+// the median RTT of its network, a live node by that of the RTTs it keeps
+// (overlay/node).
+//
 // The move rule. At a Tick, a holder considers its neighbours that hold no
 // token and keeps only those that would lower U by at least Margin. When the
 // net force exceeds Threshold, the token goes (Pass) to the one of them

@@ -218,6 +218,12 @@ func Simulate(n int, rtt func(i, j int) time.Duration, cfg SimConfig) (*SimResul
 	if cfg, err = cfg.searchDefaults(n); err != nil {
 		return nil, err
 	}
+	// The lengths apply at the network's scale (ScaleReference), as on a
+	// live node (overlay/node's setScale), here the median of a sample of
+	// the true RTTs.
+	f := ScaleFor(medianRTT(n, rtt))
+	c = c.Scaled(f)
+	cfg.Config, cfg.Swap = c, cfg.Swap.Scaled(f)
 	switch {
 	case n < 1:
 		return nil, fmt.Errorf("%w: n = %d peers, want at least 1", ErrConfig, n)
@@ -440,6 +446,23 @@ func search(n int, rtt func(i, j int) time.Duration, coords []*coordinate.Coordi
 	slices.Sort(res.Superpeers)
 	res.Attach, err = attachMeasured(n, rtt, coords, res.Superpeers, cfg.Capacity)
 	return res, err
+}
+
+// medianRTT is the median RTT of up to 4,096 pairs of the n peers, drawn
+// by a fixed rule (no draw of the run's random streams), 0 for n < 2.
+func medianRTT(n int, rtt func(i, j int) time.Duration) time.Duration {
+	if n < 2 {
+		return 0
+	}
+	pairs := min(4096, n*(n-1)/2)
+	ds := make([]time.Duration, 0, pairs)
+	for k := range pairs {
+		i := k % n
+		j := (i + 1 + int(uint64(k)*2654435761%uint64(n-1))) % n
+		ds = append(ds, rtt(i, j))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // searchDefaults fills the search's zero fields and checks them for n

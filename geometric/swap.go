@@ -74,6 +74,14 @@ func DefaultSwapConfig() SwapConfig {
 	return SwapConfig{Margin: 500 * time.Microsecond, Fraction: 0.02, Quorum: 0.5}
 }
 
+// Scaled returns c with Margin multiplied by f (see Config.Scaled).
+func (c SwapConfig) Scaled(f float64) SwapConfig {
+	if f > 0 && !math.IsInf(f, 0) {
+		c.Margin = scaleLength(c.Margin, f)
+	}
+	return c
+}
+
 func (c SwapConfig) withDefaults() (SwapConfig, error) {
 	d := DefaultSwapConfig()
 	if c.Margin == 0 {

@@ -150,6 +150,7 @@ func Rehome(seed uint64, token int, peers []ID, holding map[ID]bool) ID {
 // randomness and is not safe for concurrent use.
 type Holder struct {
 	cfg   Config
+	base  Config // cfg at scale 1 (SetScale)
 	self  ID
 	coord *coordinate.Coordinate
 
@@ -182,8 +183,15 @@ func NewHolder(self ID, cfg Config) (*Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Holder{cfg: cfg, self: self, heard: map[int]Position{}}, nil
+	return &Holder{cfg: cfg, base: cfg, self: self, heard: map[int]Position{}}, nil
 }
+
+// SetScale sets the scale of the network the holder's decisions are made
+// at: Config's lengths (Range, Softening, Margin, PromotedMargin) apply
+// multiplied by f (Config.Scaled). The force law is then the same on a
+// network whose RTTs are all f times those the Config was set for. f of
+// zero, below zero or not finite is taken as 1.
+func (h *Holder) SetScale(f float64) { h.cfg = h.base.Scaled(f) }
 
 // SetCoordinate sets this peer's own coordinate. It is rejected, and the old
 // one kept, when it fails Valid's checks (of any dimensionality, but the

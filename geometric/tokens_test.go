@@ -675,3 +675,137 @@ func TestPin(t *testing.T) {
 		t.Fatalf("Tick after a new receipt = %v, want %v (not pinned)", out, want)
 	}
 }
+
+// TestScaleInvariance: a holder on a network whose RTTs (coordinates,
+// heights included) are all f times another's, with SetScale(f), decides
+// as on the original: the same pass, or none, with f times the gain.
+// Without SetScale the decisions differ on the small network: the
+// lengths (Range, Softening, Margin) are then too large for it.
+func TestScaleInvariance(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	scaled := func(c *coordinate.Coordinate, f float64) *coordinate.Coordinate {
+		s := c.Clone()
+		for i := range s.Vec {
+			s.Vec[i] *= f
+		}
+		s.Height *= f
+		return s
+	}
+	decide := func(f float64, setScale bool, ps []Peer, others []Position, self Peer) []Output {
+		sp := make([]Peer, len(ps))
+		for i, p := range ps {
+			sp[i] = Peer{p.ID, scaled(p.Coord, f)}
+		}
+		h := newHolder(t, Peer{self.ID, scaled(self.Coord, f)}, DefaultConfig())
+		if setScale {
+			h.SetScale(f)
+		}
+		h.SetNeighbours(sp)
+		h.SetPeers(sp)
+		mustReceive(t, h, Token{0, 1}, t0)
+		for _, o := range others {
+			o.Coord = scaled(o.Coord, f)
+			h.Observe(o)
+		}
+		return h.Tick(t0.Add(time.Second))
+	}
+	differs := 0
+	for trial := range 40 {
+		var ps []Peer
+		for i := range 40 {
+			ps = append(ps, peer(fmt.Sprint(i), rng.Float64()*200, rng.Float64()*200))
+		}
+		self := ps[0]
+		var others []Position
+		for k := 1; k <= 4; k++ {
+			others = append(others, pos(k, 1, ps[k]))
+		}
+		want := decide(1, false, ps, others, self)
+		for _, f := range []float64{0.01, 8} {
+			got := decide(f, true, ps, others, self)
+			if len(got) != len(want) {
+				t.Fatalf("trial %d, scale %v: %v, want %v", trial, f, got, want)
+			}
+			for i := range got {
+				g, gok := got[i].(Pass)
+				w, wok := want[i].(Pass)
+				if gok != wok || gok && (g.To != w.To || g.Token != w.Token || math.Abs(g.Gain-f*w.Gain) > 1e-9*f+1e-6*f*w.Gain) {
+					t.Fatalf("trial %d, scale %v: %v, want %v with the gain times %v", trial, f, got, want, f)
+				}
+			}
+		}
+		if !reflect.DeepEqual(withoutGains(decide(0.01, false, ps, others, self)), withoutGains(want)) {
+			differs++
+		}
+	}
+	if differs == 0 {
+		t.Error("without SetScale the small network decided as the original in every trial: the test shows nothing")
+	}
+	t.Logf("without SetScale, %d of 40 trials decided otherwise at scale 0.01", differs)
+}
+
+// withoutGains returns outs with the passes' gains zeroed.
+func withoutGains(outs []Output) []Output {
+	out := slices.Clone(outs)
+	for i, o := range out {
+		if p, ok := o.(Pass); ok {
+			p.Gain = 0
+			out[i] = p
+		}
+	}
+	return out
+}
+
+func TestScaleFor(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		l    time.Duration
+		want float64
+	}{
+		{0, 1}, {-ms, 1}, {100 * ms, 1}, {51 * ms, 1}, {199 * ms, 1}, {49 * ms, 0.25}, {201 * ms, 4},
+		{ms, 1.0 / 64}, {time.Microsecond, 1.0 / (1 << 16)}, {time.Nanosecond, 1.0 / (1 << 18)}, {time.Hour, 64},
+	} {
+		if got := ScaleFor(c.l); got != c.want {
+			t.Errorf("ScaleFor(%v) = %v, want %v", c.l, got, c.want)
+		}
+	}
+	// Rescale keeps the scale within 4^¾ of it, else takes ScaleFor's.
+	for _, c := range []struct {
+		cur  float64
+		l    time.Duration
+		want float64
+	}{
+		{0, 49 * ms, 0.25}, {1, 49 * ms, 1}, {1, 36 * ms, 1}, {1, 35 * ms, 0.25}, {1, 282 * ms, 1}, {1, 284 * ms, 4},
+		{0.25, 70 * ms, 0.25}, {0.25, 71 * ms, 1}, {1, 0, 1}, {1.0 / 64, ms, 1.0 / 64}, {1, ms, 1.0 / 64},
+	} {
+		if got := Rescale(c.cur, c.l); got != c.want {
+			t.Errorf("Rescale(%v, %v) = %v, want %v", c.cur, c.l, got, c.want)
+		}
+	}
+}
+
+func TestConfigScaled(t *testing.T) {
+	c := DefaultConfig()
+	c.MinHold, c.Dwell = time.Second, 2*time.Second
+	s := c.Scaled(0.01)
+	if s.Range != 30*time.Microsecond || s.Softening != 10*time.Microsecond || s.Margin != 10*time.Microsecond || s.PromotedMargin != 30*time.Microsecond {
+		t.Errorf("Scaled(0.01) lengths = %v %v %v %v", s.Range, s.Softening, s.Margin, s.PromotedMargin)
+	}
+	if s.MinHold != c.MinHold || s.Dwell != c.Dwell || s.Threshold != c.Threshold || s.Attraction != c.Attraction || s.Capacity != c.Capacity {
+		t.Errorf("Scaled changed what is not a length: %+v from %+v", s, c)
+	}
+	for _, f := range []float64{0, -1, math.NaN(), math.Inf(1), 1} {
+		if got := c.Scaled(f); got != c {
+			t.Errorf("Scaled(%v) = %+v, want c unchanged", f, got)
+		}
+	}
+	if got := (Config{Range: 1}).Scaled(1e-6).Range; got != 1 {
+		t.Errorf("a positive length scaled to below a nanosecond is %v, want 1ns", got)
+	}
+	if got := DefaultSwapConfig().Scaled(0.5).Margin; got != 250*time.Microsecond {
+		t.Errorf("SwapConfig.Scaled(0.5).Margin = %v", got)
+	}
+	if got := DefaultTolerance().Scaled(0.5); got.Abs != 5*time.Millisecond || got.Rel != DefaultTolerance().Rel {
+		t.Errorf("Tolerance.Scaled(0.5) = %+v", got)
+	}
+}

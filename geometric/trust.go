@@ -40,6 +40,14 @@ func DefaultTolerance() Tolerance {
 	return Tolerance{Rel: 0.5, Abs: 10 * time.Millisecond}
 }
 
+// Scaled returns t with Abs multiplied by f (see Config.Scaled).
+func (t Tolerance) Scaled(f float64) Tolerance {
+	if f > 0 && !math.IsInf(f, 0) {
+		t.Abs = scaleLength(t.Abs, f)
+	}
+	return t
+}
+
 // Plausible reports whether the coordinate claimed by a peer agrees with
 // the RTT measured to it from self: |Distance(self, claimed) − measured| ≤
 // Abs + Rel·measured. It reports false for an unusable input: a coordinate
