@@ -126,7 +126,10 @@ const (
 // milliseconds), and a token should not chase that noise. A token's energy
 // is of the order of the mean RTT in its cluster (tens of milliseconds), so
 // 5 ms asks for a gain of some ten per cent. Attachment asks as much of a
-// superpeer nearer than the current one.
+// superpeer nearer than the current one. Like every length of the token
+// dynamics, it is stated for a network of PlanetLab's scale and applies
+// at the node's own (setScale): 20 µs where the node keeps RTTs of half a
+// millisecond.
 const LiveMargin = 5 * time.Millisecond
 
 // SnapshotTicks is how many token intervals the token machine keeps one
@@ -432,6 +435,7 @@ type geoMachine struct {
 	shareAt     int
 
 	rtt      map[peer.ID]time.Duration // last measured, filtered
+	scale    float64                   // the network's scale (netScale); 0 before the first
 	members  map[peer.ID]time.Time     // a superpeer's attached peers, last request
 	attached peer.ID                   // an ordinary peer's superpeer
 	attachOK time.Time                 // when it last accepted our request
@@ -956,6 +960,7 @@ func (g *geoMachine) pingTargets() []peer.ID {
 // tokenRound is one round of the token machine: inputs to the holder, its
 // decisions, the position report, and the node's state.
 func (g *geoMachine) tokenRound(now time.Time) {
+	g.setScale()
 	coords := g.coords(now)
 	// The peers that may not hold a token: the private ones the node
 	// knows of, and those its cluster's roster demotes (private or
@@ -1297,4 +1302,57 @@ func (g *geoMachine) update(now time.Time) {
 	// holders and re-homing are computed over it); k is 0 here.
 	g.m.announce = &Announcement{Superpeer: super, ClusterKey: g.m.selfKey.Cluster(0), Private: g.m.private}
 	g.election(now)
+}
+
+// rttScale is the median of the RTTs the node keeps (filterRTT's, to the
+// peers it pings: its cluster, its superpeer, the token holders and a few
+// others), 0 while it keeps fewer than scaleSamples.
+func (g *geoMachine) rttScale() time.Duration {
+	ds := make([]time.Duration, 0, len(g.rtt))
+	for _, d := range g.rtt {
+		if d > 0 {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) < scaleSamples {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// scaleSamples is how many peers' RTTs the node keeps before it takes
+// the network's scale from them: a fifth of a second of the first, fast
+// samples (pingPeriod).
+const scaleSamples = 8
+
+// setScale takes the network's scale from the RTTs the node keeps
+// (geometric.Rescale), at each token round: the lengths of the token
+// dynamics (Holder.SetScale), of the search's margin, of the attachment's
+// and of the vetting's tolerance apply at it (length). Each node takes
+// its own: the lengths are margins against noise and steps of its own
+// decisions, which need not agree between nodes.
+func (g *geoMachine) setScale() {
+	if f := geometric.Rescale(g.scale, g.rttScale()); f != g.scale {
+		g.scale = f
+		g.holder.SetScale(f)
+	}
+}
+
+// length is d at the network's scale (setScale).
+func (g *geoMachine) length(d time.Duration) time.Duration {
+	if g.scale <= 0 || g.scale == 1 {
+		return d
+	}
+	return max(time.Duration(float64(d)*g.scale), 1)
+}
+
+// GeoScale is the geometric strategy's scale (see
+// geometric.ScaleReference) and the median RTT it was taken from: 1 and 0
+// before the node has measured enough peers, or without the strategy.
+func (m *Machine) GeoScale() (float64, time.Duration) {
+	if m.geo == nil || m.geo.scale <= 0 {
+		return 1, 0
+	}
+	return m.geo.scale, m.geo.rttScale()
 }

@@ -495,6 +495,48 @@ func TestGeoAttachSticky(t *testing.T) {
 	}
 }
 
+// TestGeoAttachScaled: TestGeoAttachSticky in a data centre, every RTT
+// a hundredth of a millisecond or so. The node takes the network's scale
+// from the RTTs it keeps (its cluster's ten), and "clearly nearer" is a
+// tenth plus LiveMargin at that scale: 300 µs against 500 µs is clearly
+// nearer, which the 5 ms of LiveMargin as it is would never let be.
+func TestGeoAttachScaled(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("o", 2))
+	d.feed = attachFeed(t, "s1", "s2")
+	us := time.Microsecond
+	rtt := map[peer.ID]time.Duration{"s1": 500 * us, "s2": 600 * us}
+	mates := []peer.ID{"s1", "o"}
+	for i := range 8 {
+		p := peer.ID(fmt.Sprintf("m%d", i))
+		rtt[p] = time.Duration(400+50*i) * us
+		mates = append(mates, p)
+	}
+	d.ping = func(p peer.ID) (time.Duration, error) { return rtt[p], nil }
+	d.attach = func(p peer.ID) AttachDone {
+		if p == "s1" {
+			return AttachDone{To: p, OK: true, Mates: mates}
+		}
+		return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "o"}}
+	}
+	d.run(10 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "s1" {
+		t.Fatalf("attached to %q, want s1, nearest", sp)
+	}
+	if f, l := d.m.GeoScale(); f != 1.0/256 || l < 400*us || l > 800*us {
+		t.Fatalf("scale %v from a median RTT of %v, want 1/256 from about 600 µs", f, l)
+	}
+	rtt["s2"] = 460 * us
+	d.run(20 * time.Second) // not clearly nearer than 500 µs
+	if sp := d.m.GeoState().Superpeer; sp != "s1" {
+		t.Fatalf("moved to %s, not clearly nearer", sp)
+	}
+	rtt["s2"] = 300 * us
+	d.run(30 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "s2" {
+		t.Fatalf("attached to %s, want s2, clearly nearer at the network's scale (300 µs against 500)", sp)
+	}
+}
+
 // Attachment tries the best three superpeers with room, in order of
 // nearness, and no fourth; a superpeer that does not answer is kept for
 // attachTTL since its last yes, one that refuses is left at once.

@@ -15,7 +15,7 @@ import (
 // room, and a superpeer's member list fresh.
 //
 // An ordinary peer stays with its superpeer while no superpeer with room is
-// clearly nearer (by a tenth and by LiveMargin:
+// clearly nearer (by a tenth and by LiveMargin at the network's scale:
 // superpeers are promoted one by one, and the first must not keep
 // everyone; and nearness is noisy). It renews the attachment once per
 // announce interval, well within attachTTL: a request is a stream, and a
@@ -150,7 +150,7 @@ func (g *geoMachine) attachCurrent(now time.Time, r *attachRound) {
 			// estimate is undone by the next measurement. pickPingTarget
 			// measures superpeers first.
 			b, c := others[j].RTT, r.sps[r.i].RTT
-			stay = b <= 0 || c <= 0 || b*11/10+LiveMargin >= c
+			stay = b <= 0 || c <= 0 || b*11/10+g.length(LiveMargin) >= c
 			if !stay {
 				g.note(slog.LevelInfo, "geometric: a superpeer is clearly nearer", "current", r.current, "current_rtt", c,
 					"nearer", peer.ID(best), "nearer_rtt", b)

@@ -104,7 +104,7 @@ func (g *geoMachine) summarize(now time.Time, tok geometric.Token, cands []geome
 		}
 	}
 	sums := append([]geometric.ClusterSummary{sum}, others...)
-	moves, err := geometric.Relocate(swapConfig(tok), sums)
+	moves, err := geometric.Relocate(swapConfig(tok).Scaled(g.scale), sums)
 	g.note(slog.LevelDebug, "geometric: cluster summarised", "token", tok.Num, "members", sum.Members, "reports", len(reports),
 		"remove", sum.Remove, "full", sum.Full, "candidate", peer.ID(sum.Candidate), "gain", sum.Gain, "summaries", len(sums), "err", err)
 	if err != nil {

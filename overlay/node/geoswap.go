@@ -219,7 +219,7 @@ func (g *geoMachine) searchRound(now time.Time) {
 		g.summarize(now, tok, cands, own, reports)
 		return
 	}
-	d, ok, err := geometric.Swap(swapConfig(tok), geometric.ID(g.self()), cands, own, reports, len(g.members))
+	d, ok, err := geometric.Swap(swapConfig(tok).Scaled(g.scale), geometric.ID(g.self()), cands, own, reports, len(g.members))
 	g.note(slog.LevelDebug, "geometric: search round ended", "token", tok.Num, "members", len(g.members), "told", told,
 		"reports", len(reports), "took", now.Sub(started), "swap", ok, "error", err)
 	if err != nil || !ok {

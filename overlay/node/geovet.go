@@ -20,7 +20,7 @@ import (
 // Before a pass, the holder checks the coordinate the recipient claims
 // (the one the token machine decided on) against the RTT it measures to
 // it, asking for a ping first when it has none. When the claim agrees
-// (geometric.Plausible with DefaultTolerance), the pass goes ahead. When
+// (geometric.Plausible with DefaultTolerance at the network's scale), the pass goes ahead. When
 // it does not, and Vantage > 1, the holder asks the 2·Vantage − 2 peers
 // nearest the claimed coordinate in its snapshot for the RTT they measure
 // to the recipient (VouchRequest; a peer answers with the RTT it keeps,
@@ -70,7 +70,7 @@ func (g *geoMachine) judge(now time.Time, rtt time.Duration) {
 	to := peer.ID(g.pass.p.To)
 	self := g.client.Coordinate()
 	g.pass.checks = []geometric.Check{{Self: self, RTT: rtt}}
-	if geometric.Plausible(self, g.snapshot[to], rtt, geometric.DefaultTolerance()) {
+	if geometric.Plausible(self, g.snapshot[to], rtt, geometric.DefaultTolerance().Scaled(g.scale)) {
 		g.vetted(now, true)
 		return
 	}
@@ -208,7 +208,7 @@ func (g *geoMachine) decide(now time.Time) {
 	claimed := g.snapshot[to]
 	bad := 0
 	for _, c := range g.pass.checks {
-		if geometric.TooNear(c.Self, claimed, c.RTT, geometric.DefaultTolerance()) {
+		if geometric.TooNear(c.Self, claimed, c.RTT, geometric.DefaultTolerance().Scaled(g.scale)) {
 			bad++
 		}
 	}
