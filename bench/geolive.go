@@ -398,6 +398,16 @@ func geoLiveLive(ctx context.Context, cfg GeoLiveConfig, m *latency.Matrix) (sid
 	return fig
 }
 
+// msFig is a figure in milliseconds for a table: one decimal from 10 ms
+// on, three significant digits below (a data centre's RTTs, a few tenths
+// of a millisecond, would read 0.3).
+func msFig(v float64) string {
+	if math.Abs(v) >= 10 {
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
 // WriteGeoLiveTable writes rows as a Markdown table.
 func WriteGeoLiveTable(w io.Writer, rows []GeoLiveRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
@@ -412,9 +422,9 @@ func WriteGeoLiveTable(w io.Writer, rows []GeoLiveRow) error {
 			if !x.s.Settled {
 				settled += " (not settled)"
 			}
-			fmt.Fprintf(tw, "| %d | %d | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.3f | %s | %.0f | %.1f (%.2f) / %.3f | %d |\n", r.N, r.S, x.name, x.s.MeanMs, x.s.IdealMs,
+			fmt.Fprintf(tw, "| %d | %d | %s | %s | %s | %.2f | %.2f | %.2f | %.3f | %s | %.0f | %s (%.2f) / %.3f | %d |\n", r.N, r.S, x.name, msFig(x.s.MeanMs), msFig(x.s.IdealMs),
 				Ratio(x.s.MeanMs, r.RandomMs), Ratio(x.s.MeanMs, r.OfflineMs), Ratio(x.s.MeanMs, r.Sim.MeanMs), x.s.CoordError, settled,
-				x.s.RolesS, x.s.EarlyMs, Ratio(x.s.EarlyMs, r.RandomMs), x.s.EarlyCoordError, x.s.Swaps)
+				x.s.RolesS, msFig(x.s.EarlyMs), Ratio(x.s.EarlyMs, r.RandomMs), x.s.EarlyCoordError, x.s.Swaps)
 		}
 		if len(r.SimSeeds) > 0 {
 			all := append([]GeoLiveSide{r.Sim}, r.SimSeeds...)
@@ -422,6 +432,9 @@ func WriteGeoLiveTable(w io.Writer, rows []GeoLiveRow) error {
 				lo, hi := math.Inf(1), math.Inf(-1)
 				for _, x := range all {
 					lo, hi = min(lo, f(x)), max(hi, f(x))
+				}
+				if format == "ms" {
+					return msFig(lo) + "–" + msFig(hi)
 				}
 				return fmt.Sprintf(format+"–"+format, lo, hi)
 			}
@@ -432,15 +445,15 @@ func WriteGeoLiveTable(w io.Writer, rows []GeoLiveRow) error {
 				}
 			}
 			fmt.Fprintf(tw, "| %d | %d | simulator, %d seeds (least–most) | %s | %s | %s | %s | | %s | %s (%d of %d settled) | %s | %s (%s) / %s | %s |\n", r.N, r.S, len(all),
-				span(func(x GeoLiveSide) float64 { return x.MeanMs }, "%.1f"), span(func(x GeoLiveSide) float64 { return x.IdealMs }, "%.1f"),
+				span(func(x GeoLiveSide) float64 { return x.MeanMs }, "ms"), span(func(x GeoLiveSide) float64 { return x.IdealMs }, "ms"),
 				span(func(x GeoLiveSide) float64 { return Ratio(x.MeanMs, r.RandomMs) }, "%.2f"), span(func(x GeoLiveSide) float64 { return Ratio(x.MeanMs, r.OfflineMs) }, "%.2f"),
 				span(func(x GeoLiveSide) float64 { return x.CoordError }, "%.3f"), span(func(x GeoLiveSide) float64 { return x.SettleS }, "%.0f"), settled, len(all),
-				span(func(x GeoLiveSide) float64 { return x.RolesS }, "%.0f"), span(func(x GeoLiveSide) float64 { return x.EarlyMs }, "%.1f"),
+				span(func(x GeoLiveSide) float64 { return x.RolesS }, "%.0f"), span(func(x GeoLiveSide) float64 { return x.EarlyMs }, "ms"),
 				span(func(x GeoLiveSide) float64 { return Ratio(x.EarlyMs, r.RandomMs) }, "%.2f"), span(func(x GeoLiveSide) float64 { return x.EarlyCoordError }, "%.3f"),
 				span(func(x GeoLiveSide) float64 { return float64(x.Swaps) }, "%.0f"))
 		}
-		fmt.Fprintf(tw, "| %d | %d | random (mean of 100) | %.1f | | 1.00 | %.2f | | | | | | |\n", r.N, r.S, r.RandomMs, Ratio(r.RandomMs, r.OfflineMs))
-		fmt.Fprintf(tw, "| %d | %d | offline k-median | %.1f | | %.2f | 1.00 | | | | | | |\n", r.N, r.S, r.OfflineMs, Ratio(r.OfflineMs, r.RandomMs))
+		fmt.Fprintf(tw, "| %d | %d | random (mean of 100) | %s | | 1.00 | %.2f | | | | | | |\n", r.N, r.S, msFig(r.RandomMs), Ratio(r.RandomMs, r.OfflineMs))
+		fmt.Fprintf(tw, "| %d | %d | offline k-median | %s | | %.2f | 1.00 | | | | | | |\n", r.N, r.S, msFig(r.OfflineMs), Ratio(r.OfflineMs, r.RandomMs))
 	}
 	return tw.Flush()
 }

@@ -19,6 +19,7 @@ var (
 	geoliveSim   = flag.Int("geolive.simseeds", 8, "TestGeoLiveVirtual: seeds of the simulator's side")
 	geoliveSeed  = flag.Uint64("geolive.seed", 1, "TestGeoLiveVirtual: the seed of the live side's keys, and the simulator's first")
 	geoliveLog   = flag.String("geolive.log", "", "TestGeoLiveVirtual: write the live nodes' notes, debug level up, as JSON lines to this file")
+	geoliveScale = flag.Float64("geolive.scale", 1, "TestGeoLiveVirtual: multiply every RTT of the PlanetLab matrix by this (latency.Matrix.Scale): the same network at another scale")
 	geoliveReloc = flag.Bool("geolive.relocate", false, "TestGeoLiveVirtual: turn on the relocation between clusters on both sides")
 )
 
@@ -36,6 +37,12 @@ func TestGeoLiveVirtual(t *testing.T) {
 	cfg := GeoLiveConfig{N: *geoliveN, S: *geoliveS, SimSeeds: *geoliveSim, Seed: *geoliveSeed, Duration: *geoliveDur, Relocate: *geoliveReloc,
 		InBubble: inBubble(t),
 		Progress: func(s string) { fmt.Fprintln(os.Stderr, s) }}
+	if *geoliveScale != 1 {
+		if !(*geoliveScale > 0) {
+			t.Fatalf("-geolive.scale %v: want a positive factor", *geoliveScale)
+		}
+		cfg.Matrix = planetLabMatrix(t).Scale(*geoliveScale)
+	}
 	if *geoliveLog != "" {
 		f, err := os.Create(*geoliveLog)
 		if err != nil {
