@@ -769,14 +769,16 @@ func TestScaleFor(t *testing.T) {
 			t.Errorf("ScaleFor(%v) = %v, want %v", c.l, got, c.want)
 		}
 	}
-	// Rescale keeps the scale within 4^¾ of it, else takes ScaleFor's.
+	// Rescale keeps the scale within 4^¾ of it (4^1¼ of the defaults'), else
+	// takes ScaleFor's.
 	for _, c := range []struct {
 		cur  float64
 		l    time.Duration
 		want float64
 	}{
-		{0, 49 * ms, 0.25}, {1, 49 * ms, 1}, {1, 36 * ms, 1}, {1, 35 * ms, 0.25}, {1, 282 * ms, 1}, {1, 284 * ms, 4},
-		{0.25, 70 * ms, 0.25}, {0.25, 71 * ms, 1}, {1, 0, 1}, {1.0 / 64, ms, 1.0 / 64}, {1, ms, 1.0 / 64},
+		{0, 49 * ms, 0.25}, {1, 49 * ms, 1}, {1, 18 * ms, 1}, {1, 17 * ms, 0.25}, {1, 565 * ms, 1}, {1, 570 * ms, 4},
+		{0.25, 70 * ms, 0.25}, {0.25, 71 * ms, 1}, {0.25, 25 * ms, 0.25}, {0.25, 8 * ms, 1.0 / 16}, {1, 0, 1},
+		{1.0 / 64, ms, 1.0 / 64}, {1, ms, 1.0 / 64},
 	} {
 		if got := Rescale(c.cur, c.l); got != c.want {
 			t.Errorf("Rescale(%v, %v) = %v, want %v", c.cur, c.l, got, c.want)

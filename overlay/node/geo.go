@@ -1333,7 +1333,11 @@ const scaleSamples = 8
 // its own: the lengths are margins against noise and steps of its own
 // decisions, which need not agree between nodes.
 func (g *geoMachine) setScale() {
-	if f := geometric.Rescale(g.scale, g.rttScale()); f != g.scale {
+	cur := g.scale
+	if cur <= 0 {
+		cur = 1 // the defaults', until the RTTs kept say otherwise
+	}
+	if f := geometric.Rescale(cur, g.rttScale()); f != g.scale {
 		g.scale = f
 		g.holder.SetScale(f)
 	}
