@@ -137,7 +137,7 @@ func DefaultConfig() Config {
 // data centre's), a 5 ms margin stopped every token and every change of
 // superpeer, and a 3 ms Range pushed the tokens to the edges, so the node
 // placed its superpeers at 2.16 times random placement's mean RTT, where
-// scaled it places them at 0.64 (TestGeoSimSweep, see BENCHMARKS.md).
+// scaled it places them at 0.66 (TestGeoSimSweep, see BENCHMARKS.md).
 const ScaleReference = 100 * time.Millisecond
 
 // ScaleFor returns the factor the lengths apply at on a network whose
@@ -147,8 +147,7 @@ const ScaleReference = 100 * time.Millisecond
 // medians (PlanetLab's from 20 to 360 ms), and with steps of two 33 to
 // 79 % of PlanetLab's nodes took other lengths than the defaults' (and
 // settled 6 s later, TestGeoSimSweep); Rescale keeps the defaults' for
-// all of them. 1 for l of zero or less (nothing
-// measured yet).
+// all of them. 1 for l of zero or less (nothing measured yet).
 func ScaleFor(l time.Duration) float64 {
 	if l <= 0 {
 		return 1
@@ -187,23 +186,25 @@ func Rescale(cur float64, l time.Duration) float64 {
 // RTTs are all f times those c was set for. (The energy is a sum of RTTs
 // and of ρ²/(r+ε), the force dimensionless, so with the lengths scaled
 // every decision on the scaled network is the one on the original.)
-// f of zero, below zero or not finite leaves c as it is. Each length
-// stays at least a nanosecond where it was positive.
+// f of zero, below zero or not finite leaves c as it is (ScaleLength).
 func (c Config) Scaled(f float64) Config {
-	if f == 1 || !(f > 0) || math.IsInf(f, 0) {
-		return c
-	}
-	c.Range, c.Softening = scaleLength(c.Range, f), scaleLength(c.Softening, f)
-	c.Margin, c.PromotedMargin = scaleLength(c.Margin, f), scaleLength(c.PromotedMargin, f)
+	c.Range, c.Softening = ScaleLength(c.Range, f), ScaleLength(c.Softening, f)
+	c.Margin, c.PromotedMargin = ScaleLength(c.Margin, f), ScaleLength(c.PromotedMargin, f)
 	return c
 }
 
-// scaleLength is d times f, at least a nanosecond when d is positive.
-func scaleLength(d time.Duration, f float64) time.Duration {
-	if d <= 0 {
+// ScaleLength is length d at scale f: d times f, at least a nanosecond
+// when d is positive, at most the longest Duration. d itself when f is
+// zero, below zero or not finite, or d is not positive.
+func ScaleLength(d time.Duration, f float64) time.Duration {
+	if d <= 0 || f == 1 || !(f > 0) || math.IsInf(f, 0) {
 		return d
 	}
-	return max(time.Duration(float64(d)*f), 1)
+	v := float64(d) * f
+	if v >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(time.Duration(v), 1)
 }
 
 // withDefaults fills zero fields from DefaultConfig and validates the rest.

@@ -76,9 +76,7 @@ func DefaultSwapConfig() SwapConfig {
 
 // Scaled returns c with Margin multiplied by f (see Config.Scaled).
 func (c SwapConfig) Scaled(f float64) SwapConfig {
-	if f > 0 && !math.IsInf(f, 0) {
-		c.Margin = scaleLength(c.Margin, f)
-	}
+	c.Margin = ScaleLength(c.Margin, f)
 	return c
 }
 

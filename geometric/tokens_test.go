@@ -804,6 +804,9 @@ func TestConfigScaled(t *testing.T) {
 	if got := (Config{Range: 1}).Scaled(1e-6).Range; got != 1 {
 		t.Errorf("a positive length scaled to below a nanosecond is %v, want 1ns", got)
 	}
+	if got := ScaleLength(time.Hour, 1e30); got != math.MaxInt64 {
+		t.Errorf("ScaleLength past the longest Duration = %v, want the longest", got)
+	}
 	if got := DefaultSwapConfig().Scaled(0.5).Margin; got != 250*time.Microsecond {
 		t.Errorf("SwapConfig.Scaled(0.5).Margin = %v", got)
 	}

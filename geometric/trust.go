@@ -42,9 +42,7 @@ func DefaultTolerance() Tolerance {
 
 // Scaled returns t with Abs multiplied by f (see Config.Scaled).
 func (t Tolerance) Scaled(f float64) Tolerance {
-	if f > 0 && !math.IsInf(f, 0) {
-		t.Abs = scaleLength(t.Abs, f)
-	}
+	t.Abs = ScaleLength(t.Abs, f)
 	return t
 }
 

@@ -435,7 +435,7 @@ type geoMachine struct {
 	shareAt     int
 
 	rtt      map[peer.ID]time.Duration // last measured, filtered
-	scale    float64                   // the network's scale (netScale); 0 before the first
+	scale    float64                   // the network's scale (setScale); 0 before the first
 	members  map[peer.ID]time.Time     // a superpeer's attached peers, last request
 	attached peer.ID                   // an ordinary peer's superpeer
 	attachOK time.Time                 // when it last accepted our request
@@ -1345,10 +1345,7 @@ func (g *geoMachine) setScale() {
 
 // length is d at the network's scale (setScale).
 func (g *geoMachine) length(d time.Duration) time.Duration {
-	if g.scale <= 0 || g.scale == 1 {
-		return d
-	}
-	return max(time.Duration(float64(d)*g.scale), 1)
+	return geometric.ScaleLength(d, g.scale)
 }
 
 // GeoScale is the geometric strategy's scale (see

@@ -747,8 +747,8 @@ func (m *Matrix) Sub(hosts []int) *Matrix {
 // a data centre's (f of 0.01) or a satellite link's (f of 10), with which
 // a caller checks that what it measures does not depend on the scale of
 // one data set. An RTT that f would bring below a microsecond is a
-// microsecond (a zero would read as missing). It panics if f is not
-// positive and finite.
+// microsecond (a zero would read as missing), and one it would bring past
+// the longest Duration is that. It panics if f is not positive and finite.
 func (m *Matrix) Scale(f float64) *Matrix {
 	if !(f > 0) || math.IsInf(f, 0) {
 		panic(fmt.Sprintf("latency: Scale(%v): want a positive finite factor", f))
@@ -766,12 +766,18 @@ func (m *Matrix) Scale(f float64) *Matrix {
 	return out
 }
 
-// scaled is d times f, at least a microsecond when d is positive.
+// scaled is d times f, at least a microsecond when d is positive, at
+// most the longest Duration (a float beyond it converts to no defined
+// value).
 func scaled(d time.Duration, f float64) time.Duration {
 	if d <= 0 {
 		return d
 	}
-	return max(time.Duration(float64(d)*f), time.Microsecond)
+	v := float64(d) * f
+	if v >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(time.Duration(v), time.Microsecond)
 }
 
 // FillMissing returns a copy of m in which every missing pair {i, j} holds an

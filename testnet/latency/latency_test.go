@@ -234,6 +234,7 @@ func TestScale(t *testing.T) {
 	dup := m.Sub([]int{0, 0}).Scale(3)
 	wantRTT(t, dup, 0, 1, 0, true) // two copies of a host stay 0 apart
 	wantRTT(t, Constant(3, 4*ms).Scale(10), 0, 2, 40*ms, true)
+	wantRTT(t, m.Scale(1e30), 0, 1, math.MaxInt64, true) // past the longest Duration
 	for _, f := range []float64{0, -1, math.NaN(), math.Inf(1)} {
 		func() {
 			defer func() {
