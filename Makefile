@@ -5,7 +5,7 @@
 #               the race detector on the packages with goroutines, then every fuzz target for 5 s
 #   make fuzz   run every fuzz target for FUZZTIME each (default 10m: about two hours in all)
 #   make deps   install what the tests need besides Go: Debian's chromium (make test does it)
-#   make bench  run every benchmark suite and regenerate BENCHMARKS.md (about an hour: TestGeoLiveVirtual alone, 100 live nodes in virtual time, took 385 s of wall time in its last run, under load)
+#   make bench  run every benchmark suite and regenerate BENCHMARKS.md's marked blocks, keeping the hand-written notes between them (about an hour: TestGeoLiveVirtual alone, 100 live nodes in virtual time, took 385 s of wall time in its last run, under load)
 #   make screenshots  regenerate docs/screenshots/ (the overlay page, by its browser test)
 
 GO  ?= go
@@ -86,7 +86,8 @@ fuzz: check-go
 	GO=$(GO) bash .ci/fuzz $(FUZZTIME)
 
 ## bench: every suite, simulator and live testnet; writes docs/bench/ (results.json,
-## PNG plots) and BENCHMARKS.md. First the side by side of simulator and live
+## PNG plots) and BENCHMARKS.md's generated blocks (the text between them, written
+## by hand, stays: bench.MergeMarkdown). First the side by side of simulator and live
 ## with the live side in virtual time (testing/synctest runs only in a test:
 ## go test writes its rows, peer bench adds them)
 bench: build

@@ -646,7 +646,7 @@ func shareOverFair(r AttackRow) string {
 }
 
 // writeAttackMarkdown writes the attack section of the report.
-func writeAttackMarkdown(w io.Writer, rows []AttackRow) {
+func writeAttackMarkdown(b *mdBlocks, rows []AttackRow) {
 	r0 := rows[0]
 	grind, tol := 0, ""
 	for _, r := range rows {
@@ -657,22 +657,26 @@ func writeAttackMarkdown(w io.Writer, rows []AttackRow) {
 			tol = fmt.Sprintf("%.0f %% + %.0f ms, checked by the %d nearest honest peers", 100*r.ToleranceRel, r.ToleranceAbsMs, r.Checkers)
 		}
 	}
-	fmt.Fprintf(w, "A fraction f of the %d peers lie to become superpeers (`bench.GeometricAttack`, `bench.DHTAttack`; %d trials of their own seeds per row, pooled). "+
-		"**geometric**: after the honest run has fitted the coordinates and placed S tokens, the liars publish false coordinates at the spots of that run's superpeers (largest clusters first), with no height, and the tokens run again (the honest peers' coordinates, fitted before, are not disturbed by the lies). "+
-		"**geometric + search**: the same, then the search on measured RTTs (`geometric.Search`: swaps inside clusters and relocations between them), in which the liars lie too (`geometric.SimConfig.Liars`): a liar superpeer never hands its role over and its cluster's summary offers a liar member as a second superpeer; a liar member claims, at the ends of what `geometric.Swap` accepts, that liar candidates serve it best and honest ones worst, and that its cluster would lose nothing without its superpeer; with the RTT check, distrusted peers are members that report but never candidates; against the honest run with the search. "+
-		"**geometric node** (`bench.NodeAttack`): the live node's machines (overlay/node) in the node simulator, on the first 100 PlanetLab hosts with S = 10 for 300 s (token rounds and pings every second, as in the geometric rows of the Selection section), a fifth of the nodes liars with honest coordinates, as nodesim's `KeepTokens` and `LieInSearch` say: a liar that holds a token never passes it on, or it lies in its reports to the search on measured RTTs as above (the node makes no relocations), or both; against the run of the same seed in which the same nodes are honest (the row *liars honest*: their share of the roles is then chance). "+
-		"**dht**: each liar tries G = %d random IDs and keeps the one whose SHA-256 is closest to a cluster key, the liars sharing out the %s cluster keys (the brute-force assignment, where the simulator's lookups end). "+
-		"Defences: **RTT check** (`geometric.VetClaim`): a peer's claimed coordinate is compared with the RTT measured to it (tolerance %s, majority vote); a distrusted peer holds no token and serves no one; it applies to honest peers too (the f = 0 row is its cost). "+
-		"**epoch salt** (`dhtselect.SaltedKey`, `EpochSalt`): selection keys are SHA-256(salt ‖ ID) with a salt unknown before the epoch, and an ID first seen in an epoch is not eligible before the next, so the liars' IDs were ground without knowing the salt. "+
-		"*Liar share* is the share of the superpeer roles the liars hold (their fair share is f); *damage* is the honest ordinary peers' mean true RTT to their superpeer over that of the same peers in the run without liars or defence, same seeds (the dht strategy ignores RTT, so its superpeers are as far whoever holds them). At f = 1 %% there are only a few liars per trial: read those rows as rough.\n\n",
-		r0.Hosts, r0.Trials, grind, fmt.Sprint(1<<bitsFor(r0.S)), tol)
-	var out [][]string
-	for _, r := range rows {
-		out = append(out, []string{modeCell(r), r.Network, d(r.S), r.Defence, f0(100*r.Fraction) + " %", d(r.Liars), f1(r.Superpeers), f1(r.LiarSuperpeers),
-			f1(100*r.LiarShare) + " %", shareOverFair(r), f1(r.HonestMeanMs) + " / " + f1(r.NoLiarMeanMs), f2(r.Damage),
-			distrustCell(r, r.LiarsDistrusted, r.Liars > 0) + " / " + distrustCell(r, r.HonestDistrusted, true)})
-	}
-	mdTable(w, []string{"mode", "network", "S", "defence", "f", "liars", "superpeers", "liar superpeers", "liar share", "share ÷ f", "honest mean ms / no liars", "damage", "distrusted: liars / honest"}, out)
+	b.block("attack-about", func(w io.Writer) {
+		fmt.Fprintf(w, "A fraction f of the %d peers lie to become superpeers (`bench.GeometricAttack`, `bench.DHTAttack`; %d trials of their own seeds per row, pooled). "+
+			"**geometric**: after the honest run has fitted the coordinates and placed S tokens, the liars publish false coordinates at the spots of that run's superpeers (largest clusters first), with no height, and the tokens run again (the honest peers' coordinates, fitted before, are not disturbed by the lies). "+
+			"**geometric + search**: the same, then the search on measured RTTs (`geometric.Search`: swaps inside clusters and relocations between them), in which the liars lie too (`geometric.SimConfig.Liars`): a liar superpeer never hands its role over and its cluster's summary offers a liar member as a second superpeer; a liar member claims, at the ends of what `geometric.Swap` accepts, that liar candidates serve it best and honest ones worst, and that its cluster would lose nothing without its superpeer; with the RTT check, distrusted peers are members that report but never candidates; against the honest run with the search. "+
+			"**geometric node** (`bench.NodeAttack`): the live node's machines (overlay/node) in the node simulator, on the first 100 PlanetLab hosts with S = 10 for 300 s (token rounds and pings every second, as in the geometric rows of the Selection section), a fifth of the nodes liars with honest coordinates, as nodesim's `KeepTokens` and `LieInSearch` say: a liar that holds a token never passes it on, or it lies in its reports to the search on measured RTTs as above (the node makes no relocations), or both; against the run of the same seed in which the same nodes are honest (the row *liars honest*: their share of the roles is then chance). "+
+			"**dht**: each liar tries G = %d random IDs and keeps the one whose SHA-256 is closest to a cluster key, the liars sharing out the %s cluster keys (the brute-force assignment, where the simulator's lookups end). "+
+			"Defences: **RTT check** (`geometric.VetClaim`): a peer's claimed coordinate is compared with the RTT measured to it (tolerance %s, majority vote); a distrusted peer holds no token and serves no one; it applies to honest peers too (the f = 0 row is its cost). "+
+			"**epoch salt** (`dhtselect.SaltedKey`, `EpochSalt`): selection keys are SHA-256(salt ‖ ID) with a salt unknown before the epoch, and an ID first seen in an epoch is not eligible before the next, so the liars' IDs were ground without knowing the salt. "+
+			"*Liar share* is the share of the superpeer roles the liars hold (their fair share is f); *damage* is the honest ordinary peers' mean true RTT to their superpeer over that of the same peers in the run without liars or defence, same seeds (the dht strategy ignores RTT, so its superpeers are as far whoever holds them). At f = 1 %% there are only a few liars per trial: read those rows as rough.\n\n",
+			r0.Hosts, r0.Trials, grind, fmt.Sprint(1<<bitsFor(r0.S)), tol)
+	})
+	b.block("attack-table", func(w io.Writer) {
+		var out [][]string
+		for _, r := range rows {
+			out = append(out, []string{modeCell(r), r.Network, d(r.S), r.Defence, f0(100*r.Fraction) + " %", d(r.Liars), f1(r.Superpeers), f1(r.LiarSuperpeers),
+				f1(100*r.LiarShare) + " %", shareOverFair(r), f1(r.HonestMeanMs) + " / " + f1(r.NoLiarMeanMs), f2(r.Damage),
+				distrustCell(r, r.LiarsDistrusted, r.Liars > 0) + " / " + distrustCell(r, r.HonestDistrusted, true)})
+		}
+		mdTable(w, []string{"mode", "network", "S", "defence", "f", "liars", "superpeers", "liar superpeers", "liar share", "share ÷ f", "honest mean ms / no liars", "damage", "distrusted: liars / honest"}, out)
+	})
 }
 
 // bitsFor is dhtselect.BitsFor for a valid S.

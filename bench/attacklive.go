@@ -310,20 +310,24 @@ func WriteLiveAttackTable(w io.Writer, rows []LiveAttackRow) error {
 }
 
 // writeLiveAttackMarkdown writes the live attacks' table of the report.
-func writeLiveAttackMarkdown(w io.Writer, rows []LiveAttackRow) {
+func writeLiveAttackMarkdown(b *mdBlocks, rows []LiveAttackRow) {
 	r0 := rows[0]
-	fmt.Fprintf(w, "\nHostile clients (`testnet/attack`) against a swarm of %d `peer run` processes on loopback (bully, 1 s intervals; `bench.LiveAttack`), each attack on a fresh swarm. "+
-		"The victim is a superpeer; its CPU is in cores, before (idle) and during the attack, as the process reads its own (getrusage, to the microsecond); *max CPU ratio* is the largest attack ÷ idle over all honest nodes; "+
-		"RSS is the victim's resident memory before the attack and its peak (VmHWM) at the end of it. "+
-		"*Attacker SP* and *no SP* are the shares of role samples (every 250 ms) in which some honest node named a superpeer that is no honest node, or none; "+
-		"*honest bans* counts (node, honest peer) bans; *recover* is the time after the attack until the swarm checked correct.\n\n", r0.N)
-	var out [][]string
-	for _, r := range rows {
-		out = append(out, []string{r.Attack, r.Finding, f2(r.IdleCPU) + " → " + f2(r.AttackCPU), f2(r.MaxCPURatio),
-			f0(r.IdleRSSMB) + " → " + f0(r.PeakRSSMB), d(r.IdleGoroutines) + " → " + d(r.MaxGoroutines),
-			f1(100*r.AttackerShare) + " %", f1(100*r.NobodyShare) + " %", f0(r.LongestNobodyMs), d(r.HonestBans), recoverCell(r)})
-	}
-	mdTable(w, []string{"attack", "what it does", "victim CPU (cores)", "max CPU ratio", "victim RSS MB", "goroutines", "attacker SP", "no SP", "longest no SP ms", "honest bans", "recover ms"}, out)
+	b.block("live-attack-about", func(w io.Writer) {
+		fmt.Fprintf(w, "Hostile clients (`testnet/attack`) against a swarm of %d `peer run` processes on loopback (bully, 1 s intervals; `bench.LiveAttack`), each attack on a fresh swarm. "+
+			"The victim is a superpeer; its CPU is in cores, before (idle) and during the attack, as the process reads its own (getrusage, to the microsecond); *max CPU ratio* is the largest attack ÷ idle over all honest nodes; "+
+			"RSS is the victim's resident memory before the attack and its peak (VmHWM) at the end of it. "+
+			"*Attacker SP* and *no SP* are the shares of role samples (every 250 ms) in which some honest node named a superpeer that is no honest node, or none; "+
+			"*honest bans* counts (node, honest peer) bans; *recover* is the time after the attack until the swarm checked correct.\n\n", r0.N)
+	})
+	b.block("live-attack-table", func(w io.Writer) {
+		var out [][]string
+		for _, r := range rows {
+			out = append(out, []string{r.Attack, r.Finding, f2(r.IdleCPU) + " → " + f2(r.AttackCPU), f2(r.MaxCPURatio),
+				f0(r.IdleRSSMB) + " → " + f0(r.PeakRSSMB), d(r.IdleGoroutines) + " → " + d(r.MaxGoroutines),
+				f1(100*r.AttackerShare) + " %", f1(100*r.NobodyShare) + " %", f0(r.LongestNobodyMs), d(r.HonestBans), recoverCell(r)})
+		}
+		mdTable(w, []string{"attack", "what it does", "victim CPU (cores)", "max CPU ratio", "victim RSS MB", "goroutines", "attacker SP", "no SP", "longest no SP ms", "honest bans", "recover ms"}, out)
+	})
 }
 
 func recoverCell(r LiveAttackRow) string {

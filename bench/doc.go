@@ -3,8 +3,11 @@
 //
 // Run runs the suites and returns Results (the JSON file of every figure);
 // DrawPlots draws their PNG charts (gonum/plot); WriteTables and
-// WriteMarkdown print them for a terminal and for BENCHMARKS.md. The
-// suites:
+// WriteMarkdown print them for a terminal and for BENCHMARKS.md.
+// WriteMarkdown writes every part of the report between marker lines, and
+// MergeMarkdown puts a new report into an old one: it replaces the old
+// report's generated blocks and keeps the text written by hand between them.
+// The suites:
 //
 //   - selection: both strategies (GeometricStrategy, DHTStrategy) on the
 //     PlanetLab matrix and on Synthetic networks, judged by SelectionCase

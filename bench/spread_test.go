@@ -277,7 +277,7 @@ func TestSelectionCaseOtherCount(t *testing.T) {
 	if err := WriteSelectionTable(&table, rows); err != nil {
 		t.Fatal(err)
 	}
-	writeSelectionMarkdown(&md, rows)
+	writeSelectionMarkdown(newMDBlocks(&md), rows)
 	for _, out := range []string{table.String(), md.String()} {
 		if !strings.Contains(out, "random (4 superpeers)") || !strings.Contains(out, "baseline superpeers") {
 			t.Errorf("table without the labelled baseline or its column:\n%s", out)

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,7 +67,13 @@ measured in the same run:
 --sim runs only the simulator's parts, --live only the live testnet's;
 the default runs both. Tables go to standard output (one JSON document with
 --json); results.json and PNG plots go to --out; --report writes a
-Markdown report (make bench writes BENCHMARKS.md).
+Markdown report (make bench writes BENCHMARKS.md). Every part of the report
+is a block between marker lines (<!-- generated: NAME --> and
+<!-- end generated: NAME -->); into an existing report --report puts only
+the blocks this run made, in place of the old ones, and keeps the text
+between the blocks, written by hand, and the blocks this run did not make.
+It refuses an existing file without markers, all of which would be
+hand-written text.
 
 With --latency FILE (an RTT matrix, as peer testnet reads it) the selection
 suite runs on that network instead, for --superpeers values of S (default
@@ -112,6 +121,11 @@ about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 			}
 			if out == "" {
 				return fmt.Errorf("--out: want a folder for results.json and the plots")
+			}
+			if report != "" { // before the run, which may take an hour
+				if err := checkReport(report); err != nil {
+					return err
+				}
 			}
 			if m != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), latencyNote(latFile, m))
@@ -190,7 +204,7 @@ about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 	fs.BoolVar(&simOnly, "sim", false, "run only the simulator's parts")
 	fs.BoolVar(&liveOnly, "live", false, "run only the live testnet's parts (real libp2p nodes in this process)")
 	fs.StringVar(&out, "out", "bench-out", "folder for results.json and the PNG plots")
-	fs.StringVar(&report, "report", "", "also write a Markdown report to this file, with the plots linked from --out")
+	fs.StringVar(&report, "report", "", "also write a Markdown report to this file, with the plots linked from --out; into an existing report, only its generated blocks are replaced and the text written by hand between them is kept")
 	fs.StringVar(&geolive, "geolive", "", "rows of the selection suite's geometric placement live in virtual time and in the node simulator, as `go test ./bench -run TestGeoLiveVirtual -args -geolive.out FILE` writes them (make bench does): added to the results and the report")
 	fs.StringVar(&simlive, "simlive", "", "rows of the repair suite's simulated-and-live side by side whose live side ran in virtual time, as `go test ./bench -run TestSimLiveVirtual -args -simlive.out FILE` writes them (make bench does): added to the results and the report")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document instead of tables")
@@ -232,22 +246,96 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// errUnmarkedReport is the error of a --report file that exists but has
+// no generated blocks.
+var errUnmarkedReport = errors.New("has no generated blocks")
+
+// readReport reads an existing --report file and checks its markers: it
+// returns nil and no error for a file that does not exist.
+func readReport(path string) ([]byte, error) {
+	old, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("--report: %w", err)
+	}
+	names, err := bench.GeneratedBlocks(old)
+	if err != nil {
+		return nil, fmt.Errorf("--report %s: %w; fix the marker on that line (the file is left as it is)", path, err)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("--report %s: the file %w (no line <!-- generated: NAME --> … <!-- end generated: NAME -->), so all of it would be text written by hand, and writing the report would overwrite it; "+
+			"delete the file (or give another) to write a fresh report, or mark the parts that the report generates first (the file is left as it is)", path, errUnmarkedReport)
+	}
+	return old, nil
+}
+
+// checkReport checks, before a run, that --report can be written: the file
+// does not exist, or has well-formed generated blocks.
+func checkReport(path string) error {
+	_, err := readReport(path)
+	return err
+}
+
 // writeReport writes the Markdown report to path, with the figures in dir
-// linked relative to the report.
+// linked relative to the report. If path exists, the new report's blocks
+// are merged into it (bench.MergeMarkdown): the text written by hand
+// between its generated blocks, and the blocks this run did not make,
+// stay. The file is replaced at once (a temporary file in its folder,
+// renamed), and left as it is on any error.
 func writeReport(path string, res *bench.Results, figs []bench.Figure, dir string) error {
 	rel, err := filepath.Rel(filepath.Dir(path), dir)
 	if err != nil {
 		rel = dir
 	}
-	f, err := os.Create(path)
+	var gen bytes.Buffer
+	if err := bench.WriteMarkdown(&gen, res, figs, filepath.ToSlash(rel)); err != nil {
+		return err
+	}
+	old, err := readReport(path) // read again: it may have been edited during the run
+	if err != nil {
+		return err
+	}
+	out := gen.Bytes()
+	if old != nil {
+		if out, err = bench.MergeMarkdown(old, out); err != nil {
+			return fmt.Errorf("--report %s: %w (the file is left as it is)", path, err)
+		}
+	}
+	return writeFileAtomic(path, out)
+}
+
+// writeFileAtomic writes b to path through a temporary file in the same
+// folder renamed over it, so that path holds either its old content or
+// all of b. A new file gets mode 0644, an existing one keeps its mode.
+func writeFileAtomic(path string, b []byte) (err error) {
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("--report: %w", err)
 	}
-	if err := bench.WriteMarkdown(f, res, figs, filepath.ToSlash(rel)); err != nil {
-		f.Close()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(f.Name())
+			err = fmt.Errorf("--report: %w", err)
+		}
+	}()
+	if _, err = f.Write(b); err != nil {
+		_ = f.Close()
 		return err
 	}
-	return f.Close()
+	if err = f.Chmod(mode); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // progress shows the run's steps: a bar on a terminal, one line per step
