@@ -212,12 +212,16 @@ func GeneratedBlocks(report []byte) ([]string, error) {
 //   - a block of the old report that the new one lacks (a run of some
 //     suites only, or without the live half) is kept as it is;
 //   - a block of the new report that the old one lacks goes in just before
-//     the next block, in the new report's order, that the old one has; if
-//     the old one has none of the blocks after it, at the end. Hand-written
-//     notes follow the block they comment on, so a new block goes after
-//     them, not between a block and its notes: a new table of a section
-//     goes before the section's figures, a new section before the next
-//     section's heading.
+//     the next block, in the new report's order, that the old one has.
+//     When the old one has none of the blocks after it (the last blocks
+//     of a run of some suites), it goes after the last block before it
+//     that the old one has and the notes that follow that one: just
+//     before the old report's next block (the next section's heading), or
+//     at the end. Hand-written notes follow the block they comment on, so
+//     a new block goes after them, not between a block and its notes: a
+//     new table of a section goes before the section's figures, a new
+//     section before the next section's heading, a new figure of a
+//     section after its last.
 //
 // Malformed markers in either report are an error (ErrMarkers, naming the
 // report and the line), and so is text outside the blocks of the new one.
@@ -242,6 +246,7 @@ func MergeMarkdown(old, generated []byte) ([]byte, error) {
 	gen := map[string][]byte{}
 	fresh := map[string][][]byte{}
 	var pending [][]byte
+	last := "" // the last block so far of the new report that the old one has
 	for _, s := range newSegs {
 		if s.name == "" {
 			if len(bytes.TrimSpace(s.raw)) > 0 {
@@ -254,9 +259,20 @@ func MergeMarkdown(old, generated []byte) ([]byte, error) {
 			pending = append(pending, s.raw)
 			continue
 		}
-		fresh[s.name], pending = pending, nil
+		fresh[s.name], pending, last = pending, nil, s.name
 	}
-	fresh[""] = pending
+	at := "" // where the blocks after last go: before this block of the old report, or at the end
+	if last != "" {
+		seen := false
+		for _, s := range oldSegs {
+			if seen && s.name != "" {
+				at = s.name
+				break
+			}
+			seen = seen || s.name == last
+		}
+	}
+	fresh[at] = append(fresh[at], pending...)
 
 	var out bytes.Buffer
 	for _, s := range oldSegs {

@@ -40,6 +40,9 @@ func TestMergeMarkdown(t *testing.T) {
 			hand0 + blk("y", "y\n") + blk("z", "z\n") + blk("a", "table a, new\n\n") + hand1 + blk("c", "figure c, old\n\n") + blk("d", "table d, old\n\n") + hand2},
 		{"a new block after every block the old report has goes at the end", blk("d", "table d, new\n\n") + blk("e", "section e\n\n"),
 			hand0 + blk("a", "table a, old\n\n") + hand1 + blk("c", "figure c, old\n\n") + blk("d", "table d, new\n\n") + hand2 + "\n" + blk("e", "section e\n\n")},
+		{"a new last block of a partial run goes after the notes of the block before it, not at the end",
+			blk("a", "table a, new\n\n") + blk("b", "figure b, new\n\n"),
+			hand0 + blk("a", "table a, new\n\n") + hand1 + blk("b", "figure b, new\n\n") + blk("c", "figure c, old\n\n") + blk("d", "table d, old\n\n") + hand2},
 		{"an empty block replaces", blk("c", ""),
 			hand0 + blk("a", "table a, old\n\n") + hand1 + blk("c", "") + blk("d", "table d, old\n\n") + hand2},
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,72 @@ type Results struct {
 	// LiveAttack is the attack suite's live half: hostile clients against
 	// a swarm of node processes.
 	LiveAttack []LiveAttackRow `json:"live_attack,omitempty"`
+
+	// Earlier names the runs whose figures this file kept: a run of some
+	// suites, or of one half, written into a folder whose results.json
+	// held others (WithEarlier).
+	Earlier []EarlierRun `json:"earlier,omitempty"`
+}
+
+// EarlierRun is a run whose figures a results file kept: Kept lists
+// them by their JSON names (e.g. "election", "live_scale").
+type EarlierRun struct {
+	Command   string    `json:"command"`
+	StartedAt time.Time `json:"started_at"`
+	Machine   Machine   `json:"machine"`
+	Kept      []string  `json:"kept"`
+}
+
+// WithEarlier returns r with the figures of old that r has none of: what
+// results.json holds after a run of some suites (or of one half) into a
+// folder where an earlier run left the others, so that no figure is lost.
+// Each kept part is named in Earlier with the run that made it (old's
+// own, or one old had kept in turn). r itself is not changed.
+func (r *Results) WithEarlier(old *Results) *Results {
+	out := *r
+	out.Earlier = slices.Clone(r.Earlier) // r's own, when r kept parts itself
+	kept := map[int][]string{}            // the run that made them (its index in runs) -> old's parts kept
+	runs := []EarlierRun{{Command: old.Command, StartedAt: old.StartedAt, Machine: old.Machine}}
+	runs = append(runs, old.Earlier...)
+	origin := func(part string) int { // which of runs made old's part
+		for i, e := range old.Earlier {
+			if slices.Contains(e.Kept, part) {
+				return i + 1
+			}
+		}
+		return 0
+	}
+	var order []int
+	keep := func(part string, empty bool, take func()) {
+		if !empty {
+			return
+		}
+		take()
+		i := origin(part)
+		if len(kept[i]) == 0 {
+			order = append(order, i)
+		}
+		kept[i] = append(kept[i], part)
+	}
+	keep("selection", len(out.Selection) == 0 && len(old.Selection) > 0, func() { out.Selection = old.Selection })
+	keep("election", len(out.Election) == 0 && len(old.Election) > 0, func() { out.Election = old.Election })
+	keep("repair", len(out.Repair) == 0 && len(old.Repair) > 0, func() { out.Repair = old.Repair })
+	keep("live_repair", len(out.LiveRepair) == 0 && len(old.LiveRepair) > 0, func() { out.LiveRepair = old.LiveRepair })
+	keep("sim_live", len(out.SimLive) == 0 && len(old.SimLive) > 0, func() { out.SimLive = old.SimLive })
+	keep("geo_live", len(out.GeoLive) == 0 && len(old.GeoLive) > 0, func() { out.GeoLive = old.GeoLive })
+	keep("sim_scale", len(out.SimScale) == 0 && len(old.SimScale) > 0, func() { out.SimScale = old.SimScale })
+	keep("node_scale", len(out.NodeScale) == 0 && len(old.NodeScale) > 0, func() { out.NodeScale = old.NodeScale })
+	keep("live_scale", len(out.LiveScale) == 0 && len(old.LiveScale) > 0, func() { out.LiveScale = old.LiveScale })
+	keep("growth", len(out.Growth) == 0 && len(old.Growth) > 0, func() { out.Growth = old.Growth })
+	keep("attack", len(out.Attack) == 0 && len(old.Attack) > 0, func() { out.Attack = old.Attack })
+	keep("live_attack", len(out.LiveAttack) == 0 && len(old.LiveAttack) > 0, func() { out.LiveAttack = old.LiveAttack })
+	slices.Sort(order)
+	for _, i := range order {
+		e := runs[i]
+		e.Kept = kept[i]
+		out.Earlier = append(out.Earlier, e)
+	}
+	return &out
 }
 
 // Machine describes where a run was made.

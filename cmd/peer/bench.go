@@ -127,6 +127,9 @@ about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 					return err
 				}
 			}
+			if _, err := readResults(out); err != nil {
+				return err
+			}
 			if m != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), latencyNote(latFile, m))
 			}
@@ -172,7 +175,7 @@ about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 			if res == nil {
 				return runErr
 			}
-			if err := writeJSON(filepath.Join(out, "results.json"), res); err != nil {
+			if err := writeResults(out, res); err != nil {
 				return err
 			}
 			var figs []bench.Figure
@@ -203,7 +206,7 @@ about 2, 5 and 10 % of its hosts); it implies --suite selection --sim.`,
 	fs.StringVar(&suite, "suite", "all", "suites to run, comma-separated: "+strings.Join(bench.Suites(), ", ")+", or all")
 	fs.BoolVar(&simOnly, "sim", false, "run only the simulator's parts")
 	fs.BoolVar(&liveOnly, "live", false, "run only the live testnet's parts (real libp2p nodes in this process)")
-	fs.StringVar(&out, "out", "bench-out", "folder for results.json and the PNG plots")
+	fs.StringVar(&out, "out", "bench-out", "folder for results.json (which keeps the figures of an earlier run there that this run does not make) and the PNG plots")
 	fs.StringVar(&report, "report", "", "also write a Markdown report to this file, with the plots linked from --out; into an existing report, only its generated blocks are replaced and the text written by hand between them is kept")
 	fs.StringVar(&geolive, "geolive", "", "rows of the selection suite's geometric placement live in virtual time and in the node simulator, as `go test ./bench -run TestGeoLiveVirtual -args -geolive.out FILE` writes them (make bench does): added to the results and the report")
 	fs.StringVar(&simlive, "simlive", "", "rows of the repair suite's simulated-and-live side by side whose live side ran in virtual time, as `go test ./bench -run TestSimLiveVirtual -args -simlive.out FILE` writes them (make bench does): added to the results and the report")
@@ -238,14 +241,6 @@ func parseSuites(s string) ([]string, error) {
 	return out, nil
 }
 
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
-
 // errUnmarkedReport is the error of a --report file that exists but has
 // no generated blocks.
 var errUnmarkedReport = errors.New("has no generated blocks")
@@ -269,6 +264,45 @@ func readReport(path string) ([]byte, error) {
 			"delete the file (or give another) to write a fresh report, or mark the parts that the report generates first (the file is left as it is)", path, errUnmarkedReport)
 	}
 	return old, nil
+}
+
+// readResults reads the results.json that an earlier run left in dir:
+// nil when there is none; an error when it is not one, which would
+// otherwise be overwritten.
+func readResults(dir string) (*bench.Results, error) {
+	path := filepath.Join(dir, "results.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--out: %w", err)
+	}
+	var old bench.Results
+	if err := json.Unmarshal(b, &old); err != nil {
+		return nil, fmt.Errorf("--out: %s is not a peer bench results file (%v): move it away or choose another --out, rather than lose it", path, err)
+	}
+	return &old, nil
+}
+
+// writeResults writes res to dir's results.json, with the figures of the
+// results.json an earlier run left there that this run did not make (a
+// run of some suites, or of one half: bench.Results.WithEarlier), so that
+// the folder's file keeps every figure its report shows. The file is
+// replaced at once.
+func writeResults(dir string, res *bench.Results) error {
+	old, err := readResults(dir) // read again: it may have changed during the run
+	if err != nil {
+		return err
+	}
+	if old != nil {
+		res = res.WithEarlier(old)
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, "results.json"), append(b, '\n'))
 }
 
 // checkReport checks, before a run, that --report can be written: the file
