@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
@@ -276,4 +277,14 @@ func norm(a []float64) float64 {
 		s += v * v
 	}
 	return math.Sqrt(s)
+}
+
+// SameCoord reports whether a and b are the same coordinate, every field
+// alike (both nil is the same; one nil is not): what a token report's
+// coordinate must keep for the report to count as unchanged.
+func SameCoord(a, b *coordinate.Coordinate) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Error == b.Error && a.Adjustment == b.Adjustment && a.Height == b.Height && slices.Equal(a.Vec, b.Vec)
 }

@@ -161,7 +161,7 @@ func FuzzDecodeTokenPos(f *testing.F) {
 		c1, c2 := p.Coord, p2.Coord
 		s1, s2 := p.Summary, p2.Summary
 		p.Coord, p2.Coord, p.Summary, p2.Summary = nil, nil, nil, nil
-		if p != p2 || !sameCoord(c1, c2) || c1 != nil && c1.Error != c2.Error || !sameSummary(s1, s2) {
+		if p != p2 || !geometric.SameCoord(c1, c2) || c1 != nil && c1.Error != c2.Error || !sameSummary(s1, s2) {
 			t.Fatalf("round trip changed the position\nfirst  %+v %+v\nsecond %+v %+v", p, c1, p2, c2)
 		}
 	})

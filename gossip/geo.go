@@ -370,13 +370,6 @@ func sameSummary(a, b *geometric.ClusterSummary) bool {
 	return *a == *b
 }
 
-func sameCoord(a, b *coordinate.Coordinate) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Error == b.Error && a.Adjustment == b.Adjustment && a.Height == b.Height && slices.Equal(a.Vec, b.Vec)
-}
-
 var tokenSpec = feedSpec[TokenPos]{
 	kind:   "token",
 	decode: DecodeTokenPos,
@@ -386,7 +379,7 @@ var tokenSpec = feedSpec[TokenPos]{
 	live:   func(t TokenPos) bool { return !t.Released },
 	same: func(a, b TokenPos) bool {
 		return a.Token == b.Token && a.Superpeer == b.Superpeer && a.Load == b.Load && a.Capacity == b.Capacity &&
-			a.Released == b.Released && sameCoord(a.Coord, b.Coord) && a.Giver == b.Giver && sameSummary(a.Summary, b.Summary)
+			a.Released == b.Released && geometric.SameCoord(a.Coord, b.Coord) && a.Giver == b.Giver && sameSummary(a.Summary, b.Summary)
 	},
 	// A new token, a promotion and a release go out at once; load and
 	// coordinate updates may wait for the minimum gap.

@@ -63,7 +63,7 @@ func TestTokenPosRoundTrip(t *testing.T) {
 		Superpeer: true, Load: 3, Capacity: 3,
 	}
 	got := tokenRoundTrip(t, id, tp)
-	if got.Holder != id || got.Seq != 7 || got.Token != tp.Token || !sameCoord(got.Coord, tp.Coord) ||
+	if got.Holder != id || got.Seq != 7 || got.Token != tp.Token || !geometric.SameCoord(got.Coord, tp.Coord) ||
 		!got.Superpeer || got.Load != 3 || got.Capacity != 3 || got.Released {
 		t.Fatalf("round trip changed the position: %+v -> %+v", tp, got)
 	}

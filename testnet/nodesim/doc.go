@@ -97,7 +97,13 @@
 //     three pings); a ping to a node that is down or on the other side of
 //     a partition fails after GeoTimeout.
 //   - Gossip of token positions (gossip.Geo): a token report is published
-//     at once; the peers hear it GossipDelay later. A node's GeoFeed has
+//     as the live feed publishes it, and the peers hear it GossipDelay
+//     later: a first report, a new token, a promotion or demotion and a
+//     release at once; a change of load, coordinate or summary no sooner
+//     than an announce interval (the live MinGap) after the last
+//     publication, or at the feed's next republication tick (every
+//     announce interval from the node's start) if that comes first; an
+//     unchanged report not at all (TestTokenFeedMinGap). A node's GeoFeed has
 //     the last heard token report of every node alive on its side, or
 //     still in its membership view (a crashed or cut-off node's entries go
 //     with it, one membership TTL after it was last heard), and its own

@@ -1,6 +1,7 @@
 package nodesim
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -90,6 +91,17 @@ type geoNode struct {
 	tickAt   time.Duration // the geometric tick scheduled (GeoNext); -1 none
 	lastTick time.Duration
 	downAt   time.Duration
+	// Its token feed as the live node's (gossip/feed.go): started at
+	// feedStart, it republishes every announce interval from then, and
+	// publishes a change that is not urgent (tokenUrgent) no sooner than
+	// an announce interval (gossip.GeoConfig.MinGap) after the last
+	// publication. lastPub is the last publication pushed (published:
+	// whether there was one), ownSince since when it has had a report
+	// to republish, pending a report held back, whose publication is
+	// scheduled at flushAt.
+	feedStart, lastPub, ownSince, flushAt time.Duration
+	published                             bool
+	pending                               *node.TokenReport
 }
 
 // geoStart prepares node i's geometric part at a start: a restarted node
@@ -107,7 +119,9 @@ func (s *Sim) geoStart(i int) {
 		g.own, g.state = nil, nil
 		g.viewIDs, g.viewSP, g.viewFlap = nil, "", false // a new machine: its view is given at once
 	}
-	n.geo.tickAt, n.geo.lastTick = -1, -1
+	g := n.geo
+	g.tickAt, g.lastTick = -1, -1
+	g.feedStart, g.published, g.pending, g.flushAt = s.now, false, nil, -1 // a new feed
 }
 
 func (s *Sim) randDur(d time.Duration) time.Duration {
@@ -382,17 +396,111 @@ func (s *Sim) Load(i int, d time.Duration) {
 	}
 }
 
-// publishToken publishes one token report of node i; its peers hear it
-// GossipDelay later. A report of no token leaves the last one to expire
+// publishToken publishes one token report of node i as the live feed
+// would (see the package comment); its peers hear it GossipDelay after
+// its publication. A report of no token leaves the last one to expire
 // (one TTL after it was last republished), a release takes it out at once.
 func (s *Sim) publishToken(i int, r node.TokenReport) {
 	g := s.nodes[i].geo
 	if r.Summary != nil && s.hostile[i].lies {
 		r.Summary = s.lieSummary(i)
 	}
+	if g.own != nil && !r.None && !r.Released && sameReport(g.own, &r) {
+		return // the feed's next republication carries it (gossip/feed.go: set)
+	}
+	last, had := s.lastPublished(i)
+	if g.own == nil && !r.None && !r.Released {
+		g.ownSince = s.now
+	}
+	old := g.own
 	g.own = &r
 	if r.None || r.Released {
 		g.own = nil
+	}
+	// The live feed publishes a new token, a promotion and a release at
+	// once, and a change of load, coordinate or summary no sooner than
+	// its minimum gap after the last publication, or at its next
+	// republication if that comes first: then the newest report goes out
+	// (gossip/feed.go: set and run). A report of no token is not
+	// published (its last one expires).
+	g.pending = nil
+	if r.None {
+		s.sendToken(i, r)
+		return
+	}
+	gap := s.cfg.Node.AnnounceInterval
+	if r.Released || tokenUrgent(old, &r) || !had || s.now-last >= gap {
+		s.sendToken(i, r)
+		return
+	}
+	g.pending = &r
+	at := min(last+gap, s.nextRepublish(i))
+	if g.flushAt == at {
+		return
+	}
+	g.flushAt = at
+	s.back(i, at, func(s *Sim) {
+		if g.flushAt != at {
+			return
+		}
+		g.flushAt = -1
+		if p := g.pending; p != nil {
+			g.pending = nil
+			s.sendToken(i, *p)
+		}
+	})
+}
+
+// sameReport reports whether the live feed takes b for a as its value
+// (gossip's tokenSpec.same): nothing to publish.
+func sameReport(a, b *node.TokenReport) bool {
+	return a.Token == b.Token && a.Superpeer == b.Superpeer && a.Load == b.Load && a.Capacity == b.Capacity &&
+		a.Released == b.Released && a.Giver == b.Giver && bytes.Equal(a.Link, b.Link) && geometric.SameCoord(a.Coord, b.Coord) &&
+		(a.Summary == nil) == (b.Summary == nil) && (a.Summary == nil || *a.Summary == *b.Summary)
+}
+
+// tokenUrgent reports whether the live feed publishes report r at once
+// after old (nil: none), as gossip's tokenSpec.urgent does: a first
+// report, another token, or a promotion or demotion.
+func tokenUrgent(old, r *node.TokenReport) bool {
+	return old == nil || old.Token != r.Token || old.Superpeer != r.Superpeer
+}
+
+// nextRepublish is the first tick of node i's feed after now.
+func (s *Sim) nextRepublish(i int) time.Duration {
+	g, iv := s.nodes[i].geo, s.cfg.Node.AnnounceInterval
+	return g.feedStart + ((s.now-g.feedStart)/iv+1)*iv
+}
+
+// lastPublished is when node i's feed last published, counting the
+// republications of its ticks, which the simulator does not run as
+// events (peers hear its report while it has one): the latest tick up to
+// now republished if the feed had a report then and, when it was the
+// first tick after the last publication, that was at least half an
+// interval before or a change was pending.
+func (s *Sim) lastPublished(i int) (time.Duration, bool) {
+	g, iv := s.nodes[i].geo, s.cfg.Node.AnnounceInterval
+	k := (s.now - g.feedStart) / iv
+	if k < 1 {
+		return g.lastPub, g.published
+	}
+	t0 := g.feedStart + k*iv
+	if g.own == nil || g.ownSince > t0 || g.published && g.lastPub >= t0 {
+		return g.lastPub, g.published
+	}
+	first := !g.published || g.lastPub > t0-iv // t0 is the first tick after the last publication
+	if first && g.published && t0-g.lastPub < iv/2 && g.pending == nil {
+		return g.lastPub, g.published
+	}
+	return t0, true
+}
+
+// sendToken is node i's publication of r: its peers hear it GossipDelay
+// later.
+func (s *Sim) sendToken(i int, r node.TokenReport) {
+	g := s.nodes[i].geo
+	if !r.None { // (the live feed publishes nothing for it: its last report expires)
+		g.lastPub, g.published = s.now, true
 	}
 	var until time.Duration
 	if r.None {
