@@ -462,9 +462,18 @@ type geoMachine struct {
 	// measured to them (vet), and the snapshot epoch when it did; they are
 	// no neighbours, so no token goes to them, until the next snapshot.
 	distrusted map[peer.ID]int64
-	distrustN  uint64
-	vetN       uint64 // claims checked (the denominator of distrustN)
-	overruled  uint64 // checks in which this node's own found the claim implausible and the others did not
+	// refused: peers a pass of ours to failed (they said no, or did not
+	// answer), and the snapshot epoch when; they are no neighbours either
+	// until the next snapshot. A peer that holds another token refuses
+	// one (geometric.Holder.Receive), and while duplicate claims of its
+	// token were settled this node may not have believed it a holder:
+	// live, a holder offered its token to such a peer at every token
+	// round until the next snapshot, and made none of the passes the
+	// forces asked for.
+	refused   map[peer.ID]int64
+	distrustN uint64
+	vetN      uint64 // claims checked (the denominator of distrustN)
+	overruled uint64 // checks in which this node's own found the claim implausible and the others did not
 	// The measurements this node made for other holders' liar checks
 	// (geovet.go's vouchAsked): when it last measured each peer for
 	// one, and for each holder that asked; the measurements granted and
@@ -611,7 +620,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
 		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{},
-		clusterToken: -1, distrusted: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
+		clusterToken: -1, distrusted: map[peer.ID]int64{}, refused: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
 		known: map[int]TokenPos{}, superseded: map[int]superseded{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{}, vouchOf: map[peer.ID]time.Time{}, vouchBy: map[peer.ID]time.Time{},
 	}
@@ -1045,11 +1054,14 @@ func (g *geoMachine) tokenRound(now time.Time) {
 
 // neighbours are the geoNearest nearest peers by coordinate and geoRandom
 // others, drawn once (the simulator's choice): the peers a token may be
-// passed to. Distrusted peers (vet) are none until the next snapshot.
+// passed to. Distrusted peers (vet) and those that refused a pass are
+// none until the next snapshot.
 func (g *geoMachine) neighbours(self *coordinate.Coordinate, peers []geometric.Peer) []geometric.Peer {
+	maps.DeleteFunc(g.refused, func(_ peer.ID, e int64) bool { return e != g.snapshotEpoch })
 	others := slices.DeleteFunc(slices.Clone(peers), func(p geometric.Peer) bool {
 		e, bad := g.distrusted[peer.ID(p.ID)]
-		return p.ID == geometric.ID(g.self()) || bad && e == g.snapshotEpoch
+		_, no := g.refused[peer.ID(p.ID)]
+		return p.ID == geometric.ID(g.self()) || bad && e == g.snapshotEpoch || no
 	})
 	slices.SortStableFunc(others, func(a, b geometric.Peer) int {
 		return cmp.Compare(geometric.Distance(self, a.Coord), geometric.Distance(self, b.Coord))
@@ -1121,6 +1133,9 @@ func (g *geoMachine) passDone(now time.Time, in PassDone) {
 		return
 	}
 	g.pass = nil
+	if !in.OK {
+		g.refused[in.To] = g.snapshotEpoch
+	}
 	more := g.holder.PassDone(in.OK)
 	if in.OK {
 		// Our own report goes at once, the recipient's may take a while to

@@ -271,6 +271,7 @@ func TestGeoVet(t *testing.T) {
 			}
 			d.pings = nil
 			d.ping = func(peer.ID) (time.Duration, error) { return 80 * ms, nil }
+			d.pass = func(TokenPass) bool { return true } // b takes it (a refused pass would exclude b too: TestGeoRefusedNoNeighbour)
 			d.step(GeoLeave{})
 			if !slices.Equal(d.pings, []peer.ID{"b"}) {
 				t.Fatalf("pings %v, want b", d.pings)
@@ -1079,4 +1080,39 @@ func TestGeoAbandonLost(t *testing.T) {
 		t.Fatalf("%v after h died: attached to %q, want z (asked %v)", d.now.Sub(died), st.Superpeer, d.asked)
 	}
 	t.Logf("attached to z %v after h died (detection timeout %v)", d.now.Sub(died), d.m.Detection())
+}
+
+// A peer that refused a pass (it holds another token, say, which this node
+// did not believe) is no neighbour until the next snapshot: the forces
+// offered the token to it again at every token round, live, and made none
+// of the passes they asked for (the live notes of seed 5: three offers to
+// a peer that held token 9, refused each time, until the search handed the
+// token over).
+func TestGeoRefusedNoNeighbour(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("a", 1))
+	d.ping = func(peer.ID) (time.Duration, error) { return 80 * ms, nil }
+	d.handOver("z", geometric.Token{Num: 0, Seq: 1})
+	if !d.m.GeoAnswer().Yes {
+		t.Fatal("a refused the token")
+	}
+	d.coords = map[peer.ID]*coordinate.Coordinate{"a": at(t, 0), "b": at(t, 0.080), "c": at(t, 0.120)}
+	d.run(2 * time.Second) // a token round: the snapshot and the neighbours
+	d.pass = func(p TokenPass) bool { return p.To != "b" }
+	d.step(GeoLeave{})
+	if len(d.passes) < 2 || d.passes[0].To != "b" || d.passes[1].To != "c" {
+		t.Fatalf("passes %v, want b (refused), then c", d.passes)
+	}
+	g := d.m.geo
+	self := g.snapshot["a"]
+	peers := []geometric.Peer{{ID: "a", Coord: self}, {ID: "b", Coord: g.snapshot["b"]}, {ID: "c", Coord: g.snapshot["c"]}}
+	if nb := g.neighbours(self, peers); slices.ContainsFunc(nb, func(p geometric.Peer) bool { return p.ID == "b" }) {
+		t.Errorf("neighbours %v in the snapshot of the refusal, want no b", nb)
+	}
+	g.snapshotEpoch++
+	if nb := g.neighbours(self, peers); !slices.ContainsFunc(nb, func(p geometric.Peer) bool { return p.ID == "b" }) {
+		t.Errorf("neighbours %v in the next snapshot, want b again", nb)
+	}
+	if len(g.refused) != 0 {
+		t.Errorf("refusals of past snapshots kept: %v", g.refused)
+	}
 }
