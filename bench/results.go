@@ -89,30 +89,27 @@ func (r *Results) WithEarlier(old *Results) *Results {
 		}
 		return 0
 	}
+	var parts []string // old's parts kept, by their JSON names
+	keepPart(&parts, "selection", &out.Selection, old.Selection)
+	keepPart(&parts, "election", &out.Election, old.Election)
+	keepPart(&parts, "repair", &out.Repair, old.Repair)
+	keepPart(&parts, "live_repair", &out.LiveRepair, old.LiveRepair)
+	keepPart(&parts, "sim_live", &out.SimLive, old.SimLive)
+	keepPart(&parts, "geo_live", &out.GeoLive, old.GeoLive)
+	keepPart(&parts, "sim_scale", &out.SimScale, old.SimScale)
+	keepPart(&parts, "node_scale", &out.NodeScale, old.NodeScale)
+	keepPart(&parts, "live_scale", &out.LiveScale, old.LiveScale)
+	keepPart(&parts, "growth", &out.Growth, old.Growth)
+	keepPart(&parts, "attack", &out.Attack, old.Attack)
+	keepPart(&parts, "live_attack", &out.LiveAttack, old.LiveAttack)
 	var order []int
-	keep := func(part string, empty bool, take func()) {
-		if !empty {
-			return
-		}
-		take()
+	for _, part := range parts {
 		i := origin(part)
 		if len(kept[i]) == 0 {
 			order = append(order, i)
 		}
 		kept[i] = append(kept[i], part)
 	}
-	keep("selection", len(out.Selection) == 0 && len(old.Selection) > 0, func() { out.Selection = old.Selection })
-	keep("election", len(out.Election) == 0 && len(old.Election) > 0, func() { out.Election = old.Election })
-	keep("repair", len(out.Repair) == 0 && len(old.Repair) > 0, func() { out.Repair = old.Repair })
-	keep("live_repair", len(out.LiveRepair) == 0 && len(old.LiveRepair) > 0, func() { out.LiveRepair = old.LiveRepair })
-	keep("sim_live", len(out.SimLive) == 0 && len(old.SimLive) > 0, func() { out.SimLive = old.SimLive })
-	keep("geo_live", len(out.GeoLive) == 0 && len(old.GeoLive) > 0, func() { out.GeoLive = old.GeoLive })
-	keep("sim_scale", len(out.SimScale) == 0 && len(old.SimScale) > 0, func() { out.SimScale = old.SimScale })
-	keep("node_scale", len(out.NodeScale) == 0 && len(old.NodeScale) > 0, func() { out.NodeScale = old.NodeScale })
-	keep("live_scale", len(out.LiveScale) == 0 && len(old.LiveScale) > 0, func() { out.LiveScale = old.LiveScale })
-	keep("growth", len(out.Growth) == 0 && len(old.Growth) > 0, func() { out.Growth = old.Growth })
-	keep("attack", len(out.Attack) == 0 && len(old.Attack) > 0, func() { out.Attack = old.Attack })
-	keep("live_attack", len(out.LiveAttack) == 0 && len(old.LiveAttack) > 0, func() { out.LiveAttack = old.LiveAttack })
 	slices.Sort(order)
 	for _, i := range order {
 		e := runs[i]
@@ -120,6 +117,15 @@ func (r *Results) WithEarlier(old *Results) *Results {
 		out.Earlier = append(out.Earlier, e)
 	}
 	return &out
+}
+
+// keepPart takes old's rows of a part into *dst when the new run made
+// none, and notes the part's name in parts.
+func keepPart[T any](parts *[]string, name string, dst *[]T, old []T) {
+	if len(*dst) == 0 && len(old) > 0 {
+		*dst = old
+		*parts = append(*parts, name)
+	}
 }
 
 // Machine describes where a run was made.

@@ -458,19 +458,17 @@ type geoMachine struct {
 	snapshotEpoch int64
 	longNeighbors []peer.ID
 	holding       bool // we published a token position last time
-	// distrusted: peers whose claimed coordinate disagreed with the RTT
-	// measured to them (vet), and the snapshot epoch when it did; they are
-	// no neighbours, so no token goes to them, until the next snapshot.
-	distrusted map[peer.ID]int64
-	// refused: peers a pass of ours to failed (they said no, or did not
-	// answer), and the snapshot epoch when; they are no neighbours either
-	// until the next snapshot. A peer that holds another token refuses
-	// one (geometric.Holder.Receive), and while duplicate claims of its
-	// token were settled this node may not have believed it a holder:
-	// live, a holder offered its token to such a peer at every token
-	// round until the next snapshot, and made none of the passes the
-	// forces asked for.
-	refused   map[peer.ID]int64
+	// barred: peers that are no neighbours, so no token goes to them,
+	// until the next snapshot, with the snapshot epoch when they were
+	// barred: those whose claimed coordinate disagreed with the RTT
+	// measured to them (vet), and those a pass of ours to failed (they
+	// said no, or did not answer). A peer that holds another token
+	// refuses one (geometric.Holder.Receive), and while duplicate claims
+	// of its token were settled this node may not have believed it a
+	// holder: live, a holder offered its token to such a peer at every
+	// token round until the next snapshot, and made none of the passes
+	// the forces asked for.
+	barred    map[peer.ID]int64
 	distrustN uint64
 	vetN      uint64 // claims checked (the denominator of distrustN)
 	overruled uint64 // checks in which this node's own found the claim implausible and the others did not
@@ -620,7 +618,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
 		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{},
-		clusterToken: -1, distrusted: map[peer.ID]int64{}, refused: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
+		clusterToken: -1, barred: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
 		known: map[int]TokenPos{}, superseded: map[int]superseded{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{}, vouchOf: map[peer.ID]time.Time{}, vouchBy: map[peer.ID]time.Time{},
 	}
@@ -1057,11 +1055,10 @@ func (g *geoMachine) tokenRound(now time.Time) {
 // passed to. Distrusted peers (vet) and those that refused a pass are
 // none until the next snapshot.
 func (g *geoMachine) neighbours(self *coordinate.Coordinate, peers []geometric.Peer) []geometric.Peer {
-	maps.DeleteFunc(g.refused, func(_ peer.ID, e int64) bool { return e != g.snapshotEpoch })
+	maps.DeleteFunc(g.barred, func(_ peer.ID, e int64) bool { return e != g.snapshotEpoch })
 	others := slices.DeleteFunc(slices.Clone(peers), func(p geometric.Peer) bool {
-		e, bad := g.distrusted[peer.ID(p.ID)]
-		_, no := g.refused[peer.ID(p.ID)]
-		return p.ID == geometric.ID(g.self()) || bad && e == g.snapshotEpoch || no
+		_, barred := g.barred[peer.ID(p.ID)]
+		return p.ID == geometric.ID(g.self()) || barred
 	})
 	slices.SortStableFunc(others, func(a, b geometric.Peer) int {
 		return cmp.Compare(geometric.Distance(self, a.Coord), geometric.Distance(self, b.Coord))
@@ -1134,7 +1131,7 @@ func (g *geoMachine) passDone(now time.Time, in PassDone) {
 	}
 	g.pass = nil
 	if !in.OK {
-		g.refused[in.To] = g.snapshotEpoch
+		g.barred[in.To] = g.snapshotEpoch
 	}
 	more := g.holder.PassDone(in.OK)
 	if in.OK {

@@ -1112,7 +1112,7 @@ func TestGeoRefusedNoNeighbour(t *testing.T) {
 	if nb := g.neighbours(self, peers); !slices.ContainsFunc(nb, func(p geometric.Peer) bool { return p.ID == "b" }) {
 		t.Errorf("neighbours %v in the next snapshot, want b again", nb)
 	}
-	if len(g.refused) != 0 {
-		t.Errorf("refusals of past snapshots kept: %v", g.refused)
+	if len(g.barred) != 0 {
+		t.Errorf("refusals of past snapshots kept: %v", g.barred)
 	}
 }

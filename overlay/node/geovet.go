@@ -220,7 +220,7 @@ func (g *geoMachine) decide(now time.Time) {
 		g.vetted(now, true)
 		return
 	}
-	g.distrusted[to] = g.snapshotEpoch
+	g.barred[to] = g.snapshotEpoch
 	g.distrustN++
 	own := g.pass.checks[0]
 	g.note(slog.LevelWarn, "geometric: a peer's coordinate disagrees with the RTTs measured to it; no token for it",
