@@ -64,7 +64,7 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/7.0.0": a frameAttach of one
+//   - attach "/superpeer/<network>/attach/8.0.0": a frameAttach of one
 //     byte of what the member says of itself (attachPrivate: it is
 //     private, attachFlapping: it flaps; other bits refused), then the
 //     member's coordinate (appendCoord: a uvarint count of components,
@@ -85,7 +85,12 @@ import (
 //     count (at most maxAttachCoords) of a peer ID (as above) and its
 //     coordinate (appendCoord), then the peers of the cluster that said
 //     they are private or flapping (node.GeoAnswer.Demoted), as the
-//     cluster (each must be in it). Members learn their cluster-mates
+//     cluster (each must be in it), then one byte (1: the superpeer
+//     surveys a new network, node.GeoAnswer.Surveying; 0: it does not;
+//     other values refused) and the holders its survey named, by token
+//     number (node.GeoAnswer.Placement: a count of at most
+//     maxPlacement, then the IDs as the cluster's; an empty ID: none
+//     named for that token). Members learn their cluster-mates
 //     from it, for elections, some of their coordinates, and which mates
 //     rank last and take no token;
 //   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
@@ -107,7 +112,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/7.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/8.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -480,8 +485,18 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 		if a.Coords, err = readCoords(r); err != nil {
 			return a, err
 		}
-		a.Demoted, err = readIDs(r)
-		return a, err
+		if a.Demoted, err = readIDs(r); err != nil {
+			return a, err
+		}
+		surveying, err := r.ReadByte()
+		if err != nil || surveying > 1 {
+			return a, fmt.Errorf("survey byte %d: %v", surveying, err)
+		}
+		a.Surveying = surveying == 1
+		if a.Placement, err = readPlacement(r); err != nil {
+			return a, err
+		}
+		return a, nil
 	})
 	if err == nil && (len(a.Cluster) == 0 || a.Cluster[0] != p) {
 		err = fmt.Errorf("%w: attach: the cluster list does not start with its superpeer", errWire)
@@ -500,7 +515,51 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 
 // appendAttachYes is readAttachYes' writer (after the first byte).
 func appendAttachYes(b []byte, a node.GeoAnswer) []byte {
-	return appendIDs(appendCoords(appendIDs(appendIDs(b, a.Cluster), a.Candidates), a.Coords), a.Demoted)
+	b = appendIDs(appendCoords(appendIDs(appendIDs(b, a.Cluster), a.Candidates), a.Coords), a.Demoted)
+	surveying := byte(0)
+	if a.Surveying {
+		surveying = 1
+	}
+	return appendPlacement(append(b, surveying), a.Placement)
+}
+
+// maxPlacement bounds a survey's placement: one holder per token, and no
+// network carries more tokens than gossip.MaxTokens.
+const maxPlacement = gossip.MaxTokens
+
+// readPlacement reads a survey's placement: a uvarint count (at most
+// maxPlacement) of peer IDs, each as readID reads it or a single 0 (no
+// holder named for that token).
+func readPlacement(r *bufio.Reader) ([]peer.ID, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > maxPlacement {
+		return nil, fmt.Errorf("placement count %d: %v", n, err)
+	}
+	var out []peer.ID
+	for range n {
+		if b, _ := r.Peek(1); len(b) == 1 && b[0] == 0 {
+			r.ReadByte()
+			out = append(out, "")
+			continue
+		}
+		id, err := readID(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// appendPlacement is readPlacement's writer.
+func appendPlacement(b []byte, ids []peer.ID) []byte {
+	ids = ids[:min(len(ids), maxPlacement)]
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = binary.AppendUvarint(b, uint64(len(id)))
+		b = append(b, id...)
+	}
+	return b
 }
 
 // readAttachRequest reads an attach request from a member: attachFlags'
@@ -617,8 +676,8 @@ func appendCoords(b []byte, cs []node.PeerCoord) []byte {
 }
 
 // maxAttachRTTs bounds a report in an attach request: the RTT to the
-// superpeer and to each candidate (node.DefaultSwapCandidates is 8).
-const maxAttachRTTs = 9
+// superpeer and to each candidate or landmark (node.SurveyLandmarks).
+const maxAttachRTTs = node.SurveyLandmarks + 1
 
 // readRTTs reads a report: a uvarint count (1 to maxAttachRTTs) of
 // uvarint RTTs in nanoseconds, each in (0, geometric.MaxRTT].

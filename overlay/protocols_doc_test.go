@@ -387,7 +387,7 @@ func protocolsVectors(t *testing.T) []wireVector {
 		}
 		return docSame("attach request", got, node.AttachAsked{From: a, Coord: coord})
 	})
-	yes := node.GeoAnswer{Cluster: []peer.ID{b, a}, Candidates: []peer.ID{a}, Coords: []node.PeerCoord{{ID: a, Coord: coord}}, Demoted: []peer.ID{a}}
+	yes := node.GeoAnswer{Cluster: []peer.ID{b, a}, Candidates: []peer.ID{a}, Coords: []node.PeerCoord{{ID: a, Coord: coord}}, Demoted: []peer.ID{a}, Placement: []peer.ID{b, "", a}}
 	add("attach-response-yes", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), yes)), func(doc []byte) error {
 		p, err := docUnframe(doc, frameAnswer)
 		if err != nil {

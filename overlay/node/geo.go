@@ -255,7 +255,12 @@ type AttachDone struct {
 	Candidates []peer.ID
 	Coords     []PeerCoord
 	Demoted    []peer.ID
-	Err        error
+	// Surveying and Placement are the superpeer's survey of a new
+	// network (geosurvey.go): it surveys, and the holders it named, by
+	// token number.
+	Surveying bool
+	Placement []peer.ID
+	Err       error
 }
 
 // PeerRTT is a peer and the RTT measured to it: a member's next
@@ -399,6 +404,8 @@ type GeoAnswer struct {
 	Candidates []peer.ID
 	Coords     []PeerCoord
 	Demoted    []peer.ID
+	Surveying  bool
+	Placement  []peer.ID
 	Forged     error
 	RTT        time.Duration
 	Measure    bool
@@ -503,12 +510,28 @@ type geoMachine struct {
 	// member's candidates to report on (named by swapOf), whether it sent
 	// its report, when it last sent one in a request of its own (early),
 	// and the hand-overs made.
-	search   *swapSearch
-	swapOf   peer.ID
-	swapAsk  []peer.ID
-	swapSent bool
-	early    time.Time
-	swaps    uint64
+	search *swapSearch
+	// The survey of a new network (geosurvey.go): the first superpeer's
+	// (surveyed, and the holders it named by token number), and a
+	// member's (the superpeer that said it surveys and when, and the
+	// superpeer that named holders and whom).
+	surveyed   bool
+	placement  []peer.ID
+	surveyOf   peer.ID
+	surveyAt   time.Time
+	placedBy   peer.ID
+	placedList []peer.ID
+	placedAt   time.Time
+	// surveyPlaced is the token the survey placed here, if surveyHeld (token 0 at the
+	// first superpeer, or a token its placement named this node for):
+	// while this node holds it, it does not search (geosurvey.go).
+	surveyPlaced geometric.Token
+	surveyHeld   bool
+	swapOf       peer.ID
+	swapAsk      []peer.ID
+	swapSent     bool
+	early        time.Time
+	swaps        uint64
 	// summary is the superpeer's last summary of its cluster, published
 	// with its token (georelocate.go); relocations counts the hand-overs
 	// to other clusters' members.
@@ -718,7 +741,7 @@ func (m *Machine) GeoAnswer() GeoAnswer {
 		return GeoAnswer{}
 	}
 	a := m.geo.answer
-	a.Cluster, a.Candidates, a.Demoted = slices.Clone(a.Cluster), slices.Clone(a.Candidates), slices.Clone(a.Demoted)
+	a.Cluster, a.Candidates, a.Demoted, a.Placement = slices.Clone(a.Cluster), slices.Clone(a.Candidates), slices.Clone(a.Demoted), slices.Clone(a.Placement)
 	return a
 }
 
@@ -994,6 +1017,9 @@ func (g *geoMachine) tokenRound(now time.Time) {
 	if !g.swapSent {
 		keep = append(keep, g.swapAsk...)
 	}
+	if g.search != nil {
+		keep = append(keep, g.search.cands...) // the superpeer's own RTTs to them (a landmark need not be a member)
+	}
 	for p := range g.rtt {
 		if _, ok := coords[p]; !ok && !slices.Contains(keep, p) { // gone: drop its RTT and serf's filter for it
 			delete(g.rtt, p)
@@ -1211,7 +1237,10 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 	}
 	g.memberSent(in.From, in.Coord)
 	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs, in.Second), Coords: g.share(in.From),
-		Demoted: g.clusterDemoted()}
+		Demoted: g.clusterDemoted(), Surveying: g.search != nil && g.search.survey}
+	if tok, held := g.holder.Holding(); held && tok.Num == 0 {
+		g.answer.Placement = slices.Clone(g.placement)
+	}
 	if !member {
 		g.update(now) // list a new member before it hears yes
 	}

@@ -286,6 +286,7 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 			}
 		}
 		g.swapAsked(in.To, in.Candidates)
+		g.surveyHeard(now, in.To, in.Surveying, in.Placement)
 	}
 	switch r.stage {
 	case askSuccessor:

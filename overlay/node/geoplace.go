@@ -110,7 +110,10 @@ func (g *geoMachine) place(now time.Time) {
 			// was 0.79 of random placement's on seeds 1-7, against 0.74).
 			wait = max(3*g.cfg.TokenInterval, g.m.cfg.AnnounceInterval)
 		}
-		if now.Sub(t.since) < wait || g.rehomer(num, holding) != geometric.ID(g.self()) {
+		if !seen && g.surveyWaits(now, g.sponsor(num)) {
+			continue // the sponsor surveys: its placement names the holder
+		}
+		if now.Sub(t.since) < wait || g.rehomer(now, num, holding) != geometric.ID(g.self()) {
 			continue
 		}
 		// Hearing no holder at all, with the last one no longer
@@ -128,7 +131,12 @@ func (g *geoMachine) place(now time.Time) {
 		// Above every pass counter heard, or the holder machine (which
 		// remembers the last holder) refuses it; and hot again, to find
 		// its place.
+		named := !seen && g.surveyNamed(g.sponsor(num), num, now) == g.self()
 		if g.receive(geometric.Rehomed(num, last), now) {
+			if named {
+				g.surveyPlaced, g.surveyHeld = g.holder.Holding()
+				g.holder.Pin() // placed by measurements: the forces do not move it
+			}
 			g.placed = &placement{num: num, at: now, replaced: t.reporter}
 		}
 		g.tokens.found(num)
@@ -187,11 +195,14 @@ func (g *geoMachine) sponsor(num int) peer.ID {
 // are on the other side, or gone), itself kept: the fragments of one
 // cluster agree on it, and the placements of two fragments, or of two
 // clusters, are settled as duplicates (yieldsTo). "" otherwise.
-func (g *geoMachine) rehomer(num int, holding map[geometric.ID]bool) geometric.ID {
+func (g *geoMachine) rehomer(now time.Time, num int, holding map[geometric.ID]bool) geometric.ID {
 	sp := g.sponsor(num)
 	orphan := sp == "" && g.matesOf != "" && len(g.feed.Tokens) == 0
 	if !orphan && (sp == "" || g.attached != sp || g.matesOf != sp) {
 		return ""
+	}
+	if named := g.surveyNamed(sp, num, now); named != "" && !g.tokens.info(num).heard && !holding[geometric.ID(named)] {
+		return geometric.ID(named)
 	}
 	ids := make([]geometric.ID, 0, len(g.mates))
 	for _, p := range g.mates {

@@ -102,10 +102,13 @@ type swapSearch struct {
 	// the last summary round's candidates and reports, which a round on
 	// the same candidates starts from (a member reports once per list).
 	summary, exhausted bool
-	quiet              int            // summary rounds in a row that moved no token (summaryRounds)
-	heard              []geometric.ID // the superpeers summaries came from at the last one (summarySources)
-	last               []peer.ID
-	lastReports        map[peer.ID]geometric.SwapReport
+	// survey says the round in flight is the survey of a new network
+	// (geosurvey.go).
+	survey      bool
+	quiet       int            // summary rounds in a row that moved no token (summaryRounds)
+	heard       []geometric.ID // the superpeers summaries came from at the last one (summarySources)
+	last        []peer.ID
+	lastReports map[peer.ID]geometric.SwapReport
 }
 
 // swapWarm is how long a superpeer holds its token before it searches:
@@ -139,6 +142,17 @@ func (g *geoMachine) searchRound(now time.Time) {
 		since, _ := g.holder.Since()
 		s = &swapSearch{token: tok, since: since, tried: map[peer.ID]bool{}}
 		g.search, g.summary = s, nil
+	}
+	if g.surveyDue(tok) {
+		g.surveyRound(now, s, tok)
+		return
+	}
+	if g.bySurvey(tok) {
+		g.search = nil // placed by the survey: no search (geosurvey.go)
+		return
+	}
+	if s.survey { // the survey was overtaken (another token was heard of): drop its round
+		s.cands, s.reports, s.told, s.started, s.survey = nil, nil, nil, time.Time{}, false
 	}
 	warm := g.swapWarm()
 	if tok.Passes() >= geometric.Settled {
@@ -285,8 +299,8 @@ func (g *geoMachine) swapReported(from peer.ID, rtts []time.Duration, second Pee
 // swapAsked takes the candidates a member's superpeer named: the member
 // measures them, to report.
 func (g *geoMachine) swapAsked(sp peer.ID, cands []peer.ID) {
-	if len(cands) > DefaultSwapCandidates {
-		cands = cands[:DefaultSwapCandidates]
+	if len(cands) > SurveyLandmarks {
+		cands = cands[:SurveyLandmarks]
 	}
 	if sp == g.swapOf && slices.Equal(cands, g.swapAsk) || len(cands) == 0 && len(g.swapAsk) == 0 {
 		return

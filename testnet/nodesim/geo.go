@@ -736,7 +736,7 @@ func (s *Sim) geoAttach(i int, p peer.ID, in node.AttachAsked) {
 				}
 				g.asked[p] = slices.Clone(a.Candidates)
 			}
-			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted}
+			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Surveying: a.Surveying, Placement: a.Placement}
 		})
 }
 

@@ -1,0 +1,186 @@
+package node
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// The survey: how a new network places its tokens from measured RTTs
+// (geometric.Survey).
+//
+//   - The first superpeer (it holds token 0, never passed, and no other
+//     token was ever heard of) names SurveyLandmarks landmarks in its
+//     answers to attach requests, as a search round names its candidates
+//     (GeoAnswer.Candidates), and says it is surveying
+//     (GeoAnswer.Surveying). The landmarks are peers it is connected to or
+//     serves, the lowest by Score(seed ^ surveySalt): no choice of its own
+//     beyond whom it knows. It pings each itself.
+//   - A member measures each landmark and reports as it reports to a
+//     search (swapAsked, swapReport). Told that its superpeer surveys, it
+//     re-homes no token while the survey lasts (for surveyWait at most).
+//   - An announce interval after it began, when a majority of its
+//     members reported (or surveyWait after it began), the superpeer asks
+//     geometric.Survey for the holders of the other tokens, pins its own
+//     token and names the holders in every answer from then on
+//     (GeoAnswer.Placement, by token number). Its own search starts a
+//     snapshot period later.
+//   - A member that the placement names as the holder of a token never
+//     heard of takes it (rehomer, place), pinned: the forces of coordinates
+//     do not move what measurements placed. A token the placement does not
+//     name, or whose holder does not take it, is re-homed by the hash as
+//     before (Rehome).
+//
+// Cost: once per new network, a member of the first cluster pings up to
+// SurveyLandmarks peers and sends one report; the superpeer's answers
+// carry up to Tokens peer IDs more.
+
+// SurveyLandmarks is how many landmarks the first superpeer names, the
+// cluster's default capacity (geometric.Config.Capacity): the node
+// simulator (100 PlanetLab hosts, S = 10, seeds 1-16) placed at 0.709 of
+// random placement's mean RTT with 32, at 0.642 with 64, both settled at
+// 46-48 s on average. It is also the most candidates a member measures.
+const SurveyLandmarks = 64
+
+// surveySalt is mixed into the network's seed for the landmarks' scores,
+// so that they are not the peers the tokens' own scores favour.
+const surveySalt = 0x5375727665790000 // "Survey"
+
+// surveyDue reports whether this node, a superpeer holding tok, places
+// the network's tokens by a survey: tok is token 0, never passed, no
+// other token was ever heard of, and the survey was not done.
+func (g *geoMachine) surveyDue(tok geometric.Token) bool {
+	if g.surveyed || tok.Num != 0 || tok.Seq != 0 || g.tc.Tokens < 2 || g.cfg.SwapCandidates < 0 {
+		return false
+	}
+	for num, t := range g.tokens {
+		if num != 0 && t.heard {
+			return false
+		}
+	}
+	for _, tp := range g.feed.Tokens {
+		if tp.Token.Num != 0 {
+			return false
+		}
+	}
+	return !slices.ContainsFunc(g.claims, func(tp TokenPos) bool { return tp.Token.Num != 0 })
+}
+
+// surveyWait is how long a survey waits for its reports at most, and a
+// member for its superpeer's placement.
+func (g *geoMachine) surveyWait() time.Duration { return g.swapWait() }
+
+// surveyRound advances the first superpeer's survey (searchRound's, at
+// its attachment rounds).
+func (g *geoMachine) surveyRound(now time.Time, s *swapSearch, tok geometric.Token) {
+	if s.started.IsZero() {
+		pool := map[peer.ID]bool{}
+		for p := range g.members {
+			if !g.memberDemoted[p] {
+				pool[p] = true
+			}
+		}
+		for p, ok := range g.connected {
+			if ok {
+				pool[p] = true
+			}
+		}
+		delete(pool, g.self())
+		if len(pool) == 0 {
+			return // nobody known yet
+		}
+		ids := slices.Sorted(maps.Keys(pool))
+		slices.SortStableFunc(ids, func(a, b peer.ID) int {
+			x, y := geometric.Score(g.seed^surveySalt, geometric.ID(a)), geometric.Score(g.seed^surveySalt, geometric.ID(b))
+			switch {
+			case x < y:
+				return -1
+			case x > y:
+				return 1
+			}
+			return 0
+		})
+		s.cands = ids[:min(len(ids), SurveyLandmarks)]
+		for _, c := range s.cands {
+			if g.rtt[c] <= 0 {
+				g.ping(c).measure = true
+			}
+		}
+		s.survey, s.summary = true, false
+		g.holder.Pin() // the forces must not move the token while its holder surveys
+		s.started, s.reports, s.told = now, map[peer.ID]geometric.SwapReport{}, map[peer.ID]bool{}
+		g.note(slog.LevelInfo, "geometric: surveying the new network's members", "landmarks", len(s.cands))
+		return
+	}
+	long := now.Sub(s.started)
+	if long < g.m.cfg.AnnounceInterval || 2*len(s.reports) <= len(g.members) && long < g.surveyWait() {
+		return
+	}
+	cands := make([]geometric.ID, len(s.cands))
+	own := make([]time.Duration, len(s.cands))
+	for i, c := range s.cands {
+		cands[i] = geometric.ID(c)
+		if _, member := g.members[c]; member && !g.memberDemoted[c] {
+			own[i] = g.rtt[c] // a holder it names must be a member: only they hear the placement
+		}
+	}
+	reports := make([]geometric.SwapReport, 0, len(s.reports))
+	for _, p := range slices.Sorted(maps.Keys(s.reports)) {
+		if _, member := g.members[p]; member {
+			reports = append(reports, s.reports[p])
+		}
+	}
+	s.cands, s.reports, s.told, s.started, s.survey = nil, nil, nil, time.Time{}, false
+	s.since = now // its own search: a snapshot period from now
+	g.surveyed, g.surveyPlaced, g.surveyHeld = true, tok, true
+	chosen, err := geometric.Survey(geometric.ID(g.self()), cands, own, reports, g.tc.Tokens)
+	if err != nil {
+		g.note(slog.LevelWarn, "geometric: survey", "err", err)
+		return
+	}
+	g.placement = make([]peer.ID, g.tc.Tokens)
+	g.placement[tok.Num] = g.self()
+	for i, c := range chosen {
+		g.placement[i+1] = peer.ID(c)
+	}
+	g.note(slog.LevelInfo, "geometric: survey done; naming the tokens' holders", "reports", len(reports), "members", len(g.members), "holders", len(chosen))
+}
+
+// bySurvey reports whether the survey placed tok here.
+func (g *geoMachine) bySurvey(tok geometric.Token) bool {
+	return g.surveyHeld && g.surveyPlaced == tok
+}
+
+// surveyHeard takes what the superpeer sp said of its survey in a yes:
+// whether it surveys, and the holders it named.
+func (g *geoMachine) surveyHeard(now time.Time, sp peer.ID, surveying bool, placement []peer.ID) {
+	if surveying {
+		g.surveyOf, g.surveyAt = sp, now
+	}
+	if len(placement) > 0 && (sp != g.placedBy || !slices.Equal(placement, g.placedList)) {
+		g.placedBy, g.placedList, g.placedAt = sp, slices.Clone(placement[:min(len(placement), g.tc.Tokens)]), now
+	}
+}
+
+// surveyWaits reports whether this node holds back the re-homing of a
+// token never heard of: its sponsor sp told it that it surveys, not long
+// ago, and named no placement yet.
+func (g *geoMachine) surveyWaits(now time.Time, sp peer.ID) bool {
+	return sp != "" && g.surveyOf == sp && g.placedBy != sp && now.Sub(g.surveyAt) < g.surveyWait()
+}
+
+// surveyNamed is the holder that sponsor sp's placement names for token
+// num, "" if none, or if the placement was heard surveyWait ago or
+// longer: a named holder that is gone, or refuses the token, leaves it
+// to the hash (Rehome).
+func (g *geoMachine) surveyNamed(sp peer.ID, num int, now time.Time) peer.ID {
+	if sp == "" || g.placedBy != sp || num >= len(g.placedList) || now.Sub(g.placedAt) >= g.surveyWait() {
+		return ""
+	}
+	return g.placedList[num]
+}
