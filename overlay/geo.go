@@ -265,7 +265,7 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		go func() {
 			defer n.wg.Done()
 			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p], rd.AttachSecond)
-			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Err: err})
+			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Surveying: a.Surveying, Placement: a.Placement, Err: err})
 		}()
 	}
 	for _, v := range rd.Vouch {

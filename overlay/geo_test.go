@@ -3,8 +3,10 @@ package overlay
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -434,4 +436,61 @@ func TestGeoProtect(t *testing.T) {
 			t.Errorf("protect(%s, %q) = %v, want %v", c.holder, c.giver, got, c.want)
 		}
 	}
+}
+
+// TestGeometricSurveyLive: a new network of eight nodes on mocknet with
+// three tokens. The first superpeer surveys its members over the real
+// attach protocol (landmarks in its answers, the members' reports in
+// their requests), names the holders of tokens 1 and 2 in its answers,
+// and the members it named take them: the survey's flag and placement
+// go through the wire and the shell to the members' machines.
+func TestGeometricSurveyLive(t *testing.T) {
+	notes := &noteCounter{want: []string{"geometric: survey done; naming the tokens' holders", "geometric: took the token the survey named"}}
+	nodes := mocknetNodes(t, 8, func(int) []Option {
+		return []Option{
+			WithLogger(slog.New(notes)), WithStrategy(StrategyGeometric),
+			WithTarget(dhtselect.Target{Superpeers: 3}), WithIntervals(300*time.Millisecond, time.Second),
+			WithGeometric(geometric.Config{}, 50*time.Millisecond, 100*time.Millisecond),
+		}
+	})
+	deadline := time.Now().Add(2 * time.Minute) // against hangs only
+	for notes.count(notes.want[0]) == 0 || notes.count(notes.want[1]) < 2 {
+		if time.Now().After(deadline) {
+			for _, n := range nodes {
+				s := n.State()
+				t.Logf("%s: %s, token %d", n.ID().ShortString(), s.Role, s.Token)
+			}
+			t.Fatalf("surveys done %d, tokens taken as named %d; want 1 and 2", notes.count(notes.want[0]), notes.count(notes.want[1]))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// noteCounter is a slog handler that counts the records whose message is
+// one of want.
+type noteCounter struct {
+	want []string
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (c *noteCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *noteCounter) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *noteCounter) WithGroup(string) slog.Handler            { return c }
+func (c *noteCounter) Handle(_ context.Context, r slog.Record) error {
+	if slices.Contains(c.want, r.Message) {
+		c.mu.Lock()
+		if c.seen == nil {
+			c.seen = map[string]int{}
+		}
+		c.seen[r.Message]++
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *noteCounter) count(msg string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen[msg]
 }

@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
 	"testing"
@@ -51,5 +52,30 @@ func TestAttachFlags(t *testing.T) {
 	yes.Demoted = nil
 	if _, err := readAttachYes(from, appendAttachYes(nil, yes)); !errors.Is(err, errWire) {
 		t.Errorf("a yes whose cluster starts with another: %v, want a wire error", err)
+	}
+}
+
+// An attach yes with a survey: the flag and the placement (an empty ID
+// for a token none was named for) round-trip; a flag byte other than 0
+// or 1, a placement of more than maxPlacement entries, a truncated one
+// and trailing bytes are refused.
+func TestAttachYesSurvey(t *testing.T) {
+	ids := testIDs(t, 3)
+	yes := node.GeoAnswer{Yes: true, Cluster: []peer.ID{ids[0], ids[1]}, Surveying: true, Placement: []peer.ID{ids[0], "", ids[2]}}
+	got, err := readAttachYes(ids[0], appendAttachYes(nil, yes))
+	if err != nil || !got.Surveying || !slices.Equal(got.Placement, yes.Placement) {
+		t.Fatalf("round trip: %+v, %v; want surveying, placement %v", got, err, yes.Placement)
+	}
+	head := appendIDs(appendCoords(appendIDs(appendIDs(nil, yes.Cluster), nil), nil), nil)
+	for name, b := range map[string][]byte{
+		"flag 2":            appendPlacement(append(slices.Clone(head), 2), nil),
+		"no flag":           head,
+		"placement too big": binary.AppendUvarint(append(slices.Clone(head), 0), maxPlacement+1),
+		"truncated":         appendPlacement(append(slices.Clone(head), 0), []peer.ID{ids[1]})[:len(head)+4],
+		"trailing":          append(appendPlacement(append(slices.Clone(head), 0), nil), 0),
+	} {
+		if _, err := readAttachYes(ids[0], b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

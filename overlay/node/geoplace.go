@@ -26,9 +26,11 @@ import (
 //     yes (the roster every member got), less the members the roster
 //     demotes (private or flapping by their own word: a private member
 //     refuses a token, and one named would leave the token missing for
-//     good; TestGeoRehomeSkipsDemoted), takes it. The tokens of a new
-//     network thus start in the first cluster and spread from there by
-//     their repulsion. When no holder at all is heard of (all were
+//     good; TestGeoRehomeSkipsDemoted), takes it. In a new network the
+//     first superpeer surveys its members first (geosurvey.go): while it
+//     does, its members re-home nothing, and the member its placement
+//     names for a token takes it in place of the one Rehome names (for
+//     surveyWait after the placement was heard; then Rehome again). When no holder at all is heard of (all were
 //     lost, or a side of a partition has none), each fragment of a
 //     former cluster re-homes a token on its own, from its last roster
 //     less the mates it is no longer connected to (rehomer,
@@ -134,6 +136,7 @@ func (g *geoMachine) place(now time.Time) {
 		named := !seen && g.surveyNamed(g.sponsor(num), num, now) == g.self()
 		if g.receive(geometric.Rehomed(num, last), now) {
 			if named {
+				g.note(slog.LevelInfo, "geometric: took the token the survey named", "token", num)
 				g.surveyPlaced, g.surveyHeld = g.holder.Holding()
 				g.holder.Pin() // placed by measurements: the forces do not move it
 			}
