@@ -129,15 +129,8 @@ func TestGeometricAttack(t *testing.T) {
 }
 
 // Liars in the live node's placement (NodeAttack, one seed): with the
-// liars honest the row is its own baseline. A new network's survey
-// (overlay/node's geosurvey.go) places the tokens from the members'
-// clamped reports and pins them, and a token it placed is not searched:
-// a liar that keeps its tokens, or lies in its reports, or both, holds
-// no more roles than the same node honest, and the honest nodes' RTT to
-// their superpeer is no worse than 1.15 times the honest run's. (Before
-// the survey the liars held more roles in every hostile row: 4.8, 3.2
-// and 5.0 of 10 over 8 seeds. That the hostile behaviours act at all is
-// nodesim's TestGeoHostileHolders.)
+// liars honest the row is its own baseline; a liar that keeps its tokens
+// and lies in the search holds more roles than the same node honest.
 var (
 	nodeAttackTrials = flag.Int("nodeattack.trials", 1, "TestNodeAttack: seeds, from -nodeattack.seed")
 	nodeAttackSeed   = flag.Uint64("nodeattack.seed", 2, "TestNodeAttack: the first seed")
@@ -161,9 +154,8 @@ func TestNodeAttack(t *testing.T) {
 		t.Errorf("liars honest: damage %.2f (want 1, the run itself), %.1f superpeers (want 10)", c.Damage, c.Superpeers)
 	}
 	for _, h := range []string{HostileKeep, HostileLies, HostileBoth} {
-		if r := by[h]; r.Superpeers != 10 || r.LiarSuperpeers > by[hostileHonest].LiarSuperpeers || r.Damage > 1.15 {
-			t.Errorf("liars %s: %.1f of %.1f roles, honest %.1f, damage %.2f: want 10 superpeers, no more roles for the liars, damage at most 1.15",
-				h, r.LiarSuperpeers, r.Superpeers, by[hostileHonest].LiarSuperpeers, r.Damage)
+		if r := by[h]; r.Superpeers != 10 || r.LiarSuperpeers <= by[hostileHonest].LiarSuperpeers {
+			t.Errorf("liars %s: %.1f of %.1f roles, honest %.1f: want 10 superpeers and more roles for the liars", h, r.LiarSuperpeers, r.Superpeers, by[hostileHonest].LiarSuperpeers)
 		}
 	}
 	for _, bad := range []NodeAttackConfig{{N: 1}, {S: 100}, {N: 1000}, {Fraction: 1}, {Trials: -1}, {Duration: -time.Second}} {

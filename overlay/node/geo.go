@@ -524,7 +524,8 @@ type geoMachine struct {
 	placedAt   time.Time
 	// surveyPlaced is the token the survey placed here, if surveyHeld (token 0 at the
 	// first superpeer, or a token its placement named this node for):
-	// while this node holds it, it does not search (geosurvey.go).
+	// while this node holds it, its search needs a larger gain
+	// (surveyMargin, geosurvey.go).
 	surveyPlaced geometric.Token
 	surveyHeld   bool
 	swapOf       peer.ID

@@ -105,14 +105,19 @@ func swapScene(t *testing.T, pos map[peer.ID]float64, handovers uint64) (*geoDri
 // at 0 ms on a line, members at -50, -30, -10 and 10. The member at -10
 // would lower the cluster's mean RTT by about a tenth; s hands its token
 // over when the token has had no hand-over, not when it has had three
-// (a margin of 16 % of the mean).
+// (a margin of 16 % of the mean), nor when the survey of a new network
+// placed it (surveyMargin, the same 16 %).
 func TestGeoSwapMarginGrows(t *testing.T) {
 	pos := map[peer.ID]float64{"s": 0, "p1": -50, "p2": -30, "p3": -10, "p4": 10}
 	for _, c := range []struct {
 		handovers uint64
+		surveyed  bool
 		want      bool
-	}{{0, true}, {3, false}} {
+	}{{0, false, true}, {3, false, false}, {0, true, false}} {
 		d, ask, rtt := swapScene(t, pos, c.handovers)
+		if c.surveyed {
+			d.m.geo.surveyPlaced, d.m.geo.surveyHeld = d.m.geo.holder.Holding()
+		}
 		var cands []peer.ID
 		for _, p := range []peer.ID{"p1", "p2", "p3", "p4"} {
 			cands = ask(p, nil, PeerRTT{}).Candidates
@@ -130,9 +135,9 @@ func TestGeoSwapMarginGrows(t *testing.T) {
 		}
 		d.run(2 * time.Second)
 		swapped := len(d.passes) == 1 && d.passes[0].To == "p3"
-		t.Logf("%d hand-overs: passes %+v", c.handovers, d.passes)
+		t.Logf("%d hand-overs, placed by the survey %v: passes %+v", c.handovers, c.surveyed, d.passes)
 		if swapped != c.want {
-			t.Errorf("token handed over %d times before: handed to p3 %v, want %v", c.handovers, swapped, c.want)
+			t.Errorf("token handed over %d times before, placed by the survey %v: handed to p3 %v, want %v", c.handovers, c.surveyed, swapped, c.want)
 		}
 	}
 }
