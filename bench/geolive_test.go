@@ -206,10 +206,7 @@ func TestGeoNodeScaleFree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 100-node simulation of 3 minutes")
 	}
-	hosts := make([]int, 100)
-	for i := range hosts {
-		hosts[i] = i
-	}
+	hosts := firstHosts(100)
 	sub := planetLabMatrix(t).Sub(hosts).Scale(0.01)
 	_, random, _, err := Baseline(sub, len(hosts), firstHosts(10), 0, 1)
 	if err != nil {
@@ -235,10 +232,7 @@ func TestGeoSurveySettles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two 100-node simulations of 2 minutes")
 	}
-	hosts := make([]int, 100)
-	for i := range hosts {
-		hosts[i] = i
-	}
+	hosts := firstHosts(100)
 	sub := planetLabMatrix(t).Sub(hosts)
 	_, random, _, err := Baseline(sub, len(hosts), firstHosts(10), 0, 1)
 	if err != nil {

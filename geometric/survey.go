@@ -37,8 +37,9 @@ import (
 // do not count.
 //
 // Survey returns the chosen candidates in the order of candidates (at
-// most k − 1 of them; fewer when fewer candidates were measured), or an
-// error for reports or RTTs of the wrong shape.
+// most k − 1 of them; fewer when fewer candidates were measured, none
+// without a valid report), or an error for reports or RTTs of the wrong
+// shape.
 func Survey(self ID, candidates []ID, own []time.Duration, reports []SwapReport, k int) ([]ID, error) {
 	if len(own) != len(candidates) {
 		return nil, fmt.Errorf("%w: %d own RTTs for %d candidates", ErrConfig, len(own), len(candidates))
@@ -53,6 +54,9 @@ func Survey(self ID, candidates []ID, own []time.Duration, reports []SwapReport,
 		}
 	}
 	valid := validReports(self, candidates, reports)
+	if len(valid) == 0 {
+		return nil, nil // nothing measured: no reason to name anyone
+	}
 	// cost[j][u]: member j's clamped RTT to usable candidate u; base[j]
 	// its RTT to self.
 	base := make([]time.Duration, len(valid))

@@ -53,6 +53,9 @@ func TestSurvey(t *testing.T) {
 	if got, _ := Survey("s", cs, own2, reports, 3); slices.Contains(got, "e") {
 		t.Errorf("Survey named %v: e, which the superpeer did not measure", got)
 	}
+	if got, err := Survey("s", cs, own, nil, 3); err != nil || len(got) != 0 {
+		t.Errorf("Survey without reports = %v, %v; want none", got, err)
+	}
 	if _, err := Survey("s", cs, own[:2], reports, 3); !errors.Is(err, ErrConfig) {
 		t.Errorf("own of the wrong length: err %v, want ErrConfig", err)
 	}
