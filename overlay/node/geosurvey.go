@@ -173,13 +173,19 @@ func (g *geoMachine) bySurvey(tok geometric.Token) bool {
 }
 
 // surveyHeard takes what the superpeer sp said of its survey in a yes:
-// whether it surveys, and the holders it named.
+// whether it surveys, and the holders it named. The times count from the
+// first yes that said so: a superpeer that says it surveys in every
+// answer, or names new holders in each, holds the re-homing back for
+// surveyWait once, not for good.
 func (g *geoMachine) surveyHeard(now time.Time, sp peer.ID, surveying bool, placement []peer.ID) {
-	if surveying {
+	if surveying && sp != g.surveyOf {
 		g.surveyOf, g.surveyAt = sp, now
 	}
-	if len(placement) > 0 && (sp != g.placedBy || !slices.Equal(placement, g.placedList)) {
-		g.placedBy, g.placedList, g.placedAt = sp, slices.Clone(placement[:min(len(placement), g.tc.Tokens)]), now
+	if len(placement) > 0 {
+		if sp != g.placedBy {
+			g.placedBy, g.placedAt = sp, now
+		}
+		g.placedList = slices.Clone(placement[:min(len(placement), g.tc.Tokens)])
 	}
 }
 

@@ -111,12 +111,14 @@ func TestGeoSurveyMember(t *testing.T) {
 		a.To, a.OK, a.Mates = p, true, []peer.ID{"h", "o", "x"}
 		return a
 	}
-	answer.Surveying = true
-	d.run(25 * time.Second)
+	d.run(10 * time.Second)
+	answer.Surveying = true // heard from the request at 11.6 s
+	d.run(11 * time.Second) // the hash would re-home at 20 s (the warm-up, then an announce interval)
 	if st := d.m.GeoState(); st.Superpeer != "h" || st.Token >= 0 {
 		t.Fatalf("while h surveys: superpeer %q, token %d; want h and none (the hash names %v)", st.Superpeer, st.Token, hash)
 	}
-	// The placement: x for token 1, o for token 2.
+	// The placement (heard from the request at 22.2 s): x for token 1, o
+	// for token 2.
 	answer = AttachDone{Placement: []peer.ID{"h", "x", "o"}}
 	d.run(6 * time.Second)
 	if st := d.m.GeoState(); st.Token != 2 || !d.m.geo.holder.Pinned() {
@@ -145,5 +147,17 @@ func TestGeoSurveyMember(t *testing.T) {
 	}
 	if want && d2.now.Sub(d2.m.geo.placedAt) < d2.m.geo.surveyWait() {
 		t.Errorf("took %v, before the placement (heard at %v) was surveyWait old", took, d2.m.geo.placedAt.Sub(t0))
+	}
+	// A superpeer that says it surveys in every answer and never names
+	// anyone holds the re-homing back for surveyWait from the first
+	// answer that said so, not for good.
+	d3 := newGeoDriver(t, cfg)
+	d3.m.Step(d3.now, view("o", "h", "x"))
+	d3.feed = d.feed
+	d3.attach = d.attach
+	answer = AttachDone{Surveying: true}
+	d3.run(40 * time.Second)
+	if got := d3.m.GeoState().Token >= 0; got != want {
+		t.Errorf("h says it surveys in every answer: o holds a token %v, want %v (the hash names %v)", got, want, hash)
 	}
 }
