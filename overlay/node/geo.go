@@ -1219,6 +1219,8 @@ func (g *geoMachine) offered(now time.Time, in TokenOffered) {
 	g.note(slog.LevelInfo, "received token", "token", in.Token.Num, "from", in.From)
 	g.answer.Yes = true
 	g.publishToken()
+	st := g.state() // the node holds a token now, not at its next round
+	g.out.State = &st
 }
 
 // asked answers an attach request: a superpeer takes a member it has, or a
