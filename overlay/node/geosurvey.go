@@ -110,18 +110,18 @@ func (g *geoMachine) surveyRound(now time.Time, s *swapSearch, tok geometric.Tok
 		if len(pool) == 0 {
 			return // nobody known yet
 		}
-		ids := slices.Sorted(maps.Keys(pool))
-		slices.SortStableFunc(ids, func(a, b peer.ID) int {
-			x, y := geometric.Score(g.seed^surveySalt, geometric.ID(a)), geometric.Score(g.seed^surveySalt, geometric.ID(b))
-			switch {
-			case x < y:
-				return -1
-			case x > y:
-				return 1
-			}
-			return 0
-		})
-		s.cands = ids[:min(len(ids), SurveyLandmarks)]
+		ids := make([]geometric.ID, 0, len(pool))
+		for p := range pool {
+			ids = append(ids, geometric.ID(p))
+		}
+		// The lowest scores, ties by ID: the choice of InitialHolders.
+		landmarks, err := geometric.InitialHolders(g.seed^surveySalt, ids, min(len(ids), SurveyLandmarks))
+		if err != nil {
+			return
+		}
+		for _, l := range landmarks {
+			s.cands = append(s.cands, peer.ID(l))
+		}
 		for _, c := range s.cands {
 			if g.rtt[c] <= 0 {
 				g.ping(c).measure = true
