@@ -245,12 +245,7 @@ func TestBackboneOverGossipSub(t *testing.T) {
 	const n = 5
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mn, err := mocknet.FullMeshConnected(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mn.Close()
-	hosts := mn.Hosts()
+	hosts, pss := gossipSubNet(ctx, t, n)
 	var mu sync.Mutex
 	rejected := make(map[int]int) // by index of the relay
 	ids := make([]peer.ID, n)
@@ -267,11 +262,8 @@ func TestBackboneOverGossipSub(t *testing.T) {
 	}
 	bs := make([]*Backbone, n)
 	for i, h := range hosts {
-		ps, err := pubsub.NewGossipSub(ctx, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bs[i], err = JoinBackbone(ps, h.ID(), BackboneConfig{
+		var err error
+		bs[i], err = JoinBackbone(pss[i], h.ID(), BackboneConfig{
 			Network: "test", Interval: 100 * time.Millisecond, TTL: time.Hour,
 			Rejected: func(from peer.ID, err error) {
 				if !errors.Is(err, ErrBadSummary) {
@@ -383,19 +375,12 @@ func TestBackboneStaleAndExpiryOverGossipSub(t *testing.T) {
 	const n = 3
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mn, err := mocknet.FullMeshConnected(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mn.Close()
+	hosts, pss := gossipSubNet(ctx, t, n)
 	bs := make([]*Backbone, n)
 	ids := make([]peer.ID, n)
-	for i, h := range mn.Hosts() {
-		ps, err := pubsub.NewGossipSub(ctx, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bs[i], err = JoinBackbone(ps, h.ID(), BackboneConfig{Network: "test", Interval: 100 * time.Millisecond, TTL: 500 * time.Millisecond}); err != nil {
+	for i, h := range hosts {
+		var err error
+		if bs[i], err = JoinBackbone(pss[i], h.ID(), BackboneConfig{Network: "test", Interval: 100 * time.Millisecond, TTL: 500 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = h.ID()

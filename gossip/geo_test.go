@@ -19,7 +19,6 @@ import (
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"github.com/superpeer/superpeer/geometric"
 	"github.com/superpeer/superpeer/internal/bubble"
@@ -645,20 +644,11 @@ func TestGeoOverGossipSub(t *testing.T) {
 	const n = 5
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mn, err := mocknet.FullMeshConnected(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mn.Close()
-	hosts := mn.Hosts()
+	hosts, pss := gossipSubNet(ctx, t, n)
 	gs := make([]*Geo, n)
 	ids := make([]peer.ID, n)
 	for i, h := range hosts {
-		ps, err := pubsub.NewGossipSub(ctx, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := JoinGeo(ps, h.ID(), GeoConfig{Network: "test", Interval: 100 * time.Millisecond})
+		g, err := JoinGeo(pss[i], h.ID(), GeoConfig{Network: "test", Interval: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
