@@ -312,12 +312,56 @@ func (h framedHost) SetStreamHandlerMatch(p protocol.ID, match func(protocol.ID)
 	h.Host.SetStreamHandlerMatch(p, match, func(s network.Stream) { handler(h.wrap(s)) })
 }
 
+// NewStream opens a stream as the host does. For GossipSub it also mends a
+// race in go-libp2p-pubsub (v0.19): a router that starts while connected
+// to a peer tries a stream to it at once. If the peer's router starts
+// during that attempt (both nodes promoted together; the attempt takes a
+// round trip), the attempt fails, since the peer had no handler when it
+// was asked, while the peer's identify push, which says it now speaks
+// GossipSub, is passed over because an attempt is under way; the failed
+// attempt is then forgotten, and the two routers exchange nothing for as
+// long as the connection lasts. So a failed attempt waits, while the peer
+// stays connected and for pubsubRetryWait at most, until the peerstore
+// says the peer speaks one of the protocols, and tries once more.
 func (h framedHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
 	s, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil && h.name == "pubsub" && h.awaitProtocol(ctx, p, pids) {
+		s, err = h.Host.NewStream(ctx, p, pids...)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return h.wrap(s), nil
+}
+
+// pubsubRetryWait bounds how long a failed GossipSub stream waits for its
+// peer to speak the protocol (framedHost.NewStream). An identify push takes
+// a round trip; a peer that runs no GossipSub (an ordinary peer of the DHT
+// strategy) costs a router's goroutine this long, once per connection.
+const pubsubRetryWait = 5 * time.Second
+
+// awaitProtocol reports whether p, still connected, is known to speak one
+// of pids within pubsubRetryWait; it looks every 100 ms.
+func (h framedHost) awaitProtocol(ctx context.Context, p peer.ID, pids []protocol.ID) bool {
+	deadline := time.NewTimer(pubsubRetryWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if h.Network().Connectedness(p) != network.Connected {
+			return false
+		}
+		if ok, err := h.Peerstore().SupportsProtocols(p, pids...); err == nil && len(ok) > 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 func (h framedHost) wrap(s network.Stream) network.Stream {
