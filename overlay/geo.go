@@ -64,9 +64,10 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/8.0.0": a frameAttach of one
+//   - attach "/superpeer/<network>/attach/9.0.0": a frameAttach of one
 //     byte of what the member says of itself (attachPrivate: it is
-//     private, attachFlapping: it flaps; other bits refused), then the
+//     private, attachFlapping: it flaps, attachLeaving: it attached to
+//     another superpeer, let it go; other bits refused), then the
 //     member's coordinate (appendCoord: a uvarint count of components,
 //     geometric.Dimensions, then the components, the error, the
 //     adjustment and the height, each a big-endian float64; it must pass
@@ -112,7 +113,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/8.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/9.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -266,6 +267,14 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 			defer n.wg.Done()
 			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p], rd.AttachSecond)
 			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Surveying: a.Surveying, Placement: a.Placement, Err: err})
+		}()
+	}
+	for _, p := range rd.Detach {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			// The answer is no, and nothing waits for it.
+			_, _ = g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping)|attachLeaving, rd.AttachCoord, nil, node.PeerRTT{})
 		}()
 	}
 	for _, v := range rd.Vouch {
@@ -422,10 +431,11 @@ func (g *geo) handleToken(s network.Stream) {
 }
 
 // The bits of an attach request's first byte: what the member says of
-// itself (node.AttachAsked.Private and Flapping).
+// itself (node.AttachAsked.Private, Flapping and Leaving).
 const (
 	attachPrivate  byte = 1 << 0
 	attachFlapping byte = 1 << 1
+	attachLeaving  byte = 1 << 2
 )
 
 // attachFlags is an attach request's first byte.
@@ -572,10 +582,10 @@ func readAttachRequest(from peer.ID, req []byte) (node.AttachAsked, error) {
 		if err != nil {
 			return in, err
 		}
-		if flags&^(attachPrivate|attachFlapping) != 0 {
+		if flags&^(attachPrivate|attachFlapping|attachLeaving) != 0 {
 			return in, fmt.Errorf("flags %#x", flags)
 		}
-		in.Private, in.Flapping = flags&attachPrivate != 0, flags&attachFlapping != 0
+		in.Private, in.Flapping, in.Leaving = flags&attachPrivate != 0, flags&attachFlapping != 0, flags&attachLeaving != 0
 		if in.Coord, err = readCoord(r); err != nil {
 			return in, err
 		}

@@ -71,9 +71,15 @@ func TestGeometricCapacity(t *testing.T) {
 // others; all are closed with the test.
 func mocknetNodes(t *testing.T, n int, opts func(i int) []Option) []*Node {
 	t.Helper()
+	return mocknetNodesOn(t, mocknetHosts(t, n, 0), opts)
+}
+
+// mocknetNodesOn is mocknetNodes on the hosts given.
+func mocknetNodesOn(t *testing.T, hosts []host.Host, opts func(i int) []Option) []*Node {
+	t.Helper()
 	var nodes []*Node
 	var boot peer.AddrInfo
-	for i, h := range mocknetHosts(t, n, 0) {
+	for i, h := range hosts {
 		o := append(opts(i), WithHost(h))
 		if i > 0 {
 			o = append(o, WithBootstrap(boot))
@@ -96,22 +102,36 @@ func mocknetNodes(t *testing.T, n int, opts func(i int) []Option) []*Node {
 // mocknet is closed with the test.
 func mocknetHosts(t *testing.T, n int, latency time.Duration) []host.Host {
 	t.Helper()
+	return mocknetHostsWith(t, n, func(int, int) time.Duration { return latency })
+}
+
+// mocknetHostsWith is mocknetHosts with the latency (each way) of the
+// link between hosts i and j given by latency(i, j), i < j; the hosts are
+// in the order of their seeds.
+func mocknetHostsWith(t *testing.T, n int, latency func(i, j int) time.Duration) []host.Host {
+	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { _ = mn.Close() })
-	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: latency})
+	hs := make([]host.Host, n)
 	for i := range n {
 		sk, _, err := crypto.GenerateEd25519Key(rand.NewChaCha8([32]byte{byte(i)}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1))); err != nil {
+		if hs[i], err = mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := mn.LinkAll(); err != nil {
-		t.Fatal(err)
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			l, err := mn.LinkPeers(hs[i].ID(), hs[j].ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.SetOptions(mocknet.LinkOptions{Latency: latency(i, j)})
+		}
 	}
-	return mn.Hosts()
+	return hs
 }
 
 // TestGeometricDistrustsLiar: a node checks the coordinate a peer claims
@@ -461,6 +481,34 @@ func TestGeometricSurveyLive(t *testing.T) {
 				t.Logf("%s: %s, token %d", n.ID().ShortString(), s.Role, s.Token)
 			}
 			t.Fatalf("surveys done %d, tokens taken as named %d; want 1 and 2", notes.count(notes.want[0]), notes.count(notes.want[1]))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGeometricDetachLive: eight nodes on a line of links (4 ms each way
+// per step), two tokens. Members that move to a nearer superpeer tell the
+// one they left, over the real attach protocol (the leaving flag), and
+// that one lets them go at once (its machine notes it), not an
+// attachment's TTL later.
+func TestGeometricDetachLive(t *testing.T) {
+	notes := &noteCounter{want: []string{"geometric: a member left for another superpeer"}}
+	hosts := mocknetHostsWith(t, 8, func(i, j int) time.Duration { return time.Duration(j-i) * 4 * time.Millisecond })
+	nodes := mocknetNodesOn(t, hosts, func(int) []Option {
+		return []Option{
+			WithLogger(slog.New(notes)), WithStrategy(StrategyGeometric),
+			WithTarget(dhtselect.Target{Superpeers: 2}), WithIntervals(300*time.Millisecond, time.Second),
+			WithGeometric(geometric.Config{}, 50*time.Millisecond, 100*time.Millisecond),
+		}
+	})
+	deadline := time.Now().Add(2 * time.Minute) // against hangs only
+	for notes.count(notes.want[0]) == 0 {
+		if time.Now().After(deadline) {
+			for _, n := range nodes {
+				s := n.State()
+				t.Logf("%s: %s, superpeer %s, token %d", n.ID().ShortString(), s.Role, s.Superpeer.ID.ShortString(), s.Token)
+			}
+			t.Fatal("no superpeer heard that a member left it")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

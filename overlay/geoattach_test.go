@@ -13,8 +13,8 @@ import (
 	"github.com/superpeer/superpeer/overlay/node"
 )
 
-// What a member says of itself in an attach request (private, flapping)
-// and the demoted members in the superpeer's yes round-trip; a request
+// What a member says of itself in an attach request (private, flapping,
+// leaving) and the demoted members in the superpeer's yes round-trip; a request
 // with an unknown flag bit, and a yes that demotes a peer outside its
 // cluster, are refused as malformed.
 func TestAttachFlags(t *testing.T) {
@@ -25,14 +25,18 @@ func TestAttachFlags(t *testing.T) {
 	co := client.Coordinate()
 	ids := testIDs(t, 4)
 	sp, from := ids[0], ids[1]
-	for _, c := range []struct{ private, flapping bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
-		req := appendRTTs(appendCoord([]byte{attachFlags(c.private, c.flapping)}, co), []time.Duration{time.Millisecond})
+	for _, c := range []struct{ private, flapping, leaving bool }{{false, false, false}, {true, false, false}, {false, true, false}, {true, true, false}, {false, false, true}, {true, true, true}} {
+		flags := attachFlags(c.private, c.flapping)
+		if c.leaving {
+			flags |= attachLeaving
+		}
+		req := appendRTTs(appendCoord([]byte{flags}, co), []time.Duration{time.Millisecond})
 		in, err := readAttachRequest(from, req)
-		if err != nil || in.From != from || in.Private != c.private || in.Flapping != c.flapping || !sameCoordinate(in.Coord, co) || len(in.RTTs) != 1 {
+		if err != nil || in.From != from || in.Private != c.private || in.Flapping != c.flapping || in.Leaving != c.leaving || !sameCoordinate(in.Coord, co) || len(in.RTTs) != 1 {
 			t.Errorf("%+v: read %+v, %v", c, in, err)
 		}
 	}
-	if _, err := readAttachRequest(from, appendCoord([]byte{attachFlags(true, true) | 1<<2}, co)); !errors.Is(err, errWire) {
+	if _, err := readAttachRequest(from, appendCoord([]byte{attachFlags(true, true) | attachLeaving | 1<<3}, co)); !errors.Is(err, errWire) {
 		t.Errorf("an unknown flag bit: %v, want a wire error", err)
 	}
 	if _, err := readAttachRequest(from, appendCoord(nil, co)); err == nil {

@@ -387,6 +387,19 @@ func protocolsVectors(t *testing.T) []wireVector {
 		}
 		return docSame("attach request", got, node.AttachAsked{From: a, Coord: coord})
 	})
+	// A tells B it attached to another superpeer (node.GeoReady.Detach).
+	attReqLeaving := appendCoord([]byte{attachFlags(false, false) | attachLeaving}, coord)
+	add("attach-request-leaving", "hex", docFrame(t, frameAttach, attReqLeaving), func(doc []byte) error {
+		p, err := docUnframe(doc, frameAttach)
+		if err != nil {
+			return err
+		}
+		got, err := readAttachRequest(a, p)
+		if err != nil {
+			return err
+		}
+		return docSame("attach request", got, node.AttachAsked{From: a, Coord: coord, Leaving: true})
+	})
 	yes := node.GeoAnswer{Cluster: []peer.ID{b, a}, Candidates: []peer.ID{a}, Coords: []node.PeerCoord{{ID: a, Coord: coord}}, Demoted: []peer.ID{a}, Placement: []peer.ID{b, "", a}}
 	add("attach-response-yes", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), yes)), func(doc []byte) error {
 		p, err := docUnframe(doc, frameAnswer)

@@ -232,7 +232,9 @@ type PassDone struct {
 // Flapping are what From says of itself (GeoReady.AttachPrivate,
 // AttachFlapping): a claim that can only make it less eligible (it ranks
 // last in the cluster's election and is handed no token), so it is taken
-// as it comes.
+// as it comes. Leaving says that From attached to another superpeer and
+// is no member of this node's any longer (GeoReady.Detach): it is let go
+// at once, and the answer is no.
 type AttachAsked struct {
 	From     peer.ID
 	RTTs     []time.Duration
@@ -240,6 +242,7 @@ type AttachAsked struct {
 	Coord    *coordinate.Coordinate
 	Private  bool
 	Flapping bool
+	Leaving  bool
 }
 
 // AttachDone answers an attach request (GeoReady.Attach): To accepted (OK,
@@ -330,6 +333,12 @@ type GeoReady struct {
 	AttachCoord    *coordinate.Coordinate
 	AttachPrivate  bool
 	AttachFlapping bool
+	// Detach are superpeers this node left for another: the driver tells
+	// each (an attach request with AttachAsked.Leaving, and AttachCoord),
+	// and nothing answers. Without it the superpeer counted the member in
+	// its load until the attachment expired (three announce intervals),
+	// and members nearer it that it had no room for waited as long.
+	Detach []peer.ID
 	// Vouch are peers to ask for the RTT they measure to a peer (the
 	// vantage points of the liar check); each answers with VouchDone.
 	Vouch []VouchRequest
@@ -1227,6 +1236,17 @@ func (g *geoMachine) offered(now time.Time, in TokenOffered) {
 // new one while it serves fewer than Capacity.
 func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 	_, member := g.members[in.From]
+	if in.Leaving {
+		g.answer = GeoAnswer{}
+		if member {
+			delete(g.members, in.From)
+			delete(g.memberCoord, in.From)
+			delete(g.memberDemoted, in.From)
+			g.note(slog.LevelDebug, "geometric: a member left for another superpeer", "member", in.From)
+			g.update(now)
+		}
+		return
+	}
 	ok := g.holder.Superpeer() && (member || len(g.members) < g.tc.Capacity)
 	g.answer = GeoAnswer{}
 	if !ok {

@@ -65,6 +65,9 @@ type geoDriver struct {
 	silent func(p peer.ID) bool
 
 	pings, asked []peer.ID
+	// detached are the superpeers told that the node left them
+	// (GeoReady.Detach), in order.
+	detached []peer.ID
 	// requests are the attach requests asked for, with their times and
 	// reports (GeoReady.AttachRTTs).
 	requests []attachRequest
@@ -121,6 +124,10 @@ func (d *geoDriver) drain() {
 		d.reports = append(d.reports, g.Tokens...)
 		if g.State != nil {
 			d.states = append(d.states, *g.State)
+		}
+		d.detached = append(d.detached, g.Detach...)
+		if len(g.Detach) > 0 && g.AttachCoord == nil {
+			d.t.Errorf("a detach to %v without the node's coordinate", g.Detach)
 		}
 		if len(g.Pings)+len(g.Passes)+len(g.Attach) == 0 {
 			return
@@ -464,7 +471,8 @@ func attachFeed(t *testing.T, sps ...string) GeoFeed {
 
 // Attachment: an ordinary peer attaches to the nearest superpeer with
 // room, renews once per announce interval, stays while no other is nearer
-// by a tenth plus LiveMargin in measured RTT, and moves when one is.
+// by a tenth plus LiveMargin in measured RTT, and moves when one is,
+// telling the one it left.
 func TestGeoAttachSticky(t *testing.T) {
 	d := newGeoDriver(t, geoTestConfig("o", 2))
 	d.feed = attachFeed(t, "s1", "s2")
@@ -486,10 +494,16 @@ func TestGeoAttachSticky(t *testing.T) {
 	if slices.Contains(d.asked, "s2") {
 		t.Errorf("asked s2: %v", d.asked)
 	}
+	if len(d.detached) != 0 {
+		t.Errorf("told %v it left them, and moved nowhere", d.detached)
+	}
 	rtt["s2"] = 30 * ms
 	d.run(30 * time.Second)
 	if sp := d.m.GeoState().Superpeer; sp != "s2" {
 		t.Fatalf("attached to %s, want s2, clearly nearer (30 ms against 50)", sp)
+	}
+	if !slices.Equal(d.detached, []peer.ID{"s1"}) {
+		t.Errorf("told %v it left them, want s1 once", d.detached)
 	}
 	if st := d.m.GeoState(); !slices.Equal(st.Members, []peer.ID{"o", "s2"}) || st.Role != RoleOrdinary || st.Prefix == "" {
 		t.Errorf("state %+v", st)
@@ -626,6 +640,28 @@ func TestGeoAnswers(t *testing.T) {
 	d.run(1500 * ms) // a token round reports the load
 	if rep := d.reports[len(d.reports)-1]; rep.Token.Num != 0 || !rep.Superpeer || rep.Load != 2 || rep.Capacity != 2 {
 		t.Errorf("last token report %+v", rep)
+	}
+	// p1 attached elsewhere and says so: let go at once, and its place is
+	// free for p4 well before its attachment would have expired.
+	leave := func(p peer.ID) GeoAnswer {
+		d.step(AttachAsked{From: p, Leaving: true})
+		return d.m.GeoAnswer()
+	}
+	if leave("p1").Yes {
+		t.Error("a leaving member was answered yes")
+	}
+	if st := d.m.GeoState(); !slices.Equal(st.Members, []peer.ID{"p3", "s"}) {
+		t.Errorf("members %v after p1 left, want p3 and s", st.Members)
+	}
+	if a := ask("p4"); !a.Yes || !slices.Equal(a.Cluster, []peer.ID{"s", "p3", "p4"}) {
+		t.Fatalf("p4 after p1 left: %+v", a)
+	}
+	if leave("p9").Yes || !slices.Equal(d.m.GeoState().Members, []peer.ID{"p3", "p4", "s"}) {
+		t.Errorf("a stranger's leaving changed the cluster: %v", d.m.GeoState().Members)
+	}
+	d.run(1500 * ms)
+	if rep := d.reports[len(d.reports)-1]; rep.Load != 2 {
+		t.Errorf("last token report %+v, want load 2", rep)
 	}
 
 	p := newGeoDriver(t, geoTestConfig("p", 1))

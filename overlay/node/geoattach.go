@@ -291,8 +291,7 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 	switch r.stage {
 	case askSuccessor:
 		if in.OK {
-			g.attached, g.attachOK = in.To, r.now
-			g.attachEnd(now)
+			g.attachTo(now, in.To)
 			return
 		}
 		g.attachCurrent(now, r)
@@ -314,8 +313,7 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 		g.attachBest(now, r)
 	case askBest:
 		if in.OK {
-			g.attached, g.attachOK = in.To, r.now
-			g.attachEnd(now)
+			g.attachTo(now, in.To)
 			return
 		}
 		r.sps = slices.DeleteFunc(r.sps, func(s geometric.Superpeer) bool { return s.ID == geometric.ID(in.To) })
@@ -332,6 +330,17 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 		}
 		g.attachBest(now, r)
 	}
+}
+
+// attachTo ends the round attached to p, which said yes, and tells the
+// superpeer the node leaves for it, if any, that it left (GeoReady.Detach).
+func (g *geoMachine) attachTo(now time.Time, p peer.ID) {
+	if old := g.attached; old != "" && old != p && old != g.self() {
+		g.out.Detach = append(g.out.Detach, old)
+		g.out.AttachCoord = g.client.Coordinate()
+	}
+	g.attached, g.attachOK = p, g.round.now
+	g.attachEnd(now)
 }
 
 // attachEnd ends the round: the node's state, and the next round.

@@ -137,7 +137,9 @@
 //     answer is lost, with probability Loss: the receiver took the token
 //     or listed the member, the asker times out), the pass fails (PassDone
 //     not OK) and the request has no answer (AttachDone with an error)
-//     GeoTimeout after it was sent.
+//     GeoTimeout after it was sent. A member that moved tells the
+//     superpeer it left (GeoReady.Detach) by an attach request that says
+//     so, which reaches it as the others do; nothing comes back.
 //   - Stop (graceful) steps GeoLeave first and, as the live node's leave
 //     does, carries out the pings and passes the machine then asks for,
 //     one by one, until it asks for none: answered at once (a ping with

@@ -240,6 +240,13 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		}
 		s.geoAttach(i, p, in)
 	}
+	for _, p := range rd.Detach {
+		c := rd.AttachCoord
+		if g.lie != nil {
+			c = g.lie
+		}
+		s.geoDetach(i, p, c)
+	}
 	for _, v := range rd.Vouch {
 		s.geoVouch(i, v)
 	}
@@ -738,6 +745,30 @@ func (s *Sim) geoAttach(i int, p peer.ID, in node.AttachAsked) {
 			}
 			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Surveying: a.Surveying, Placement: a.Placement}
 		})
+}
+
+// geoDetach tells superpeer p that node i left it (GeoReady.Detach): an
+// attach request that says so, which reaches p's machine one way later,
+// after a fresh feed, as geoAttach's does; its answer (no) tells i
+// nothing, and nothing is stepped at i.
+func (s *Sim) geoDetach(i int, p peer.ID, c *coordinate.Coordinate) {
+	s.stats.GeoAttaches++
+	j, ok := s.indexOf(p)
+	if !ok || !s.up(i, j) {
+		return
+	}
+	s.contact(i, j)
+	from := s.nodes[i].id
+	s.At(s.now+s.oneWay(i, j), func(s *Sim) {
+		if !s.up(i, j) {
+			return
+		}
+		m := s.nodes[j].m
+		now := s.wall()
+		m.Step(now, s.geoFeed(j))
+		m.Step(now, node.AttachAsked{From: from, Coord: c, Leaving: true})
+		s.carryOut(j)
+	})
 }
 
 // geoRequest carries out one request stream of node i to peer to: the
