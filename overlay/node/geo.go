@@ -232,9 +232,12 @@ type PassDone struct {
 // Flapping are what From says of itself (GeoReady.AttachPrivate,
 // AttachFlapping): a claim that can only make it less eligible (it ranks
 // last in the cluster's election and is handed no token), so it is taken
-// as it comes. Leaving says that From attached to another superpeer and
-// is no member of this node's any longer (GeoReady.Detach): it is let go
-// at once, and the answer is no.
+// as it comes. Leaving says that From attached to another superpeer
+// (GeoReady.Detach): it no longer counts in this node's load, so its place
+// is free at once, and the answer is no. It stays in the roster (and the
+// cluster's election) until its attachment expires, as before: a change
+// of roster rebuilds the election, and a member that could leave and come
+// back at will would have its superpeer campaign at every change.
 type AttachAsked struct {
 	From     peer.ID
 	RTTs     []time.Duration
@@ -462,6 +465,12 @@ type geoMachine struct {
 	// ordinary peer's mates, as matesOf's last yes named them.
 	memberDemoted map[peer.ID]bool
 	mateDemoted   map[peer.ID]bool
+	// memberLeft are the members that said they left for another
+	// superpeer (AttachAsked.Leaving): in the roster (and the election)
+	// until they expire, but served no longer: not in the load (load),
+	// and neither candidates, reporters nor named holders of the search
+	// and the survey.
+	memberLeft map[peer.ID]bool
 	// clusterToken is the token number of our cluster's holder, as last
 	// reported (it outlives the holder, for the election's takeover).
 	clusterToken int
@@ -650,7 +659,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		// differ between nodes and a run can be replayed.
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
-		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{},
+		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{}, memberLeft: map[peer.ID]bool{},
 		clusterToken: -1, barred: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
 		known: map[int]TokenPos{}, superseded: map[int]superseded{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{}, vouchOf: map[peer.ID]time.Time{}, vouchBy: map[peer.ID]time.Time{},
@@ -1189,7 +1198,7 @@ func (g *geoMachine) publishToken() {
 	switch {
 	case ok:
 		r := TokenReport{Token: pos.Token, Coord: pos.Coord, Superpeer: g.holder.Superpeer(),
-			Load: min(len(g.members), g.tc.Capacity), Capacity: g.tc.Capacity}
+			Load: min(g.load(), g.tc.Capacity), Capacity: g.tc.Capacity}
 		if pos.Token.Passes() > 0 {
 			r.Giver, r.Link = g.giver, g.link
 		}
@@ -1238,21 +1247,20 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 	_, member := g.members[in.From]
 	if in.Leaving {
 		g.answer = GeoAnswer{}
-		if member {
-			delete(g.members, in.From)
-			delete(g.memberCoord, in.From)
-			delete(g.memberDemoted, in.From)
+		if member && !g.memberLeft[in.From] {
+			g.memberLeft[in.From] = true
 			g.note(slog.LevelDebug, "geometric: a member left for another superpeer", "member", in.From)
-			g.update(now)
 		}
 		return
 	}
-	ok := g.holder.Superpeer() && (member || len(g.members) < g.tc.Capacity)
+	member = member && !g.memberLeft[in.From] // one that left comes back only if there is room
+	ok := g.holder.Superpeer() && (member || g.load() < g.tc.Capacity)
 	g.answer = GeoAnswer{}
 	if !ok {
 		return
 	}
 	g.members[in.From] = now
+	delete(g.memberLeft, in.From)
 	if in.Private || in.Flapping {
 		g.memberDemoted[in.From] = true
 	} else {
@@ -1268,6 +1276,10 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 		g.update(now) // list a new member before it hears yes
 	}
 }
+
+// load is how many members a superpeer serves: those attached, less
+// those that said they left (memberLeft).
+func (g *geoMachine) load() int { return len(g.members) - len(g.memberLeft) }
 
 // cluster lists a superpeer's cluster: itself first, then its members by
 // ID.

@@ -641,8 +641,10 @@ func TestGeoAnswers(t *testing.T) {
 	if rep := d.reports[len(d.reports)-1]; rep.Token.Num != 0 || !rep.Superpeer || rep.Load != 2 || rep.Capacity != 2 {
 		t.Errorf("last token report %+v", rep)
 	}
-	// p1 attached elsewhere and says so: let go at once, and its place is
-	// free for p4 well before its attachment would have expired.
+	// p1 attached elsewhere and says so: its place is free for p4 at
+	// once, well before its attachment would have expired; it stays in
+	// the roster until then (a roster change rebuilds the election), and
+	// comes back only if there is room.
 	leave := func(p peer.ID) GeoAnswer {
 		d.step(AttachAsked{From: p, Leaving: true})
 		return d.m.GeoAnswer()
@@ -650,18 +652,25 @@ func TestGeoAnswers(t *testing.T) {
 	if leave("p1").Yes {
 		t.Error("a leaving member was answered yes")
 	}
-	if st := d.m.GeoState(); !slices.Equal(st.Members, []peer.ID{"p3", "s"}) {
-		t.Errorf("members %v after p1 left, want p3 and s", st.Members)
+	if st := d.m.GeoState(); !slices.Equal(st.Members, []peer.ID{"p1", "p3", "s"}) {
+		t.Errorf("roster %v after p1 left, want p1 (until it expires), p3 and s", st.Members)
 	}
-	if a := ask("p4"); !a.Yes || !slices.Equal(a.Cluster, []peer.ID{"s", "p3", "p4"}) {
+	if a := ask("p4"); !a.Yes || !slices.Equal(a.Cluster, []peer.ID{"s", "p1", "p3", "p4"}) {
 		t.Fatalf("p4 after p1 left: %+v", a)
 	}
-	if leave("p9").Yes || !slices.Equal(d.m.GeoState().Members, []peer.ID{"p3", "p4", "s"}) {
+	if ask("p1").Yes {
+		t.Error("p1 came back beyond capacity 2 (p3 and p4)")
+	}
+	if leave("p9").Yes || !slices.Equal(d.m.GeoState().Members, []peer.ID{"p1", "p3", "p4", "s"}) {
 		t.Errorf("a stranger's leaving changed the cluster: %v", d.m.GeoState().Members)
 	}
 	d.run(1500 * ms)
 	if rep := d.reports[len(d.reports)-1]; rep.Load != 2 {
 		t.Errorf("last token report %+v, want load 2", rep)
+	}
+	d.run(15 * time.Second) // p1's attachment expires
+	if st := d.m.GeoState(); slices.Contains(st.Members, "p1") {
+		t.Errorf("roster %v: p1 did not expire", st.Members)
 	}
 
 	p := newGeoDriver(t, geoTestConfig("p", 1))

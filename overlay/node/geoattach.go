@@ -62,6 +62,7 @@ func (g *geoMachine) startAttach(now time.Time) {
 			delete(g.members, p)
 			delete(g.memberCoord, p)
 			delete(g.memberDemoted, p)
+			delete(g.memberLeft, p)
 		}
 	}
 	g.round = &attachRound{now: now}
@@ -75,6 +76,7 @@ func (g *geoMachine) startAttach(now time.Time) {
 	clear(g.members) // no longer a superpeer: nobody is attached
 	clear(g.memberCoord)
 	clear(g.memberDemoted)
+	clear(g.memberLeft)
 	if g.attached == g.self() {
 		g.attached = "" // a superpeer no longer: it must attach like anyone
 	}

@@ -63,7 +63,7 @@ func (g *geoMachine) summaryDue(s *swapSearch) bool {
 	if !g.cfg.Relocate || s.quiet >= summaryRounds {
 		return false
 	}
-	if s.exhausted || len(g.members) == 0 {
+	if s.exhausted || g.load() == 0 {
 		return true
 	}
 	return g.holder.Pinned() && !s.summary
@@ -91,7 +91,7 @@ func (g *geoMachine) outlying(ps []geometric.Peer, k int) []geometric.ID {
 // Relocate says so.
 func (g *geoMachine) summarize(now time.Time, tok geometric.Token, cands []geometric.ID, own []time.Duration, reports []geometric.SwapReport) {
 	next := g.nextSuperpeer(g.self())
-	sum := geometric.Summarize(geometric.ID(g.self()), len(g.members), cands, own, reports, geometric.ID(next.Peer), next.RTT,
+	sum := geometric.Summarize(geometric.ID(g.self()), g.load(), cands, own, reports, geometric.ID(next.Peer), next.RTT,
 		func(q geometric.ID) time.Duration { return g.rtt[peer.ID(q)] },
 		func(q geometric.ID) int { return g.room(peer.ID(q)) })
 	sum.Members = min(sum.Members, g.tc.Capacity) // as the load: no more than it serves

@@ -134,14 +134,14 @@ func (g *geoMachine) surveyRound(now time.Time, s *swapSearch, tok geometric.Tok
 		return
 	}
 	long := now.Sub(s.started)
-	if long < g.m.cfg.AnnounceInterval || 2*len(s.reports) <= len(g.members) && long < g.surveyWait() {
+	if long < g.m.cfg.AnnounceInterval || 2*len(s.reports) <= g.load() && long < g.surveyWait() {
 		return
 	}
 	cands := make([]geometric.ID, len(s.cands))
 	own := make([]time.Duration, len(s.cands))
 	for i, c := range s.cands {
 		cands[i] = geometric.ID(c)
-		if _, member := g.members[c]; member && !g.memberDemoted[c] {
+		if _, member := g.members[c]; member && !g.memberDemoted[c] && !g.memberLeft[c] {
 			own[i] = g.rtt[c] // a holder it names must be a member: only they hear the placement
 		}
 	}
@@ -164,7 +164,7 @@ func (g *geoMachine) surveyRound(now time.Time, s *swapSearch, tok geometric.Tok
 	for i, c := range chosen {
 		g.placement[i+1] = peer.ID(c)
 	}
-	g.note(slog.LevelInfo, "geometric: survey done; naming the tokens' holders", "reports", len(reports), "members", len(g.members), "holders", len(chosen))
+	g.note(slog.LevelInfo, "geometric: survey done; naming the tokens' holders", "reports", len(reports), "members", g.load(), "holders", len(chosen))
 }
 
 // bySurvey reports whether the survey placed tok here.

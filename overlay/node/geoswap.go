@@ -156,7 +156,7 @@ func (g *geoMachine) searchRound(now time.Time) {
 	if tok.Passes() >= geometric.Settled {
 		warm = g.m.cfg.AnnounceInterval // handed over: the forces do not move it
 	}
-	if now.Sub(s.since) < warm || len(g.members) == 0 && now.Sub(s.since) < warm+g.attachTTL() {
+	if now.Sub(s.since) < warm || g.load() == 0 && now.Sub(s.since) < warm+g.attachTTL() {
 		return // (a superpeer without members: not before its members had time to attach)
 	}
 	if s.started.IsZero() && s.quiet >= summaryRounds && !slices.Equal(s.heard, summarySources(g.feedSummaries())) {
@@ -165,7 +165,7 @@ func (g *geoMachine) searchRound(now time.Time) {
 	if s.started.IsZero() {
 		var ps []geometric.Peer
 		for p := range g.members {
-			if c, ok := g.memberCoord[p]; ok {
+			if c, ok := g.memberCoord[p]; ok && !g.memberLeft[p] {
 				ps = append(ps, geometric.Peer{ID: geometric.ID(p), Coord: c})
 			}
 		}
@@ -194,17 +194,17 @@ func (g *geoMachine) searchRound(now time.Time) {
 		s.started, s.reports, s.told = now, map[peer.ID]geometric.SwapReport{}, map[peer.ID]bool{}
 		if s.summary && slices.Equal(s.cands, s.last) {
 			for p, r := range s.lastReports {
-				if _, member := g.members[p]; member {
+				if _, member := g.members[p]; member && !g.memberLeft[p] {
 					s.reports[p], s.told[p] = r, true
 				}
 			}
 		}
-		if len(g.members) > 0 {
+		if g.load() > 0 {
 			return
 		}
 		// No member: nobody to wait for.
 	}
-	if (len(g.members) > 0 || !s.summary) && 2*len(s.reports) <= len(g.members) && now.Sub(s.started) < g.swapWait() {
+	if (g.load() > 0 || !s.summary) && 2*len(s.reports) <= g.load() && now.Sub(s.started) < g.swapWait() {
 		return
 	}
 	started := s.started
@@ -218,7 +218,7 @@ func (g *geoMachine) searchRound(now time.Time) {
 	}
 	reports := make([]geometric.SwapReport, 0, len(s.reports))
 	for _, p := range slices.Sorted(maps.Keys(s.reports)) {
-		if _, member := g.members[p]; member {
+		if _, member := g.members[p]; member && !g.memberLeft[p] {
 			reports = append(reports, s.reports[p])
 		}
 	}
@@ -235,11 +235,11 @@ func (g *geoMachine) searchRound(now time.Time) {
 	if g.bySurvey(tok) {
 		sc.Fraction *= surveyMargin
 	}
-	d, ok, err := geometric.Swap(sc.Scaled(g.scale), geometric.ID(g.self()), cands, own, reports, len(g.members))
-	g.note(slog.LevelDebug, "geometric: search round ended", "token", tok.Num, "members", len(g.members), "told", told,
+	d, ok, err := geometric.Swap(sc.Scaled(g.scale), geometric.ID(g.self()), cands, own, reports, g.load())
+	g.note(slog.LevelDebug, "geometric: search round ended", "token", tok.Num, "members", g.load(), "told", told,
 		"reports", len(reports), "took", now.Sub(started), "swap", ok, "error", err)
 	if err != nil || !ok {
-		if err == nil && 2*len(reports) > len(g.members) {
+		if err == nil && 2*len(reports) > g.load() {
 			// A majority measured this node the best of the round: the
 			// coordinates' forces no longer move its token (Pin).
 			g.holder.Pin()

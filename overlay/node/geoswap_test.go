@@ -69,6 +69,13 @@ func TestGeoSwap(t *testing.T) {
 // line's RTT.
 func swapScene(t *testing.T, pos map[peer.ID]float64, handovers uint64) (*geoDriver, func(peer.ID, []time.Duration, PeerRTT) GeoAnswer, func(a, b peer.ID) time.Duration) {
 	t.Helper()
+	return swapSceneLeft(t, pos, handovers, nil)
+}
+
+// swapSceneLeft is swapScene where the members named in left, once
+// attached, say they left for another superpeer before the warm-up ends.
+func swapSceneLeft(t *testing.T, pos map[peer.ID]float64, handovers uint64, left []peer.ID) (*geoDriver, func(peer.ID, []time.Duration, PeerRTT) GeoAnswer, func(a, b peer.ID) time.Duration) {
+	t.Helper()
 	rtt := func(a, b peer.ID) time.Duration {
 		d := pos[a] - pos[b]
 		return time.Duration(max(d, -d) * float64(ms))
@@ -97,8 +104,45 @@ func swapScene(t *testing.T, pos map[peer.ID]float64, handovers uint64) (*geoDri
 	if d.m.GeoState().Role != RoleSuperpeer {
 		t.Fatal("not a superpeer")
 	}
+	for _, p := range left {
+		d.step(AttachAsked{From: p, Coord: d.coords[p], Leaving: true})
+	}
 	d.run(SnapshotTicks*time.Second + 2*time.Second) // the warm-up, then a round names candidates
 	return d, ask, rtt
+}
+
+// Members that said they left (AttachAsked.Leaving) stay in the roster
+// until they expire but are served no longer: the search names none of
+// them, and its round waits for a majority of the members that stay.
+// Superpeer s at 0 ms on a line, members p1 and p4 at 30 and 33 ms; p2
+// and p3, the most central at 31 and 32 ms, left before the round. The
+// reports of p1 and p4 are a majority of two, and s hands its token to
+// p1 (the cluster's mean RTT from 31.5 to 16.5 ms).
+func TestGeoSwapWithoutLeftMembers(t *testing.T) {
+	pos := map[peer.ID]float64{"s": 0, "p1": 30, "p2": 31, "p3": 32, "p4": 33}
+	d, ask, rtt := swapSceneLeft(t, pos, 0, []peer.ID{"p2", "p3"})
+	if st := d.m.GeoState(); len(st.Members) != 5 {
+		t.Fatalf("roster %v, want all five until p2 and p3 expire", st.Members)
+	}
+	cands := ask("p4", nil, PeerRTT{}).Candidates
+	if c := ask("p1", nil, PeerRTT{}).Candidates; !slices.Equal(c, cands) {
+		t.Fatalf("p1 told candidates %v, p4 %v", c, cands)
+	}
+	if len(cands) == 0 || slices.Contains(cands, "p2") || slices.Contains(cands, "p3") {
+		t.Fatalf("candidates %v: want some, none of the members that left", cands)
+	}
+	for _, p := range []peer.ID{"p1", "p4"} {
+		rtts := []time.Duration{rtt(p, "s")}
+		for _, c := range cands {
+			rtts = append(rtts, max(rtt(p, c), time.Nanosecond))
+		}
+		ask(p, rtts, PeerRTT{})
+	}
+	d.passes = nil
+	d.run(2 * time.Second)
+	if len(d.passes) != 1 || d.passes[0].To != "p1" || d.passes[0].Token.Passes() <= geometric.Settled {
+		t.Fatalf("passes %+v, want a hand-over to p1 on the reports of the two members that stay", d.passes)
+	}
 }
 
 // The margin grows with the token's hand-overs (swapConfig): superpeer s
