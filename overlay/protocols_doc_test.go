@@ -362,44 +362,27 @@ func protocolsVectors(t *testing.T) []wireVector {
 	coord := &coordinate.Coordinate{Vec: []float64{0.01, -0.02, 0.003, 0, 0, 0, 0, 0.0005}, Error: 0.25, Adjustment: -0.0001, Height: 0.00001}
 	rtts := []time.Duration{12 * time.Millisecond, 30 * time.Millisecond, 1500 * time.Microsecond}
 	second := node.PeerRTT{Peer: c, RTT: 20 * time.Millisecond}
-	// The request as geo.requestAttach builds it.
-	attReq := appendSecond(appendRTTs(appendCoord([]byte{attachFlags(true, false)}, coord), rtts), second)
-	add("attach-request", "hex", docFrame(t, frameAttach, attReq), func(doc []byte) error {
-		p, err := docUnframe(doc, frameAttach)
-		if err != nil {
-			return err
-		}
-		got, err := readAttachRequest(a, p)
-		if err != nil {
-			return err
-		}
-		return docSame("attach request", got, node.AttachAsked{From: a, RTTs: rtts, Second: second, Coord: coord, Private: true})
-	})
-	attReqBare := appendCoord([]byte{0}, coord)
-	add("attach-request-bare", "hex", docFrame(t, frameAttach, attReqBare), func(doc []byte) error {
-		p, err := docUnframe(doc, frameAttach)
-		if err != nil {
-			return err
-		}
-		got, err := readAttachRequest(a, p)
-		if err != nil {
-			return err
-		}
-		return docSame("attach request", got, node.AttachAsked{From: a, Coord: coord})
-	})
+	// attachRequest adds the vector of an attach request from A, req as
+	// geo.requestAttach builds it, which must read as want.
+	attachRequest := func(name string, req []byte, want node.AttachAsked) {
+		add(name, "hex", docFrame(t, frameAttach, req), func(doc []byte) error {
+			p, err := docUnframe(doc, frameAttach)
+			if err != nil {
+				return err
+			}
+			got, err := readAttachRequest(a, p)
+			if err != nil {
+				return err
+			}
+			return docSame("attach request", got, want)
+		})
+	}
+	attachRequest("attach-request", appendSecond(appendRTTs(appendCoord([]byte{attachFlags(true, false)}, coord), rtts), second),
+		node.AttachAsked{From: a, RTTs: rtts, Second: second, Coord: coord, Private: true})
+	attachRequest("attach-request-bare", appendCoord([]byte{0}, coord), node.AttachAsked{From: a, Coord: coord})
 	// A tells B it attached to another superpeer (node.GeoReady.Detach).
-	attReqLeaving := appendCoord([]byte{attachFlags(false, false) | attachLeaving}, coord)
-	add("attach-request-leaving", "hex", docFrame(t, frameAttach, attReqLeaving), func(doc []byte) error {
-		p, err := docUnframe(doc, frameAttach)
-		if err != nil {
-			return err
-		}
-		got, err := readAttachRequest(a, p)
-		if err != nil {
-			return err
-		}
-		return docSame("attach request", got, node.AttachAsked{From: a, Coord: coord, Leaving: true})
-	})
+	attachRequest("attach-request-leaving", appendCoord([]byte{attachFlags(false, false) | attachLeaving}, coord),
+		node.AttachAsked{From: a, Coord: coord, Leaving: true})
 	yes := node.GeoAnswer{Cluster: []peer.ID{b, a}, Candidates: []peer.ID{a}, Coords: []node.PeerCoord{{ID: a, Coord: coord}}, Demoted: []peer.ID{a}, Placement: []peer.ID{b, "", a}}
 	add("attach-response-yes", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), yes)), func(doc []byte) error {
 		p, err := docUnframe(doc, frameAnswer)

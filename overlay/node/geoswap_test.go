@@ -35,13 +35,7 @@ func TestGeoSwap(t *testing.T) {
 		if len(cands) == 0 || len(cands) > DefaultSwapCandidates || slices.Contains(cands, "s") {
 			t.Fatalf("candidates %v", cands)
 		}
-		for _, p := range reporters {
-			rtts := []time.Duration{rtt(p, "s")}
-			for _, c := range cands {
-				rtts = append(rtts, max(rtt(p, c), time.Nanosecond))
-			}
-			ask(p, rtts, PeerRTT{})
-		}
+		report(ask, rtt, reporters, cands)
 		d.passes = nil
 		d.run(2 * time.Second)
 		swapped := len(d.passes) == 1 && d.passes[0].Token.Passes() > geometric.Settled
@@ -58,6 +52,18 @@ func TestGeoSwap(t *testing.T) {
 		if swapped && (d.m.Swaps() != 1 || d.m.GeoState().Role == RoleSuperpeer) {
 			t.Errorf("after the hand-over: %d swaps counted, role %v", d.m.Swaps(), d.m.GeoState().Role)
 		}
+	}
+}
+
+// report has each of reporters send superpeer s its report on cands, by
+// the line's RTTs (swapScene's ask and rtt).
+func report(ask func(peer.ID, []time.Duration, PeerRTT) GeoAnswer, rtt func(a, b peer.ID) time.Duration, reporters, cands []peer.ID) {
+	for _, p := range reporters {
+		rtts := []time.Duration{rtt(p, "s")}
+		for _, c := range cands {
+			rtts = append(rtts, max(rtt(p, c), time.Nanosecond))
+		}
+		ask(p, rtts, PeerRTT{})
 	}
 }
 
@@ -131,13 +137,7 @@ func TestGeoSwapWithoutLeftMembers(t *testing.T) {
 	if len(cands) == 0 || slices.Contains(cands, "p2") || slices.Contains(cands, "p3") {
 		t.Fatalf("candidates %v: want some, none of the members that left", cands)
 	}
-	for _, p := range []peer.ID{"p1", "p4"} {
-		rtts := []time.Duration{rtt(p, "s")}
-		for _, c := range cands {
-			rtts = append(rtts, max(rtt(p, c), time.Nanosecond))
-		}
-		ask(p, rtts, PeerRTT{})
-	}
+	report(ask, rtt, []peer.ID{"p1", "p4"}, cands)
 	d.passes = nil
 	d.run(2 * time.Second)
 	if len(d.passes) != 1 || d.passes[0].To != "p1" || d.passes[0].Token.Passes() <= geometric.Settled {
