@@ -19,6 +19,7 @@ var (
 	livevirtualSizes  = flag.String("livevirtual.sizes", "", "TestLiveScaleVirtual: run it at these sizes (comma-separated), in virtual time")
 	livevirtualWindow = flag.Duration("livevirtual.window", 30*time.Second, "TestLiveScaleVirtual: the steady-state window (virtual time)")
 	livevirtualOut    = flag.String("livevirtual.out", "", "TestLiveScaleVirtual: write the rows as JSON to this file")
+	livevirtualStrat  = flag.String("livevirtual.strategy", testnet.StrategyDHT, "TestLiveScaleVirtual: the strategy, dht or geometric")
 )
 
 // inBubble runs f in a testing/synctest bubble of t.
@@ -73,7 +74,7 @@ func TestLiveScaleVirtual(t *testing.T) {
 		}
 		sizes = append(sizes, n)
 	}
-	rows, err := LiveScale(context.Background(), LiveScaleConfig{Sizes: sizes, Strategy: testnet.StrategyDHT, Seed: 1, Window: *livevirtualWindow,
+	rows, err := LiveScale(context.Background(), LiveScaleConfig{Sizes: sizes, Strategy: *livevirtualStrat, Seed: 1, Window: *livevirtualWindow,
 		InBubble: inBubble(t), Step: func(s string) { fmt.Fprintln(os.Stderr, s, time.Now().Format(time.TimeOnly)) }})
 	if err != nil {
 		t.Fatal(err)
