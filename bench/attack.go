@@ -139,6 +139,10 @@ type AttackRow struct {
 	// Superpeers and LiarSuperpeers are means per trial.
 	Superpeers     float64 `json:"superpeers"`
 	LiarSuperpeers float64 `json:"liar_superpeers"`
+	// HostileActs is, in a NodeAttack row, what the liars did per trial:
+	// the passes they kept and the reports and summaries they lied in
+	// (nodesim's Stats.KeptPasses and LiedReports).
+	HostileActs float64 `json:"hostile_acts,omitempty"`
 	// LiarShare is the share of the superpeer roles the liars held, and
 	// ShareOverFair that over their fair share Liars/Hosts (0 without
 	// liars).
@@ -169,6 +173,7 @@ type tally struct {
 	rtt, base                 float64
 	rttN, baseN               int
 	liarsOut, honestOut, hons int
+	acts                      uint64 // HostileActs, summed
 }
 
 // add counts one trial: the superpeers, attach (attach[i] is i's
@@ -214,7 +219,7 @@ func (t *tally) distrusted(trusted, liar []bool) {
 func (t *tally) done() AttackRow {
 	r := t.row
 	tr := float64(r.Trials)
-	r.Superpeers, r.LiarSuperpeers = float64(t.sps)/tr, float64(t.liarSPs)/tr
+	r.Superpeers, r.LiarSuperpeers, r.HostileActs = float64(t.sps)/tr, float64(t.liarSPs)/tr, float64(t.acts)/tr
 	if t.sps > 0 {
 		r.LiarShare = float64(t.liarSPs) / float64(t.sps)
 	}

@@ -98,10 +98,11 @@ func NodeAttack(cfg NodeAttackConfig) ([]AttackRow, error) {
 		}
 		var base []int
 		for k, h := range kinds {
-			sps, attach, err := nodeAttackRun(m, cfg, seed, h, liars)
+			sps, attach, acts, err := nodeAttackRun(m, cfg, seed, h, liars)
 			if err != nil {
 				return nil, err
 			}
+			rows[k].acts += acts
 			if h == hostileHonest {
 				base = attach
 			}
@@ -115,14 +116,15 @@ func NodeAttack(cfg NodeAttackConfig) ([]AttackRow, error) {
 	return out, nil
 }
 
-// nodeAttackRun is one run of NodeAttack: the superpeers at its end, and
-// each node's superpeer (itself for one, -1 none).
-func nodeAttackRun(m *latency.Matrix, cfg NodeAttackConfig, seed uint64, hostility string, liars []int) (sps, attach []int, err error) {
+// nodeAttackRun is one run of NodeAttack: the superpeers at its end,
+// each node's superpeer (itself for one, -1 none), and the liars' acts
+// (AttackRow.HostileActs).
+func nodeAttackRun(m *latency.Matrix, cfg NodeAttackConfig, seed uint64, hostility string, liars []int) (sps, attach []int, acts uint64, err error) {
 	s, err := nodesim.New(nodesim.Config{N: cfg.N, Seed: seed, Stagger: time.Second, Latency: m,
 		Node: node.Config{Geometric: true, AnnounceInterval: 5 * time.Second,
 			Geo: node.GeoConfig{PingInterval: time.Second, TokenInterval: time.Second, Tokens: geometric.Config{Tokens: cfg.S}, Relocate: cfg.Relocate}}})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if hostility == HostileKeep || hostility == HostileBoth {
 		s.KeepTokens(liars)
@@ -145,5 +147,6 @@ func nodeAttackRun(m *latency.Matrix, cfg NodeAttackConfig, seed uint64, hostili
 			}
 		}
 	}
-	return sps, attach, nil
+	st := s.Stats()
+	return sps, attach, st.KeptPasses + st.LiedReports, nil
 }

@@ -221,6 +221,7 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 	for _, p := range rd.Passes {
 		if s.hostile[i].keep {
 			// It keeps what it holds: the pass is never made.
+			s.stats.KeptPasses++
 			s.After(0, func(s *Sim) { s.step(i, node.PassDone{To: p.To, Token: p.Token}) })
 			continue
 		}
@@ -236,6 +237,7 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 			in.Second = rd.AttachSecond
 			if s.hostile[i].lies {
 				in.RTTs, in.Second = s.lieReport(p, in.RTTs, g.asked[p]), node.PeerRTT{}
+				s.stats.LiedReports++
 			}
 		}
 		s.geoAttach(i, p, in)
@@ -411,6 +413,7 @@ func (s *Sim) publishToken(i int, r node.TokenReport) {
 	g := s.nodes[i].geo
 	if r.Summary != nil && s.hostile[i].lies {
 		r.Summary = s.lieSummary(i)
+		s.stats.LiedReports++
 	}
 	if g.own != nil && !r.None && !r.Released && sameReport(g.own, &r) {
 		return // the feed's next republication carries it (gossip/feed.go: set)

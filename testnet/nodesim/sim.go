@@ -310,6 +310,10 @@ type Stats struct {
 	Backbones, Summaries, SummaryChanges uint64
 	// The geometric strategy's pings, token passes and attach requests.
 	GeoPings, GeoPasses, GeoAttaches uint64
+	// What hostile nodes did: the passes a keeper did not make
+	// (KeepTokens), and the reports and summaries a liar lied in
+	// (LieInSearch).
+	KeptPasses, LiedReports uint64
 	// Dials of the bootstrap peer and refreshes of every bucket that the
 	// machines asked for (node.Ready.Dial, node.RefreshAll).
 	Dials, FullRefreshes uint64
