@@ -1242,7 +1242,9 @@ func (g *geoMachine) offered(now time.Time, in TokenOffered) {
 }
 
 // asked answers an attach request: a superpeer takes a member it has, or a
-// new one while it serves fewer than Capacity.
+// new one (or one that left) while it serves fewer than Capacity; a
+// request that says its sender left is answered no, and the member is
+// served no longer (memberLeft).
 func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 	_, member := g.members[in.From]
 	if in.Leaving {

@@ -730,12 +730,7 @@ func (s *Sim) ForgePass(from, to int, t geometric.Token, done func(node.GeoAnswe
 // members).
 func (s *Sim) geoAttach(i int, p peer.ID, in node.AttachAsked) {
 	s.stats.GeoAttaches++
-	s.geoRequest(i, p,
-		func(m *node.Machine, j int, now time.Time, from peer.ID) {
-			m.Step(now, s.geoFeed(j))
-			in.From = from
-			m.Step(now, in)
-		},
+	s.geoRequest(i, p, s.attachAsk(in),
 		func(a node.GeoAnswer, ok bool) node.Input {
 			if !ok {
 				return node.AttachDone{To: p, Err: errGeoTimeout}
@@ -751,27 +746,21 @@ func (s *Sim) geoAttach(i int, p peer.ID, in node.AttachAsked) {
 }
 
 // geoDetach tells superpeer p that node i left it (GeoReady.Detach): an
-// attach request that says so, which reaches p's machine one way later,
-// after a fresh feed, as geoAttach's does; its answer (no) tells i
-// nothing, and nothing is stepped at i.
+// attach request that says so, carried as geoAttach's is; its answer
+// (no) tells i nothing, and nothing comes back.
 func (s *Sim) geoDetach(i int, p peer.ID, c *coordinate.Coordinate) {
 	s.stats.GeoAttaches++
-	j, ok := s.indexOf(p)
-	if !ok || !s.up(i, j) {
-		return
-	}
-	s.contact(i, j)
-	from := s.nodes[i].id
-	s.At(s.now+s.oneWay(i, j), func(s *Sim) {
-		if !s.up(i, j) {
-			return
-		}
-		m := s.nodes[j].m
-		now := s.wall()
+	s.geoRequest(i, p, s.attachAsk(node.AttachAsked{Coord: c, Leaving: true}), nil)
+}
+
+// attachAsk is geoRequest's ask for the attach request in: the
+// superpeer's machine gets a fresh feed, then in from its sender.
+func (s *Sim) attachAsk(in node.AttachAsked) func(m *node.Machine, j int, now time.Time, from peer.ID) {
+	return func(m *node.Machine, j int, now time.Time, from peer.ID) {
 		m.Step(now, s.geoFeed(j))
-		m.Step(now, node.AttachAsked{From: from, Coord: c, Leaving: true})
-		s.carryOut(j)
-	})
+		in.From = from
+		m.Step(now, in)
+	}
 }
 
 // geoRequest carries out one request stream of node i to peer to: the
@@ -779,10 +768,14 @@ func (s *Sim) geoDetach(i int, p peer.ID, c *coordinate.Coordinate) {
 // GeoAnswer is the answer), and the answer comes back one way later as
 // done(answer, true). A request to a peer down or unreachable, or whose
 // answer is lost (Loss) or cut off on the way back, comes back as
-// done(_, false) GeoTimeout after it was sent.
+// done(_, false) GeoTimeout after it was sent. With done nil nothing
+// comes back (a request whose sender reads no answer).
 func (s *Sim) geoRequest(i int, to peer.ID, ask func(m *node.Machine, j int, now time.Time, from peer.ID), done func(a node.GeoAnswer, ok bool) node.Input) {
 	sent := s.now
 	fail := func(s *Sim) {
+		if done == nil {
+			return
+		}
 		s.back(i, max(s.now, sent+s.cfg.GeoTimeout), func(s *Sim) { s.step(i, done(node.GeoAnswer{}, false)) })
 	}
 	j, ok := s.indexOf(to)
@@ -801,6 +794,9 @@ func (s *Sim) geoRequest(i int, to peer.ID, ask func(m *node.Machine, j int, now
 		ask(m, j, s.wall(), from)
 		ans := m.GeoAnswer()
 		s.carryOut(j)
+		if done == nil {
+			return
+		}
 		s.back(i, s.now+s.oneWay(j, i), func(s *Sim) {
 			if !s.up(i, j) || s.lost() {
 				fail(s) // the answer is lost with the connection
