@@ -159,7 +159,7 @@ func (g *geoMachine) surveyRound(now time.Time, s *swapSearch, tok geometric.Tok
 		g.note(slog.LevelWarn, "geometric: survey", "err", err)
 		return
 	}
-	g.placement = make([]peer.ID, g.tc.Tokens)
+	g.placement, g.placementAt = make([]peer.ID, g.tc.Tokens), now
 	g.placement[tok.Num] = g.self()
 	for i, c := range chosen {
 		g.placement[i+1] = peer.ID(c)
@@ -172,37 +172,13 @@ func (g *geoMachine) bySurvey(tok geometric.Token) bool {
 	return g.surveyHeld && g.surveyPlaced == tok
 }
 
-// surveyHeard takes what the superpeer sp said of its survey in a yes:
-// whether it surveys, and the holders it named. The times count from the
-// first yes that said so: a superpeer that says it surveys in every
-// answer, or names new holders in each, holds the re-homing back for
-// surveyWait once, not for good.
-func (g *geoMachine) surveyHeard(now time.Time, sp peer.ID, surveying bool, placement []peer.ID) {
-	if surveying && sp != g.surveyOf {
-		g.surveyOf, g.surveyAt = sp, now
-	}
-	if len(placement) > 0 {
-		if sp != g.placedBy {
-			g.placedBy, g.placedAt = sp, now
-		}
-		g.placedList = slices.Clone(placement[:min(len(placement), g.tc.Tokens)])
-	}
-}
-
-// surveyWaits reports whether this node holds back the re-homing of a
-// token never heard of: its sponsor sp told it that it surveys, not long
-// ago, and named no placement yet.
-func (g *geoMachine) surveyWaits(now time.Time, sp peer.ID) bool {
-	return sp != "" && g.surveyOf == sp && g.placedBy != sp && now.Sub(g.surveyAt) < g.surveyWait()
-}
-
-// surveyNamed is the holder that sponsor sp's placement names for token
-// num, "" if none, or if the placement was heard surveyWait ago or
-// longer: a named holder that is gone, or refuses the token, leaves it
-// to the hash (Rehome).
-func (g *geoMachine) surveyNamed(sp peer.ID, num int, now time.Time) peer.ID {
-	if sp == "" || g.placedBy != sp || num >= len(g.placedList) || now.Sub(g.placedAt) >= g.surveyWait() {
+// surveyNames is the holder the first superpeer's placement names for
+// token num, "" if none, or if the placement is surveyWait old or older:
+// a named holder that is gone, or refuses the token, leaves it to the
+// hash (Rehome).
+func (g *geoMachine) surveyNames(num int, now time.Time) peer.ID {
+	if num >= len(g.placement) || now.Sub(g.placementAt) >= g.surveyWait() {
 		return ""
 	}
-	return g.placedList[num]
+	return g.placement[num]
 }
