@@ -163,10 +163,11 @@ func TokenKey(network string, num int) dhtselect.Key {
 	return sha256.Sum256([]byte(fmt.Sprintf("/superpeer/%s/token/%d", network, num)))
 }
 
-// GeoFeed is what gossip says now: every live token report
-// (gossip.Geo.Reports: all the claims on each token; the machine decides
-// which to believe, see geotokens.go), and the peers the host is connected
-// to. The driver gives it before a geometric decision (GeoDue) and before
+// GeoFeed is what gossip says now: every live token report heard on the
+// token topics the node hears (GeoReady.Topics; geobackbone.go), as
+// gossip.Geo.Reports gives them (all the claims on each token; the machine
+// decides which to believe, see geotokens.go), and the peers the host is
+// connected to. The driver gives it before a geometric decision (GeoDue) and before
 // AttachAsked; the machine keeps the slices without a copy: the driver
 // must not change them afterwards. Coordinates are not gossiped: the
 // machine learns them from its cluster (coords.go).

@@ -47,7 +47,7 @@ import (
 //     from the whole table, and took it when Rehome named it among its
 //     superpeer's roster; now the sponsor (a superpeer, which hears the
 //     backbone) finds it, probes its last holder, and names the member
-//     by the same rule (sponsorRound), or the holder its survey named.
+//     by the same rule (place, sponsorPick), or the holder its survey named.
 //
 // A node that hears only its cluster re-homes nothing on its own: the
 // absence of a report it cannot hear means nothing. One that just began
@@ -155,7 +155,7 @@ func (g *geoMachine) relayed(now time.Time, sp peer.ID, nearby []TokenPos, order
 	}
 }
 
-// relayedSuperpeers are the superpeers sp relayed last (Nearby), if this
+// relayedPositions are the positions sp relayed last (Nearby), if this
 // node is still attached to sp; reports of the topics it hears come
 // first (a holder it hears is not taken from the relay).
 func (g *geoMachine) relayedPositions() []TokenPos {

@@ -3,6 +3,7 @@ package node
 import (
 	"log/slog"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -30,7 +31,7 @@ import (
 //     those that said they are private or flapping (a private member
 //     refuses a token, and one named would leave the token missing for
 //     good; TestGeoRehomeSkipsDemoted), in its next yes to that member
-//     (GeoAnswer.Rehome, sponsorRound; geobackbone.go); the member takes
+//     (GeoAnswer.Rehome; geobackbone.go); the member takes
 //     it (ordered). In a new network the first superpeer surveys its
 //     members first (geosurvey.go): while it does, it names nobody, and
 //     then names the members its placement chose (for surveyWait after
@@ -62,8 +63,11 @@ func (g *geoMachine) place(now time.Time) {
 	for _, tp := range g.claims {
 		reported[tp.Token.Num] = true
 	}
-	maps.DeleteFunc(g.orders, func(num int, _ rehomeOrder) bool { return reported[num] })
 	t, held := g.holder.Holding()
+	if held {
+		reported[t.Num] = true
+	}
+	maps.DeleteFunc(g.orders, func(num int, _ rehomeOrder) bool { return reported[num] })
 	sponsor := held && g.holder.Superpeer()
 	if !sponsor {
 		clear(g.orders)
@@ -209,7 +213,13 @@ func (g *geoMachine) firstOfConnected() bool {
 func (g *geoMachine) sponsor(num int) peer.ID {
 	var best peer.ID
 	var bestScore uint64
-	for _, tp := range g.feed.Tokens {
+	sps := slices.DeleteFunc(slices.Clone(g.feed.Tokens), func(tp TokenPos) bool { return tp.Holder == g.self() })
+	if g.holder.Superpeer() {
+		// This node as it knows itself, whether or not its own report is
+		// in the feed yet.
+		sps = append(sps, TokenPos{Holder: g.self(), Superpeer: true, Load: g.load()})
+	}
+	for _, tp := range sps {
 		if !tp.Superpeer || tp.Load <= 0 {
 			continue
 		}
@@ -229,7 +239,7 @@ func (g *geoMachine) sponsor(num int) peer.ID {
 // gone), itself kept: the fragments of one cluster agree on it, and the
 // placements of two fragments, or of two clusters, are settled as
 // duplicates (yieldsTo). "" otherwise: while any superpeer is heard of,
-// the sponsor names the holder (sponsorRound).
+// the sponsor names the holder (place).
 func (g *geoMachine) rehomer(num int) geometric.ID {
 	if g.matesOf == "" || len(g.feed.Tokens) > 0 {
 		return ""
