@@ -17,29 +17,29 @@ import (
 //   - The first superpeer (it holds token 0, never passed, and no other
 //     token was ever heard of) names SurveyLandmarks landmarks in its
 //     answers to attach requests, as a search round names its candidates
-//     (GeoAnswer.Candidates), and says it is surveying
-//     (GeoAnswer.Surveying). The landmarks are peers it is connected to or
+//     (GeoAnswer.Candidates). The landmarks are peers it is connected to or
 //     serves, the lowest by Score(seed ^ surveySalt): no choice of its own
 //     beyond whom it knows. It pings each itself.
 //   - A member measures each landmark and reports as it reports to a
-//     search (swapAsked, swapReport). Told that its superpeer surveys, it
-//     re-homes no token while the survey lasts (for surveyWait at most).
+//     search (swapAsked, swapReport).
 //   - An announce interval after it began, when a majority of its
 //     members reported (or surveyWait after it began), the superpeer asks
-//     geometric.Survey for the holders of the other tokens, pins its own
-//     token and names the holders in every answer from then on
-//     (GeoAnswer.Placement, by token number). Its own search starts a
-//     snapshot period later, with a larger margin (surveyMargin).
-//   - A member that the placement names as the holder of a token never
-//     heard of takes it (rehomer, place), pinned: the forces of coordinates
-//     do not move what measurements placed; its search needs a larger gain
-//     (surveyMargin). A token the placement does not
-//     name, or whose holder does not take it, is re-homed by the hash as
-//     before (Rehome).
+//     geometric.Survey for the holders of the other tokens and pins its
+//     own token. Its own search starts a snapshot period later, with a
+//     larger margin (surveyMargin). While it surveys it names nobody for
+//     a missing token (place).
+//   - As the sponsor of the tokens never heard of (the only superpeer with
+//     members), it then names the holder its placement chose for each, in
+//     its next yes to that member (GeoAnswer.Rehome, with Survey set;
+//     geobackbone.go), for surveyWait after the placement; the member
+//     takes it, pinned: the forces of coordinates do not move what
+//     measurements placed; its search needs a larger gain
+//     (surveyMargin). A token the placement does not name, or whose
+//     holder does not take it within surveyWait, is re-homed by the hash
+//     as before (Rehome).
 //
 // Cost: once per new network, a member of the first cluster pings up to
-// SurveyLandmarks peers and sends one report; the superpeer's answers
-// carry up to Tokens peer IDs more.
+// SurveyLandmarks peers and sends one report.
 
 // SurveyLandmarks is how many landmarks the first superpeer names, the
 // cluster's default capacity (geometric.Config.Capacity): the node
