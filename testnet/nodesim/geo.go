@@ -744,8 +744,8 @@ func (s *Sim) geoPass(i int, p node.TokenPass) {
 		})
 }
 
-// ForgeTokens makes node i a hostile member that claims, on its token
-// topics, the tokens of reports besides its machine's own (issue 19,
+// ForgeTokens makes node i a hostile member that claims, on the backbone
+// and its own token topics, the tokens of reports besides its machine's own (issue 19,
 // finding 3: "I hold both tokens, one pass above their holders"): the
 // peers on those topics hear them, as gossip delivers (forgedHeard),
 // while i lives and is reachable. Nil stops the claims.

@@ -306,7 +306,8 @@ func (s *Sim) heardOn(i, j, k int, joined time.Duration) (rec *topicRec, expired
 }
 
 // forgedHeard reports whether node i hears forger j's forged claims: j
-// is up and on a topic i hears, and published claims there (when it
+// is up and on a topic i hears (the backbone, or one of its own), and
+// published claims there (when it
 // began to forge, at each ForgeTokens since, and with every tick of its
 // feed meanwhile) GossipDelay or more after i joined that topic, and
 // GossipDelay or more ago. The claims heard are the current ones.
@@ -329,7 +330,14 @@ func (s *Sim) forgedHeard(i, j int) bool {
 	if pub < 0 {
 		return false
 	}
-	for _, k := range topicKeys(h.topics) {
+	// A hostile member publishes on the backbone too, whatever its
+	// machine hears: anyone may publish there (gossip does not ask who
+	// is a superpeer), and the backbone's readers are the ones it fools.
+	keys := topicKeys(h.topics)
+	if !slices.Contains(keys, backboneTopic) {
+		keys = append(keys, backboneTopic)
+	}
+	for _, k := range keys {
 		if onTopic(g.topics, k) && pub >= g.joinedAt(k)+gd {
 			return true
 		}
