@@ -30,14 +30,20 @@ import (
 // the coordinate, where tokens go, which superpeer to attach to, what to
 // answer, when to take a lost holder's token over. This is its I/O:
 //
-//   - the feed (gossip.Geo): the token positions heard, with the peers
+//   - the feed (gossip.Geo, one per token topic the node hears:
+//     geotopics.go): the token positions heard, with the peers
 //     connected, go to the machine as node.GeoFeed before each of its
 //     geometric decisions (Machine.GeoDue) and before an attach request;
-//     its token reports (node.GeoReady.Tokens) are published on the
-//     tokens topic, which only token holders publish on. No coordinate
-//     is gossiped otherwise: a member sends its coordinate to its
-//     superpeer with its attach requests, and the superpeer passes some of
-//     its members' on in its answers (overlay/node's geocoords.go);
+//     its token reports (node.GeoReady.Tokens) are published on every
+//     token topic it hears, which only token holders publish on. Which
+//     topics those are is the machine's word (GeoReady.Topics: the
+//     backbone, gossip.TokenTopic, which holders read, and the topic of
+//     the node's cluster, gossip.ClusterTopic, which its members read
+//     instead; overlay/node's geobackbone.go). No coordinate is gossiped
+//     otherwise: a member sends its coordinate to its superpeer with its
+//     attach requests, and the superpeer passes some of its members' on
+//     in its answers (overlay/node's geocoords.go), with the positions of
+//     the superpeers nearby;
 //   - pings (the coordinate ping of rtt.go, the least of three, whose
 //     answer carries the answerer's coordinate): the machine's
 //     GeoReady.Pings, each answered by node.PingDone with that
@@ -150,8 +156,9 @@ func geoConfig(cfg Config) (node.GeoConfig, error) {
 
 // geo is the geometric strategy's I/O.
 type geo struct {
-	n                       *Node
-	feed                    *gossip.Geo
+	n *Node
+	// feeds are the token topics the node hears (geotopics.go).
+	feeds                   *geoFeeds
 	tokenProto, attachProto protocol.ID
 	vouchProto              protocol.ID
 	tokens                  int             // S: token numbers at or above are refused
@@ -182,10 +189,12 @@ func (n *Node) startGeo(ctx context.Context) error {
 	// this node) signed get in before anyone else (hostile-peer audit,
 	// finding B: a flood of reports under fresh keys was all kept, and
 	// all of it went to the machine with every feed).
-	g.feed, err = gossip.JoinGeo(ps, n.self, gossip.GeoConfig{
+	// The same bounds hold on every token topic, the backbone's and the
+	// clusters' (geotopics.go).
+	g.feeds, err = joinGeoFeeds(ps, n.self, gossip.GeoConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, MinGap: n.cfg.AnnounceInterval, Logger: n.log,
 		Rejected: n.gossipRejected("geo"), Tokens: n.cfg.Target.Superpeers, Protect: g.protect,
-	})
+	}, n.log)
 	if err != nil {
 		return err
 	}
@@ -219,23 +228,29 @@ func (g *geo) stepFeed(m *node.Machine, now time.Time, feed node.GeoFeed) {
 	g.believed.Store(&b)
 }
 
-// input is what gossip says now, for the machine.
+// input is what gossip says now, for the machine: the reports heard on
+// the token topics the node hears, one per holder.
 func (g *geo) input() node.GeoFeed {
 	in := node.GeoFeed{Connected: g.n.host.Network().Peers()}
-	for _, tp := range g.feed.Reports() {
+	for _, tp := range g.feeds.reports() {
 		in.Tokens = append(in.Tokens, node.TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: tp.Superpeer, Load: tp.Load,
 			Giver: tp.Giver, Summary: tp.Summary})
 	}
 	return in
 }
 
-// carryOut does the geometric part of a Ready: publish, then start the
-// pings, passes and attach requests, each in its own goroutine, whose
-// answer comes back to the machine (always, even when the node stops: see
-// leave).
+// carryOut does the geometric part of a Ready: publish on the token
+// topics the node hears, then join and leave topics as the machine says
+// (a release goes out before the node leaves the backbone; a new topic
+// gets the node's report at once), then start the pings, passes and
+// attach requests, each in its own goroutine, whose answer comes back to
+// the machine (always, even when the node stops: see leave).
 func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 	n := g.n
 	g.publish(ctx, rd.Tokens)
+	if rd.Topics != nil {
+		g.feeds.set(ctx, *rd.Topics)
+	}
 	if st := rd.State; st != nil {
 		next := State{Self: n.self, S: st.S, Members: st.Members, Role: st.Role, Coord: st.Coord, Token: st.Token, Prefix: st.Prefix}
 		if st.Superpeer != "" {
@@ -339,12 +354,13 @@ func (g *geo) handleVouch(s network.Stream) {
 	})
 }
 
-// publish publishes the machine's token reports, in order.
+// publish publishes the machine's token reports, in order, on every token
+// topic the node hears.
 func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 	for _, r := range reports {
 		var err error
 		if r.None {
-			err = g.feed.SetToken(ctx, nil)
+			err = g.feeds.publish(ctx, nil)
 		} else {
 			tp := &gossip.TokenPos{Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer,
 				Load: r.Load, Capacity: r.Capacity, Released: r.Released, Summary: r.Summary}
@@ -352,7 +368,7 @@ func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 				tp.Link, err = gossip.UnmarshalLink(r.Link)
 			}
 			if err == nil {
-				err = g.feed.SetToken(ctx, tp)
+				err = g.feeds.publish(ctx, tp)
 			}
 		}
 		if err != nil && ctx.Err() == nil {
@@ -847,7 +863,7 @@ func (g *geo) close() error {
 	g.n.host.RemoveStreamHandler(g.attachProto)
 	g.n.host.RemoveStreamHandler(g.vouchProto)
 	g.n.host.RemoveStreamHandler(coordPingProtocol(g.n.cfg.Network))
-	return g.feed.Close()
+	return g.feeds.close()
 }
 
 // GeoSwaps counts the superpeer's roles this node handed over by the

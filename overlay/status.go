@@ -320,7 +320,7 @@ func (n *Node) rttToSuperpeer(st State) (time.Duration, string, bool) {
 		return d, "peerstore", true
 	}
 	if n.geo != nil && st.Coord != nil {
-		if c, ok := n.geo.feed.Coord(sp); ok && st.Coord.IsCompatibleWith(c) {
+		if c, ok := n.geo.feeds.coord(sp); ok && st.Coord.IsCompatibleWith(c) {
 			return time.Duration(geometric.Distance(st.Coord, c) * float64(time.Second)), "coordinates", true
 		}
 	}
@@ -371,10 +371,10 @@ func (n *Node) peerStatuses(st State) []PeerStatus {
 		}
 	}
 	if n.geo != nil {
-		for p, c := range n.geo.feed.Coords() {
+		for p, c := range n.geo.feeds.coords() {
 			get(p).Coord = coordOf(c)
 		}
-		for _, tp := range n.geo.feed.Tokens() {
+		for _, tp := range n.geo.feeds.tokens() {
 			if tp.Superpeer {
 				get(tp.Holder).Role = RoleSuperpeer
 			}
@@ -757,7 +757,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		feeds["membership"] = n.members.Stats()
 	}
 	if n.geo != nil {
-		feeds["token"] = n.geo.feed.Stats()
+		feeds["token"], feeds["token-cluster"] = n.geo.feeds.stats()
 	}
 	for topic, fs := range feeds {
 		counter(descGossip, fs.Accepted, topic, "accepted")
