@@ -70,7 +70,7 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/9.0.0": a frameAttach of one
+//   - attach "/superpeer/<network>/attach/10.0.0": a frameAttach of one
 //     byte of what the member says of itself (attachPrivate: it is
 //     private, attachFlapping: it flaps, attachLeaving: it attached to
 //     another superpeer, let it go; other bits refused), then the
@@ -84,22 +84,30 @@ import (
 //     it named, then, optionally, the member's next superpeer (a peer ID:
 //     a uvarint length, at most pb.MaxIDLen, and the ID's bytes) and its
 //     RTT to it (a uvarint as above); answered by a frameAnswer of 1 byte
-//     (1 accepted, 0 refused) followed, when accepted, by the cluster: a uvarint count
-//     (at most pb.MaxIDs) of peer IDs, each a uvarint length (at most
-//     pb.MaxIDLen) and the ID's bytes, the superpeer first (appendIDs,
-//     readIDs), then the candidates of the search in the same form
-//     (none: a count of 0), then some members' coordinates: a uvarint
-//     count (at most maxAttachCoords) of a peer ID (as above) and its
-//     coordinate (appendCoord), then the peers of the cluster that said
-//     they are private or flapping (node.GeoAnswer.Demoted), as the
-//     cluster (each must be in it), then one byte (1: the superpeer
-//     surveys a new network, node.GeoAnswer.Surveying; 0: it does not;
-//     other values refused) and the holders its survey named, by token
-//     number (node.GeoAnswer.Placement: a count of at most
-//     maxPlacement, then the IDs as the cluster's; an empty ID: none
-//     named for that token). Members learn their cluster-mates
-//     from it, for elections, some of their coordinates, and which mates
-//     rank last and take no token;
+//     (1 accepted, 0 refused) followed, when accepted, by the cluster: a
+//     uvarint count (at most pb.MaxIDs) of peer IDs, each a uvarint length
+//     (at most pb.MaxIDLen) and the ID's bytes, the superpeer first
+//     (appendIDs, readIDs), then the candidates of the search in the same
+//     form (none: a count of 0), then some members' coordinates: a
+//     uvarint count (at most maxAttachCoords) of a peer ID (as above) and
+//     its coordinate (appendCoord), then the peers of the cluster that
+//     said they are private or flapping (node.GeoAnswer.Demoted), as the
+//     cluster (each must be in it), then the superpeers nearby
+//     (node.GeoAnswer.Nearby, appendNearby): a uvarint count (at most
+//     maxNearby) of a peer ID, a token number (uvarint, below
+//     gossip.MaxTokens), its sequence (uvarint), a coordinate
+//     (appendCoord), one byte (1: a superpeer, 0: not; other values
+//     refused) and a load (uvarint, at most maxNearbyLoad), the
+//     superpeer's own position first, then the order to take a missing
+//     token (node.GeoAnswer.Rehome, appendRehome): one byte, 0 none, 1 an
+//     order (other values refused), which is the token (number and
+//     sequence, as above), the holder it replaces (a peer ID, or a single
+//     0 byte: none) and one byte (1: the superpeer's survey named this
+//     member, 0: not; other values refused). Members learn their
+//     cluster-mates from it, for elections, some of their coordinates,
+//     which mates rank last and take no token, and what they no longer
+//     hear on the backbone: the superpeers to ask next, and the missing
+//     tokens to take;
 //   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
 //     (the peer checked), answered by a frameAnswer of 8 bytes (the RTT
 //     this node measures to it, nanoseconds, big-endian: the machine's,
@@ -119,7 +127,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/9.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/10.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -281,7 +289,7 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		go func() {
 			defer n.wg.Done()
 			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p], rd.AttachSecond)
-			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Surveying: a.Surveying, Placement: a.Placement, Err: err})
+			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Nearby: a.Nearby, Rehome: a.Rehome, Err: err})
 		}()
 	}
 	for _, p := range rd.Detach {
@@ -497,7 +505,8 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 // readAttachYes reads superpeer p's yes to an attach request (after its
 // first byte): the cluster, which must start with p, the candidates, the
 // coordinates and the demoted members, each of which must be in the
-// cluster.
+// cluster, then the superpeers nearby, which must start with p if any, and
+// the order to take a missing token, if any.
 func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 	a, err := decodeAll(b, func(r *bufio.Reader) (node.GeoAnswer, error) {
 		var a node.GeoAnswer
@@ -514,15 +523,11 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 		if a.Demoted, err = readIDs(r); err != nil {
 			return a, err
 		}
-		surveying, err := r.ReadByte()
-		if err != nil || surveying > 1 {
-			return a, fmt.Errorf("survey byte %d: %v", surveying, err)
-		}
-		a.Surveying = surveying == 1
-		if a.Placement, err = readPlacement(r); err != nil {
+		if a.Nearby, err = readNearby(r); err != nil {
 			return a, err
 		}
-		return a, nil
+		a.Rehome, err = readRehome(r)
+		return a, err
 	})
 	if err == nil && (len(a.Cluster) == 0 || a.Cluster[0] != p) {
 		err = fmt.Errorf("%w: attach: the cluster list does not start with its superpeer", errWire)
@@ -531,6 +536,9 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 		if err == nil && !slices.Contains(a.Cluster, d) {
 			err = fmt.Errorf("%w: attach: demoted peer %s not in the cluster", errWire, d)
 		}
+	}
+	if err == nil && len(a.Nearby) > 0 && a.Nearby[0].Holder != p {
+		err = fmt.Errorf("%w: attach: the superpeers nearby do not start with the superpeer", errWire)
 	}
 	if err != nil {
 		return node.GeoAnswer{}, err
@@ -542,50 +550,143 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 // appendAttachYes is readAttachYes' writer (after the first byte).
 func appendAttachYes(b []byte, a node.GeoAnswer) []byte {
 	b = appendIDs(appendCoords(appendIDs(appendIDs(b, a.Cluster), a.Candidates), a.Coords), a.Demoted)
-	surveying := byte(0)
-	if a.Surveying {
-		surveying = 1
-	}
-	return appendPlacement(append(b, surveying), a.Placement)
+	return appendRehome(appendNearby(b, a.Nearby), a.Rehome)
 }
 
-// maxPlacement bounds a survey's placement: one holder per token, and no
-// network carries more tokens than gossip.MaxTokens.
-const maxPlacement = gossip.MaxTokens
+// maxNearby bounds the superpeers nearby in an attach answer: the
+// superpeer itself and the machine's geoNearby (4) others.
+const maxNearby = 5
 
-// readPlacement reads a survey's placement: a uvarint count (at most
-// maxPlacement) of peer IDs, each as readID reads it or a single 0 (no
-// holder named for that token).
-func readPlacement(r *bufio.Reader) ([]peer.ID, error) {
+// maxNearbyLoad bounds the load of a superpeer nearby: no cluster list
+// holds more than pb.MaxIDs peers.
+const maxNearbyLoad = pb.MaxIDs
+
+// readNearby reads the superpeers nearby (node.GeoAnswer.Nearby): a
+// uvarint count (at most maxNearby) of a peer ID (readID), a token number
+// (uvarint, below gossip.MaxTokens), the token's sequence (uvarint), a
+// coordinate (readCoord), one byte (1: a superpeer, 0: not; other values
+// refused) and a load (uvarint, at most maxNearbyLoad).
+func readNearby(r *bufio.Reader) ([]node.TokenPos, error) {
 	n, err := binary.ReadUvarint(r)
-	if err != nil || n > maxPlacement {
-		return nil, fmt.Errorf("placement count %d: %v", n, err)
+	if err != nil || n > maxNearby {
+		return nil, fmt.Errorf("nearby count %d: %v", n, err)
 	}
-	var out []peer.ID
+	out := make([]node.TokenPos, 0, n)
 	for range n {
-		if b, _ := r.Peek(1); len(b) == 1 && b[0] == 0 {
-			r.ReadByte()
-			out = append(out, "")
-			continue
-		}
-		id, err := readID(r)
-		if err != nil {
+		var tp node.TokenPos
+		if tp.Holder, err = readID(r); err != nil {
 			return nil, err
 		}
-		out = append(out, id)
+		if tp.Token, err = readToken(r); err != nil {
+			return nil, err
+		}
+		if tp.Coord, err = readCoord(r); err != nil {
+			return nil, err
+		}
+		if tp.Superpeer, err = readFlag(r, "nearby superpeer"); err != nil {
+			return nil, err
+		}
+		load, err := binary.ReadUvarint(r)
+		if err != nil || load > maxNearbyLoad {
+			return nil, fmt.Errorf("nearby load %d: %v", load, err)
+		}
+		tp.Load = int(load)
+		out = append(out, tp)
 	}
 	return out, nil
 }
 
-// appendPlacement is readPlacement's writer.
-func appendPlacement(b []byte, ids []peer.ID) []byte {
-	ids = ids[:min(len(ids), maxPlacement)]
-	b = binary.AppendUvarint(b, uint64(len(ids)))
-	for _, id := range ids {
-		b = binary.AppendUvarint(b, uint64(len(id)))
-		b = append(b, id...)
+// appendNearby is readNearby's writer; the Giver and the Summary are not
+// sent.
+func appendNearby(b []byte, ps []node.TokenPos) []byte {
+	ps = ps[:min(len(ps), maxNearby)]
+	b = binary.AppendUvarint(b, uint64(len(ps)))
+	for _, tp := range ps {
+		b = binary.AppendUvarint(b, uint64(len(tp.Holder)))
+		b = append(b, tp.Holder...)
+		b = appendToken(b, tp.Token)
+		b = appendCoord(b, tp.Coord)
+		super := byte(0)
+		if tp.Superpeer {
+			super = 1
+		}
+		b = binary.AppendUvarint(append(b, super), uint64(min(max(tp.Load, 0), maxNearbyLoad)))
 	}
 	return b
+}
+
+// readToken reads a token: its number (uvarint, below gossip.MaxTokens;
+// the machine checks it against the network's S) and its sequence
+// (uvarint).
+func readToken(r *bufio.Reader) (geometric.Token, error) {
+	num, err := binary.ReadUvarint(r)
+	if err != nil || num >= gossip.MaxTokens {
+		return geometric.Token{}, fmt.Errorf("token number %d: %v", num, err)
+	}
+	seq, err := binary.ReadUvarint(r)
+	if err != nil {
+		return geometric.Token{}, fmt.Errorf("token sequence: %v", err)
+	}
+	return geometric.Token{Num: int(num), Seq: seq}, nil
+}
+
+// appendToken is readToken's writer.
+func appendToken(b []byte, t geometric.Token) []byte {
+	return binary.AppendUvarint(binary.AppendUvarint(b, uint64(max(t.Num, 0))), t.Seq)
+}
+
+// readRehome reads an order to take a missing token
+// (node.GeoAnswer.Rehome): one byte, 0 (none: nothing follows) or 1 (other
+// values refused), then the token (readToken), the holder it replaces (a
+// peer ID as readID reads it, or a single 0 byte: none) and one byte, 1 if
+// the superpeer's survey named this member, else 0 (other values
+// refused).
+func readRehome(r *bufio.Reader) (*node.RehomeOrder, error) {
+	some, err := readFlag(r, "rehome")
+	if err != nil || !some {
+		return nil, err
+	}
+	var o node.RehomeOrder
+	if o.Token, err = readToken(r); err != nil {
+		return nil, err
+	}
+	if b, _ := r.Peek(1); len(b) == 1 && b[0] == 0 {
+		_, _ = r.ReadByte()
+	} else if o.Replaced, err = readID(r); err != nil {
+		return nil, err
+	}
+	if o.Survey, err = readFlag(r, "rehome survey"); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// readFlag reads a byte that must be 0 (false) or 1 (true): another value
+// is malformed (errWire), no byte is the reader's error.
+func readFlag(r *bufio.Reader, what string) (bool, error) {
+	b, err := r.ReadByte()
+	if err != nil {
+		return false, fmt.Errorf("%s byte: %w", what, err)
+	}
+	if b > 1 {
+		return false, fmt.Errorf("%w: %s byte %d, want 0 or 1", errWire, what, b)
+	}
+	return b == 1, nil
+}
+
+// appendRehome is readRehome's writer.
+func appendRehome(b []byte, o *node.RehomeOrder) []byte {
+	if o == nil {
+		return append(b, 0)
+	}
+	b = appendToken(append(b, 1), o.Token)
+	b = binary.AppendUvarint(b, uint64(len(o.Replaced)))
+	b = append(b, o.Replaced...)
+	survey := byte(0)
+	if o.Survey {
+		survey = 1
+	}
+	return append(b, survey)
 }
 
 // readAttachRequest reads an attach request from a member: attachFlags'
