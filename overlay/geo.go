@@ -258,6 +258,8 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 	g.publish(ctx, rd.Tokens)
 	if rd.Topics != nil {
 		g.feeds.set(ctx, *rd.Topics)
+	} else {
+		g.feeds.retry(ctx)
 	}
 	if st := rd.State; st != nil {
 		next := State{Self: n.self, S: st.S, Members: st.Members, Role: st.Role, Coord: st.Coord, Token: st.Token, Prefix: st.Prefix}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/serf/coordinate"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -46,12 +47,17 @@ type geoFeeds struct {
 	// gone are the counts of the feeds left, so that the counters of
 	// Stats only grow: the backbone's and the cluster topics'.
 	goneAll, goneCluster gossip.FeedStats
+	// want are the topics the machine named last, and failed when a
+	// topic of them could not be joined (zero: all were): retry joins
+	// again an interval later.
+	want   node.GeoTopics
+	failed time.Time
 }
 
 // joinGeoFeeds joins the backbone, as a node does until its machine says
 // which topics it hears.
 func joinGeoFeeds(ps *pubsub.PubSub, self peer.ID, cfg gossip.GeoConfig, log *slog.Logger) (*geoFeeds, error) {
-	f := &geoFeeds{ps: ps, self: self, cfg: cfg, log: log, clusterNum: -1}
+	f := &geoFeeds{ps: ps, self: self, cfg: cfg, log: log, clusterNum: -1, want: node.GeoTopics{All: true, Cluster: -1}}
 	all, err := gossip.JoinGeo(ps, self, cfg)
 	if err != nil {
 		return nil, err
@@ -64,8 +70,8 @@ func joinGeoFeeds(ps *pubsub.PubSub, self peer.ID, cfg gossip.GeoConfig, log *sl
 // topics joined get the node's report at once, and the ones left are
 // closed (the report published there expires at their readers; a
 // release was published before, by publish). A topic that cannot be
-// joined is logged and left out (the next change tries again). A
-// cluster outside [0, S) is none.
+// joined is logged and left out (retry joins it later). A cluster outside
+// [0, S) is none.
 func (f *geoFeeds) set(ctx context.Context, t node.GeoTopics) {
 	if t.Cluster >= f.cfg.Tokens {
 		f.log.Warn("geometric: cluster topic of a token out of range", "cluster", t.Cluster, "tokens", f.cfg.Tokens)
@@ -75,6 +81,7 @@ func (f *geoFeeds) set(ctx context.Context, t node.GeoTopics) {
 	}
 	f.mu.Lock()
 	all, cluster, num, last := f.all, f.cluster, f.clusterNum, f.last
+	f.want = t
 	f.mu.Unlock()
 	var leftAll, leftCluster *gossip.Geo
 	if t.All && all == nil {
@@ -98,6 +105,10 @@ func (f *geoFeeds) set(ctx context.Context, t node.GeoTopics) {
 		f.goneCluster = addStats(f.goneCluster, leftCluster.Stats())
 	}
 	f.all, f.cluster, f.clusterNum = all, cluster, num
+	f.failed = time.Time{}
+	if t.All != (all != nil) || t.Cluster != num {
+		f.failed = time.Now()
+	}
 	f.mu.Unlock()
 	for _, g := range []*gossip.Geo{leftAll, leftCluster} {
 		if g == nil {
@@ -108,6 +119,18 @@ func (f *geoFeeds) set(ctx context.Context, t node.GeoTopics) {
 		}
 	}
 	f.log.Debug("geometric: token topics", "backbone", all != nil, "cluster", num)
+}
+
+// retry joins the topics the machine named last that could not be joined,
+// an interval after the last try.
+func (f *geoFeeds) retry(ctx context.Context) {
+	f.mu.Lock()
+	due := !f.failed.IsZero() && time.Since(f.failed) >= f.cfg.Interval
+	want := f.want
+	f.mu.Unlock()
+	if due {
+		f.set(ctx, want)
+	}
 }
 
 // join joins the backbone (cluster < 0) or the topic of cluster, and sets

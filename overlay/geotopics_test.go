@@ -142,7 +142,8 @@ func TestGeometricClusterTopicsLive(t *testing.T) {
 // interval is far off), without the summary; of a holder's reports on
 // the two topics it keeps one, the higher Token.Seq, else the
 // backbone's; leaving the backbone unsubscribes the router and keeps its
-// counts; after a release no report is set on a topic joined later.
+// counts; after a release no report is set on a topic joined later; a
+// topic that could not be joined is joined an interval later (retry).
 func TestGeoFeeds(t *testing.T) {
 	bubble.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -292,6 +293,29 @@ func TestGeoFeeds(t *testing.T) {
 		}
 		if got := pss[0].GetTopics(); !slices.Equal(got, []string{gossip.ClusterTopic("test", 0)}) {
 			t.Errorf("subscribed to %q, want cluster 0's only", got)
+		}
+
+		// A topic that cannot be joined (here, a validator is registered
+		// for it already) is joined by retry, an interval later.
+		name := gossip.ClusterTopic("test", 1)
+		if err := pss[0].RegisterTopicValidator(name, func(context.Context, peer.ID, *pubsub.Message) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+		f.set(ctx, node.GeoTopics{Cluster: 1})
+		if all, cl := f.topics(); all || cl != -1 {
+			t.Fatalf("backbone %v, cluster %d; want none, the join having failed", all, cl)
+		}
+		if err := pss[0].UnregisterTopicValidator(name); err != nil {
+			t.Fatal(err)
+		}
+		f.retry(ctx)
+		if _, cl := f.topics(); cl != -1 {
+			t.Fatalf("cluster %d: retried at once", cl)
+		}
+		time.Sleep(cfg.Interval)
+		f.retry(ctx)
+		if _, cl := f.topics(); cl != 1 {
+			t.Fatalf("cluster %d an interval later, want 1", cl)
 		}
 		if err := f.close(); err != nil {
 			t.Fatal(err)
