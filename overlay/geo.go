@@ -599,8 +599,13 @@ func readNearby(r *bufio.Reader) ([]node.TokenPos, error) {
 }
 
 // appendNearby is readNearby's writer; the Giver and the Summary are not
-// sent.
+// sent. An entry without a coordinate is left out (none at all if the
+// first, the superpeer's own, has none: the reader wants it first).
 func appendNearby(b []byte, ps []node.TokenPos) []byte {
+	if len(ps) > 0 && ps[0].Coord == nil {
+		ps = nil
+	}
+	ps = slices.DeleteFunc(slices.Clone(ps), func(tp node.TokenPos) bool { return tp.Coord == nil })
 	ps = ps[:min(len(ps), maxNearby)]
 	b = binary.AppendUvarint(b, uint64(len(ps)))
 	for _, tp := range ps {

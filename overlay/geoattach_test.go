@@ -141,6 +141,16 @@ func TestAttachYesNearby(t *testing.T) {
 	if a, err := readAttachYes(sp, yesWith(tooMany, nil)); err != nil || len(a.Nearby) != maxNearby {
 		t.Errorf("a yes written with %d nearby: %d read, %v; want %d", len(tooMany), len(a.Nearby), err, maxNearby)
 	}
+	// An entry without a coordinate is not written; without the
+	// superpeer's own, none is.
+	for _, c := range []struct {
+		nearby []node.TokenPos
+		want   int
+	}{{[]node.TokenPos{near[0], {Holder: ids[2]}, near[2]}, 2}, {[]node.TokenPos{{Holder: sp}, near[1]}, 0}} {
+		if a, err := readAttachYes(sp, yesWith(c.nearby, nil)); err != nil || len(a.Nearby) != c.want {
+			t.Errorf("nearby %+v written and read as %+v, %v; want %d entries", c.nearby, a.Nearby, err, c.want)
+		}
+	}
 	// The value refusals are malformed (struck), as the list's first entry.
 	for name, b := range map[string][]byte{
 		"nearby not starting with the superpeer": yesWith(near[1:], nil),
