@@ -289,9 +289,12 @@ type RehomeOrder struct {
 // always); Cluster, the reports on the topic of the cluster whose
 // superpeer holds token Cluster (-1: none), where that superpeer and the
 // holders attached to it publish too. The driver subscribes to those
-// topics and no other, publishes the node's reports on the topics it
-// subscribes to, and gives the machine, in each GeoFeed, the reports it
-// hears on them.
+// topics and no other, and gives the machine, in each GeoFeed, the
+// reports it hears on them. It publishes a Ready's reports on the topics
+// it was on before that Ready's Topics, then joins and leaves topics, and
+// sets the node's current report on a topic it joins at once (a holder
+// promoted says so on its old cluster's topic, and its new topics have its
+// report).
 type GeoTopics struct {
 	All     bool
 	Cluster int
@@ -607,6 +610,8 @@ type geoMachine struct {
 	allSince  time.Time
 	near      []TokenPos
 	nearOf    peer.ID
+	nearAt    int // where a superpeer's next yes starts the others it relays in turn
+	spToken   int // the token of nearOf, as its last yes gave it; -1 none
 	orders    map[int]rehomeOrder
 
 	pings    map[peer.ID]*pendingPing
@@ -696,7 +701,7 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
 		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{}, memberLeft: map[peer.ID]bool{}, orders: map[int]rehomeOrder{},
-		clusterToken: -1, barred: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
+		clusterToken: -1, spToken: -1, barred: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
 		known: map[int]TokenPos{}, superseded: map[int]superseded{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{}, vouchOf: map[peer.ID]time.Time{}, vouchBy: map[peer.ID]time.Time{},
 	}

@@ -26,9 +26,13 @@ import (
 //     token in transit), and a peer attached to no superpeer, or whose
 //     superpeer's token it does not know: every holder's report, as
 //     before.
-//   - Cluster, the topic of its cluster: the holder of the cluster's token
-//     (its superpeer) publishes there, and so does a holder in transit
-//     attached to it. A member hears only that topic: its superpeer's
+//   - Cluster, the topic of its cluster, named by its superpeer's token
+//     (as the superpeer's last yes gave it, spToken): the holder of the
+//     cluster's token (its superpeer) publishes there, and so does a
+//     holder in transit attached to it. A node publishes on its topics
+//     and then joins and leaves topics (the driver's order), so a holder
+//     in transit that is promoted says so on its old cluster's topic: its
+//     mates hear of the new superpeer at once. A member hears only that topic: its superpeer's
 //     report, the claims on its cluster's token when the superpeer passes
 //     it on or dies and a mate takes it over (election, moved), and the
 //     holders in its cluster that may pass it a token (passable).
@@ -38,7 +42,7 @@ import (
 //
 //   - Nearby: the superpeer's own position, then the geoNearby superpeers
 //     with room nearest the member's coordinate, as the superpeer
-//     believes them: the candidates of the member's next attachment
+//     believes them, and geoNearbyRotate others in turn: the candidates of the member's next attachment
 //     round, the superpeers it measures first (pickPingTarget), and
 //     coordinates to sample. Relayed, not signed: they are never taken
 //     as claims on a token (resolve), only as places to ask.
@@ -54,9 +58,19 @@ import (
 // to hear the backbone waits until every holder's report has been
 // republished once (complete) before it takes any token for missing.
 
-// geoNearby is how many other superpeers a yes relays (Nearby): the
-// attachment round asks the best three with room.
-const geoNearby = 4
+// geoNearby is how many other superpeers a yes relays by nearness
+// (Nearby): the attachment round asks the best three with room.
+// geoNearbyRotate more are relayed in turn (nearby): coordinates place
+// some peers far from where they are, and a member measures only the
+// superpeers it is told of. With the nearest alone, a member whose
+// coordinate was off never heard of the superpeer 0.3 ms from it, and
+// stayed 211 ms from its own for 220 s (nodesim, 100 PlanetLab hosts, S
+// = 10, seed 7); in turn, every member hears of every superpeer within
+// S/geoNearbyRotate renewals, and measures each once (pickPingTarget).
+const (
+	geoNearby       = 4
+	geoNearbyRotate = 2
+)
 
 // rehomeOrder is a sponsor's order that member to take token.
 type rehomeOrder struct {
@@ -70,10 +84,10 @@ func (g *geoMachine) topics() GeoTopics {
 	switch {
 	case held && g.holder.Superpeer():
 		return GeoTopics{All: true, Cluster: tok.Num}
-	case g.attached == "" || g.attached == g.self() || g.clusterToken < 0:
+	case g.attached == "" || g.attached == g.self() || g.nearOf != g.attached || g.spToken < 0:
 		return GeoTopics{All: true, Cluster: -1}
 	}
-	return GeoTopics{All: held, Cluster: g.clusterToken}
+	return GeoTopics{All: held, Cluster: g.spToken}
 }
 
 // setTopics puts a change of the topics heard in the outputs; allSince is
@@ -95,15 +109,22 @@ func (g *geoMachine) setTopics(now time.Time) {
 }
 
 // complete reports whether this node hears every holder's report: it
-// hears the backbone, and has for an announce interval (every report is
-// republished that often) and two token intervals more.
+// hears the backbone, and has for a report's TTL (three announce
+// intervals: a live holder's report is republished at least every one and
+// a half). With an announce interval and two token intervals, a node that
+// took a lost superpeer's token over and so began to hear the backbone
+// took a live token it had not heard yet for missing, and as its sponsor
+// had it re-homed: two holders of one token, for good (a live crash test
+// of the overlay, one run in twenty).
 func (g *geoMachine) complete(now time.Time) bool {
-	return g.heard.All && !g.allSince.IsZero() && now.Sub(g.allSince) >= g.m.cfg.AnnounceInterval+2*g.cfg.TokenInterval
+	return g.heard.All && !g.allSince.IsZero() && now.Sub(g.allSince) >= g.attachTTL()
 }
 
 // nearby is what a superpeer relays to a member in its yes: its own
 // position, then the geoNearby believed superpeers with room nearest to
-// c, the member's coordinate (the superpeer's own when nil).
+// c, the member's coordinate (the superpeer's own when nil), then
+// geoNearbyRotate of the others, the next in ID order after the last
+// answer's.
 func (g *geoMachine) nearby(c *coordinate.Coordinate) []TokenPos {
 	pos, ok := g.holder.Position()
 	if !ok {
@@ -129,8 +150,18 @@ func (g *geoMachine) nearby(c *coordinate.Coordinate) []TokenPos {
 		cs = append(cs, cand{TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: true, Load: tp.Load}, d})
 	}
 	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(a.d, b.d), cmp.Compare(a.tp.Holder, b.tp.Holder)) })
-	for _, x := range cs[:min(geoNearby, len(cs))] {
+	k := min(geoNearby, len(cs))
+	for _, x := range cs[:k] {
 		out = append(out, x.tp)
+	}
+	// The others in turn, in ID order from where the last answer left off.
+	rest := cs[k:]
+	slices.SortFunc(rest, func(a, b cand) int { return cmp.Compare(a.tp.Holder, b.tp.Holder) })
+	for i := range min(geoNearbyRotate, len(rest)) {
+		out = append(out, rest[(g.nearAt+i)%len(rest)].tp)
+	}
+	if len(rest) > 0 {
+		g.nearAt = (g.nearAt + min(geoNearbyRotate, len(rest))) % len(rest)
 	}
 	return out
 }
@@ -140,15 +171,16 @@ func (g *geoMachine) nearby(c *coordinate.Coordinate) []TokenPos {
 // to take a missing token.
 func (g *geoMachine) relayed(now time.Time, sp peer.ID, nearby []TokenPos, order *RehomeOrder) {
 	g.near, g.nearOf = nil, sp
-	for _, tp := range nearby[:min(len(nearby), geoNearby+1)] {
+	for _, tp := range nearby[:min(len(nearby), 1+geoNearby+geoNearbyRotate)] {
 		if tp.Holder == g.self() || tp.Coord == nil || geometric.Valid(tp.Coord) != nil || tp.Token.Num < 0 || tp.Token.Num >= g.tc.Tokens {
 			continue
 		}
 		tp.Giver, tp.Summary = "", nil
 		g.near = append(g.near, tp)
 	}
+	g.spToken = -1
 	if len(g.near) > 0 && g.near[0].Holder == sp {
-		g.clusterToken = g.near[0].Token.Num
+		g.spToken, g.clusterToken = g.near[0].Token.Num, g.near[0].Token.Num
 	}
 	if order != nil {
 		g.ordered(now, sp, *order)

@@ -12,8 +12,9 @@ import (
 )
 
 // What a superpeer relays in a yes: itself first, then the geoNearby
-// superpeers with room nearest the member's coordinate, none full, none
-// that is not a superpeer, none twice.
+// superpeers with room nearest the member's coordinate, then
+// geoNearbyRotate others in turn; none full, none that is not a
+// superpeer, none twice.
 func TestGeoNearby(t *testing.T) {
 	cfg := geoTestConfig("s", 9)
 	d := newGeoDriver(t, cfg)
@@ -44,8 +45,19 @@ func TestGeoNearby(t *testing.T) {
 	for _, tp := range a.Nearby {
 		got = append(got, tp.Holder)
 	}
-	// Nearest 0.075: s7 and s8, then s6, s5 (s4 further; s2 full, s3 no superpeer).
-	if want := []peer.ID{"s", "s7", "s8", "s6", "s5"}; !slices.Equal(got, want) {
+	// Nearest 0.075: s7 and s8, then s6, s5 (s4 further; s2 full, s3 no
+	// superpeer); then, in turn, s1 and s4.
+	if want := []peer.ID{"s", "s7", "s8", "s6", "s5", "s1", "s4"}; !slices.Equal(got, want) {
+		t.Fatalf("nearby %v, want %v", got, want)
+	}
+	d.step(AttachAsked{From: "m", Coord: at(t, 0.012)})
+	got = got[:0]
+	for _, tp := range d.m.GeoAnswer().Nearby {
+		got = append(got, tp.Holder)
+	}
+	// Nearest 0.012: s1, s4, s5, s6; the others in turn from where the
+	// last answer left off (it took 2 of 2): s7, s8.
+	if want := []peer.ID{"s", "s1", "s4", "s5", "s6", "s7", "s8"}; !slices.Equal(got, want) {
 		t.Fatalf("nearby %v, want %v", got, want)
 	}
 	if own := a.Nearby[0]; own.Token.Num != 0 || !own.Superpeer || own.Load != 1 {
@@ -80,6 +92,17 @@ func TestGeoRelayed(t *testing.T) {
 	if tp := g.topics(); tp.All || tp.Cluster != 0 {
 		t.Errorf("a member of s1 hears %+v, want token 0's topic only", tp)
 	}
+	// A holder in transit hears the backbone and its superpeer's
+	// cluster, not its own token's (which the election takes for its
+	// cluster's token).
+	if err := g.holder.Receive(geometric.Token{Num: 2, Seq: 1 << 32}, d.now); err != nil {
+		t.Fatal(err)
+	}
+	g.clusterToken = 2
+	if tp := g.topics(); !tp.All || tp.Cluster != 0 {
+		t.Errorf("a holder in transit attached to s1 hears %+v, want the backbone and token 0's topic", tp)
+	}
+	g.holder.Yield()
 	// s1 passed token 0 on: y's claim, heard on the cluster's topic, not
 	// believed yet.
 	g.claims = []TokenPos{{Holder: "y", Token: geometric.Token{Num: 0, Seq: 5}, Coord: at(t, 0.01), Giver: "s1"}}

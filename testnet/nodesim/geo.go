@@ -170,11 +170,11 @@ func (s *Sim) geoDown(i int, graceful bool) {
 				s.Log(s.now, i, note)
 			}
 		}
-		if t := rd.Geo.Topics; t != nil {
-			s.setTopics(i, *t)
-		}
 		for _, r := range rd.Geo.Tokens {
 			s.publishToken(i, r)
+		}
+		if t := rd.Geo.Topics; t != nil {
+			s.setTopics(i, *t)
 		}
 		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 && len(rd.Geo.Vouch) == 0 {
 			return
@@ -212,11 +212,27 @@ func (s *Sim) geoDown(i int, graceful bool) {
 func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 	n := s.nodes[i]
 	g := n.geo
-	if t := rd.Topics; t != nil {
-		s.setTopics(i, *t) // before its reports: they go out on its new topics
-	}
+	// As the driver does (overlay/geotopics.go): the reports go out on
+	// the topics the node is on, then it joins and leaves topics, and its
+	// report goes on a topic it joins at once. So a holder in transit
+	// that is promoted says so on its old cluster's topic before it
+	// leaves it: the members there, its mates, hear of the new superpeer
+	// at once.
 	for _, r := range rd.Tokens {
 		s.publishToken(i, r)
+	}
+	if t := rd.Topics; t != nil {
+		old := g.topics
+		s.setTopics(i, *t)
+		var joined []int
+		for _, k := range topicKeys(*t) {
+			if !onTopic(old, k) {
+				joined = append(joined, k)
+			}
+		}
+		if g.own != nil && len(joined) > 0 {
+			s.sendTokenOn(i, *g.own, joined)
+		}
 	}
 	if st := rd.State; st != nil {
 		prevTok := -1
@@ -529,12 +545,19 @@ func (s *Sim) lastPublished(i int) (time.Duration, bool) {
 
 // sendToken is node i's publication of r on its topics: its peers there
 // hear it GossipDelay later (topics.go).
-func (s *Sim) sendToken(i int, r node.TokenReport) {
+func (s *Sim) sendToken(i int, r node.TokenReport) { s.sendTokenOn(i, r, nil) }
+
+// sendTokenOn is node i's publication of r on the topics of keys (nil:
+// every topic it is on).
+func (s *Sim) sendTokenOn(i int, r node.TokenReport, keys []int) {
 	g := s.nodes[i].geo
-	var keys []int
 	if !r.None { // (the live feed publishes nothing for it: its last report expires)
 		g.lastPub, g.published = s.now, true
-		keys = s.published(i)
+		if keys == nil {
+			keys = s.published(i)
+		} else {
+			s.publishedOn(i, keys)
+		}
 	}
 	var until time.Duration
 	if r.None {

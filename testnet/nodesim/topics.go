@@ -207,8 +207,13 @@ func (s *Sim) topicRole(i int) {
 // subscriber of each counts a delivery. It returns the topics' keys: the
 // subscribers hear the report GossipDelay later (delivered).
 func (s *Sim) published(i int) []int {
+	return s.publishedOn(i, topicKeys(s.nodes[i].geo.topics))
+}
+
+// publishedOn counts the deliveries of a publication of node i on the
+// topics of keys, and returns keys.
+func (s *Sim) publishedOn(i int, keys []int) []int {
 	g := s.nodes[i].geo
-	keys := topicKeys(g.topics)
 	for _, k := range keys {
 		t := s.topic(k)
 		n, sp := t.subs, t.supers
