@@ -110,6 +110,13 @@ func mocknetHosts(t *testing.T, n int, latency time.Duration) []host.Host {
 // in the order of their seeds.
 func mocknetHostsWith(t *testing.T, n int, latency func(i, j int) time.Duration) []host.Host {
 	t.Helper()
+	_, hs := mocknetWith(t, n, latency)
+	return hs
+}
+
+// mocknetWith is mocknetHostsWith that returns the mocknet too.
+func mocknetWith(t *testing.T, n int, latency func(i, j int) time.Duration) (mocknet.Mocknet, []host.Host) {
+	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { _ = mn.Close() })
 	hs := make([]host.Host, n)
@@ -131,7 +138,7 @@ func mocknetHostsWith(t *testing.T, n int, latency func(i, j int) time.Duration)
 			l.SetOptions(mocknet.LinkOptions{Latency: latency(i, j)})
 		}
 	}
-	return hs
+	return mn, hs
 }
 
 // TestGeometricDistrustsLiar: a node checks the coordinate a peer claims

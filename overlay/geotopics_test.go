@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,11 +31,35 @@ import (
 // (gossip.ClusterTopic of its token); an ordinary member, its
 // superpeer's cluster topic and not the backbone, and it hears its
 // superpeer's report there; and every ordinary node is still attached to
-// a superpeer that lists it. A driver that ignored GeoReady.Topics (the
-// backbone for everyone) fails it.
-func TestGeometricClusterTopicsLive(t *testing.T) {
+// a superpeer that lists it. Then the superpeer of token 1 leaves (it
+// hands its token on): the seven left settle so again. A driver that
+// ignored GeoReady.Topics (the backbone for everyone) fails it.
+func TestGeometricClusterTopicsLive(t *testing.T) { clusterTopicsLive(t, false) }
+
+// crashLive runs TestGeometricClusterTopicsCrashLive, which fails about
+// one run in twenty while the node machine's backbone (overlay/node's
+// geobackbone.go) is unfinished: a token that a crash left alone gets a
+// second holder, and neither gives way (see that test).
+var crashLive = flag.Bool("geotopics.crash", false, "run TestGeometricClusterTopicsCrashLive")
+
+// TestGeometricClusterTopicsCrashLive is TestGeometricClusterTopicsLive,
+// then the superpeer of token 0 is cut off from every other node, as if
+// it crashed (its members hear nothing more on their cluster's topic; the
+// token is missing from the backbone): the six left settle so again.
+// About one run in twenty (go test -count=20), two superpeers hold token
+// 1 for minutes, one by the passes from the holder that left, one by a
+// placement (a re-homing), and neither gives way; run it with
+// -geotopics.crash.
+func TestGeometricClusterTopicsCrashLive(t *testing.T) {
+	if !*crashLive {
+		t.Skip("the node machine is unfinished here (see crashLive); run with -geotopics.crash")
+	}
+	clusterTopicsLive(t, true)
+}
+
+func clusterTopicsLive(t *testing.T, crash bool) {
 	bubble.Test(t, func(t *testing.T) {
-		hosts := mocknetHostsWith(t, 8, func(i, j int) time.Duration {
+		mn, hosts := mocknetWith(t, 8, func(i, j int) time.Duration {
 			if i/4 == j/4 {
 				return 5 * time.Millisecond
 			}
@@ -65,8 +90,9 @@ func TestGeometricClusterTopicsLive(t *testing.T) {
 			slices.Sort(out)
 			return out
 		}
-		// settled reports what is not yet as it should be ("": all is).
-		settled := func() string {
+		// settled reports what is not yet as it should be among nodes ("":
+		// all is).
+		settled := func(nodes []*Node) string {
 			supers := map[peer.ID]State{}
 			for _, n := range nodes {
 				if s := n.State(); s.Role == RoleSuperpeer {
@@ -107,32 +133,77 @@ func TestGeometricClusterTopicsLive(t *testing.T) {
 			}
 			return ""
 		}
-		// Settled twice, a few announce intervals apart: not a moment
-		// between two changes.
-		start := time.Now()
-		var last string
-		stable := 0
-		for waited := time.Duration(0); stable < 2; waited += time.Second {
-			if waited > 3*time.Minute {
-				var sb strings.Builder
-				for _, n := range nodes {
-					s := n.State()
-					fmt.Fprintf(&sb, "\n%s: %s, superpeer %s, token %d, topics %q", n.ID().ShortString(), s.Role, s.Superpeer.ID.ShortString(), s.Token, subscribed(n))
+		show := func(nodes []*Node) string {
+			var sb strings.Builder
+			for _, n := range nodes {
+				s := n.State()
+				fmt.Fprintf(&sb, "\n%s: %s, superpeer %s, token %d, topics %q, %d peers connected", n.ID().ShortString(), s.Role, s.Superpeer.ID.ShortString(), s.Token, subscribed(n),
+					len(n.Host().Network().Peers()))
+				for _, tp := range n.geo.feeds.reports() {
+					fmt.Fprintf(&sb, "\n    report %s token %d seq %x super %v published %v", tp.Holder.ShortString(), tp.Token.Num, tp.Token.Seq, tp.Superpeer, time.Unix(0, int64(tp.Seq)).UTC())
 				}
-				t.Fatalf("not settled within 3 virtual minutes: %s%s", last, sb.String())
 			}
-			time.Sleep(time.Second)
-			if last = settled(); last == "" {
-				stable++
-			} else {
-				stable = 0
-			}
+			return sb.String()
 		}
+		// waitSettled waits until nodes are settled at three checks in a
+		// row, a second apart: not a moment between two changes.
+		waitSettled := func(what string, nodes []*Node) {
+			t.Helper()
+			start := time.Now()
+			var last string
+			for stable := 0; stable < 3; {
+				if time.Since(start) > 3*time.Minute {
+					t.Fatalf("%s: not settled within 3 virtual minutes: %s%s", what, last, show(nodes))
+				}
+				time.Sleep(time.Second)
+				if last = settled(nodes); last == "" {
+					stable++
+				} else {
+					stable = 0
+				}
+			}
+			t.Logf("%s: settled in %v (virtual)", what, time.Since(start))
+		}
+		waitSettled("start", nodes)
+
+		var left *Node
 		for _, n := range nodes {
-			s := n.State()
-			t.Logf("%s: %s, superpeer %s, token %d, topics %q", n.ID().ShortString(), s.Role, s.Superpeer.ID.ShortString(), s.Token, subscribed(n))
+			if s := n.State(); s.Role == RoleSuperpeer && s.Token == 1 {
+				left = n
+			}
 		}
-		t.Logf("settled at %v (virtual)", time.Since(start))
+		if err := left.Close(); err != nil {
+			t.Fatal(err)
+		}
+		nodes = slices.DeleteFunc(nodes, func(n *Node) bool { return n == left })
+		waitSettled("the superpeer of token 1 left", nodes)
+		if !crash {
+			return
+		}
+
+		var cut *Node
+		for _, n := range nodes {
+			if s := n.State(); s.Role == RoleSuperpeer && s.Token == 0 {
+				cut = n
+			}
+		}
+		nodes = slices.DeleteFunc(nodes, func(n *Node) bool { return n == cut })
+		for _, n := range nodes {
+			if err := mn.UnlinkPeers(cut.ID(), n.ID()); err != nil {
+				t.Fatal(err)
+			}
+			if err := mn.DisconnectPeers(cut.ID(), n.ID()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// And it stops as if it crashed: its loops and its GossipSub
+		// router (mocknet lets a stream opened as its connection closes
+		// live on, and GossipSub's streams are long-lived).
+		cut.cancel()
+		cut.psMu.Lock()
+		cut.cancelPS()
+		cut.psMu.Unlock()
+		waitSettled("the superpeer of token 0 cut off", nodes)
 	})
 }
 
