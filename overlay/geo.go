@@ -556,9 +556,9 @@ func appendAttachYes(b []byte, a node.GeoAnswer) []byte {
 }
 
 // maxNearby bounds the superpeers nearby in an attach answer: the
-// superpeer itself, the machine's geoNearby (4) nearest others and
+// superpeer itself, the machine's geoNearby (6) nearest others and
 // geoNearbyRotate (2) more.
-const maxNearby = 7
+const maxNearby = 9
 
 // maxNearbyLoad bounds the load of a superpeer nearby: no cluster list
 // holds more than pb.MaxIDs peers.

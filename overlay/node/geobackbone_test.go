@@ -16,7 +16,7 @@ import (
 // geoNearbyRotate others in turn; none full, none that is not a
 // superpeer, none twice.
 func TestGeoNearby(t *testing.T) {
-	cfg := geoTestConfig("s", 9)
+	cfg := geoTestConfig("s", 14)
 	d := newGeoDriver(t, cfg)
 	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
 	d.run(7 * time.Second)
@@ -45,20 +45,35 @@ func TestGeoNearby(t *testing.T) {
 	for _, tp := range a.Nearby {
 		got = append(got, tp.Holder)
 	}
-	// Nearest 0.075: s7 and s8, then s6, s5 (s4 further; s2 full, s3 no
-	// superpeer); then, in turn, s1 and s4.
-	if want := []peer.ID{"s", "s7", "s8", "s6", "s5", "s1", "s4"}; !slices.Equal(got, want) {
+	// Nearest 0.075: s7 and s8, then s6, s5, s4 and s1 (s2 full, s3 no
+	// superpeer); no others left for their turn.
+	if want := []peer.ID{"s", "s7", "s8", "s6", "s5", "s4", "s1"}; !slices.Equal(got, want) {
 		t.Fatalf("nearby %v, want %v", got, want)
 	}
-	d.step(AttachAsked{From: "m", Coord: at(t, 0.012)})
-	got = got[:0]
-	for _, tp := range d.m.GeoAnswer().Nearby {
-		got = append(got, tp.Holder)
+	// Five more superpeers, far (s10-s14, at 0.2 and beyond): the nearest
+	// six, then two of the far ones in turn, from where the last answer
+	// left off.
+	for i := 10; i < 15; i++ {
+		d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: peer.ID(fmt.Sprintf("s%d", i)), Token: geometric.Token{Num: i - 1}, Coord: at(t, float64(i)/50), Superpeer: true})
 	}
-	// Nearest 0.012: s1, s4, s5, s6; the others in turn from where the
-	// last answer left off (it took 2 of 2): s7, s8.
-	if want := []peer.ID{"s", "s1", "s4", "s5", "s6", "s7", "s8"}; !slices.Equal(got, want) {
-		t.Fatalf("nearby %v, want %v", got, want)
+	var turns []peer.ID
+	for range 3 {
+		d.step(d.feed)
+		d.step(AttachAsked{From: "m", Coord: at(t, 0.075)})
+		nb := d.m.GeoAnswer().Nearby
+		got = got[:0]
+		for _, tp := range nb[:7] {
+			got = append(got, tp.Holder)
+		}
+		if want := []peer.ID{"s", "s7", "s8", "s6", "s5", "s4", "s1"}; !slices.Equal(got, want) {
+			t.Fatalf("nearby %v, want %v first", got, want)
+		}
+		for _, tp := range nb[7:] {
+			turns = append(turns, tp.Holder)
+		}
+	}
+	if want := []peer.ID{"s10", "s11", "s12", "s13", "s14", "s10"}; !slices.Equal(turns, want) {
+		t.Fatalf("in turn %v, want %v", turns, want)
 	}
 	if own := a.Nearby[0]; own.Token.Num != 0 || !own.Superpeer || own.Load != 1 {
 		t.Errorf("own position %+v: want token 0, a superpeer serving 1", own)
