@@ -610,8 +610,7 @@ func appendNearby(b []byte, ps []node.TokenPos) []byte {
 	ps = ps[:min(len(ps), maxNearby)]
 	b = binary.AppendUvarint(b, uint64(len(ps)))
 	for _, tp := range ps {
-		b = binary.AppendUvarint(b, uint64(len(tp.Holder)))
-		b = append(b, tp.Holder...)
+		b = appendID(b, tp.Holder)
 		b = appendToken(b, tp.Token)
 		b = appendCoord(b, tp.Coord)
 		super := byte(0)
@@ -688,8 +687,7 @@ func appendRehome(b []byte, o *node.RehomeOrder) []byte {
 		return append(b, 0)
 	}
 	b = appendToken(append(b, 1), o.Token)
-	b = binary.AppendUvarint(b, uint64(len(o.Replaced)))
-	b = append(b, o.Replaced...)
+	b = appendID(b, o.Replaced)
 	survey := byte(0)
 	if o.Survey {
 		survey = 1
@@ -803,8 +801,7 @@ func appendCoords(b []byte, cs []node.PeerCoord) []byte {
 	cs = cs[:min(len(cs), maxAttachCoords)]
 	b = binary.AppendUvarint(b, uint64(len(cs)))
 	for _, pc := range cs {
-		b = binary.AppendUvarint(b, uint64(len(pc.ID)))
-		b = append(b, pc.ID...)
+		b = appendID(b, pc.ID)
 		b = appendCoord(b, pc.Coord)
 	}
 	return b
@@ -857,8 +854,7 @@ func readSecond(r *bufio.Reader) (node.PeerRTT, error) {
 
 // appendSecond is readSecond's writer.
 func appendSecond(b []byte, s node.PeerRTT) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s.Peer)))
-	b = append(b, s.Peer...)
+	b = appendID(b, s.Peer)
 	return binary.AppendUvarint(b, uint64(min(max(s.RTT, 1), geometric.MaxRTT)))
 }
 
@@ -898,10 +894,14 @@ func readIDs(r *bufio.Reader) ([]peer.ID, error) {
 func appendIDs(b []byte, ids []peer.ID) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
-		b = binary.AppendUvarint(b, uint64(len(id)))
-		b = append(b, id...)
+		b = appendID(b, id)
 	}
 	return b
+}
+
+// appendID is readID's writer: a uvarint length and the ID's bytes.
+func appendID(b []byte, id peer.ID) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(id))), id...)
 }
 
 // handleAttach answers an attach request with the machine's decision

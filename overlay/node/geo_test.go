@@ -239,6 +239,20 @@ func (d *geoDriver) handOver(from peer.ID, tok geometric.Token) {
 	d.step(TokenOffered{From: from, Token: tok})
 }
 
+// promote hands tok over to the node (handOver, from x) and runs it past
+// the dwell (5 s): a superpeer.
+func (d *geoDriver) promote(tok geometric.Token) {
+	d.t.Helper()
+	d.handOver("x", tok)
+	if !d.m.GeoAnswer().Yes {
+		d.t.Fatal("token refused")
+	}
+	d.run(7 * time.Second)
+	if d.m.GeoState().Role != RoleSuperpeer {
+		d.t.Fatal("not promoted after the dwell time")
+	}
+}
+
 // filterRTT follows a lower sample at once and a higher one by an eighth.
 func TestFilterRTT(t *testing.T) {
 	for _, c := range []struct{ old, sample, want time.Duration }{
@@ -388,14 +402,7 @@ func sponsorWith(t *testing.T, tokens int, h peer.ID, members ...peer.ID) (d *ge
 	cfg.Geo.Tokens.Capacity = len(members)
 	d = newGeoDriver(t, cfg)
 	d.coords = map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}
-	d.handOver("x", geometric.Token{Num: 1, Seq: 1})
-	if !d.m.GeoAnswer().Yes {
-		t.Fatal("token refused")
-	}
-	d.run(7 * time.Second) // Dwell 5 s: promoted
-	if d.m.GeoState().Role != RoleSuperpeer {
-		t.Fatal("not promoted after the dwell time")
-	}
+	d.promote(geometric.Token{Num: 1, Seq: 1})
 	ask = func(p peer.ID) GeoAnswer {
 		d.step(AttachAsked{From: p, Coord: at(t, 0.002)})
 		return d.m.GeoAnswer()
@@ -654,14 +661,7 @@ func TestGeoAnswers(t *testing.T) {
 		t.Fatal("a node without a token took a member")
 	}
 	d.coords = map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}
-	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
-	if !d.m.GeoAnswer().Yes {
-		t.Fatal("token refused")
-	}
-	d.run(7 * time.Second) // Dwell 5 s: promoted
-	if d.m.GeoState().Role != RoleSuperpeer {
-		t.Fatal("not promoted after the dwell time")
-	}
+	d.promote(geometric.Token{Num: 0, Seq: 1})
 	if a := ask("p2"); !a.Yes || !slices.Equal(a.Cluster, []peer.ID{"s", "p2"}) {
 		t.Fatalf("p2: %+v", a)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -18,11 +17,7 @@ import (
 func TestGeoNearby(t *testing.T) {
 	cfg := geoTestConfig("s", 14)
 	d := newGeoDriver(t, cfg)
-	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
-	d.run(7 * time.Second)
-	if d.m.GeoState().Role != RoleSuperpeer {
-		t.Fatal("not promoted after the dwell time")
-	}
+	d.promote(geometric.Token{Num: 0, Seq: 1})
 	var feed []TokenPos
 	for i := 1; i < 9; i++ {
 		tp := TokenPos{Holder: peer.ID(fmt.Sprintf("s%d", i)), Token: geometric.Token{Num: i}, Coord: at(t, float64(i)/100), Superpeer: true}

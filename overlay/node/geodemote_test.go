@@ -23,11 +23,7 @@ func TestGeoAnswersDemoted(t *testing.T) {
 	cfg := geoTestConfig("s", 1)
 	cfg.Geo.Tokens.Capacity = 3
 	d := newGeoDriver(t, cfg)
-	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
-	d.run(7 * time.Second) // Dwell 5 s: promoted
-	if d.m.GeoState().Role != RoleSuperpeer {
-		t.Fatal("not promoted after the dwell time")
-	}
+	d.promote(geometric.Token{Num: 0, Seq: 1})
 	ask := func(in AttachAsked) GeoAnswer {
 		t.Helper()
 		d.step(in)
