@@ -24,7 +24,13 @@
 // Only holders should publish, but anyone can: the reports kept are
 // bounded, a few per token of the network's S (GeoConfig.Tokens,
 // PerToken), and a flood under fresh keys evicts none that count
-// (GeoConfig.Protect names the ones kept first).
+// (GeoConfig.Protect names the ones kept first). The tokens topic is the
+// backbone of the token reports; each cluster has a topic of its own too
+// (ClusterTopic, JoinGeoCluster), with the same payloads and checks, on
+// which its superpeer and the holders attached to it publish as well: the
+// cluster's ordinary members read that one instead of the backbone, so
+// that what they hear follows their cluster, not the swarm (overlay/node's
+// geobackbone.go says who reads which).
 //
 // The backbone topic (Backbone, JoinBackbone) is the superpeers' own: only
 // superpeers join it, and each publishes a summary of its cluster (k, size,

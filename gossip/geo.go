@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
@@ -35,9 +37,41 @@ const MaxTokens = 4096
 // ErrBadGeo reports a malformed or out-of-range coordinate or token payload.
 var ErrBadGeo = errors.New("gossip: bad geometric message")
 
-// TokenTopic is the name of the token topic of an overlay network.
+// TokenTopic is the name of the token topic of an overlay network: the
+// backbone of token reports, on which every token holder publishes and
+// which superpeers, holders and unattached peers read.
 func TokenTopic(network string) string {
 	return fmt.Sprintf("/superpeer/%s/tokens/%d", network, GeoVersion)
+}
+
+// ClusterTopic is the name of the token topic of one cluster of an overlay
+// network: the cluster whose superpeer holds token number token. That
+// superpeer, and the holders of tokens in transit attached to it, publish
+// their token reports there as well as on the backbone (TokenTopic); the
+// cluster's ordinary members read it instead of the backbone, so that
+// what they hear follows their cluster, not the swarm (issue 20). Its
+// payloads, and their checks, are the backbone's. The name extends
+// TokenTopic's with "/cluster/" and the token number in decimal: it
+// differs from every network's TokenTopic, and from the cluster topic of
+// any other network or token (ClusterTopicToken reads it back).
+func ClusterTopic(network string, token int) string {
+	return fmt.Sprintf("%s/cluster/%d", TokenTopic(network), token)
+}
+
+// ClusterTopicToken returns the token number of name if name is a cluster
+// topic of network (ClusterTopic), with a number in [0, MaxTokens)
+// written as ClusterTopic writes it (no sign, no leading zero).
+func ClusterTopicToken(network, name string) (int, bool) {
+	prefix := TokenTopic(network) + "/cluster/"
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok || rest == "" || len(rest) > 4 {
+		return 0, false
+	}
+	num, err := strconv.Atoi(rest)
+	if err != nil || num < 0 || num >= MaxTokens || strconv.Itoa(num) != rest {
+		return 0, false
+	}
+	return num, true
 }
 
 // TokenPos is what a token holder says of the token it holds, or released.
@@ -473,8 +507,9 @@ func (cfg GeoConfig) withDefaults() (GeoConfig, error) {
 	return cfg, nil
 }
 
-// Geo keeps, from the token topic of one overlay, the latest report of
-// every token holder, and publishes this peer's own. Only holders publish
+// Geo keeps, from one token topic of an overlay (the backbone, JoinGeo,
+// or a cluster's, JoinGeoCluster), the latest report of every token
+// holder that publishes there, and publishes this peer's own. Only holders publish
 // (S of them), so what a peer hears grows with S, not with the swarm; what
 // it keeps is bounded so even when others publish (GeoConfig.PerToken).
 // Coordinates are not gossiped otherwise: a node learns those of its
@@ -515,16 +550,40 @@ func newGeo(self peer.ID, cfg GeoConfig) (*Geo, feedConfig, error) {
 // since the sender of every payload is its signed origin. Call SetToken to
 // publish, and Close to leave.
 func JoinGeo(ps *pubsub.PubSub, self peer.ID, cfg GeoConfig) (*Geo, error) {
+	return joinGeo(ps, self, cfg, -1)
+}
+
+// JoinGeoCluster is JoinGeo on the cluster topic of token number token
+// (ClusterTopic), with the same validator and bounds. token must be in
+// [0, cfg.Tokens) (MaxTokens when cfg.Tokens is 0).
+func JoinGeoCluster(ps *pubsub.PubSub, self peer.ID, cfg GeoConfig, token int) (*Geo, error) {
+	if token < 0 {
+		return nil, fmt.Errorf("%w: cluster topic of token %d", ErrBadConfig, token)
+	}
+	return joinGeo(ps, self, cfg, token)
+}
+
+// joinGeo joins the backbone (cluster < 0) or the topic of cluster.
+func joinGeo(ps *pubsub.PubSub, self peer.ID, cfg GeoConfig, cluster int) (*Geo, error) {
 	g, fc, err := newGeo(self, cfg)
 	if err != nil {
 		return nil, err
 	}
 	fc.topic = TokenTopic(g.cfg.Network)
+	if cluster >= 0 {
+		if cluster >= g.cfg.Tokens {
+			return nil, fmt.Errorf("%w: cluster topic of token %d, want [0, %d)", ErrBadConfig, cluster, g.cfg.Tokens)
+		}
+		fc.topic = ClusterTopic(g.cfg.Network, cluster)
+	}
 	if g.tokens, err = joinFeed(ps, fc, &tokenSpec, g.lim); err != nil {
 		return nil, err
 	}
 	return g, nil
 }
+
+// Topic is the name of the topic g was joined on ("" for a Geo on none).
+func (g *Geo) Topic() string { return g.tokens.cfg.topic }
 
 func (g *Geo) notify() {
 	select {

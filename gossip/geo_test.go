@@ -251,6 +251,125 @@ func TestTopicNames(t *testing.T) {
 	if got := TokenTopic("x"); got != "/superpeer/x/tokens/2" {
 		t.Errorf("TokenTopic = %q", got)
 	}
+	if got := ClusterTopic("x", 3); got != "/superpeer/x/tokens/2/cluster/3" {
+		t.Errorf("ClusterTopic = %q", got)
+	}
+}
+
+// A cluster topic's name differs from every token topic's and from every
+// other network's or token's cluster topic, networks whose names look
+// like topic names included; ClusterTopicToken reads back exactly the
+// names ClusterTopic writes for tokens in [0, MaxTokens).
+func TestClusterTopicNames(t *testing.T) {
+	networks := []string{"x", "y", "x/tokens/2", "x/tokens/2/cluster/1", "x/tokens/2/cluster", "superpeer", ""}
+	seen := map[string]string{}
+	add := func(name, what string) {
+		if prev, dup := seen[name]; dup {
+			t.Errorf("%s and %s are both %q", prev, what, name)
+		}
+		seen[name] = what
+	}
+	for _, nw := range networks {
+		add(TokenTopic(nw), fmt.Sprintf("TokenTopic(%q)", nw))
+		for _, num := range []int{0, 1, 2, 10, 11, 100, MaxTokens - 1} {
+			name := ClusterTopic(nw, num)
+			add(name, fmt.Sprintf("ClusterTopic(%q, %d)", nw, num))
+			if got, ok := ClusterTopicToken(nw, name); !ok || got != num {
+				t.Errorf("ClusterTopicToken(%q, %q) = %d, %v; want %d", nw, name, got, ok, num)
+			}
+		}
+		if _, ok := ClusterTopicToken(nw, TokenTopic(nw)); ok {
+			t.Errorf("the token topic of %q read as a cluster topic", nw)
+		}
+	}
+	for _, name := range []string{"/superpeer/x/tokens/2/cluster/", "/superpeer/x/tokens/2/cluster/-1", "/superpeer/x/tokens/2/cluster/01",
+		"/superpeer/x/tokens/2/cluster/+1", "/superpeer/x/tokens/2/cluster/4096", "/superpeer/x/tokens/2/cluster/1/", "/superpeer/x/tokens/1/cluster/1",
+		"/superpeer/y/tokens/2/cluster/1"} {
+		if num, ok := ClusterTopicToken("x", name); ok {
+			t.Errorf("ClusterTopicToken(x, %q) = %d, want none", name, num)
+		}
+	}
+}
+
+// A Geo on a cluster topic (JoinGeoCluster) hears the reports published
+// there and not the backbone's, and the backbone's does not hear the
+// cluster's: the topics are apart. Its validator is the backbone's (a
+// malformed report is rejected), and a token number at or above the
+// network's S is refused when joining.
+func TestGeoClusterTopic(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hosts, pss := gossipSubNet(ctx, t, 3)
+	cfg := GeoConfig{Network: "test", Interval: 100 * time.Millisecond, Tokens: 4}
+	if _, err := JoinGeoCluster(pss[0], hosts[0].ID(), cfg, 4); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("cluster topic of token 4 of 4: %v, want ErrBadConfig", err)
+	}
+	if _, err := JoinGeoCluster(pss[0], hosts[0].ID(), cfg, -1); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("cluster topic of token -1: %v, want ErrBadConfig", err)
+	}
+	// 0 publishes on the cluster topic of token 1 and on the backbone; 1
+	// reads the cluster topic only, 2 the backbone only.
+	var gs []*Geo
+	join := func(i, cluster int) *Geo {
+		var g *Geo
+		var err error
+		if cluster < 0 {
+			g, err = JoinGeo(pss[i], hosts[i].ID(), cfg)
+		} else {
+			g, err = JoinGeoCluster(pss[i], hosts[i].ID(), cfg, cluster)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, g)
+		return g
+	}
+	defer func() {
+		for _, g := range gs {
+			if err := g.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	onCluster, onBackbone := join(0, 1), join(0, -1)
+	member, other := join(1, 1), join(2, -1)
+	if onCluster.Topic() != ClusterTopic("test", 1) || onBackbone.Topic() != TokenTopic("test") {
+		t.Fatalf("topics %q and %q", onCluster.Topic(), onBackbone.Topic())
+	}
+	inCluster := &TokenPos{Token: geometric.Token{Num: 1, Seq: 1 << 32}, Coord: coordAt(0.01), Superpeer: true, Capacity: 4}
+	if err := onCluster.SetToken(ctx, inCluster); err != nil {
+		t.Fatal(err)
+	}
+	onBackbone2 := *inCluster
+	onBackbone2.Load = 2
+	if err := onBackbone.SetToken(ctx, &onBackbone2); err != nil {
+		t.Fatal(err)
+	}
+	heard := func(g *Geo, load int) func() bool {
+		return func() bool {
+			r := g.Reports()
+			return len(r) == 1 && r[0].Holder == hosts[0].ID() && r[0].Load == load
+		}
+	}
+	waitFor(t, "the member to hear the cluster's report", heard(member, 0))
+	waitFor(t, "the other peer to hear the backbone's report", heard(other, 2))
+	// Both topics carry several republications by now: neither heard
+	// the other's.
+	time.Sleep(300 * time.Millisecond)
+	if !heard(member, 0)() || !heard(other, 2)() {
+		t.Fatalf("member heard %+v, other %+v", member.Reports(), other.Reports())
+	}
+	// A malformed report on the cluster topic is rejected there.
+	topic, err := pss[2].Join(ClusterTopic("test", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	before := member.Stats().Rejected
+	if err := topic.Publish(ctx, rawCoord(1, `{"vec":[1e9,0,0,0,0,0,0,0],"error":1,"adjustment":0,"height":0}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the member to reject a malformed report", func() bool { return member.Stats().Rejected > before })
 }
 
 // clock is a settable clock for tests.

@@ -30,14 +30,20 @@ import (
 // the coordinate, where tokens go, which superpeer to attach to, what to
 // answer, when to take a lost holder's token over. This is its I/O:
 //
-//   - the feed (gossip.Geo): the token positions heard, with the peers
+//   - the feed (gossip.Geo, one per token topic the node hears:
+//     geotopics.go): the token positions heard, with the peers
 //     connected, go to the machine as node.GeoFeed before each of its
 //     geometric decisions (Machine.GeoDue) and before an attach request;
-//     its token reports (node.GeoReady.Tokens) are published on the
-//     tokens topic, which only token holders publish on. No coordinate
-//     is gossiped otherwise: a member sends its coordinate to its
-//     superpeer with its attach requests, and the superpeer passes some of
-//     its members' on in its answers (overlay/node's geocoords.go);
+//     its token reports (node.GeoReady.Tokens) are published on every
+//     token topic it hears, which only token holders publish on. Which
+//     topics those are is the machine's word (GeoReady.Topics: the
+//     backbone, gossip.TokenTopic, which holders read, and the topic of
+//     the node's cluster, gossip.ClusterTopic, which its members read
+//     instead; overlay/node's geobackbone.go). No coordinate is gossiped
+//     otherwise: a member sends its coordinate to its superpeer with its
+//     attach requests, and the superpeer passes some of its members' on
+//     in its answers (overlay/node's geocoords.go), with the positions of
+//     the superpeers nearby;
 //   - pings (the coordinate ping of rtt.go, the least of three, whose
 //     answer carries the answerer's coordinate): the machine's
 //     GeoReady.Pings, each answered by node.PingDone with that
@@ -64,7 +70,7 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/9.0.0": a frameAttach of one
+//   - attach "/superpeer/<network>/attach/10.0.0": a frameAttach of one
 //     byte of what the member says of itself (attachPrivate: it is
 //     private, attachFlapping: it flaps, attachLeaving: it attached to
 //     another superpeer, let it go; other bits refused), then the
@@ -78,22 +84,30 @@ import (
 //     it named, then, optionally, the member's next superpeer (a peer ID:
 //     a uvarint length, at most pb.MaxIDLen, and the ID's bytes) and its
 //     RTT to it (a uvarint as above); answered by a frameAnswer of 1 byte
-//     (1 accepted, 0 refused) followed, when accepted, by the cluster: a uvarint count
-//     (at most pb.MaxIDs) of peer IDs, each a uvarint length (at most
-//     pb.MaxIDLen) and the ID's bytes, the superpeer first (appendIDs,
-//     readIDs), then the candidates of the search in the same form
-//     (none: a count of 0), then some members' coordinates: a uvarint
-//     count (at most maxAttachCoords) of a peer ID (as above) and its
-//     coordinate (appendCoord), then the peers of the cluster that said
-//     they are private or flapping (node.GeoAnswer.Demoted), as the
-//     cluster (each must be in it), then one byte (1: the superpeer
-//     surveys a new network, node.GeoAnswer.Surveying; 0: it does not;
-//     other values refused) and the holders its survey named, by token
-//     number (node.GeoAnswer.Placement: a count of at most
-//     maxPlacement, then the IDs as the cluster's; an empty ID: none
-//     named for that token). Members learn their cluster-mates
-//     from it, for elections, some of their coordinates, and which mates
-//     rank last and take no token;
+//     (1 accepted, 0 refused) followed, when accepted, by the cluster: a
+//     uvarint count (at most pb.MaxIDs) of peer IDs, each a uvarint length
+//     (at most pb.MaxIDLen) and the ID's bytes, the superpeer first
+//     (appendIDs, readIDs), then the candidates of the search in the same
+//     form (none: a count of 0), then some members' coordinates: a
+//     uvarint count (at most maxAttachCoords) of a peer ID (as above) and
+//     its coordinate (appendCoord), then the peers of the cluster that
+//     said they are private or flapping (node.GeoAnswer.Demoted), as the
+//     cluster (each must be in it), then the superpeers nearby
+//     (node.GeoAnswer.Nearby, appendNearby): a uvarint count (at most
+//     maxNearby) of a peer ID, a token number (uvarint, below
+//     gossip.MaxTokens), its sequence (uvarint), a coordinate
+//     (appendCoord), one byte (1: a superpeer, 0: not; other values
+//     refused) and a load (uvarint, at most maxNearbyLoad), the
+//     superpeer's own position first, then the order to take a missing
+//     token (node.GeoAnswer.Rehome, appendRehome): one byte, 0 none, 1 an
+//     order (other values refused), which is the token (number and
+//     sequence, as above), the holder it replaces (a peer ID, or a single
+//     0 byte: none) and one byte (1: the superpeer's survey named this
+//     member, 0: not; other values refused). Members learn their
+//     cluster-mates from it, for elections, some of their coordinates,
+//     which mates rank last and take no token, and what they no longer
+//     hear on the backbone: the superpeers to ask next, and the missing
+//     tokens to take;
 //   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
 //     (the peer checked), answered by a frameAnswer of 8 bytes (the RTT
 //     this node measures to it, nanoseconds, big-endian: the machine's,
@@ -113,7 +127,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/9.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/10.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -150,8 +164,9 @@ func geoConfig(cfg Config) (node.GeoConfig, error) {
 
 // geo is the geometric strategy's I/O.
 type geo struct {
-	n                       *Node
-	feed                    *gossip.Geo
+	n *Node
+	// feeds are the token topics the node hears (geotopics.go).
+	feeds                   *geoFeeds
 	tokenProto, attachProto protocol.ID
 	vouchProto              protocol.ID
 	tokens                  int             // S: token numbers at or above are refused
@@ -182,10 +197,12 @@ func (n *Node) startGeo(ctx context.Context) error {
 	// this node) signed get in before anyone else (hostile-peer audit,
 	// finding B: a flood of reports under fresh keys was all kept, and
 	// all of it went to the machine with every feed).
-	g.feed, err = gossip.JoinGeo(ps, n.self, gossip.GeoConfig{
+	// The same bounds hold on every token topic, the backbone's and the
+	// clusters' (geotopics.go).
+	g.feeds, err = joinGeoFeeds(ps, n.self, gossip.GeoConfig{
 		Network: n.cfg.Network, Interval: n.cfg.AnnounceInterval, MinGap: n.cfg.AnnounceInterval, Logger: n.log,
 		Rejected: n.gossipRejected("geo"), Tokens: n.cfg.Target.Superpeers, Protect: g.protect,
-	})
+	}, n.log)
 	if err != nil {
 		return err
 	}
@@ -219,23 +236,31 @@ func (g *geo) stepFeed(m *node.Machine, now time.Time, feed node.GeoFeed) {
 	g.believed.Store(&b)
 }
 
-// input is what gossip says now, for the machine.
+// input is what gossip says now, for the machine: the reports heard on
+// the token topics the node hears, one per holder.
 func (g *geo) input() node.GeoFeed {
 	in := node.GeoFeed{Connected: g.n.host.Network().Peers()}
-	for _, tp := range g.feed.Reports() {
+	for _, tp := range g.feeds.reports() {
 		in.Tokens = append(in.Tokens, node.TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: tp.Superpeer, Load: tp.Load,
 			Giver: tp.Giver, Summary: tp.Summary})
 	}
 	return in
 }
 
-// carryOut does the geometric part of a Ready: publish, then start the
-// pings, passes and attach requests, each in its own goroutine, whose
-// answer comes back to the machine (always, even when the node stops: see
-// leave).
+// carryOut does the geometric part of a Ready: publish on the token
+// topics the node hears, then join and leave topics as the machine says
+// (a release goes out before the node leaves the backbone; a new topic
+// gets the node's report at once), then start the pings, passes and
+// attach requests, each in its own goroutine, whose answer comes back to
+// the machine (always, even when the node stops: see leave).
 func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 	n := g.n
 	g.publish(ctx, rd.Tokens)
+	if rd.Topics != nil {
+		g.feeds.set(ctx, *rd.Topics)
+	} else {
+		g.feeds.retry(ctx)
+	}
 	if st := rd.State; st != nil {
 		next := State{Self: n.self, S: st.S, Members: st.Members, Role: st.Role, Coord: st.Coord, Token: st.Token, Prefix: st.Prefix}
 		if st.Superpeer != "" {
@@ -266,7 +291,7 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		go func() {
 			defer n.wg.Done()
 			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p], rd.AttachSecond)
-			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Surveying: a.Surveying, Placement: a.Placement, Err: err})
+			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Nearby: a.Nearby, Rehome: a.Rehome, Err: err})
 		}()
 	}
 	for _, p := range rd.Detach {
@@ -339,12 +364,13 @@ func (g *geo) handleVouch(s network.Stream) {
 	})
 }
 
-// publish publishes the machine's token reports, in order.
+// publish publishes the machine's token reports, in order, on every token
+// topic the node hears.
 func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 	for _, r := range reports {
 		var err error
 		if r.None {
-			err = g.feed.SetToken(ctx, nil)
+			err = g.feeds.publish(ctx, nil)
 		} else {
 			tp := &gossip.TokenPos{Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer,
 				Load: r.Load, Capacity: r.Capacity, Released: r.Released, Summary: r.Summary}
@@ -352,7 +378,7 @@ func (g *geo) publish(ctx context.Context, reports []node.TokenReport) {
 				tp.Link, err = gossip.UnmarshalLink(r.Link)
 			}
 			if err == nil {
-				err = g.feed.SetToken(ctx, tp)
+				err = g.feeds.publish(ctx, tp)
 			}
 		}
 		if err != nil && ctx.Err() == nil {
@@ -481,7 +507,8 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 // readAttachYes reads superpeer p's yes to an attach request (after its
 // first byte): the cluster, which must start with p, the candidates, the
 // coordinates and the demoted members, each of which must be in the
-// cluster.
+// cluster, then the superpeers nearby, which must start with p if any, and
+// the order to take a missing token, if any.
 func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 	a, err := decodeAll(b, func(r *bufio.Reader) (node.GeoAnswer, error) {
 		var a node.GeoAnswer
@@ -498,15 +525,11 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 		if a.Demoted, err = readIDs(r); err != nil {
 			return a, err
 		}
-		surveying, err := r.ReadByte()
-		if err != nil || surveying > 1 {
-			return a, fmt.Errorf("survey byte %d: %v", surveying, err)
-		}
-		a.Surveying = surveying == 1
-		if a.Placement, err = readPlacement(r); err != nil {
+		if a.Nearby, err = readNearby(r); err != nil {
 			return a, err
 		}
-		return a, nil
+		a.Rehome, err = readRehome(r)
+		return a, err
 	})
 	if err == nil && (len(a.Cluster) == 0 || a.Cluster[0] != p) {
 		err = fmt.Errorf("%w: attach: the cluster list does not start with its superpeer", errWire)
@@ -515,6 +538,9 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 		if err == nil && !slices.Contains(a.Cluster, d) {
 			err = fmt.Errorf("%w: attach: demoted peer %s not in the cluster", errWire, d)
 		}
+	}
+	if err == nil && len(a.Nearby) > 0 && a.Nearby[0].Holder != p {
+		err = fmt.Errorf("%w: attach: the superpeers nearby do not start with the superpeer", errWire)
 	}
 	if err != nil {
 		return node.GeoAnswer{}, err
@@ -526,50 +552,147 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 // appendAttachYes is readAttachYes' writer (after the first byte).
 func appendAttachYes(b []byte, a node.GeoAnswer) []byte {
 	b = appendIDs(appendCoords(appendIDs(appendIDs(b, a.Cluster), a.Candidates), a.Coords), a.Demoted)
-	surveying := byte(0)
-	if a.Surveying {
-		surveying = 1
-	}
-	return appendPlacement(append(b, surveying), a.Placement)
+	return appendRehome(appendNearby(b, a.Nearby), a.Rehome)
 }
 
-// maxPlacement bounds a survey's placement: one holder per token, and no
-// network carries more tokens than gossip.MaxTokens.
-const maxPlacement = gossip.MaxTokens
+// maxNearby bounds the superpeers nearby in an attach answer: the
+// superpeer itself, the machine's geoNearby (6) nearest others and
+// geoNearbyRotate (2) more.
+const maxNearby = 9
 
-// readPlacement reads a survey's placement: a uvarint count (at most
-// maxPlacement) of peer IDs, each as readID reads it or a single 0 (no
-// holder named for that token).
-func readPlacement(r *bufio.Reader) ([]peer.ID, error) {
+// maxNearbyLoad bounds the load of a superpeer nearby: no cluster list
+// holds more than pb.MaxIDs peers.
+const maxNearbyLoad = pb.MaxIDs
+
+// readNearby reads the superpeers nearby (node.GeoAnswer.Nearby): a
+// uvarint count (at most maxNearby) of a peer ID (readID), a token number
+// (uvarint, below gossip.MaxTokens), the token's sequence (uvarint), a
+// coordinate (readCoord), one byte (1: a superpeer, 0: not; other values
+// refused) and a load (uvarint, at most maxNearbyLoad).
+func readNearby(r *bufio.Reader) ([]node.TokenPos, error) {
 	n, err := binary.ReadUvarint(r)
-	if err != nil || n > maxPlacement {
-		return nil, fmt.Errorf("placement count %d: %v", n, err)
+	if err != nil || n > maxNearby {
+		return nil, fmt.Errorf("nearby count %d: %v", n, err)
 	}
-	var out []peer.ID
+	out := make([]node.TokenPos, 0, n)
 	for range n {
-		if b, _ := r.Peek(1); len(b) == 1 && b[0] == 0 {
-			r.ReadByte()
-			out = append(out, "")
-			continue
-		}
-		id, err := readID(r)
-		if err != nil {
+		var tp node.TokenPos
+		if tp.Holder, err = readID(r); err != nil {
 			return nil, err
 		}
-		out = append(out, id)
+		if tp.Token, err = readToken(r); err != nil {
+			return nil, err
+		}
+		if tp.Coord, err = readCoord(r); err != nil {
+			return nil, err
+		}
+		if tp.Superpeer, err = readFlag(r, "nearby superpeer"); err != nil {
+			return nil, err
+		}
+		load, err := binary.ReadUvarint(r)
+		if err != nil || load > maxNearbyLoad {
+			return nil, fmt.Errorf("nearby load %d: %v", load, err)
+		}
+		tp.Load = int(load)
+		out = append(out, tp)
 	}
 	return out, nil
 }
 
-// appendPlacement is readPlacement's writer.
-func appendPlacement(b []byte, ids []peer.ID) []byte {
-	ids = ids[:min(len(ids), maxPlacement)]
-	b = binary.AppendUvarint(b, uint64(len(ids)))
-	for _, id := range ids {
-		b = binary.AppendUvarint(b, uint64(len(id)))
-		b = append(b, id...)
+// appendNearby is readNearby's writer; the Giver and the Summary are not
+// sent. An entry without a coordinate is left out (none at all if the
+// first, the superpeer's own, has none: the reader wants it first).
+func appendNearby(b []byte, ps []node.TokenPos) []byte {
+	if len(ps) > 0 && ps[0].Coord == nil {
+		ps = nil
+	}
+	ps = slices.DeleteFunc(slices.Clone(ps), func(tp node.TokenPos) bool { return tp.Coord == nil })
+	ps = ps[:min(len(ps), maxNearby)]
+	b = binary.AppendUvarint(b, uint64(len(ps)))
+	for _, tp := range ps {
+		b = appendID(b, tp.Holder)
+		b = appendToken(b, tp.Token)
+		b = appendCoord(b, tp.Coord)
+		super := byte(0)
+		if tp.Superpeer {
+			super = 1
+		}
+		b = binary.AppendUvarint(append(b, super), uint64(min(max(tp.Load, 0), maxNearbyLoad)))
 	}
 	return b
+}
+
+// readToken reads a token: its number (uvarint, below gossip.MaxTokens;
+// the machine checks it against the network's S) and its sequence
+// (uvarint).
+func readToken(r *bufio.Reader) (geometric.Token, error) {
+	num, err := binary.ReadUvarint(r)
+	if err != nil || num >= gossip.MaxTokens {
+		return geometric.Token{}, fmt.Errorf("token number %d: %v", num, err)
+	}
+	seq, err := binary.ReadUvarint(r)
+	if err != nil {
+		return geometric.Token{}, fmt.Errorf("token sequence: %v", err)
+	}
+	return geometric.Token{Num: int(num), Seq: seq}, nil
+}
+
+// appendToken is readToken's writer.
+func appendToken(b []byte, t geometric.Token) []byte {
+	return binary.AppendUvarint(binary.AppendUvarint(b, uint64(max(t.Num, 0))), t.Seq)
+}
+
+// readRehome reads an order to take a missing token
+// (node.GeoAnswer.Rehome): one byte, 0 (none: nothing follows) or 1 (other
+// values refused), then the token (readToken), the holder it replaces (a
+// peer ID as readID reads it, or a single 0 byte: none) and one byte, 1 if
+// the superpeer's survey named this member, else 0 (other values
+// refused).
+func readRehome(r *bufio.Reader) (*node.RehomeOrder, error) {
+	some, err := readFlag(r, "rehome")
+	if err != nil || !some {
+		return nil, err
+	}
+	var o node.RehomeOrder
+	if o.Token, err = readToken(r); err != nil {
+		return nil, err
+	}
+	if b, _ := r.Peek(1); len(b) == 1 && b[0] == 0 {
+		_, _ = r.ReadByte()
+	} else if o.Replaced, err = readID(r); err != nil {
+		return nil, err
+	}
+	if o.Survey, err = readFlag(r, "rehome survey"); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// readFlag reads a byte that must be 0 (false) or 1 (true): another value
+// is malformed (errWire), no byte is the reader's error.
+func readFlag(r *bufio.Reader, what string) (bool, error) {
+	b, err := r.ReadByte()
+	if err != nil {
+		return false, fmt.Errorf("%s byte: %w", what, err)
+	}
+	if b > 1 {
+		return false, fmt.Errorf("%w: %s byte %d, want 0 or 1", errWire, what, b)
+	}
+	return b == 1, nil
+}
+
+// appendRehome is readRehome's writer.
+func appendRehome(b []byte, o *node.RehomeOrder) []byte {
+	if o == nil {
+		return append(b, 0)
+	}
+	b = appendToken(append(b, 1), o.Token)
+	b = appendID(b, o.Replaced)
+	survey := byte(0)
+	if o.Survey {
+		survey = 1
+	}
+	return append(b, survey)
 }
 
 // readAttachRequest reads an attach request from a member: attachFlags'
@@ -678,8 +801,7 @@ func appendCoords(b []byte, cs []node.PeerCoord) []byte {
 	cs = cs[:min(len(cs), maxAttachCoords)]
 	b = binary.AppendUvarint(b, uint64(len(cs)))
 	for _, pc := range cs {
-		b = binary.AppendUvarint(b, uint64(len(pc.ID)))
-		b = append(b, pc.ID...)
+		b = appendID(b, pc.ID)
 		b = appendCoord(b, pc.Coord)
 	}
 	return b
@@ -732,8 +854,7 @@ func readSecond(r *bufio.Reader) (node.PeerRTT, error) {
 
 // appendSecond is readSecond's writer.
 func appendSecond(b []byte, s node.PeerRTT) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s.Peer)))
-	b = append(b, s.Peer...)
+	b = appendID(b, s.Peer)
 	return binary.AppendUvarint(b, uint64(min(max(s.RTT, 1), geometric.MaxRTT)))
 }
 
@@ -773,10 +894,14 @@ func readIDs(r *bufio.Reader) ([]peer.ID, error) {
 func appendIDs(b []byte, ids []peer.ID) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
-		b = binary.AppendUvarint(b, uint64(len(id)))
-		b = append(b, id...)
+		b = appendID(b, id)
 	}
 	return b
+}
+
+// appendID is readID's writer: a uvarint length and the ID's bytes.
+func appendID(b []byte, id peer.ID) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(id))), id...)
 }
 
 // handleAttach answers an attach request with the machine's decision
@@ -847,7 +972,7 @@ func (g *geo) close() error {
 	g.n.host.RemoveStreamHandler(g.attachProto)
 	g.n.host.RemoveStreamHandler(g.vouchProto)
 	g.n.host.RemoveStreamHandler(coordPingProtocol(g.n.cfg.Network))
-	return g.feed.Close()
+	return g.feeds.close()
 }
 
 // GeoSwaps counts the superpeer's roles this node handed over by the

@@ -110,6 +110,13 @@ func mocknetHosts(t *testing.T, n int, latency time.Duration) []host.Host {
 // in the order of their seeds.
 func mocknetHostsWith(t *testing.T, n int, latency func(i, j int) time.Duration) []host.Host {
 	t.Helper()
+	_, hs := mocknetWith(t, n, latency)
+	return hs
+}
+
+// mocknetWith is mocknetHostsWith that returns the mocknet too.
+func mocknetWith(t *testing.T, n int, latency func(i, j int) time.Duration) (mocknet.Mocknet, []host.Host) {
+	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { _ = mn.Close() })
 	hs := make([]host.Host, n)
@@ -131,7 +138,7 @@ func mocknetHostsWith(t *testing.T, n int, latency func(i, j int) time.Duration)
 			l.SetOptions(mocknet.LinkOptions{Latency: latency(i, j)})
 		}
 	}
-	return hs
+	return mn, hs
 }
 
 // TestGeometricDistrustsLiar: a node checks the coordinate a peer claims
@@ -461,11 +468,12 @@ func TestGeoProtect(t *testing.T) {
 // TestGeometricSurveyLive: a new network of eight nodes on mocknet with
 // three tokens. The first superpeer surveys its members over the real
 // attach protocol (landmarks in its answers, the members' reports in
-// their requests), names the holders of tokens 1 and 2 in its answers,
-// and the members it named take them: the survey's flag and placement
-// go through the wire and the shell to the members' machines.
+// their requests), orders the members its survey named to take tokens 1
+// and 2 in its answers (GeoAnswer.Rehome, Survey set), and they take
+// them: the order goes through the wire and the shell to the members'
+// machines.
 func TestGeometricSurveyLive(t *testing.T) {
-	notes := &noteCounter{want: []string{"geometric: survey done; naming the tokens' holders", "geometric: took the token the survey named"}}
+	notes := &noteCounter{want: []string{"geometric: survey done; naming the tokens' holders", "geometric: took a missing token our superpeer named us for"}}
 	nodes := mocknetNodes(t, 8, func(int) []Option {
 		return []Option{
 			WithLogger(slog.New(notes)), WithStrategy(StrategyGeometric),
@@ -474,13 +482,13 @@ func TestGeometricSurveyLive(t *testing.T) {
 		}
 	})
 	deadline := time.Now().Add(2 * time.Minute) // against hangs only
-	for notes.count(notes.want[0]) == 0 || notes.count(notes.want[1]) < 2 {
+	for notes.count(notes.want[0]) == 0 || notes.count(notes.want[1]+surveyNamed) < 2 {
 		if time.Now().After(deadline) {
 			for _, n := range nodes {
 				s := n.State()
 				t.Logf("%s: %s, token %d", n.ID().ShortString(), s.Role, s.Token)
 			}
-			t.Fatalf("surveys done %d, tokens taken as named %d; want 1 and 2", notes.count(notes.want[0]), notes.count(notes.want[1]))
+			t.Fatalf("surveys done %d, tokens taken as the survey named %d; want 1 and 2", notes.count(notes.want[0]), notes.count(notes.want[1]+surveyNamed))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -515,7 +523,8 @@ func TestGeometricDetachLive(t *testing.T) {
 }
 
 // noteCounter is a slog handler that counts the records whose message is
-// one of want.
+// one of want; those with an attribute "survey" that is true are counted
+// under the message followed by surveyNamed too.
 type noteCounter struct {
 	want []string
 	mu   sync.Mutex
@@ -527,15 +536,29 @@ func (c *noteCounter) WithAttrs([]slog.Attr) slog.Handler       { return c }
 func (c *noteCounter) WithGroup(string) slog.Handler            { return c }
 func (c *noteCounter) Handle(_ context.Context, r slog.Record) error {
 	if slices.Contains(c.want, r.Message) {
+		survey := false
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "survey" && a.Value.Kind() == slog.KindBool && a.Value.Bool() {
+				survey = true
+			}
+			return true
+		})
 		c.mu.Lock()
 		if c.seen == nil {
 			c.seen = map[string]int{}
 		}
 		c.seen[r.Message]++
+		if survey {
+			c.seen[r.Message+surveyNamed]++
+		}
 		c.mu.Unlock()
 	}
 	return nil
 }
+
+// surveyNamed follows a message in noteCounter's counts of the records
+// whose "survey" attribute is true.
+const surveyNamed = " (survey)"
 
 func (c *noteCounter) count(msg string) int {
 	c.mu.Lock()

@@ -3,6 +3,7 @@ package overlay
 import (
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/geometric"
+	"github.com/superpeer/superpeer/gossip"
 	"github.com/superpeer/superpeer/overlay/node"
 )
 
@@ -59,27 +61,104 @@ func TestAttachFlags(t *testing.T) {
 	}
 }
 
-// An attach yes with a survey: the flag and the placement (an empty ID
-// for a token none was named for) round-trip; a flag byte other than 0
-// or 1, a placement of more than maxPlacement entries, a truncated one
-// and trailing bytes are refused.
-func TestAttachYesSurvey(t *testing.T) {
-	ids := testIDs(t, 3)
-	yes := node.GeoAnswer{Yes: true, Cluster: []peer.ID{ids[0], ids[1]}, Surveying: true, Placement: []peer.ID{ids[0], "", ids[2]}}
-	got, err := readAttachYes(ids[0], appendAttachYes(nil, yes))
-	if err != nil || !got.Surveying || !slices.Equal(got.Placement, yes.Placement) {
-		t.Fatalf("round trip: %+v, %v; want surveying, placement %v", got, err, yes.Placement)
+// An attach yes with what the superpeer relays: the superpeers nearby
+// (its own position first) and an order to take a missing token, with and
+// without the holder it replaces, round-trip; so does a yes with neither.
+// Nearby not starting with the superpeer, a superpeer byte, a rehome byte
+// or a survey byte other than 0 or 1, more than maxNearby entries, a token
+// number at gossip.MaxTokens, a load above maxNearbyLoad, a coordinate
+// geometric.Valid refuses, a truncated answer and trailing bytes are
+// refused.
+func TestAttachYesNearby(t *testing.T) {
+	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
+	if err != nil {
+		t.Fatal(err)
 	}
-	head := appendIDs(appendCoords(appendIDs(appendIDs(nil, yes.Cluster), nil), nil), nil)
-	for name, b := range map[string][]byte{
-		"flag 2":            appendPlacement(append(slices.Clone(head), 2), nil),
-		"no flag":           head,
-		"placement too big": binary.AppendUvarint(append(slices.Clone(head), 0), maxPlacement+1),
-		"truncated":         appendPlacement(append(slices.Clone(head), 0), []peer.ID{ids[1]})[:len(head)+4],
-		"trailing":          append(appendPlacement(append(slices.Clone(head), 0), nil), 0),
+	co := client.Coordinate()
+	ids := testIDs(t, 4)
+	sp := ids[0]
+	near := []node.TokenPos{
+		{Holder: sp, Token: geometric.Token{Num: 2, Seq: 3<<32 | 1}, Coord: co, Superpeer: true, Load: 3},
+		{Holder: ids[2], Token: geometric.Token{Num: 0, Seq: 1 << 32}, Coord: co, Superpeer: true, Load: 0},
+		{Holder: ids[3], Token: geometric.Token{Num: 4095, Seq: 7}, Coord: co, Load: maxNearbyLoad},
+	}
+	base := node.GeoAnswer{Yes: true, Cluster: []peer.ID{sp, ids[1]}}
+	for name, c := range map[string]struct {
+		nearby []node.TokenPos
+		rehome *node.RehomeOrder
+	}{
+		"neither":                       {},
+		"nearby":                        {nearby: near},
+		"rehome":                        {nearby: near[:1], rehome: &node.RehomeOrder{Token: geometric.Token{Num: 1, Seq: 2 << 32}, Replaced: ids[3]}},
+		"rehome, none replaced, survey": {nearby: near, rehome: &node.RehomeOrder{Token: geometric.Token{Num: 3, Seq: 1 << 32}, Survey: true}},
 	} {
-		if _, err := readAttachYes(ids[0], b); err == nil {
+		yes := base
+		yes.Nearby, yes.Rehome = c.nearby, c.rehome
+		got, err := readAttachYes(sp, appendAttachYes(nil, yes))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(got.Nearby) != len(yes.Nearby) || len(yes.Nearby) > 0 && !reflect.DeepEqual(got.Nearby, yes.Nearby) ||
+			!reflect.DeepEqual(got.Rehome, yes.Rehome) || !slices.Equal(got.Cluster, yes.Cluster) {
+			t.Errorf("%s: round trip read nearby %+v, rehome %+v; want %+v, %+v", name, got.Nearby, got.Rehome, yes.Nearby, yes.Rehome)
+		}
+	}
+
+	head := appendIDs(appendCoords(appendIDs(appendIDs(nil, base.Cluster), nil), nil), nil)
+	yesWith := func(nearby []node.TokenPos, rehome *node.RehomeOrder) []byte {
+		return appendRehome(appendNearby(slices.Clone(head), nearby), rehome)
+	}
+	// entry is a nearby entry of sp with the given superpeer byte and load.
+	entry := func(super byte, load uint64) []byte {
+		b := binary.AppendUvarint(nil, uint64(len(sp)))
+		b = appendCoord(appendToken(append(b, sp...), near[0].Token), co)
+		return binary.AppendUvarint(append(b, super), load)
+	}
+	rehome := yesWith(nil, &node.RehomeOrder{Token: geometric.Token{Num: 1, Seq: 2 << 32}, Replaced: ids[3], Survey: true})
+	bad := co.Clone()
+	bad.Vec[0] = 1e9
+	tooMany := slices.Repeat(near[:1], maxNearby+1)
+	for name, b := range map[string][]byte{
+		"nearby not starting with the superpeer": yesWith(near[1:], nil),
+		"too many nearby":                        append(append(binary.AppendUvarint(slices.Clone(head), maxNearby+1), slices.Repeat(entry(1, 0), maxNearby+1)...), 0),
+		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0),
+		"load above the bound":                   append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(1, maxNearbyLoad+1)...), 0),
+		"token number at MaxTokens":              yesWith([]node.TokenPos{{Holder: sp, Token: geometric.Token{Num: gossip.MaxTokens}, Coord: co}}, nil),
+		"invalid coordinate":                     yesWith([]node.TokenPos{{Holder: sp, Coord: bad}}, nil),
+		"no rehome byte":                         appendNearby(slices.Clone(head), nil),
+		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2),
+		"survey byte 2":                          append(rehome[:len(rehome)-1:len(rehome)-1], 2),
+		"rehome truncated":                       rehome[:len(rehome)-1],
+		"rehome of token MaxTokens":              yesWith(nil, &node.RehomeOrder{Token: geometric.Token{Num: gossip.MaxTokens}}),
+		"trailing":                               append(yesWith(near, nil), 0),
+	} {
+		if _, err := readAttachYes(sp, b); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+	// appendNearby never writes more than maxNearby.
+	if a, err := readAttachYes(sp, yesWith(tooMany, nil)); err != nil || len(a.Nearby) != maxNearby {
+		t.Errorf("a yes written with %d nearby: %d read, %v; want %d", len(tooMany), len(a.Nearby), err, maxNearby)
+	}
+	// An entry without a coordinate is not written; without the
+	// superpeer's own, none is.
+	for _, c := range []struct {
+		nearby []node.TokenPos
+		want   int
+	}{{[]node.TokenPos{near[0], {Holder: ids[2]}, near[2]}, 2}, {[]node.TokenPos{{Holder: sp}, near[1]}, 0}} {
+		if a, err := readAttachYes(sp, yesWith(c.nearby, nil)); err != nil || len(a.Nearby) != c.want {
+			t.Errorf("nearby %+v written and read as %+v, %v; want %d entries", c.nearby, a.Nearby, err, c.want)
+		}
+	}
+	// The value refusals are malformed (struck), as the list's first entry.
+	for name, b := range map[string][]byte{
+		"nearby not starting with the superpeer": yesWith(near[1:], nil),
+		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0),
+		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2),
+	} {
+		if _, err := readAttachYes(sp, b); !errors.Is(err, errWire) {
+			t.Errorf("%s: %v, want a wire error", name, err)
 		}
 	}
 }

@@ -94,7 +94,7 @@ const (
 const (
 	maxDHTMessage    = 64 << 10 // a FIND_NODE answer of 20 peers is a few KiB; a record at most 10 KiB
 	maxPubSubMessage = 64 << 10 // the overlay's messages are at most 8 KiB; GossipSub splits larger RPCs
-	maxSubscriptions = 64       // in one RPC: the overlay has three topics
+	maxSubscriptions = 64       // in one RPC: a node subscribes to two of the overlay's topics at most
 	frameDeadline    = 10 * time.Second
 )
 
@@ -451,28 +451,40 @@ func (s *framedStream) refuse(err error) error {
 
 // pubsubOptions bound what GossipSub keeps and reads for others, on the
 // router the node runs (not on an application's, WithPubSub): it tracks
-// subscriptions to the overlay's topics only, refuses an RPC of more than
-// maxSubscriptions subscriptions (a strike: the overlay has three), and
-// reads RPCs of maxPubSubMessage at most (and splits its own to fit).
+// subscriptions to the overlay's topics only (with the geometric strategy,
+// the cluster topics of the network's S tokens among them), refuses an RPC
+// of more than maxSubscriptions subscriptions (a strike: a node subscribes
+// to two of the overlay's topics at most), and reads RPCs of
+// maxPubSubMessage at most (and splits its own to fit).
 func (n *Node) pubsubOptions() []pubsub.Option {
-	return []pubsub.Option{
-		pubsub.WithMaxMessageSize(maxPubSubMessage),
-		pubsub.WithSubscriptionFilter(&topicFilter{n: n, allow: map[string]bool{
-			gossip.MembershipTopic(n.cfg.Network): true, gossip.TokenTopic(n.cfg.Network): true,
-			gossip.BackboneTopic(n.cfg.Network): true,
-		}}),
+	f := &topicFilter{n: n, network: n.cfg.Network, allow: map[string]bool{
+		gossip.MembershipTopic(n.cfg.Network): true, gossip.TokenTopic(n.cfg.Network): true,
+		gossip.BackboneTopic(n.cfg.Network): true,
+	}}
+	if n.cfg.Strategy == StrategyGeometric {
+		f.clusters = n.cfg.Target.Superpeers
 	}
+	return []pubsub.Option{pubsub.WithMaxMessageSize(maxPubSubMessage), pubsub.WithSubscriptionFilter(f)}
 }
 
-// topicFilter is GossipSub's subscription filter of pubsubOptions.
+// topicFilter is GossipSub's subscription filter of pubsubOptions: the
+// topics allowed, and the cluster topics of tokens below clusters.
 type topicFilter struct {
-	n     *Node
-	allow map[string]bool
+	n        *Node
+	network  string
+	allow    map[string]bool
+	clusters int
 }
 
 var errSubscriptions = fmt.Errorf("%w: too many subscriptions", errWire)
 
-func (f *topicFilter) CanSubscribe(topic string) bool { return f.allow[topic] }
+func (f *topicFilter) CanSubscribe(topic string) bool {
+	if f.allow[topic] {
+		return true
+	}
+	num, ok := gossip.ClusterTopicToken(f.network, topic)
+	return ok && num < f.clusters
+}
 
 func (f *topicFilter) FilterIncomingSubscriptions(from peer.ID, subs []*pubsubpb.RPC_SubOpts) ([]*pubsubpb.RPC_SubOpts, error) {
 	if len(subs) > maxSubscriptions {

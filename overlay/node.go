@@ -250,13 +250,15 @@ func (n *Node) pubSub() (*pubsub.PubSub, error) {
 // and their IWANTs re-sent messages that overloaded validation queues had
 // dropped, a loop that kept the overlay from converging. No topic of the
 // swarm has N publishers any more (the backbone's and the tokens topic's
-// are the S superpeers), but every geometric peer subscribes to the
+// are the S superpeers), but every geometric peer subscribed to the
 // tokens topic, and with the default factor it would send IHAVE gossip
 // to a quarter of its connected subscribers every heartbeat: a cost of an
 // ordinary peer that grows with the swarm, up to the connection manager's
 // bound (with the default factor an ordinary geometric peer's gossip was
 // 3.6 KB/s at 32 nodes and 9.6 KB/s at 64, against 4.0 and 7.5 with 0;
-// one run each, TestLiveScaleGeometric). The price is the v1.1 defence against an eclipse
+// one run each, TestLiveScaleGeometric). Members now read their
+// cluster's token topic instead (geotopics.go); the factor was not
+// measured again since. The price is the v1.1 defence against an eclipse
 // by many Sybils, which the factor exists for; the mesh and flood
 // publishing still deliver.
 func gossipSubParams() pubsub.GossipSubParams {

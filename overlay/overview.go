@@ -450,8 +450,8 @@ func (n *Node) overview() Overview {
 		}
 	} else {
 		// The other clusters: the superpeers of the token reports.
-		coords := n.geo.feed.Coords()
-		for _, tp := range n.geo.feed.Tokens() {
+		coords := n.geo.feeds.coords()
+		for _, tp := range n.geo.feeds.tokens() {
 			if !tp.Superpeer || tp.Holder == sp {
 				continue
 			}

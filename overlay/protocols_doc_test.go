@@ -383,7 +383,14 @@ func protocolsVectors(t *testing.T) []wireVector {
 	// A tells B it attached to another superpeer (node.GeoReady.Detach).
 	attachRequest("attach-request-leaving", appendCoord([]byte{attachFlags(false, false) | attachLeaving}, coord),
 		node.AttachAsked{From: a, Coord: coord, Leaving: true})
-	yes := node.GeoAnswer{Cluster: []peer.ID{b, a}, Candidates: []peer.ID{a}, Coords: []node.PeerCoord{{ID: a, Coord: coord}}, Demoted: []peer.ID{a}, Placement: []peer.ID{b, "", a}}
+	// B relays its own position and C's, and orders A to take token 2,
+	// which C held last.
+	yes := node.GeoAnswer{Cluster: []peer.ID{b, a}, Candidates: []peer.ID{a}, Coords: []node.PeerCoord{{ID: a, Coord: coord}}, Demoted: []peer.ID{a},
+		Nearby: []node.TokenPos{
+			{Holder: b, Token: geometric.Token{Num: 1, Seq: 1<<32 | 2}, Coord: coord, Superpeer: true, Load: 3},
+			{Holder: c, Token: geometric.Token{Num: 0, Seq: 1 << 32}, Coord: coord, Superpeer: true, Load: 5},
+		},
+		Rehome: &node.RehomeOrder{Token: geometric.Token{Num: 2, Seq: 2 << 32}, Replaced: c}}
 	add("attach-response-yes", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), yes)), func(doc []byte) error {
 		p, err := docUnframe(doc, frameAnswer)
 		if err != nil {
@@ -492,6 +499,7 @@ func protocolsVectors(t *testing.T) []wireVector {
 	fmt.Fprintln(&ids, dhtProtocol(nw))
 	fmt.Fprintln(&ids, gossip.BackboneTopic(nw))
 	fmt.Fprintln(&ids, gossip.TokenTopic(nw))
+	fmt.Fprintln(&ids, strings.TrimSuffix(gossip.ClusterTopic(nw, 0), "0")+"<token>")
 	fmt.Fprintln(&ids, gossip.MembershipTopic(nw))
 	fmt.Fprintln(&ids, RendezvousNamespace(nw))
 	add("protocol-ids", "text", []byte(ids.String()), nil)

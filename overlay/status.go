@@ -320,7 +320,7 @@ func (n *Node) rttToSuperpeer(st State) (time.Duration, string, bool) {
 		return d, "peerstore", true
 	}
 	if n.geo != nil && st.Coord != nil {
-		if c, ok := n.geo.feed.Coord(sp); ok && st.Coord.IsCompatibleWith(c) {
+		if c, ok := n.geo.feeds.coord(sp); ok && st.Coord.IsCompatibleWith(c) {
 			return time.Duration(geometric.Distance(st.Coord, c) * float64(time.Second)), "coordinates", true
 		}
 	}
@@ -371,10 +371,10 @@ func (n *Node) peerStatuses(st State) []PeerStatus {
 		}
 	}
 	if n.geo != nil {
-		for p, c := range n.geo.feed.Coords() {
+		for p, c := range n.geo.feeds.coords() {
 			get(p).Coord = coordOf(c)
 		}
-		for _, tp := range n.geo.feed.Tokens() {
+		for _, tp := range n.geo.feeds.tokens() {
 			if tp.Superpeer {
 				get(tp.Holder).Role = RoleSuperpeer
 			}
@@ -511,7 +511,7 @@ const ObserveEvery = time.Second
 //	superpeer_coordinates_distrusted_total           claimed coordinates that disagreed with the measured RTT (geometric)
 //	superpeer_coordinates_checked_total              claimed coordinates checked: the denominator (geometric)
 //	superpeer_gossip_messages_total{topic,decision}  other peers' topic messages by validator decision
-//	                                                 (DHT: backbone; geometric: membership, coord, token)
+//	                                                 (DHT: backbone; geometric: membership, token: the backbone's, token-cluster: the cluster topics')
 func NewStatusServer(n *Node) (*StatusServer, error) {
 	if n == nil {
 		return nil, fmt.Errorf("%w: no node", ErrStatusServer)
@@ -670,7 +670,7 @@ var (
 	descBans        = metricDesc("peers_banned_total", "Peers banned for sending bad messages.")
 	descDistrusted  = metricDesc("coordinates_distrusted_total", "Claimed coordinates that disagreed with the RTT measured to the peer, so no token went to it (geometric strategy).")
 	descChecked     = metricDesc("coordinates_checked_total", "Claimed coordinates checked against the RTTs measured to the peer before a token pass: the denominator of coordinates_distrusted_total (geometric strategy).")
-	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics (DHT strategy: backbone; geometric: membership, coord, token), by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer; crowded: ignored for want of room, a cluster's summaries or a token's reports being full).", "topic", "decision")
+	descGossip      = metricDesc("gossip_messages_total", "Other peers' messages on the overlay's topics (DHT strategy: backbone; geometric: membership, token: the token reports' backbone, token-cluster: the cluster token topics), by topic and the validator's decision (accepted; rejected: malformed or forged; ignored: stale, or from a banned peer; crowded: ignored for want of room, a cluster's summaries or a token's reports being full).", "topic", "decision")
 )
 
 // Describe sends every descriptor the collector may use.
@@ -757,7 +757,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		feeds["membership"] = n.members.Stats()
 	}
 	if n.geo != nil {
-		feeds["token"] = n.geo.feed.Stats()
+		feeds["token"], feeds["token-cluster"] = n.geo.feeds.stats()
 	}
 	for topic, fs := range feeds {
 		counter(descGossip, fs.Accepted, topic, "accepted")

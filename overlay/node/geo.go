@@ -163,10 +163,11 @@ func TokenKey(network string, num int) dhtselect.Key {
 	return sha256.Sum256([]byte(fmt.Sprintf("/superpeer/%s/token/%d", network, num)))
 }
 
-// GeoFeed is what gossip says now: every live token report
-// (gossip.Geo.Reports: all the claims on each token; the machine decides
-// which to believe, see geotokens.go), and the peers the host is connected
-// to. The driver gives it before a geometric decision (GeoDue) and before
+// GeoFeed is what gossip says now: every live token report heard on the
+// token topics the node hears (GeoReady.Topics; geobackbone.go), as
+// gossip.Geo.Reports gives them (all the claims on each token; the machine
+// decides which to believe, see geotokens.go), and the peers the host is
+// connected to. The driver gives it before a geometric decision (GeoDue) and before
 // AttachAsked; the machine keeps the slices without a copy: the driver
 // must not change them afterwards. Coordinates are not gossiped: the
 // machine learns them from its cluster (coords.go).
@@ -261,12 +262,42 @@ type AttachDone struct {
 	Candidates []peer.ID
 	Coords     []PeerCoord
 	Demoted    []peer.ID
-	// Surveying and Placement are the superpeer's survey of a new
-	// network (geosurvey.go): it surveys, and the holders it named, by
-	// token number.
-	Surveying bool
-	Placement []peer.ID
-	Err       error
+	// Nearby and Rehome are what the superpeer relays from the backbone
+	// (geobackbone.go): its own token position first, then the nearest
+	// superpeers with room, and the missing token it names this node to
+	// take, if any.
+	Nearby []TokenPos
+	Rehome *RehomeOrder
+	Err    error
+}
+
+// RehomeOrder names a member to take a missing token (AttachDone.Rehome,
+// GeoAnswer.Rehome): the token's sponsor, a superpeer that hears every
+// token report, found Token missing (geobackbone.go). Token is the
+// placement to take (geometric.Rehomed: above every pass counter the
+// sponsor heard); Replaced is the holder the sponsor last heard report
+// it, "" if none; Survey says that the sponsor's survey named this member
+// (geosurvey.go): the token is pinned.
+type RehomeOrder struct {
+	Token    geometric.Token
+	Replaced peer.ID
+	Survey   bool
+}
+
+// GeoTopics says which token reports a node hears (GeoReady.Topics):
+// All, the backbone's (every holder's report; a holder publishes there
+// always); Cluster, the reports on the topic of the cluster whose
+// superpeer holds token Cluster (-1: none), where that superpeer and the
+// holders attached to it publish too. The driver subscribes to those
+// topics and no other, and gives the machine, in each GeoFeed, the
+// reports it hears on them. It publishes a Ready's reports on the topics
+// it was on before that Ready's Topics, then joins and leaves topics, and
+// sets the node's current report on a topic it joins at once (a holder
+// promoted says so on its old cluster's topic, and its new topics have its
+// report).
+type GeoTopics struct {
+	All     bool
+	Cluster int
 }
 
 // PeerRTT is a peer and the RTT measured to it: a member's next
@@ -349,6 +380,9 @@ type GeoReady struct {
 	Tokens []TokenReport
 	// State, when not nil, is the node's geometric state.
 	State *GeoState
+	// Topics, when not nil, are the token topics the node hears from now
+	// on (the first Ready sets them).
+	Topics *GeoTopics
 }
 
 // VouchRequest asks the driver to ask To for the RTT it measures to Of.
@@ -416,8 +450,8 @@ type GeoAnswer struct {
 	Candidates []peer.ID
 	Coords     []PeerCoord
 	Demoted    []peer.ID
-	Surveying  bool
-	Placement  []peer.ID
+	Nearby     []TokenPos
+	Rehome     *RehomeOrder
 	Forged     error
 	RTT        time.Duration
 	Measure    bool
@@ -530,16 +564,10 @@ type geoMachine struct {
 	// and the hand-overs made.
 	search *swapSearch
 	// The survey of a new network (geosurvey.go): the first superpeer's
-	// (surveyed, and the holders it named by token number), and a
-	// member's (the superpeer that said it surveys and when, and the
-	// superpeer that named holders and whom).
-	surveyed   bool
-	placement  []peer.ID
-	surveyOf   peer.ID
-	surveyAt   time.Time
-	placedBy   peer.ID
-	placedList []peer.ID
-	placedAt   time.Time
+	// (surveyed, and the holders it named by token number, and when).
+	surveyed    bool
+	placement   []peer.ID
+	placementAt time.Time
 	// surveyPlaced is the token the survey placed here, if surveyHeld (token 0 at the
 	// first superpeer, or a token its placement named this node for):
 	// while this node holds it, its search needs a larger gain
@@ -572,6 +600,19 @@ type geoMachine struct {
 	// (abandon).
 	abandoned   peer.ID
 	abandonedAt time.Time
+
+	// The backbone (geobackbone.go): the token topics the node hears,
+	// since when it hears every holder's report (zero: it does not), what
+	// its superpeer nearOf relayed last, and a sponsor's orders to take
+	// missing tokens, by token number.
+	heard     GeoTopics
+	topicsSet bool
+	allSince  time.Time
+	near      []TokenPos
+	nearOf    peer.ID
+	nearAt    int // where a superpeer's next yes starts the others it relays in turn
+	spToken   int // the token of nearOf, as its last yes gave it; -1 none
+	orders    map[int]rehomeOrder
 
 	pings    map[peer.ID]*pendingPing
 	sampling bool // a sample ping is in flight
@@ -659,8 +700,8 @@ func newGeo(m *Machine, cfg Config) (*geoMachine, error) {
 		// differ between nodes and a run can be replayed.
 		rng: rand.New(rand.NewPCG(seed, h.Sum64())),
 		rtt: map[peer.ID]time.Duration{}, members: map[peer.ID]time.Time{}, tokens: tokenBook{},
-		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{}, memberLeft: map[peer.ID]bool{},
-		clusterToken: -1, barred: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
+		memberDemoted: map[peer.ID]bool{}, mateDemoted: map[peer.ID]bool{}, memberLeft: map[peer.ID]bool{}, orders: map[int]rehomeOrder{},
+		clusterToken: -1, spToken: -1, barred: map[peer.ID]int64{}, connected: map[peer.ID]bool{},
 		known: map[int]TokenPos{}, superseded: map[int]superseded{}, ignSeen: map[claimKey]bool{},
 		pings: map[peer.ID]*pendingPing{}, vouchOf: map[peer.ID]time.Time{}, vouchBy: map[peer.ID]time.Time{},
 	}
@@ -677,6 +718,7 @@ func (g *geoMachine) begin(now time.Time) {
 		return
 	}
 	g.begun, g.started = true, now
+	g.setTopics(now)
 	g.nextPing = now.Add(g.cfg.PingInterval / 5)
 	g.nextRound = now.Add(g.jittered())
 	g.nextAttch = now.Add(g.jittered())
@@ -760,7 +802,11 @@ func (m *Machine) GeoAnswer() GeoAnswer {
 		return GeoAnswer{}
 	}
 	a := m.geo.answer
-	a.Cluster, a.Candidates, a.Demoted, a.Placement = slices.Clone(a.Cluster), slices.Clone(a.Candidates), slices.Clone(a.Demoted), slices.Clone(a.Placement)
+	a.Cluster, a.Candidates, a.Demoted, a.Nearby = slices.Clone(a.Cluster), slices.Clone(a.Candidates), slices.Clone(a.Demoted), slices.Clone(a.Nearby)
+	if a.Rehome != nil {
+		r := *a.Rehome
+		a.Rehome = &r
+	}
 	return a
 }
 
@@ -951,7 +997,7 @@ func filterRTT(old, sample time.Duration) time.Duration {
 // own).
 func (g *geoMachine) pickPingTarget(now time.Time) (peer.ID, *coordinate.Coordinate, bool) {
 	coords := g.coords(now)
-	for _, tp := range g.feed.Tokens {
+	for _, tp := range append(slices.Clone(g.feed.Tokens), g.relayedPositions()...) {
 		if _, ok := g.rtt[tp.Holder]; !ok && tp.Superpeer && tp.Holder != g.self() {
 			return tp.Holder, coords[tp.Holder], true
 		}
@@ -972,7 +1018,7 @@ func (g *geoMachine) pickPingTarget(now time.Time) (peer.ID, *coordinate.Coordin
 // size.
 func (g *geoMachine) pingTargets() []peer.ID {
 	set := map[peer.ID]bool{}
-	for _, tp := range g.feed.Tokens {
+	for _, tp := range append(slices.Clone(g.feed.Tokens), g.relayedPositions()...) {
 		set[tp.Holder] = true
 	}
 	for p := range g.members {
@@ -1270,10 +1316,7 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 	}
 	g.memberSent(in.From, in.Coord)
 	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs, in.Second), Coords: g.share(in.From),
-		Demoted: g.clusterDemoted(), Surveying: g.search != nil && g.search.survey}
-	if tok, held := g.holder.Holding(); held && tok.Num == 0 {
-		g.answer.Placement = slices.Clone(g.placement)
-	}
+		Demoted: g.clusterDemoted(), Nearby: g.nearby(in.Coord), Rehome: g.orderFor(in.From)}
 	if !member {
 		g.update(now) // list a new member before it hears yes
 	}
@@ -1375,6 +1418,7 @@ func (m *Machine) GeoState() GeoState {
 func (g *geoMachine) update(now time.Time) {
 	st := g.state()
 	g.out.State = &st
+	g.setTopics(now)
 	super := st.Role == RoleSuperpeer
 	// The membership topic is how peers learn of each other (the initial
 	// holders and re-homing are computed over it); k is 0 here.

@@ -239,6 +239,20 @@ func (d *geoDriver) handOver(from peer.ID, tok geometric.Token) {
 	d.step(TokenOffered{From: from, Token: tok})
 }
 
+// promote hands tok over to the node (handOver, from x) and runs it past
+// the dwell (5 s): a superpeer.
+func (d *geoDriver) promote(tok geometric.Token) {
+	d.t.Helper()
+	d.handOver("x", tok)
+	if !d.m.GeoAnswer().Yes {
+		d.t.Fatal("token refused")
+	}
+	d.run(7 * time.Second)
+	if d.m.GeoState().Role != RoleSuperpeer {
+		d.t.Fatal("not promoted after the dwell time")
+	}
+}
+
 // filterRTT follows a lower sample at once and a higher one by an eighth.
 func TestFilterRTT(t *testing.T) {
 	for _, c := range []struct{ old, sample, want time.Duration }{
@@ -375,83 +389,125 @@ func TestGeoPlaceAfterWarmup(t *testing.T) {
 	}
 }
 
-// sponsoredFeed is the feed of a member a of superpeer s, which holds token
-// 1 and reports members (the sponsor of every token when it is the only
-// superpeer with members), and of h, which reports token 0 at pass counter
-// 7; a is attached to s, whose cluster is s and a.
-func sponsoredFeed(t *testing.T, d *geoDriver, h peer.ID) {
+// sponsorWith is superpeer s, holding token 1 of tokens, promoted, with
+// members a and b (capacity 2), or those named, hearing h report token 0
+// at pass counter 7 and s's own report; ask has a member renew and
+// returns s's answer.
+func sponsorWith(t *testing.T, tokens int, h peer.ID, members ...peer.ID) (d *geoDriver, ask func(p peer.ID) GeoAnswer) {
 	t.Helper()
+	if len(members) == 0 {
+		members = []peer.ID{"a", "b"}
+	}
+	cfg := geoTestConfig("s", tokens)
+	cfg.Geo.Tokens.Capacity = len(members)
+	d = newGeoDriver(t, cfg)
+	d.coords = map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}
+	d.promote(geometric.Token{Num: 1, Seq: 1})
+	ask = func(p peer.ID) GeoAnswer {
+		d.step(AttachAsked{From: p, Coord: at(t, 0.002)})
+		return d.m.GeoAnswer()
+	}
+	for _, p := range members {
+		if !ask(p).Yes {
+			t.Fatalf("%s refused", p)
+		}
+	}
 	d.feed = GeoFeed{Tokens: []TokenPos{
 		{Holder: h, Token: geometric.Token{Num: 0, Seq: 7}, Coord: at(t, 0.03)},
-		{Holder: "s", Token: geometric.Token{Num: 1}, Coord: at(t, 0.01), Superpeer: true, Load: 1},
-	}}
-	d.attach = func(p peer.ID) AttachDone { return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "a"}} }
+		{Holder: "s", Token: geometric.Token{Num: 1, Seq: 1}, Coord: at(t, 0), Superpeer: true, Load: len(members)},
+	}, Connected: append(slices.Clone(members), h)}
+	return d, ask
 }
 
-// Re-homing: a token reported by h, then missing, is re-homed by a member
-// of its sponsor's cluster, the one Rehome names in the cluster its
-// superpeer sent (here a, its only member), after three token intervals,
-// but not while h answers a ping (postponed up to three times, three
-// token intervals each); once h is gone and answers no more, it is
-// re-homed above every pass counter heard. A node that is no member of the
-// sponsor does not re-home it.
+// Re-homing, at the sponsor: a token reported by h, then missing, is
+// named by the superpeer that sponsors it, which hears every report, for
+// the member Rehome names among those it serves, in its yes to that
+// member alone, after three token intervals, but not while h answers a
+// ping (postponed up to three times, three token intervals each); once h
+// is gone and answers no more, above every pass counter heard. The order
+// goes once the token is reported again. A superpeer that is not the
+// token's sponsor names nobody; neither does a member, which hears only
+// its cluster's topic and re-homes nothing on its own
+// (TestGeoRehomeOrdered).
 func TestGeoRehome(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		answer  bool // h answers pings
-		member  bool // a is a member of the sponsor
+		sponsor bool // s is the sponsor
 		by      time.Duration
 		notBy   time.Duration
-		rehomed bool
+		named   bool
 	}{
 		{"gone", false, true, 20 * time.Second, 2 * time.Second, true},
 		{"answers pings", true, true, 25 * time.Second, 10 * time.Second, true},
-		{"not the sponsor's member", false, false, 60 * time.Second, 0, false},
+		{"not the sponsor", false, false, 60 * time.Second, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tokens := 2
-			if !c.member {
+			if !c.sponsor {
 				tokens = 3 // s2 holds the third
 			}
-			d := newGeoDriver(t, geoTestConfig("a", tokens))
 			h := peer.ID("h")
+			d, ask := sponsorWith(t, tokens, h)
 			d.ping = func(p peer.ID) (time.Duration, error) {
 				if p == h && !c.answer {
 					return 0, fmt.Errorf("gone")
 				}
 				return 30 * ms, nil
 			}
-			sponsoredFeed(t, d, h)
-			if !c.member {
-				d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: "s2", Token: geometric.Token{Num: 2}, Coord: at(t, 0.001), Superpeer: true})
-				d.attach = func(p peer.ID) AttachDone {
-					if p == "s" {
-						return AttachDone{To: p, OK: false}
+			if !c.sponsor {
+				// A superpeer with members whose score for token 0 is lower
+				// than s's: the sponsor.
+				var s2 peer.ID
+				for i := 0; s2 == ""; i++ {
+					p := peer.ID(fmt.Sprintf("s2-%d", i))
+					if geometric.Score(d.m.geo.seed, geometric.ID(p)) < geometric.Score(d.m.geo.seed, "s") {
+						s2 = p
 					}
-					return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "a"}}
 				}
+				d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: s2, Token: geometric.Token{Num: 2}, Coord: at(t, 0.001), Superpeer: true, Load: 1})
 			}
-			d.run(20 * time.Second)
-			if d.m.GeoState().Token >= 0 {
-				t.Fatal("a took a token that h reports")
+			named := peer.ID(geometric.Rehome(d.m.geo.seed, 0, []geometric.ID{"a", "b"}, nil))
+			other := peer.ID("a")
+			if named == "a" {
+				other = "b"
 			}
-			if sp := d.m.GeoState().Superpeer; (sp == "s") != c.member {
-				t.Fatalf("a attached to %q", sp)
+			renew := func(dur time.Duration) (order *RehomeOrder) {
+				for end := d.now.Add(dur); d.now.Before(end); {
+					d.run(time.Second)
+					if a := ask(other); a.Rehome != nil {
+						t.Fatalf("%s, which Rehome does not name, was ordered %+v", other, *a.Rehome)
+					}
+					if a := ask(named); a.Rehome != nil && order == nil {
+						order = a.Rehome
+					}
+				}
+				return order
+			}
+			if o := renew(20 * time.Second); o != nil {
+				t.Fatalf("ordered %+v while h reports the token", *o)
 			}
 			d.feed.Tokens = slices.DeleteFunc(d.feed.Tokens, func(tp TokenPos) bool { return tp.Holder == h })
 			missing := d.now
 			if c.notBy > 0 {
-				d.run(c.notBy)
-				if d.m.GeoState().Token >= 0 {
-					t.Fatalf("re-homed %v after the token went missing", d.now.Sub(missing))
+				if o := renew(c.notBy); o != nil {
+					t.Fatalf("ordered %+v %v after the token went missing", *o, d.now.Sub(missing))
 				}
 			}
-			d.run(c.by - c.notBy)
-			if got := d.m.GeoState().Token == 0; got != c.rehomed {
-				t.Fatalf("%v after the token went missing, a holds token 0: %v, want %v", d.now.Sub(missing), got, c.rehomed)
+			o := renew(c.by - c.notBy)
+			if got := o != nil; got != c.named {
+				t.Fatalf("%v after the token went missing, %s was ordered to take it: %v, want %v", d.now.Sub(missing), named, got, c.named)
 			}
-			if tok, _ := d.m.geo.holder.Holding(); c.rehomed && tok.Seq <= 7 {
-				t.Errorf("re-homed at seq %d, not above the 7 heard", tok.Seq)
+			if !c.named {
+				return
+			}
+			if o.Token.Num != 0 || o.Token.Seq <= 7 || o.Token.Passes() != 0 || o.Replaced != h || o.Survey {
+				t.Errorf("order %+v: want token 0 placed above the 7 heard, replacing h, not by survey", *o)
+			}
+			d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: named, Token: o.Token, Coord: at(t, 0.002)})
+			d.run(2 * time.Second)
+			if a := ask(named); a.Rehome != nil {
+				t.Errorf("still ordered %+v once %s reports the token", *a.Rehome, named)
 			}
 		})
 	}
@@ -605,14 +661,7 @@ func TestGeoAnswers(t *testing.T) {
 		t.Fatal("a node without a token took a member")
 	}
 	d.coords = map[peer.ID]*coordinate.Coordinate{"s": at(t, 0)}
-	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
-	if !d.m.GeoAnswer().Yes {
-		t.Fatal("token refused")
-	}
-	d.run(7 * time.Second) // Dwell 5 s: promoted
-	if d.m.GeoState().Role != RoleSuperpeer {
-		t.Fatal("not promoted after the dwell time")
-	}
+	d.promote(geometric.Token{Num: 0, Seq: 1})
 	if a := ask("p2"); !a.Yes || !slices.Equal(a.Cluster, []peer.ID{"s", "p2"}) {
 		t.Fatalf("p2: %+v", a)
 	}

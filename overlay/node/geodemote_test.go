@@ -23,11 +23,7 @@ func TestGeoAnswersDemoted(t *testing.T) {
 	cfg := geoTestConfig("s", 1)
 	cfg.Geo.Tokens.Capacity = 3
 	d := newGeoDriver(t, cfg)
-	d.handOver("x", geometric.Token{Num: 0, Seq: 1})
-	d.run(7 * time.Second) // Dwell 5 s: promoted
-	if d.m.GeoState().Role != RoleSuperpeer {
-		t.Fatal("not promoted after the dwell time")
-	}
+	d.promote(geometric.Token{Num: 0, Seq: 1})
 	ask := func(in AttachAsked) GeoAnswer {
 		t.Helper()
 		d.step(in)
@@ -54,16 +50,14 @@ func TestGeoAnswersDemoted(t *testing.T) {
 	}
 }
 
-// A member re-homes a missing token skipping the mates its roster demotes:
-// x, whom Rehome names before a among the cluster, is private; with the
-// roster saying so a takes the token, without it x is named and (private,
-// refusing) never takes it, and a does not either. The member ranks the
-// demoted mate last and asks to attach with its own flags.
+// A sponsor names for a missing token a member that is not demoted: x,
+// whom Rehome names before a, said it is private; with the flag a is
+// named, without it x. A member ranks the mates its roster demotes last.
 func TestGeoRehomeSkipsDemoted(t *testing.T) {
 	seed := mustNew(t, geoTestConfig("a", 2)).geo.seed
 	var x peer.ID
 	for c := 'b'; c <= 'z' && x == ""; c++ {
-		if p := peer.ID(string(c)); geometric.Rehome(seed, 0, []geometric.ID{"a", geometric.ID(p)}, nil) == geometric.ID(p) {
+		if p := peer.ID(string(c)); c != 's' && geometric.Rehome(seed, 0, []geometric.ID{"a", geometric.ID(p)}, nil) == geometric.ID(p) {
 			x = p
 		}
 	}
@@ -72,34 +66,44 @@ func TestGeoRehomeSkipsDemoted(t *testing.T) {
 	}
 	for _, demoted := range []bool{false, true} {
 		t.Run(fmt.Sprint("demoted=", demoted), func(t *testing.T) {
-			d := newGeoDriver(t, geoTestConfig("a", 2))
 			h := peer.ID("h")
+			d, ask := sponsorWith(t, 2, h, "a", x)
 			d.ping = func(p peer.ID) (time.Duration, error) {
 				if p == h {
 					return 0, fmt.Errorf("gone")
 				}
 				return 30 * ms, nil
 			}
-			sponsoredFeed(t, d, h)
-			roster := AttachDone{OK: true, Mates: []peer.ID{"s", "a", x}}
-			if demoted {
-				roster.Demoted = []peer.ID{x, "stranger"} // one not in the cluster: ignored
-			}
-			d.attach = func(p peer.ID) AttachDone { r := roster; r.To = p; return r }
-			d.run(20 * time.Second)
-			if sp := d.m.GeoState().Superpeer; sp != "s" {
-				t.Fatalf("a attached to %q, want s", sp)
-			}
-			if last := d.m.rankedLast([]peer.ID{"a", "s", x}); last[x] != demoted || last["a"] || last["s"] {
-				t.Errorf("a ranks last %v", last)
-			}
+			d.step(AttachAsked{From: x, Private: demoted, Coord: at(t, 0.002)})
+			d.run(10 * time.Second)
 			d.feed.Tokens = slices.DeleteFunc(d.feed.Tokens, func(tp TokenPos) bool { return tp.Holder == h })
-			d.run(60 * time.Second)
-			if got := d.m.GeoState().Token == 0; got != demoted {
-				t.Fatalf("a holds the missing token 0: %v, want %v (x demoted: %v)", got, demoted, demoted)
+			ordered := map[peer.ID]bool{}
+			for range 30 {
+				d.run(time.Second)
+				ordered["a"] = ordered["a"] || ask("a").Rehome != nil
+				d.step(AttachAsked{From: x, Private: demoted, Coord: at(t, 0.002)})
+				ordered[x] = ordered[x] || d.m.GeoAnswer().Rehome != nil
+			}
+			if ordered["a"] != demoted || ordered[x] == demoted {
+				t.Fatalf("x demoted %v: ordered %v", demoted, ordered)
 			}
 		})
 	}
+	t.Run("member ranks", func(t *testing.T) {
+		d := newGeoDriver(t, geoTestConfig("a", 2))
+		d.feed = attachFeed(t, "s")
+		d.feed.Tokens[0].Load = 1
+		d.attach = func(p peer.ID) AttachDone {
+			return AttachDone{To: p, OK: true, Mates: []peer.ID{"s", "a", x}, Demoted: []peer.ID{x, "stranger"}} // one not in the cluster: ignored
+		}
+		d.run(5 * time.Second)
+		if sp := d.m.GeoState().Superpeer; sp != "s" {
+			t.Fatalf("a attached to %q, want s", sp)
+		}
+		if last := d.m.rankedLast([]peer.ID{"a", "s", x}); !last[x] || last["a"] || last["s"] {
+			t.Errorf("a ranks last %v", last)
+		}
+	})
 	t.Run("own flag", func(t *testing.T) {
 		d := newGeoDriver(t, geoTestConfig("a", 2))
 		for _, private := range []bool{false, true} {

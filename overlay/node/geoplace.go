@@ -2,6 +2,8 @@ package node
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -9,9 +11,10 @@ import (
 	"github.com/superpeer/superpeer/geometric"
 )
 
-// place takes a token this node should hold and nobody reports, by rules
-// that need no view of the swarm, only lists every node (or every member
-// of a cluster) agrees on:
+// place takes a token this node should hold and nobody reports, or, at a
+// superpeer, names the member that takes it, by rules that need no view
+// of the swarm, only lists every node (or every member of a cluster)
+// agrees on:
 //
 //   - Token 0, when no token was ever heard of, once the warm-up is over,
 //     goes to the node that started the network (it has no bootstrap
@@ -20,22 +23,28 @@ import (
 //     node and the peers it is connected to.
 //   - Every other token, never heard of or reported and then missing, is
 //     re-homed by the cluster of its sponsor: of the superpeers that
-//     report members, the one with the least Score(seed^token) (the token
-//     reports, which every node hears, name the same ones); the member
-//     that Rehome names among the cluster its superpeer named in its last
-//     yes (the roster every member got), less the members the roster
-//     demotes (private or flapping by their own word: a private member
+//     report members (a superpeer's load), the one with the least
+//     Score(seed^token) (the backbone's reports, which every superpeer
+//     hears, name the same ones). The sponsor, which hears every report,
+//     finds the token missing, checks that its last holder is gone, and
+//     names the member that Rehome names among the members it serves, less
+//     those that said they are private or flapping (a private member
 //     refuses a token, and one named would leave the token missing for
-//     good; TestGeoRehomeSkipsDemoted), takes it. In a new network the
-//     first superpeer surveys its members first (geosurvey.go): while it
-//     does, its members re-home nothing, and the member its placement
-//     names for a token takes it in place of the one Rehome names (for
-//     surveyWait after the placement was heard; then Rehome again). When no holder at all is heard of (all were
-//     lost, or a side of a partition has none), each fragment of a
-//     former cluster re-homes a token on its own, from its last roster
-//     less the mates it is no longer connected to (rehomer,
+//     good; TestGeoRehomeSkipsDemoted), in its next yes to that member
+//     (GeoAnswer.Rehome; geobackbone.go); the member takes
+//     it (ordered). In a new network the first superpeer surveys its
+//     members first (geosurvey.go): while it does, it names nobody, and
+//     then names the members its placement chose (for surveyWait after
+//     the placement; then Rehome again). When no holder at all is heard
+//     of (all were lost, or a side of a partition has none), a node that
+//     hears the backbone (attached to no superpeer) and was in a cluster
+//     re-homes a token on its own, from its last roster less the
+//     superpeer and the mates it is no longer connected to (rehomer,
 //     TestGeoPartitionSideWithoutSuperpeer); the others follow from the
 //     new holders' clusters, as in a new network.
+//
+// A node that hears only its cluster's topic, or heard the backbone for
+// less than a republication, takes nothing for missing (complete).
 //
 // Two nodes that took the same placement settle it as yieldsTo says.
 func (g *geoMachine) place(now time.Time) {
@@ -54,17 +63,28 @@ func (g *geoMachine) place(now time.Time) {
 	for _, tp := range g.claims {
 		reported[tp.Token.Num] = true
 	}
-	if t, held := g.holder.Holding(); held {
-		g.tokens.hear(t.Num, t.Seq)
-		return
+	t, held := g.holder.Holding()
+	if held {
+		reported[t.Num] = true
 	}
-	if g.selfDemoted() {
+	maps.DeleteFunc(g.orders, func(num int, _ rehomeOrder) bool { return reported[num] })
+	sponsor := held && g.holder.Superpeer()
+	if !sponsor {
+		clear(g.orders)
+	}
+	if held {
+		g.tokens.hear(t.Num, t.Seq)
+		if !sponsor {
+			return
+		}
+	} else if g.selfDemoted() {
 		return // a private or flapping node holds no token
 	}
 	// Not before every report republished (each AnnounceInterval) has had
-	// one TTL to arrive, and the coordinates some samples.
+	// one TTL to arrive, and the coordinates some samples; and not while
+	// this node cannot hear every report.
 	warm := max(geoWarmups*g.cfg.TokenInterval, 3*g.m.cfg.AnnounceInterval)
-	if now.Sub(g.started) < warm {
+	if now.Sub(g.started) < warm || !g.complete(now) {
 		return
 	}
 	if len(reported) == 0 && !g.anyHeard() {
@@ -91,7 +111,7 @@ func (g *geoMachine) place(now time.Time) {
 		// Gossip under load loses messages, and a false re-homing takes
 		// the token from its true holder (the higher Seq wins) and starts
 		// it hot somewhere else. So before it re-homes a token that was
-		// reported, the peer checks that the last reported holder is gone:
+		// reported, the node checks that the last reported holder is gone:
 		// one that answers a ping is alive and still holds the token, or
 		// passed it on and the new holder's report is late; the wait
 		// starts again. After
@@ -112,10 +132,23 @@ func (g *geoMachine) place(now time.Time) {
 			// was 0.79 of random placement's on seeds 1-7, against 0.74).
 			wait = max(3*g.cfg.TokenInterval, g.m.cfg.AnnounceInterval)
 		}
-		if !seen && g.surveyWaits(now, g.sponsor(num)) {
-			continue // the sponsor surveys: its placement names the holder
+		if sponsor && !seen && g.search != nil && g.search.survey {
+			continue // surveying: its placement names the holder
 		}
-		if now.Sub(t.since) < wait || g.rehomer(now, num, holding) != geometric.ID(g.self()) {
+		if now.Sub(t.since) < wait {
+			continue
+		}
+		var who peer.ID
+		var survey bool
+		if sponsor {
+			if g.sponsor(num) != g.self() {
+				continue
+			}
+			who, survey = g.sponsorPick(now, num, holding)
+		} else {
+			who = peer.ID(g.rehomer(num))
+		}
+		if who == "" || !sponsor && who != g.self() {
 			continue
 		}
 		// Hearing no holder at all, with the last one no longer
@@ -133,13 +166,18 @@ func (g *geoMachine) place(now time.Time) {
 		// Above every pass counter heard, or the holder machine (which
 		// remembers the last holder) refuses it; and hot again, to find
 		// its place.
-		named := !seen && g.surveyNamed(g.sponsor(num), num, now) == g.self()
-		if g.receive(geometric.Rehomed(num, last), now) {
-			if named {
-				g.note(slog.LevelInfo, "geometric: took the token the survey named", "token", num)
-				g.surveyPlaced, g.surveyHeld = g.holder.Holding()
-				g.holder.Pin() // placed by measurements: the forces do not move it
+		tok := geometric.Rehomed(num, last)
+		if sponsor {
+			if o, ok := g.orders[num]; !ok || o.member != who || o.order.Token != tok {
+				g.note(slog.LevelInfo, "geometric: naming a member to take a missing token", "token", num, "member", who, "survey", survey)
 			}
+			g.orders[num] = rehomeOrder{member: who, order: RehomeOrder{Token: tok, Replaced: t.reporter, Survey: survey}}
+			// Missing again from now: named again (perhaps another
+			// member) if nobody reports it after another wait.
+			g.tokens.found(num)
+			continue
+		}
+		if g.receive(tok, now) {
 			g.placed = &placement{num: num, at: now, replaced: t.reporter}
 		}
 		g.tokens.found(num)
@@ -175,7 +213,13 @@ func (g *geoMachine) firstOfConnected() bool {
 func (g *geoMachine) sponsor(num int) peer.ID {
 	var best peer.ID
 	var bestScore uint64
-	for _, tp := range g.feed.Tokens {
+	sps := slices.DeleteFunc(slices.Clone(g.feed.Tokens), func(tp TokenPos) bool { return tp.Holder == g.self() })
+	if g.holder.Superpeer() {
+		// This node as it knows itself, whether or not its own report is
+		// in the feed yet.
+		sps = append(sps, TokenPos{Holder: g.self(), Superpeer: true, Load: g.load()})
+	}
+	for _, tp := range sps {
 		if !tp.Superpeer || tp.Load <= 0 {
 			continue
 		}
@@ -187,33 +231,26 @@ func (g *geoMachine) sponsor(num int) peer.ID {
 	return best
 }
 
-// rehomer is the peer that takes the missing token num, as far as this
-// node can tell: when this node is a member of num's sponsor, the one that
-// Rehome names among the cluster the sponsor named in its last yes, less
-// the holders and the mates it demotes (demotes). When no holder at all
-// is heard of (all were lost, or this is a side of a partition that has
-// none), the one Rehome names among the last cluster any superpeer named
-// to this node, less that superpeer, the mates it demotes and the mates
-// it is no longer connected to (they
-// are on the other side, or gone), itself kept: the fragments of one
-// cluster agree on it, and the placements of two fragments, or of two
-// clusters, are settled as duplicates (yieldsTo). "" otherwise.
-func (g *geoMachine) rehomer(now time.Time, num int, holding map[geometric.ID]bool) geometric.ID {
-	sp := g.sponsor(num)
-	orphan := sp == "" && g.matesOf != "" && len(g.feed.Tokens) == 0
-	if !orphan && (sp == "" || g.attached != sp || g.matesOf != sp) {
+// rehomer is the peer that takes the missing token num when no holder at
+// all is heard of (all were lost, or this is a side of a partition that
+// has none): the one Rehome names among the last cluster any superpeer
+// named to this node, less that superpeer, the mates it demotes and the
+// mates it is no longer connected to (they are on the other side, or
+// gone), itself kept: the fragments of one cluster agree on it, and the
+// placements of two fragments, or of two clusters, are settled as
+// duplicates (yieldsTo). "" otherwise: while any superpeer is heard of,
+// the sponsor names the holder (place).
+func (g *geoMachine) rehomer(num int) geometric.ID {
+	if g.matesOf == "" || len(g.feed.Tokens) > 0 {
 		return ""
-	}
-	if named := g.surveyNamed(sp, num, now); named != "" && !g.tokens.info(num).heard && !holding[geometric.ID(named)] {
-		return geometric.ID(named)
 	}
 	ids := make([]geometric.ID, 0, len(g.mates))
 	for _, p := range g.mates {
-		if p != g.matesOf && !g.demotes(p) && (!orphan || p == g.self() || g.connected[p]) {
+		if p != g.matesOf && !g.demotes(p) && (p == g.self() || g.connected[p]) {
 			ids = append(ids, geometric.ID(p))
 		}
 	}
-	return geometric.Rehome(g.seed, num, ids, holding)
+	return geometric.Rehome(g.seed, num, ids, nil)
 }
 
 // probed takes the ping of the last reported holder of the missing token

@@ -17,29 +17,29 @@ import (
 //   - The first superpeer (it holds token 0, never passed, and no other
 //     token was ever heard of) names SurveyLandmarks landmarks in its
 //     answers to attach requests, as a search round names its candidates
-//     (GeoAnswer.Candidates), and says it is surveying
-//     (GeoAnswer.Surveying). The landmarks are peers it is connected to or
+//     (GeoAnswer.Candidates). The landmarks are peers it is connected to or
 //     serves, the lowest by Score(seed ^ surveySalt): no choice of its own
 //     beyond whom it knows. It pings each itself.
 //   - A member measures each landmark and reports as it reports to a
-//     search (swapAsked, swapReport). Told that its superpeer surveys, it
-//     re-homes no token while the survey lasts (for surveyWait at most).
+//     search (swapAsked, swapReport).
 //   - An announce interval after it began, when a majority of its
 //     members reported (or surveyWait after it began), the superpeer asks
-//     geometric.Survey for the holders of the other tokens, pins its own
-//     token and names the holders in every answer from then on
-//     (GeoAnswer.Placement, by token number). Its own search starts a
-//     snapshot period later, with a larger margin (surveyMargin).
-//   - A member that the placement names as the holder of a token never
-//     heard of takes it (rehomer, place), pinned: the forces of coordinates
-//     do not move what measurements placed; its search needs a larger gain
-//     (surveyMargin). A token the placement does not
-//     name, or whose holder does not take it, is re-homed by the hash as
-//     before (Rehome).
+//     geometric.Survey for the holders of the other tokens and pins its
+//     own token. Its own search starts a snapshot period later, with a
+//     larger margin (surveyMargin). While it surveys it names nobody for
+//     a missing token (place).
+//   - As the sponsor of the tokens never heard of (the only superpeer with
+//     members), it then names the holder its placement chose for each, in
+//     its next yes to that member (GeoAnswer.Rehome, with Survey set;
+//     geobackbone.go), for surveyWait after the placement; the member
+//     takes it, pinned: the forces of coordinates do not move what
+//     measurements placed; its search needs a larger gain
+//     (surveyMargin). A token the placement does not name, or whose
+//     holder does not take it within surveyWait, is re-homed by the hash
+//     as before (Rehome).
 //
 // Cost: once per new network, a member of the first cluster pings up to
-// SurveyLandmarks peers and sends one report; the superpeer's answers
-// carry up to Tokens peer IDs more.
+// SurveyLandmarks peers and sends one report.
 
 // SurveyLandmarks is how many landmarks the first superpeer names, the
 // cluster's default capacity (geometric.Config.Capacity): the node
@@ -159,7 +159,7 @@ func (g *geoMachine) surveyRound(now time.Time, s *swapSearch, tok geometric.Tok
 		g.note(slog.LevelWarn, "geometric: survey", "err", err)
 		return
 	}
-	g.placement = make([]peer.ID, g.tc.Tokens)
+	g.placement, g.placementAt = make([]peer.ID, g.tc.Tokens), now
 	g.placement[tok.Num] = g.self()
 	for i, c := range chosen {
 		g.placement[i+1] = peer.ID(c)
@@ -172,37 +172,13 @@ func (g *geoMachine) bySurvey(tok geometric.Token) bool {
 	return g.surveyHeld && g.surveyPlaced == tok
 }
 
-// surveyHeard takes what the superpeer sp said of its survey in a yes:
-// whether it surveys, and the holders it named. The times count from the
-// first yes that said so: a superpeer that says it surveys in every
-// answer, or names new holders in each, holds the re-homing back for
-// surveyWait once, not for good.
-func (g *geoMachine) surveyHeard(now time.Time, sp peer.ID, surveying bool, placement []peer.ID) {
-	if surveying && sp != g.surveyOf {
-		g.surveyOf, g.surveyAt = sp, now
-	}
-	if len(placement) > 0 {
-		if sp != g.placedBy {
-			g.placedBy, g.placedAt = sp, now
-		}
-		g.placedList = slices.Clone(placement[:min(len(placement), g.tc.Tokens)])
-	}
-}
-
-// surveyWaits reports whether this node holds back the re-homing of a
-// token never heard of: its sponsor sp told it that it surveys, not long
-// ago, and named no placement yet.
-func (g *geoMachine) surveyWaits(now time.Time, sp peer.ID) bool {
-	return sp != "" && g.surveyOf == sp && g.placedBy != sp && now.Sub(g.surveyAt) < g.surveyWait()
-}
-
-// surveyNamed is the holder that sponsor sp's placement names for token
-// num, "" if none, or if the placement was heard surveyWait ago or
-// longer: a named holder that is gone, or refuses the token, leaves it
-// to the hash (Rehome).
-func (g *geoMachine) surveyNamed(sp peer.ID, num int, now time.Time) peer.ID {
-	if sp == "" || g.placedBy != sp || num >= len(g.placedList) || now.Sub(g.placedAt) >= g.surveyWait() {
+// surveyNames is the holder the first superpeer's placement names for
+// token num, "" if none, or if the placement is surveyWait old or older:
+// a named holder that is gone, or refuses the token, leaves it to the
+// hash (Rehome).
+func (g *geoMachine) surveyNames(num int, now time.Time) peer.ID {
+	if num >= len(g.placement) || now.Sub(g.placementAt) >= g.surveyWait() {
 		return ""
 	}
-	return g.placedList[num]
+	return g.placement[num]
 }

@@ -1,7 +1,7 @@
 package node
 
 import (
-	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -49,11 +49,12 @@ func TestGeoSurveySuperpeer(t *testing.T) {
 		d.step(AttachAsked{From: p, RTTs: rtts, Coord: d.coords[p]})
 		return d.m.GeoAnswer()
 	}
+	surveying := func() bool { return d.m.geo.search != nil && d.m.geo.search.survey }
 	var landmarks []peer.ID
 	for _, p := range members {
 		a := ask(p, nil)
-		if !a.Yes || !a.Surveying || len(a.Placement) != 0 {
-			t.Fatalf("%s's answer: yes %v, surveying %v, placement %v; want yes, surveying, none", p, a.Yes, a.Surveying, a.Placement)
+		if !a.Yes || !surveying() || a.Rehome != nil {
+			t.Fatalf("%s's answer: yes %v, surveying %v, order %+v; want yes, surveying, none", p, a.Yes, surveying(), a.Rehome)
 		}
 		landmarks = a.Candidates
 	}
@@ -71,93 +72,96 @@ func TestGeoSurveySuperpeer(t *testing.T) {
 		ask(p, rtts)
 	}
 	d.run(2 * time.Second)
-	if a := ask("p1", nil); len(a.Placement) != 0 || !a.Surveying {
-		t.Fatalf("decided within an announce interval: placement %v", a.Placement)
+	if a := ask("p1", nil); !surveying() || a.Rehome != nil {
+		t.Fatalf("decided within an announce interval: order %+v", a.Rehome)
 	}
 	d.run(5 * time.Second)
-	a := ask("p1", nil)
-	if len(a.Placement) == 3 {
-		slices.Sort(a.Placement[1:]) // tokens 1 and 2 in the landmarks' order
+	if surveying() || len(d.m.geo.placement) != 3 {
+		t.Fatalf("surveying %v, placement %v; want done", surveying(), d.m.geo.placement)
 	}
-	if want := []peer.ID{"s", "p4", "p7"}; !slices.Equal(a.Placement, want) || a.Surveying {
-		t.Fatalf("placement %v, surveying %v; want %v, done", a.Placement, a.Surveying, want)
+	// The tokens the placement names holders for are never heard of: s,
+	// their sponsor (the only superpeer with members), names each holder
+	// in its answers to it alone, once the token has been missing an
+	// announce interval.
+	orders := map[peer.ID]int{}
+	for range 10 {
+		d.run(time.Second)
+		for _, p := range members {
+			if a := ask(p, nil); a.Rehome != nil {
+				if !a.Rehome.Survey || a.Rehome.Token.Seq != geometric.Rehomed(a.Rehome.Token.Num, 0).Seq {
+					t.Errorf("%s ordered %+v: want a placement by survey", p, *a.Rehome)
+				}
+				orders[p] = a.Rehome.Token.Num
+			}
+		}
+	}
+	// Tokens 1 and 2 in the landmarks' order.
+	if want1, want2 := map[peer.ID]int{"p4": 1, "p7": 2}, map[peer.ID]int{"p4": 2, "p7": 1}; !maps.Equal(orders, want1) && !maps.Equal(orders, want2) {
+		t.Fatalf("orders %v; want p4 and p7 named for tokens 1 and 2", orders)
 	}
 	if !d.m.geo.holder.Pinned() {
 		t.Error("the token is not pinned after the survey")
 	}
 }
 
-// A member of the first cluster: told that its superpeer h surveys, it
-// does not re-home a missing token by the hash, even where the hash names
-// it; named by the placement, it takes its token, pinned; and when the
-// node the placement names for a token does not take it, the hash rule
-// applies again once the placement is surveyWait old.
-func TestGeoSurveyMember(t *testing.T) {
+// A member hears only its cluster's topic, and re-homes nothing on its
+// own: tokens 1 and 2 are missing from what it hears, and it takes none
+// (before, the hash would have had it re-home one 20 s in). Its superpeer's
+// order it takes: pinned when the survey named it; a member that holds a
+// token takes no other; a private one none.
+func TestGeoRehomeOrdered(t *testing.T) {
 	cfg := geoTestConfig("o", 3)
 	cfg.Geo.Tokens.Capacity = 8
-	d := newGeoDriver(t, cfg)
-	d.m.Step(d.now, view("o", "h", "x"))
-	d.feed = attachFeed(t, "h")
-	d.feed.Tokens[0].Load = 2
-	d.feed.Connected = []peer.ID{"h", "x"}
-	// The hash names o for one token and x for the other, or o for both.
-	hash := map[int]geometric.ID{}
-	for num := 1; num < 3; num++ {
-		hash[num] = geometric.Rehome(d.m.geo.seed, num, []geometric.ID{"o", "x"}, nil)
-	}
-	var answer AttachDone
-	d.attach = func(p peer.ID) AttachDone {
-		a := answer
-		a.To, a.OK, a.Mates = p, true, []peer.ID{"h", "o", "x"}
-		return a
-	}
-	d.run(10 * time.Second)
-	answer.Surveying = true // heard from the request at 11.6 s
-	d.run(11 * time.Second) // the hash would re-home at 20 s (the warm-up, then an announce interval)
-	if st := d.m.GeoState(); st.Superpeer != "h" || st.Token >= 0 {
-		t.Fatalf("while h surveys: superpeer %q, token %d; want h and none (the hash names %v)", st.Superpeer, st.Token, hash)
-	}
-	// The placement (heard from the request at 22.2 s): x for token 1, o
-	// for token 2.
-	answer = AttachDone{Placement: []peer.ID{"h", "x", "o"}}
-	d.run(6 * time.Second)
-	if st := d.m.GeoState(); st.Token != 2 || !d.m.geo.holder.Pinned() {
-		t.Fatalf("named for token 2: holds %d, pinned %v", st.Token, d.m.geo.holder.Pinned())
-	}
-	// x never takes token 1: after surveyWait the hash rule decides.
-	if hash[1] == "o" {
-		t.Log("the hash names o for token 1, which o cannot take while it holds token 2")
-	}
-	d2 := newGeoDriver(t, cfg)
-	d2.m.Step(d2.now, view("o", "h", "x"))
-	d2.feed = d.feed
-	d2.attach = d.attach
-	answer = AttachDone{Placement: []peer.ID{"h", "x", "x"}}
-	var took []string
-	for range 40 {
-		d2.run(time.Second)
-		if st := d2.m.GeoState(); st.Token >= 0 {
-			took = append(took, fmt.Sprintf("%d at %v", st.Token, d2.now.Sub(t0)))
-			break
+	member := func() (*geoDriver, *AttachDone) {
+		d := newGeoDriver(t, cfg)
+		d.m.Step(d.now, view("o", "h", "x"))
+		d.feed = attachFeed(t, "h")
+		d.feed.Tokens[0].Load = 2
+		d.feed.Connected = []peer.ID{"h", "x"}
+		answer := &AttachDone{}
+		d.attach = func(p peer.ID) AttachDone {
+			a := *answer
+			a.To, a.OK, a.Mates = p, true, []peer.ID{"h", "o", "x"}
+			a.Nearby = []TokenPos{d.feed.Tokens[0]}
+			return a
 		}
+		return d, answer
 	}
-	want := hash[1] == "o" || hash[2] == "o"
-	if got := len(took) > 0; got != want {
-		t.Fatalf("the placement names x for both tokens, which it never takes: o took %v; the hash names %v", took, hash)
+	d, answer := member()
+	d.run(40 * time.Second)
+	if st := d.m.GeoState(); st.Superpeer != "h" || st.Token >= 0 {
+		t.Fatalf("superpeer %q, token %d; want h and none", st.Superpeer, st.Token)
 	}
-	if want && d2.now.Sub(d2.m.geo.placedAt) < d2.m.geo.surveyWait() {
-		t.Errorf("took %v, before the placement (heard at %v) was surveyWait old", took, d2.m.geo.placedAt.Sub(t0))
+	if tp := d.m.geo.heard; tp.All || tp.Cluster != 0 {
+		t.Errorf("a member hears %+v; want only its cluster's topic (token 0)", tp)
 	}
-	// A superpeer that says it surveys in every answer and never names
-	// anyone holds the re-homing back for surveyWait from the first
-	// answer that said so, not for good.
-	d3 := newGeoDriver(t, cfg)
-	d3.m.Step(d3.now, view("o", "h", "x"))
-	d3.feed = d.feed
-	d3.attach = d.attach
-	answer = AttachDone{Surveying: true}
-	d3.run(40 * time.Second)
-	if got := d3.m.GeoState().Token >= 0; got != want {
-		t.Errorf("h says it surveys in every answer: o holds a token %v, want %v (the hash names %v)", got, want, hash)
+	ordered := func(d *geoDriver, answer *AttachDone, o RehomeOrder) {
+		*answer = AttachDone{Rehome: &o}
+		d.run(6 * time.Second) // the next renewal, an announce interval after the last
+		*answer = AttachDone{}
+	}
+	ordered(d, answer, RehomeOrder{Token: geometric.Rehomed(2, 0), Survey: true, Replaced: "z"})
+	if st := d.m.GeoState(); st.Token != 2 || !d.m.geo.holder.Pinned() || d.m.geo.placed == nil || d.m.geo.placed.replaced != "z" {
+		t.Fatalf("ordered to take token 2 by survey: holds %d, pinned %v, placement %+v", st.Token, d.m.geo.holder.Pinned(), d.m.geo.placed)
+	}
+	if tp := d.m.geo.heard; !tp.All || tp.Cluster != 0 {
+		t.Errorf("a member holding a token hears %+v; want the backbone and its cluster", tp)
+	}
+	ordered(d, answer, RehomeOrder{Token: geometric.Rehomed(1, 0)})
+	if st := d.m.GeoState(); st.Token != 2 {
+		t.Errorf("a holder ordered to take another token holds %d, want 2", st.Token)
+	}
+	d2, answer2 := member()
+	d2.run(20 * time.Second)
+	ordered(d2, answer2, RehomeOrder{Token: geometric.Rehomed(1, 0)})
+	if st := d2.m.GeoState(); st.Token != 1 || d2.m.geo.holder.Pinned() {
+		t.Errorf("ordered to take token 1 by the hash: holds %d, pinned %v", st.Token, d2.m.geo.holder.Pinned())
+	}
+	d3, answer3 := member()
+	d3.step(Reachability{Private: true})
+	d3.run(20 * time.Second)
+	ordered(d3, answer3, RehomeOrder{Token: geometric.Rehomed(1, 0)})
+	if st := d3.m.GeoState(); st.Token >= 0 {
+		t.Errorf("a private member took token %d", st.Token)
 	}
 }

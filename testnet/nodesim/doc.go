@@ -103,11 +103,23 @@
 //     than an announce interval (the live MinGap) after the last
 //     publication, or at the feed's next republication tick (every
 //     announce interval from the node's start) if that comes first; an
-//     unchanged report not at all (TestTokenFeedMinGap). A node's GeoFeed has
-//     the last heard token report of every node alive on its side, or
-//     still in its membership view (a crashed or cut-off node's entries go
-//     with it, one membership TTL after it was last heard), and its own
-//     token report at once; Tokens
+//     unchanged report not at all (TestTokenFeedMinGap). Reports go on
+//     the token topics the machine says it hears (GeoReady.Topics: the
+//     backbone, and its cluster's topic; the backbone alone before it
+//     says; topics.go): a node publishes its reports, and republishes
+//     them every announce interval (events), on its topics, and hears a
+//     report only on its own topics, once it was (re)published there
+//     GossipDelay or more after it joined the topic (GossipSub keeps no
+//     history); leaving a topic drops what was heard only there, and a
+//     report no longer published on a topic stays there one TTL after its
+//     last publication. Each publication counts one delivery per other
+//     subscriber of the topic (Stats.TokenDeliveries, by the receiver's
+//     role). A node's GeoFeed has the last heard token report, on its
+//     topics, of every node alive on its side, or still in its membership
+//     view (a crashed or cut-off node's entries go with it, one
+//     membership TTL after it was last heard), and its own token report
+//     at once; forged claims (ForgeTokens) go on the forger's topics;
+//     Tokens
 //     is one position per token, as gossip.Geo.Tokens: the highest pass
 //     counter, then the smaller holder ID. A report of no token leaves the
 //     last one to expire one TTL after its last republication, a release

@@ -72,8 +72,20 @@ type geoNode struct {
 	heardTok *node.TokenReport
 	tokUntil time.Duration
 	// forged are token claims a hostile member makes besides its
-	// machine's report (ForgeTokens): heard by everyone while it lives.
-	forged []node.TokenReport
+	// machine's report (ForgeTokens), published on its topics while it
+	// lives: since forgedSince, last changed at forgedAt.
+	forged                []node.TokenReport
+	forgedSince, forgedAt time.Duration
+	// Its token topics (topics.go): those its machine said it hears
+	// (node.GeoReady.Topics; the backbone before it said), whether it is
+	// counted among their subscribers (alive) and as a superpeer, when
+	// it joined the backbone and its cluster topic, and its reports as
+	// each topic's subscribers hold them, by topic key.
+	topics      node.GeoTopics
+	subscribed  bool
+	subSuper    bool
+	allAt, clAt time.Duration
+	recs        map[int]*topicRec
 	// lie, when set, is the coordinate it sends its superpeer instead of
 	// its own (LieCoord); load is the most its measurements are delayed
 	// by (Load).
@@ -122,6 +134,8 @@ func (s *Sim) geoStart(i int) {
 	g := n.geo
 	g.tickAt, g.lastTick = -1, -1
 	g.feedStart, g.published, g.pending, g.flushAt = s.now, false, nil, -1 // a new feed
+	s.subscribeStart(i)
+	s.scheduleRepublish(i)
 }
 
 func (s *Sim) randDur(d time.Duration) time.Duration {
@@ -143,6 +157,7 @@ func (s *Sim) geoDown(i int, graceful bool) {
 		return
 	}
 	n.geo.downAt = s.now
+	defer s.unsubscribe(i)
 	if !graceful {
 		return
 	}
@@ -157,6 +172,9 @@ func (s *Sim) geoDown(i int, graceful bool) {
 		}
 		for _, r := range rd.Geo.Tokens {
 			s.publishToken(i, r)
+		}
+		if t := rd.Geo.Topics; t != nil {
+			s.setTopics(i, *t)
 		}
 		if len(rd.Geo.Pings) == 0 && len(rd.Geo.Passes) == 0 && len(rd.Geo.Vouch) == 0 {
 			return
@@ -194,8 +212,27 @@ func (s *Sim) geoDown(i int, graceful bool) {
 func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 	n := s.nodes[i]
 	g := n.geo
+	// As the driver does (overlay/geotopics.go): the reports go out on
+	// the topics the node is on, then it joins and leaves topics, and its
+	// report goes on a topic it joins at once. So a holder in transit
+	// that is promoted says so on its old cluster's topic before it
+	// leaves it: the members there, its mates, hear of the new superpeer
+	// at once.
 	for _, r := range rd.Tokens {
 		s.publishToken(i, r)
+	}
+	if t := rd.Topics; t != nil {
+		old := g.topics
+		s.setTopics(i, *t)
+		var joined []int
+		for _, k := range topicKeys(*t) {
+			if !onTopic(old, k) {
+				joined = append(joined, k)
+			}
+		}
+		if g.own != nil && len(joined) > 0 {
+			s.sendTokenOn(i, *g.own, joined)
+		}
 	}
 	if st := rd.State; st != nil {
 		prevTok := -1
@@ -215,6 +252,7 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 			s.trace = h.Sum64()
 		}
 	}
+	s.topicRole(i) // its role as its topics count their subscribers
 	for _, p := range rd.Pings {
 		s.geoPing(i, p)
 	}
@@ -505,18 +543,31 @@ func (s *Sim) lastPublished(i int) (time.Duration, bool) {
 	return t0, true
 }
 
-// sendToken is node i's publication of r: its peers hear it GossipDelay
-// later.
-func (s *Sim) sendToken(i int, r node.TokenReport) {
+// sendToken is node i's publication of r on its topics: its peers there
+// hear it GossipDelay later (topics.go).
+func (s *Sim) sendToken(i int, r node.TokenReport) { s.sendTokenOn(i, r, nil) }
+
+// sendTokenOn is node i's publication of r on the topics of keys (nil:
+// every topic it is on).
+func (s *Sim) sendTokenOn(i int, r node.TokenReport, keys []int) {
 	g := s.nodes[i].geo
 	if !r.None { // (the live feed publishes nothing for it: its last report expires)
 		g.lastPub, g.published = s.now, true
+		if keys == nil {
+			keys = s.published(i)
+		} else {
+			s.publishedOn(i, keys)
+		}
 	}
 	var until time.Duration
 	if r.None {
 		until = s.now + s.ttl - s.randDur(s.cfg.Node.AnnounceInterval)
 	}
+	pub := s.now
 	s.After(s.cfg.GossipDelay, func(s *Sim) {
+		if !r.None {
+			s.delivered(i, keys, &r, pub)
+		}
 		switch {
 		case r.None:
 			if g.heardTok != nil && g.tokUntil == 0 {
@@ -540,34 +591,64 @@ func (s *Sim) present(i, j int) bool {
 	return ok
 }
 
-// geoFeed is node i's GeoFeed: the token positions heard in its
-// component, as gossip.Geo's Reports give them, and the peers it is
-// connected to.
+// geoFeed is node i's GeoFeed: the token positions heard on its topics
+// (topics.go) in its component, as gossip.Geo's Reports give them, and
+// the peers it is connected to.
 func (s *Sim) geoFeed(i int) node.GeoFeed {
-	// Tokens: every live report (gossip.Geo.Reports), the giver of a
-	// passed token as its link names it; this node's own report at once;
-	// a hostile member's forged claims while it lives and is reachable.
+	// Tokens: the live reports of the topics it hears (gossip.Geo.Reports),
+	// a holder's newest where it hears it on two, the giver of a passed
+	// token as its link names it; this node's own report at once; a
+	// hostile member's forged claims while it lives and is reachable.
+	g := s.nodes[i].geo
 	var tokens []node.TokenPos
-	for j, o := range s.nodes {
-		g := o.geo
-		if g == nil {
-			continue
-		}
-		if j != i && len(g.forged) > 0 && s.up(i, j) {
-			for _, r := range g.forged {
-				tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver, Summary: r.Summary})
+	add := func(j int, r *node.TokenReport) {
+		tokens = append(tokens, node.TokenPos{Holder: s.nodes[j].id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver, Summary: r.Summary})
+	}
+	for _, j := range s.forgers {
+		if s.forgedHeard(i, j) {
+			for _, r := range s.nodes[j].geo.forged {
+				add(j, &r)
 			}
 		}
-		r := g.heardTok
-		if j == i {
-			r = g.own
-		} else if r == nil || g.tokUntil != 0 && s.now >= g.tokUntil || !s.present(i, j) {
+	}
+	if g.own != nil {
+		add(i, g.own)
+	}
+	type heard struct {
+		j   int
+		rec *topicRec
+	}
+	var hs []heard
+	var gone [][2]int
+	keys := topicKeys(g.topics)
+	for _, k := range keys {
+		t := s.topics[k]
+		if t == nil {
 			continue
 		}
-		if r == nil {
-			continue
+		joined := g.joinedAt(k)
+		for _, j := range t.pubs {
+			if j == i {
+				continue
+			}
+			rec, expired := s.heardOn(i, j, k, joined)
+			if expired {
+				gone = append(gone, [2]int{j, k})
+			}
+			if rec != nil {
+				hs = append(hs, heard{j, rec})
+			}
 		}
-		tokens = append(tokens, node.TokenPos{Holder: o.id, Token: r.Token, Coord: r.Coord, Superpeer: r.Superpeer, Load: r.Load, Giver: r.Giver, Summary: r.Summary})
+	}
+	for _, x := range gone {
+		s.dropRec(x[0], x[1])
+	}
+	if len(keys) > 1 { // one entry a holder: the newest publication
+		slices.SortFunc(hs, func(a, b heard) int { return cmp.Or(cmp.Compare(a.j, b.j), cmp.Compare(b.rec.pub, a.rec.pub)) })
+		hs = slices.CompactFunc(hs, func(a, b heard) bool { return a.j == b.j })
+	}
+	for _, h := range hs {
+		add(h.j, h.rec.rep)
 	}
 	slices.SortStableFunc(tokens, func(a, b node.TokenPos) int {
 		return cmp.Or(cmp.Compare(a.Token.Num, b.Token.Num), cmp.Compare(a.Holder, b.Holder))
@@ -686,17 +767,27 @@ func (s *Sim) geoPass(i int, p node.TokenPass) {
 		})
 }
 
-// ForgeTokens makes node i a hostile member that claims, on the token
-// topic, the tokens of reports besides its machine's own (issue 19,
-// finding 3: "I hold both tokens, one pass above their holders"): every
-// peer hears them, as gossip delivers, while i lives and is reachable.
-// Nil stops the claims.
+// ForgeTokens makes node i a hostile member that claims, on the backbone
+// and its own token topics, the tokens of reports besides its machine's own (issue 19,
+// finding 3: "I hold both tokens, one pass above their holders"): the
+// peers on those topics hear them, as gossip delivers (forgedHeard),
+// while i lives and is reachable. Nil stops the claims.
 func (s *Sim) ForgeTokens(i int, reports []node.TokenReport) {
 	g := s.nodes[i].geo
 	if g == nil {
 		return
 	}
-	g.forged = slices.Clone(reports)
+	at, found := slices.BinarySearch(s.forgers, i)
+	switch {
+	case len(reports) == 0:
+		if found {
+			s.forgers = slices.Delete(s.forgers, at, at+1)
+		}
+	case !found:
+		s.forgers = slices.Insert(s.forgers, at, i)
+		g.forgedSince = s.now
+	}
+	g.forged, g.forgedAt = slices.Clone(reports), s.now
 }
 
 // ForgePass has node from pass token t to node to, as a hostile member
@@ -741,7 +832,7 @@ func (s *Sim) geoAttach(i int, p peer.ID, in node.AttachAsked) {
 				}
 				g.asked[p] = slices.Clone(a.Candidates)
 			}
-			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Surveying: a.Surveying, Placement: a.Placement}
+			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Nearby: a.Nearby, Rehome: a.Rehome}
 		})
 }
 

@@ -274,6 +274,11 @@ type Sim struct {
 	bbCache   map[int]bbList
 	bbPos     []int32 // summaryChanges's, for each node
 
+	// The geometric strategy's token topics, by key (topics.go), and the
+	// nodes that forge token claims (ForgeTokens), sorted.
+	topics  map[int]*geoTopic
+	forgers []int
+
 	// Ticks when due (next.go): everyTick ticks every node every
 	// ElectionTick instead (the driver before it, kept for the geometric
 	// strategy and for the tests that compare the two); flipAt and
@@ -310,6 +315,12 @@ type Stats struct {
 	Backbones, Summaries, SummaryChanges uint64
 	// The geometric strategy's pings, token passes and attach requests.
 	GeoPings, GeoPasses, GeoAttaches uint64
+	// TokenDeliveries counts the token reports delivered (topics.go):
+	// each publication or republication of a report on a topic, once
+	// for every other node subscribed to the topic then; split by the
+	// receiver's role then, a superpeer or not (an ordinary peer, or a
+	// holder not promoted yet).
+	TokenDeliveries, SuperpeerDeliveries, OrdinaryDeliveries uint64
 	// What hostile nodes did: the passes a keeper did not make
 	// (KeepTokens), and the reports and summaries a liar lied in
 	// (LieInSearch).

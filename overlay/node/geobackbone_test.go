@@ -1,0 +1,126 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer/superpeer/geometric"
+)
+
+// What a superpeer relays in a yes: itself first, then the geoNearby
+// superpeers with room nearest the member's coordinate, then
+// geoNearbyRotate others in turn; none full, none that is not a
+// superpeer, none twice.
+func TestGeoNearby(t *testing.T) {
+	cfg := geoTestConfig("s", 14)
+	d := newGeoDriver(t, cfg)
+	d.promote(geometric.Token{Num: 0, Seq: 1})
+	var feed []TokenPos
+	for i := 1; i < 9; i++ {
+		tp := TokenPos{Holder: peer.ID(fmt.Sprintf("s%d", i)), Token: geometric.Token{Num: i}, Coord: at(t, float64(i)/100), Superpeer: true}
+		switch i {
+		case 2:
+			tp.Load = cfg.Geo.Tokens.Capacity // full
+		case 3:
+			tp.Superpeer = false // in transit
+		}
+		feed = append(feed, tp)
+	}
+	d.feed = GeoFeed{Tokens: feed}
+	d.step(d.feed)
+	d.step(AttachAsked{From: "m", Coord: at(t, 0.075)})
+	a := d.m.GeoAnswer()
+	if !a.Yes {
+		t.Fatal("refused")
+	}
+	var got []peer.ID
+	for _, tp := range a.Nearby {
+		got = append(got, tp.Holder)
+	}
+	// Nearest 0.075: s7 and s8, then s6, s5, s4 and s1 (s2 full, s3 no
+	// superpeer); no others left for their turn.
+	if want := []peer.ID{"s", "s7", "s8", "s6", "s5", "s4", "s1"}; !slices.Equal(got, want) {
+		t.Fatalf("nearby %v, want %v", got, want)
+	}
+	// Five more superpeers, far (s10-s14, at 0.2 and beyond): the nearest
+	// six, then two of the far ones in turn, from where the last answer
+	// left off.
+	for i := 10; i < 15; i++ {
+		d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: peer.ID(fmt.Sprintf("s%d", i)), Token: geometric.Token{Num: i - 1}, Coord: at(t, float64(i)/50), Superpeer: true})
+	}
+	var turns []peer.ID
+	for range 3 {
+		d.step(d.feed)
+		d.step(AttachAsked{From: "m", Coord: at(t, 0.075)})
+		nb := d.m.GeoAnswer().Nearby
+		got = got[:0]
+		for _, tp := range nb[:7] {
+			got = append(got, tp.Holder)
+		}
+		if want := []peer.ID{"s", "s7", "s8", "s6", "s5", "s4", "s1"}; !slices.Equal(got, want) {
+			t.Fatalf("nearby %v, want %v first", got, want)
+		}
+		for _, tp := range nb[7:] {
+			turns = append(turns, tp.Holder)
+		}
+	}
+	if want := []peer.ID{"s10", "s11", "s12", "s13", "s14", "s10"}; !slices.Equal(turns, want) {
+		t.Fatalf("in turn %v, want %v", turns, want)
+	}
+	if own := a.Nearby[0]; own.Token.Num != 0 || !own.Superpeer || own.Load != 1 {
+		t.Errorf("own position %+v: want token 0, a superpeer serving 1", own)
+	}
+}
+
+// A member takes its superpeer's relay as places to ask, never over what
+// it hears: a relayed holder or token that a claim it hears names is left
+// out, believed or not; and the relay counts only while it is attached to
+// the superpeer that sent it. The superpeer's own position names the
+// cluster's token, which the member's topics follow.
+func TestGeoRelayed(t *testing.T) {
+	d := newGeoDriver(t, geoTestConfig("o", 3))
+	g := d.m.geo
+	near := []TokenPos{
+		{Holder: "s1", Token: geometric.Token{Num: 0, Seq: 4}, Coord: at(t, 0.01), Superpeer: true, Load: 1},
+		{Holder: "s2", Token: geometric.Token{Num: 1}, Coord: at(t, 0.02), Superpeer: true},
+		{Holder: "o", Token: geometric.Token{Num: 2}, Coord: at(t, 0.02), Superpeer: true}, // itself: dropped
+	}
+	g.relayed(d.now, "s1", near, nil)
+	g.attached = "s1"
+	holders := func() (out []peer.ID) {
+		for _, tp := range g.relayedPositions() {
+			out = append(out, tp.Holder)
+		}
+		return out
+	}
+	if got := holders(); !slices.Equal(got, []peer.ID{"s1", "s2"}) || g.clusterToken != 0 {
+		t.Fatalf("relayed %v, cluster token %d; want s1 and s2, token 0", got, g.clusterToken)
+	}
+	if tp := g.topics(); tp.All || tp.Cluster != 0 {
+		t.Errorf("a member of s1 hears %+v, want token 0's topic only", tp)
+	}
+	// A holder in transit hears the backbone and its superpeer's
+	// cluster, not its own token's (which the election takes for its
+	// cluster's token).
+	if err := g.holder.Receive(geometric.Token{Num: 2, Seq: 1 << 32}, d.now); err != nil {
+		t.Fatal(err)
+	}
+	g.clusterToken = 2
+	if tp := g.topics(); !tp.All || tp.Cluster != 0 {
+		t.Errorf("a holder in transit attached to s1 hears %+v, want the backbone and token 0's topic", tp)
+	}
+	g.holder.Yield()
+	// s1 passed token 0 on: y's claim, heard on the cluster's topic, not
+	// believed yet.
+	g.claims = []TokenPos{{Holder: "y", Token: geometric.Token{Num: 0, Seq: 5}, Coord: at(t, 0.01), Giver: "s1"}}
+	if got := holders(); !slices.Equal(got, []peer.ID{"s2"}) {
+		t.Errorf("relayed %v after y claimed s1's token, want s2", got)
+	}
+	g.attached = "s2"
+	if got := holders(); len(got) != 0 {
+		t.Errorf("relayed %v once attached to another superpeer, want none", got)
+	}
+}
