@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -110,8 +111,13 @@ func TestGeoRelayed(t *testing.T) {
 		t.Fatalf("relayed %v, topic token %d, cluster token %d; want s1 and s2, the topic of token 0, and no cluster token (the election's is the believed report's, not the relay's)",
 			got, g.spToken, g.clusterToken)
 	}
-	if tp := g.topics(); tp.All || tp.Cluster != 0 {
+	g.attachOK = d.now
+	if tp := g.topics(d.now); tp.All || tp.Cluster != 0 {
 		t.Errorf("a member of s1 hears %+v, want token 0's topic only", tp)
+	}
+	// No yes from s1 for two announce intervals: the backbone too.
+	if tp := g.topics(d.now.Add(11 * time.Second)); !tp.All || tp.Cluster != 0 {
+		t.Errorf("a member that s1 has not answered for 11 s hears %+v, want the backbone and token 0's topic", tp)
 	}
 	// A holder in transit hears the backbone and its superpeer's
 	// cluster, not its own token's (which the election takes for its
@@ -120,7 +126,7 @@ func TestGeoRelayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.clusterToken = 2
-	if tp := g.topics(); !tp.All || tp.Cluster != 0 {
+	if tp := g.topics(d.now); !tp.All || tp.Cluster != 0 {
 		t.Errorf("a holder in transit attached to s1 hears %+v, want the backbone and token 0's topic", tp)
 	}
 	g.holder.Yield()

@@ -151,19 +151,20 @@ func TestGeoRehomeOrdered(t *testing.T) {
 	if st := d.m.GeoState(); st.Token != 2 {
 		t.Errorf("a holder ordered to take another token holds %d, want 2", st.Token)
 	}
-	// What a member refuses of its superpeer's word: a first placement
-	// that names a holder it replaces, a later one that names none, a
-	// placement with passes, its own cluster's token, a token it hears a
-	// claim on. Then a later placement naming the holder it replaces,
+	// What a member refuses of its superpeer's word: a token of epoch 0
+	// (the network's first placement), one near the counter's end, a
+	// placement with passes, a token out of range (3 of 3), its own
+	// cluster's token, a token it hears a claim on. Then a later placement naming the holder it replaces,
 	// not by survey: taken, the holder kept (the node gives way if it is
 	// alive), not pinned.
 	d2, answer2 := member()
 	d2.run(20 * time.Second)
 	d2.feed.Tokens = append(d2.feed.Tokens, TokenPos{Holder: "x", Token: geometric.Token{Num: 2, Seq: 3}, Coord: at(t, 0.02)}) // a mate in transit
 	for _, o := range []RehomeOrder{
-		{Token: geometric.Rehomed(1, 0), Replaced: "z"},
-		{Token: geometric.Rehomed(1, 1<<32)},
+		{Token: geometric.Token{Num: 1}, Replaced: "z"},
+		{Token: geometric.Token{Num: 1, Seq: 1 << 31 << 32}, Replaced: "z"},
 		{Token: geometric.Token{Num: 1, Seq: 2<<32 | 1}, Replaced: "z"},
+		{Token: geometric.Rehomed(3, 1<<32), Replaced: "z"},
 		{Token: geometric.Rehomed(0, 1<<32), Replaced: "h"},
 		{Token: geometric.Rehomed(2, 1<<32), Replaced: "z"},
 	} {
