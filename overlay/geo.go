@@ -556,9 +556,9 @@ func appendAttachYes(b []byte, a node.GeoAnswer) []byte {
 }
 
 // maxNearby bounds the superpeers nearby in an attach answer: the
-// superpeer itself, the machine's geoNearby (6) nearest others and
-// geoNearbyRotate (2) more.
-const maxNearby = 9
+// machine's node.MaxNearby (9: the superpeer itself, the six nearest
+// others and two more).
+const maxNearby = node.MaxNearby
 
 // maxNearbyLoad bounds the load of a superpeer nearby: no cluster list
 // holds more than pb.MaxIDs peers.

@@ -394,7 +394,7 @@ type TokenPass struct {
 	Token geometric.Token
 }
 
-// TokenReport is what the node publishes on the tokens topic: None, that
+// TokenReport is what the node publishes on its token topics: None, that
 // it holds no token any longer (gossip.Geo.SetToken(nil)); else the token
 // it holds (or Released, once) at Coord.
 //
@@ -610,7 +610,6 @@ type geoMachine struct {
 	allSince  time.Time
 	near      []TokenPos
 	nearOf    peer.ID
-	nearAt    int // where a superpeer's next yes starts the others it relays in turn
 	spToken   int // the token of nearOf, as its last yes gave it; -1 none
 	orders    map[int]rehomeOrder
 
@@ -848,6 +847,8 @@ func (g *geoMachine) step(now time.Time, in Input) {
 		for _, p := range in.Connected {
 			g.connected[p] = true
 		}
+		in.Tokens = g.heardClaims(in.Tokens)
+		g.feed.Tokens = in.Tokens
 		g.claims = in.Tokens
 		g.feed.Tokens = g.resolve(now, in.Tokens)
 	case PingDone:
@@ -997,7 +998,7 @@ func filterRTT(old, sample time.Duration) time.Duration {
 // own).
 func (g *geoMachine) pickPingTarget(now time.Time) (peer.ID, *coordinate.Coordinate, bool) {
 	coords := g.coords(now)
-	for _, tp := range append(slices.Clone(g.feed.Tokens), g.relayedPositions()...) {
+	for _, tp := range g.positions() {
 		if _, ok := g.rtt[tp.Holder]; !ok && tp.Superpeer && tp.Holder != g.self() {
 			return tp.Holder, coords[tp.Holder], true
 		}
@@ -1018,7 +1019,7 @@ func (g *geoMachine) pickPingTarget(now time.Time) (peer.ID, *coordinate.Coordin
 // size.
 func (g *geoMachine) pingTargets() []peer.ID {
 	set := map[peer.ID]bool{}
-	for _, tp := range append(slices.Clone(g.feed.Tokens), g.relayedPositions()...) {
+	for _, tp := range g.positions() {
 		set[tp.Holder] = true
 	}
 	for p := range g.members {

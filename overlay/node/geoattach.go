@@ -82,7 +82,7 @@ func (g *geoMachine) startAttach(now time.Time) {
 	}
 	r := g.round
 	r.self, r.current, r.since = g.client.Coordinate(), g.attached, g.attachOK
-	for _, tp := range append(slices.Clone(g.feed.Tokens), g.relayedPositions()...) {
+	for _, tp := range g.positions() {
 		if tp.Superpeer && tp.Holder != g.self() {
 			r.sps = append(r.sps, geometric.Superpeer{ID: geometric.ID(tp.Holder), Coord: tp.Coord, Load: tp.Load, RTT: g.rtt[tp.Holder]})
 		}

@@ -42,7 +42,8 @@ import (
 //
 //   - Nearby: the superpeer's own position, then the geoNearby superpeers
 //     with room nearest the member's coordinate, as the superpeer
-//     believes them, and geoNearbyRotate others in turn: the
+//     believes them, and geoNearbyRotate others (consecutive in ID order
+//     from a point drawn for each answer): the
 //     candidates of the member's next attachment
 //     round, the superpeers it measures first (pickPingTarget), and
 //     coordinates to sample. Relayed, not signed: they are never taken
@@ -66,8 +67,9 @@ import (
 // superpeers it is told of. With the four nearest alone, a member whose
 // coordinate was off never heard of the superpeer 0.3 ms from it, and
 // stayed 211 ms from its own for 220 s (nodesim, 100 PlanetLab hosts, S
-// = 10, seed 7); in turn, every member hears of every superpeer within
-// S/geoNearbyRotate renewals, and measures each once (pickPingTarget).
+// = 10, seed 7); in turn, drawn anew for each answer, every member hears
+// of every superpeer within some S/geoNearbyRotate renewals, and
+// measures each one it hears of (pickPingTarget).
 // The same, 16 seeds on the hosts 0-99 and 250-349 (÷ random placement,
 // mean settle time): 4 and 2, 0.623 and 54.2 s, 0.702 and 53.9 s; 4 and
 // 4, 0.626 and 51.7 s, 0.701 and 52.2 s; 6 and 2, 0.626 and 50.2 s, 0.700
@@ -79,6 +81,10 @@ const (
 	geoNearbyRotate = 2
 )
 
+// MaxNearby is the most positions a yes relays (GeoAnswer.Nearby): the
+// superpeer's own, geoNearby and geoNearbyRotate.
+const MaxNearby = 1 + geoNearby + geoNearbyRotate
+
 // rehomeOrder is a sponsor's order that member to take token.
 type rehomeOrder struct {
 	member peer.ID
@@ -86,7 +92,17 @@ type rehomeOrder struct {
 }
 
 // topics returns the token topics this node hears now (see above).
-func (g *geoMachine) topics() GeoTopics {
+//
+// A member whose superpeer has not said yes for two announce intervals
+// (it renews once per interval) hears the backbone too, while it keeps
+// its cluster's topic: its superpeer may be lost, and if it was the last
+// holder on its side of a partition, the member must hear that no holder
+// is left, a report's TTL (complete) before it may re-home a token on its
+// own (rehomer). When it began only once the attachment had expired, the
+// side without a superpeer was covered 53 s after the cut, against 47 s
+// when every peer read every report (nodesim,
+// TestGeoPartitionSideWithoutSuperpeer).
+func (g *geoMachine) topics(now time.Time) GeoTopics {
 	tok, held := g.holder.Holding()
 	switch {
 	case held && g.holder.Superpeer():
@@ -94,13 +110,14 @@ func (g *geoMachine) topics() GeoTopics {
 	case g.attached == "" || g.attached == g.self() || g.nearOf != g.attached || g.spToken < 0:
 		return GeoTopics{All: true, Cluster: -1}
 	}
-	return GeoTopics{All: held, Cluster: g.spToken}
+	silent := !g.attachOK.IsZero() && now.Sub(g.attachOK) > 2*g.m.cfg.AnnounceInterval
+	return GeoTopics{All: held || silent, Cluster: g.spToken}
 }
 
 // setTopics puts a change of the topics heard in the outputs; allSince is
 // when the node began to hear the backbone.
 func (g *geoMachine) setTopics(now time.Time) {
-	t := g.topics()
+	t := g.topics(now)
 	if g.topicsSet && t == g.heard {
 		return
 	}
@@ -130,8 +147,8 @@ func (g *geoMachine) complete(now time.Time) bool {
 // nearby is what a superpeer relays to a member in its yes: its own
 // position, then the geoNearby believed superpeers with room nearest to
 // c, the member's coordinate (the superpeer's own when nil), then
-// geoNearbyRotate of the others, the next in ID order after the last
-// answer's.
+// geoNearbyRotate of the others, consecutive in ID order from a point
+// drawn for each answer.
 func (g *geoMachine) nearby(c *coordinate.Coordinate) []TokenPos {
 	pos, ok := g.holder.Position()
 	if !ok {
@@ -161,14 +178,42 @@ func (g *geoMachine) nearby(c *coordinate.Coordinate) []TokenPos {
 	for _, x := range cs[:k] {
 		out = append(out, x.tp)
 	}
-	// The others in turn, in ID order from where the last answer left off.
+	// Others in turn: consecutive in ID order from a point drawn for each
+	// answer (one counter for all the members stepped in multiples of
+	// their number, and a member could see the same two for good).
 	rest := cs[k:]
-	slices.SortFunc(rest, func(a, b cand) int { return cmp.Compare(a.tp.Holder, b.tp.Holder) })
-	for i := range min(geoNearbyRotate, len(rest)) {
-		out = append(out, rest[(g.nearAt+i)%len(rest)].tp)
+	if len(rest) == 0 {
+		return out
 	}
-	if len(rest) > 0 {
-		g.nearAt = (g.nearAt + min(geoNearbyRotate, len(rest))) % len(rest)
+	slices.SortFunc(rest, func(a, b cand) int { return cmp.Compare(a.tp.Holder, b.tp.Holder) })
+	start := g.rng.IntN(len(rest))
+	for i := range min(geoNearbyRotate, len(rest)) {
+		out = append(out, rest[(start+i)%len(rest)].tp)
+	}
+	return out
+}
+
+// heardClaims are the claims of a feed this node takes: all of them when
+// it hears the backbone; else those on its cluster's token and those of
+// its cluster's mates (the holders in transit attached to its superpeer,
+// which publish on its topic). Anyone may publish on a cluster's topic,
+// and a member does not hear the holders of the other tokens there, so
+// a stranger's claim on another token (a placement at a newer epoch, as
+// a superpeer, at a coordinate of its choosing) would stand unopposed:
+// an attach candidate, and it would hide the relay's superpeer of that
+// token (relayedPositions).
+func (g *geoMachine) heardClaims(claims []TokenPos) []TokenPos {
+	if g.heard.All {
+		return claims
+	}
+	mate := func(p peer.ID) bool { return g.matesOf == g.attached && slices.Contains(g.mates, p) }
+	var out []TokenPos
+	for _, c := range claims {
+		if c.Token.Num == g.spToken || c.Holder == g.self() || mate(c.Holder) {
+			out = append(out, c)
+			continue
+		}
+		g.ignore(c)
 	}
 	return out
 }
@@ -178,20 +223,30 @@ func (g *geoMachine) nearby(c *coordinate.Coordinate) []TokenPos {
 // to take a missing token.
 func (g *geoMachine) relayed(now time.Time, sp peer.ID, nearby []TokenPos, order *RehomeOrder) {
 	g.near, g.nearOf = nil, sp
-	for _, tp := range nearby[:min(len(nearby), 1+geoNearby+geoNearbyRotate)] {
+	for _, tp := range nearby[:min(len(nearby), MaxNearby)] {
 		if tp.Holder == g.self() || tp.Coord == nil || geometric.Valid(tp.Coord) != nil || tp.Token.Num < 0 || tp.Token.Num >= g.tc.Tokens {
 			continue
 		}
 		tp.Giver, tp.Summary = "", nil
 		g.near = append(g.near, tp)
 	}
+	// The relay names the topic to hear, not the cluster's token: the
+	// election keys on that as the superpeer's believed report gives it
+	// (election), which a superpeer cannot set by its word alone.
 	g.spToken = -1
 	if len(g.near) > 0 && g.near[0].Holder == sp {
-		g.spToken, g.clusterToken = g.near[0].Token.Num, g.near[0].Token.Num
+		g.spToken = g.near[0].Token.Num
 	}
 	if order != nil {
 		g.ordered(now, sp, *order)
 	}
+}
+
+// positions are the token positions this node knows: the believed
+// reports of the topics it hears, then its superpeer's relay of others
+// (relayedPositions: none of the same holder or token).
+func (g *geoMachine) positions() []TokenPos {
+	return append(slices.Clone(g.feed.Tokens), g.relayedPositions()...)
 }
 
 // relayedPositions are the positions sp relayed last (Nearby), if this
@@ -220,8 +275,29 @@ func (g *geoMachine) relayedPositions() []TokenPos {
 // ordered takes a sponsor's order to take a missing token: a member that
 // holds none and is not demoted takes it as it took a token that Rehome
 // named before, and pins one its superpeer's survey named.
+//
+// What the member checks of its superpeer's word: a token in range, a
+// placement (no passes) of a newer epoch than any of the token it heard
+// of (and not near the counter's end), not a token it hears a claim on,
+// nor its own cluster's. The holder it replaces, if named, is the one
+// whose report, should it still come a TTL later, makes this node give
+// the token up (ownClaims). Whether the token is missing is the
+// superpeer's word: a hostile superpeer can have a member take a live
+// token it does not hear, and the two holders then stand until one
+// gives way by the rules of geotokens.go (a pairing of the epoch with
+// the holder named, which would have refused more, also refused the
+// honest re-homing of token 0, placed at epoch 0: a crash test of the
+// overlay then had one superpeer of two for good).
 func (g *geoMachine) ordered(now time.Time, sp peer.ID, o RehomeOrder) {
-	if _, held := g.holder.Holding(); held || g.selfDemoted() || o.Token.Num < 0 || o.Token.Num >= g.tc.Tokens || o.Token.Passes() != 0 {
+	epoch := o.Token.Seq >> 32
+	next, _ := g.tokens.seen(o.Token.Num)
+	switch {
+	case o.Token.Num < 0 || o.Token.Num >= g.tc.Tokens || o.Token.Passes() != 0 || epoch == 0 || epoch >= 1<<31 || o.Token.Seq < next:
+		return
+	case o.Token.Num == g.spToken || slices.ContainsFunc(g.claims, func(c TokenPos) bool { return c.Token.Num == o.Token.Num }):
+		return
+	}
+	if _, held := g.holder.Holding(); held || g.selfDemoted() {
 		return
 	}
 	if !g.receive(o.Token, now) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -46,13 +47,15 @@ func TestGeoNearby(t *testing.T) {
 		t.Fatalf("nearby %v, want %v", got, want)
 	}
 	// Five more superpeers, far (s10-s14, at 0.2 and beyond): the nearest
-	// six, then two of the far ones in turn, from where the last answer
-	// left off.
+	// six, then two of the far ones, consecutive in ID order from a point
+	// drawn for each answer: each in some answer of 30.
+	var far []peer.ID
 	for i := 10; i < 15; i++ {
-		d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: peer.ID(fmt.Sprintf("s%d", i)), Token: geometric.Token{Num: i - 1}, Coord: at(t, float64(i)/50), Superpeer: true})
+		far = append(far, peer.ID(fmt.Sprintf("s%d", i)))
+		d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: far[len(far)-1], Token: geometric.Token{Num: i - 1}, Coord: at(t, float64(i)/50), Superpeer: true})
 	}
-	var turns []peer.ID
-	for range 3 {
+	seen := map[peer.ID]int{}
+	for range 30 {
 		d.step(d.feed)
 		d.step(AttachAsked{From: "m", Coord: at(t, 0.075)})
 		nb := d.m.GeoAnswer().Nearby
@@ -63,12 +66,20 @@ func TestGeoNearby(t *testing.T) {
 		if want := []peer.ID{"s", "s7", "s8", "s6", "s5", "s4", "s1"}; !slices.Equal(got, want) {
 			t.Fatalf("nearby %v, want %v first", got, want)
 		}
-		for _, tp := range nb[7:] {
-			turns = append(turns, tp.Holder)
+		if len(nb) != 9 {
+			t.Fatalf("nearby %d, want 9", len(nb))
 		}
+		a, b := nb[7].Holder, nb[8].Holder
+		if i, j := slices.Index(far, a), slices.Index(far, b); i < 0 || j != (i+1)%len(far) {
+			t.Fatalf("in turn %s and %s, want two consecutive of %v", a, b, far)
+		}
+		seen[a]++
+		seen[b]++
 	}
-	if want := []peer.ID{"s10", "s11", "s12", "s13", "s14", "s10"}; !slices.Equal(turns, want) {
-		t.Fatalf("in turn %v, want %v", turns, want)
+	for _, p := range far {
+		if seen[p] == 0 {
+			t.Errorf("%s never relayed in 30 answers (%v)", p, seen)
+		}
 	}
 	if own := a.Nearby[0]; own.Token.Num != 0 || !own.Superpeer || own.Load != 1 {
 		t.Errorf("own position %+v: want token 0, a superpeer serving 1", own)
@@ -96,11 +107,17 @@ func TestGeoRelayed(t *testing.T) {
 		}
 		return out
 	}
-	if got := holders(); !slices.Equal(got, []peer.ID{"s1", "s2"}) || g.clusterToken != 0 {
-		t.Fatalf("relayed %v, cluster token %d; want s1 and s2, token 0", got, g.clusterToken)
+	if got := holders(); !slices.Equal(got, []peer.ID{"s1", "s2"}) || g.spToken != 0 || g.clusterToken != -1 {
+		t.Fatalf("relayed %v, topic token %d, cluster token %d; want s1 and s2, the topic of token 0, and no cluster token (the election's is the believed report's, not the relay's)",
+			got, g.spToken, g.clusterToken)
 	}
-	if tp := g.topics(); tp.All || tp.Cluster != 0 {
+	g.attachOK = d.now
+	if tp := g.topics(d.now); tp.All || tp.Cluster != 0 {
 		t.Errorf("a member of s1 hears %+v, want token 0's topic only", tp)
+	}
+	// No yes from s1 for two announce intervals: the backbone too.
+	if tp := g.topics(d.now.Add(11 * time.Second)); !tp.All || tp.Cluster != 0 {
+		t.Errorf("a member that s1 has not answered for 11 s hears %+v, want the backbone and token 0's topic", tp)
 	}
 	// A holder in transit hears the backbone and its superpeer's
 	// cluster, not its own token's (which the election takes for its
@@ -109,7 +126,7 @@ func TestGeoRelayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.clusterToken = 2
-	if tp := g.topics(); !tp.All || tp.Cluster != 0 {
+	if tp := g.topics(d.now); !tp.All || tp.Cluster != 0 {
 		t.Errorf("a holder in transit attached to s1 hears %+v, want the backbone and token 0's topic", tp)
 	}
 	g.holder.Yield()
@@ -118,6 +135,28 @@ func TestGeoRelayed(t *testing.T) {
 	g.claims = []TokenPos{{Holder: "y", Token: geometric.Token{Num: 0, Seq: 5}, Coord: at(t, 0.01), Giver: "s1"}}
 	if got := holders(); !slices.Equal(got, []peer.ID{"s2"}) {
 		t.Errorf("relayed %v after y claimed s1's token, want s2", got)
+	}
+	// What a member takes of what it hears on its cluster's topic: claims
+	// on its cluster's token, and its mates'; not a stranger's claim on
+	// another token (anyone may publish there, and the member does not
+	// hear that token's holder to oppose it).
+	g.heard = GeoTopics{Cluster: 0}
+	g.mates, g.matesOf = []peer.ID{"s1", "o", "m"}, "s1"
+	claims := []TokenPos{
+		{Holder: "y", Token: geometric.Token{Num: 0, Seq: 5}, Giver: "s1"},
+		{Holder: "m", Token: geometric.Token{Num: 2, Seq: 3}, Giver: "q"},
+		{Holder: "z", Token: geometric.Token{Num: 1, Seq: 9 << 32}, Coord: at(t, 0), Superpeer: true},
+	}
+	var kept []peer.ID
+	for _, c := range g.heardClaims(claims) {
+		kept = append(kept, c.Holder)
+	}
+	if !slices.Equal(kept, []peer.ID{"y", "m"}) {
+		t.Errorf("a member takes the claims of %v, want y (its cluster's token) and m (a mate)", kept)
+	}
+	g.heard = GeoTopics{All: true, Cluster: -1}
+	if got := g.heardClaims(claims); len(got) != 3 {
+		t.Errorf("a node on the backbone takes %d claims of 3", len(got))
 	}
 	g.attached = "s2"
 	if got := holders(); len(got) != 0 {

@@ -62,7 +62,7 @@ func (g *geoMachine) coords(now time.Time) map[peer.ID]*coordinate.Coordinate {
 	for p, c := range g.memberCoord {
 		out[p] = c
 	}
-	for _, tp := range append(g.relayedPositions(), g.feed.Tokens...) {
+	for _, tp := range g.positions() {
 		if tp.Coord != nil {
 			out[tp.Holder] = tp.Coord
 		}

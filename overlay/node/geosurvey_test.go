@@ -140,8 +140,8 @@ func TestGeoRehomeOrdered(t *testing.T) {
 		d.run(6 * time.Second) // the next renewal, an announce interval after the last
 		*answer = AttachDone{}
 	}
-	ordered(d, answer, RehomeOrder{Token: geometric.Rehomed(2, 0), Survey: true, Replaced: "z"})
-	if st := d.m.GeoState(); st.Token != 2 || !d.m.geo.holder.Pinned() || d.m.geo.placed == nil || d.m.geo.placed.replaced != "z" {
+	ordered(d, answer, RehomeOrder{Token: geometric.Rehomed(2, 0), Survey: true})
+	if st := d.m.GeoState(); st.Token != 2 || !d.m.geo.holder.Pinned() || d.m.geo.placed == nil || d.m.geo.placed.replaced != "" {
 		t.Fatalf("ordered to take token 2 by survey: holds %d, pinned %v, placement %+v", st.Token, d.m.geo.holder.Pinned(), d.m.geo.placed)
 	}
 	if tp := d.m.geo.heard; !tp.All || tp.Cluster != 0 {
@@ -151,11 +151,31 @@ func TestGeoRehomeOrdered(t *testing.T) {
 	if st := d.m.GeoState(); st.Token != 2 {
 		t.Errorf("a holder ordered to take another token holds %d, want 2", st.Token)
 	}
+	// What a member refuses of its superpeer's word: a token of epoch 0
+	// (the network's first placement), one near the counter's end, a
+	// placement with passes, a token out of range (3 of 3), its own
+	// cluster's token, a token it hears a claim on. Then a later placement naming the holder it replaces,
+	// not by survey: taken, the holder kept (the node gives way if it is
+	// alive), not pinned.
 	d2, answer2 := member()
 	d2.run(20 * time.Second)
-	ordered(d2, answer2, RehomeOrder{Token: geometric.Rehomed(1, 0)})
-	if st := d2.m.GeoState(); st.Token != 1 || d2.m.geo.holder.Pinned() {
-		t.Errorf("ordered to take token 1 by the hash: holds %d, pinned %v", st.Token, d2.m.geo.holder.Pinned())
+	d2.feed.Tokens = append(d2.feed.Tokens, TokenPos{Holder: "x", Token: geometric.Token{Num: 2, Seq: 3}, Coord: at(t, 0.02)}) // a mate in transit
+	for _, o := range []RehomeOrder{
+		{Token: geometric.Token{Num: 1}, Replaced: "z"},
+		{Token: geometric.Token{Num: 1, Seq: 1 << 31 << 32}, Replaced: "z"},
+		{Token: geometric.Token{Num: 1, Seq: 2<<32 | 1}, Replaced: "z"},
+		{Token: geometric.Rehomed(3, 1<<32), Replaced: "z"},
+		{Token: geometric.Rehomed(0, 1<<32), Replaced: "h"},
+		{Token: geometric.Rehomed(2, 1<<32), Replaced: "z"},
+	} {
+		ordered(d2, answer2, o)
+		if st := d2.m.GeoState(); st.Token >= 0 {
+			t.Fatalf("took token %d on the order %+v", st.Token, o)
+		}
+	}
+	ordered(d2, answer2, RehomeOrder{Token: geometric.Rehomed(1, 1<<32), Replaced: "z"})
+	if st := d2.m.GeoState(); st.Token != 1 || d2.m.geo.holder.Pinned() || d2.m.geo.placed == nil || d2.m.geo.placed.replaced != "z" {
+		t.Errorf("ordered to take token 1 by the hash: holds %d, pinned %v, placement %+v", st.Token, d2.m.geo.holder.Pinned(), d2.m.geo.placed)
 	}
 	d3, answer3 := member()
 	d3.step(Reachability{Private: true})

@@ -345,7 +345,7 @@ func (g *geoMachine) swapReport(sp peer.ID) ([]time.Duration, bool) {
 // 0.915 without, 0.698 with).
 func (g *geoMachine) nextSuperpeer(sp peer.ID) PeerRTT {
 	var best PeerRTT
-	for _, tp := range append(slices.Clone(g.feed.Tokens), g.relayedPositions()...) {
+	for _, tp := range g.positions() {
 		if !tp.Superpeer || tp.Holder == sp || tp.Holder == g.self() || g.tc.Capacity > 0 && tp.Load >= g.tc.Capacity {
 			continue
 		}
