@@ -613,11 +613,7 @@ func appendNearby(b []byte, ps []node.TokenPos) []byte {
 		b = appendID(b, tp.Holder)
 		b = appendToken(b, tp.Token)
 		b = appendCoord(b, tp.Coord)
-		super := byte(0)
-		if tp.Superpeer {
-			super = 1
-		}
-		b = binary.AppendUvarint(append(b, super), uint64(min(max(tp.Load, 0), maxNearbyLoad)))
+		b = binary.AppendUvarint(appendFlag(b, tp.Superpeer), uint64(min(max(tp.Load, 0), maxNearbyLoad)))
 	}
 	return b
 }
@@ -681,18 +677,21 @@ func readFlag(r *bufio.Reader, what string) (bool, error) {
 	return b == 1, nil
 }
 
+// appendFlag is readFlag's writer: 1 for true, 0 for false.
+func appendFlag(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
 // appendRehome is readRehome's writer.
 func appendRehome(b []byte, o *node.RehomeOrder) []byte {
 	if o == nil {
-		return append(b, 0)
+		return appendFlag(b, false)
 	}
-	b = appendToken(append(b, 1), o.Token)
-	b = appendID(b, o.Replaced)
-	survey := byte(0)
-	if o.Survey {
-		survey = 1
-	}
-	return append(b, survey)
+	b = appendToken(appendFlag(b, true), o.Token)
+	return appendFlag(appendID(b, o.Replaced), o.Survey)
 }
 
 // readAttachRequest reads an attach request from a member: attachFlags'
