@@ -506,8 +506,10 @@ type geoMachine struct {
 	// and the survey.
 	memberLeft map[peer.ID]bool
 	// clusterToken is the token number of our cluster's holder, as last
-	// reported (it outlives the holder, for the election's takeover).
+	// reported (it outlives the holder, for the election's takeover), and
+	// clusterOf that holder.
 	clusterToken int
+	clusterOf    peer.ID
 	tokens       tokenBook
 	// The coordinates the token machine decides on: a snapshot refreshed
 	// every SnapshotTicks token intervals, so that tokens settle between

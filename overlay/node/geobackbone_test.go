@@ -3,11 +3,13 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/superpeer/superpeer/classic"
 	"github.com/superpeer/superpeer/geometric"
 )
 
@@ -161,5 +163,80 @@ func TestGeoRelayed(t *testing.T) {
 	g.attached = "s2"
 	if got := holders(); len(got) != 0 {
 		t.Errorf("relayed %v once attached to another superpeer, want none", got)
+	}
+}
+
+// TestGeoMoveKeepsNewCluster: a member moves from s2's cluster (token 1)
+// to s1 (token 0), clearly nearer by the relay. Until it hears s1's report
+// on token 0's topic, its feed is still token 1's, where s2 claims token 1
+// as a superpeer. That claim is not one on s1's cluster's token: the
+// member must not take it for a mate's takeover of s1's cluster and
+// abandon s1 (found with 12 processes on loopback: members hopped between
+// two live superpeers every 15 s and the network never held still).
+func TestGeoMoveKeepsNewCluster(t *testing.T) {
+	cfg := geoTestConfig("o", 2)
+	cfg.Election = "bully"
+	d := newGeoDriver(t, cfg)
+	d.m.Step(d.now, view("o", "s1", "s2"))
+	s1 := TokenPos{Holder: "s1", Token: geometric.Token{Num: 0}, Coord: at(t, 0.01), Superpeer: true}
+	s2 := TokenPos{Holder: "s2", Token: geometric.Token{Num: 1}, Coord: at(t, 0.02), Superpeer: true}
+	topic := func(num int) GeoFeed {
+		f := GeoFeed{Connected: []peer.ID{"s1", "s2"}}
+		for _, tp := range []TokenPos{s1, s2} {
+			if tp.Token.Num == num {
+				f.Tokens = append(f.Tokens, tp)
+			}
+		}
+		return f
+	}
+	d.feed = topic(1)
+	rtt := map[peer.ID]time.Duration{"s1": 60 * ms, "s2": 50 * ms}
+	d.ping = func(p peer.ID) (time.Duration, error) { return rtt[p], nil }
+	d.attach = func(p peer.ID) AttachDone {
+		own, other := s1, s2
+		if p == "s2" {
+			own, other = s2, s1
+		}
+		return AttachDone{To: p, OK: true, Mates: []peer.ID{p, "o"}, Nearby: []TokenPos{own, other}}
+	}
+	d.run(3 * time.Second)
+	if sp := d.m.GeoState().Superpeer; sp != "s2" {
+		t.Fatalf("attached to %q, want s2", sp)
+	}
+	// The superpeer leads its cluster's election, as its heartbeats say.
+	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgOK, From: "s2", To: "o"}})
+	d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgCoordinator, From: "s2", To: "o", Leader: "s2"}})
+	beating := func(dur time.Duration, until func() bool) {
+		for end := d.now.Add(dur); d.now.Before(end) && !until(); {
+			d.run(100 * ms)
+			sp := classic.ID(d.m.GeoState().Superpeer)
+			d.step(ElectionMessage{Msg: classic.Message{Type: classic.MsgHeartbeat, From: sp, To: "o", Leader: sp}})
+		}
+	}
+	never := func() bool { return false }
+	beating(10*time.Second, never)
+	if l := d.m.leaderOf("s2"); l != "s2" {
+		t.Fatalf("the election of s2's cluster names %q, want s2", l)
+	}
+	rtt["s1"] = 20 * ms
+	beating(20*time.Second, func() bool { return d.m.GeoState().Superpeer == "s1" })
+	if sp := d.m.GeoState().Superpeer; sp != "s1" {
+		t.Fatalf("attached to %q, want s1, clearly nearer", sp)
+	}
+	// Still on token 1's topic for a while (the driver joins token 0's
+	// topic, and s1 republishes its report an announce interval later).
+	beating(4*time.Second, never)
+	d.feed = topic(0)
+	beating(20*time.Second, never)
+	if sp := d.m.GeoState().Superpeer; sp != "s1" {
+		t.Errorf("attached to %q, want s1", sp)
+	}
+	if !slices.Equal(d.detached, []peer.ID{"s2"}) {
+		t.Errorf("told %v it left them, want s2 once", d.detached)
+	}
+	for _, n := range d.notes {
+		if strings.Contains(n.Msg, "outside our roster") {
+			t.Errorf("%s %v", n.Msg, n.Args)
+		}
 	}
 }
