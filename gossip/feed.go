@@ -513,6 +513,10 @@ type feed[T any] struct {
 	lastPub time.Time
 	pending bool // a change waits for the minimum gap to pass
 	sealed  bool // seal was called: local is final, set changes nothing
+	// quiet publishes only urgent changes (feedSpec.urgent) and a value
+	// that is not live: no republication every interval, no change that
+	// may wait (setQuiet).
+	quiet bool
 
 	kick   chan struct{}
 	cancel context.CancelFunc
@@ -663,8 +667,12 @@ func (f *feed[T]) run(ctx context.Context) {
 			// (less when the TTL is shorter than that).
 			f.mu.Lock()
 			recent := f.local != nil && !f.pending && f.cfg.now().Sub(f.lastPub) < min(f.cfg.interval/2, f.cfg.ttl-f.cfg.interval)
+			quiet := f.quiet && !f.sealed
+			if quiet && f.local != nil {
+				f.tab.put(f.cfg.self, *f.local, f.cfg.now()) // our own report stays in our view
+			}
 			f.mu.Unlock()
-			if !recent {
+			if !recent && !quiet {
 				_ = f.publish(ctx) // a failure is logged; the next interval retries
 			}
 			f.mu.Lock()
@@ -773,24 +781,36 @@ func (f *feed[T]) set(ctx context.Context, v *T) error {
 		return nil // the next republication carries it
 	}
 	now := f.cfg.now()
-	if f.spec.urgent(old, nv) || !f.spec.live(nv) || f.cfg.minGap <= 0 || now.Sub(f.lastPub) >= f.cfg.minGap {
+	urgent := f.spec.urgent(old, nv) || !f.spec.live(nv)
+	if urgent || !f.quiet && (f.cfg.minGap <= 0 || now.Sub(f.lastPub) >= f.cfg.minGap) {
 		f.local = &nv
 		f.mu.Unlock()
 		_ = f.publish(ctx) // a failure is logged; the next interval retries
 		return nil
 	}
 	f.spec.setSeq(&nv, f.lastSeq)
-	f.local, f.pending = &nv, true
+	f.local, f.pending = &nv, !f.quiet
 	changed := f.tab.put(f.cfg.self, nv, now)
 	f.mu.Unlock()
 	if changed {
 		f.cfg.changed()
+	}
+	if f.quiet {
+		return nil
 	}
 	select {
 	case f.kick <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+// setQuiet turns quiet publication on or off (see feed.quiet); a change
+// waiting for the minimum gap is then not published.
+func (f *feed[T]) setQuiet(quiet bool) {
+	f.mu.Lock()
+	f.quiet, f.pending = quiet, f.pending && !quiet
+	f.mu.Unlock()
 }
 
 // seal makes the local value final: last turns it into its last word (a

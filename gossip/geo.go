@@ -616,6 +616,14 @@ func (g *Geo) SetToken(ctx context.Context, t *TokenPos) error {
 	return g.tokens.set(ctx, &v)
 }
 
+// SetQuiet makes g publish the local report only when it changes urgently
+// (a new token, a promotion, a release), not again every Interval nor for
+// a load or coordinate change (quiet), or as usual (not quiet). It is for
+// a superpeer's own cluster topic, whose readers, its members, have its
+// report from every answer to their attach requests (overlay); the topic
+// then carries the changes they must hear at once.
+func (g *Geo) SetQuiet(quiet bool) { g.tokens.setQuiet(quiet) }
+
 // Coord returns a copy of token holder p's coordinate, as its live token
 // report gives it (this peer's own included).
 func (g *Geo) Coord(p peer.ID) (*coordinate.Coordinate, bool) {

@@ -70,7 +70,7 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/10.0.0": a frameAttach of one
+//   - attach "/superpeer/<network>/attach/11.0.0": a frameAttach of one
 //     byte of what the member says of itself (attachPrivate: it is
 //     private, attachFlapping: it flaps, attachLeaving: it attached to
 //     another superpeer, let it go; other bits refused), then the
@@ -103,11 +103,15 @@ import (
 //     order (other values refused), which is the token (number and
 //     sequence, as above), the holder it replaces (a peer ID, or a single
 //     0 byte: none) and one byte (1: the superpeer's survey named this
-//     member, 0: not; other values refused). Members learn their
-//     cluster-mates from it, for elections, some of their coordinates,
-//     which mates rank last and take no token, and what they no longer
-//     hear on the backbone: the superpeers to ask next, and the missing
-//     tokens to take;
+//     member, 0: not; other values refused), then the superpeer's own
+//     token report (readReport: a uvarint length, 0 none, at most
+//     gossip.MaxGeoSize, and the report as gossip encodes it, checked as
+//     one the superpeer published). Members learn their cluster-mates from
+//     it, for elections, some of their coordinates, which mates rank last
+//     and take no token, what they no longer hear on the backbone (the
+//     superpeers to ask next, and the missing tokens to take), and their
+//     superpeer's report, which it no longer republishes on its cluster's
+//     topic (geotopics.go);
 //   - vouch "/superpeer/<network>/vouch/1.0.0": a frameVouch of a peer ID
 //     (the peer checked), answered by a frameAnswer of 8 bytes (the RTT
 //     this node measures to it, nanoseconds, big-endian: the machine's,
@@ -127,7 +131,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/10.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/11.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -494,22 +498,28 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 	}
 	resp, err := g.n.request(ctx, p, g.attachProto, frameAttach, req, frameAnswer)
 	if err != nil || len(resp) == 0 || resp[0] != respYes[0] {
+		if err == nil {
+			g.feeds.relay(p, nil) // p no longer serves: its report is not relayed
+		}
 		return node.GeoAnswer{}, err
 	}
-	a, err := readAttachYes(p, resp[1:])
+	a, report, err := readAttachYes(p, resp[1:])
 	if err != nil {
 		g.n.guard.refuse(g.n, protoName(g.attachProto), p, err)
 		return node.GeoAnswer{}, err
 	}
+	g.feeds.relay(p, report)
 	return a, nil
 }
 
 // readAttachYes reads superpeer p's yes to an attach request (after its
 // first byte): the cluster, which must start with p, the candidates, the
 // coordinates and the demoted members, each of which must be in the
-// cluster, then the superpeers nearby, which must start with p if any, and
-// the order to take a missing token, if any.
-func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
+// cluster, then the superpeers nearby, which must start with p if any, the
+// order to take a missing token, if any, and p's own token report, if any
+// (readReport).
+func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, *gossip.TokenPos, error) {
+	var report *gossip.TokenPos
 	a, err := decodeAll(b, func(r *bufio.Reader) (node.GeoAnswer, error) {
 		var a node.GeoAnswer
 		var err error
@@ -528,7 +538,10 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 		if a.Nearby, err = readNearby(r); err != nil {
 			return a, err
 		}
-		a.Rehome, err = readRehome(r)
+		if a.Rehome, err = readRehome(r); err != nil {
+			return a, err
+		}
+		report, err = readReport(r, p)
 		return a, err
 	})
 	if err == nil && (len(a.Cluster) == 0 || a.Cluster[0] != p) {
@@ -543,16 +556,45 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, error) {
 		err = fmt.Errorf("%w: attach: the superpeers nearby do not start with the superpeer", errWire)
 	}
 	if err != nil {
-		return node.GeoAnswer{}, err
+		return node.GeoAnswer{}, nil, err
 	}
 	a.Yes = true
-	return a, nil
+	return a, report, nil
 }
 
-// appendAttachYes is readAttachYes' writer (after the first byte).
-func appendAttachYes(b []byte, a node.GeoAnswer) []byte {
+// appendAttachYes is readAttachYes' writer (after the first byte); report
+// is the superpeer's own report as appendReport writes it (nil: none).
+func appendAttachYes(b []byte, a node.GeoAnswer, report []byte) []byte {
 	b = appendIDs(appendCoords(appendIDs(appendIDs(b, a.Cluster), a.Candidates), a.Coords), a.Demoted)
-	return appendRehome(appendNearby(b, a.Nearby), a.Rehome)
+	b = appendRehome(appendNearby(b, a.Nearby), a.Rehome)
+	return append(binary.AppendUvarint(b, uint64(len(report))), report...)
+}
+
+// readReport reads superpeer p's own token report in its yes to an attach
+// request: a uvarint length (0: none, at most gossip.MaxGeoSize) and the
+// report as p publishes it on its cluster's topic (gossip.TokenPos.Encode),
+// checked as gossip checks a report whose signed origin is p
+// (gossip.DecodeTokenPos). A superpeer publishes on its own cluster topic
+// only what its members must hear at once (a new token, a promotion, a
+// release: gossip.Geo.SetQuiet); they have the rest, its coordinate and
+// its load, from this report, once an announce interval.
+func readReport(r *bufio.Reader, p peer.ID) (*gossip.TokenPos, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > gossip.MaxGeoSize {
+		return nil, fmt.Errorf("report length %d: %v", n, err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("report: %v", err)
+	}
+	tp, err := gossip.DecodeTokenPos(p, data)
+	if err != nil {
+		return nil, fmt.Errorf("report: %v", err)
+	}
+	return &tp, nil
 }
 
 // maxNearby bounds the superpeers nearby in an attach answer: the
@@ -921,7 +963,7 @@ func (g *geo) handleAttach(s network.Stream) {
 		}) || !ans.Yes {
 			return frameAnswer, respNo, nil
 		}
-		return frameAnswer, appendAttachYes(slices.Clone(respYes), ans), nil
+		return frameAnswer, appendAttachYes(slices.Clone(respYes), ans, g.feeds.ownReport()), nil
 	})
 }
 

@@ -46,17 +46,17 @@ func TestAttachFlags(t *testing.T) {
 	}
 
 	yes := node.GeoAnswer{Cluster: ids[:3], Candidates: ids[2:3], Coords: []node.PeerCoord{{ID: ids[2], Coord: co}}, Demoted: []peer.ID{ids[2]}}
-	a, err := readAttachYes(sp, appendAttachYes(nil, yes))
+	a, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil))
 	if err != nil || !a.Yes || !slices.Equal(a.Cluster, yes.Cluster) || !slices.Equal(a.Candidates, yes.Candidates) || len(a.Coords) != 1 ||
 		!slices.Equal(a.Demoted, yes.Demoted) {
 		t.Fatalf("round trip of a yes: %+v, %v", a, err)
 	}
 	yes.Demoted = []peer.ID{ids[3]}
-	if _, err := readAttachYes(sp, appendAttachYes(nil, yes)); !errors.Is(err, errWire) {
+	if _, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil)); !errors.Is(err, errWire) {
 		t.Errorf("a yes demoting a peer outside its cluster: %v, want a wire error", err)
 	}
 	yes.Demoted = nil
-	if _, err := readAttachYes(from, appendAttachYes(nil, yes)); !errors.Is(err, errWire) {
+	if _, _, err := readAttachYes(from, appendAttachYes(nil, yes, nil)); !errors.Is(err, errWire) {
 		t.Errorf("a yes whose cluster starts with another: %v, want a wire error", err)
 	}
 }
@@ -94,7 +94,7 @@ func TestAttachYesNearby(t *testing.T) {
 	} {
 		yes := base
 		yes.Nearby, yes.Rehome = c.nearby, c.rehome
-		got, err := readAttachYes(sp, appendAttachYes(nil, yes))
+		got, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil))
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -106,8 +106,11 @@ func TestAttachYesNearby(t *testing.T) {
 	}
 
 	head := appendIDs(appendCoords(appendIDs(appendIDs(nil, base.Cluster), nil), nil), nil)
-	yesWith := func(nearby []node.TokenPos, rehome *node.RehomeOrder) []byte {
+	rehomeWith := func(nearby []node.TokenPos, rehome *node.RehomeOrder) []byte {
 		return appendRehome(appendNearby(slices.Clone(head), nearby), rehome)
+	}
+	yesWith := func(nearby []node.TokenPos, rehome *node.RehomeOrder) []byte {
+		return append(rehomeWith(nearby, rehome), 0) // and no report
 	}
 	// entry is a nearby entry of sp with the given superpeer byte and load.
 	entry := func(super byte, load uint64) []byte {
@@ -115,30 +118,31 @@ func TestAttachYesNearby(t *testing.T) {
 		b = appendCoord(appendToken(append(b, sp...), near[0].Token), co)
 		return binary.AppendUvarint(append(b, super), load)
 	}
-	rehome := yesWith(nil, &node.RehomeOrder{Token: geometric.Token{Num: 1, Seq: 2 << 32}, Replaced: ids[3], Survey: true})
+	rehome := rehomeWith(nil, &node.RehomeOrder{Token: geometric.Token{Num: 1, Seq: 2 << 32}, Replaced: ids[3], Survey: true})
 	bad := co.Clone()
 	bad.Vec[0] = 1e9
 	tooMany := slices.Repeat(near[:1], maxNearby+1)
 	for name, b := range map[string][]byte{
 		"nearby not starting with the superpeer": yesWith(near[1:], nil),
-		"too many nearby":                        append(append(binary.AppendUvarint(slices.Clone(head), maxNearby+1), slices.Repeat(entry(1, 0), maxNearby+1)...), 0),
-		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0),
-		"load above the bound":                   append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(1, maxNearbyLoad+1)...), 0),
+		"too many nearby":                        append(append(binary.AppendUvarint(slices.Clone(head), maxNearby+1), slices.Repeat(entry(1, 0), maxNearby+1)...), 0, 0),
+		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0, 0),
+		"load above the bound":                   append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(1, maxNearbyLoad+1)...), 0, 0),
 		"token number at MaxTokens":              yesWith([]node.TokenPos{{Holder: sp, Token: geometric.Token{Num: gossip.MaxTokens}, Coord: co}}, nil),
 		"invalid coordinate":                     yesWith([]node.TokenPos{{Holder: sp, Coord: bad}}, nil),
 		"no rehome byte":                         appendNearby(slices.Clone(head), nil),
-		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2),
-		"survey byte 2":                          append(rehome[:len(rehome)-1:len(rehome)-1], 2),
+		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2, 0),
+		"survey byte 2":                          append(rehome[:len(rehome)-1:len(rehome)-1], 2, 0),
 		"rehome truncated":                       rehome[:len(rehome)-1],
+		"no report length":                       rehome,
 		"rehome of token MaxTokens":              yesWith(nil, &node.RehomeOrder{Token: geometric.Token{Num: gossip.MaxTokens}}),
 		"trailing":                               append(yesWith(near, nil), 0),
 	} {
-		if _, err := readAttachYes(sp, b); err == nil {
+		if _, _, err := readAttachYes(sp, b); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	// appendNearby never writes more than maxNearby.
-	if a, err := readAttachYes(sp, yesWith(tooMany, nil)); err != nil || len(a.Nearby) != maxNearby {
+	if a, _, err := readAttachYes(sp, yesWith(tooMany, nil)); err != nil || len(a.Nearby) != maxNearby {
 		t.Errorf("a yes written with %d nearby: %d read, %v; want %d", len(tooMany), len(a.Nearby), err, maxNearby)
 	}
 	// An entry without a coordinate is not written; without the
@@ -147,7 +151,7 @@ func TestAttachYesNearby(t *testing.T) {
 		nearby []node.TokenPos
 		want   int
 	}{{[]node.TokenPos{near[0], {Holder: ids[2]}, near[2]}, 2}, {[]node.TokenPos{{Holder: sp}, near[1]}, 0}} {
-		if a, err := readAttachYes(sp, yesWith(c.nearby, nil)); err != nil || len(a.Nearby) != c.want {
+		if a, _, err := readAttachYes(sp, yesWith(c.nearby, nil)); err != nil || len(a.Nearby) != c.want {
 			t.Errorf("nearby %+v written and read as %+v, %v; want %d entries", c.nearby, a.Nearby, err, c.want)
 		}
 	}
@@ -155,9 +159,9 @@ func TestAttachYesNearby(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"nearby not starting with the superpeer": yesWith(near[1:], nil),
 		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0),
-		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2),
+		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2, 0),
 	} {
-		if _, err := readAttachYes(sp, b); !errors.Is(err, errWire) {
+		if _, _, err := readAttachYes(sp, b); !errors.Is(err, errWire) {
 			t.Errorf("%s: %v, want a wire error", name, err)
 		}
 	}

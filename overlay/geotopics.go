@@ -52,6 +52,12 @@ type geoFeeds struct {
 	// again an interval later.
 	want   node.GeoTopics
 	failed time.Time
+	// relayed is the report of the superpeer that last said yes to an
+	// attach request, with its answer (relay): a superpeer publishes on
+	// its own cluster's topic only a new token, a promotion and a release
+	// (quiet), and its members have its report from its answers.
+	relayed   *gossip.TokenPos
+	relayedAt time.Time
 }
 
 // joinGeoFeeds joins the backbone, as a node does until its machine says
@@ -147,6 +153,9 @@ func (f *geoFeeds) join(ctx context.Context, cluster int, last *gossip.TokenPos)
 		f.log.Warn("geometric: join token topic", "cluster", cluster, "err", err)
 		return nil
 	}
+	if cluster >= 0 {
+		g.SetQuiet(quietOn(last, cluster))
+	}
 	if last != nil {
 		if err := g.SetToken(ctx, forTopic(last, cluster >= 0)); err != nil && ctx.Err() == nil {
 			f.log.Warn("geometric: publish token", "topic", g.Topic(), "err", err)
@@ -167,6 +176,17 @@ func forTopic(tp *gossip.TokenPos, cluster bool) *gossip.TokenPos {
 	return &c
 }
 
+// quietOn says whether the node's report last goes quietly on the topic
+// of cluster (gossip.Geo.SetQuiet): when it is the superpeer of that
+// cluster. Its members then have the report from its answers to their
+// attach requests (ownReport, relay), once an announce interval; the
+// topic carries what they must hear at once. On a cluster's topic the
+// superpeer's republication was most of what a member received (1.5 KB/s
+// of its 3.1: each report came from up to six mesh peers).
+func quietOn(last *gossip.TokenPos, cluster int) bool {
+	return last != nil && last.Superpeer && !last.Released && last.Token.Num == cluster
+}
+
 // publish sets the node's report (nil: none) on every topic joined, and
 // keeps it for the topics joined later; a release is published once, and
 // then none is kept.
@@ -176,19 +196,53 @@ func (f *geoFeeds) publish(ctx context.Context, tp *gossip.TokenPos) error {
 	if tp != nil && tp.Released {
 		f.last = nil
 	}
-	all, cluster := f.all, f.cluster
+	all, cluster, num := f.all, f.cluster, f.clusterNum
 	f.mu.Unlock()
 	var errs []error
 	if all != nil {
 		errs = append(errs, all.SetToken(ctx, tp))
 	}
 	if cluster != nil {
+		cluster.SetQuiet(quietOn(tp, num))
 		if tp != nil {
 			tp = forTopic(tp, true)
 		}
 		errs = append(errs, cluster.SetToken(ctx, tp))
 	}
 	return errors.Join(errs...)
+}
+
+// ownReport is the node's report as its answer to an attach request
+// carries it (readReport): as published on a cluster's topic, under a
+// fresh publication sequence; nil when the node is no superpeer.
+func (f *geoFeeds) ownReport() []byte {
+	f.mu.Lock()
+	last := f.last
+	f.mu.Unlock()
+	if last == nil || !last.Superpeer {
+		return nil
+	}
+	tp := *forTopic(last, true)
+	tp.Holder, tp.Seq = f.self, uint64(time.Now().UnixNano())
+	data, err := tp.Encode()
+	if err != nil {
+		f.log.Warn("geometric: encode the report for an attach answer", "err", err)
+		return nil
+	}
+	return data
+}
+
+// relay keeps superpeer p's report from its yes to an attach request
+// (nil: p said no, and its report kept, if any, goes).
+func (f *geoFeeds) relay(p peer.ID, tp *gossip.TokenPos) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case tp != nil:
+		f.relayed, f.relayedAt = tp, time.Now()
+	case f.relayed != nil && f.relayed.Holder == p:
+		f.relayed = nil
+	}
 }
 
 // joined are the feeds joined, the backbone first; under mu.
@@ -203,37 +257,70 @@ func (f *geoFeeds) joined() []*gossip.Geo {
 }
 
 // reports is every live report heard on the topics joined, the node's
-// own included, one per holder: of a holder's reports on two topics, the
-// one of the higher Token.Seq, else the backbone's; sorted by token
-// number, then holder (gossip.Geo.Reports' order).
+// own included, and the report its superpeer relayed last (relay), for a
+// report's TTL: one per holder, as mergeReports keeps them.
 func (f *geoFeeds) reports() []gossip.TokenPos {
 	f.mu.Lock()
-	all, cluster := f.all, f.cluster
+	all, cluster, relayed := f.all, f.cluster, f.relayed
+	if relayed != nil && time.Since(f.relayedAt) >= f.ttl() {
+		relayed, f.relayed = nil, nil
+	}
 	f.mu.Unlock()
-	var out []gossip.TokenPos
+	var heardAll, heardCluster []gossip.TokenPos
 	if all != nil {
-		out = all.Reports()
+		heardAll = all.Reports()
 	}
-	if cluster == nil {
-		return out
+	if cluster != nil {
+		heardCluster = cluster.Reports()
 	}
+	return mergeReports(heardAll, heardCluster, relayed)
+}
+
+// mergeReports is reports' rule: one report per holder of the backbone's
+// (all), the cluster topic's and the superpeer's relayed one (nil: none),
+// sorted by token number, then holder. Of a holder's reports on the two
+// topics, the higher Token.Seq, else the backbone's; the relayed one over
+// both, fresher (a coordinate, a load) at no lower Token.Seq, unless a
+// report heard passes its token further on.
+func mergeReports(all, cluster []gossip.TokenPos, relayed *gossip.TokenPos) []gossip.TokenPos {
+	out := slices.Clone(all)
 	at := make(map[peer.ID]int, len(out))
 	for i, tp := range out {
 		at[tp.Holder] = i
 	}
-	for _, tp := range cluster.Reports() {
+	for _, tp := range cluster {
 		i, ok := at[tp.Holder]
 		switch {
 		case !ok:
+			at[tp.Holder] = len(out)
 			out = append(out, tp)
 		case tp.Token.Seq > out[i].Token.Seq:
 			out[i] = tp
+		}
+	}
+	if relayed != nil && !slices.ContainsFunc(out, func(tp gossip.TokenPos) bool {
+		return tp.Token.Num == relayed.Token.Num && tp.Token.Seq > relayed.Token.Seq
+	}) {
+		i, ok := at[relayed.Holder]
+		switch {
+		case !ok:
+			out = append(out, *relayed)
+		case relayed.Token.Seq >= out[i].Token.Seq:
+			out[i] = *relayed
 		}
 	}
 	slices.SortFunc(out, func(a, b gossip.TokenPos) int {
 		return cmp.Or(cmp.Compare(a.Token.Num, b.Token.Num), cmp.Compare(a.Holder, b.Holder))
 	})
 	return out
+}
+
+// ttl is how long a report lasts without a refresh (gossip.GeoConfig.TTL).
+func (f *geoFeeds) ttl() time.Duration {
+	if f.cfg.TTL > 0 {
+		return f.cfg.TTL
+	}
+	return 3 * f.cfg.Interval
 }
 
 // tokens is one report per token number of reports, sorted by number: the

@@ -3,6 +3,7 @@ package overlay
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -289,6 +290,22 @@ func TestGeoFeeds(t *testing.T) {
 		if tp, _ := heardFrom(b2); tp.Summary == nil {
 			t.Error("on the backbone: no summary")
 		}
+		// Host 0 is the superpeer of token 1: on token 1's topic it
+		// publishes no load change (its members have it from its
+		// answers), on the backbone it does.
+		busier := *own
+		busier.Load = 3
+		if err := f.publish(ctx, &busier); err != nil {
+			t.Fatal(err)
+		}
+		waitVirtual(t, "the backbone to carry the load change", time.Second, func() bool { tp, _ := heardFrom(b2); return tp.Load == 3 })
+		time.Sleep(time.Second) // as long again for the cluster topic
+		if tp, _ := heardFrom(c2); tp.Load != 0 {
+			t.Errorf("the superpeer's own cluster topic carried a load change: %+v", tp)
+		}
+		if r, err := gossip.DecodeTokenPos(hs[0].ID(), f.ownReport()); err != nil || r.Load != 3 || r.Summary != nil || r.Token != own.Token {
+			t.Errorf("the report for an attach answer: %+v, %v; want load 3 of token %v, no summary", r, err, own.Token)
+		}
 
 		// Host 1 reports token 0 on both topics: the higher Token.Seq is
 		// kept, on a tie the backbone's.
@@ -383,6 +400,73 @@ func TestGeoFeeds(t *testing.T) {
 		}
 		if got := pss[0].GetTopics(); len(got) != 0 {
 			t.Errorf("subscribed to %q after close", got)
+		}
+	})
+}
+
+// mergeReports: one report per holder; of the two topics', the higher
+// Token.Seq, else the backbone's; the superpeer's relayed report over
+// them at no lower Token.Seq, and not once a report heard passes its
+// token on. geoFeeds keeps the relayed report for a report's TTL, or
+// until its superpeer says no.
+func TestGeoFeedsRelay(t *testing.T) {
+	ids := testIDs(t, 3)
+	sp, h, q := ids[0], ids[1], ids[2]
+	co := coordinate.NewCoordinate(coordinate.DefaultConfig())
+	pos := func(holder peer.ID, num int, seq uint64, load int) gossip.TokenPos {
+		return gossip.TokenPos{Holder: holder, Token: geometric.Token{Num: num, Seq: seq}, Coord: co, Superpeer: true, Capacity: 8, Load: load}
+	}
+	loads := func(out []gossip.TokenPos) map[peer.ID]int {
+		m := map[peer.ID]int{}
+		for _, tp := range out {
+			if _, dup := m[tp.Holder]; dup {
+				t.Fatalf("two reports of %s: %+v", tp.Holder, out)
+			}
+			m[tp.Holder] = tp.Load
+		}
+		return m
+	}
+	relayed := pos(sp, 1, 1<<32, 7)
+	for _, c := range []struct {
+		name         string
+		all, cluster []gossip.TokenPos
+		want         map[peer.ID]int
+	}{
+		{"relayed only", nil, nil, map[peer.ID]int{sp: 7}},
+		{"over an older publication", nil, []gossip.TokenPos{pos(sp, 1, 1<<32, 2)}, map[peer.ID]int{sp: 7}},
+		{"the cluster's higher Token.Seq", []gossip.TokenPos{pos(h, 0, 1, 1)}, []gossip.TokenPos{pos(h, 0, 2, 2)}, map[peer.ID]int{h: 2, sp: 7}},
+		{"the backbone's on a tie", []gossip.TokenPos{pos(h, 0, 2, 3)}, []gossip.TokenPos{pos(h, 0, 2, 2)}, map[peer.ID]int{h: 3, sp: 7}},
+		{"a heard report of the superpeer at a higher Token.Seq", nil, []gossip.TokenPos{pos(sp, 1, 1<<32|1, 2)}, map[peer.ID]int{sp: 2}},
+		{"the token passed on", nil, []gossip.TokenPos{pos(q, 1, 1<<32|1, 0)}, map[peer.ID]int{q: 0}},
+	} {
+		if got := loads(mergeReports(c.all, c.cluster, &relayed)); !maps.Equal(got, c.want) {
+			t.Errorf("%s: holders and loads %v, want %v", c.name, got, c.want)
+		}
+	}
+	bubble.Test(t, func(t *testing.T) {
+		f := &geoFeeds{self: q, cfg: gossip.GeoConfig{Network: "test", Interval: 5 * time.Second}, log: quiet, clusterNum: -1}
+		has := func() bool { return len(f.reports()) == 1 }
+		tp := relayed
+		f.relay(sp, &tp)
+		if !has() {
+			t.Fatal("the relayed report not kept")
+		}
+		f.relay(h, nil)
+		if !has() {
+			t.Fatal("another superpeer's no dropped the relayed report")
+		}
+		f.relay(sp, nil)
+		if has() {
+			t.Fatal("the superpeer's no kept its relayed report")
+		}
+		f.relay(sp, &tp)
+		time.Sleep(14 * time.Second)
+		if !has() {
+			t.Fatal("the relayed report gone before a TTL (15 s)")
+		}
+		time.Sleep(time.Second)
+		if has() {
+			t.Fatal("the relayed report kept for a TTL")
 		}
 	})
 }

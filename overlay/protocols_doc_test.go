@@ -383,15 +383,20 @@ func protocolsVectors(t *testing.T) []wireVector {
 	// A tells B it attached to another superpeer (node.GeoReady.Detach).
 	attachRequest("attach-request-leaving", appendCoord([]byte{attachFlags(false, false) | attachLeaving}, coord),
 		node.AttachAsked{From: a, Coord: coord, Leaving: true})
-	// B relays its own position and C's, and orders A to take token 2,
-	// which C held last.
+	// B relays its own position and C's, orders A to take token 2, which
+	// C held last, and gives its own report.
 	yes := node.GeoAnswer{Cluster: []peer.ID{b, a}, Candidates: []peer.ID{a}, Coords: []node.PeerCoord{{ID: a, Coord: coord}}, Demoted: []peer.ID{a},
 		Nearby: []node.TokenPos{
-			{Holder: b, Token: geometric.Token{Num: 1, Seq: 1<<32 | 2}, Coord: coord, Superpeer: true, Load: 3},
+			{Holder: b, Token: geometric.Token{Num: 1, Seq: 1 << 32}, Coord: coord, Superpeer: true, Load: 3},
 			{Holder: c, Token: geometric.Token{Num: 0, Seq: 1 << 32}, Coord: coord, Superpeer: true, Load: 5},
 		},
 		Rehome: &node.RehomeOrder{Token: geometric.Token{Num: 2, Seq: 2 << 32}, Replaced: c}}
-	add("attach-response-yes", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), yes)), func(doc []byte) error {
+	report := gossip.TokenPos{Holder: b, Seq: 1767225600000000003, Token: geometric.Token{Num: 1, Seq: 1 << 32}, Coord: coord, Superpeer: true, Load: 3, Capacity: 64}
+	reportJSON, err := report.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("attach-response-yes", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), yes, reportJSON)), func(doc []byte) error {
 		p, err := docUnframe(doc, frameAnswer)
 		if err != nil {
 			return err
@@ -399,13 +404,19 @@ func protocolsVectors(t *testing.T) []wireVector {
 		if len(p) == 0 || p[0] != 1 {
 			return fmt.Errorf("answer %x", p)
 		}
-		got, err := readAttachYes(b, p[1:])
+		got, gotReport, err := readAttachYes(b, p[1:])
 		if err != nil {
 			return err
 		}
 		want := yes
 		want.Yes = true
-		return docSame("attach answer", got, want)
+		if err := docSame("attach answer", got, want); err != nil {
+			return err
+		}
+		if gotReport == nil {
+			return fmt.Errorf("attach answer: no report")
+		}
+		return docSame("attach answer's report", *gotReport, report)
 	})
 	add("attach-response-no", "hex", docFrame(t, frameAnswer, respNo), func(doc []byte) error {
 		p, err := docUnframe(doc, frameAnswer)

@@ -114,7 +114,13 @@
 //     report no longer published on a topic stays there one TTL after its
 //     last publication. Each publication counts one delivery per other
 //     subscriber of the topic (Stats.TokenDeliveries, by the receiver's
-//     role). A node's GeoFeed has the last heard token report, on its
+//     role). Not modelled: the live superpeer publishes on its own
+//     cluster's topic only a new token, a promotion and a release
+//     (gossip.Geo.SetQuiet), and its members have its report from each
+//     yes to their attach requests (overlay/geotopics.go); here it
+//     republishes there every announce interval, which gives a member the
+//     same report, about as fresh, and counts deliveries the live member
+//     no longer receives. A node's GeoFeed has the last heard token report, on its
 //     topics, of every node alive on its side, or still in its membership
 //     view (a crashed or cut-off node's entries go with it, one
 //     membership TTL after it was last heard), and its own token report
