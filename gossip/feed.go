@@ -789,13 +789,14 @@ func (f *feed[T]) set(ctx context.Context, v *T) error {
 		return nil
 	}
 	f.spec.setSeq(&nv, f.lastSeq)
-	f.local, f.pending = &nv, !f.quiet
+	quiet := f.quiet
+	f.local, f.pending = &nv, !quiet
 	changed := f.tab.put(f.cfg.self, nv, now)
 	f.mu.Unlock()
 	if changed {
 		f.cfg.changed()
 	}
-	if f.quiet {
+	if quiet {
 		return nil
 	}
 	select {

@@ -473,6 +473,15 @@ type GeoConfig struct {
 // (GeoConfig.PerToken).
 const DefaultPerToken = 8
 
+// ReportTTL is how long a report stays without a refresh: TTL, or three
+// intervals when TTL is zero.
+func (cfg GeoConfig) ReportTTL() time.Duration {
+	if cfg.TTL == 0 {
+		return 3 * cfg.Interval
+	}
+	return cfg.TTL
+}
+
 func (cfg GeoConfig) withDefaults() (GeoConfig, error) {
 	if cfg.Network == "" {
 		return cfg, fmt.Errorf("%w: empty network name", ErrBadConfig)
@@ -480,9 +489,7 @@ func (cfg GeoConfig) withDefaults() (GeoConfig, error) {
 	if cfg.Interval <= 0 {
 		return cfg, fmt.Errorf("%w: republish interval %v, want > 0", ErrBadConfig, cfg.Interval)
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = 3 * cfg.Interval
-	}
+	cfg.TTL = cfg.ReportTTL()
 	if cfg.TTL < cfg.Interval {
 		return cfg, fmt.Errorf("%w: TTL %v is shorter than the republish interval %v", ErrBadConfig, cfg.TTL, cfg.Interval)
 	}

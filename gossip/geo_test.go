@@ -1038,46 +1038,53 @@ func seededKey(t *testing.T, i byte) (crypto.PrivKey, peer.ID) {
 
 // A quiet Geo (a superpeer's own cluster topic) publishes a new token, a
 // promotion and a release at once, and nothing else: no coordinate or
-// load change, and no republication every interval.
+// load change, and no republication every interval. Virtual time.
 func TestGeoQuiet(t *testing.T) {
-	self := fakeID(t, 1)
-	g, f, ctx, stop := runCoordFeed(t, self, GeoConfig{Network: "test", Interval: 20 * time.Millisecond, MinGap: time.Millisecond})
-	defer stop()
-	g.SetQuiet(true)
-	published := func() uint64 { return f.n.published.Load() }
-	tp := TokenPos{Token: geometric.Token{Num: 1, Seq: 1 << 32}, Coord: coordAt(0.01), Capacity: 2}
-	if err := g.SetToken(ctx, &tp); err != nil {
-		t.Fatal(err)
-	}
-	if n := published(); n != 1 {
-		t.Fatalf("%d publications of the first report, want 1", n)
-	}
-	tp.Coord, tp.Load = coordAt(0.02), 1
-	if err := g.SetToken(ctx, &tp); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond) // five intervals, a hundred minimum gaps
-	f.mu.Lock()
-	pending := f.pending
-	f.mu.Unlock()
-	if n := published(); n != 1 || pending {
-		t.Fatalf("%d publications (pending %v) after a coordinate and load change and five intervals, want 1", n, pending)
-	}
-	if c, _ := g.Coord(self); c.Vec[0] != 0.02 {
-		t.Errorf("own coordinate %v, want the changed one", c.Vec[0])
-	}
-	tp.Superpeer = true // a promotion
-	_ = g.SetToken(ctx, &tp)
-	tp.Token.Seq = 2 << 32 // a new token
-	_ = g.SetToken(ctx, &tp)
-	tp.Released = true
-	_ = g.SetToken(ctx, &tp)
-	if n := published(); n != 4 {
-		t.Fatalf("%d publications after a promotion, a new token and a release, want 4", n)
-	}
-	// Not quiet: republished every interval again.
-	g.SetQuiet(false)
-	tp.Released = false
-	_ = g.SetToken(ctx, &tp)
-	waitFor(t, "republications", func() bool { return published() >= 7 })
+	bubble.Test(t, func(t *testing.T) {
+		self := fakeID(t, 1)
+		g, f, ctx, stop := runCoordFeed(t, self, GeoConfig{Network: "test", Interval: 20 * time.Millisecond, MinGap: time.Millisecond})
+		defer stop()
+		g.SetQuiet(true)
+		published := func() uint64 { return f.n.published.Load() }
+		tp := TokenPos{Token: geometric.Token{Num: 1, Seq: 1 << 32}, Coord: coordAt(0.01), Capacity: 2}
+		if err := g.SetToken(ctx, &tp); err != nil {
+			t.Fatal(err)
+		}
+		if n := published(); n != 1 {
+			t.Fatalf("%d publications of the first report, want 1", n)
+		}
+		tp.Coord, tp.Load = coordAt(0.02), 1
+		if err := g.SetToken(ctx, &tp); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // five intervals, a hundred minimum gaps
+		synctest.Wait()
+		f.mu.Lock()
+		pending := f.pending
+		f.mu.Unlock()
+		if n := published(); n != 1 || pending {
+			t.Fatalf("%d publications (pending %v) after a coordinate and load change and five intervals, want 1", n, pending)
+		}
+		if c, _ := g.Coord(self); c.Vec[0] != 0.02 {
+			t.Errorf("own coordinate %v, want the changed one", c.Vec[0])
+		}
+		tp.Superpeer = true // a promotion
+		_ = g.SetToken(ctx, &tp)
+		tp.Token.Seq = 2 << 32 // a new token
+		_ = g.SetToken(ctx, &tp)
+		tp.Released = true
+		_ = g.SetToken(ctx, &tp)
+		if n := published(); n != 4 {
+			t.Fatalf("%d publications after a promotion, a new token and a release, want 4", n)
+		}
+		// Not quiet: republished every interval again.
+		g.SetQuiet(false)
+		tp.Released = false
+		_ = g.SetToken(ctx, &tp)
+		time.Sleep(50 * time.Millisecond) // two intervals and a half
+		synctest.Wait()
+		if n := published(); n < 7 {
+			t.Errorf("%d publications two intervals after quiet was turned off, want 7 or more", n)
+		}
+	})
 }

@@ -579,16 +579,12 @@ func appendAttachYes(b []byte, a node.GeoAnswer, report []byte) []byte {
 // release: gossip.Geo.SetQuiet); they have the rest, its coordinate and
 // its load, from this report, once an announce interval.
 func readReport(r *bufio.Reader, p peer.ID) (*gossip.TokenPos, error) {
-	n, err := binary.ReadUvarint(r)
-	if err != nil || n > gossip.MaxGeoSize {
-		return nil, fmt.Errorf("report length %d: %v", n, err)
+	data, err := readBytes(r, gossip.MaxGeoSize)
+	if err != nil {
+		return nil, fmt.Errorf("report: %v", err) // %v: an io failure, not struck (see PROTOCOLS.md)
 	}
-	if n == 0 {
+	if len(data) == 0 {
 		return nil, nil
-	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(r, data); err != nil {
-		return nil, fmt.Errorf("report: %v", err)
 	}
 	tp, err := gossip.DecodeTokenPos(p, data)
 	if err != nil {

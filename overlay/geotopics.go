@@ -262,7 +262,7 @@ func (f *geoFeeds) joined() []*gossip.Geo {
 func (f *geoFeeds) reports() []gossip.TokenPos {
 	f.mu.Lock()
 	all, cluster, relayed := f.all, f.cluster, f.relayed
-	if relayed != nil && time.Since(f.relayedAt) >= f.ttl() {
+	if relayed != nil && time.Since(f.relayedAt) >= f.cfg.ReportTTL() {
 		relayed, f.relayed = nil, nil
 	}
 	f.mu.Unlock()
@@ -313,14 +313,6 @@ func mergeReports(all, cluster []gossip.TokenPos, relayed *gossip.TokenPos) []go
 		return cmp.Or(cmp.Compare(a.Token.Num, b.Token.Num), cmp.Compare(a.Holder, b.Holder))
 	})
 	return out
-}
-
-// ttl is how long a report lasts without a refresh (gossip.GeoConfig.TTL).
-func (f *geoFeeds) ttl() time.Duration {
-	if f.cfg.TTL > 0 {
-		return f.cfg.TTL
-	}
-	return 3 * f.cfg.Interval
 }
 
 // tokens is one report per token number of reports, sorted by number: the

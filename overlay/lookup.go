@@ -183,13 +183,16 @@ func readInfos(r *bufio.Reader) ([]peer.AddrInfo, error) {
 	return infos, nil
 }
 
-func readField(r *bufio.Reader) ([]byte, error) {
+func readField(r *bufio.Reader) ([]byte, error) { return readBytes(r, maxFieldLen) }
+
+// readBytes reads a uvarint length, at most limit, and as many bytes.
+func readBytes(r *bufio.Reader, limit uint64) ([]byte, error) {
 	l, err := binary.ReadUvarint(r)
 	if err != nil {
 		return nil, err
 	}
-	if l > maxFieldLen {
-		return nil, fmt.Errorf("%w: field of %d bytes, limit %d", errWire, l, maxFieldLen)
+	if l > limit {
+		return nil, fmt.Errorf("%w: field of %d bytes, limit %d", errWire, l, limit)
 	}
 	b := make([]byte, l)
 	_, err = io.ReadFull(r, b)

@@ -850,7 +850,6 @@ func (g *geoMachine) step(now time.Time, in Input) {
 			g.connected[p] = true
 		}
 		in.Tokens = g.heardClaims(in.Tokens)
-		g.feed.Tokens = in.Tokens
 		g.claims = in.Tokens
 		g.feed.Tokens = g.resolve(now, in.Tokens)
 	case PingDone:
