@@ -70,13 +70,15 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/11.0.0": a frameAttach of one
+//   - attach "/superpeer/<network>/attach/12.0.0": a frameAttach of one
 //     byte of what the member says of itself (attachPrivate: it is
 //     private, attachFlapping: it flaps, attachLeaving: it attached to
-//     another superpeer, let it go; other bits refused), then the
+//     another superpeer, let it go; attachKnown: the digest of the roster
+//     it holds from this superpeer follows, rosterDigestSize bytes, see
+//     georoster.go; other bits refused), then the
 //     member's coordinate (appendCoord: a uvarint count of components,
 //     geometric.Dimensions, then the components, the error, the
-//     adjustment and the height, each a big-endian float64; it must pass
+//     adjustment and the height, each a big-endian float32; it must pass
 //     geometric.Valid), then, optionally, the member's report for the
 //     search on measured RTTs (overlay/node's geoswap.go): a uvarint count
 //     (1 to maxAttachRTTs) of uvarint RTTs in nanoseconds (each at most
@@ -87,7 +89,9 @@ import (
 //     (1 accepted, 0 refused) followed, when accepted, by the cluster: a
 //     uvarint count (at most pb.MaxIDs) of peer IDs, each a uvarint length
 //     (at most pb.MaxIDLen) and the ID's bytes, the superpeer first
-//     (appendIDs, readIDs), then the candidates of the search in the same
+//     (appendIDs, readIDs; none, with no demoted peers either: the
+//     roster the request named by its digest, unchanged), then the
+//     candidates of the search in the same
 //     form (none: a count of 0), then some members' coordinates: a
 //     uvarint count (at most maxAttachCoords) of a peer ID (as above) and
 //     its coordinate (appendCoord), then the peers of the cluster that
@@ -131,7 +135,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/11.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/12.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -170,7 +174,9 @@ func geoConfig(cfg Config) (node.GeoConfig, error) {
 type geo struct {
 	n *Node
 	// feeds are the token topics the node hears (geotopics.go).
-	feeds                   *geoFeeds
+	feeds *geoFeeds
+	// rosters is the roster held from the superpeer (georoster.go).
+	rosters                 rosters
 	tokenProto, attachProto protocol.ID
 	vouchProto              protocol.ID
 	tokens                  int             // S: token numbers at or above are refused
@@ -466,6 +472,9 @@ const (
 	attachPrivate  byte = 1 << 0
 	attachFlapping byte = 1 << 1
 	attachLeaving  byte = 1 << 2
+	// attachKnown: the flags byte is followed by the digest of the
+	// roster the member holds from the superpeer it asks (georoster.go).
+	attachKnown byte = 1 << 3
 )
 
 // attachFlags is an attach request's first byte.
@@ -489,7 +498,13 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 	if c == nil {
 		return node.GeoAnswer{}, fmt.Errorf("%w: attach request without a coordinate", errWire)
 	}
-	req := appendCoord([]byte{flags}, c)
+	req := []byte{flags}
+	held := g.rosters.get(p)
+	if held != nil && flags&attachLeaving == 0 {
+		req[0] |= attachKnown
+		req = append(req, held.digest...)
+	}
+	req = appendCoord(req, c)
 	if len(rtts) > 0 {
 		req = appendRTTs(req, rtts)
 		if second.Peer != "" && second.RTT > 0 {
@@ -503,11 +518,12 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 		}
 		return node.GeoAnswer{}, err
 	}
-	a, report, err := readAttachYes(p, resp[1:])
+	a, report, err := readAttachYes(p, resp[1:], held)
 	if err != nil {
 		g.n.guard.refuse(g.n, protoName(g.attachProto), p, err)
 		return node.GeoAnswer{}, err
 	}
+	g.rosters.keep(p, a.Cluster, a.Demoted)
 	g.feeds.relay(p, report)
 	return a, nil
 }
@@ -517,8 +533,10 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 // coordinates and the demoted members, each of which must be in the
 // cluster, then the superpeers nearby, which must start with p if any, the
 // order to take a missing token, if any, and p's own token report, if any
-// (readReport).
-func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, *gossip.TokenPos, error) {
+// (readReport). An empty cluster, with an empty demoted list, stands for
+// the roster held (georoster.go), which the request named by its digest:
+// refused if none is held from p.
+func readAttachYes(p peer.ID, b []byte, held *heldRoster) (node.GeoAnswer, *gossip.TokenPos, error) {
 	var report *gossip.TokenPos
 	a, err := decodeAll(b, func(r *bufio.Reader) (node.GeoAnswer, error) {
 		var a node.GeoAnswer
@@ -534,6 +552,15 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, *gossip.TokenPos, error
 		}
 		if a.Demoted, err = readIDs(r); err != nil {
 			return a, err
+		}
+		if len(a.Cluster) == 0 {
+			var ok bool
+			if len(a.Demoted) > 0 {
+				return a, fmt.Errorf("%w: attach: demoted peers without a cluster", errWire)
+			}
+			if a.Cluster, a.Demoted, ok = held.of(p); !ok {
+				return a, fmt.Errorf("%w: attach: an empty cluster, and no roster of this superpeer's held", errWire)
+			}
 		}
 		if a.Nearby, err = readNearby(r); err != nil {
 			return a, err
@@ -563,9 +590,16 @@ func readAttachYes(p peer.ID, b []byte) (node.GeoAnswer, *gossip.TokenPos, error
 }
 
 // appendAttachYes is readAttachYes' writer (after the first byte); report
-// is the superpeer's own report as appendReport writes it (nil: none).
-func appendAttachYes(b []byte, a node.GeoAnswer, report []byte) []byte {
-	b = appendIDs(appendCoords(appendIDs(appendIDs(b, a.Cluster), a.Candidates), a.Coords), a.Demoted)
+// is the superpeer's own report as appendReport writes it (nil: none),
+// known the digest of the roster the member holds, from its request (nil:
+// none): when it is the answer's, the cluster and the demoted peers are
+// left empty.
+func appendAttachYes(b []byte, a node.GeoAnswer, report, known []byte) []byte {
+	cluster, demoted := a.Cluster, a.Demoted
+	if sameRoster(known, cluster, demoted) {
+		cluster, demoted = nil, nil
+	}
+	b = appendIDs(appendCoords(appendIDs(appendIDs(b, cluster), a.Candidates), a.Coords), demoted)
 	b = appendRehome(appendNearby(b, a.Nearby), a.Rehome)
 	return append(binary.AppendUvarint(b, uint64(len(report))), report...)
 }
@@ -733,19 +767,26 @@ func appendRehome(b []byte, o *node.RehomeOrder) []byte {
 }
 
 // readAttachRequest reads an attach request from a member: attachFlags'
-// byte (no other bit set), its coordinate and its report, if any, with
-// its next superpeer, if any.
-func readAttachRequest(from peer.ID, req []byte) (node.AttachAsked, error) {
-	in, err := decodeAll(req, func(r *bufio.Reader) (node.AttachAsked, error) {
-		in := node.AttachAsked{From: from}
+// byte (no other bit set but attachLeaving and attachKnown), the digest of
+// the roster it holds with attachKnown, its coordinate and its report, if
+// any, with its next superpeer, if any.
+func readAttachRequest(from peer.ID, req []byte) (attachRequest, error) {
+	in, err := decodeAll(req, func(r *bufio.Reader) (attachRequest, error) {
+		in := attachRequest{AttachAsked: node.AttachAsked{From: from}}
 		flags, err := r.ReadByte()
 		if err != nil {
 			return in, err
 		}
-		if flags&^(attachPrivate|attachFlapping|attachLeaving) != 0 {
+		if flags&^(attachPrivate|attachFlapping|attachLeaving|attachKnown) != 0 {
 			return in, fmt.Errorf("flags %#x", flags)
 		}
 		in.Private, in.Flapping, in.Leaving = flags&attachPrivate != 0, flags&attachFlapping != 0, flags&attachLeaving != 0
+		if flags&attachKnown != 0 {
+			in.Known = make([]byte, rosterDigestSize)
+			if _, err := io.ReadFull(r, in.Known); err != nil {
+				return in, err
+			}
+		}
 		if in.Coord, err = readCoord(r); err != nil {
 			return in, err
 		}
@@ -761,9 +802,17 @@ func readAttachRequest(from peer.ID, req []byte) (node.AttachAsked, error) {
 		return in, err
 	})
 	if err != nil {
-		return node.AttachAsked{}, fmt.Errorf("%w: attach request: %w", errWire, err)
+		return attachRequest{}, fmt.Errorf("%w: attach request: %w", errWire, err)
 	}
 	return in, nil
+}
+
+// attachRequest is an attach request as read: what the machine is asked,
+// and the digest of the roster the member holds (Known, nil: none), for
+// the answer's writer.
+type attachRequest struct {
+	node.AttachAsked
+	Known []byte
 }
 
 // maxAttachCoords bounds the members' coordinates in an attach answer
@@ -772,11 +821,17 @@ const maxAttachCoords = 8
 
 // appendCoord appends c: a uvarint count of components, then the
 // components, the error, the adjustment and the height, each a big-endian
-// float64.
+// float32 (IEEE 754 single precision, rounded to nearest: a valid
+// component stays valid, since geometric.MaxComponent is a float32). A
+// float32 keeps a coordinate of PlanetLab's scale (components below
+// 0.3 s) to 20 ns,
+// against RTTs measured to the microsecond at best, and halves what every
+// coordinate costs on the wire: an answer to an attach request carries up
+// to thirteen (issue 20).
 func appendCoord(b []byte, c *coordinate.Coordinate) []byte {
 	b = binary.AppendUvarint(b, uint64(len(c.Vec)))
 	for _, x := range append(slices.Clone(c.Vec), c.Error, c.Adjustment, c.Height) {
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
+		b = binary.BigEndian.AppendUint32(b, math.Float32bits(float32(x)))
 	}
 	return b
 }
@@ -797,12 +852,12 @@ func readCoordBody(r *bufio.Reader, n uint64) (*coordinate.Coordinate, error) {
 		return nil, fmt.Errorf("coordinate of %d components, want %d", n, geometric.Dimensions)
 	}
 	xs := make([]float64, n+3)
-	var b [8]byte
+	var b [4]byte
 	for i := range xs {
 		if _, err := io.ReadFull(r, b[:]); err != nil {
 			return nil, err
 		}
-		xs[i] = math.Float64frombits(binary.BigEndian.Uint64(b[:]))
+		xs[i] = float64(math.Float32frombits(binary.BigEndian.Uint32(b[:])))
 	}
 	c := &coordinate.Coordinate{Vec: xs[:n], Error: xs[n], Adjustment: xs[n+1], Height: xs[n+2]}
 	if err := geometric.Valid(c); err != nil {
@@ -954,12 +1009,12 @@ func (g *geo) handleAttach(s network.Stream) {
 		if !g.n.do(g.ctx, func(m *node.Machine) {
 			now := time.Now()
 			g.stepFeed(m, now, feed)
-			m.Step(now, in)
+			m.Step(now, in.AttachAsked)
 			ans = m.GeoAnswer()
 		}) || !ans.Yes {
 			return frameAnswer, respNo, nil
 		}
-		return frameAnswer, appendAttachYes(slices.Clone(respYes), ans, g.feeds.ownReport()), nil
+		return frameAnswer, appendAttachYes(slices.Clone(respYes), ans, g.feeds.ownReport(), in.Known), nil
 	})
 }
 

@@ -34,11 +34,11 @@ func TestAttachFlags(t *testing.T) {
 		}
 		req := appendRTTs(appendCoord([]byte{flags}, co), []time.Duration{time.Millisecond})
 		in, err := readAttachRequest(from, req)
-		if err != nil || in.From != from || in.Private != c.private || in.Flapping != c.flapping || in.Leaving != c.leaving || !sameCoordinate(in.Coord, co) || len(in.RTTs) != 1 {
+		if err != nil || in.From != from || in.Private != c.private || in.Flapping != c.flapping || in.Leaving != c.leaving || !sameCoordinate(in.Coord, onWire(co)) || len(in.RTTs) != 1 {
 			t.Errorf("%+v: read %+v, %v", c, in, err)
 		}
 	}
-	if _, err := readAttachRequest(from, appendCoord([]byte{attachFlags(true, true) | attachLeaving | 1<<3}, co)); !errors.Is(err, errWire) {
+	if _, err := readAttachRequest(from, appendCoord([]byte{attachFlags(true, true) | attachLeaving | attachKnown | 1<<4}, co)); !errors.Is(err, errWire) {
 		t.Errorf("an unknown flag bit: %v, want a wire error", err)
 	}
 	if _, err := readAttachRequest(from, appendCoord(nil, co)); err == nil {
@@ -46,17 +46,17 @@ func TestAttachFlags(t *testing.T) {
 	}
 
 	yes := node.GeoAnswer{Cluster: ids[:3], Candidates: ids[2:3], Coords: []node.PeerCoord{{ID: ids[2], Coord: co}}, Demoted: []peer.ID{ids[2]}}
-	a, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil))
+	a, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil)
 	if err != nil || !a.Yes || !slices.Equal(a.Cluster, yes.Cluster) || !slices.Equal(a.Candidates, yes.Candidates) || len(a.Coords) != 1 ||
 		!slices.Equal(a.Demoted, yes.Demoted) {
 		t.Fatalf("round trip of a yes: %+v, %v", a, err)
 	}
 	yes.Demoted = []peer.ID{ids[3]}
-	if _, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil)); !errors.Is(err, errWire) {
+	if _, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil); !errors.Is(err, errWire) {
 		t.Errorf("a yes demoting a peer outside its cluster: %v, want a wire error", err)
 	}
 	yes.Demoted = nil
-	if _, _, err := readAttachYes(from, appendAttachYes(nil, yes, nil)); !errors.Is(err, errWire) {
+	if _, _, err := readAttachYes(from, appendAttachYes(nil, yes, nil, nil), nil); !errors.Is(err, errWire) {
 		t.Errorf("a yes whose cluster starts with another: %v, want a wire error", err)
 	}
 }
@@ -74,7 +74,7 @@ func TestAttachYesNearby(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	co := client.Coordinate()
+	co := onWire(client.Coordinate()) // as the wire carries it: the test is of the other fields
 	ids := testIDs(t, 4)
 	sp := ids[0]
 	near := []node.TokenPos{
@@ -94,7 +94,7 @@ func TestAttachYesNearby(t *testing.T) {
 	} {
 		yes := base
 		yes.Nearby, yes.Rehome = c.nearby, c.rehome
-		got, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil))
+		got, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -137,12 +137,12 @@ func TestAttachYesNearby(t *testing.T) {
 		"rehome of token MaxTokens":              yesWith(nil, &node.RehomeOrder{Token: geometric.Token{Num: gossip.MaxTokens}}),
 		"trailing":                               append(yesWith(near, nil), 0),
 	} {
-		if _, _, err := readAttachYes(sp, b); err == nil {
+		if _, _, err := readAttachYes(sp, b, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	// appendNearby never writes more than maxNearby.
-	if a, _, err := readAttachYes(sp, yesWith(tooMany, nil)); err != nil || len(a.Nearby) != maxNearby {
+	if a, _, err := readAttachYes(sp, yesWith(tooMany, nil), nil); err != nil || len(a.Nearby) != maxNearby {
 		t.Errorf("a yes written with %d nearby: %d read, %v; want %d", len(tooMany), len(a.Nearby), err, maxNearby)
 	}
 	// An entry without a coordinate is not written; without the
@@ -151,7 +151,7 @@ func TestAttachYesNearby(t *testing.T) {
 		nearby []node.TokenPos
 		want   int
 	}{{[]node.TokenPos{near[0], {Holder: ids[2]}, near[2]}, 2}, {[]node.TokenPos{{Holder: sp}, near[1]}, 0}} {
-		if a, _, err := readAttachYes(sp, yesWith(c.nearby, nil)); err != nil || len(a.Nearby) != c.want {
+		if a, _, err := readAttachYes(sp, yesWith(c.nearby, nil), nil); err != nil || len(a.Nearby) != c.want {
 			t.Errorf("nearby %+v written and read as %+v, %v; want %d entries", c.nearby, a.Nearby, err, c.want)
 		}
 	}
@@ -161,8 +161,72 @@ func TestAttachYesNearby(t *testing.T) {
 		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0),
 		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2, 0),
 	} {
-		if _, _, err := readAttachYes(sp, b); !errors.Is(err, errWire) {
+		if _, _, err := readAttachYes(sp, b, nil); !errors.Is(err, errWire) {
 			t.Errorf("%s: %v, want a wire error", name, err)
 		}
+	}
+}
+
+// A roster by digest (georoster.go): a request names the roster the
+// member holds; the superpeer whose roster has that digest leaves its
+// cluster and demoted peers out, and the member reads the roster it
+// holds. A changed roster goes in full. An empty cluster is refused when
+// the member holds no roster of that superpeer's, and with demoted peers.
+func TestAttachRosterDigest(t *testing.T) {
+	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := client.Coordinate()
+	ids := testIDs(t, 4)
+	sp, from := ids[0], ids[1]
+	yes := node.GeoAnswer{Cluster: ids[:3], Demoted: ids[2:3], Candidates: ids[1:2]}
+	var rs rosters
+	if rs.get(sp) != nil {
+		t.Fatal("a roster held before any answer")
+	}
+	rs.keep(sp, yes.Cluster, yes.Demoted)
+	held := rs.get(sp)
+	if held == nil || rs.get(from) != nil {
+		t.Fatalf("held %+v from %s, want one from %s only", held, sp, sp)
+	}
+
+	req := appendCoord(append([]byte{attachKnown}, held.digest...), co)
+	in, err := readAttachRequest(from, req)
+	if err != nil || !slices.Equal(in.Known, held.digest) {
+		t.Fatalf("a request naming its roster: %+v, %v", in, err)
+	}
+	short := appendAttachYes(nil, yes, nil, in.Known)
+	full := appendAttachYes(nil, yes, nil, nil)
+	if want := len(full) - len(appendIDs(appendIDs(nil, yes.Cluster), yes.Demoted)) + 2; len(short) != want {
+		t.Errorf("the unchanged roster's answer is %d bytes, want %d (%d in full)", len(short), want, len(full))
+	}
+	a, _, err := readAttachYes(sp, short, held)
+	if err != nil || !slices.Equal(a.Cluster, yes.Cluster) || !slices.Equal(a.Demoted, yes.Demoted) || !slices.Equal(a.Candidates, yes.Candidates) {
+		t.Fatalf("the unchanged roster read %+v, %v; want %v, %v", a, err, yes.Cluster, yes.Demoted)
+	}
+
+	changed := yes
+	changed.Cluster = append(slices.Clone(yes.Cluster), ids[3])
+	b := appendAttachYes(nil, changed, nil, in.Known)
+	if a, _, err := readAttachYes(sp, b, held); err != nil || !slices.Equal(a.Cluster, changed.Cluster) {
+		t.Errorf("a changed roster read %+v, %v; want %v", a, err, changed.Cluster)
+	}
+
+	for name, c := range map[string]struct {
+		p    peer.ID
+		held *heldRoster
+		b    []byte
+	}{
+		"none held":           {sp, nil, short},
+		"held from another":   {ids[3], held, short},
+		"demoted, no cluster": {sp, held, appendAttachYes(nil, node.GeoAnswer{Demoted: ids[2:3]}, nil, nil)},
+	} {
+		if _, _, err := readAttachYes(c.p, c.b, c.held); !errors.Is(err, errWire) {
+			t.Errorf("%s: %v, want a wire error", name, err)
+		}
+	}
+	if _, err := readAttachRequest(from, append([]byte{attachKnown}, held.digest[:5]...)); !errors.Is(err, errWire) {
+		t.Errorf("a truncated digest: %v, want a wire error", err)
 	}
 }

@@ -24,13 +24,26 @@ func TestAttachCoords(t *testing.T) {
 	co := client.Coordinate()
 	co.Vec[0], co.Vec[7], co.Error, co.Adjustment, co.Height = 0.012, -0.003, 0.4, -0.0001, 0.002
 	got, err := decodeAll(appendCoord(nil, co), readCoord)
-	if err != nil || !sameCoordinate(got, co) {
-		t.Fatalf("round trip: %+v, %v; want %+v", got, err, co)
+	if err != nil || !sameCoordinate(got, onWire(co)) {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, onWire(co))
+	}
+	if d := geometric.Distance(got, co) - geometric.Distance(co, co); math.Abs(d) > 1e-9 {
+		t.Errorf("the round trip moved the coordinate by %v s", d)
+	}
+	// Components at the bound stay within it on the wire: the nearest
+	// float32 to 9.9999999999 is 10.0, and to one just below the bound a
+	// float32 above it.
+	for _, x := range []float64{geometric.MaxComponent, math.Nextafter(geometric.MaxComponent, 0), -math.Nextafter(geometric.MaxComponent, 0), 9.9999999999} {
+		edge := co.Clone()
+		edge.Vec[1] = x
+		if _, err := decodeAll(appendCoord(nil, edge), readCoord); err != nil {
+			t.Errorf("a component of %v: %v", x, err)
+		}
 	}
 	ids := testIDs(t, 2)
 	in := []node.PeerCoord{{ID: ids[0], Coord: co}, {ID: ids[1], Coord: co}}
 	out, err := decodeAll(appendCoords(nil, in), readCoords)
-	if err != nil || len(out) != 2 || out[0].ID != ids[0] || out[1].ID != ids[1] || !sameCoordinate(out[1].Coord, co) {
+	if err != nil || len(out) != 2 || out[0].ID != ids[0] || out[1].ID != ids[1] || !sameCoordinate(out[1].Coord, onWire(co)) {
 		t.Fatalf("round trip of a list: %+v, %v", out, err)
 	}
 
@@ -75,6 +88,16 @@ func TestAttachCoords(t *testing.T) {
 	if out, err := decodeAll(appendCoords(nil, long), readCoords); err != nil || len(out) != maxAttachCoords {
 		t.Errorf("a long list: %d read, %v; want %d", len(out), err, maxAttachCoords)
 	}
+}
+
+// onWire is c as appendCoord sends it: each component a float32.
+func onWire(c *coordinate.Coordinate) *coordinate.Coordinate {
+	w := c.Clone()
+	for i, x := range w.Vec {
+		w.Vec[i] = float64(float32(x))
+	}
+	w.Error, w.Adjustment, w.Height = float64(float32(w.Error)), float64(float32(w.Adjustment)), float64(float32(w.Height))
+	return w
 }
 
 func sameCoordinate(a, b *coordinate.Coordinate) bool {

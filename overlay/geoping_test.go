@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
@@ -53,7 +52,7 @@ func TestCoordPing(t *testing.T) {
 	b.state.Coord = co.Clone()
 	b.mu.Unlock()
 	rtt, c, err = pingCoord(ctx, a, b.self, 3)
-	if err != nil || !sameCoordinate(c, co) || rtt < 40*time.Millisecond {
+	if err != nil || !sameCoordinate(c, onWire(co)) || rtt < 40*time.Millisecond {
 		t.Fatalf("ping: %v, %+v, %v; want 40 ms or more, %+v, no error", rtt, c, err, co)
 	}
 
@@ -63,13 +62,13 @@ func TestCoordPing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, ping.PingSize)
+	buf := make([]byte, coordPingSize)
 	echoed := 0
 	for i := range maxCoordPings + 1 {
 		if _, err := s.Write(buf); err != nil {
 			break
 		}
-		n := ping.PingSize
+		n := coordPingSize
 		if i == 0 {
 			n += len(appendPingCoord(nil, co))
 		}
@@ -88,7 +87,7 @@ func TestCoordPing(t *testing.T) {
 	bad.Vec[3] = math.NaN()
 	hs[2].SetStreamHandler(coordPingProtocol(a.cfg.Network), func(s network.Stream) {
 		defer s.Close()
-		buf := make([]byte, ping.PingSize)
+		buf := make([]byte, coordPingSize)
 		if _, err := io.ReadFull(s, buf); err == nil {
 			_, _ = s.Write(append(buf, appendCoord(nil, bad)...))
 		}

@@ -359,12 +359,14 @@ func protocolsVectors(t *testing.T) []wireVector {
 
 	// attach: A asks B, private, with its coordinate, a report of three
 	// RTTs and its next superpeer C; B says yes.
-	coord := &coordinate.Coordinate{Vec: []float64{0.01, -0.02, 0.003, 0, 0, 0, 0, 0.0005}, Error: 0.25, Adjustment: -0.0001, Height: 0.00001}
+	// Its components are float32s (2^-6, -2^-5, 2^-8, 2^-11, 2^-2, -2^-13,
+	// 2^-16), as every coordinate on the wire is.
+	coord := &coordinate.Coordinate{Vec: []float64{0.015625, -0.03125, 0.00390625, 0, 0, 0, 0, 0.00048828125}, Error: 0.25, Adjustment: -0.0001220703125, Height: 0.0000152587890625}
 	rtts := []time.Duration{12 * time.Millisecond, 30 * time.Millisecond, 1500 * time.Microsecond}
 	second := node.PeerRTT{Peer: c, RTT: 20 * time.Millisecond}
 	// attachRequest adds the vector of an attach request from A, req as
 	// geo.requestAttach builds it, which must read as want.
-	attachRequest := func(name string, req []byte, want node.AttachAsked) {
+	attachRequest := func(name string, req []byte, want node.AttachAsked, known []byte) {
 		add(name, "hex", docFrame(t, frameAttach, req), func(doc []byte) error {
 			p, err := docUnframe(doc, frameAttach)
 			if err != nil {
@@ -374,15 +376,18 @@ func protocolsVectors(t *testing.T) []wireVector {
 			if err != nil {
 				return err
 			}
-			return docSame("attach request", got, want)
+			if !bytes.Equal(got.Known, known) {
+				return fmt.Errorf("attach request: roster digest %x, want %x", got.Known, known)
+			}
+			return docSame("attach request", got.AttachAsked, want)
 		})
 	}
 	attachRequest("attach-request", appendSecond(appendRTTs(appendCoord([]byte{attachFlags(true, false)}, coord), rtts), second),
-		node.AttachAsked{From: a, RTTs: rtts, Second: second, Coord: coord, Private: true})
-	attachRequest("attach-request-bare", appendCoord([]byte{0}, coord), node.AttachAsked{From: a, Coord: coord})
+		node.AttachAsked{From: a, RTTs: rtts, Second: second, Coord: coord, Private: true}, nil)
+	attachRequest("attach-request-bare", appendCoord([]byte{0}, coord), node.AttachAsked{From: a, Coord: coord}, nil)
 	// A tells B it attached to another superpeer (node.GeoReady.Detach).
 	attachRequest("attach-request-leaving", appendCoord([]byte{attachFlags(false, false) | attachLeaving}, coord),
-		node.AttachAsked{From: a, Coord: coord, Leaving: true})
+		node.AttachAsked{From: a, Coord: coord, Leaving: true}, nil)
 	// B relays its own position and C's, orders A to take token 2, which
 	// C held last, and gives its own report.
 	yes := node.GeoAnswer{Cluster: []peer.ID{b, a}, Candidates: []peer.ID{a}, Coords: []node.PeerCoord{{ID: a, Coord: coord}}, Demoted: []peer.ID{a},
@@ -396,7 +401,7 @@ func protocolsVectors(t *testing.T) []wireVector {
 	if err != nil {
 		t.Fatal(err)
 	}
-	add("attach-response-yes", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), yes, reportJSON)), func(doc []byte) error {
+	add("attach-response-yes", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), yes, reportJSON, nil)), func(doc []byte) error {
 		p, err := docUnframe(doc, frameAnswer)
 		if err != nil {
 			return err
@@ -404,7 +409,7 @@ func protocolsVectors(t *testing.T) []wireVector {
 		if len(p) == 0 || p[0] != 1 {
 			return fmt.Errorf("answer %x", p)
 		}
-		got, gotReport, err := readAttachYes(b, p[1:])
+		got, gotReport, err := readAttachYes(b, p[1:], nil)
 		if err != nil {
 			return err
 		}
@@ -417,6 +422,32 @@ func protocolsVectors(t *testing.T) []wireVector {
 			return fmt.Errorf("attach answer: no report")
 		}
 		return docSame("attach answer's report", *gotReport, report)
+	})
+	// A renews its attachment, holding that roster: its request names it
+	// by its digest, and B, whose roster has not changed, leaves the
+	// cluster and the demoted peers out (no candidates, coordinates,
+	// superpeers nearby, order or report either, in this vector).
+	known := rosterDigest(yes.Cluster, yes.Demoted)
+	attachRequest("attach-request-known", appendCoord(append([]byte{attachKnown}, known...), coord), node.AttachAsked{From: a, Coord: coord}, known)
+	same := node.GeoAnswer{Cluster: yes.Cluster, Demoted: yes.Demoted}
+	add("attach-response-yes-unchanged", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), same, nil, known)), func(doc []byte) error {
+		p, err := docUnframe(doc, frameAnswer)
+		if err != nil {
+			return err
+		}
+		if len(p) < 3 || p[0] != 1 || p[1] != 0 {
+			return fmt.Errorf("answer %x: want yes and an empty cluster", p)
+		}
+		held := &heldRoster{from: b, digest: known, cluster: yes.Cluster, demoted: yes.Demoted}
+		got, _, err := readAttachYes(b, p[1:], held)
+		if err != nil {
+			return err
+		}
+		if !got.Yes || !slices.Equal(got.Cluster, yes.Cluster) || !slices.Equal(got.Demoted, yes.Demoted) ||
+			len(got.Candidates)+len(got.Coords)+len(got.Nearby) > 0 || got.Rehome != nil {
+			return fmt.Errorf("attach answer decodes to %+v, want yes and the roster held", got)
+		}
+		return nil
 	})
 	add("attach-response-no", "hex", docFrame(t, frameAnswer, respNo), func(doc []byte) error {
 		p, err := docUnframe(doc, frameAnswer)
@@ -443,7 +474,7 @@ func protocolsVectors(t *testing.T) []wireVector {
 	})
 
 	// The coordinate ping: the first echo and B's coordinate; and none.
-	echo := make([]byte, 32)
+	echo := make([]byte, coordPingSize)
 	for i := range echo {
 		echo[i] = byte(i)
 	}
