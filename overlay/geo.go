@@ -821,19 +821,31 @@ const maxAttachCoords = 8
 
 // appendCoord appends c: a uvarint count of components, then the
 // components, the error, the adjustment and the height, each a big-endian
-// float32 (IEEE 754 single precision, rounded to nearest: a valid
-// component stays valid, since geometric.MaxComponent is a float32). A
-// float32 keeps a coordinate of PlanetLab's scale (components below
-// 0.3 s) to 20 ns,
-// against RTTs measured to the microsecond at best, and halves what every
-// coordinate costs on the wire: an answer to an attach request carries up
-// to thirteen (issue 20).
+// float32 (IEEE 754 single precision): the nearest (a valid component
+// stays valid, since geometric.MaxComponent is a float32), but the height
+// rounded up (heightBits), so that a height at Vivaldi's floor (serf's
+// HeightMin, 10 µs, which a fresh coordinate has and a settled one
+// often keeps) does not fall below it, where the node takes a peer's
+// coordinate for a bad one. A float32 keeps a coordinate of PlanetLab's
+// scale (components below 0.3 s) to 20 ns, against RTTs measured to the
+// microsecond at best, and halves what every coordinate costs on the
+// wire: an answer to an attach request carries up to thirteen (issue 20).
 func appendCoord(b []byte, c *coordinate.Coordinate) []byte {
 	b = binary.AppendUvarint(b, uint64(len(c.Vec)))
-	for _, x := range append(slices.Clone(c.Vec), c.Error, c.Adjustment, c.Height) {
+	for _, x := range append(slices.Clone(c.Vec), c.Error, c.Adjustment) {
 		b = binary.BigEndian.AppendUint32(b, math.Float32bits(float32(x)))
 	}
-	return b
+	return binary.BigEndian.AppendUint32(b, heightBits(c.Height))
+}
+
+// heightBits is height h on the wire: the least float32 not below h
+// (geometric.MaxComponent is a float32, so a valid height stays valid).
+func heightBits(h float64) uint32 {
+	f := float32(h)
+	if float64(f) < h {
+		f = math.Nextafter32(f, float32(math.Inf(1)))
+	}
+	return math.Float32bits(f)
 }
 
 // readCoord reads appendCoord's encoding of a coordinate that passes

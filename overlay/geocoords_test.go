@@ -30,6 +30,23 @@ func TestAttachCoords(t *testing.T) {
 	if d := geometric.Distance(got, co) - geometric.Distance(co, co); math.Abs(d) > 1e-9 {
 		t.Errorf("the round trip moved the coordinate by %v s", d)
 	}
+	// A height at Vivaldi's floor (a fresh coordinate's) stays at it or
+	// above: the node refuses a peer's coordinate below it (the nearest
+	// float32 to 10 µs is below it, and every ping's coordinate was
+	// refused, unnoticed but by the coordinates' error, 1.000 live).
+	fresh := client.Coordinate()
+	floor := coordinate.DefaultConfig().HeightMin
+	if fresh.Height != floor {
+		t.Fatalf("a fresh coordinate's height %v, want Vivaldi's floor %v", fresh.Height, floor)
+	}
+	for _, h := range []float64{floor, 0.002, 0.1, geometric.MaxComponent} {
+		x := fresh.Clone()
+		x.Height = h
+		got, err := decodeAll(appendCoord(nil, x), readCoord)
+		if err != nil || got.Height < h || got.Height > h*(1+1e-6) {
+			t.Errorf("a height of %v reads as %+v, %v; want at least %v, and within a float32's step", h, got, err, h)
+		}
+	}
 	// Components at the bound stay within it on the wire: the nearest
 	// float32 to 9.9999999999 is 10.0, and to one just below the bound a
 	// float32 above it.
@@ -96,7 +113,7 @@ func onWire(c *coordinate.Coordinate) *coordinate.Coordinate {
 	for i, x := range w.Vec {
 		w.Vec[i] = float64(float32(x))
 	}
-	w.Error, w.Adjustment, w.Height = float64(float32(w.Error)), float64(float32(w.Adjustment)), float64(float32(w.Height))
+	w.Error, w.Adjustment, w.Height = float64(float32(w.Error)), float64(float32(w.Adjustment)), float64(math.Float32frombits(heightBits(w.Height)))
 	return w
 }
 

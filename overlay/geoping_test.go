@@ -99,3 +99,44 @@ func TestCoordPing(t *testing.T) {
 		t.Errorf("%d strikes against the forger, want 1", k)
 	}
 }
+
+// Live coordinates fit to the ping answers' coordinates: three geometric
+// nodes on mocknet, 20 ms each way on every link, come to predict each
+// other's RTT (40 ms) within a quarter. With the height rounded to the
+// nearest float32 on the wire, a fresh coordinate's height (Vivaldi's
+// floor) read as below it, every answer's coordinate was refused, and the
+// coordinates stayed at the origin, predicting 0 (TestGeoLiveVirtual's
+// coordinates' error was 1.000).
+func TestCoordPingFitsLive(t *testing.T) {
+	nodes := mocknetNodesOn(t, mocknetHosts(t, 3, 20*time.Millisecond), func(int) []Option {
+		return []Option{
+			WithLogger(quiet), WithStrategy(StrategyGeometric),
+			WithTarget(dhtselect.Target{Superpeers: 1}), WithIntervals(300*time.Millisecond, time.Second),
+			WithGeometric(geometric.Config{}, 50*time.Millisecond, 100*time.Millisecond),
+		}
+	})
+	fitted := func() bool {
+		for i, a := range nodes {
+			for _, b := range nodes[i+1:] {
+				ca, cb := a.State().Coord, b.State().Coord
+				if ca == nil || cb == nil {
+					return false
+				}
+				if d := geometric.Distance(ca, cb); d < 0.030 || d > 0.050 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(2 * time.Minute) // against hangs only
+	for !fitted() {
+		if time.Now().After(deadline) {
+			for _, n := range nodes {
+				t.Logf("%s: %+v", n.ID().ShortString(), n.State().Coord)
+			}
+			t.Fatal("the coordinates do not predict the 40 ms RTTs within a quarter")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
