@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer/superpeer/geometric"
@@ -20,12 +21,7 @@ import (
 // with an unknown flag bit, and a yes that demotes a peer outside its
 // cluster, are refused as malformed.
 func TestAttachFlags(t *testing.T) {
-	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	co := client.Coordinate()
-	ids := testIDs(t, 4)
+	co, ids := attachFixture(t)
 	sp, from := ids[0], ids[1]
 	for _, c := range []struct{ private, flapping, leaving bool }{{false, false, false}, {true, false, false}, {false, true, false}, {true, true, false}, {false, false, true}, {true, true, true}} {
 		flags := attachFlags(c.private, c.flapping)
@@ -173,12 +169,7 @@ func TestAttachYesNearby(t *testing.T) {
 // holds. A changed roster goes in full. An empty cluster is refused when
 // the member holds no roster of that superpeer's, and with demoted peers.
 func TestAttachRosterDigest(t *testing.T) {
-	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	co := client.Coordinate()
-	ids := testIDs(t, 4)
+	co, ids := attachFixture(t)
 	sp, from := ids[0], ids[1]
 	yes := node.GeoAnswer{Cluster: ids[:3], Demoted: ids[2:3], Candidates: ids[1:2]}
 	var rs rosters
@@ -229,4 +220,15 @@ func TestAttachRosterDigest(t *testing.T) {
 	if _, err := readAttachRequest(from, append([]byte{attachKnown}, held.digest[:5]...)); !errors.Is(err, errWire) {
 		t.Errorf("a truncated digest: %v, want a wire error", err)
 	}
+}
+
+// attachFixture is a fresh coordinate and four peer IDs, for the attach
+// protocol's round trips.
+func attachFixture(t *testing.T) (*coordinate.Coordinate, []peer.ID) {
+	t.Helper()
+	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.Coordinate(), testIDs(t, 4)
 }
