@@ -70,7 +70,8 @@ func (r *rosters) get(p peer.ID) *heldRoster {
 	return r.held
 }
 
-// keep holds the roster p sent in full.
+// keep holds the roster of p's last yes (sent in full, or named by the
+// digest and read from what was held).
 func (r *rosters) keep(p peer.ID, cluster, demoted []peer.ID) {
 	h := &heldRoster{from: p, digest: rosterDigest(cluster, demoted), cluster: slices.Clone(cluster), demoted: slices.Clone(demoted)}
 	r.mu.Lock()
