@@ -829,7 +829,8 @@ const maxAttachCoords = 8
 // coordinate for a bad one. A float32 keeps a coordinate of PlanetLab's
 // scale (components below 0.3 s) to 20 ns, against RTTs measured to the
 // microsecond at best, and halves what every coordinate costs on the
-// wire: an answer to an attach request carries up to thirteen (issue 20).
+// wire: the machine's answer to an attach request carries up to thirteen
+// (four members', nine superpeers nearby; issue 20).
 func appendCoord(b []byte, c *coordinate.Coordinate) []byte {
 	b = binary.AppendUvarint(b, uint64(len(c.Vec)))
 	for _, x := range append(slices.Clone(c.Vec), c.Error, c.Adjustment) {

@@ -36,8 +36,8 @@ func rosterDigest(cluster, demoted []peer.ID) []byte {
 	return sum[:rosterDigestSize]
 }
 
-// heldRoster is the roster a member holds from superpeer from: the last
-// one that superpeer sent in full.
+// heldRoster is the roster a member holds from superpeer from: that of
+// its last yes, and the roster's digest.
 type heldRoster struct {
 	from             peer.ID
 	digest           []byte

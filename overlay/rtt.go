@@ -201,9 +201,10 @@ func coordPingProtocol(network string) protocol.ID {
 
 // coordPingSize is the size of a coordinate ping. Eight random bytes are
 // enough to tell an echo from a stale or forged one on an authenticated
-// stream; libp2p's ping.PingSize (32, which version 1.0.0 used) tripled
-// what a coordinate ping cost, a third of an ordinary geometric peer's
-// traffic (issue 20).
+// stream. Version 1.0.0 used libp2p's ping.PingSize (32): three pings of
+// 32 bytes each way a sample, once a second, when pings were half of an
+// ordinary geometric peer's traffic (issue 20; BENCHMARKS.md, "Cheaper
+// pings and attach answers").
 const coordPingSize = 8
 
 // maxCoordPings bounds the pings an answerer echoes on one stream.
