@@ -135,7 +135,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/12.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/13.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -272,7 +272,7 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		g.feeds.retry(ctx)
 	}
 	if st := rd.State; st != nil {
-		next := State{Self: n.self, S: st.S, Members: st.Members, Role: st.Role, Coord: st.Coord, Token: st.Token, Prefix: st.Prefix}
+		next := State{Self: n.self, S: st.S, Members: st.Members, Role: st.Role, Coord: st.Coord, Token: st.Token, Prefix: st.Prefix, Size: st.Size}
 		if st.Superpeer != "" {
 			next.Superpeer = n.addrInfo(st.Superpeer)
 		}
@@ -301,7 +301,7 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		go func() {
 			defer n.wg.Done()
 			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p], rd.AttachSecond)
-			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Nearby: a.Nearby, Rehome: a.Rehome, Err: err})
+			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Nearby: a.Nearby, Rehome: a.Rehome, Size: a.Size, Err: err})
 		}()
 	}
 	for _, p := range rd.Detach {
@@ -568,7 +568,10 @@ func readAttachYes(p peer.ID, b []byte, held *heldRoster) (node.GeoAnswer, *goss
 		if a.Rehome, err = readRehome(r); err != nil {
 			return a, err
 		}
-		report, err = readReport(r, p)
+		if report, err = readReport(r, p); err != nil {
+			return a, err
+		}
+		a.Size, err = readSize(r)
 		return a, err
 	})
 	if err == nil && (len(a.Cluster) == 0 || a.Cluster[0] != p) {
@@ -601,7 +604,8 @@ func appendAttachYes(b []byte, a node.GeoAnswer, report, known []byte) []byte {
 	}
 	b = appendIDs(appendCoords(appendIDs(appendIDs(b, cluster), a.Candidates), a.Coords), demoted)
 	b = appendRehome(appendNearby(b, a.Nearby), a.Rehome)
-	return append(binary.AppendUvarint(b, uint64(len(report))), report...)
+	b = append(binary.AppendUvarint(b, uint64(len(report))), report...)
+	return binary.AppendUvarint(b, uint64(min(max(a.Size, 0), maxAttachSize)))
 }
 
 // readReport reads superpeer p's own token report in its yes to an attach
@@ -625,6 +629,24 @@ func readReport(r *bufio.Reader, p peer.ID) (*gossip.TokenPos, error) {
 		return nil, fmt.Errorf("report: %v", err)
 	}
 	return &tp, nil
+}
+
+// maxAttachSize bounds the network's size in a yes (node.GeoAnswer.Size):
+// the most peers the tokens' clusters can hold, each cluster list at most
+// pb.MaxIDs peers.
+const maxAttachSize = gossip.MaxTokens * pb.MaxIDs
+
+// readSize reads the superpeer's estimate of the network's size in its
+// yes: a uvarint, at most maxAttachSize.
+func readSize(r *bufio.Reader) (int, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return 0, fmt.Errorf("size: %v", err) // %v: a truncated answer, not struck (see PROTOCOLS.md)
+	}
+	if n > maxAttachSize {
+		return 0, fmt.Errorf("%w: attach: a network of %d peers, limit %d", errWire, n, maxAttachSize)
+	}
+	return int(n), nil
 }
 
 // maxNearby bounds the superpeers nearby in an attach answer: the

@@ -59,12 +59,12 @@ func TestAttachFlags(t *testing.T) {
 
 // An attach yes with what the superpeer relays: the superpeers nearby
 // (its own position first) and an order to take a missing token, with and
-// without the holder it replaces, round-trip; so does a yes with neither.
-// Nearby not starting with the superpeer, a superpeer byte, a rehome byte
-// or a survey byte other than 0 or 1, more than maxNearby entries, a token
-// number at gossip.MaxTokens, a load above maxNearbyLoad, a coordinate
-// geometric.Valid refuses, a truncated answer and trailing bytes are
-// refused.
+// without the holder it replaces, and the network's size, round-trip; so
+// does a yes with neither. Nearby not starting with the superpeer, a
+// superpeer byte, a rehome byte or a survey byte other than 0 or 1, more
+// than maxNearby entries, a token number at gossip.MaxTokens, a load above
+// maxNearbyLoad, a coordinate geometric.Valid refuses, a size above
+// maxAttachSize, a truncated answer and trailing bytes are refused.
 func TestAttachYesNearby(t *testing.T) {
 	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
 	if err != nil {
@@ -82,22 +82,23 @@ func TestAttachYesNearby(t *testing.T) {
 	for name, c := range map[string]struct {
 		nearby []node.TokenPos
 		rehome *node.RehomeOrder
+		size   int
 	}{
 		"neither":                       {},
-		"nearby":                        {nearby: near},
-		"rehome":                        {nearby: near[:1], rehome: &node.RehomeOrder{Token: geometric.Token{Num: 1, Seq: 2 << 32}, Replaced: ids[3]}},
-		"rehome, none replaced, survey": {nearby: near, rehome: &node.RehomeOrder{Token: geometric.Token{Num: 3, Seq: 1 << 32}, Survey: true}},
+		"nearby":                        {nearby: near, size: 300},
+		"rehome":                        {nearby: near[:1], rehome: &node.RehomeOrder{Token: geometric.Token{Num: 1, Seq: 2 << 32}, Replaced: ids[3]}, size: 1},
+		"rehome, none replaced, survey": {nearby: near, rehome: &node.RehomeOrder{Token: geometric.Token{Num: 3, Seq: 1 << 32}, Survey: true}, size: maxAttachSize},
 	} {
 		yes := base
-		yes.Nearby, yes.Rehome = c.nearby, c.rehome
+		yes.Nearby, yes.Rehome, yes.Size = c.nearby, c.rehome, c.size
 		got, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
 		if len(got.Nearby) != len(yes.Nearby) || len(yes.Nearby) > 0 && !reflect.DeepEqual(got.Nearby, yes.Nearby) ||
-			!reflect.DeepEqual(got.Rehome, yes.Rehome) || !slices.Equal(got.Cluster, yes.Cluster) {
-			t.Errorf("%s: round trip read nearby %+v, rehome %+v; want %+v, %+v", name, got.Nearby, got.Rehome, yes.Nearby, yes.Rehome)
+			!reflect.DeepEqual(got.Rehome, yes.Rehome) || !slices.Equal(got.Cluster, yes.Cluster) || got.Size != yes.Size {
+			t.Errorf("%s: round trip read nearby %+v, rehome %+v, size %d; want %+v, %+v, %d", name, got.Nearby, got.Rehome, got.Size, yes.Nearby, yes.Rehome, yes.Size)
 		}
 	}
 
@@ -106,7 +107,7 @@ func TestAttachYesNearby(t *testing.T) {
 		return appendRehome(appendNearby(slices.Clone(head), nearby), rehome)
 	}
 	yesWith := func(nearby []node.TokenPos, rehome *node.RehomeOrder) []byte {
-		return append(rehomeWith(nearby, rehome), 0) // and no report
+		return append(rehomeWith(nearby, rehome), 0, 0) // no report, a size of 0
 	}
 	// entry is a nearby entry of sp with the given superpeer byte and load.
 	entry := func(super byte, load uint64) []byte {
@@ -120,16 +121,18 @@ func TestAttachYesNearby(t *testing.T) {
 	tooMany := slices.Repeat(near[:1], maxNearby+1)
 	for name, b := range map[string][]byte{
 		"nearby not starting with the superpeer": yesWith(near[1:], nil),
-		"too many nearby":                        append(append(binary.AppendUvarint(slices.Clone(head), maxNearby+1), slices.Repeat(entry(1, 0), maxNearby+1)...), 0, 0),
-		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0, 0),
-		"load above the bound":                   append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(1, maxNearbyLoad+1)...), 0, 0),
+		"too many nearby":                        append(append(binary.AppendUvarint(slices.Clone(head), maxNearby+1), slices.Repeat(entry(1, 0), maxNearby+1)...), 0, 0, 0),
+		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0, 0, 0),
+		"load above the bound":                   append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(1, maxNearbyLoad+1)...), 0, 0, 0),
 		"token number at MaxTokens":              yesWith([]node.TokenPos{{Holder: sp, Token: geometric.Token{Num: gossip.MaxTokens}, Coord: co}}, nil),
 		"invalid coordinate":                     yesWith([]node.TokenPos{{Holder: sp, Coord: bad}}, nil),
 		"no rehome byte":                         appendNearby(slices.Clone(head), nil),
-		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2, 0),
-		"survey byte 2":                          append(rehome[:len(rehome)-1:len(rehome)-1], 2, 0),
+		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2, 0, 0),
+		"survey byte 2":                          append(rehome[:len(rehome)-1:len(rehome)-1], 2, 0, 0),
 		"rehome truncated":                       rehome[:len(rehome)-1],
 		"no report length":                       rehome,
+		"no size":                                append(slices.Clone(rehome), 0),
+		"size above the bound":                   binary.AppendUvarint(append(slices.Clone(rehome), 0), maxAttachSize+1),
 		"rehome of token MaxTokens":              yesWith(nil, &node.RehomeOrder{Token: geometric.Token{Num: gossip.MaxTokens}}),
 		"trailing":                               append(yesWith(near, nil), 0),
 	} {
@@ -156,6 +159,7 @@ func TestAttachYesNearby(t *testing.T) {
 		"nearby not starting with the superpeer": yesWith(near[1:], nil),
 		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0),
 		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2, 0),
+		"size above the bound":                   binary.AppendUvarint(append(slices.Clone(rehome), 0), maxAttachSize+1),
 	} {
 		if _, _, err := readAttachYes(sp, b, nil); !errors.Is(err, errWire) {
 			t.Errorf("%s: %v, want a wire error", name, err)

@@ -389,13 +389,13 @@ func protocolsVectors(t *testing.T) []wireVector {
 	attachRequest("attach-request-leaving", appendCoord([]byte{attachFlags(false, false) | attachLeaving}, coord),
 		node.AttachAsked{From: a, Coord: coord, Leaving: true}, nil)
 	// B relays its own position and C's, orders A to take token 2, which
-	// C held last, and gives its own report.
+	// C held last, and gives its own report and a network of 300 peers.
 	yes := node.GeoAnswer{Cluster: []peer.ID{b, a}, Candidates: []peer.ID{a}, Coords: []node.PeerCoord{{ID: a, Coord: coord}}, Demoted: []peer.ID{a},
 		Nearby: []node.TokenPos{
 			{Holder: b, Token: geometric.Token{Num: 1, Seq: 1 << 32}, Coord: coord, Superpeer: true, Load: 3},
 			{Holder: c, Token: geometric.Token{Num: 0, Seq: 1 << 32}, Coord: coord, Superpeer: true, Load: 5},
 		},
-		Rehome: &node.RehomeOrder{Token: geometric.Token{Num: 2, Seq: 2 << 32}, Replaced: c}}
+		Rehome: &node.RehomeOrder{Token: geometric.Token{Num: 2, Seq: 2 << 32}, Replaced: c}, Size: 300}
 	report := gossip.TokenPos{Holder: b, Seq: 1767225600000000003, Token: geometric.Token{Num: 1, Seq: 1 << 32}, Coord: coord, Superpeer: true, Load: 3, Capacity: 64}
 	reportJSON, err := report.Encode()
 	if err != nil {
@@ -429,7 +429,7 @@ func protocolsVectors(t *testing.T) []wireVector {
 	// superpeers nearby, order or report either, in this vector).
 	known := rosterDigest(yes.Cluster, yes.Demoted)
 	attachRequest("attach-request-known", appendCoord(append([]byte{attachKnown}, known...), coord), node.AttachAsked{From: a, Coord: coord}, known)
-	same := node.GeoAnswer{Cluster: yes.Cluster, Demoted: yes.Demoted}
+	same := node.GeoAnswer{Cluster: yes.Cluster, Demoted: yes.Demoted, Size: yes.Size}
 	add("attach-response-yes-unchanged", "hex", docFrame(t, frameAnswer, appendAttachYes(slices.Clone(respYes), same, nil, known)), func(doc []byte) error {
 		p, err := docUnframe(doc, frameAnswer)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/internal/bubble"
 	"github.com/superpeer/superpeer/overlay"
+	"github.com/superpeer/superpeer/overlay/node"
 	"github.com/superpeer/superpeer/testnet/latency"
 )
 
@@ -274,6 +275,7 @@ func TestGeometricConvergesAndRepairs(t *testing.T) {
 		if supers != 3 {
 			t.Fatalf("%d superpeers after convergence, want 3", supers)
 		}
+		checkGeoSizes(t, tn, 16)
 		stopped := time.Now() // Stop takes virtual time: it closes the host
 		if err := tn.Stop(victim); err != nil {
 			t.Fatal(err)
@@ -285,7 +287,27 @@ func TestGeometricConvergesAndRepairs(t *testing.T) {
 				t.Fatalf("%s still names the stopped superpeer", n.ID())
 			}
 		}
+		checkGeoSizes(t, tn, 15)
 	})
+}
+
+// checkGeoSizes checks, three announce intervals on (the superpeers'
+// reports and the members' renewals carry the loads by then), that every
+// node of a settled geometric network estimates its size as n: a
+// superpeer from the backbone, a member from its superpeer's yes.
+func checkGeoSizes(t *testing.T, tn *Net, n int) {
+	t.Helper()
+	time.Sleep(3 * tn.cfg.AnnounceInterval)
+	for _, nd := range tn.Nodes() {
+		st := nd.State()
+		want := dhtselect.Estimate{N: n, Source: node.SourceDigest}
+		if st.Role == overlay.RoleSuperpeer {
+			want.Source = dhtselect.SourceBackbone
+		}
+		if st.Size != want {
+			t.Errorf("%s (%v): size estimate %+v, want %+v", nd.ID(), st.Role, st.Size, want)
+		}
+	}
 }
 
 // Traffic is counted on both ends of the streams the nodes' hosts open and

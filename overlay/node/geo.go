@@ -268,7 +268,10 @@ type AttachDone struct {
 	// take, if any.
 	Nearby []TokenPos
 	Rehome *RehomeOrder
-	Err    error
+	// Size is the superpeer's estimate of the network's size
+	// (GeoAnswer.Size).
+	Size int
+	Err  error
 }
 
 // RehomeOrder names a member to take a missing token (AttachDone.Rehome,
@@ -427,6 +430,8 @@ type GeoState struct {
 	Members []peer.ID
 	Coord   *coordinate.Coordinate
 	Token   int // -1 when none
+	// Size is the node's estimate of the network's size (geosize.go).
+	Size dhtselect.Estimate
 }
 
 // GeoAnswer is the answer to the last TokenOffered or AttachAsked: Yes, and
@@ -452,9 +457,12 @@ type GeoAnswer struct {
 	Demoted    []peer.ID
 	Nearby     []TokenPos
 	Rehome     *RehomeOrder
-	Forged     error
-	RTT        time.Duration
-	Measure    bool
+	// Size is the superpeer's estimate of the network's size, with a yes
+	// to an attach request (geosize.go).
+	Size    int
+	Forged  error
+	RTT     time.Duration
+	Measure bool
 }
 
 type geoMachine struct {
@@ -613,7 +621,10 @@ type geoMachine struct {
 	near      []TokenPos
 	nearOf    peer.ID
 	spToken   int // the token of nearOf, as its last yes gave it; -1 none
-	orders    map[int]rehomeOrder
+	// sizeN is the network's size in the last yes of sizeOf (geosize.go).
+	sizeOf peer.ID
+	sizeN  int
+	orders map[int]rehomeOrder
 
 	pings    map[peer.ID]*pendingPing
 	sampling bool // a sample ping is in flight
@@ -1318,7 +1329,7 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 	}
 	g.memberSent(in.From, in.Coord)
 	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs, in.Second), Coords: g.share(in.From),
-		Demoted: g.clusterDemoted(), Nearby: g.nearby(in.Coord), Rehome: g.orderFor(in.From)}
+		Demoted: g.clusterDemoted(), Nearby: g.nearby(in.Coord), Rehome: g.orderFor(in.From), Size: g.backboneSize()}
 	if !member {
 		g.update(now) // list a new member before it hears yes
 	}
@@ -1392,7 +1403,7 @@ func (g *geoMachine) state() GeoState {
 		members = append(members, sp)
 	}
 	slices.Sort(members)
-	st := GeoState{S: g.tc.Tokens, Members: members, Role: RoleOrdinary, Coord: g.client.Coordinate(), Token: -1, Superpeer: sp}
+	st := GeoState{S: g.tc.Tokens, Members: members, Role: RoleOrdinary, Coord: g.client.Coordinate(), Token: -1, Superpeer: sp, Size: g.size()}
 	if held {
 		st.Token = token.Num
 	}

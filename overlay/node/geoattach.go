@@ -289,6 +289,7 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 		}
 		g.swapAsked(in.To, in.Candidates)
 		g.relayed(now, in.To, in.Nearby, in.Rehome)
+		g.sizeHeard(in.To, in.Size, in.Mates)
 	}
 	switch r.stage {
 	case askSuccessor:

@@ -832,7 +832,7 @@ func (s *Sim) geoAttach(i int, p peer.ID, in node.AttachAsked) {
 				}
 				g.asked[p] = slices.Clone(a.Candidates)
 			}
-			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Nearby: a.Nearby, Rehome: a.Rehome}
+			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Nearby: a.Nearby, Rehome: a.Rehome, Size: a.Size}
 		})
 }
 
