@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -66,6 +67,12 @@ type LiveScaleRow struct {
 	// ConvergeS is from the start of the first node until every node's
 	// view agreed with the brute-force answer (geometric: held still).
 	ConvergeS float64 `json:"converge_s"`
+	// SettledS is from the start of the first node until every node's
+	// role and superpeer last changed before the window (waitSettled);
+	// Settled is false when they still changed settleMax after
+	// convergence, and the window began then.
+	SettledS float64 `json:"settled_s"`
+	Settled  bool    `json:"settled"`
 	// PeakMemMB is the most memory the process held (MemPeak) while the
 	// testnet ran, and PeakMemPerNodeMB the growth over the memory held
 	// before the start, divided by N.
@@ -232,10 +239,11 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 		return row, ctx.Err()
 	}
 	row.Converged = true
-	// Settle: the joins' announcements and lookups are over.
-	if err := sleep(ctx, cfg.AnnounceInterval); err != nil {
+	at, settled, err := waitSettled(ctx, tn, cfg.AnnounceInterval)
+	if err != nil {
 		return row, err
 	}
+	row.SettledS, row.Settled = (d + at).Seconds(), settled
 	before := tn.Traffic().Nodes()
 	if err := sleep(ctx, cfg.Window); err != nil {
 		return row, err
@@ -254,6 +262,57 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 	}
 	row.byRole(tn.Members(), before, after, secs)
 	return row, nil
+}
+
+// The window of steady traffic begins once the overlay holds still:
+// every node's role and superpeer the same for settleQuiet. Converged
+// says the views agree with the answer; the geometric placement goes on
+// after that (the search's hand-overs, members moving to a nearer
+// superpeer), and every member it moves pings its new cluster, a peer it
+// has not met, which kad-dht then checks with a FIND_NODE of about 1 KB
+// each way (lookupCheck). At 512 nodes that was 405 B/s of an ordinary
+// peer's 1,047 in the first 30 s after convergence, 70 of 514 four
+// minutes later (issue 20's closing note, 2026-12-07).
+const (
+	settleQuiet = time.Minute
+	settleMax   = 5 * time.Minute
+)
+
+// waitSettled waits, from convergence, until no node's role or superpeer
+// has changed for settleQuiet (and at least one announce interval: the
+// joins' announcements and lookups are over), looking every step; it
+// gives when they last changed, from convergence, and false if they
+// still changed settleMax after it.
+func waitSettled(ctx context.Context, tn *testnet.Net, step time.Duration) (time.Duration, bool, error) {
+	type place struct {
+		role overlay.Role
+		sp   peer.ID
+	}
+	look := func() map[peer.ID]place {
+		m := map[peer.ID]place{}
+		for _, nd := range tn.Members() {
+			st := nd.State()
+			m[nd.ID()] = place{st.Role, st.Superpeer.ID}
+		}
+		return m
+	}
+	start := time.Now()
+	last, changed := look(), time.Duration(0)
+	for {
+		if err := sleep(ctx, step); err != nil {
+			return 0, false, err
+		}
+		el := time.Since(start)
+		if now := look(); !maps.Equal(now, last) {
+			last, changed = now, el
+		}
+		switch {
+		case el-changed >= settleQuiet:
+			return changed, true, nil
+		case el >= settleMax:
+			return changed, false, nil
+		}
+	}
 }
 
 // estimateErrors returns the median and the largest relative error of the
@@ -361,7 +420,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func WriteLiveScaleTable(w io.Writer, rows []LiveScaleRow) error {
 	groups := liveGroups(rows)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "strategy\tn\tS\tconverged s\tpeak MB\tMB/node\tannounce s\twritten B/peer/s\tordinary B/s mean / max")
+	fmt.Fprint(tw, "strategy\tn\tS\tconverged s\tsettled s\tpeak MB\tMB/node\tannounce s\twritten B/peer/s\tordinary B/s mean / max")
 	for _, g := range groups {
 		fmt.Fprintf(tw, "\tord %s", g)
 	}
@@ -372,12 +431,16 @@ func WriteLiveScaleTable(w io.Writer, rows []LiveScaleRow) error {
 	fmt.Fprintln(tw, "\tstill converged\testimate error median / max\t")
 	for _, r := range rows {
 		if !r.Converged {
-			fmt.Fprintf(tw, "%s\t%d\t%d\tno (%.0f s)\t%.0f\t%.2f\t%.0f\t", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB, r.AnnounceIntervalS)
+			fmt.Fprintf(tw, "%s\t%d\t%d\tno (%.0f s)\t\t%.0f\t%.2f\t%.0f\t", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB, r.AnnounceIntervalS)
 			fmt.Fprint(tw, strings.Repeat("\t", 2*len(groups)+7))
 			fmt.Fprintln(tw, "\t")
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f / %.0f", r.Strategy, r.N, r.Superpeers, r.ConvergeS, r.PeakMemMB, r.PeakMemPerNodeMB, r.AnnounceIntervalS, r.BytesPerPeerPerS, r.Ordinary, r.OrdinaryMax)
+		settled := fmt.Sprintf("%.1f", r.SettledS)
+		if !r.Settled {
+			settled = fmt.Sprintf("no (%.0f s)", r.SettledS)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%s\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f / %.0f", r.Strategy, r.N, r.Superpeers, r.ConvergeS, settled, r.PeakMemMB, r.PeakMemPerNodeMB, r.AnnounceIntervalS, r.BytesPerPeerPerS, r.Ordinary, r.OrdinaryMax)
 		for _, g := range groups {
 			fmt.Fprintf(tw, "\t%.0f", r.OrdinaryByProtocol[g])
 		}
