@@ -265,14 +265,17 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 }
 
 // The window of steady traffic begins once the overlay holds still:
-// every node's role and superpeer the same for settleQuiet. Converged
-// says the views agree with the answer; the geometric placement goes on
-// after that (the search's hand-overs, members moving to a nearer
-// superpeer), and every member it moves pings its new cluster, a peer it
-// has not met, which kad-dht then checks with a FIND_NODE of about 1 KB
-// each way (lookupCheck). At 512 nodes that was 405 B/s of an ordinary
-// peer's 1,047 in the first 30 s after convergence, 70 of 514 four
-// minutes later (issue 20's closing note, 2026-12-07).
+// every node's role and superpeer the same for settleQuiet, so that a
+// row is never measured while members move. In the geometric rows of
+// 2026-12-07 (32 to 512 nodes) nothing moved after convergence (the
+// testnet's geometric convergence already waits for the placement to
+// hold still): the wait was the minute itself. That minute is not
+// steady: members still meet peers they had not (the search's candidates,
+// the superpeers nearby in turn), and kad-dht checks each with a
+// FIND_NODE of about 1 KB each way (lookupCheck). At 512 nodes kad-dht
+// was 405 B/s of an ordinary peer's 1,047 in the first 30 s after
+// convergence, 70 of 514 four minutes later (a scratch trace of the DHT
+// streams by caller; issue 20's closing note, 2026-12-07).
 const (
 	settleQuiet = time.Minute
 	settleMax   = 5 * time.Minute
