@@ -39,9 +39,13 @@ type LiveScaleConfig struct {
 	// node's (overlay.DefaultConfig).
 	ReevaluateInterval time.Duration
 	// Window is how long the steady-state traffic is measured once the
-	// overlay has converged and settled for one announce interval.
-	// Default 30 s; never shorter than one announce interval.
+	// overlay has converged and settled (Quiet). Default 30 s; never
+	// shorter than one announce interval.
 	Window time.Duration
+	// Quiet is how long every node's role and superpeer must stay the
+	// same before the window begins (waitSettled). Default settleQuiet, a
+	// minute; never shorter than one announce interval.
+	Quiet time.Duration
 	// Timeout bounds each size's convergence. Default 5 min, or n seconds
 	// when that is longer.
 	Timeout time.Duration
@@ -144,12 +148,15 @@ func (c *LiveScaleConfig) fill() error {
 	if c.Window == 0 {
 		c.Window = 30 * time.Second
 	}
+	if c.Quiet == 0 {
+		c.Quiet = settleQuiet
+	}
 	for _, n := range c.Sizes {
 		if n < 1 || n > testnet.MaxNodes {
 			return fmt.Errorf("%w: live size %d, want 1 to %d", ErrBench, n, testnet.MaxNodes)
 		}
 	}
-	if c.PeersPerSuperpeer < 1 || c.AnnounceInterval < 0 || c.ReevaluateInterval < 0 || c.Window < 0 || c.Timeout < 0 {
+	if c.PeersPerSuperpeer < 1 || c.AnnounceInterval < 0 || c.ReevaluateInterval < 0 || c.Window < 0 || c.Quiet < 0 || c.Timeout < 0 {
 		return fmt.Errorf("%w: peers per superpeer %d, announce interval %v, re-evaluate interval %v, window %v, timeout %v; want a positive count and no negative duration",
 			ErrBench, c.PeersPerSuperpeer, c.AnnounceInterval, c.ReevaluateInterval, c.Window, c.Timeout)
 	}
@@ -239,7 +246,7 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 		return row, ctx.Err()
 	}
 	row.Converged = true
-	at, settled, err := waitSettled(ctx, tn, cfg.AnnounceInterval)
+	at, settled, err := waitSettled(ctx, tn, cfg.AnnounceInterval, max(cfg.Quiet, cfg.AnnounceInterval))
 	if err != nil {
 		return row, err
 	}
@@ -265,7 +272,8 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 }
 
 // The window of steady traffic begins once the overlay holds still:
-// every node's role and superpeer the same for settleQuiet, so that a
+// every node's role and superpeer the same for settleQuiet (by default:
+// LiveScaleConfig.Quiet), so that a
 // row is never measured while members move. In the geometric rows of
 // 2026-12-07 (32 to 512 nodes) nothing moved after convergence (the
 // testnet's geometric convergence already waits for the placement to
@@ -282,11 +290,10 @@ const (
 )
 
 // waitSettled waits, from convergence, until no node's role or superpeer
-// has changed for settleQuiet (and at least one announce interval: the
-// joins' announcements and lookups are over), looking every step; it
-// gives when they last changed, from convergence, and false if they
-// still changed settleMax after it.
-func waitSettled(ctx context.Context, tn *testnet.Net, step time.Duration) (time.Duration, bool, error) {
+// has changed for quiet, looking every step; it gives when they last
+// changed, from convergence, and false if they still changed settleMax
+// after it.
+func waitSettled(ctx context.Context, tn *testnet.Net, step, quiet time.Duration) (time.Duration, bool, error) {
 	type place struct {
 		role overlay.Role
 		sp   peer.ID
@@ -310,7 +317,7 @@ func waitSettled(ctx context.Context, tn *testnet.Net, step time.Duration) (time
 			last, changed = now, el
 		}
 		switch {
-		case el-changed >= settleQuiet:
+		case el-changed >= quiet:
 			return changed, true, nil
 		case el >= settleMax:
 			return changed, false, nil

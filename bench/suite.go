@@ -256,9 +256,9 @@ func suiteSteps(suite string, cfg Config) []step {
 		}
 	case SuiteScale:
 		sizes, live := []int{1000, 10000, 100000}, []int{32, 64, 128, 256, 512}
-		window := 30 * time.Second
+		window, quiet := 30*time.Second, time.Duration(0)
 		if cfg.Quick {
-			sizes, live, window = []int{500, 2000}, []int{8, 16}, 5*time.Second // one announce interval at these sizes
+			sizes, live, window, quiet = []int{500, 2000}, []int{8, 16}, 5*time.Second, 5*time.Second // one announce interval at these sizes
 		}
 		if len(cfg.LiveSizes) > 0 {
 			live = cfg.LiveSizes
@@ -317,7 +317,7 @@ func suiteSteps(suite string, cfg Config) []step {
 		if cfg.Live {
 			for _, n := range live {
 				steps = append(steps, step{fmt.Sprintf("scale: live testnet, %d nodes", n), func(ctx context.Context, r *Results) error {
-					rows, err := LiveScale(ctx, LiveScaleConfig{Sizes: []int{n}, Strategy: testnet.StrategyDHT, Window: window, Seed: cfg.Seed})
+					rows, err := LiveScale(ctx, LiveScaleConfig{Sizes: []int{n}, Strategy: testnet.StrategyDHT, Window: window, Quiet: quiet, Seed: cfg.Seed})
 					r.LiveScale = append(r.LiveScale, rows...)
 					return err
 				}})
