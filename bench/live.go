@@ -157,8 +157,8 @@ func (c *LiveScaleConfig) fill() error {
 		}
 	}
 	if c.PeersPerSuperpeer < 1 || c.AnnounceInterval < 0 || c.ReevaluateInterval < 0 || c.Window < 0 || c.Quiet < 0 || c.Timeout < 0 {
-		return fmt.Errorf("%w: peers per superpeer %d, announce interval %v, re-evaluate interval %v, window %v, timeout %v; want a positive count and no negative duration",
-			ErrBench, c.PeersPerSuperpeer, c.AnnounceInterval, c.ReevaluateInterval, c.Window, c.Timeout)
+		return fmt.Errorf("%w: peers per superpeer %d, announce interval %v, re-evaluate interval %v, window %v, quiet %v, timeout %v; want a positive count and no negative duration",
+			ErrBench, c.PeersPerSuperpeer, c.AnnounceInterval, c.ReevaluateInterval, c.Window, c.Quiet, c.Timeout)
 	}
 	return nil
 }
@@ -272,9 +272,9 @@ func liveOne(ctx context.Context, cfg LiveScaleConfig, n int) (row LiveScaleRow,
 }
 
 // The window of steady traffic begins once the overlay holds still:
-// every node's role and superpeer the same for settleQuiet (by default:
-// LiveScaleConfig.Quiet), so that a
-// row is never measured while members move. In the geometric rows of
+// every node's role and superpeer the same for LiveScaleConfig.Quiet
+// (settleQuiet by default), so that a row is never measured while
+// members move. In the geometric rows of
 // 2026-12-07 (32 to 512 nodes) nothing moved after convergence (the
 // testnet's geometric convergence already waits for the placement to
 // hold still): the wait was the minute itself. That minute is not

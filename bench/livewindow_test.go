@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,5 +32,18 @@ func TestLiveWindowCoversAnAnnounce(t *testing.T) {
 	}
 	if r.Ordinary <= 0 || r.OrdinaryByProtocol["register"] <= 0 || r.BytesPerPeerPerS <= 0 {
 		t.Errorf("no traffic measured in the window: %+v", r)
+	}
+}
+
+// A negative window or quiet is refused before any node starts, with an
+// error that names it.
+func TestLiveScaleBadConfig(t *testing.T) {
+	for _, c := range []LiveScaleConfig{{Sizes: []int{8}, Window: -time.Second}, {Sizes: []int{8}, Quiet: -time.Second}} {
+		_, err := LiveScale(context.Background(), c)
+		if !errors.Is(err, ErrBench) {
+			t.Errorf("LiveScale(window %v, quiet %v) = %v, want ErrBench", c.Window, c.Quiet, err)
+		} else if !strings.Contains(err.Error(), "quiet -1s") && c.Quiet < 0 {
+			t.Errorf("LiveScale(quiet %v): %v, want the quiet named", c.Quiet, err)
+		}
 	}
 }

@@ -72,15 +72,21 @@ func (g *geoMachine) coords(now time.Time) map[peer.ID]*coordinate.Coordinate {
 }
 
 // population is the swarm's size for the attraction's weight: the token
-// holders believed, and the ordinary peers they report serving (each
-// report's load at most this node's Capacity: a report's is its author's
-// claim).
+// holders believed, and the ordinary peers they report serving
+// (reportedCluster).
 func (g *geoMachine) population() int {
 	n := 0
 	for _, tp := range g.feed.Tokens {
-		n += 1 + min(max(tp.Load, 0), g.tc.Capacity)
+		n += g.reportedCluster(tp)
 	}
 	return n
+}
+
+// reportedCluster is the holder of report tp and the ordinary peers it
+// reports serving: its load, at most this node's Capacity (a report's
+// load is its author's claim).
+func (g *geoMachine) reportedCluster(tp TokenPos) int {
+	return 1 + min(max(tp.Load, 0), g.tc.Capacity)
 }
 
 // memberSent keeps the coordinate a member sent with its attach request,

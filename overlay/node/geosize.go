@@ -30,7 +30,7 @@ func (g *geoMachine) backboneSize() int {
 	n := 1 + g.load()
 	for _, tp := range g.feed.Tokens {
 		if tp.Superpeer && tp.Holder != g.self() {
-			n += 1 + min(max(tp.Load, 0), g.tc.Capacity)
+			n += g.reportedCluster(tp)
 		}
 	}
 	return n
