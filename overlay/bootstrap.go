@@ -17,7 +17,7 @@ import (
 func (n *Node) links(sp peer.ID) node.Links {
 	nw := n.host.Network()
 	return node.Links{
-		Table: n.dht.RoutingTable().Size(), Connected: len(nw.Peers()), Bootstrap: n.bootstrapConnected(),
+		Table: n.dht.RoutingTable().Size(), Connected: len(n.connectedPeers()), Bootstrap: n.bootstrapConnected(),
 		Superpeer: sp != "" && nw.Connectedness(sp) == network.Connected,
 	}
 }

@@ -249,7 +249,7 @@ func (g *geo) stepFeed(m *node.Machine, now time.Time, feed node.GeoFeed) {
 // input is what gossip says now, for the machine: the reports heard on
 // the token topics the node hears, one per holder.
 func (g *geo) input() node.GeoFeed {
-	in := node.GeoFeed{Connected: g.n.host.Network().Peers()}
+	in := node.GeoFeed{Connected: g.n.connectedPeers()}
 	for _, tp := range g.feeds.reports() {
 		in.Tokens = append(in.Tokens, node.TokenPos{Holder: tp.Holder, Token: tp.Token, Coord: tp.Coord, Superpeer: tp.Superpeer, Load: tp.Load,
 			Giver: tp.Giver, Summary: tp.Summary})

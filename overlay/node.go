@@ -437,7 +437,7 @@ func (n *Node) disconnected(nw network.Network, c network.Conn) {
 	n.route.gen.Add(1)
 	p := c.RemotePeer()
 	if nw.Connectedness(p) != network.Connected {
-		n.feed(node.Conn{Peer: p, Connected: n.overlayPeers(nw)})
+		n.feed(node.Conn{Peer: p, Connected: n.overlayPeers()})
 	}
 }
 
@@ -447,8 +447,8 @@ func (n *Node) disconnected(nw network.Network, c network.Conn) {
 // for an outage of the node's own, and in public mode the connections to
 // the public network hid an outage of every overlay connection (an
 // interoperability audit).
-func (n *Node) overlayPeers(nw network.Network) int {
-	ps := nw.Peers()
+func (n *Node) overlayPeers() int {
+	ps := n.connectedPeers()
 	if !n.cfg.Public {
 		return len(ps)
 	}

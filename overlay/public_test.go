@@ -98,7 +98,7 @@ func TestPublicRendezvous(t *testing.T) {
 	// peer, connected to public peers only, has none (an outage of its
 	// own, if it had had some).
 	nw := other.host.Network()
-	if got, all := other.overlayPeers(nw), len(nw.Peers()); got != 0 || all == 0 {
+	if got, all := other.overlayPeers(), len(nw.Peers()); got != 0 || all == 0 {
 		t.Errorf("the other network's peer: %d overlay peers of %d connected; want 0 of some", got, all)
 	}
 }

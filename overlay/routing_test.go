@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -65,6 +66,49 @@ func TestRoutingCache(t *testing.T) {
 		synctest.Wait()
 		if r, _ := look(); has(r, b.ID()) {
 			t.Fatal("after the connection closed: b still in the routing")
+		}
+	})
+}
+
+// TestConnectedPeersCache: the connected peers are listed again when a
+// connection opens or closes, and not while nothing changed.
+func TestConnectedPeersCache(t *testing.T) {
+	bubble.Test(t, func(t *testing.T) {
+		hs := mocknetHosts(t, 2, 0)
+		var nodes []*Node
+		for _, h := range hs {
+			n, err := New(context.Background(), WithHost(h), WithLogger(quiet), WithTarget(dhtselect.Target{Superpeers: 1}),
+				WithIntervals(time.Hour, time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			nodes = append(nodes, n)
+		}
+		a, b := nodes[0], nodes[1]
+		synctest.Wait()
+		ctx := context.Background()
+		look := func() (bool, uint64) {
+			return slices.Contains(a.connectedPeers(), b.ID()), a.route.peerBuilds.Load()
+		}
+		in1, n1 := look()
+		in2, n2 := look()
+		if in1 || in2 || n2 != n1 {
+			t.Fatalf("before any connection: b listed %v %v, lists built %d then %d (want no rebuild)", in1, in2, n1, n2)
+		}
+		if _, err := a.host.Network().DialPeer(ctx, b.ID()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if in, n3 := look(); !in || n3 == n2 {
+			t.Fatalf("after the connection: b listed %v, lists built %d then %d", in, n2, n3)
+		}
+		if err := a.host.Network().ClosePeer(b.ID()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if in, _ := look(); in {
+			t.Fatal("after the connection closed: b still listed")
 		}
 	})
 }
