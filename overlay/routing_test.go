@@ -21,19 +21,7 @@ import (
 // table's size) can make the new peer show, not the cache's age.
 func TestRoutingCache(t *testing.T) {
 	bubble.Test(t, func(t *testing.T) {
-		hs := mocknetHosts(t, 2, 0)
-		var nodes []*Node
-		for _, h := range hs {
-			n, err := New(context.Background(), WithHost(h), WithLogger(quiet), WithTarget(dhtselect.Target{Superpeers: 1}),
-				WithIntervals(time.Hour, time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer n.Close()
-			nodes = append(nodes, n)
-		}
-		a, b := nodes[0], nodes[1]
-		synctest.Wait()
+		a, b := idlePair(t)
 		ctx := context.Background()
 		look := func() (r node.Routing, builds uint64) {
 			t.Helper()
@@ -74,19 +62,7 @@ func TestRoutingCache(t *testing.T) {
 // connection opens or closes, and not while nothing changed.
 func TestConnectedPeersCache(t *testing.T) {
 	bubble.Test(t, func(t *testing.T) {
-		hs := mocknetHosts(t, 2, 0)
-		var nodes []*Node
-		for _, h := range hs {
-			n, err := New(context.Background(), WithHost(h), WithLogger(quiet), WithTarget(dhtselect.Target{Superpeers: 1}),
-				WithIntervals(time.Hour, time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer n.Close()
-			nodes = append(nodes, n)
-		}
-		a, b := nodes[0], nodes[1]
-		synctest.Wait()
+		a, b := idlePair(t)
 		ctx := context.Background()
 		look := func() (bool, uint64) {
 			return slices.Contains(a.connectedPeers(), b.ID()), a.route.peerBuilds.Load()
@@ -111,4 +87,22 @@ func TestConnectedPeersCache(t *testing.T) {
 			t.Fatal("after the connection closed: b still listed")
 		}
 	})
+}
+
+// idlePair starts two nodes on a mocknet, not connected, whose evaluations
+// and announcements wait an hour; in a bubble, once they idle.
+func idlePair(t *testing.T) (a, b *Node) {
+	t.Helper()
+	var nodes []*Node
+	for _, h := range mocknetHosts(t, 2, 0) {
+		n, err := New(context.Background(), WithHost(h), WithLogger(quiet), WithTarget(dhtselect.Target{Superpeers: 1}),
+			WithIntervals(time.Hour, time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+	}
+	synctest.Wait()
+	return nodes[0], nodes[1]
 }
