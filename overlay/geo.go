@@ -70,12 +70,13 @@ import (
 //     frameAnswer of 1 byte (1 taken, 0 refused). A link that does not
 //     verify, or a pass the machine finds forged (GeoAnswer.Forged), is
 //     refused like a malformed frame: a strike;
-//   - attach "/superpeer/<network>/attach/12.0.0": a frameAttach of one
+//   - attach "/superpeer/<network>/attach/14.0.0": a frameAttach of one
 //     byte of what the member says of itself (attachPrivate: it is
 //     private, attachFlapping: it flaps, attachLeaving: it attached to
 //     another superpeer, let it go; attachKnown: the digest of the roster
 //     it holds from this superpeer follows, rosterDigestSize bytes, see
-//     georoster.go; other bits refused), then the
+//     georoster.go; attachNear: then the digest of the nearest superpeers
+//     it holds from it, 8 bytes, node.NearDigest; other bits refused), then the
 //     member's coordinate (appendCoord: a uvarint count of components,
 //     geometric.Dimensions, then the components, the error, the
 //     adjustment and the height, each a big-endian float32; it must pass
@@ -96,13 +97,17 @@ import (
 //     uvarint count (at most maxAttachCoords) of a peer ID (as above) and
 //     its coordinate (appendCoord), then the peers of the cluster that
 //     said they are private or flapping (node.GeoAnswer.Demoted), as the
-//     cluster (each must be in it), then the superpeers nearby
+//     cluster (each must be in it), then the superpeers nearest
 //     (node.GeoAnswer.Nearby, appendNearby): a uvarint count (at most
-//     maxNearby) of a peer ID, a token number (uvarint, below
+//     maxNearest) of a peer ID, a token number (uvarint, below
 //     gossip.MaxTokens), its sequence (uvarint), a coordinate
 //     (appendCoord), one byte (1: a superpeer, 0: not; other values
 //     refused) and a load (uvarint, at most maxNearbyLoad), the
-//     superpeer's own position first, then the order to take a missing
+//     superpeer's own position first, then one byte (1: the nearest
+//     the request named by their digest, and the list is the superpeer's
+//     own position alone; 0: not), then those relayed in turn
+//     (node.GeoAnswer.Rotated: as the nearest, at most maxRotated), then
+//     the order to take a missing
 //     token (node.GeoAnswer.Rehome, appendRehome): one byte, 0 none, 1 an
 //     order (other values refused), which is the token (number and
 //     sequence, as above), the holder it replaces (a peer ID, or a single
@@ -135,7 +140,7 @@ func tokenProtocol(network string) protocol.ID {
 }
 
 func attachProtocol(network string) protocol.ID {
-	return protocol.ID("/superpeer/" + network + "/attach/13.0.0")
+	return protocol.ID("/superpeer/" + network + "/attach/14.0.0")
 }
 
 func vouchProtocol(network string) protocol.ID {
@@ -300,8 +305,10 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p], rd.AttachSecond)
-			n.feed(node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Nearby: a.Nearby, Rehome: a.Rehome, Size: a.Size, Err: err})
+			a, err := g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping), rd.AttachCoord, rd.AttachRTTs[p], rd.AttachSecond, rd.AttachNear[p])
+			done := a.Done(p)
+			done.Err = err
+			n.feed(done)
 		}()
 	}
 	for _, p := range rd.Detach {
@@ -309,7 +316,7 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		go func() {
 			defer n.wg.Done()
 			// The answer is no, and nothing waits for it.
-			_, _ = g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping)|attachLeaving, rd.AttachCoord, nil, node.PeerRTT{})
+			_, _ = g.requestAttach(ctx, p, attachFlags(rd.AttachPrivate, rd.AttachFlapping)|attachLeaving, rd.AttachCoord, nil, node.PeerRTT{}, 0)
 		}()
 	}
 	for _, v := range rd.Vouch {
@@ -475,6 +482,10 @@ const (
 	// attachKnown: the flags byte is followed by the digest of the
 	// roster the member holds from the superpeer it asks (georoster.go).
 	attachKnown byte = 1 << 3
+	// attachNear: then (after the roster's digest, if any) the digest of
+	// the nearest superpeers it holds from it (node.AttachAsked.Near), a
+	// big-endian uint64, never 0.
+	attachNear byte = 1 << 4
 )
 
 // attachFlags is an attach request's first byte.
@@ -494,7 +505,7 @@ func attachFlags(private, flapping bool) byte {
 // superpeer second if any: yes with the cluster, the candidates, the
 // coordinates and the demoted members p sent, or no (err nil: p answered
 // no), or no answer (err).
-func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coordinate.Coordinate, rtts []time.Duration, second node.PeerRTT) (node.GeoAnswer, error) {
+func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coordinate.Coordinate, rtts []time.Duration, second node.PeerRTT, near uint64) (node.GeoAnswer, error) {
 	if c == nil {
 		return node.GeoAnswer{}, fmt.Errorf("%w: attach request without a coordinate", errWire)
 	}
@@ -503,6 +514,13 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 	if held != nil && flags&attachLeaving == 0 {
 		req[0] |= attachKnown
 		req = append(req, held.digest...)
+	}
+	if flags&attachLeaving != 0 {
+		near = 0
+	}
+	if near != 0 {
+		req[0] |= attachNear
+		req = binary.BigEndian.AppendUint64(req, near)
 	}
 	req = appendCoord(req, c)
 	if len(rtts) > 0 {
@@ -518,7 +536,7 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 		}
 		return node.GeoAnswer{}, err
 	}
-	a, report, err := readAttachYes(p, resp[1:], held)
+	a, report, err := readAttachYes(p, resp[1:], held, near)
 	if err != nil {
 		g.n.guard.refuse(g.n, protoName(g.attachProto), p, err)
 		return node.GeoAnswer{}, err
@@ -535,8 +553,12 @@ func (g *geo) requestAttach(ctx context.Context, p peer.ID, flags byte, c *coord
 // order to take a missing token, if any, and p's own token report, if any
 // (readReport). An empty cluster, with an empty demoted list, stands for
 // the roster held (georoster.go), which the request named by its digest:
-// refused if none is held from p.
-func readAttachYes(p peer.ID, b []byte, held *heldRoster) (node.GeoAnswer, *gossip.TokenPos, error) {
+// refused if none is held from p. The superpeers nearby are its nearest
+// (node.GeoAnswer.Nearby), one byte (1: the nearest the request named by
+// their digest near, held by the member, and the list before is the
+// superpeer's own position alone; 0: not; refused when the request named
+// none) and those relayed in turn (node.GeoAnswer.Rotated).
+func readAttachYes(p peer.ID, b []byte, held *heldRoster, near uint64) (node.GeoAnswer, *gossip.TokenPos, error) {
 	var report *gossip.TokenPos
 	a, err := decodeAll(b, func(r *bufio.Reader) (node.GeoAnswer, error) {
 		var a node.GeoAnswer
@@ -562,7 +584,16 @@ func readAttachYes(p peer.ID, b []byte, held *heldRoster) (node.GeoAnswer, *goss
 				return a, fmt.Errorf("%w: attach: an empty cluster, and no roster of this superpeer's held", errWire)
 			}
 		}
-		if a.Nearby, err = readNearby(r); err != nil {
+		if a.Nearby, err = readNearby(r, maxNearest); err != nil {
+			return a, err
+		}
+		if a.NearbyHeld, err = readFlag(r, "nearest held"); err != nil {
+			return a, err
+		}
+		if a.NearbyHeld && (near == 0 || len(a.Nearby) != 1) {
+			return a, fmt.Errorf("%w: attach: the nearest held, with %d positions, for a request that named them by digest %d", errWire, len(a.Nearby), near)
+		}
+		if a.Rotated, err = readNearby(r, maxRotated); err != nil {
 			return a, err
 		}
 		if a.Rehome, err = readRehome(r); err != nil {
@@ -603,7 +634,7 @@ func appendAttachYes(b []byte, a node.GeoAnswer, report, known []byte) []byte {
 		cluster, demoted = nil, nil
 	}
 	b = appendIDs(appendCoords(appendIDs(appendIDs(b, cluster), a.Candidates), a.Coords), demoted)
-	b = appendRehome(appendNearby(b, a.Nearby), a.Rehome)
+	b = appendRehome(appendPositions(appendFlag(appendNearby(b, a.Nearby), a.NearbyHeld), a.Rotated, maxRotated), a.Rehome)
 	b = append(binary.AppendUvarint(b, uint64(len(report))), report...)
 	return binary.AppendUvarint(b, uint64(min(max(a.Size, 0), maxAttachSize)))
 }
@@ -649,26 +680,29 @@ func readSize(r *bufio.Reader) (int, error) {
 	return int(n), nil
 }
 
-// maxNearby bounds the superpeers nearby in an attach answer: the
-// machine's node.MaxNearby (9: the superpeer itself, the six nearest
-// others and two more).
-const maxNearby = node.MaxNearby
+// maxNearest and maxRotated bound the superpeers nearby in an attach
+// answer: the machine's node.MaxNearest (7: the superpeer itself and the
+// six nearest others) and node.MaxRotated (2, relayed in turn).
+const (
+	maxNearest = node.MaxNearest
+	maxRotated = node.MaxRotated
+)
 
 // maxNearbyLoad bounds the load of a superpeer nearby: no cluster list
 // holds more than pb.MaxIDs peers.
 const maxNearbyLoad = pb.MaxIDs
 
-// readNearby reads the superpeers nearby (node.GeoAnswer.Nearby): a
-// uvarint count (at most maxNearby) of a peer ID (readID), a token number
+// readNearby reads superpeers nearby (node.GeoAnswer.Nearby or Rotated): a
+// uvarint count (at most limit) of a peer ID (readID), a token number
 // (uvarint, below gossip.MaxTokens), the token's sequence (uvarint), a
 // coordinate (readCoord), one byte (1: a superpeer, 0: not; other values
 // refused) and a load (uvarint, at most maxNearbyLoad).
-func readNearby(r *bufio.Reader) ([]node.TokenPos, error) {
+func readNearby(r *bufio.Reader, limit uint64) ([]node.TokenPos, error) {
 	n, err := binary.ReadUvarint(r)
-	if err != nil || n > maxNearby {
+	if err != nil || n > limit {
 		return nil, fmt.Errorf("nearby count %d: %v", n, err)
 	}
-	out := make([]node.TokenPos, 0, n)
+	var out []node.TokenPos
 	for range n {
 		var tp node.TokenPos
 		if tp.Holder, err = readID(r); err != nil {
@@ -700,8 +734,14 @@ func appendNearby(b []byte, ps []node.TokenPos) []byte {
 	if len(ps) > 0 && ps[0].Coord == nil {
 		ps = nil
 	}
+	return appendPositions(b, ps, maxNearest)
+}
+
+// appendPositions writes at most limit of ps as readNearby reads them,
+// those without a coordinate left out.
+func appendPositions(b []byte, ps []node.TokenPos, limit int) []byte {
 	ps = slices.DeleteFunc(slices.Clone(ps), func(tp node.TokenPos) bool { return tp.Coord == nil })
-	ps = ps[:min(len(ps), maxNearby)]
+	ps = ps[:min(len(ps), limit)]
 	b = binary.AppendUvarint(b, uint64(len(ps)))
 	for _, tp := range ps {
 		b = appendID(b, tp.Holder)
@@ -799,7 +839,7 @@ func readAttachRequest(from peer.ID, req []byte) (attachRequest, error) {
 		if err != nil {
 			return in, err
 		}
-		if flags&^(attachPrivate|attachFlapping|attachLeaving|attachKnown) != 0 {
+		if flags&^(attachPrivate|attachFlapping|attachLeaving|attachKnown|attachNear) != 0 {
 			return in, fmt.Errorf("flags %#x", flags)
 		}
 		in.Private, in.Flapping, in.Leaving = flags&attachPrivate != 0, flags&attachFlapping != 0, flags&attachLeaving != 0
@@ -807,6 +847,15 @@ func readAttachRequest(from peer.ID, req []byte) (attachRequest, error) {
 			in.Known = make([]byte, rosterDigestSize)
 			if _, err := io.ReadFull(r, in.Known); err != nil {
 				return in, err
+			}
+		}
+		if flags&attachNear != 0 {
+			var d [8]byte
+			if _, err := io.ReadFull(r, d[:]); err != nil {
+				return in, err
+			}
+			if in.Near = binary.BigEndian.Uint64(d[:]); in.Near == 0 {
+				return in, errors.New("a digest of the nearest of 0")
 			}
 		}
 		if in.Coord, err = readCoord(r); err != nil {

@@ -34,7 +34,7 @@ func TestAttachFlags(t *testing.T) {
 			t.Errorf("%+v: read %+v, %v", c, in, err)
 		}
 	}
-	if _, err := readAttachRequest(from, appendCoord([]byte{attachFlags(true, true) | attachLeaving | attachKnown | 1<<4}, co)); !errors.Is(err, errWire) {
+	if _, err := readAttachRequest(from, appendCoord([]byte{attachFlags(true, true) | attachLeaving | attachKnown | attachNear | 1<<5}, co)); !errors.Is(err, errWire) {
 		t.Errorf("an unknown flag bit: %v, want a wire error", err)
 	}
 	if _, err := readAttachRequest(from, appendCoord(nil, co)); err == nil {
@@ -42,29 +42,33 @@ func TestAttachFlags(t *testing.T) {
 	}
 
 	yes := node.GeoAnswer{Cluster: ids[:3], Candidates: ids[2:3], Coords: []node.PeerCoord{{ID: ids[2], Coord: co}}, Demoted: []peer.ID{ids[2]}}
-	a, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil)
+	a, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil, 0)
 	if err != nil || !a.Yes || !slices.Equal(a.Cluster, yes.Cluster) || !slices.Equal(a.Candidates, yes.Candidates) || len(a.Coords) != 1 ||
 		!slices.Equal(a.Demoted, yes.Demoted) {
 		t.Fatalf("round trip of a yes: %+v, %v", a, err)
 	}
 	yes.Demoted = []peer.ID{ids[3]}
-	if _, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil); !errors.Is(err, errWire) {
+	if _, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil, 0); !errors.Is(err, errWire) {
 		t.Errorf("a yes demoting a peer outside its cluster: %v, want a wire error", err)
 	}
 	yes.Demoted = nil
-	if _, _, err := readAttachYes(from, appendAttachYes(nil, yes, nil, nil), nil); !errors.Is(err, errWire) {
+	if _, _, err := readAttachYes(from, appendAttachYes(nil, yes, nil, nil), nil, 0); !errors.Is(err, errWire) {
 		t.Errorf("a yes whose cluster starts with another: %v, want a wire error", err)
 	}
 }
 
 // An attach yes with what the superpeer relays: the superpeers nearby
-// (its own position first) and an order to take a missing token, with and
-// without the holder it replaces, and the network's size, round-trip; so
-// does a yes with neither. Nearby not starting with the superpeer, a
-// superpeer byte, a rehome byte or a survey byte other than 0 or 1, more
-// than maxNearby entries, a token number at gossip.MaxTokens, a load above
-// maxNearbyLoad, a coordinate geometric.Valid refuses, a size above
-// maxAttachSize, a truncated answer and trailing bytes are refused.
+// (its own position first, then those in turn apart, or its own alone
+// when the nearest are those the request named by their digest) and an
+// order to take a missing token, with and without the holder it
+// replaces, and the network's size, round-trip; so does a yes with
+// neither. Nearby not starting with the superpeer, a superpeer byte, a
+// held byte, a rehome byte or a survey byte other than 0 or 1, more than
+// maxNearest nearest or maxRotated in turn, the nearest held for a
+// request that named none or with more than the superpeer's own, a token
+// number at gossip.MaxTokens, a load above maxNearbyLoad, a coordinate
+// geometric.Valid refuses, a size above maxAttachSize, a truncated answer
+// and trailing bytes are refused.
 func TestAttachYesNearby(t *testing.T) {
 	client, err := geometric.NewClient(geometric.DefaultCoordConfig())
 	if err != nil {
@@ -79,32 +83,43 @@ func TestAttachYesNearby(t *testing.T) {
 		{Holder: ids[3], Token: geometric.Token{Num: 4095, Seq: 7}, Coord: co, Load: maxNearbyLoad},
 	}
 	base := node.GeoAnswer{Yes: true, Cluster: []peer.ID{sp, ids[1]}}
+	const digest = 77
 	for name, c := range map[string]struct {
-		nearby []node.TokenPos
-		rehome *node.RehomeOrder
-		size   int
+		nearby, rotated []node.TokenPos
+		held            bool
+		rehome          *node.RehomeOrder
+		size            int
 	}{
 		"neither":                       {},
 		"nearby":                        {nearby: near, size: 300},
+		"nearby and in turn":            {nearby: near[:2], rotated: near[2:], size: 300},
+		"nearest held, in turn":         {nearby: near[:1], held: true, rotated: near[1:], size: 300},
 		"rehome":                        {nearby: near[:1], rehome: &node.RehomeOrder{Token: geometric.Token{Num: 1, Seq: 2 << 32}, Replaced: ids[3]}, size: 1},
 		"rehome, none replaced, survey": {nearby: near, rehome: &node.RehomeOrder{Token: geometric.Token{Num: 3, Seq: 1 << 32}, Survey: true}, size: maxAttachSize},
 	} {
 		yes := base
-		yes.Nearby, yes.Rehome, yes.Size = c.nearby, c.rehome, c.size
-		got, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil)
+		yes.Nearby, yes.NearbyHeld, yes.Rotated, yes.Rehome, yes.Size = c.nearby, c.held, c.rotated, c.rehome, c.size
+		got, _, err := readAttachYes(sp, appendAttachYes(nil, yes, nil, nil), nil, digest)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
 		if len(got.Nearby) != len(yes.Nearby) || len(yes.Nearby) > 0 && !reflect.DeepEqual(got.Nearby, yes.Nearby) ||
+			len(got.Rotated) != len(yes.Rotated) || len(yes.Rotated) > 0 && !reflect.DeepEqual(got.Rotated, yes.Rotated) || got.NearbyHeld != yes.NearbyHeld ||
 			!reflect.DeepEqual(got.Rehome, yes.Rehome) || !slices.Equal(got.Cluster, yes.Cluster) || got.Size != yes.Size {
-			t.Errorf("%s: round trip read nearby %+v, rehome %+v, size %d; want %+v, %+v, %d", name, got.Nearby, got.Rehome, got.Size, yes.Nearby, yes.Rehome, yes.Size)
+			t.Errorf("%s: round trip read nearby %+v (held %v), in turn %+v, rehome %+v, size %d; want %+v (%v), %+v, %+v, %d", name,
+				got.Nearby, got.NearbyHeld, got.Rotated, got.Rehome, got.Size, yes.Nearby, yes.NearbyHeld, yes.Rotated, yes.Rehome, yes.Size)
 		}
 	}
 
 	head := appendIDs(appendCoords(appendIDs(appendIDs(nil, base.Cluster), nil), nil), nil)
+	// nearbyOf is the positions' part of a yes: the nearest, not held,
+	// none in turn.
+	nearbyOf := func(nearby []node.TokenPos) []byte {
+		return appendPositions(appendFlag(appendNearby(slices.Clone(head), nearby), false), nil, maxRotated)
+	}
 	rehomeWith := func(nearby []node.TokenPos, rehome *node.RehomeOrder) []byte {
-		return appendRehome(appendNearby(slices.Clone(head), nearby), rehome)
+		return appendRehome(nearbyOf(nearby), rehome)
 	}
 	yesWith := func(nearby []node.TokenPos, rehome *node.RehomeOrder) []byte {
 		return append(rehomeWith(nearby, rehome), 0, 0) // no report, a size of 0
@@ -115,19 +130,28 @@ func TestAttachYesNearby(t *testing.T) {
 		b = appendCoord(appendToken(append(b, sp...), near[0].Token), co)
 		return binary.AppendUvarint(append(b, super), load)
 	}
+	// nearestThen is the nearest of count entries (superpeer byte 1, load
+	// 0), then tail.
+	nearestThen := func(count int, tail ...byte) []byte {
+		return append(append(binary.AppendUvarint(slices.Clone(head), uint64(count)), slices.Repeat(entry(1, 0), count)...), tail...)
+	}
 	rehome := rehomeWith(nil, &node.RehomeOrder{Token: geometric.Token{Num: 1, Seq: 2 << 32}, Replaced: ids[3], Survey: true})
 	bad := co.Clone()
 	bad.Vec[0] = 1e9
-	tooMany := slices.Repeat(near[:1], maxNearby+1)
+	tooMany := slices.Repeat(near[:1], maxNearest+1)
 	for name, b := range map[string][]byte{
 		"nearby not starting with the superpeer": yesWith(near[1:], nil),
-		"too many nearby":                        append(append(binary.AppendUvarint(slices.Clone(head), maxNearby+1), slices.Repeat(entry(1, 0), maxNearby+1)...), 0, 0, 0),
-		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0, 0, 0),
-		"load above the bound":                   append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(1, maxNearbyLoad+1)...), 0, 0, 0),
+		"too many nearest":                       nearestThen(maxNearest+1, 0, 0, 0, 0, 0),
+		"too many in turn":                       append(append(nearestThen(1, 0), byte(maxRotated+1)), append(slices.Repeat(entry(1, 0), maxRotated+1), 0, 0, 0)...),
+		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0, 0, 0, 0, 0),
+		"held byte 2":                            nearestThen(1, 2, 0, 0, 0, 0),
+		"held with more than its own":            nearestThen(2, 1, 0, 0, 0, 0),
+		"load above the bound":                   append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(1, maxNearbyLoad+1)...), 0, 0, 0, 0, 0),
 		"token number at MaxTokens":              yesWith([]node.TokenPos{{Holder: sp, Token: geometric.Token{Num: gossip.MaxTokens}, Coord: co}}, nil),
 		"invalid coordinate":                     yesWith([]node.TokenPos{{Holder: sp, Coord: bad}}, nil),
-		"no rehome byte":                         appendNearby(slices.Clone(head), nil),
-		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2, 0, 0),
+		"no held byte":                           appendNearby(slices.Clone(head), nil),
+		"no rehome byte":                         nearbyOf(nil),
+		"rehome byte 2":                          append(nearbyOf(nil), 2, 0, 0),
 		"survey byte 2":                          append(rehome[:len(rehome)-1:len(rehome)-1], 2, 0, 0),
 		"rehome truncated":                       rehome[:len(rehome)-1],
 		"no report length":                       rehome,
@@ -136,13 +160,24 @@ func TestAttachYesNearby(t *testing.T) {
 		"rehome of token MaxTokens":              yesWith(nil, &node.RehomeOrder{Token: geometric.Token{Num: gossip.MaxTokens}}),
 		"trailing":                               append(yesWith(near, nil), 0),
 	} {
-		if _, _, err := readAttachYes(sp, b, nil); err == nil {
+		if _, _, err := readAttachYes(sp, b, nil, digest); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	// appendNearby never writes more than maxNearby.
-	if a, _, err := readAttachYes(sp, yesWith(tooMany, nil), nil); err != nil || len(a.Nearby) != maxNearby {
-		t.Errorf("a yes written with %d nearby: %d read, %v; want %d", len(tooMany), len(a.Nearby), err, maxNearby)
+	heldYes := base
+	heldYes.Nearby, heldYes.NearbyHeld = near[:1], true
+	if _, _, err := readAttachYes(sp, appendAttachYes(nil, heldYes, nil, nil), nil, 0); !errors.Is(err, errWire) {
+		t.Errorf("the nearest held for a request that named none: %v, want a wire error", err)
+	}
+	// appendNearby never writes more than maxNearest, appendPositions
+	// more than it is given.
+	if a, _, err := readAttachYes(sp, yesWith(tooMany, nil), nil, 0); err != nil || len(a.Nearby) != maxNearest {
+		t.Errorf("a yes written with %d nearby: %d read, %v; want %d", len(tooMany), len(a.Nearby), err, maxNearest)
+	}
+	manyTurns := base
+	manyTurns.Nearby, manyTurns.Rotated = near[:1], slices.Repeat(near[1:2], maxRotated+3)
+	if a, _, err := readAttachYes(sp, appendAttachYes(nil, manyTurns, nil, nil), nil, 0); err != nil || len(a.Rotated) != maxRotated {
+		t.Errorf("a yes written with %d in turn: %d read, %v; want %d", len(manyTurns.Rotated), len(a.Rotated), err, maxRotated)
 	}
 	// An entry without a coordinate is not written; without the
 	// superpeer's own, none is.
@@ -150,7 +185,7 @@ func TestAttachYesNearby(t *testing.T) {
 		nearby []node.TokenPos
 		want   int
 	}{{[]node.TokenPos{near[0], {Holder: ids[2]}, near[2]}, 2}, {[]node.TokenPos{{Holder: sp}, near[1]}, 0}} {
-		if a, _, err := readAttachYes(sp, yesWith(c.nearby, nil), nil); err != nil || len(a.Nearby) != c.want {
+		if a, _, err := readAttachYes(sp, yesWith(c.nearby, nil), nil, 0); err != nil || len(a.Nearby) != c.want {
 			t.Errorf("nearby %+v written and read as %+v, %v; want %d entries", c.nearby, a.Nearby, err, c.want)
 		}
 	}
@@ -158,10 +193,12 @@ func TestAttachYesNearby(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"nearby not starting with the superpeer": yesWith(near[1:], nil),
 		"superpeer byte 2":                       append(append(binary.AppendUvarint(slices.Clone(head), 1), entry(2, 0)...), 0),
-		"rehome byte 2":                          append(appendNearby(slices.Clone(head), nil), 2, 0),
+		"held byte 2":                            nearestThen(1, 2, 0, 0, 0, 0),
+		"held with more than its own":            nearestThen(2, 1, 0, 0, 0, 0),
+		"rehome byte 2":                          append(nearbyOf(nil), 2, 0),
 		"size above the bound":                   binary.AppendUvarint(append(slices.Clone(rehome), 0), maxAttachSize+1),
 	} {
-		if _, _, err := readAttachYes(sp, b, nil); !errors.Is(err, errWire) {
+		if _, _, err := readAttachYes(sp, b, nil, digest); !errors.Is(err, errWire) {
 			t.Errorf("%s: %v, want a wire error", name, err)
 		}
 	}
@@ -196,7 +233,7 @@ func TestAttachRosterDigest(t *testing.T) {
 	if want := len(full) - len(appendIDs(appendIDs(nil, yes.Cluster), yes.Demoted)) + 2; len(short) != want {
 		t.Errorf("the unchanged roster's answer is %d bytes, want %d (%d in full)", len(short), want, len(full))
 	}
-	a, _, err := readAttachYes(sp, short, held)
+	a, _, err := readAttachYes(sp, short, held, 0)
 	if err != nil || !slices.Equal(a.Cluster, yes.Cluster) || !slices.Equal(a.Demoted, yes.Demoted) || !slices.Equal(a.Candidates, yes.Candidates) {
 		t.Fatalf("the unchanged roster read %+v, %v; want %v, %v", a, err, yes.Cluster, yes.Demoted)
 	}
@@ -204,7 +241,7 @@ func TestAttachRosterDigest(t *testing.T) {
 	changed := yes
 	changed.Cluster = append(slices.Clone(yes.Cluster), ids[3])
 	b := appendAttachYes(nil, changed, nil, in.Known)
-	if a, _, err := readAttachYes(sp, b, held); err != nil || !slices.Equal(a.Cluster, changed.Cluster) {
+	if a, _, err := readAttachYes(sp, b, held, 0); err != nil || !slices.Equal(a.Cluster, changed.Cluster) {
 		t.Errorf("a changed roster read %+v, %v; want %v", a, err, changed.Cluster)
 	}
 
@@ -217,12 +254,28 @@ func TestAttachRosterDigest(t *testing.T) {
 		"held from another":   {ids[3], held, short},
 		"demoted, no cluster": {sp, held, appendAttachYes(nil, node.GeoAnswer{Demoted: ids[2:3]}, nil, nil)},
 	} {
-		if _, _, err := readAttachYes(c.p, c.b, c.held); !errors.Is(err, errWire) {
+		if _, _, err := readAttachYes(c.p, c.b, c.held, 0); !errors.Is(err, errWire) {
 			t.Errorf("%s: %v, want a wire error", name, err)
 		}
 	}
 	if _, err := readAttachRequest(from, append([]byte{attachKnown}, held.digest[:5]...)); !errors.Is(err, errWire) {
 		t.Errorf("a truncated digest: %v, want a wire error", err)
+	}
+
+	// The nearest superpeers by their digest (node.AttachAsked.Near),
+	// after the roster's: read, and refused when 0 or truncated.
+	const near = 0x0102030405060708
+	req = appendCoord(binary.BigEndian.AppendUint64(append([]byte{attachKnown | attachNear}, held.digest...), near), co)
+	if in, err := readAttachRequest(from, req); err != nil || in.Near != near || !slices.Equal(in.Known, held.digest) {
+		t.Errorf("a request naming its roster and its nearest: %+v, %v", in, err)
+	}
+	for name, b := range map[string][]byte{
+		"a digest of the nearest of 0":      appendCoord(binary.BigEndian.AppendUint64([]byte{attachNear}, 0), co),
+		"a truncated digest of the nearest": append([]byte{attachNear}, 1, 2, 3),
+	} {
+		if _, err := readAttachRequest(from, b); !errors.Is(err, errWire) {
+			t.Errorf("%s: %v, want a wire error", name, err)
+		}
 	}
 }
 

@@ -409,7 +409,7 @@ func protocolsVectors(t *testing.T) []wireVector {
 		if len(p) == 0 || p[0] != 1 {
 			return fmt.Errorf("answer %x", p)
 		}
-		got, gotReport, err := readAttachYes(b, p[1:], nil)
+		got, gotReport, err := readAttachYes(b, p[1:], nil, 0)
 		if err != nil {
 			return err
 		}
@@ -439,7 +439,7 @@ func protocolsVectors(t *testing.T) []wireVector {
 			return fmt.Errorf("answer %x: want yes and an empty cluster", p)
 		}
 		held := &heldRoster{from: b, digest: known, cluster: yes.Cluster, demoted: yes.Demoted}
-		got, _, err := readAttachYes(b, p[1:], held)
+		got, _, err := readAttachYes(b, p[1:], held, 0)
 		if err != nil {
 			return err
 		}

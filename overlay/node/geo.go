@@ -247,6 +247,10 @@ type AttachAsked struct {
 	Private  bool
 	Flapping bool
 	Leaving  bool
+	// Near is the digest of the nearest superpeers the member holds from
+	// this superpeer (NearDigest; 0: none): when the superpeer's nearest
+	// have it, its yes leaves them out (GeoAnswer.NearbyHeld).
+	Near uint64
 }
 
 // AttachDone answers an attach request (GeoReady.Attach): To accepted (OK,
@@ -265,13 +269,22 @@ type AttachDone struct {
 	// Nearby and Rehome are what the superpeer relays from the backbone
 	// (geobackbone.go): its own token position first, then the nearest
 	// superpeers with room, and the missing token it names this node to
-	// take, if any.
-	Nearby []TokenPos
-	Rehome *RehomeOrder
+	// take, if any. NearbyHeld and Rotated are GeoAnswer's.
+	Nearby     []TokenPos
+	NearbyHeld bool
+	Rotated    []TokenPos
+	Rehome     *RehomeOrder
 	// Size is the superpeer's estimate of the network's size
 	// (GeoAnswer.Size).
 	Size int
 	Err  error
+}
+
+// Done is the AttachDone of a's answer to an attach request to p: the
+// drivers give the requester's machine what the superpeer's said.
+func (a GeoAnswer) Done(p peer.ID) AttachDone {
+	return AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted,
+		Nearby: a.Nearby, NearbyHeld: a.NearbyHeld, Rotated: a.Rotated, Rehome: a.Rehome, Size: a.Size}
 }
 
 // RehomeOrder names a member to take a missing token (AttachDone.Rehome,
@@ -364,8 +377,11 @@ type GeoReady struct {
 	// AttachPrivate and AttachFlapping are what the node says of itself
 	// with each request (AttachAsked.Private, Flapping): that it is
 	// private, and that it flaps.
+	// AttachNear holds the digest of the nearest superpeers the node
+	// holds from a peer it asks, if any (AttachAsked.Near).
 	Attach         []peer.ID
 	AttachRTTs     map[peer.ID][]time.Duration
+	AttachNear     map[peer.ID]uint64
 	AttachSecond   PeerRTT
 	AttachCoord    *coordinate.Coordinate
 	AttachPrivate  bool
@@ -455,7 +471,14 @@ type GeoAnswer struct {
 	Candidates []peer.ID
 	Coords     []PeerCoord
 	Demoted    []peer.ID
+	// Nearby is the superpeer's own position, then its nearest others
+	// with room, and Rotated the others it relays in turn
+	// (geobackbone.go); with NearbyHeld, Nearby holds its own position
+	// alone: its nearest are those the member's request named by their
+	// digest (AttachAsked.Near).
 	Nearby     []TokenPos
+	NearbyHeld bool
+	Rotated    []TokenPos
 	Rehome     *RehomeOrder
 	// Size is the superpeer's estimate of the network's size, with a yes
 	// to an attach request (geosize.go).
@@ -621,6 +644,10 @@ type geoMachine struct {
 	near      []TokenPos
 	nearOf    peer.ID
 	spToken   int // the token of nearOf, as its last yes gave it; -1 none
+	// nearKept are the nearest superpeers nearOf last sent in full, at
+	// nearKeptAt (relayed).
+	nearKept   []TokenPos
+	nearKeptAt time.Time
 	// sizeN is the network's size in the last yes of sizeOf (geosize.go).
 	sizeOf peer.ID
 	sizeN  int
@@ -814,7 +841,7 @@ func (m *Machine) GeoAnswer() GeoAnswer {
 		return GeoAnswer{}
 	}
 	a := m.geo.answer
-	a.Cluster, a.Candidates, a.Demoted, a.Nearby = slices.Clone(a.Cluster), slices.Clone(a.Candidates), slices.Clone(a.Demoted), slices.Clone(a.Nearby)
+	a.Cluster, a.Candidates, a.Demoted, a.Nearby, a.Rotated = slices.Clone(a.Cluster), slices.Clone(a.Candidates), slices.Clone(a.Demoted), slices.Clone(a.Nearby), slices.Clone(a.Rotated)
 	if a.Rehome != nil {
 		r := *a.Rehome
 		a.Rehome = &r
@@ -1329,7 +1356,11 @@ func (g *geoMachine) asked(now time.Time, in AttachAsked) {
 	}
 	g.memberSent(in.From, in.Coord)
 	g.answer = GeoAnswer{Yes: true, Cluster: g.cluster(), Candidates: g.swapReported(in.From, in.RTTs, in.Second), Coords: g.share(in.From),
-		Demoted: g.clusterDemoted(), Nearby: g.nearby(in.Coord), Rehome: g.orderFor(in.From), Size: g.backboneSize()}
+		Demoted: g.clusterDemoted(), Rehome: g.orderFor(in.From), Size: g.backboneSize()}
+	g.answer.Nearby, g.answer.Rotated = g.nearby(in.Coord)
+	if len(g.answer.Nearby) > 1 && in.Near != 0 && in.Near == NearDigest(g.answer.Nearby[1:]) {
+		g.answer.Nearby, g.answer.NearbyHeld = g.answer.Nearby[:1], true
+	}
 	if !member {
 		g.update(now) // list a new member before it hears yes
 	}

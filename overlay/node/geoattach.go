@@ -118,6 +118,12 @@ func (g *geoMachine) ask(r *attachRound, stage int, p peer.ID) {
 	g.out.Attach = append(g.out.Attach, p)
 	g.out.AttachCoord = g.client.Coordinate()
 	g.out.AttachPrivate, g.out.AttachFlapping = g.m.private, g.m.el != nil && g.m.el.selfFlapping
+	if d := g.nearHeld(r.now, p); d != 0 {
+		if g.out.AttachNear == nil {
+			g.out.AttachNear = map[peer.ID]uint64{}
+		}
+		g.out.AttachNear[p] = d
+	}
 	if rtts, ok := g.swapReport(p); ok {
 		if g.out.AttachRTTs == nil {
 			g.out.AttachRTTs = map[peer.ID][]time.Duration{}
@@ -288,7 +294,7 @@ func (g *geoMachine) attachDone(now time.Time, in AttachDone) {
 			}
 		}
 		g.swapAsked(in.To, in.Candidates)
-		g.relayed(now, in.To, in.Nearby, in.Rehome)
+		g.relayed(now, in.To, in.Nearby, in.NearbyHeld, in.Rotated, in.Rehome)
 		g.sizeHeard(in.To, in.Size, in.Mates)
 	}
 	switch r.stage {

@@ -2,6 +2,8 @@ package node
 
 import (
 	"cmp"
+	"encoding/binary"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"time"
@@ -81,9 +83,14 @@ const (
 	geoNearbyRotate = 2
 )
 
-// MaxNearby is the most positions a yes relays (GeoAnswer.Nearby): the
-// superpeer's own, geoNearby and geoNearbyRotate.
-const MaxNearby = 1 + geoNearby + geoNearbyRotate
+// MaxNearest is the most positions a yes relays as the nearest
+// (GeoAnswer.Nearby: the superpeer's own and geoNearby), MaxRotated in
+// turn (GeoAnswer.Rotated), MaxNearby both.
+const (
+	MaxNearest = 1 + geoNearby
+	MaxRotated = geoNearbyRotate
+	MaxNearby  = MaxNearest + MaxRotated
+)
 
 // rehomeOrder is a sponsor's order that member to take token.
 type rehomeOrder struct {
@@ -146,15 +153,15 @@ func (g *geoMachine) complete(now time.Time) bool {
 
 // nearby is what a superpeer relays to a member in its yes: its own
 // position, then the geoNearby believed superpeers with room nearest to
-// c, the member's coordinate (the superpeer's own when nil), then
+// c, the member's coordinate (the superpeer's own when nil); and apart,
 // geoNearbyRotate of the others, consecutive in ID order from a point
 // drawn for each answer.
-func (g *geoMachine) nearby(c *coordinate.Coordinate) []TokenPos {
+func (g *geoMachine) nearby(c *coordinate.Coordinate) (nearest, rotated []TokenPos) {
 	pos, ok := g.holder.Position()
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	out := []TokenPos{{Holder: g.self(), Token: pos.Token, Coord: pos.Coord, Superpeer: g.holder.Superpeer(), Load: min(g.load(), g.tc.Capacity)}}
+	nearest = []TokenPos{{Holder: g.self(), Token: pos.Token, Coord: pos.Coord, Superpeer: g.holder.Superpeer(), Load: min(g.load(), g.tc.Capacity)}}
 	if c == nil {
 		c = pos.Coord
 	}
@@ -176,21 +183,62 @@ func (g *geoMachine) nearby(c *coordinate.Coordinate) []TokenPos {
 	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(a.d, b.d), cmp.Compare(a.tp.Holder, b.tp.Holder)) })
 	k := min(geoNearby, len(cs))
 	for _, x := range cs[:k] {
-		out = append(out, x.tp)
+		nearest = append(nearest, x.tp)
 	}
 	// Others in turn: consecutive in ID order from a point drawn for each
 	// answer (one counter for all the members stepped in multiples of
 	// their number, and a member could see the same two for good).
 	rest := cs[k:]
 	if len(rest) == 0 {
-		return out
+		return nearest, nil
 	}
 	slices.SortFunc(rest, func(a, b cand) int { return cmp.Compare(a.tp.Holder, b.tp.Holder) })
 	start := g.rng.IntN(len(rest))
 	for i := range min(geoNearbyRotate, len(rest)) {
-		out = append(out, rest[(start+i)%len(rest)].tp)
+		rotated = append(rotated, rest[(start+i)%len(rest)].tp)
 	}
-	return out
+	return nearest, rotated
+}
+
+// NearDigest is the digest of a superpeer's nearest others as a yes
+// relays them (GeoAnswer.Nearby after the superpeer's own position): their
+// holders, tokens and whether each serves, in order; never 0, which
+// stands for none (AttachAsked.Near). Their coordinates and loads are not
+// in it: they change with every report, and a member takes them at its
+// next full list (nearKeptFor).
+func NearDigest(ps []TokenPos) uint64 {
+	h := fnv.New64a()
+	var b []byte
+	for _, tp := range ps {
+		b = binary.AppendUvarint(b, uint64(len(tp.Holder)))
+		b = append(b, tp.Holder...)
+		b = binary.AppendUvarint(binary.AppendUvarint(b, uint64(tp.Token.Num)), tp.Token.Seq)
+		if tp.Superpeer {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	_, _ = h.Write(b)
+	return max(h.Sum64(), 1)
+}
+
+// nearKeptFor is how long a member names the nearest superpeers it holds
+// by their digest (AttachAsked.Near) after its superpeer last sent them in
+// full: a yes leaves them out while they are the same superpeers, so their
+// coordinates and loads are at most this old. The nearest six were 0.57 KB
+// of each yes, once an announce interval (issue 20: an ordinary peer's
+// traffic grew with S up to them).
+func (g *geoMachine) nearKeptFor() time.Duration { return 6 * g.m.cfg.AnnounceInterval }
+
+// nearHeld is the digest a request to p names (AttachAsked.Near): that of
+// the nearest superpeers p last sent in full, less than nearKeptFor ago;
+// 0 if none.
+func (g *geoMachine) nearHeld(now time.Time, p peer.ID) uint64 {
+	if p != g.nearOf || len(g.nearKept) == 0 || now.Sub(g.nearKeptAt) >= g.nearKeptFor() {
+		return 0
+	}
+	return NearDigest(g.nearKept)
 }
 
 // heardClaims are the claims of a feed this node takes: all of them when
@@ -221,7 +269,18 @@ func (g *geoMachine) heardClaims(claims []TokenPos) []TokenPos {
 // relayed takes what superpeer sp relayed in its yes: the positions
 // nearby (its own first, which names the cluster's token), and an order
 // to take a missing token.
-func (g *geoMachine) relayed(now time.Time, sp peer.ID, nearby []TokenPos, order *RehomeOrder) {
+func (g *geoMachine) relayed(now time.Time, sp peer.ID, nearby []TokenPos, held bool, rotated []TokenPos, order *RehomeOrder) {
+	switch {
+	case len(nearby) == 0:
+		g.nearKept = nil
+	case held && sp == g.nearOf && len(g.nearKept) > 0:
+		nearby = append(nearby[:1:1], g.nearKept...)
+	case !held:
+		g.nearKept, g.nearKeptAt = slices.Clone(nearby[1:]), now
+	default: // held, and nothing held from sp: its own position alone
+		g.nearKept = nil
+	}
+	nearby = append(slices.Clone(nearby), rotated...)
 	g.near, g.nearOf = nil, sp
 	for _, tp := range nearby[:min(len(nearby), MaxNearby)] {
 		if tp.Holder == g.self() || tp.Coord == nil || geometric.Valid(tp.Coord) != nil || tp.Token.Num < 0 || tp.Token.Num >= g.tc.Tokens {

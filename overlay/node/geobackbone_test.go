@@ -43,6 +43,9 @@ func TestGeoNearby(t *testing.T) {
 	for _, tp := range a.Nearby {
 		got = append(got, tp.Holder)
 	}
+	if len(a.Rotated) != 0 || a.NearbyHeld {
+		t.Fatalf("in turn %v, held %v: want none, and the nearest sent", a.Rotated, a.NearbyHeld)
+	}
 	// Nearest 0.075: s7 and s8, then s6, s5, s4 and s1 (s2 full, s3 no
 	// superpeer); no others left for their turn.
 	if want := []peer.ID{"s", "s7", "s8", "s6", "s5", "s4", "s1"}; !slices.Equal(got, want) {
@@ -60,7 +63,8 @@ func TestGeoNearby(t *testing.T) {
 	for range 30 {
 		d.step(d.feed)
 		d.step(AttachAsked{From: "m", Coord: at(t, 0.075)})
-		nb := d.m.GeoAnswer().Nearby
+		ans := d.m.GeoAnswer()
+		nb := append(ans.Nearby, ans.Rotated...)
 		got = got[:0]
 		for _, tp := range nb[:7] {
 			got = append(got, tp.Holder)
@@ -88,6 +92,76 @@ func TestGeoNearby(t *testing.T) {
 	}
 }
 
+// A member names the nearest superpeers it holds from its superpeer by
+// their digest, while they are fresh, and the superpeer's yes then leaves
+// them out: the member keeps them, and takes the ones relayed in turn and
+// the superpeer's own position anew. A digest that is not the
+// superpeer's nearest gets them in full.
+func TestGeoNearbyHeld(t *testing.T) {
+	cfg := geoTestConfig("s", 14)
+	d := newGeoDriver(t, cfg)
+	d.promote(geometric.Token{Num: 0, Seq: 1})
+	var feed []TokenPos
+	for i := 1; i < 12; i++ {
+		feed = append(feed, TokenPos{Holder: peer.ID(fmt.Sprintf("s%d", i)), Token: geometric.Token{Num: i}, Coord: at(t, float64(i)/100), Superpeer: true})
+	}
+	d.feed = GeoFeed{Tokens: feed}
+	d.step(d.feed)
+	d.step(AttachAsked{From: "m", Coord: at(t, 0.075)})
+	full := d.m.GeoAnswer()
+	if full.NearbyHeld || len(full.Nearby) != 1+geoNearby || len(full.Rotated) != geoNearbyRotate {
+		t.Fatalf("no digest: held %v, %d nearby and %d in turn; want the nearest in full, %d and %d", full.NearbyHeld, len(full.Nearby), len(full.Rotated), 1+geoNearby, geoNearbyRotate)
+	}
+	digest := NearDigest(full.Nearby[1:])
+	d.step(AttachAsked{From: "m", Coord: at(t, 0.075), Near: digest})
+	held := d.m.GeoAnswer()
+	if !held.NearbyHeld || len(held.Nearby) != 1 || held.Nearby[0].Holder != "s" || len(held.Rotated) != geoNearbyRotate {
+		t.Fatalf("the nearest's digest: held %v, nearby %v, %d in turn; want held, the superpeer's own position alone, %d in turn", held.NearbyHeld, held.Nearby, len(held.Rotated), geoNearbyRotate)
+	}
+	d.step(AttachAsked{From: "m", Coord: at(t, 0.075), Near: digest + 1})
+	if a := d.m.GeoAnswer(); a.NearbyHeld || len(a.Nearby) != 1+geoNearby {
+		t.Fatalf("another digest: held %v, %d nearby; want the nearest in full", a.NearbyHeld, len(a.Nearby))
+	}
+	// The member's side.
+	m := newGeoDriver(t, geoTestConfig("o", 14))
+	g := m.m.geo
+	if got := g.nearHeld(m.now, "s"); got != 0 {
+		t.Fatalf("digest %d before any yes, want none", got)
+	}
+	g.relayed(m.now, "s", full.Nearby, false, full.Rotated, nil)
+	if got := g.nearHeld(m.now, "s"); got != digest {
+		t.Fatalf("digest %d after a full yes, want %d", got, digest)
+	}
+	if got := g.nearHeld(m.now, "s1"); got != 0 {
+		t.Fatalf("digest %d for another superpeer, want none", got)
+	}
+	later := m.now.Add(g.nearKeptFor() - time.Second)
+	g.relayed(later, "s", held.Nearby, true, held.Rotated, nil)
+	var want []peer.ID
+	for _, tp := range append(slices.Clone(full.Nearby), held.Rotated...) {
+		want = append(want, tp.Holder)
+	}
+	var got []peer.ID
+	for _, tp := range g.near {
+		got = append(got, tp.Holder)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after a held yes the member holds %v, want %v (its own nearest, the new ones in turn)", got, want)
+	}
+	if got := g.nearHeld(later, "s"); got != digest {
+		t.Fatalf("digest %d after a held yes, want %d still", got, digest)
+	}
+	if got := g.nearHeld(m.now.Add(g.nearKeptFor()), "s"); got != 0 {
+		t.Fatalf("digest %d once the nearest are %v old, want none: the next yes sends them in full", got, g.nearKeptFor())
+	}
+	// A yes that says held from a superpeer nothing is held of: its own
+	// position and those in turn alone.
+	g.relayed(later, "s1", held.Nearby, true, held.Rotated, nil)
+	if len(g.near) != 1+geoNearbyRotate || g.nearHeld(later, "s1") != 0 {
+		t.Fatalf("held from a superpeer nothing is held of: near %v, digest %d; want 3 and none", g.near, g.nearHeld(later, "s1"))
+	}
+}
+
 // A member takes its superpeer's relay as places to ask, never over what
 // it hears: a relayed holder or token that a claim it hears names is left
 // out, believed or not; and the relay counts only while it is attached to
@@ -101,7 +175,7 @@ func TestGeoRelayed(t *testing.T) {
 		{Holder: "s2", Token: geometric.Token{Num: 1}, Coord: at(t, 0.02), Superpeer: true},
 		{Holder: "o", Token: geometric.Token{Num: 2}, Coord: at(t, 0.02), Superpeer: true}, // itself: dropped
 	}
-	g.relayed(d.now, "s1", near, nil)
+	g.relayed(d.now, "s1", near, false, nil, nil)
 	g.attached = "s1"
 	holders := func() (out []peer.ID) {
 		for _, tp := range g.relayedPositions() {

@@ -270,7 +270,7 @@ func (s *Sim) geoCarryOut(i int, rd node.GeoReady) {
 		if g.lie != nil {
 			c = g.lie
 		}
-		in := node.AttachAsked{RTTs: rd.AttachRTTs[p], Coord: c, Private: rd.AttachPrivate, Flapping: rd.AttachFlapping}
+		in := node.AttachAsked{RTTs: rd.AttachRTTs[p], Coord: c, Private: rd.AttachPrivate, Flapping: rd.AttachFlapping, Near: rd.AttachNear[p]}
 		if in.RTTs != nil {
 			in.Second = rd.AttachSecond
 			if s.hostile[i].lies {
@@ -832,7 +832,7 @@ func (s *Sim) geoAttach(i int, p peer.ID, in node.AttachAsked) {
 				}
 				g.asked[p] = slices.Clone(a.Candidates)
 			}
-			return node.AttachDone{To: p, OK: a.Yes, Mates: a.Cluster, Candidates: a.Candidates, Coords: a.Coords, Demoted: a.Demoted, Nearby: a.Nearby, Rehome: a.Rehome, Size: a.Size}
+			return a.Done(p)
 		})
 }
 
