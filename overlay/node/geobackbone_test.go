@@ -18,21 +18,9 @@ import (
 // geoNearbyRotate others in turn; none full, none that is not a
 // superpeer, none twice.
 func TestGeoNearby(t *testing.T) {
-	cfg := geoTestConfig("s", 14)
-	d := newGeoDriver(t, cfg)
-	d.promote(geometric.Token{Num: 0, Seq: 1})
-	var feed []TokenPos
-	for i := 1; i < 9; i++ {
-		tp := TokenPos{Holder: peer.ID(fmt.Sprintf("s%d", i)), Token: geometric.Token{Num: i}, Coord: at(t, float64(i)/100), Superpeer: true}
-		switch i {
-		case 2:
-			tp.Load = cfg.Geo.Tokens.Capacity // full
-		case 3:
-			tp.Superpeer = false // in transit
-		}
-		feed = append(feed, tp)
-	}
-	d.feed = GeoFeed{Tokens: feed}
+	d := servingAmong(t, 9)
+	d.feed.Tokens[1].Load = d.m.geo.tc.Capacity // s2 full
+	d.feed.Tokens[2].Superpeer = false          // s3 in transit
 	d.step(d.feed)
 	d.step(AttachAsked{From: "m", Coord: at(t, 0.075)})
 	a := d.m.GeoAnswer()
@@ -98,14 +86,7 @@ func TestGeoNearby(t *testing.T) {
 // the superpeer's own position anew. A digest that is not the
 // superpeer's nearest gets them in full.
 func TestGeoNearbyHeld(t *testing.T) {
-	cfg := geoTestConfig("s", 14)
-	d := newGeoDriver(t, cfg)
-	d.promote(geometric.Token{Num: 0, Seq: 1})
-	var feed []TokenPos
-	for i := 1; i < 12; i++ {
-		feed = append(feed, TokenPos{Holder: peer.ID(fmt.Sprintf("s%d", i)), Token: geometric.Token{Num: i}, Coord: at(t, float64(i)/100), Superpeer: true})
-	}
-	d.feed = GeoFeed{Tokens: feed}
+	d := servingAmong(t, 12)
 	d.step(d.feed)
 	d.step(AttachAsked{From: "m", Coord: at(t, 0.075)})
 	full := d.m.GeoAnswer()
@@ -313,4 +294,17 @@ func TestGeoMoveKeepsNewCluster(t *testing.T) {
 			t.Errorf("%s %v", n.Msg, n.Args)
 		}
 	}
+}
+
+// servingAmong is the driver of superpeer s (token 0 of 14) whose feed
+// holds superpeers s1 to s<n-1>, si serving token i at i/100 s.
+func servingAmong(t *testing.T, n int) *geoDriver {
+	t.Helper()
+	d := newGeoDriver(t, geoTestConfig("s", 14))
+	d.promote(geometric.Token{Num: 0, Seq: 1})
+	d.feed = GeoFeed{}
+	for i := 1; i < n; i++ {
+		d.feed.Tokens = append(d.feed.Tokens, TokenPos{Holder: peer.ID(fmt.Sprintf("s%d", i)), Token: geometric.Token{Num: i}, Coord: at(t, float64(i)/100), Superpeer: true})
+	}
+	return d
 }
