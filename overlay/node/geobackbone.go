@@ -267,8 +267,9 @@ func (g *geoMachine) heardClaims(claims []TokenPos) []TokenPos {
 }
 
 // relayed takes what superpeer sp relayed in its yes: the positions
-// nearby (its own first, which names the cluster's token), and an order
-// to take a missing token.
+// nearby (its own first, which names the cluster's token, then its
+// nearest, or with held the nearest this node kept from sp's last full
+// list, then those in turn), and an order to take a missing token.
 func (g *geoMachine) relayed(now time.Time, sp peer.ID, nearby []TokenPos, held bool, rotated []TokenPos, order *RehomeOrder) {
 	switch {
 	case len(nearby) == 0:
