@@ -189,6 +189,37 @@ type geo struct {
 	// believed is the set of token holders the machine believed at its
 	// last feed (Machine.TokenHolders), for the feed's Protect.
 	believed atomic.Pointer[map[peer.ID]bool]
+	// kept are the peers tagged keepTag (keep); carryOut's alone.
+	kept map[peer.ID]bool
+}
+
+// keepTag is the connection manager's tag of the peers the machine pings
+// (GeoState.Keep), and keepValue its value: above kad-dht's tag of its
+// routing-table peers (5), so that a trim drops those first, and below
+// GossipSub's of its mesh peers (20). The cluster is protected besides
+// (protect).
+const (
+	keepTag   = "superpeer-pinged"
+	keepValue = 10
+)
+
+// keep tags the connections to the peers in ps, and untags those it tagged
+// before that are not.
+func (g *geo) keep(ps []peer.ID) {
+	cm := g.n.host.ConnManager()
+	next := make(map[peer.ID]bool, len(ps))
+	for _, p := range ps {
+		next[p] = true
+		if !g.kept[p] {
+			cm.TagPeer(p, keepTag, keepValue)
+		}
+	}
+	for p := range g.kept {
+		if !next[p] {
+			cm.UntagPeer(p, keepTag)
+		}
+	}
+	g.kept = next
 }
 
 func (n *Node) startGeo(ctx context.Context) error {
@@ -285,6 +316,7 @@ func (g *geo) carryOut(ctx context.Context, rd node.GeoReady) {
 		if m, ok := n.members.(*geoMembership); ok {
 			m.changed(n.State())
 		}
+		g.keep(st.Keep)
 	}
 	for _, p := range rd.Pings {
 		n.wg.Add(1)

@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 
 	"github.com/superpeer/superpeer/dhtselect"
 	"github.com/superpeer/superpeer/geometric"
@@ -138,5 +142,53 @@ func TestCoordPingFitsLive(t *testing.T) {
 			t.Fatal("the coordinates do not predict the 40 ms RTTs within a quarter")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// connManagedHost is a host with its own connection manager, as a libp2p
+// host built with libp2p.ConnectionManager has (mocknet's have none).
+type connManagedHost struct {
+	host.Host
+	cm *connmgr.BasicConnMgr
+}
+
+func (h connManagedHost) ConnManager() coreconnmgr.ConnManager { return h.cm }
+
+// TestGeoKeepOutranksTable: the connections to the peers the machine pings
+// (GeoState.Keep, tagged by keep) outlast those to kad-dht's routing-table
+// peers (tagged 5 by kad-dht) when the connection manager trims, and a
+// peer that left the set is untagged; a trimmed target was dialled again
+// at its next ping, and kad-dht checked it again (a FIND_NODE) as a peer
+// connected anew.
+func TestGeoKeepOutranksTable(t *testing.T) {
+	hs := mocknetHosts(t, 7, 0)
+	cm, err := connmgr.NewConnManager(2, 3, connmgr.WithGracePeriod(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cm.Close() })
+	a := connManagedHost{hs[0], cm}
+	a.Network().Notify(cm.Notifee())
+	ctx := context.Background()
+	for _, h := range hs[1:] {
+		if err := a.Connect(ctx, peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range hs[1:4] {
+		cm.TagPeer(h.ID(), "kbucket", 5) // kad-dht's tag of a table peer (its baseConnMgrScore)
+	}
+	g := &geo{n: &Node{host: a}}
+	g.keep([]peer.ID{hs[5].ID(), hs[6].ID()})
+	g.keep([]peer.ID{hs[4].ID(), hs[6].ID()}) // hs[5] left the set
+	if ti := cm.GetTagInfo(hs[5].ID()); ti != nil && ti.Tags[keepTag] != 0 {
+		t.Fatalf("a peer that left the set is still tagged: %v", ti.Tags)
+	}
+	cm.TrimOpenConns(ctx)
+	for i, h := range hs[1:] {
+		want := i+1 == 4 || i+1 == 6
+		if got := a.Network().Connectedness(h.ID()) == network.Connected; got != want {
+			t.Errorf("host %d connected %v after the trim, want %v", i+1, got, want)
+		}
 	}
 }

@@ -2,9 +2,12 @@ package overlay
 
 import (
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p-kbucket/peerdiversity"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer/superpeer/dhtselect"
 )
 
 // The overlay's routing table holds overlay peers only: peers whose
@@ -62,6 +65,20 @@ import (
 // is registered before the DHT's (start), so that any identify that shows
 // a node's DHT protocol shows its closer protocol too.
 
+// A peer found by a connection joins the table only where its bucket has
+// room (hasRoom); a full bucket takes new peers from the answers to the
+// node's own queries alone. kad-dht takes a connected peer into a full
+// bucket in place of one that joined the same way, but first checks it
+// with a FIND_NODE (its lookupCheck: about 2 KB with the answer), for
+// every new connection to a peer not in the table. The peers a node
+// talks to come and go as the connection managers trim (a superpeer is
+// pinged by every peer that holds it among its nearest, more than its
+// watermark at 512 in-process nodes): those checks were most of the
+// DHT's traffic after convergence, about 100 B/s of an ordinary peer's
+// 500 and 1 KB/s of a superpeer's, and they grew with the swarm. A table
+// holds dead peers no longer for it: kad-dht's refresh pings the peers
+// not heard from and drops those that do not answer, which makes room.
+
 // dhtOptions are the private DHT's filters of its routing table (see
 // above).
 func (n *Node) dhtOptions() []dht.Option {
@@ -70,10 +87,31 @@ func (n *Node) dhtOptions() []dht.Option {
 		boot[b.ID] = true
 	}
 	admits := func(p peer.ID) bool { return boot[p] || n.speaksCloser(p) }
+	self := kb.ConvertPeerID(n.self)
 	return []dht.Option{
-		dht.RoutingTableFilter(func(_ any, p peer.ID) bool { return admits(p) }),
+		dht.RoutingTableFilter(func(d any, p peer.ID) bool {
+			return admits(p) && (boot[p] || hasRoom(d, self, p))
+		}),
 		dht.RoutingTablePeerDiversityFilter(tablePolicy{admits: admits}),
 	}
+}
+
+// hasRoom reports whether the routing table of d (a *dht.IpfsDHT) holds
+// p already (kad-dht asks again when p's protocols change, and takes out
+// a peer refused then), or fewer than a bucket's worth of peers at p's
+// common prefix length with self. The last bucket holds every longer
+// prefix as well, and counting one length alone admits more there, where
+// kad-dht splits the bucket.
+func hasRoom(d any, self kb.ID, p peer.ID) bool {
+	kd, ok := d.(*dht.IpfsDHT)
+	if !ok {
+		return true
+	}
+	rt := kd.RoutingTable()
+	if rt.Find(p) != "" {
+		return true
+	}
+	return rt.NPeersForCpl(uint(kb.CommonPrefixLen(self, kb.ConvertPeerID(p)))) < dhtselect.BucketSize
 }
 
 // tablePolicy is kbucket's diversity-filter policy that admits a peer to

@@ -448,6 +448,16 @@ type GeoState struct {
 	Token   int // -1 when none
 	// Size is the node's estimate of the network's size (geosize.go).
 	Size dhtselect.Estimate
+	// Keep are the peers the node pings (pingTargets as drawn so far), sorted:
+	// the driver keeps its connections to them over others when it has
+	// too many (the connection manager's tags). A connection trimmed
+	// from under a target is dialled again at its next ping; at 512
+	// in-process nodes, where the DHT's start-up lookups had connected
+	// every node to nearly every other and its routing-table peers
+	// outranked the untagged targets, the re-dials and kad-dht's check
+	// of each peer connected anew (a FIND_NODE, lookupCheck) cost an
+	// ordinary peer about 100 B/s.
+	Keep []peer.ID
 }
 
 // GeoAnswer is the answer to the last TokenOffered or AttachAsked: Yes, and
@@ -1053,10 +1063,29 @@ func (g *geoMachine) pickPingTarget(now time.Time) (peer.ID, *coordinate.Coordin
 // pingTargets are the peers the node samples its coordinate against,
 // sorted: the token holders, its cluster (a superpeer's members, an
 // ordinary peer's superpeer and the mates its last answer named) and
-// geoPingRandom peers it is connected to, drawn at random (pingRandom).
-// A bounded set (S, the capacity and geoPingRandom), whatever the swarm's
-// size.
+// geoPingRandom peers it is connected to, drawn at random (pingRandom,
+// drawn again here when some left). A bounded set (S, the capacity and
+// geoPingRandom), whatever the swarm's size.
 func (g *geoMachine) pingTargets() []peer.ID {
+	set := g.targetSet()
+	g.pingRandom = slices.DeleteFunc(g.pingRandom, func(p peer.ID) bool { return !g.connected[p] || set[p] })
+	if len(g.pingRandom) < geoPingRandom {
+		var pool []peer.ID
+		for _, p := range g.feed.Connected {
+			if !set[p] && p != g.self() && !slices.Contains(g.pingRandom, p) {
+				pool = append(pool, p)
+			}
+		}
+		slices.Sort(pool)
+		for _, i := range g.rng.Perm(len(pool))[:min(geoPingRandom-len(g.pingRandom), len(pool))] {
+			g.pingRandom = append(g.pingRandom, pool[i])
+		}
+	}
+	return g.targets(set)
+}
+
+// targetSet is pingTargets without the random ones.
+func (g *geoMachine) targetSet() map[peer.ID]bool {
 	set := map[peer.ID]bool{}
 	for _, tp := range g.positions() {
 		set[tp.Holder] = true
@@ -1072,19 +1101,12 @@ func (g *geoMachine) pingTargets() []peer.ID {
 			}
 		}
 	}
-	g.pingRandom = slices.DeleteFunc(g.pingRandom, func(p peer.ID) bool { return !g.connected[p] || set[p] })
-	if len(g.pingRandom) < geoPingRandom {
-		var pool []peer.ID
-		for _, p := range g.feed.Connected {
-			if !set[p] && p != g.self() && !slices.Contains(g.pingRandom, p) {
-				pool = append(pool, p)
-			}
-		}
-		slices.Sort(pool)
-		for _, i := range g.rng.Perm(len(pool))[:min(geoPingRandom-len(g.pingRandom), len(pool))] {
-			g.pingRandom = append(g.pingRandom, pool[i])
-		}
-	}
+	return set
+}
+
+// targets adds the random targets drawn so far to set, and returns them
+// all but the node, sorted.
+func (g *geoMachine) targets(set map[peer.ID]bool) []peer.ID {
 	for _, p := range g.pingRandom {
 		set[p] = true
 	}
@@ -1434,7 +1456,8 @@ func (g *geoMachine) state() GeoState {
 		members = append(members, sp)
 	}
 	slices.Sort(members)
-	st := GeoState{S: g.tc.Tokens, Members: members, Role: RoleOrdinary, Coord: g.client.Coordinate(), Token: -1, Superpeer: sp, Size: g.size()}
+	st := GeoState{S: g.tc.Tokens, Members: members, Role: RoleOrdinary, Coord: g.client.Coordinate(), Token: -1, Superpeer: sp, Size: g.size(),
+		Keep: g.targets(g.targetSet())}
 	if held {
 		st.Token = token.Num
 	}

@@ -139,6 +139,19 @@ func TestGeoCoordsMember(t *testing.T) {
 	}
 }
 
+// checkKeep fails t unless the peers the node says the driver should keep
+// connections to (GeoState.Keep) are its ping targets: its cluster and
+// holders, and the random peers drawn now, not the node.
+func checkKeep(t *testing.T, d *geoDriver, cluster []peer.ID) {
+	t.Helper()
+	want := slices.Concat(cluster, d.m.geo.pingRandom)
+	slices.Sort(want)
+	want = slices.Compact(want)
+	if got := d.m.GeoState().Keep; !slices.Equal(got, want) {
+		t.Fatalf("keeps connections to %v, want its cluster, holders and random peers %v", got, want)
+	}
+}
+
 // A node samples a bounded set (pingTargets): the holders, its cluster
 // (its superpeer and the mates its answer named) and geoPingRandom of the
 // peers it is connected to, drawn again when one is no longer connected
@@ -192,6 +205,7 @@ func TestGeoPingTargets(t *testing.T) {
 	if d.m.geo.badCoords != 0 {
 		t.Errorf("%d answers' coordinates refused, want none", d.m.geo.badCoords)
 	}
+	checkKeep(t, d, cluster)
 	// The random peers stop answering: others are drawn, still at most
 	// geoPingRandom at a time.
 	for p := range random {
@@ -211,6 +225,7 @@ func TestGeoPingTargets(t *testing.T) {
 	if n := len(d.m.geo.pingRandom); n > geoPingRandom {
 		t.Errorf("%d random peers, want at most %d", n, geoPingRandom)
 	}
+	checkKeep(t, d, cluster)
 
 	// Bad coordinates: no sample, counted.
 	for name, f := range map[string]func(*coordinate.Coordinate){
