@@ -1210,3 +1210,21 @@ func TestGeoRefusedNoNeighbour(t *testing.T) {
 		t.Errorf("refusals of past snapshots kept: %v", g.barred)
 	}
 }
+
+// A token's absence is timed only while the node hears every report
+// (place): a node that stops hearing the backbone (it passed its token on
+// and attached to a superpeer) and hears it again counts a token missing
+// from then, not from before, and waits for it all over again; it had
+// re-homed a token it had just passed on, a wait after it heard the
+// backbone again and before the recipient's report came in.
+func TestGeoMissingClockStopsWhileIncomplete(t *testing.T) {
+	d, _ := sponsorWith(t, 2, "h")
+	g := d.m.geo
+	tk := g.tokens.info(0)
+	tk.missFrom(d.now.Add(-time.Hour))
+	g.heard.All, g.allSince = false, time.Time{} // attached: its cluster's topic alone
+	g.place(d.now)
+	if !tk.missing || !tk.since.Equal(d.now) {
+		t.Fatalf("missing %v since %v after a round not hearing every report at %v, want since then", tk.missing, tk.since, d.now)
+	}
+}
