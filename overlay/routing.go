@@ -64,7 +64,11 @@ type peerList struct {
 // connection for it, the network's Peers was 13 % of the CPU of a
 // 256-node geometric testnet in virtual time. gen is read before the list
 // is: a change after that read leaves the list kept under the older gen,
-// which the next call no longer takes.
+// which the next call no longer takes. The network tells of a closed
+// connection after it is gone (mocknet and the swarm notify apart from
+// the close), and until then the list still names its peer, as a list
+// taken a moment before the close would: a scratch count saw one to two
+// such calls a run in an 8-node geometric test.
 func (n *Node) connectedPeers() []peer.ID {
 	c := &n.route
 	gen := c.gen.Load()
